@@ -1,0 +1,3 @@
+import { main } from './main.js';
+
+process.exit(await main(process.argv));

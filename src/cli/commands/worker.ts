@@ -1,0 +1,15 @@
+import type { Command } from 'commander';
+import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
+import { startLocalWorker } from '../local-worker.js';
+
+export function registerWorkerCommand(program: Command): void {
+  program
+    .command('worker')
+    .description("run a Rein worker (workflows and activities) against the configured Temporal server")
+    .action(async () => {
+      const { config, logger } = cliContext(program.opts<GlobalOptions>());
+      const running = await startLocalWorker(config, logger);
+      await Promise.race([untilInterrupted(), running.done]);
+      await running.stop();
+    });
+}

@@ -1,0 +1,35 @@
+import { Command, CommanderError } from 'commander';
+import { ConfigError } from '../config/load.js';
+import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
+import { registerConfigCommands } from './commands/config.js';
+import { registerDevCommand } from './commands/dev.js';
+import { registerDoctorCommand } from './commands/doctor.js';
+import { registerServerCommand } from './commands/server.js';
+import { registerWorkerCommand } from './commands/worker.js';
+
+export function buildProgram(): Command {
+  const program = new Command('rein')
+    .description("Reinforcement learning for the model behind an agent, inside the agent's own harness")
+    .option('-c, --config <file>', 'config file, YAML or JSON (default: REIN_CONFIG, or rein.yaml in this folder)')
+    .showHelpAfterError()
+    .exitOverride();
+  registerDevCommand(program);
+  registerServerCommand(program);
+  registerWorkerCommand(program);
+  registerDoctorCommand(program);
+  registerConfigCommands(program);
+  return program;
+}
+
+/** Exit codes: 0 success, 1 the work failed, 2 bad usage or configuration. */
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError;
+    process.stderr.write(`rein: ${(err as Error).message}\n`);
+    return usage ? 2 : 1;
+  }
+}

@@ -1,0 +1,48 @@
+import type { ReinConfig } from '../config/schema.js';
+import { usesEmbeddedServer } from '../config/temporal-connection.js';
+import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../client/temporal.js';
+import { startDevServer, type DevServer } from '../devserver/dev-server.js';
+import { findTemporalCli } from '../devserver/temporal-cli.js';
+import type { Logger } from '../log/logger.js';
+
+export interface TemporalUp {
+  temporal: TemporalClient;
+  /** The embedded dev server Rein started, or undefined when TEMPORAL_ADDRESS points elsewhere. */
+  devServer: DevServer | undefined;
+  /** Web UI address, when known. */
+  uiUrl: string | undefined;
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Starts the embedded dev server unless an external address is configured, connects, and
+ * registers Rein's search attributes.
+ */
+export async function bringUpTemporal(config: ReinConfig, logger: Logger): Promise<TemporalUp> {
+  const settings = config.temporal;
+  let devServer: DevServer | undefined;
+  if (usesEmbeddedServer(settings)) {
+    const cliPath = findTemporalCli();
+    logger.info({ cliPath, dbFile: settings.devServer.dbFile }, 'starting the Temporal dev server');
+    devServer = await startDevServer({ ...settings.devServer, cliPath, namespaces: [settings.namespace] });
+  } else {
+    logger.info({ address: settings.address, namespace: settings.namespace }, 'using an existing Temporal server');
+  }
+  try {
+    const temporal = await connectTemporal(settings);
+    const { created } = await ensureSearchAttributes(temporal.connection, settings.namespace);
+    if (created.length > 0) logger.info({ created }, 'registered search attributes');
+    return {
+      temporal,
+      devServer,
+      uiUrl: devServer?.uiUrl,
+      async shutdown() {
+        await temporal.close();
+        await devServer?.stop();
+      },
+    };
+  } catch (err) {
+    await devServer?.stop();
+    throw err;
+  }
+}

@@ -1,0 +1,222 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseDocument } from 'yaml';
+import type { z } from 'zod';
+import { reinConfigSchema, type ReinConfig } from './schema.js';
+
+/** A config that cannot be used; the message lists every problem with its path, value and expectation. */
+export class ConfigError extends Error {
+  constructor(
+    readonly source: string,
+    readonly problems: string[],
+  ) {
+    super(`invalid config (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export interface LoadedConfig {
+  config: ReinConfig;
+  /** Absolute path of the file read, or undefined when only defaults and environment were used. */
+  file: string | undefined;
+}
+
+const DEFAULT_FILES = ['rein.yaml', 'rein.yml', 'rein.json'];
+
+/**
+ * Reads the config file (explicit path, else REIN_CONFIG, else rein.yaml|yml|json in cwd, else
+ * none), overlays the environment, validates it and resolves relative paths against the file's folder.
+ */
+export function loadConfig(
+  options: { file?: string | undefined; env?: NodeJS.ProcessEnv; cwd?: string } = {},
+): LoadedConfig {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const file = findConfigFile(options.file ?? env.REIN_CONFIG, cwd);
+  const raw = file ? readConfigFile(file) : {};
+  const { input, fromEnv } = overlayEnvironment(raw, env, cwd);
+  const config = validateConfig(input, file ?? 'defaults and environment', fromEnv);
+  return { config: resolvePaths(config, file ? path.dirname(file) : cwd), file };
+}
+
+function findConfigFile(explicit: string | undefined, cwd: string): string | undefined {
+  if (explicit) {
+    const file = path.resolve(cwd, explicit);
+    if (!existsSync(file)) {
+      throw new ConfigError(explicit, [`file not found: ${file} (check the --config path or REIN_CONFIG)`]);
+    }
+    return file;
+  }
+  return DEFAULT_FILES.map((name) => path.join(cwd, name)).find((f) => existsSync(f));
+}
+
+function readConfigFile(file: string): unknown {
+  const text = readFileSync(file, 'utf8');
+  if (file.endsWith('.json')) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (err) {
+      throw new ConfigError(file, [`not valid JSON: ${(err as Error).message}`]);
+    }
+  }
+  const doc = parseDocument(text, { prettyErrors: true });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      file,
+      doc.errors.map((e) => `not valid YAML: ${e.message.split('\n')[0]}`),
+    );
+  }
+  return doc.toJS() ?? {};
+}
+
+/** Validates a config object; every zod issue becomes one line naming path, value and expectation. */
+export function validateConfig(
+  input: unknown,
+  source: string,
+  fromEnv: ReadonlyMap<string, string> = new Map(),
+): ReinConfig {
+  const result = reinConfigSchema.safeParse(input);
+  if (result.success) return result.data;
+  throw new ConfigError(
+    source,
+    result.error.issues.map((issue) => describeIssue(issue, input, fromEnv)),
+  );
+}
+
+function describeIssue(issue: z.core.$ZodIssue, input: unknown, fromEnv: ReadonlyMap<string, string>): string {
+  const at = issue.path.length > 0 ? issue.path.join('.') : '(top level)';
+  const origin = fromEnv.get(issue.path.join('.'));
+  const where = origin ? `${at} (from ${origin})` : at;
+  if (issue.code === 'unrecognized_keys') {
+    const allowed = allowedKeysAt(issue.path);
+    return `${where}: unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}; expected one of: ${allowed.join(', ')}`;
+  }
+  const value = valueAt(input, issue.path);
+  const shown = value === undefined ? 'nothing' : JSON.stringify(value);
+  return `${where}: got ${shown}; expected ${expectation(issue)}`;
+}
+
+function expectation(issue: z.core.$ZodIssue): string {
+  switch (issue.code) {
+    case 'invalid_type':
+      return issue.expected;
+    case 'too_small':
+      return issue.origin === 'string'
+        ? 'a non-empty string'
+        : `${issue.inclusive ? 'at least' : 'more than'} ${String(issue.minimum)}`;
+    case 'too_big':
+      return `${issue.inclusive ? 'at most' : 'less than'} ${String(issue.maximum)}`;
+    case 'invalid_value':
+      return `one of: ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'invalid_union':
+      return issue.errors.map((branch) => branch.map((e) => expectation(e)).join(' and ')).join(', or ');
+    default:
+      return issue.message;
+  }
+}
+
+function valueAt(input: unknown, keys: readonly PropertyKey[]): unknown {
+  let current = input;
+  for (const key of keys) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<PropertyKey, unknown>)[key];
+  }
+  return current;
+}
+
+function allowedKeysAt(keys: readonly PropertyKey[]): string[] {
+  let shape = objectShapeOf(reinConfigSchema);
+  for (const key of keys) {
+    const next = shape?.[String(key)];
+    shape = next && objectShapeOf(next);
+  }
+  return Object.keys(shape ?? {});
+}
+
+/** The object shape behind defaults, optionals and unions (e.g. `tls: boolean | {...}`). */
+function objectShapeOf(schema: z.core.$ZodType): Record<string, z.core.$ZodType> | undefined {
+  const def = schema._zod.def as {
+    shape?: Record<string, z.core.$ZodType>;
+    innerType?: z.core.$ZodType;
+    options?: z.core.$ZodType[];
+  };
+  if (def.shape) return def.shape;
+  if (def.innerType) return objectShapeOf(def.innerType);
+  for (const option of def.options ?? []) {
+    const shape = objectShapeOf(option);
+    if (shape) return shape;
+  }
+  return undefined;
+}
+
+/** Environment variables that override the file; names follow the Temporal CLI's own. */
+const ENV_PATHS: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean']> = [
+  ['REIN_DATA_DIR', ['dataDir'], 'path'],
+  ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
+  ['TEMPORAL_ADDRESS', ['temporal', 'address'], 'string'],
+  ['TEMPORAL_NAMESPACE', ['temporal', 'namespace'], 'string'],
+  ['TEMPORAL_API_KEY', ['temporal', 'apiKey'], 'string'],
+  ['TEMPORAL_TLS', ['temporal', 'tls'], 'boolean'],
+  ['TEMPORAL_TLS_CLIENT_CERT_PATH', ['temporal', 'tls', 'clientCertPath'], 'path'],
+  ['TEMPORAL_TLS_CLIENT_KEY_PATH', ['temporal', 'tls', 'clientKeyPath'], 'path'],
+  ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', ['temporal', 'tls', 'serverCaCertPath'], 'path'],
+  ['TEMPORAL_TLS_SERVER_NAME', ['temporal', 'tls', 'serverName'], 'string'],
+];
+
+function overlayEnvironment(
+  raw: unknown,
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+): { input: unknown; fromEnv: Map<string, string> } {
+  const fromEnv = new Map<string, string>();
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { input: raw, fromEnv };
+  const input = structuredClone(raw) as Record<string, unknown>;
+  for (const [variable, keys, kind] of ENV_PATHS) {
+    const text = env[variable];
+    if (text === undefined || text === '') continue;
+    let value: unknown = text;
+    if (kind === 'path') value = path.resolve(cwd, text);
+    if (kind === 'boolean') value = /^(1|true|yes)$/i.test(text) ? true : /^(0|false|no)$/i.test(text) ? false : text;
+    setAt(input, keys, value);
+    fromEnv.set(keys.join('.'), variable);
+  }
+  return { input, fromEnv };
+}
+
+function setAt(target: Record<string, unknown>, keys: string[], value: unknown): void {
+  let node = target;
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key];
+    // A boolean `tls: true` becomes an object once a certificate file is given.
+    if (next === null || typeof next !== 'object') node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+  const last = keys[keys.length - 1] as string;
+  if (typeof node[last] === 'object' && node[last] !== null && typeof value === 'boolean') return;
+  node[last] = value;
+}
+
+function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
+  const dataDir = path.resolve(baseDir, config.dataDir);
+  const tls = config.temporal.tls;
+  return {
+    ...config,
+    dataDir,
+    temporal: {
+      ...config.temporal,
+      tls:
+        typeof tls === 'object'
+          ? {
+              ...tls,
+              clientCertPath: tls.clientCertPath && path.resolve(baseDir, tls.clientCertPath),
+              clientKeyPath: tls.clientKeyPath && path.resolve(baseDir, tls.clientKeyPath),
+              serverCaCertPath: tls.serverCaCertPath && path.resolve(baseDir, tls.serverCaCertPath),
+            }
+          : tls,
+      devServer: {
+        ...config.temporal.devServer,
+        dbFile: path.resolve(dataDir, config.temporal.devServer.dbFile),
+      },
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, type WorkflowBundleOption } from '@temporalio/worker';
+import { createActivities, type ActivityDeps } from '../activities/index.js';
+import type { TemporalSettings } from '../src/config/schema.js';
+import { temporalConnectionOptions } from '../src/config/temporal-connection.js';
+
+export interface ReinWorkerOptions extends ActivityDeps {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  /** A prebuilt bundle (tests build one and share it); default: bundle workflows/ at start. */
+  workflowBundle?: WorkflowBundleOption;
+}
+
+/** The worker that runs Rein's workflows and activities on one task queue. */
+export async function createReinWorker(options: ReinWorkerOptions): Promise<Worker> {
+  const { connection, namespace, taskQueue, workflowBundle, ...deps } = options;
+  return Worker.create({
+    connection,
+    namespace,
+    taskQueue,
+    activities: createActivities(deps),
+    ...(workflowBundle ? { workflowBundle } : { workflowsPath: workflowsPath() }),
+  });
+}
+
+export async function connectWorker(settings: TemporalSettings): Promise<NativeConnection> {
+  const options = temporalConnectionOptions(settings);
+  try {
+    return await NativeConnection.connect(options);
+  } catch (err) {
+    throw new Error(`worker cannot reach Temporal at ${options.address}: ${(err as Error).message}`);
+  }
+}
+
+/** workflows/index as source (tsx, vitest) or compiled (dist/), whichever this module runs from. */
+export function workflowsPath(): string {
+  for (const ext of ['.ts', '.js']) {
+    const file = fileURLToPath(new URL(`../workflows/index${ext}`, import.meta.url));
+    if (existsSync(file)) return file;
+  }
+  throw new Error('workflows/index not found next to workers/');
+}

@@ -1,0 +1,1 @@
+export { preflight, type PreflightResult } from './preflight.js';
