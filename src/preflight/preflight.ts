@@ -58,7 +58,7 @@ async function checkWritable(dataDir: string): Promise<PreflightCheck> {
   } catch (err) {
     return { name: 'data dir writable', ok: false, detail: `${dataDir}: ${(err as Error).message}` };
   } finally {
-    await rm(probe, { force: true });
+    await rm(probe, { force: true }).catch(() => undefined);
   }
 }
 

@@ -1,0 +1,59 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import type { TestProject } from 'vitest/node';
+import { connectTemporal, ensureSearchAttributes } from '../src/client/temporal.js';
+import { validateConfig } from '../src/config/load.js';
+import { startDevServer } from '../src/devserver/dev-server.js';
+import { findTemporalCli } from '../src/devserver/temporal-cli.js';
+import { workflowsPath } from '../workers/worker.js';
+import { freePort } from './helpers/ports.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** host:port of the dev server every test shares. */
+    temporalAddress: string;
+    /** The workflows bundled once, for the workers tests create. */
+    workflowBundleCode: string;
+  }
+}
+
+/** One real Temporal dev server for the whole run, started and awaited here rather than by the SDK. */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-test-temporal-'));
+  const port = await freePort();
+  const server = await startDevServer({
+    ...validateConfig({}, 'test defaults').temporal.devServer,
+    cliPath: findTemporalCli(),
+    ip: '127.0.0.1',
+    port,
+    headless: true,
+    dbFile: path.join(dir, 'dev.sqlite'),
+    readyTimeoutMs: 120_000,
+  });
+  try {
+    const temporal = await connectTemporal({ ...validateConfig({}, 'test defaults').temporal, address: server.address });
+    await ensureSearchAttributes(temporal.connection, 'default');
+    await temporal.close();
+    const bundle = await bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietBundlerLogger });
+    project.provide('temporalAddress', server.address);
+    project.provide('workflowBundleCode', bundle.code);
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
+  return async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+}
+
+const quietBundlerLogger = {
+  log: () => {},
+  trace: () => {},
+  debug: () => {},
+  info: () => {},
+  warn: (message: string) => console.warn(message),
+  error: (message: string) => console.error(message),
+};

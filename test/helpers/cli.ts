@@ -1,0 +1,89 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const root = path.resolve(import.meta.dirname, '../..');
+const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+const entry = path.join(root, 'src/cli/cli.ts');
+
+export interface CliOptions {
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+}
+
+function spawnRein(args: string[], options: CliOptions): ChildProcess {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
+  for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
+  return spawn(process.execPath, ['--import', tsx, entry, ...args], {
+    cwd: options.cwd ?? root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+/** Runs the `rein` CLI as a user would (a real child process) and collects its output. */
+export async function runRein(
+  args: string[],
+  options: CliOptions = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawnRein(args, options);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  return { code, stdout, stderr };
+}
+
+export interface RunningRein {
+  output(): { stdout: string; stderr: string };
+  /** Resolves once stdout matches, rejects if the process exits first or the wait times out. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  /** Sends the signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Starts a long-running `rein` command (dev, server, worker). */
+export function startRein(args: string[], options: CliOptions = {}): RunningRein {
+  const child = spawnRein(args, options);
+  let stdout = '';
+  let stderr = '';
+  const listeners = new Set<() => void>();
+  child.stdout?.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    listeners.forEach((l) => l());
+  });
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  return {
+    output: () => ({ stdout, stderr }),
+    exited,
+    waitFor(pattern, timeoutMs = 90_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          if (pattern.test(stdout)) done(() => resolve());
+        };
+        const timer = setTimeout(
+          () => done(() => reject(new Error(`timed out waiting for ${String(pattern)}\nstdout:\n${stdout}\nstderr:\n${stderr}`))),
+          timeoutMs,
+        );
+        const done = (fn: () => void) => {
+          clearTimeout(timer);
+          listeners.delete(check);
+          fn();
+        };
+        listeners.add(check);
+        void exited.then((code) =>
+          done(() => reject(new Error(`exited with ${String(code)} before ${String(pattern)}\nstdout:\n${stdout}\nstderr:\n${stderr}`))),
+        );
+        check();
+      });
+    },
+    async stop(signal = 'SIGINT') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
