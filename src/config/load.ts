@@ -150,7 +150,7 @@ function objectShapeOf(schema: z.core.$ZodType): Record<string, z.core.$ZodType>
 }
 
 /** Environment variables that override the file; names follow the Temporal CLI's own. */
-const ENV_PATHS: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean']> = [
+export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean']> = [
   ['REIN_DATA_DIR', ['dataDir'], 'path'],
   ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
   ['TEMPORAL_ADDRESS', ['temporal', 'address'], 'string'],
@@ -171,7 +171,7 @@ function overlayEnvironment(
   const fromEnv = new Map<string, string>();
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { input: raw, fromEnv };
   const input = structuredClone(raw) as Record<string, unknown>;
-  for (const [variable, keys, kind] of ENV_PATHS) {
+  for (const [variable, keys, kind] of CONFIG_ENVIRONMENT) {
     const text = env[variable];
     if (text === undefined || text === '') continue;
     let value: unknown = text;

@@ -1,0 +1,59 @@
+import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startRein } from '../helpers/cli.js';
+import { freePort } from '../helpers/ports.js';
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-dev-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const env = { TEMPORAL_ADDRESS: undefined, TEMPORAL_NAMESPACE: undefined, REIN_DATA_DIR: undefined, REIN_CONFIG: undefined };
+
+describe('the embedded Temporal dev server', () => {
+  it('`rein dev` runs a workflow the Web UI shows, and the state survives a restart with `rein server`', async () => {
+    const port = await freePort();
+    const uiPort = await freePort();
+    const config = path.join(scratch, 'rein.yaml');
+    writeFileSync(
+      config,
+      `dataDir: ./state\nlog:\n  level: warn\ntemporal:\n  devServer:\n    ip: 127.0.0.1\n    port: ${port}\n    uiPort: ${uiPort}\n`,
+    );
+
+    const dev = startRein(['--config', config, 'dev'], { cwd: scratch, env });
+    await dev.waitFor(/Rein is ready/);
+    const workflowId = /Workflow: (\S+)/.exec(dev.output().stdout)?.[1];
+    expect(workflowId).toMatch(/^rein-preflight-/);
+    expect(dev.output().stdout).toContain(`Web UI:   http://127.0.0.1:${uiPort}/namespaces/default/workflows/${workflowId}/`);
+    expect(existsSync(path.join(scratch, 'state', 'temporal', 'dev.sqlite'))).toBe(true);
+
+    // What the Web UI shows is served by its own HTTP API.
+    const listed = (await (await fetch(`http://127.0.0.1:${uiPort}/api/v1/namespaces/default/workflows`)).json()) as {
+      executions: Array<{ execution: { workflowId: string }; status: string }>;
+    };
+    expect(listed.executions).toContainEqual(
+      expect.objectContaining({ execution: expect.objectContaining({ workflowId }), status: 'WORKFLOW_EXECUTION_STATUS_COMPLETED' }),
+    );
+
+    // A second dev server on the same ports is refused with the reason and the fix.
+    const clash = startRein(['--config', config, 'server'], { cwd: scratch, env });
+    expect(await clash.exited).toBe(1);
+    expect(clash.output().stderr).toContain(`port ${port} on 127.0.0.1 (the dev server's gRPC) is already in use`);
+
+    expect(await dev.stop('SIGINT')).toBe(0);
+
+    const server = startRein(['--config', config, 'server'], { cwd: scratch, env });
+    await server.waitFor(/Press Ctrl-C to stop/);
+    const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
+    try {
+      const client = new Client({ connection });
+      const description = await client.workflow.getHandle(workflowId as string).describe();
+      expect(description.status.name).toBe('COMPLETED');
+      expect(description.searchAttributes.ReinStage).toEqual(['preflight-passed']);
+    } finally {
+      await connection.close();
+    }
+    expect(await server.stop('SIGTERM')).toBe(0);
+  }, 240_000);
+});
