@@ -1,0 +1,99 @@
+import { z } from 'zod';
+
+export const ROLLOUT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
+
+export const ROLLOUT_MODES = ['train', 'eval', 'shadow'] as const;
+export type RolloutMode = (typeof ROLLOUT_MODES)[number];
+
+/** Where a rollout may go from each status; finished rollouts go nowhere. */
+const NEXT: Record<RolloutStatus, readonly RolloutStatus[]> = {
+  queued: ['running', 'failed', 'cancelled'],
+  running: ['succeeded', 'failed', 'cancelled'],
+  succeeded: [],
+  failed: [],
+  cancelled: [],
+};
+
+export function canTransition(from: RolloutStatus, to: RolloutStatus): boolean {
+  return NEXT[from].includes(to);
+}
+
+export function isFinished(status: RolloutStatus): boolean {
+  return NEXT[status].length === 0;
+}
+
+export interface Rollout {
+  id: string;
+  taskId: string | null;
+  mode: RolloutMode;
+  status: RolloutStatus;
+  statusReason: string | null;
+  /** Attempts started so far; attempt numbers run 1..attempts. */
+  attempts: number;
+  /** When true, calls on the path form need no key (an explicit, recorded choice). */
+  keyless: boolean;
+  metadata: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const newRolloutSchema = z.strictObject({
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, 'letters, digits and . _ : - (at most 128, starting with a letter or digit)')
+    .optional(),
+  taskId: z.string().min(1).max(512).optional(),
+  mode: z.enum(ROLLOUT_MODES).default('train'),
+  keyless: z.boolean().default(false),
+  metadata: z.record(z.string(), z.unknown()).default({}),
+});
+export type NewRollout = z.input<typeof newRolloutSchema>;
+
+export const statusChangeSchema = z.strictObject({
+  status: z.enum(ROLLOUT_STATUSES),
+  reason: z.string().max(4000).optional(),
+});
+
+const rewardEvent = z.strictObject({
+  type: z.literal('reward'),
+  /** The reward the rollout earns. */
+  value: z.number().finite(),
+  /** Named parts of the reward (task success, cost, ...), kept for attribution. */
+  components: z.record(z.string(), z.number().finite()).default({}),
+  data: z.record(z.string(), z.unknown()).optional(),
+});
+
+const spanEvent = z.strictObject({
+  type: z.literal('span'),
+  /** Stable across retries: appending the same action twice records it once. */
+  actionId: z.string().min(1).max(256),
+  name: z.string().min(1).max(256),
+  kind: z.enum(['tool', 'action']).default('tool'),
+  input: z.unknown().optional(),
+  output: z.unknown().optional(),
+  latencyMs: z.number().nonnegative().optional(),
+  permission: z.enum(['allowed', 'denied', 'asked', 'not_applicable']).default('not_applicable'),
+  failure: z.string().max(256).optional(),
+});
+
+const customEvent = z.strictObject({
+  type: z.literal('custom'),
+  name: z.string().min(1).max(256),
+  data: z.unknown().optional(),
+});
+
+export const newEventSchema = z.discriminatedUnion('type', [rewardEvent, spanEvent, customEvent]);
+export type NewEvent = z.output<typeof newEventSchema>;
+
+export interface RolloutEvent {
+  id: number;
+  rolloutId: string;
+  attempt: number;
+  type: NewEvent['type'] | 'status';
+  /** Who appended it: the rollout's own key, or the admin (control plane, verifier). */
+  source: 'rollout' | 'admin' | 'gateway';
+  actionId: string | null;
+  payload: Record<string, unknown>;
+  at: string;
+}

@@ -1,0 +1,216 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SqliteTraceStore } from './sqlite-store.js';
+import type { CallFinish, TraceStore } from './trace-store.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const openStore = (name = randomUUID()) => new SqliteTraceStore(path.join(dir, `${name}.sqlite`));
+
+function finish(promptIds: number[], completionIds: number[]): CallFinish {
+  return {
+    response: { choices: [{ message: { role: 'assistant', content: 'x' } }] },
+    promptIds,
+    choices: [{ completionIds, logprobs: completionIds.map((id) => -id / 1000), finishReason: 'stop' }],
+    usage: { prompt_tokens: promptIds.length, completion_tokens: completionIds.length },
+    upstreamStatus: 200,
+    errorClass: null,
+    errorMessage: null,
+    ttftMs: 1,
+    latencyMs: 2,
+  };
+}
+
+async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prompt: number[]; completion: number[] }>) {
+  for (const turn of turns) {
+    const id = randomUUID();
+    await store.beginCall({
+      id,
+      rolloutId,
+      attempt: 1,
+      endpoint: 'chat.completions',
+      policyVersion: 'v1',
+      backendUrl: 'http://backend',
+      stream: false,
+      requestReceived: { messages: [] },
+      requestSent: { messages: [] },
+      startedAt: Date.now(),
+    });
+    await store.finishCall(id, finish(turn.prompt, turn.completion));
+  }
+}
+
+/** A multi-turn conversation: each prompt is the previous prompt + completion + inserted tool output. */
+function conversation(turns: number, seed = 1): Array<{ prompt: number[]; completion: number[] }> {
+  let next = seed;
+  const token = () => (next = (next * 1103515245 + 12345) % 150_000);
+  const out: Array<{ prompt: number[]; completion: number[] }> = [];
+  let context = Array.from({ length: 200 }, token);
+  for (let t = 0; t < turns; t++) {
+    const completion = Array.from({ length: 40 }, token);
+    out.push({ prompt: context, completion });
+    context = [...context, ...completion, ...Array.from({ length: 30 }, token)];
+  }
+  return out;
+}
+
+describe('SqliteTraceStore: calls', () => {
+  it('round-trips a 100-turn rollout exactly while storing each prompt as a delta', async () => {
+    const store = openStore();
+    await store.createRollout({ id: 'long' });
+    const turns = conversation(100);
+    await journal(store, 'long', turns);
+
+    const calls = await store.listCalls('long');
+    expect(calls.map((c) => c.seq)).toEqual(turns.map((_, i) => i + 1));
+    calls.forEach((call, i) => {
+      expect(call.promptIds).toEqual(turns[i]?.prompt);
+      expect(call.choices?.[0]?.completionIds).toEqual(turns[i]?.completion);
+      expect(call.choices?.[0]?.logprobs?.[0]).toBeCloseTo(-(turns[i]?.completion[0] ?? 0) / 1000, 5);
+    });
+    expect(await store.getCall(calls[99]!.id)).toEqual(calls[99]);
+
+    // Stored whole, the prompts alone would take sum(len) * 4 bytes; the journal grows linearly instead.
+    const wholePromptBytes = turns.reduce((sum, t) => sum + t.prompt.length * 4, 0);
+    const { bytes } = await store.rolloutFootprint('long');
+    expect(bytes).toBeLessThan(wholePromptBytes / 20);
+    await store.close();
+  });
+
+  it('keeps encoding deltas after a restart, from the journal alone', async () => {
+    const name = randomUUID();
+    const turns = conversation(6, 7);
+    let store = openStore(name);
+    await store.createRollout({ id: 'r' });
+    await journal(store, 'r', turns.slice(0, 3));
+    await store.close();
+
+    store = openStore(name);
+    await journal(store, 'r', turns.slice(3));
+    const calls = await store.listCalls('r');
+    expect(calls.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
+    const small = await store.rolloutFootprint('r');
+    expect(small.bytes).toBeLessThan(turns.reduce((s, t) => s + t.prompt.length * 4, 0) / 2);
+    await store.close();
+  });
+
+  it('round-trips any sequence of prompts, whether or not they extend the previous call', async () => {
+    const store = openStore();
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            keep: fc.nat({ max: 400 }),
+            added: fc.array(fc.integer({ min: 0, max: 200_000 }), { maxLength: 50 }),
+            completion: fc.array(fc.integer({ min: 0, max: 200_000 }), { maxLength: 30 }),
+          }),
+          { minLength: 1, maxLength: 12 },
+        ),
+        async (steps) => {
+          const rolloutId = randomUUID();
+          await store.createRollout({ id: rolloutId });
+          let previous: number[] = [];
+          const turns = steps.map((step) => {
+            // Keep some prefix of the previous sequence (possibly all of it, possibly none) and add tokens.
+            const prompt = [...previous.slice(0, step.keep), ...step.added];
+            previous = [...prompt, ...step.completion];
+            return { prompt, completion: step.completion };
+          });
+          await journal(store, rolloutId, turns);
+          const calls = await store.listCalls(rolloutId);
+          expect(calls.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
+          expect(calls.map((c) => c.choices?.[0]?.completionIds)).toEqual(turns.map((t) => t.completion));
+        },
+      ),
+      { numRuns: 60 },
+    );
+    await store.close();
+  });
+
+  it('keeps an in-flight call as such until it finishes', async () => {
+    const store = openStore();
+    await store.createRollout({ id: 'r' });
+    const { seq } = await store.beginCall({
+      id: 'c1',
+      rolloutId: 'r',
+      attempt: 1,
+      endpoint: 'completions',
+      policyVersion: 'v1',
+      backendUrl: 'http://b',
+      stream: true,
+      requestReceived: { prompt: 'hi' },
+      requestSent: { prompt: 'hi', return_token_ids: true },
+      startedAt: 1,
+    });
+    expect(seq).toBe(1);
+    expect(await store.getCall('c1')).toMatchObject({ status: 'in_flight', requestSent: { return_token_ids: true } });
+    await store.finishCall('c1', { ...finish([], []), promptIds: null, choices: [], errorClass: 'upstream_stream_cut', errorMessage: 'cut' });
+    expect(await store.getCall('c1')).toMatchObject({ status: 'error', errorClass: 'upstream_stream_cut', promptIds: null });
+    await store.close();
+  });
+});
+
+describe('SqliteTraceStore: rollouts and events', () => {
+  it('creates rollouts idempotently by id', async () => {
+    const store = openStore();
+    const first = await store.createRollout({ id: 'a', taskId: 't1', metadata: { k: 1 } });
+    const again = await store.createRollout({ id: 'a', taskId: 'other' });
+    expect(first.created).toBe(true);
+    expect(again).toEqual({ rollout: first.rollout, created: false });
+    expect(first.rollout).toMatchObject({ status: 'queued', attempts: 1, mode: 'train', taskId: 't1', metadata: { k: 1 } });
+    await store.close();
+  });
+
+  it('allows only legal status transitions and records each with its reason', async () => {
+    const store = openStore();
+    await store.createRollout({ id: 'a' });
+    await expect(store.setRolloutStatus('a', 'succeeded', null, 'admin')).rejects.toThrow(/queued; it cannot become succeeded/);
+    await store.setRolloutStatus('a', 'running', 'started', 'admin');
+    const done = await store.setRolloutStatus('a', 'failed', 'harness exited 1', 'admin');
+    expect(done).toMatchObject({ status: 'failed', statusReason: 'harness exited 1' });
+    await expect(store.setRolloutStatus('a', 'running', null, 'admin')).rejects.toMatchObject({ status: 409 });
+    await expect(store.startAttempt('a')).rejects.toThrow(/has finished/);
+    const events = await store.listEvents('a');
+    expect(events.map((e) => e.payload)).toEqual([
+      { from: 'queued', to: 'running', reason: 'started' },
+      { from: 'running', to: 'failed', reason: 'harness exited 1' },
+    ]);
+    await store.close();
+  });
+
+  it('records a span once however often its action is appended', async () => {
+    const store = openStore();
+    await store.createRollout({ id: 'a' });
+    const span = { type: 'span', actionId: 'act-1', name: 'calculator', kind: 'tool', permission: 'allowed', input: { x: 1 } } as const;
+    const first = await store.appendEvent('a', 1, span, 'rollout');
+    const again = await store.appendEvent('a', 1, span, 'rollout');
+    expect(again.id).toBe(first.id);
+    await store.appendEvent('a', 1, { type: 'reward', value: 0.5, components: { success: 1, cost: -0.5 } }, 'admin');
+    const events = await store.listEvents('a');
+    expect(events.map((e) => [e.type, e.source])).toEqual([
+      ['span', 'rollout'],
+      ['reward', 'admin'],
+    ]);
+    expect(events[1]?.payload).toEqual({ value: 0.5, components: { success: 1, cost: -0.5 } });
+    await store.close();
+  });
+
+  it('pages through rollouts newest first, with filters', async () => {
+    const store = openStore();
+    for (let i = 0; i < 7; i++) await store.createRollout({ id: `r${i}`, taskId: i % 2 ? 'odd' : 'even' });
+    const first = await store.listRollouts({ limit: 3 });
+    expect(first.items.map((r) => r.id)).toEqual(['r6', 'r5', 'r4']);
+    const second = await store.listRollouts({ limit: 3, after: first.next ?? undefined });
+    expect(second.items.map((r) => r.id)).toEqual(['r3', 'r2', 'r1']);
+    const third = await store.listRollouts({ limit: 3, after: second.next ?? undefined });
+    expect(third).toEqual({ items: [expect.objectContaining({ id: 'r0' })], next: null });
+    expect((await store.listRollouts({ taskId: 'odd' })).items.map((r) => r.id)).toEqual(['r5', 'r3', 'r1']);
+    await expect(store.listRollouts({ after: 'garbage' })).rejects.toMatchObject({ status: 400 });
+    await store.close();
+  });
+});

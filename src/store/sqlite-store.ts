@@ -1,0 +1,511 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import {
+  canTransition,
+  isFinished,
+  newRolloutSchema,
+  type NewEvent,
+  type NewRollout,
+  type Rollout,
+  type RolloutEvent,
+  type RolloutStatus,
+} from '../rollouts/rollout.js';
+import { decodePrompt, encodePrompt, packNumbers, packSegments, unpackNumbers, unpackSegments } from './token-codec.js';
+import {
+  StoreConflictError,
+  StoreInputError,
+  StoreNotFoundError,
+  type CallFinish,
+  type CallRecord,
+  type CallStart,
+  type Page,
+  type RolloutFilter,
+  type TraceStore,
+} from './trace-store.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS rollouts (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  task_id TEXT,
+  mode TEXT NOT NULL,
+  status TEXT NOT NULL,
+  status_reason TEXT,
+  attempts INTEGER NOT NULL,
+  keyless INTEGER NOT NULL,
+  metadata TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts(status, seq);
+CREATE INDEX IF NOT EXISTS rollouts_task ON rollouts(task_id, seq);
+
+CREATE TABLE IF NOT EXISTS calls (
+  id TEXT PRIMARY KEY,
+  rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+  attempt INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  endpoint TEXT NOT NULL,
+  policy_version TEXT NOT NULL,
+  backend_url TEXT NOT NULL,
+  stream INTEGER NOT NULL,
+  request_received TEXT NOT NULL,
+  request_sent TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  response TEXT,
+  prompt_ref TEXT,
+  prompt_prefix_length INTEGER,
+  prompt_suffix BLOB,
+  completion_ids BLOB,
+  logprobs BLOB,
+  finish_reasons TEXT,
+  usage TEXT,
+  upstream_status INTEGER,
+  error_class TEXT,
+  error_message TEXT,
+  ttft_ms REAL,
+  latency_ms REAL,
+  UNIQUE (rollout_id, attempt, seq)
+);
+
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+  attempt INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  source TEXT NOT NULL,
+  action_id TEXT,
+  payload TEXT NOT NULL,
+  at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_rollout ON events(rollout_id, id);
+CREATE UNIQUE INDEX IF NOT EXISTS events_action ON events(rollout_id, action_id) WHERE action_id IS NOT NULL;
+`;
+
+interface RolloutRow {
+  seq: number;
+  id: string;
+  task_id: string | null;
+  mode: Rollout['mode'];
+  status: RolloutStatus;
+  status_reason: string | null;
+  attempts: number;
+  keyless: number;
+  metadata: string;
+  created_at: number;
+  updated_at: number;
+}
+
+interface CallRow {
+  id: string;
+  rollout_id: string;
+  attempt: number;
+  seq: number;
+  endpoint: CallStart['endpoint'];
+  policy_version: string;
+  backend_url: string;
+  stream: number;
+  request_received: string;
+  request_sent: string;
+  started_at: number;
+  status: CallRecord['status'];
+  response: string | null;
+  prompt_ref: string | null;
+  prompt_prefix_length: number | null;
+  prompt_suffix: Buffer | null;
+  completion_ids: Buffer | null;
+  logprobs: Buffer | null;
+  finish_reasons: string | null;
+  usage: string | null;
+  upstream_status: number | null;
+  error_class: CallRecord['errorClass'];
+  error_message: string | null;
+  ttft_ms: number | null;
+  latency_ms: number | null;
+}
+
+interface EventRow {
+  id: number;
+  rollout_id: string;
+  attempt: number;
+  type: RolloutEvent['type'];
+  source: RolloutEvent['source'];
+  action_id: string | null;
+  payload: string;
+  at: number;
+}
+
+/** The last finished call of each active rollout, whose ids the next prompt most likely extends. */
+const SEQUENCE_CACHE_SIZE = 4096;
+
+/** The embedded trace store: one SQLite file in WAL mode. */
+export class SqliteTraceStore implements TraceStore {
+  private readonly db: Database.Database;
+  private readonly lastSequence = new Map<string, { callId: string; ids: number[] }>();
+  private readonly statements;
+
+  constructor(file: string) {
+    if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    // NORMAL in WAL mode: a committed call survives a killed process (not a power cut) without an fsync per call.
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.pragma('busy_timeout = 5000');
+    this.db.exec(SCHEMA);
+    this.statements = {
+      insertRollout: this.db.prepare(
+        `INSERT INTO rollouts (id, task_id, mode, status, status_reason, attempts, keyless, metadata, created_at, updated_at)
+         VALUES (@id, @task_id, @mode, 'queued', NULL, 1, @keyless, @metadata, @now, @now) ON CONFLICT(id) DO NOTHING`,
+      ),
+      getRollout: this.db.prepare<[string], RolloutRow>('SELECT * FROM rollouts WHERE id = ?'),
+      setStatus: this.db.prepare('UPDATE rollouts SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?'),
+      startAttempt: this.db.prepare('UPDATE rollouts SET attempts = attempts + 1, updated_at = ? WHERE id = ?'),
+      beginCall: this.db.prepare(
+        `INSERT INTO calls (id, rollout_id, attempt, seq, endpoint, policy_version, backend_url, stream,
+                            request_received, request_sent, started_at, status)
+         VALUES (@id, @rollout_id, @attempt,
+                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM calls WHERE rollout_id = @rollout_id AND attempt = @attempt),
+                 @endpoint, @policy_version, @backend_url, @stream, @request_received, @request_sent, @started_at, 'in_flight')
+         RETURNING seq`,
+      ),
+      finishCall: this.db.prepare(
+        `UPDATE calls SET status = @status, response = @response, prompt_ref = @prompt_ref,
+           prompt_prefix_length = @prompt_prefix_length, prompt_suffix = @prompt_suffix,
+           completion_ids = @completion_ids, logprobs = @logprobs, finish_reasons = @finish_reasons, usage = @usage,
+           upstream_status = @upstream_status, error_class = @error_class, error_message = @error_message,
+           ttft_ms = @ttft_ms, latency_ms = @latency_ms
+         WHERE id = @id`,
+      ),
+      getCall: this.db.prepare<[string], CallRow>('SELECT * FROM calls WHERE id = ?'),
+      lastFinishedCall: this.db.prepare<[string], { id: string }>(
+        `SELECT id FROM calls WHERE rollout_id = ? AND prompt_suffix IS NOT NULL ORDER BY started_at DESC, seq DESC LIMIT 1`,
+      ),
+      listCalls: this.db.prepare<[string], CallRow>('SELECT * FROM calls WHERE rollout_id = ? ORDER BY attempt, seq'),
+      insertEvent: this.db.prepare(
+        `INSERT INTO events (rollout_id, attempt, type, source, action_id, payload, at)
+         VALUES (@rollout_id, @attempt, @type, @source, @action_id, @payload, @at)
+         ON CONFLICT DO NOTHING RETURNING *`,
+      ),
+      eventByAction: this.db.prepare<[string, string], EventRow>('SELECT * FROM events WHERE rollout_id = ? AND action_id = ?'),
+      listEvents: this.db.prepare<[string], EventRow>('SELECT * FROM events WHERE rollout_id = ? ORDER BY id'),
+      footprint: this.db.prepare<[string], { calls: number; bytes: number | null }>(
+        `SELECT COUNT(*) AS calls, SUM(
+           LENGTH(request_received) + LENGTH(request_sent) + COALESCE(LENGTH(response), 0)
+           + COALESCE(LENGTH(prompt_suffix), 0) + COALESCE(LENGTH(completion_ids), 0) + COALESCE(LENGTH(logprobs), 0)
+           + COALESCE(LENGTH(usage), 0) + COALESCE(LENGTH(finish_reasons), 0)) AS bytes
+         FROM calls WHERE rollout_id = ?`,
+      ),
+    };
+  }
+
+  async createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }> {
+    const parsed = newRolloutSchema.parse(input);
+    const now = Date.now();
+    const info = this.statements.insertRollout.run({
+      id: input.id,
+      task_id: parsed.taskId ?? null,
+      mode: parsed.mode,
+      keyless: parsed.keyless ? 1 : 0,
+      metadata: JSON.stringify(parsed.metadata),
+      now,
+    });
+    return { rollout: this.requireRollout(input.id), created: info.changes === 1 };
+  }
+
+  async getRollout(id: string): Promise<Rollout | undefined> {
+    const row = this.statements.getRollout.get(id);
+    return row && toRollout(row);
+  }
+
+  async listRollouts(filter: RolloutFilter = {}): Promise<Page<Rollout>> {
+    const limit = Math.min(Math.max(filter.limit ?? 50, 1), 500);
+    const where: string[] = [];
+    const params: Array<string | number> = [];
+    const conditions: Array<[string, string | number | undefined]> = [
+      ['status = ?', filter.status],
+      ['mode = ?', filter.mode],
+      ['task_id = ?', filter.taskId],
+      ['seq < ?', filter.after === undefined ? undefined : decodeCursor(filter.after)],
+    ];
+    for (const [condition, value] of conditions) {
+      if (value === undefined) continue;
+      where.push(condition);
+      params.push(value);
+    }
+    const rows = this.db
+      .prepare<Array<string | number>, RolloutRow>(
+        `SELECT * FROM rollouts ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ?`,
+      )
+      .all(...params, limit + 1);
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return { items: items.map(toRollout), next: rows.length > limit && last ? encodeCursor(last.seq) : null };
+  }
+
+  async setRolloutStatus(
+    id: string,
+    status: RolloutStatus,
+    reason: string | null,
+    source: RolloutEvent['source'],
+  ): Promise<Rollout> {
+    return this.db.transaction(() => {
+      const current = this.requireRollout(id);
+      if (!canTransition(current.status, status)) {
+        throw new StoreConflictError(
+          `rollout ${id} is ${current.status}; it cannot become ${status}` +
+            (isFinished(current.status) ? ' (it has finished)' : ''),
+        );
+      }
+      const now = Date.now();
+      this.statements.setStatus.run(status, reason, now, id);
+      this.statements.insertEvent.get({
+        rollout_id: id,
+        attempt: current.attempts,
+        type: 'status',
+        source,
+        action_id: null,
+        payload: JSON.stringify({ from: current.status, to: status, reason }),
+        at: now,
+      });
+      if (isFinished(status)) this.lastSequence.delete(id);
+      return this.requireRollout(id);
+    })();
+  }
+
+  async startAttempt(id: string): Promise<Rollout> {
+    return this.db.transaction(() => {
+      const current = this.requireRollout(id);
+      if (isFinished(current.status)) {
+        throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
+      }
+      this.statements.startAttempt.run(Date.now(), id);
+      return this.requireRollout(id);
+    })();
+  }
+
+  async beginCall(call: CallStart): Promise<{ seq: number }> {
+    const row = this.statements.beginCall.get({
+      id: call.id,
+      rollout_id: call.rolloutId,
+      attempt: call.attempt,
+      endpoint: call.endpoint,
+      policy_version: call.policyVersion,
+      backend_url: call.backendUrl,
+      stream: call.stream ? 1 : 0,
+      request_received: JSON.stringify(call.requestReceived),
+      request_sent: JSON.stringify(call.requestSent),
+      started_at: call.startedAt,
+    }) as { seq: number };
+    return { seq: row.seq };
+  }
+
+  async finishCall(id: string, result: CallFinish): Promise<void> {
+    const row = this.statements.getCall.get(id);
+    if (!row) throw new StoreNotFoundError(`call ${id} was never begun`);
+    let delta = null;
+    if (result.promptIds) {
+      delta = encodePrompt(result.promptIds, this.sequenceBefore(row.rollout_id));
+      const first = result.choices[0]?.completionIds ?? [];
+      this.rememberSequence(row.rollout_id, { callId: id, ids: [...result.promptIds, ...first] });
+    }
+    const hasTokens = result.choices.some((c) => c.completionIds !== null);
+    const hasLogprobs = result.choices.some((c) => c.logprobs !== null);
+    this.statements.finishCall.run({
+      id,
+      status: result.errorClass ? 'error' : 'ok',
+      response: result.response === undefined ? null : JSON.stringify(result.response),
+      prompt_ref: delta?.ref ?? null,
+      prompt_prefix_length: delta?.prefixLength ?? null,
+      prompt_suffix: delta ? packNumbers(delta.suffix, 'i32') : null,
+      completion_ids: hasTokens ? packSegments(result.choices.map((c) => c.completionIds), 'i32') : null,
+      logprobs: hasLogprobs ? packSegments(result.choices.map((c) => c.logprobs), 'f32') : null,
+      finish_reasons: JSON.stringify(result.choices.map((c) => c.finishReason)),
+      usage: result.usage === undefined || result.usage === null ? null : JSON.stringify(result.usage),
+      upstream_status: result.upstreamStatus,
+      error_class: result.errorClass,
+      error_message: result.errorMessage,
+      ttft_ms: result.ttftMs,
+      latency_ms: result.latencyMs,
+    });
+  }
+
+  async getCall(id: string): Promise<CallRecord | undefined> {
+    const row = this.statements.getCall.get(id);
+    if (!row) return undefined;
+    const rows = new Map<string, CallRow>([[row.id, row]]);
+    return toCallRecord(row, this.sequenceDecoder((ref) => rows.get(ref) ?? this.statements.getCall.get(ref)));
+  }
+
+  async listCalls(rolloutId: string, attempt?: number): Promise<CallRecord[]> {
+    const rows = this.statements.listCalls.all(rolloutId);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const decode = this.sequenceDecoder((ref) => byId.get(ref));
+    return rows.filter((r) => attempt === undefined || r.attempt === attempt).map((r) => toCallRecord(r, decode));
+  }
+
+  async appendEvent(
+    rolloutId: string,
+    attempt: number,
+    event: NewEvent,
+    source: RolloutEvent['source'],
+  ): Promise<RolloutEvent> {
+    const { type, ...payload } = event;
+    const actionId = event.type === 'span' ? event.actionId : null;
+    const inserted = this.statements.insertEvent.get({
+      rollout_id: rolloutId,
+      attempt,
+      type,
+      source,
+      action_id: actionId,
+      payload: JSON.stringify(payload),
+      at: Date.now(),
+    }) as EventRow | undefined;
+    const row = inserted ?? (actionId ? this.statements.eventByAction.get(rolloutId, actionId) : undefined);
+    if (!row) throw new Error(`event for rollout ${rolloutId} was not recorded`);
+    return toEvent(row);
+  }
+
+  async listEvents(rolloutId: string): Promise<RolloutEvent[]> {
+    return this.statements.listEvents.all(rolloutId).map(toEvent);
+  }
+
+  async rolloutFootprint(rolloutId: string): Promise<{ calls: number; bytes: number }> {
+    const row = this.statements.footprint.get(rolloutId);
+    return { calls: row?.calls ?? 0, bytes: row?.bytes ?? 0 };
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+
+  private requireRollout(id: string): Rollout {
+    const row = this.statements.getRollout.get(id);
+    if (!row) throw new StoreNotFoundError(`rollout ${id} not found`);
+    return toRollout(row);
+  }
+
+  private sequenceBefore(rolloutId: string): { callId: string; ids: number[] } | undefined {
+    const cached = this.lastSequence.get(rolloutId);
+    if (cached) return cached;
+    // After a restart: rebuild from the journal.
+    const last = this.statements.lastFinishedCall.get(rolloutId);
+    if (!last) return undefined;
+    const decode = this.sequenceDecoder((ref) => this.statements.getCall.get(ref));
+    return { callId: last.id, ids: decode(last.id) };
+  }
+
+  private rememberSequence(rolloutId: string, sequence: { callId: string; ids: number[] }): void {
+    this.lastSequence.delete(rolloutId);
+    this.lastSequence.set(rolloutId, sequence);
+    if (this.lastSequence.size > SEQUENCE_CACHE_SIZE) {
+      const oldest = this.lastSequence.keys().next().value;
+      if (oldest !== undefined) this.lastSequence.delete(oldest);
+    }
+  }
+
+  /** Returns a function giving a call's full sequence (prompt + first completion), memoised. */
+  private sequenceDecoder(load: (id: string) => CallRow | undefined): (id: string) => number[] {
+    const memo = new Map<string, number[]>();
+    const sequence = (id: string): number[] => {
+      const known = memo.get(id);
+      if (known) return known;
+      const row = load(id);
+      if (!row) throw new Error(`journal corrupt: referenced call ${id} is missing`);
+      const ids = [...promptIdsOf(row, sequence), ...(completionsOf(row)[0] ?? [])];
+      memo.set(id, ids);
+      return ids;
+    };
+    return sequence;
+  }
+}
+
+function promptIdsOf(row: CallRow, sequence: (id: string) => number[]): number[] {
+  if (!row.prompt_suffix) return [];
+  return decodePrompt(
+    { ref: row.prompt_ref, prefixLength: row.prompt_prefix_length ?? 0, suffix: unpackNumbers(row.prompt_suffix, 'i32') },
+    sequence,
+  );
+}
+
+function completionsOf(row: CallRow): Array<number[] | null> {
+  return row.completion_ids ? unpackSegments(row.completion_ids, 'i32') : [];
+}
+
+function toCallRecord(row: CallRow, sequence: (id: string) => number[]): CallRecord {
+  const record: CallRecord = {
+    id: row.id,
+    rolloutId: row.rollout_id,
+    attempt: row.attempt,
+    seq: row.seq,
+    endpoint: row.endpoint,
+    policyVersion: row.policy_version,
+    backendUrl: row.backend_url,
+    stream: row.stream === 1,
+    requestReceived: JSON.parse(row.request_received),
+    requestSent: JSON.parse(row.request_sent),
+    startedAt: row.started_at,
+    status: row.status,
+  };
+  if (row.status === 'in_flight') return record;
+  const completions = completionsOf(row);
+  const logprobs = row.logprobs ? unpackSegments(row.logprobs, 'f32') : [];
+  const finishReasons = JSON.parse(row.finish_reasons ?? '[]') as Array<string | null>;
+  return {
+    ...record,
+    response: row.response === null ? undefined : JSON.parse(row.response),
+    promptIds: row.prompt_suffix ? promptIdsOf(row, sequence) : null,
+    choices: finishReasons.map((finishReason, i) => ({
+      completionIds: completions[i] ?? null,
+      logprobs: logprobs[i] ?? null,
+      finishReason,
+    })),
+    usage: row.usage === null ? null : JSON.parse(row.usage),
+    upstreamStatus: row.upstream_status,
+    errorClass: row.error_class,
+    errorMessage: row.error_message,
+    ttftMs: row.ttft_ms,
+    latencyMs: row.latency_ms ?? 0,
+  };
+}
+
+function toRollout(row: RolloutRow): Rollout {
+  return {
+    id: row.id,
+    taskId: row.task_id,
+    mode: row.mode,
+    status: row.status,
+    statusReason: row.status_reason,
+    attempts: row.attempts,
+    keyless: row.keyless === 1,
+    metadata: JSON.parse(row.metadata) as Record<string, unknown>,
+    createdAt: new Date(row.created_at).toISOString(),
+    updatedAt: new Date(row.updated_at).toISOString(),
+  };
+}
+
+function toEvent(row: EventRow): RolloutEvent {
+  return {
+    id: row.id,
+    rolloutId: row.rollout_id,
+    attempt: row.attempt,
+    type: row.type,
+    source: row.source,
+    actionId: row.action_id,
+    payload: JSON.parse(row.payload) as Record<string, unknown>,
+    at: new Date(row.at).toISOString(),
+  };
+}
+
+function encodeCursor(seq: number): string {
+  return Buffer.from(`r${seq}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): number {
+  const text = Buffer.from(cursor, 'base64url').toString();
+  const seq = Number(text.slice(1));
+  if (!text.startsWith('r') || !Number.isInteger(seq)) throw new StoreInputError(`invalid page cursor "${cursor}"`);
+  return seq;
+}

@@ -1,0 +1,107 @@
+import type { NewEvent, NewRollout, Rollout, RolloutEvent, RolloutMode, RolloutStatus } from '../rollouts/rollout.js';
+
+export type CallEndpoint = 'chat.completions' | 'completions' | 'responses';
+
+/** What the gateway knows when a call arrives, written before it is forwarded. */
+export interface CallStart {
+  id: string;
+  rolloutId: string;
+  attempt: number;
+  endpoint: CallEndpoint;
+  policyVersion: string;
+  backendUrl: string;
+  stream: boolean;
+  requestReceived: unknown;
+  requestSent: unknown;
+  startedAt: number;
+}
+
+export type CallErrorClass =
+  | 'upstream_unreachable'
+  | 'upstream_timeout'
+  | 'upstream_http_error'
+  | 'upstream_stream_cut'
+  | 'upstream_bad_response'
+  | 'client_disconnected'
+  | 'gateway_error';
+
+/** One choice's trained tokens. */
+export interface ChoiceTokens {
+  completionIds: number[] | null;
+  logprobs: number[] | null;
+  finishReason: string | null;
+}
+
+export interface CallFinish {
+  /** The assembled response as the harness received it, without token-id arrays (kept below). */
+  response: unknown;
+  promptIds: number[] | null;
+  choices: ChoiceTokens[];
+  usage: unknown;
+  upstreamStatus: number | null;
+  errorClass: CallErrorClass | null;
+  errorMessage: string | null;
+  ttftMs: number | null;
+  latencyMs: number;
+}
+
+export interface CallRecord extends CallStart, Partial<CallFinish> {
+  seq: number;
+  status: 'in_flight' | 'ok' | 'error';
+}
+
+export interface RolloutFilter {
+  status?: RolloutStatus;
+  mode?: RolloutMode;
+  taskId?: string;
+  limit?: number;
+  /** Opaque cursor from the previous page. */
+  after?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Cursor for the next page, or null on the last one. */
+  next: string | null;
+}
+
+/** Errors a store raises about its input; `status` is the HTTP status the API answers with. */
+export class StoreConflictError extends Error {
+  readonly status = 409;
+}
+export class StoreNotFoundError extends Error {
+  readonly status = 404;
+}
+export class StoreInputError extends Error {
+  readonly status = 400;
+}
+
+/**
+ * The trace store: rollouts, their calls and events. SQLite is the embedded default; a
+ * PostgreSQL store implements the same interface for scale.
+ */
+export interface TraceStore {
+  /** Idempotent by id: a second create with the same id returns the existing rollout and created=false. */
+  createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }>;
+  getRollout(id: string): Promise<Rollout | undefined>;
+  listRollouts(filter?: RolloutFilter): Promise<Page<Rollout>>;
+  /** Moves a rollout to a new status; an illegal transition throws StoreConflictError. */
+  setRolloutStatus(id: string, status: RolloutStatus, reason: string | null, source: RolloutEvent['source']): Promise<Rollout>;
+  /** Starts the next attempt of a rollout that has not finished. */
+  startAttempt(id: string): Promise<Rollout>;
+
+  /** Durable before it returns; assigns the call's sequence number within its rollout attempt. */
+  beginCall(call: CallStart): Promise<{ seq: number }>;
+  /** Durable before it returns. */
+  finishCall(id: string, result: CallFinish): Promise<void>;
+  getCall(id: string): Promise<CallRecord | undefined>;
+  listCalls(rolloutId: string, attempt?: number): Promise<CallRecord[]>;
+
+  /** Appends an event; a span whose actionId was already recorded is returned, not duplicated. */
+  appendEvent(rolloutId: string, attempt: number, event: NewEvent, source: RolloutEvent['source']): Promise<RolloutEvent>;
+  listEvents(rolloutId: string): Promise<RolloutEvent[]>;
+
+  /** Bytes the calls of a rollout take in the store (token blobs and JSON), for reports. */
+  rolloutFootprint(rolloutId: string): Promise<{ calls: number; bytes: number }>;
+  close(): Promise<void>;
+}
