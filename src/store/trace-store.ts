@@ -68,12 +68,15 @@ export interface Page<T> {
 /** Errors a store raises about its input; `status` is the HTTP status the API answers with. */
 export class StoreConflictError extends Error {
   readonly status = 409;
+  readonly code = 'conflict';
 }
 export class StoreNotFoundError extends Error {
   readonly status = 404;
+  readonly code = 'not_found';
 }
 export class StoreInputError extends Error {
   readonly status = 400;
+  readonly code = 'invalid_request';
 }
 
 /**

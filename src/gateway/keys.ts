@@ -1,0 +1,68 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Rollout keys are derived, not stored: `rk-<rollout id>.<attempt>.<mac>`, where mac is an HMAC
+ * of the rollout and attempt under the gateway's secret. Creating a rollout twice yields the
+ * same key (idempotent creation), a key names the one rollout attempt it may write to, and
+ * nothing in the database can be replayed as a key.
+ */
+const PREFIX = 'rk-';
+
+export interface RolloutKeyClaim {
+  rolloutId: string;
+  attempt: number;
+}
+
+export class RolloutKeys {
+  constructor(private readonly secret: Buffer) {
+    if (secret.length < 32) throw new Error('the gateway secret must be at least 32 bytes');
+  }
+
+  issue(rolloutId: string, attempt: number): string {
+    return `${PREFIX}${Buffer.from(rolloutId).toString('base64url')}.${attempt}.${this.mac(rolloutId, attempt)}`;
+  }
+
+  /** The rollout attempt a key was issued for, or undefined for anything that is not a valid key. */
+  verify(key: string): RolloutKeyClaim | undefined {
+    if (!key.startsWith(PREFIX)) return undefined;
+    const [encodedId, attemptText, mac] = key.slice(PREFIX.length).split('.');
+    if (!encodedId || !attemptText || !mac || !/^[1-9]\d{0,5}$/.test(attemptText)) return undefined;
+    const rolloutId = Buffer.from(encodedId, 'base64url').toString();
+    const attempt = Number(attemptText);
+    const expected = Buffer.from(this.mac(rolloutId, attempt));
+    const given = Buffer.from(mac);
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+    return { rolloutId, attempt };
+  }
+
+  private mac(rolloutId: string, attempt: number): string {
+    return createHmac('sha256', this.secret).update(`${rolloutId}\n${attempt}`).digest('base64url').slice(0, 32);
+  }
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/** Compares a presented admin key with the configured SHA-256 hash in constant time. */
+export function matchesHash(key: string, hashHex: string): boolean {
+  const given = Buffer.from(sha256Hex(key), 'hex');
+  const expected = Buffer.from(hashHex, 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** Reads the gateway secret, creating it (mode 0600) on first use. */
+export function loadOrCreateSecret(file: string): Buffer {
+  if (existsSync(file)) {
+    const secret = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64url');
+    if (secret.length < 32) throw new Error(`${file}: the gateway secret must hold at least 32 bytes (base64url)`);
+    return secret;
+  }
+  mkdirSync(path.dirname(file), { recursive: true });
+  const secret = randomBytes(32);
+  writeFileSync(file, `${secret.toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+  chmodSync(file, 0o600);
+  return secret;
+}

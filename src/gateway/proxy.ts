@@ -1,0 +1,301 @@
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import { errors as undiciErrors, Pool } from 'undici';
+import type { CallEndpoint, CallErrorClass, CallFinish, TraceStore } from '../store/trace-store.js';
+import {
+  anythingInjected,
+  extractTokens,
+  SseParser,
+  StreamAssembler,
+  stripInjected,
+  upstreamRequest,
+  withoutTokenIds,
+  type Injected,
+} from './openai-shapes.js';
+import { redact, type RedactionRule } from './redact.js';
+import type { Route, Router } from './routing.js';
+
+type Json = Record<string, unknown>;
+
+export interface ProxyOptions {
+  store: TraceStore;
+  router: Router;
+  redaction: readonly RedactionRule[];
+  /** Longest wait for the backend's response headers (a non-streamed generation arrives whole). */
+  headersTimeoutMs: number;
+  /** Longest silence between two pieces of a response body. */
+  bodyTimeoutMs: number;
+}
+
+export interface ProxiedCall {
+  rolloutId: string;
+  attempt: number;
+  endpoint: CallEndpoint;
+  body: Json;
+  /** Aborted when the harness goes away. */
+  signal: AbortSignal;
+}
+
+/** An error the harness receives as an OpenAI-style error body. */
+export class GatewayHttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+const PATHS: Record<CallEndpoint, string> = {
+  'chat.completions': '/chat/completions',
+  completions: '/completions',
+  responses: '/responses',
+};
+
+/**
+ * Forwards one model call to its backend and journals it: the call is written before it is
+ * forwarded, and its outcome is written before the last byte reaches the harness.
+ */
+export class ModelCallProxy {
+  private readonly pools = new Map<string, Pool>();
+
+  constructor(private readonly options: ProxyOptions) {}
+
+  async handle(call: ProxiedCall, res: ServerResponse): Promise<void> {
+    const { route, release } = this.options.router.admit(call.body.model, call.rolloutId);
+    try {
+      await this.forward(call, route, res);
+    } finally {
+      release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.pools.values()].map((pool) => pool.close()));
+  }
+
+  private async forward(call: ProxiedCall, route: Route, res: ServerResponse): Promise<void> {
+    const { store, redaction } = this.options;
+    const { sent, injected } = upstreamRequest(call.endpoint, call.body, route.model, route.backend);
+    const callId = `call-${randomUUID()}`;
+    const startedAt = Date.now();
+    const t0 = performance.now();
+    await store.beginCall({
+      id: callId,
+      rolloutId: call.rolloutId,
+      attempt: call.attempt,
+      endpoint: call.endpoint,
+      policyVersion: route.policyVersion,
+      backendUrl: route.endpoint,
+      stream: call.body.stream === true,
+      requestReceived: redact(call.body, redaction),
+      requestSent: redact(sent, redaction),
+      startedAt,
+    });
+    const finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) =>
+      store.finishCall(callId, {
+        response: undefined,
+        promptIds: null,
+        choices: [],
+        usage: null,
+        errorClass: null,
+        errorMessage: null,
+        ttftMs: null,
+        latencyMs: performance.now() - t0,
+        ...result,
+        ...(result.response !== undefined && { response: redact(result.response, redaction) }),
+      });
+    res.setHeader('x-rein-call-id', callId);
+    res.setHeader('x-rein-policy-version', route.policyVersion);
+
+    let upstream;
+    try {
+      upstream = await this.pool(route.endpoint).request({
+        method: 'POST',
+        path: `${new URL(route.endpoint).pathname.replace(/\/$/, '')}${PATHS[call.endpoint]}`,
+        headers: {
+          'content-type': 'application/json',
+          accept: call.body.stream === true ? 'text/event-stream' : 'application/json',
+          ...(route.backend.apiKey && { authorization: `Bearer ${route.backend.apiKey}` }),
+        },
+        body: JSON.stringify(sent),
+        signal: call.signal,
+        headersTimeout: this.options.headersTimeoutMs,
+        bodyTimeout: this.options.bodyTimeoutMs,
+      });
+    } catch (err) {
+      const failure = classify(err, call.signal, false);
+      await finish({ upstreamStatus: null, errorClass: failure.errorClass, errorMessage: failure.message });
+      throw failure.httpError(route);
+    }
+
+    const ttft = performance.now() - t0;
+    const contentType = String(upstream.headers['content-type'] ?? '');
+    if (upstream.statusCode >= 200 && upstream.statusCode < 300 && contentType.includes('text/event-stream')) {
+      await this.relayStream(call, upstream, res, injected, finish, t0);
+      return;
+    }
+
+    let text: string;
+    try {
+      text = await upstream.body.text();
+    } catch (err) {
+      const failure = classify(err, call.signal, true);
+      await finish({ upstreamStatus: upstream.statusCode, errorClass: failure.errorClass, errorMessage: failure.message, ttftMs: ttft });
+      throw failure.httpError(route);
+    }
+    if (upstream.statusCode < 200 || upstream.statusCode >= 300) {
+      // The harness sees the backend's own error, as it would without the gateway.
+      await finish({
+        upstreamStatus: upstream.statusCode,
+        response: parseJson(text) ?? text,
+        errorClass: 'upstream_http_error',
+        errorMessage: `backend answered ${upstream.statusCode}`,
+        ttftMs: ttft,
+      });
+      res.writeHead(upstream.statusCode, { 'content-type': contentType || 'application/json' });
+      res.end(text);
+      return;
+    }
+    const response = parseJson(text);
+    if (!response) {
+      await finish({
+        upstreamStatus: upstream.statusCode,
+        errorClass: 'upstream_bad_response',
+        errorMessage: `backend returned ${text.length} bytes that are not a JSON object`,
+        ttftMs: ttft,
+      });
+      throw new GatewayHttpError(502, 'upstream_bad_response', `backend ${route.backendName} returned a body that is not JSON`);
+    }
+    const tokens = extractTokens(call.endpoint, response);
+    if (anythingInjected(injected)) stripInjected(response, injected);
+    await finish({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), ...tokens, ttftMs: ttft });
+    res.writeHead(upstream.statusCode, { 'content-type': 'application/json' });
+    res.end(anythingInjected(injected) ? JSON.stringify(response) : text);
+  }
+
+  private async relayStream(
+    call: ProxiedCall,
+    upstream: { statusCode: number; body: AsyncIterable<Buffer> & { setEncoding(e: string): void } },
+    res: ServerResponse,
+    injected: Injected,
+    finish: (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) => Promise<void>,
+    t0: number,
+  ): Promise<void> {
+    res.writeHead(upstream.statusCode, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
+    res.flushHeaders();
+    const parser = new SseParser();
+    const assembler = new StreamAssembler(call.endpoint);
+    const strip = anythingInjected(injected);
+    let done: string | undefined;
+    let ttftMs: number | null = null;
+    let failure: ReturnType<typeof classify> | undefined;
+    upstream.body.setEncoding('utf8');
+    try {
+      for await (const piece of upstream.body) {
+        for (const event of parser.push(piece as unknown as string)) {
+          if (event.data === '[DONE]') {
+            // Held back until the call is journaled: the harness's stream ends only after that.
+            done = event.raw;
+            continue;
+          }
+          const chunk = event.data === null ? undefined : parseJson(event.data);
+          let out = event.raw;
+          if (chunk) {
+            assembler.add(chunk);
+            if (strip) {
+              if (!stripInjected(chunk, injected)) continue;
+              out = `data: ${JSON.stringify(chunk)}\n\n`;
+            }
+          }
+          ttftMs ??= performance.now() - t0;
+          res.write(out);
+        }
+      }
+      if (done === undefined && call.endpoint !== 'responses') {
+        failure = {
+          errorClass: 'upstream_stream_cut',
+          message: 'the backend ended the stream without [DONE]',
+          httpError: () => new GatewayHttpError(502, 'upstream_stream_cut', 'stream cut'),
+        };
+      }
+    } catch (err) {
+      failure = classify(err, call.signal, true);
+    }
+    const assembled = assembler.response();
+    const tokens = extractTokens(call.endpoint, assembled);
+    if (strip) stripInjected(assembled, injected);
+    await finish({
+      upstreamStatus: upstream.statusCode,
+      response: withoutTokenIds(assembled),
+      ...tokens,
+      ttftMs,
+      errorClass: failure?.errorClass ?? null,
+      errorMessage: failure?.message ?? null,
+    });
+    if (failure) {
+      // The harness sees a broken stream, as it would have from the backend directly.
+      res.destroy();
+      return;
+    }
+    res.end(done ?? parser.rest());
+  }
+
+  private pool(endpoint: string): Pool {
+    const origin = new URL(endpoint).origin;
+    let pool = this.pools.get(origin);
+    if (!pool) {
+      pool = new Pool(origin, { connections: 512, keepAliveTimeout: 30_000, pipelining: 1 });
+      this.pools.set(origin, pool);
+    }
+    return pool;
+  }
+}
+
+function parseJson(text: string): Json | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function classify(
+  err: unknown,
+  signal: AbortSignal,
+  afterHeaders: boolean,
+): { errorClass: CallErrorClass; message: string; httpError: (route: Route) => GatewayHttpError } {
+  const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  if (signal.aborted) {
+    return {
+      errorClass: 'client_disconnected',
+      message: 'the harness closed the connection',
+      httpError: () => new GatewayHttpError(499, 'client_disconnected', 'client went away'),
+    };
+  }
+  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+    return {
+      errorClass: 'upstream_timeout',
+      message,
+      httpError: (route) =>
+        new GatewayHttpError(504, 'upstream_timeout', `backend ${route.backendName} (${route.endpoint}) did not answer in time`),
+    };
+  }
+  return {
+    errorClass: afterHeaders ? 'upstream_stream_cut' : 'upstream_unreachable',
+    message,
+    httpError: (route) =>
+      new GatewayHttpError(
+        502,
+        afterHeaders ? 'upstream_stream_cut' : 'upstream_unreachable',
+        `backend ${route.backendName} at ${route.endpoint} ${afterHeaders ? 'broke off its response' : 'is unreachable'}: ${message}`,
+      ),
+  };
+}

@@ -1,0 +1,189 @@
+import { createHash } from 'node:crypto';
+
+export interface BackendSpec {
+  /** Base URLs of the OpenAI-compatible server(s), each ending in /v1. */
+  endpoints: string[];
+  apiKey?: string | undefined;
+  /** Ask for token ids (vLLM ≥ 0.10.2 `return_token_ids`). */
+  tokenIds: boolean;
+  /** Ask for the sampled tokens' log-probs. */
+  logprobs: boolean;
+}
+
+export interface PolicySpec {
+  backend: string;
+  /** The model name the backend serves this policy version under. */
+  model: string;
+}
+
+export interface RoutingTable {
+  backends: Record<string, BackendSpec>;
+  /** Policy version → where it is served. */
+  policies: Record<string, PolicySpec>;
+  /** Model alias a harness asks for (e.g. "production") → policy version. */
+  aliases: Record<string, string>;
+}
+
+export interface Route {
+  policyVersion: string;
+  model: string;
+  backendName: string;
+  backend: BackendSpec;
+  endpoint: string;
+}
+
+export class RoutingError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
+}
+
+interface PolicyState {
+  paused: boolean;
+  inFlight: number;
+  drained: Array<() => void>;
+}
+
+/**
+ * Maps the model a harness asks for to a policy version and a backend endpoint, keeps each
+ * rollout on one endpoint, and lets a policy be paused (new calls get 429) and drained (wait
+ * until its in-flight calls finish) around a weight update.
+ */
+export class Router {
+  private readonly state = new Map<string, PolicyState>();
+
+  constructor(
+    private table: RoutingTable,
+    private readonly retryAfterSeconds = 5,
+  ) {
+    validateTable(table);
+  }
+
+  /** Replaces the table, e.g. after an alias moved; in-flight counts and pauses carry over. */
+  update(table: RoutingTable): void {
+    validateTable(table);
+    this.table = table;
+  }
+
+  models(): Array<{ id: string; policyVersion: string }> {
+    return [
+      ...Object.entries(this.table.aliases).map(([id, policyVersion]) => ({ id, policyVersion })),
+      ...Object.keys(this.table.policies).map((id) => ({ id, policyVersion: id })),
+    ];
+  }
+
+  /** Resolves and admits a call: the returned release() must run when the call ends. */
+  admit(model: unknown, rolloutId: string): { route: Route; release: () => void } {
+    if (typeof model !== 'string' || model === '') {
+      throw new RoutingError('the request names no model; set "model" to a policy alias or version', 400, 'model_missing');
+    }
+    const policyVersion = this.table.aliases[model] ?? (this.table.policies[model] ? model : undefined);
+    if (!policyVersion) {
+      throw new RoutingError(
+        `model "${model}" is not served here; known: ${this.models().map((m) => m.id).join(', ') || '(none)'}`,
+        404,
+        'model_not_found',
+      );
+    }
+    const policy = this.table.policies[policyVersion] as PolicySpec;
+    const backend = this.table.backends[policy.backend] as BackendSpec;
+    const state = this.stateOf(policyVersion);
+    if (state.paused) {
+      throw new RoutingError(
+        `policy ${policyVersion} is paused for a weight update; retry shortly`,
+        429,
+        'policy_paused',
+        this.retryAfterSeconds,
+      );
+    }
+    state.inFlight++;
+    let released = false;
+    return {
+      route: {
+        policyVersion,
+        model: policy.model,
+        backendName: policy.backend,
+        backend,
+        endpoint: stickyEndpoint(backend.endpoints, rolloutId),
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        state.inFlight--;
+        if (state.inFlight === 0) state.drained.splice(0).forEach((resolve) => resolve());
+      },
+    };
+  }
+
+  pause(policyVersion: string): void {
+    this.requirePolicy(policyVersion);
+    this.stateOf(policyVersion).paused = true;
+  }
+
+  resume(policyVersion: string): void {
+    this.requirePolicy(policyVersion);
+    this.stateOf(policyVersion).paused = false;
+  }
+
+  /** Resolves once no call of the policy is in flight (pause first, or new calls keep it busy). */
+  drain(policyVersion: string): Promise<void> {
+    this.requirePolicy(policyVersion);
+    const state = this.stateOf(policyVersion);
+    if (state.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => state.drained.push(resolve));
+  }
+
+  status(): Array<{ policyVersion: string; model: string; backend: string; paused: boolean; inFlight: number; aliases: string[] }> {
+    return Object.entries(this.table.policies).map(([policyVersion, policy]) => {
+      const state = this.stateOf(policyVersion);
+      return {
+        policyVersion,
+        model: policy.model,
+        backend: policy.backend,
+        paused: state.paused,
+        inFlight: state.inFlight,
+        aliases: Object.entries(this.table.aliases)
+          .filter(([, v]) => v === policyVersion)
+          .map(([alias]) => alias),
+      };
+    });
+  }
+
+  private requirePolicy(policyVersion: string): void {
+    if (!this.table.policies[policyVersion]) {
+      throw new RoutingError(`policy ${policyVersion} is not in the routing table`, 404, 'policy_not_found');
+    }
+  }
+
+  private stateOf(policyVersion: string): PolicyState {
+    let state = this.state.get(policyVersion);
+    if (!state) this.state.set(policyVersion, (state = { paused: false, inFlight: 0, drained: [] }));
+    return state;
+  }
+}
+
+/** The same rollout always lands on the same endpoint (its KV cache lives there). */
+export function stickyEndpoint(endpoints: readonly string[], rolloutId: string): string {
+  if (endpoints.length === 1) return endpoints[0] as string;
+  const bucket = createHash('sha256').update(rolloutId).digest().readUInt32BE(0) % endpoints.length;
+  return endpoints[bucket] as string;
+}
+
+function validateTable(table: RoutingTable): void {
+  const problems: string[] = [];
+  for (const [name, backend] of Object.entries(table.backends)) {
+    if (backend.endpoints.length === 0) problems.push(`backend ${name} has no endpoints`);
+  }
+  for (const [version, policy] of Object.entries(table.policies)) {
+    if (!table.backends[policy.backend]) problems.push(`policy ${version} names unknown backend ${policy.backend}`);
+  }
+  for (const [alias, version] of Object.entries(table.aliases)) {
+    if (!table.policies[version]) problems.push(`alias ${alias} points at unknown policy ${version}`);
+  }
+  if (problems.length) throw new Error(`invalid gateway routing: ${problems.join('; ')}`);
+}

@@ -1,0 +1,336 @@
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { z, ZodError } from 'zod';
+import { isFinished, newEventSchema, newRolloutSchema, ROLLOUT_MODES, ROLLOUT_STATUSES, statusChangeSchema } from '../rollouts/rollout.js';
+import { StoreConflictError, type CallEndpoint, type TraceStore } from '../store/trace-store.js';
+import { matchesHash, RolloutKeys, type RolloutKeyClaim } from './keys.js';
+import { GatewayHttpError, ModelCallProxy } from './proxy.js';
+import type { RedactionRule } from './redact.js';
+import { Router, RoutingError, type RoutingTable } from './routing.js';
+
+export interface GatewayOptions {
+  store: TraceStore;
+  routing: RoutingTable;
+  /** Secret the rollout keys are derived from (see RolloutKeys). */
+  secret: Buffer;
+  /** SHA-256 (hex) of the admin key that may use the control API. */
+  adminKeyHash: string;
+  /** How harnesses reach this gateway; default: the address it listens on. */
+  publicUrl?: string;
+  bodyLimitBytes?: number;
+  redaction?: readonly RedactionRule[];
+  headersTimeoutMs?: number;
+  bodyTimeoutMs?: number;
+  retryAfterSeconds?: number;
+}
+
+export interface Gateway {
+  app: FastifyInstance;
+  router: Router;
+  keys: RolloutKeys;
+  url: string;
+  close(): Promise<void>;
+}
+
+const ENDPOINTS: Array<[string, CallEndpoint]> = [
+  ['chat/completions', 'chat.completions'],
+  ['completions', 'completions'],
+  ['responses', 'responses'],
+];
+
+const listQuery = z.strictObject({
+  status: z.enum(ROLLOUT_STATUSES).optional(),
+  mode: z.enum(ROLLOUT_MODES).optional(),
+  taskId: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  after: z.string().optional(),
+});
+
+/** Builds and starts the gateway: the OpenAI-compatible proxy and the rollout control API. */
+export async function startGateway(options: GatewayOptions, listen: { host: string; port: number }): Promise<Gateway> {
+  const router = new Router(options.routing, options.retryAfterSeconds);
+  const keys = new RolloutKeys(options.secret);
+  const proxy = new ModelCallProxy({
+    store: options.store,
+    router,
+    redaction: options.redaction ?? [],
+    headersTimeoutMs: options.headersTimeoutMs ?? 600_000,
+    bodyTimeoutMs: options.bodyTimeoutMs ?? 120_000,
+  });
+  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false });
+  let publicUrl = options.publicUrl ?? '';
+  const { store } = options;
+
+  const isAdmin = (key: string | undefined) => key !== undefined && matchesHash(key, options.adminKeyHash);
+  const requireAdmin = async (req: FastifyRequest) => {
+    const key = credentialOf(req);
+    if (!key) throw new GatewayHttpError(401, 'missing_key', 'the control API needs the admin key: send Authorization: Bearer <admin key>');
+    if (!isAdmin(key)) throw new GatewayHttpError(403, 'forbidden', 'this key may not use the control API');
+  };
+
+  app.setErrorHandler((err, _req, reply) => {
+    const { status, code, message, headers } = describeError(err);
+    void reply.code(status).headers(headers).send(errorBody(status, code, message));
+  });
+  app.setNotFoundHandler((req, reply) => {
+    void reply.code(404).send(errorBody(404, 'not_found', `no route ${req.method} ${req.url}`));
+  });
+
+  app.get('/healthz', async () => ({ ok: true }));
+
+  // --- the OpenAI-compatible proxy ---------------------------------------------------------
+  const proxyCall = async (req: FastifyRequest, reply: FastifyReply, endpoint: CallEndpoint, pathClaim?: RolloutKeyClaim) => {
+    const claim = await authorizeCall(req, pathClaim);
+    const body = req.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new GatewayHttpError(400, 'invalid_body', 'the request body must be a JSON object');
+    }
+    await admitRollout(claim);
+    const controller = new AbortController();
+    const res = reply.raw;
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort();
+    });
+    void reply.hijack();
+    try {
+      await proxy.handle(
+        { rolloutId: claim.rolloutId, attempt: claim.attempt, endpoint, body: body as Record<string, unknown>, signal: controller.signal },
+        res,
+      );
+    } catch (err) {
+      sendRawError(res, err);
+    }
+  };
+
+  const authorizeCall = async (req: FastifyRequest, pathClaim?: RolloutKeyClaim): Promise<RolloutKeyClaim> => {
+    const key = credentialOf(req);
+    const claim = key ? keys.verify(key) : undefined;
+    if (!pathClaim) {
+      if (!key) {
+        throw new GatewayHttpError(401, 'missing_key', 'no API key: set OPENAI_API_KEY to the rollout key Rein issued for this rollout');
+      }
+      if (!claim) throw new GatewayHttpError(401, 'invalid_key', 'the API key is not a valid rollout key for this gateway');
+      return claim;
+    }
+    if (claim) {
+      if (claim.rolloutId !== pathClaim.rolloutId || claim.attempt !== pathClaim.attempt) {
+        throw new GatewayHttpError(403, 'forbidden', 'this rollout key belongs to another rollout attempt');
+      }
+      return claim;
+    }
+    if (isAdmin(key)) return pathClaim;
+    // Without a rollout key, the path form is open only for a rollout created keyless on purpose.
+    const rollout = await store.getRollout(pathClaim.rolloutId);
+    if (!rollout || rollout.keyless) return pathClaim;
+    throw key
+      ? new GatewayHttpError(401, 'invalid_key', 'the API key is not a valid rollout key for this gateway')
+      : new GatewayHttpError(401, 'missing_key', `rollout ${pathClaim.rolloutId} was not created keyless; send its rollout key`);
+  };
+
+  const admitRollout = async (claim: RolloutKeyClaim) => {
+    const rollout = await store.getRollout(claim.rolloutId);
+    if (!rollout) throw new GatewayHttpError(404, 'rollout_not_found', `rollout ${claim.rolloutId} does not exist`);
+    if (isFinished(rollout.status)) {
+      throw new GatewayHttpError(409, 'rollout_finished', `rollout ${rollout.id} has finished (${rollout.status}); it takes no more calls`);
+    }
+    if (claim.attempt > rollout.attempts) {
+      throw new GatewayHttpError(404, 'attempt_not_found', `rollout ${rollout.id} has no attempt ${claim.attempt}`);
+    }
+    if (claim.attempt < rollout.attempts) {
+      throw new GatewayHttpError(409, 'attempt_superseded', `attempt ${claim.attempt} of rollout ${rollout.id} was superseded by attempt ${rollout.attempts}`);
+    }
+    if (rollout.status === 'queued') {
+      try {
+        await store.setRolloutStatus(rollout.id, 'running', 'first model call', 'gateway');
+      } catch (err) {
+        // Another call of the same rollout got there first.
+        if (!(err instanceof StoreConflictError)) throw err;
+      }
+    }
+  };
+
+  for (const [path, endpoint] of ENDPOINTS) {
+    app.post(`/v1/${path}`, (req, reply) => proxyCall(req, reply, endpoint));
+    app.post<{ Params: { rolloutId: string; attempt: string } }>(`/rollouts/:rolloutId/attempts/:attempt/v1/${path}`, (req, reply) =>
+      proxyCall(req, reply, endpoint, pathClaimOf(req.params)),
+    );
+  }
+  const listModels = async (req: FastifyRequest, pathClaim?: RolloutKeyClaim) => {
+    const key = credentialOf(req);
+    if (!pathClaim && !isAdmin(key) && !(key && keys.verify(key))) {
+      throw new GatewayHttpError(401, 'invalid_key', 'send a rollout key (or the admin key) to list models');
+    }
+    if (pathClaim) await authorizeCall(req, pathClaim);
+    return {
+      object: 'list',
+      data: router.models().map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: 'rein', policy_version: m.policyVersion })),
+    };
+  };
+  app.get('/v1/models', (req) => listModels(req));
+  app.get<{ Params: { rolloutId: string; attempt: string } }>('/rollouts/:rolloutId/attempts/:attempt/v1/models', (req) =>
+    listModels(req, pathClaimOf(req.params)),
+  );
+
+  // --- the control API -----------------------------------------------------------------------
+  const keyed = (rolloutId: string, attempt: number) => ({
+    attempt,
+    key: keys.issue(rolloutId, attempt),
+    baseUrl: `${publicUrl}/v1`,
+    pathBaseUrl: `${publicUrl}/rollouts/${encodeURIComponent(rolloutId)}/attempts/${attempt}/v1`,
+  });
+
+  app.post('/api/rollouts', { preHandler: requireAdmin }, async (req, reply) => {
+    const input = newRolloutSchema.parse(req.body ?? {});
+    const { rollout, created } = await store.createRollout({ ...input, id: input.id ?? `ro-${randomUUID()}` });
+    return reply.code(created ? 201 : 200).send({ rollout, ...keyed(rollout.id, rollout.attempts) });
+  });
+  app.get('/api/rollouts', { preHandler: requireAdmin }, async (req) => store.listRollouts(listQuery.parse(req.query)));
+  app.get<{ Params: { id: string } }>('/api/rollouts/:id', { preHandler: requireAdmin }, async (req) => requireRollout(store, req.params.id));
+  app.post<{ Params: { id: string } }>('/api/rollouts/:id/status', { preHandler: requireAdmin }, async (req) => {
+    const change = statusChangeSchema.parse(req.body);
+    await requireRollout(store, req.params.id);
+    return store.setRolloutStatus(req.params.id, change.status, change.reason ?? null, 'admin');
+  });
+  app.post<{ Params: { id: string } }>('/api/rollouts/:id/attempts', { preHandler: requireAdmin }, async (req, reply) => {
+    await requireRollout(store, req.params.id);
+    const rollout = await store.startAttempt(req.params.id);
+    return reply.code(201).send({ rollout, ...keyed(rollout.id, rollout.attempts) });
+  });
+  app.post<{ Params: { id: string } }>('/api/rollouts/:id/events', async (req, reply) => {
+    const key = credentialOf(req);
+    const claim = key ? keys.verify(key) : undefined;
+    if (!claim && !isAdmin(key)) {
+      throw new GatewayHttpError(401, 'invalid_key', 'send the rollout key (or the admin key) to append events');
+    }
+    if (claim && claim.rolloutId !== req.params.id) {
+      throw new GatewayHttpError(403, 'forbidden', 'a rollout key may append events to its own rollout only');
+    }
+    const rollout = await requireRollout(store, req.params.id);
+    if (isFinished(rollout.status) && claim) {
+      throw new GatewayHttpError(409, 'rollout_finished', `rollout ${rollout.id} has finished (${rollout.status})`);
+    }
+    const event = newEventSchema.parse(req.body);
+    const recorded = await store.appendEvent(rollout.id, claim?.attempt ?? rollout.attempts, event, claim ? 'rollout' : 'admin');
+    return reply.code(201).send(recorded);
+  });
+  app.get<{ Params: { id: string }; Querystring: { attempt?: string } }>(
+    '/api/rollouts/:id/calls',
+    { preHandler: requireAdmin },
+    async (req) => {
+      await requireRollout(store, req.params.id);
+      const attempt = req.query.attempt === undefined ? undefined : z.coerce.number().int().min(1).parse(req.query.attempt);
+      return { items: await store.listCalls(req.params.id, attempt) };
+    },
+  );
+  app.get<{ Params: { id: string } }>('/api/rollouts/:id/events', { preHandler: requireAdmin }, async (req) => {
+    await requireRollout(store, req.params.id);
+    return { items: await store.listEvents(req.params.id) };
+  });
+
+  app.get('/api/policies', { preHandler: requireAdmin }, async () => ({ items: router.status() }));
+  app.post<{ Params: { version: string } }>('/api/policies/:version/pause', { preHandler: requireAdmin }, async (req) => {
+    router.pause(req.params.version);
+    return policyStatus(router, req.params.version);
+  });
+  app.post<{ Params: { version: string } }>('/api/policies/:version/resume', { preHandler: requireAdmin }, async (req) => {
+    router.resume(req.params.version);
+    return policyStatus(router, req.params.version);
+  });
+  app.post<{ Params: { version: string }; Querystring: { timeoutMs?: string } }>(
+    '/api/policies/:version/drain',
+    { preHandler: requireAdmin },
+    async (req) => {
+      const timeoutMs = z.coerce.number().int().min(0).max(3_600_000).default(60_000).parse(req.query.timeoutMs);
+      const drained = await Promise.race([
+        router.drain(req.params.version).then(() => true),
+        new Promise<false>((resolve) => setTimeout(() => resolve(false), timeoutMs).unref()),
+      ]);
+      return { drained, ...policyStatus(router, req.params.version) };
+    },
+  );
+
+  const url = await app.listen({ host: listen.host, port: listen.port });
+  publicUrl ||= url;
+  return {
+    app,
+    router,
+    keys,
+    url: publicUrl,
+    async close() {
+      await app.close();
+      await proxy.close();
+    },
+  };
+}
+
+function pathClaimOf(params: { rolloutId: string; attempt: string }): RolloutKeyClaim {
+  const attempt = Number(params.attempt);
+  if (!Number.isInteger(attempt) || attempt < 1) {
+    throw new GatewayHttpError(400, 'invalid_attempt', `attempt must be a positive integer, got "${params.attempt}"`);
+  }
+  return { rolloutId: params.rolloutId, attempt };
+}
+
+async function requireRollout(store: TraceStore, id: string) {
+  const rollout = await store.getRollout(id);
+  if (!rollout) throw new GatewayHttpError(404, 'rollout_not_found', `rollout ${id} does not exist`);
+  return rollout;
+}
+
+function policyStatus(router: Router, version: string) {
+  const status = router.status().find((p) => p.policyVersion === version);
+  if (!status) throw new GatewayHttpError(404, 'policy_not_found', `policy ${version} is not in the routing table`);
+  return status;
+}
+
+/** The key a caller presents: `Authorization: Bearer`, or the `api-key` / `x-api-key` headers. */
+function credentialOf(req: FastifyRequest): string | undefined {
+  const auth = req.headers.authorization;
+  if (auth?.startsWith('Bearer ')) return auth.slice(7).trim() || undefined;
+  const header = req.headers['api-key'] ?? req.headers['x-api-key'];
+  return typeof header === 'string' && header ? header : undefined;
+}
+
+function errorBody(status: number, code: string, message: string) {
+  return { error: { message, type: status >= 500 ? 'api_error' : 'invalid_request_error', code, param: null } };
+}
+
+function describeError(err: unknown): { status: number; code: string; message: string; headers: Record<string, string> } {
+  if (err instanceof GatewayHttpError) return { status: err.status, code: err.code, message: err.message, headers: err.headers };
+  if (err instanceof RoutingError) {
+    return {
+      status: err.status,
+      code: err.code,
+      message: err.message,
+      headers: err.retryAfterSeconds === undefined ? {} : { 'retry-after': String(err.retryAfterSeconds) },
+    };
+  }
+  if (err instanceof ZodError) {
+    const problems = err.issues.map((i) => `${i.path.length ? i.path.join('.') : '(body)'}: ${i.message}`);
+    return { status: 400, code: 'invalid_request', message: `invalid request: ${problems.join('; ')}`, headers: {} };
+  }
+  const e = err as { statusCode?: number; status?: number; code?: string; message?: string };
+  const status = e.statusCode ?? e.status;
+  if (e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (err instanceof SyntaxError && status === 400)) {
+    return { status: 400, code: 'malformed_json', message: `malformed JSON body (${e.message ?? 'parse error'}); send one JSON object`, headers: {} };
+  }
+  if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return { status: 413, code: 'body_too_large', message: `request body too large; the gateway's limit is gateway.bodyLimitBytes`, headers: {} };
+  }
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return { status, code: e.code ?? 'bad_request', message: e.message ?? 'bad request', headers: {} };
+  }
+  return { status: 500, code: 'gateway_error', message: `gateway error: ${e.message ?? String(err)}`, headers: {} };
+}
+
+/** For hijacked proxy replies: an error before any byte went out becomes an OpenAI error body. */
+function sendRawError(res: ServerResponse, err: unknown): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const { status, code, message, headers } = describeError(err);
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(errorBody(status, code, message)));
+}
