@@ -80,7 +80,10 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
     const pieces: Buffer[] = [];
     req.on('data', (d: Buffer) => pieces.push(d));
     req.on('end', () => {
-      void handle(req.url ?? '', Buffer.concat(pieces).toString(), res);
+      // Like vLLM, a request it cannot serve gets a 400, never a hang.
+      handle(req.url ?? '', Buffer.concat(pieces).toString(), res).catch((err: Error) => {
+        if (!res.headersSent) json(res, 400, { error: { message: err.message, type: 'BadRequestError', param: null, code: 400 } });
+      });
     });
   });
 
