@@ -4,6 +4,7 @@ import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDevCommand } from './commands/dev.js';
 import { registerDoctorCommand } from './commands/doctor.js';
+import { registerGatewayCommand } from './commands/gateway.js';
 import { registerServerCommand } from './commands/server.js';
 import { registerWorkerCommand } from './commands/worker.js';
 
@@ -16,6 +17,7 @@ export function buildProgram(): Command {
   registerDevCommand(program);
   registerServerCommand(program);
   registerWorkerCommand(program);
+  registerGatewayCommand(program);
   registerDoctorCommand(program);
   registerConfigCommands(program);
   return program;

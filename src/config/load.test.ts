@@ -126,7 +126,27 @@ describe('validateConfig', () => {
   it('rejects unknown keys and lists the known ones, at any depth', () => {
     expect(problems(() => validateConfig({ temporl: {}, temporal: { devServer: { prot: 1 } } }, 'test'))).toEqual([
       'temporal.devServer: unknown key "prot"; expected one of: ip, port, uiPort, headless, dbFile, logLevel',
-      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, log, temporal',
+      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, log, temporal, gateway',
+    ]);
+  });
+
+  it('checks that gateway policies and aliases point at things that exist', () => {
+    expect(
+      problems(() =>
+        validateConfig(
+          {
+            gateway: {
+              backends: { vllm: { endpoints: ['http://gpu-1:8000/v1'] } },
+              policies: { v1: { backend: 'vlm', model: 'Qwen/Qwen3-0.6B' } },
+              aliases: { production: 'v2' },
+            },
+          },
+          'test',
+        ),
+      ),
+    ).toEqual([
+      'gateway.policies.v1.backend: got "vlm"; expected a backend defined in gateway.backends (known: vllm)',
+      'gateway.aliases.production: got "v2"; expected a policy version defined in gateway.policies (known: v1)',
     ]);
   });
 
@@ -139,6 +159,6 @@ describe('configJsonSchema', () => {
   it('documents every setting with its default', () => {
     const schema = configJsonSchema() as { properties: Record<string, { description?: string; default?: unknown }> };
     expect(schema.properties.dataDir).toMatchObject({ default: '.rein', description: expect.stringContaining('data directory') });
-    expect(Object.keys(schema.properties)).toEqual(['$schema', 'dataDir', 'log', 'temporal']);
+    expect(Object.keys(schema.properties)).toEqual(['$schema', 'dataDir', 'log', 'temporal', 'gateway']);
   });
 });

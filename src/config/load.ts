@@ -150,7 +150,7 @@ function objectShapeOf(schema: z.core.$ZodType): Record<string, z.core.$ZodType>
 }
 
 /** Environment variables that override the file; names follow the Temporal CLI's own. */
-export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean']> = [
+export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean' | 'integer']> = [
   ['REIN_DATA_DIR', ['dataDir'], 'path'],
   ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
   ['TEMPORAL_ADDRESS', ['temporal', 'address'], 'string'],
@@ -161,6 +161,9 @@ export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[]
   ['TEMPORAL_TLS_CLIENT_KEY_PATH', ['temporal', 'tls', 'clientKeyPath'], 'path'],
   ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', ['temporal', 'tls', 'serverCaCertPath'], 'path'],
   ['TEMPORAL_TLS_SERVER_NAME', ['temporal', 'tls', 'serverName'], 'string'],
+  ['REIN_GATEWAY_HOST', ['gateway', 'host'], 'string'],
+  ['REIN_GATEWAY_PORT', ['gateway', 'port'], 'integer'],
+  ['REIN_GATEWAY_PUBLIC_URL', ['gateway', 'publicUrl'], 'string'],
 ];
 
 function overlayEnvironment(
@@ -176,6 +179,7 @@ function overlayEnvironment(
     if (text === undefined || text === '') continue;
     let value: unknown = text;
     if (kind === 'path') value = path.resolve(cwd, text);
+    if (kind === 'integer' && /^\d+$/.test(text)) value = Number(text);
     if (kind === 'boolean') value = /^(1|true|yes)$/i.test(text) ? true : /^(0|false|no)$/i.test(text) ? false : text;
     setAt(input, keys, value);
     fromEnv.set(keys.join('.'), variable);
@@ -217,6 +221,11 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
         ...config.temporal.devServer,
         dbFile: path.resolve(dataDir, config.temporal.devServer.dbFile),
       },
+    },
+    gateway: {
+      ...config.gateway,
+      secretFile: path.resolve(dataDir, config.gateway.secretFile),
+      traceDb: path.resolve(dataDir, config.gateway.traceDb),
     },
   };
 }

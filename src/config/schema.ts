@@ -37,6 +37,75 @@ const temporal = z.strictObject({
   devServer: devServer.prefault({}).describe('The embedded dev server Rein starts when no address is set'),
 });
 
+const backend = z.strictObject({
+  endpoints: z
+    .array(z.url({ protocol: /^https?$/ }))
+    .min(1)
+    .describe('Base URLs of the OpenAI-compatible server(s), ending in /v1; a rollout sticks to one'),
+  apiKeyEnv: z
+    .string()
+    .optional()
+    .describe('Name of the environment variable holding the backend API key (keys stay out of config files)'),
+  tokenIds: z.boolean().default(true).describe('Ask for token ids (vLLM >= 0.10.2 return_token_ids)'),
+  logprobs: z.boolean().default(true).describe("Ask for the sampled tokens' log-probs"),
+});
+
+const gateway = z
+  .strictObject({
+    host: z.string().default('127.0.0.1').describe('Address the gateway listens on'),
+    port: port.default(8400).describe('Port of the gateway (OpenAI-compatible proxy and rollout API)'),
+    publicUrl: z.url().optional().describe('How harnesses reach the gateway, if not http://host:port'),
+    adminKeyHash: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional()
+      .describe('SHA-256 (hex) of the admin key; else REIN_GATEWAY_ADMIN_KEY, else a key generated into dataDir/gateway/admin-key'),
+    secretFile: z
+      .string()
+      .default('gateway/secret')
+      .describe('Secret rollout keys are derived from, relative to dataDir; created on first start'),
+    traceDb: z.string().default('traces.sqlite').describe('SQLite trace store, relative to dataDir'),
+    bodyLimitBytes: z.number().int().min(1024).default(32 * 1024 * 1024).describe('Largest request body accepted'),
+    headersTimeoutMs: z.number().int().min(100).default(600_000).describe('Longest wait for a backend to start answering'),
+    bodyTimeoutMs: z.number().int().min(100).default(120_000).describe('Longest silence inside a backend response'),
+    retryAfterSeconds: z.number().int().min(1).default(5).describe('Retry-After sent while a policy is paused'),
+    redact: z
+      .strictObject({
+        defaults: z.boolean().default(true).describe('Redact API keys, bearer tokens, rollout keys, private keys'),
+        rules: z
+          .array(z.strictObject({ name: z.string().min(1), regex: z.string().min(1) }))
+          .default([])
+          .describe('Extra patterns to redact before anything is journaled'),
+      })
+      .prefault({}),
+    backends: z.record(z.string(), backend).default({}).describe('Inference servers by name'),
+    policies: z
+      .record(z.string(), z.strictObject({ backend: z.string(), model: z.string().min(1) }))
+      .default({})
+      .describe('Policy version -> the backend and model name serving it'),
+    aliases: z.record(z.string(), z.string()).default({}).describe('Model alias a harness asks for -> policy version'),
+  })
+  .superRefine((g, ctx) => {
+    for (const [version, policy] of Object.entries(g.policies)) {
+      if (!g.backends[policy.backend]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['policies', version, 'backend'],
+          message: `a backend defined in gateway.backends (known: ${Object.keys(g.backends).join(', ') || 'none'})`,
+        });
+      }
+    }
+    for (const [alias, version] of Object.entries(g.aliases)) {
+      if (!g.policies[version]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['aliases', alias],
+          message: `a policy version defined in gateway.policies (known: ${Object.keys(g.policies).join(', ') || 'none'})`,
+        });
+      }
+    }
+  });
+
 export const reinConfigSchema = z
   .strictObject({
     $schema: z.string().optional().describe('JSON Schema reference, for editors; ignored by Rein'),
@@ -51,12 +120,14 @@ export const reinConfigSchema = z
       })
       .prefault({}),
     temporal: temporal.prefault({}),
+    gateway: gateway.prefault({}),
   })
   .describe('Rein configuration');
 
 export type ReinConfig = z.output<typeof reinConfigSchema>;
 export type TemporalSettings = ReinConfig['temporal'];
 export type DevServerSettings = TemporalSettings['devServer'];
+export type GatewaySettings = ReinConfig['gateway'];
 
 /** The JSON Schema of the config file, as `rein config schema` prints it. */
 export function configJsonSchema(): object {

@@ -100,8 +100,8 @@ describe('gateway: chat completions through the official openai client', () => {
       messages: [{ role: 'user', content: 'hi' }],
       stream: true,
       stream_options: { include_usage: true },
-      // @ts-expect-error vLLM extension, as a harness would pass it
-      return_token_ids: true,
+      // A vLLM extension, passed as a harness would pass it.
+      ...({ return_token_ids: true } as object),
     });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk as unknown as Record<string, unknown>);

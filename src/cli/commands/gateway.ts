@@ -1,0 +1,31 @@
+import type { Command } from 'commander';
+import { gatewayOptions } from '../../gateway/from-config.js';
+import { startGateway } from '../../gateway/server.js';
+import { SqliteTraceStore } from '../../store/sqlite-store.js';
+import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
+
+export function registerGatewayCommand(program: Command): void {
+  program
+    .command('gateway')
+    .description('run the gateway: the OpenAI-compatible proxy harnesses call, journaling every call, and the rollout API')
+    .action(async () => {
+      const { config, logger } = cliContext(program.opts<GlobalOptions>());
+      const settings = config.gateway;
+      const store = new SqliteTraceStore(settings.traceDb);
+      try {
+        const { options, adminKeySource } = gatewayOptions(settings, store);
+        const gateway = await startGateway(options, { host: settings.host, port: settings.port });
+        logger.info({ url: gateway.url, traceDb: settings.traceDb }, 'gateway listening');
+        process.stdout.write(
+          `Gateway ready at ${gateway.url} (OpenAI base URL ${gateway.url}/v1)\n` +
+            `Trace store: ${settings.traceDb}\nAdmin key: ${adminKeySource}\n` +
+            `Policies: ${gateway.router.status().map((p) => `${p.policyVersion}${p.aliases.length ? ` (${p.aliases.join(', ')})` : ''}`).join(', ') || 'none configured'}\n` +
+            'Press Ctrl-C to stop.\n',
+        );
+        await untilInterrupted();
+        await gateway.close();
+      } finally {
+        await store.close();
+      }
+    });
+}

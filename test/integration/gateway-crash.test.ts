@@ -1,0 +1,102 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { stringify } from 'yaml';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startRein } from '../helpers/cli.js';
+import { freePort } from '../helpers/ports.js';
+import { MODEL, startVllmLikeServer } from '../helpers/vllm-like-server.js';
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-gateway-crash-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const ADMIN = 'crash-test-admin-key';
+const env = { REIN_GATEWAY_ADMIN_KEY: ADMIN, REIN_CONFIG: undefined, REIN_DATA_DIR: undefined };
+
+describe('gateway durability', () => {
+  it('keeps every call whose response completed when the process is killed with SIGKILL mid-burst', async () => {
+    const backend = await startVllmLikeServer({ chunkDelayMs: 1 });
+    const port = await freePort();
+    const config = path.join(scratch, 'rein.yaml');
+    writeFileSync(
+      config,
+      stringify({
+        dataDir: './data',
+        log: { level: 'warn' },
+        gateway: {
+          host: '127.0.0.1',
+          port,
+          backends: { toy: { endpoints: [backend.url] } },
+          policies: { 'policy-v1': { backend: 'toy', model: MODEL } },
+          aliases: { production: 'policy-v1' },
+        },
+      }),
+    );
+    const url = `http://127.0.0.1:${port}`;
+    const admin = async (method: string, route: string, body?: unknown) => {
+      const res = await fetch(`${url}${route}`, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return res.json() as Promise<any>;
+    };
+
+    let gateway = startRein(['--config', config, 'gateway'], { cwd: scratch, env });
+    await gateway.waitFor(/Gateway ready/);
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => admin('POST', '/api/rollouts', { id: `burst-${i}` })));
+    const clients = rollouts.map((r) => new OpenAI({ apiKey: r.key, baseURL: r.baseUrl, maxRetries: 0 }));
+
+    const completed: Array<{ rollout: string; callId: string; content: string }> = [];
+    let killed = false;
+    const worker = async (w: number) => {
+      for (let i = 0; !killed; i++) {
+        const client = clients[w % clients.length] as OpenAI;
+        const messages = [{ role: 'user' as const, content: `worker ${w} call ${i}` }];
+        try {
+          if (i % 2) {
+            const { data, response } = await client.chat.completions.create({ model: 'production', messages, stream: true }).withResponse();
+            const parts: string[] = [];
+            for await (const chunk of data) parts.push(chunk.choices[0]?.delta.content ?? '');
+            completed.push({ rollout: `burst-${w % clients.length}`, callId: response.headers.get('x-rein-call-id') as string, content: parts.join('') });
+          } else {
+            const { data, response } = await client.chat.completions.create({ model: 'production', messages }).withResponse();
+            completed.push({ rollout: `burst-${w % clients.length}`, callId: response.headers.get('x-rein-call-id') as string, content: data.choices[0]?.message.content ?? '' });
+          }
+        } catch {
+          if (!killed) throw new Error(`call failed before the kill: worker ${w} call ${i}`);
+        }
+      }
+    };
+    const workers = Array.from({ length: 16 }, (_, w) => worker(w));
+    while (completed.length < 150) await new Promise((r) => setTimeout(r, 5));
+    killed = true;
+    await gateway.stop('SIGKILL');
+    await Promise.all(workers);
+    const acknowledged = [...completed];
+    expect(acknowledged.length).toBeGreaterThanOrEqual(150);
+
+    gateway = startRein(['--config', config, 'gateway'], { cwd: scratch, env });
+    await gateway.waitFor(/Gateway ready/);
+    try {
+      const journaled = new Map<string, { status: string; response: any; promptIds: number[] | null }>();
+      for (const r of rollouts) {
+        for (const call of (await admin('GET', `/api/rollouts/${r.rollout.id}/calls`)).items) journaled.set(call.id, call);
+      }
+      for (const call of acknowledged) {
+        const record = journaled.get(call.callId);
+        expect(record, call.callId).toBeDefined();
+        expect(record?.status).toBe('ok');
+        expect(record?.response.choices[0].message.content).toBe(call.content);
+        expect(record?.promptIds?.length).toBeGreaterThan(0);
+      }
+      // The secret survived too: the rollout keys issued before the crash still work.
+      const after = await clients[0]!.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'after restart' }] });
+      expect(after.choices[0]?.message.content).toBe('Echo: after restart');
+    } finally {
+      expect(await gateway.stop('SIGTERM')).toBe(0);
+      await backend.close();
+    }
+  }, 180_000);
+});
