@@ -26,9 +26,20 @@ function finish(promptIds: number[], completionIds: number[]): CallFinish {
   };
 }
 
-async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prompt: number[]; completion: number[] }>) {
-  for (const turn of turns) {
+/** The request a harness sends on turn t of a conversation that grows by two messages a turn. */
+function requestAt(t: number) {
+  const messages = [{ role: 'system', content: 'You use tools.' }];
+  for (let i = 0; i <= t; i++) {
+    messages.push({ role: 'user', content: `tool output ${i}: ${'data '.repeat(20)}` });
+    if (i < t) messages.push({ role: 'assistant', content: `step ${i}` });
+  }
+  return { model: 'production', temperature: 1, messages };
+}
+
+async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prompt: number[]; completion: number[] }>, firstTurn = 0) {
+  for (const [i, turn] of turns.entries()) {
     const id = randomUUID();
+    const received = requestAt(firstTurn + i);
     await store.beginCall({
       id,
       rolloutId,
@@ -37,8 +48,8 @@ async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prom
       policyVersion: 'v1',
       backendUrl: 'http://backend',
       stream: false,
-      requestReceived: { messages: [] },
-      requestSent: { messages: [] },
+      requestReceived: received,
+      requestSent: { ...received, model: 'Qwen/Qwen3-0.6B', return_token_ids: true },
       startedAt: Date.now(),
     });
     await store.finishCall(id, finish(turn.prompt, turn.completion));
@@ -73,12 +84,16 @@ describe('SqliteTraceStore: calls', () => {
       expect(call.choices?.[0]?.completionIds).toEqual(turns[i]?.completion);
       expect(call.choices?.[0]?.logprobs?.[0]).toBeCloseTo(-(turns[i]?.completion[0] ?? 0) / 1000, 5);
     });
+    calls.forEach((call, t) => {
+      expect(call.requestReceived).toEqual(requestAt(t));
+      expect(call.requestSent).toEqual({ ...requestAt(t), model: 'Qwen/Qwen3-0.6B', return_token_ids: true });
+    });
     expect(await store.getCall(calls[99]!.id)).toEqual(calls[99]);
 
-    // Stored whole, the prompts alone would take sum(len) * 4 bytes; the journal grows linearly instead.
-    const wholePromptBytes = turns.reduce((sum, t) => sum + t.prompt.length * 4, 0);
+    // Stored whole, prompts and requests would grow with the square of the rollout's length.
+    const wholeBytes = turns.reduce((sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length, 0);
     const { bytes } = await store.rolloutFootprint('long');
-    expect(bytes).toBeLessThan(wholePromptBytes / 20);
+    expect(bytes).toBeLessThan(wholeBytes / 20);
     await store.close();
   });
 
@@ -91,11 +106,15 @@ describe('SqliteTraceStore: calls', () => {
     await store.close();
 
     store = openStore(name);
-    await journal(store, 'r', turns.slice(3));
+    await journal(store, 'r', turns.slice(3), 3);
     const calls = await store.listCalls('r');
     expect(calls.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
+    expect(calls.map((c) => c.requestReceived)).toEqual(turns.map((_, t) => requestAt(t)));
+    // Decoding one call alone follows its references back across the restart.
+    const afterRestart = await store.getCall(calls[3]!.id);
+    expect(afterRestart?.promptIds).toEqual(turns[3]?.prompt);
     const small = await store.rolloutFootprint('r');
-    expect(small.bytes).toBeLessThan(turns.reduce((s, t) => s + t.prompt.length * 4, 0) / 2);
+    expect(small.bytes).toBeLessThan(turns.reduce((sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length, 0) / 2);
     await store.close();
   });
 
@@ -124,6 +143,7 @@ describe('SqliteTraceStore: calls', () => {
           await journal(store, rolloutId, turns);
           const calls = await store.listCalls(rolloutId);
           expect(calls.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
+          expect(calls.map((c) => c.requestReceived)).toEqual(turns.map((_, t) => requestAt(t)));
           expect(calls.map((c) => c.choices?.[0]?.completionIds)).toEqual(turns.map((t) => t.completion));
         },
       ),

@@ -11,6 +11,7 @@ import {
   type RolloutEvent,
   type RolloutStatus,
 } from '../rollouts/rollout.js';
+import { decodeRequest, encodeRequest, type ConversationBase } from './request-codec.js';
 import { decodePrompt, encodePrompt, packNumbers, packSegments, unpackNumbers, unpackSegments } from './token-codec.js';
 import {
   StoreConflictError,
@@ -51,7 +52,10 @@ CREATE TABLE IF NOT EXISTS calls (
   backend_url TEXT NOT NULL,
   stream INTEGER NOT NULL,
   request_received TEXT NOT NULL,
-  request_sent TEXT NOT NULL,
+  request_sent_patch TEXT NOT NULL,
+  conversation_field TEXT,
+  conversation_ref TEXT,
+  conversation_prefix INTEGER,
   started_at INTEGER NOT NULL,
   status TEXT NOT NULL,
   response TEXT,
@@ -108,7 +112,10 @@ interface CallRow {
   backend_url: string;
   stream: number;
   request_received: string;
-  request_sent: string;
+  request_sent_patch: string;
+  conversation_field: 'messages' | 'input' | null;
+  conversation_ref: string | null;
+  conversation_prefix: number | null;
   started_at: number;
   status: CallRecord['status'];
   response: string | null;
@@ -144,6 +151,7 @@ const SEQUENCE_CACHE_SIZE = 4096;
 export class SqliteTraceStore implements TraceStore {
   private readonly db: Database.Database;
   private readonly lastSequence = new Map<string, { callId: string; ids: number[] }>();
+  private readonly lastConversation = new Map<string, ConversationBase>();
   private readonly statements;
 
   constructor(file: string) {
@@ -165,10 +173,12 @@ export class SqliteTraceStore implements TraceStore {
       startAttempt: this.db.prepare('UPDATE rollouts SET attempts = attempts + 1, updated_at = ? WHERE id = ?'),
       beginCall: this.db.prepare(
         `INSERT INTO calls (id, rollout_id, attempt, seq, endpoint, policy_version, backend_url, stream,
-                            request_received, request_sent, started_at, status)
+                            request_received, request_sent_patch, conversation_field, conversation_ref, conversation_prefix,
+                            started_at, status)
          VALUES (@id, @rollout_id, @attempt,
                  (SELECT COALESCE(MAX(seq), 0) + 1 FROM calls WHERE rollout_id = @rollout_id AND attempt = @attempt),
-                 @endpoint, @policy_version, @backend_url, @stream, @request_received, @request_sent, @started_at, 'in_flight')
+                 @endpoint, @policy_version, @backend_url, @stream, @request_received, @request_sent_patch,
+                 @conversation_field, @conversation_ref, @conversation_prefix, @started_at, 'in_flight')
          RETURNING seq`,
       ),
       finishCall: this.db.prepare(
@@ -180,6 +190,9 @@ export class SqliteTraceStore implements TraceStore {
          WHERE id = @id`,
       ),
       getCall: this.db.prepare<[string], CallRow>('SELECT * FROM calls WHERE id = ?'),
+      lastConversationCall: this.db.prepare<[string], { id: string }>(
+        `SELECT id FROM calls WHERE rollout_id = ? AND conversation_field IS NOT NULL ORDER BY started_at DESC, seq DESC LIMIT 1`,
+      ),
       lastFinishedCall: this.db.prepare<[string], { id: string }>(
         `SELECT id FROM calls WHERE rollout_id = ? AND prompt_suffix IS NOT NULL ORDER BY started_at DESC, seq DESC LIMIT 1`,
       ),
@@ -193,7 +206,7 @@ export class SqliteTraceStore implements TraceStore {
       listEvents: this.db.prepare<[string], EventRow>('SELECT * FROM events WHERE rollout_id = ? ORDER BY id'),
       footprint: this.db.prepare<[string], { calls: number; bytes: number | null }>(
         `SELECT COUNT(*) AS calls, SUM(
-           LENGTH(request_received) + LENGTH(request_sent) + COALESCE(LENGTH(response), 0)
+           LENGTH(request_received) + LENGTH(request_sent_patch) + COALESCE(LENGTH(response), 0)
            + COALESCE(LENGTH(prompt_suffix), 0) + COALESCE(LENGTH(completion_ids), 0) + COALESCE(LENGTH(logprobs), 0)
            + COALESCE(LENGTH(usage), 0) + COALESCE(LENGTH(finish_reasons), 0)) AS bytes
          FROM calls WHERE rollout_id = ?`,
@@ -270,7 +283,10 @@ export class SqliteTraceStore implements TraceStore {
         payload: JSON.stringify({ from: current.status, to: status, reason }),
         at: now,
       });
-      if (isFinished(status)) this.lastSequence.delete(id);
+      if (isFinished(status)) {
+        this.lastSequence.delete(id);
+        this.lastConversation.delete(id);
+      }
       return this.requireRollout(id);
     })();
   }
@@ -287,6 +303,11 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async beginCall(call: CallStart): Promise<{ seq: number }> {
+    const request = encodeRequest(
+      call.requestReceived as Record<string, unknown>,
+      call.requestSent as Record<string, unknown>,
+      this.conversationBefore(call.rolloutId),
+    );
     const row = this.statements.beginCall.get({
       id: call.id,
       rollout_id: call.rolloutId,
@@ -295,10 +316,14 @@ export class SqliteTraceStore implements TraceStore {
       policy_version: call.policyVersion,
       backend_url: call.backendUrl,
       stream: call.stream ? 1 : 0,
-      request_received: JSON.stringify(call.requestReceived),
-      request_sent: JSON.stringify(call.requestSent),
+      request_received: request.received,
+      request_sent_patch: request.sentPatch,
+      conversation_field: request.conversation?.field ?? null,
+      conversation_ref: request.conversation?.ref ?? null,
+      conversation_prefix: request.conversation?.prefix ?? null,
       started_at: call.startedAt,
     }) as { seq: number };
+    if (request.items) remember(this.lastConversation, call.rolloutId, { callId: call.id, items: request.items });
     return { seq: row.seq };
   }
 
@@ -309,7 +334,7 @@ export class SqliteTraceStore implements TraceStore {
     if (result.promptIds) {
       delta = encodePrompt(result.promptIds, this.sequenceBefore(row.rollout_id));
       const first = result.choices[0]?.completionIds ?? [];
-      this.rememberSequence(row.rollout_id, { callId: id, ids: [...result.promptIds, ...first] });
+      remember(this.lastSequence, row.rollout_id, { callId: id, ids: [...result.promptIds, ...first] });
     }
     const hasTokens = result.choices.some((c) => c.completionIds !== null);
     const hasLogprobs = result.choices.some((c) => c.logprobs !== null);
@@ -335,15 +360,14 @@ export class SqliteTraceStore implements TraceStore {
   async getCall(id: string): Promise<CallRecord | undefined> {
     const row = this.statements.getCall.get(id);
     if (!row) return undefined;
-    const rows = new Map<string, CallRow>([[row.id, row]]);
-    return toCallRecord(row, this.sequenceDecoder((ref) => rows.get(ref) ?? this.statements.getCall.get(ref)));
+    return new JournalDecoder((ref) => (ref === id ? row : this.statements.getCall.get(ref))).record(row);
   }
 
   async listCalls(rolloutId: string, attempt?: number): Promise<CallRecord[]> {
     const rows = this.statements.listCalls.all(rolloutId);
     const byId = new Map(rows.map((r) => [r.id, r]));
-    const decode = this.sequenceDecoder((ref) => byId.get(ref));
-    return rows.filter((r) => attempt === undefined || r.attempt === attempt).map((r) => toCallRecord(r, decode));
+    const decoder = new JournalDecoder((ref) => byId.get(ref));
+    return rows.filter((r) => attempt === undefined || r.attempt === attempt).map((r) => decoder.record(r));
   }
 
   async appendEvent(
@@ -393,82 +417,124 @@ export class SqliteTraceStore implements TraceStore {
     // After a restart: rebuild from the journal.
     const last = this.statements.lastFinishedCall.get(rolloutId);
     if (!last) return undefined;
-    const decode = this.sequenceDecoder((ref) => this.statements.getCall.get(ref));
-    return { callId: last.id, ids: decode(last.id) };
+    return { callId: last.id, ids: new JournalDecoder((ref) => this.statements.getCall.get(ref)).sequence(last.id) };
   }
 
-  private rememberSequence(rolloutId: string, sequence: { callId: string; ids: number[] }): void {
-    this.lastSequence.delete(rolloutId);
-    this.lastSequence.set(rolloutId, sequence);
-    if (this.lastSequence.size > SEQUENCE_CACHE_SIZE) {
-      const oldest = this.lastSequence.keys().next().value;
-      if (oldest !== undefined) this.lastSequence.delete(oldest);
-    }
-  }
-
-  /** Returns a function giving a call's full sequence (prompt + first completion), memoised. */
-  private sequenceDecoder(load: (id: string) => CallRow | undefined): (id: string) => number[] {
-    const memo = new Map<string, number[]>();
-    const sequence = (id: string): number[] => {
-      const known = memo.get(id);
-      if (known) return known;
-      const row = load(id);
-      if (!row) throw new Error(`journal corrupt: referenced call ${id} is missing`);
-      const ids = [...promptIdsOf(row, sequence), ...(completionsOf(row)[0] ?? [])];
-      memo.set(id, ids);
-      return ids;
-    };
-    return sequence;
+  private conversationBefore(rolloutId: string): ConversationBase | undefined {
+    const cached = this.lastConversation.get(rolloutId);
+    if (cached) return cached;
+    const last = this.statements.lastConversationCall.get(rolloutId);
+    if (!last) return undefined;
+    return { callId: last.id, items: new JournalDecoder((ref) => this.statements.getCall.get(ref)).conversation(last.id) };
   }
 }
 
-function promptIdsOf(row: CallRow, sequence: (id: string) => number[]): number[] {
-  if (!row.prompt_suffix) return [];
-  return decodePrompt(
-    { ref: row.prompt_ref, prefixLength: row.prompt_prefix_length ?? 0, suffix: unpackNumbers(row.prompt_suffix, 'i32') },
-    sequence,
-  );
+/**
+ * Rebuilds calls from their delta-encoded rows, following references to earlier calls of the
+ * same rollout; memoised, so decoding a whole rollout is linear in its size.
+ */
+class JournalDecoder {
+  private readonly sequences = new Map<string, number[]>();
+  private readonly conversations = new Map<string, { received: Record<string, unknown>; sent: Record<string, unknown>; items: string[] | null }>();
+
+  constructor(private readonly load: (id: string) => CallRow | undefined) {}
+
+  /** A call's prompt ids followed by its first choice's completion ids. */
+  sequence(id: string): number[] {
+    const known = this.sequences.get(id);
+    if (known) return known;
+    const row = this.row(id);
+    const ids = [...this.promptIds(row), ...(completionsOf(row)[0] ?? [])];
+    this.sequences.set(id, ids);
+    return ids;
+  }
+
+  conversation(id: string): string[] {
+    return this.request(this.row(id)).items ?? [];
+  }
+
+  record(row: CallRow): CallRecord {
+    const request = this.request(row);
+    const record: CallRecord = {
+      id: row.id,
+      rolloutId: row.rollout_id,
+      attempt: row.attempt,
+      seq: row.seq,
+      endpoint: row.endpoint,
+      policyVersion: row.policy_version,
+      backendUrl: row.backend_url,
+      stream: row.stream === 1,
+      requestReceived: request.received,
+      requestSent: request.sent,
+      startedAt: row.started_at,
+      status: row.status,
+    };
+    if (row.status === 'in_flight') return record;
+    const completions = completionsOf(row);
+    const logprobs = row.logprobs ? unpackSegments(row.logprobs, 'f32') : [];
+    const finishReasons = JSON.parse(row.finish_reasons ?? '[]') as Array<string | null>;
+    return {
+      ...record,
+      response: row.response === null ? undefined : JSON.parse(row.response),
+      promptIds: row.prompt_suffix ? this.promptIds(row) : null,
+      choices: finishReasons.map((finishReason, i) => ({
+        completionIds: completions[i] ?? null,
+        logprobs: logprobs[i] ?? null,
+        finishReason,
+      })),
+      usage: row.usage === null ? null : JSON.parse(row.usage),
+      upstreamStatus: row.upstream_status,
+      errorClass: row.error_class,
+      errorMessage: row.error_message,
+      ttftMs: row.ttft_ms,
+      latencyMs: row.latency_ms ?? 0,
+    };
+  }
+
+  private promptIds(row: CallRow): number[] {
+    if (!row.prompt_suffix) return [];
+    return decodePrompt(
+      { ref: row.prompt_ref, prefixLength: row.prompt_prefix_length ?? 0, suffix: unpackNumbers(row.prompt_suffix, 'i32') },
+      (ref) => this.sequence(ref),
+    );
+  }
+
+  private request(row: CallRow) {
+    const known = this.conversations.get(row.id);
+    if (known) return known;
+    const decoded = decodeRequest(
+      {
+        received: row.request_received,
+        sentPatch: row.request_sent_patch,
+        conversation: row.conversation_field
+          ? { field: row.conversation_field, ref: row.conversation_ref, prefix: row.conversation_prefix ?? 0 }
+          : null,
+      },
+      (ref) => this.conversation(ref),
+    );
+    this.conversations.set(row.id, decoded);
+    return decoded;
+  }
+
+  private row(id: string): CallRow {
+    const row = this.load(id);
+    if (!row) throw new Error(`journal corrupt: referenced call ${id} is missing`);
+    return row;
+  }
 }
 
 function completionsOf(row: CallRow): Array<number[] | null> {
   return row.completion_ids ? unpackSegments(row.completion_ids, 'i32') : [];
 }
 
-function toCallRecord(row: CallRow, sequence: (id: string) => number[]): CallRecord {
-  const record: CallRecord = {
-    id: row.id,
-    rolloutId: row.rollout_id,
-    attempt: row.attempt,
-    seq: row.seq,
-    endpoint: row.endpoint,
-    policyVersion: row.policy_version,
-    backendUrl: row.backend_url,
-    stream: row.stream === 1,
-    requestReceived: JSON.parse(row.request_received),
-    requestSent: JSON.parse(row.request_sent),
-    startedAt: row.started_at,
-    status: row.status,
-  };
-  if (row.status === 'in_flight') return record;
-  const completions = completionsOf(row);
-  const logprobs = row.logprobs ? unpackSegments(row.logprobs, 'f32') : [];
-  const finishReasons = JSON.parse(row.finish_reasons ?? '[]') as Array<string | null>;
-  return {
-    ...record,
-    response: row.response === null ? undefined : JSON.parse(row.response),
-    promptIds: row.prompt_suffix ? promptIdsOf(row, sequence) : null,
-    choices: finishReasons.map((finishReason, i) => ({
-      completionIds: completions[i] ?? null,
-      logprobs: logprobs[i] ?? null,
-      finishReason,
-    })),
-    usage: row.usage === null ? null : JSON.parse(row.usage),
-    upstreamStatus: row.upstream_status,
-    errorClass: row.error_class,
-    errorMessage: row.error_message,
-    ttftMs: row.ttft_ms,
-    latencyMs: row.latency_ms ?? 0,
-  };
+/** Keeps the newest entry per rollout, dropping the least recently used past the cache size. */
+function remember<T>(cache: Map<string, T>, rolloutId: string, value: T): void {
+  cache.delete(rolloutId);
+  cache.set(rolloutId, value);
+  if (cache.size > SEQUENCE_CACHE_SIZE) {
+    const oldest = cache.keys().next().value;
+    if (oldest !== undefined) cache.delete(oldest);
+  }
 }
 
 function toRollout(row: RolloutRow): Rollout {
