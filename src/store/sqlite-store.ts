@@ -152,6 +152,7 @@ export class SqliteTraceStore implements TraceStore {
   private readonly db: Database.Database;
   private readonly lastSequence = new Map<string, { callId: string; ids: number[] }>();
   private readonly lastConversation = new Map<string, ConversationBase>();
+  private readonly inFlight = new Map<string, string>();
   private readonly statements;
 
   constructor(file: string) {
@@ -190,6 +191,7 @@ export class SqliteTraceStore implements TraceStore {
          WHERE id = @id`,
       ),
       getCall: this.db.prepare<[string], CallRow>('SELECT * FROM calls WHERE id = ?'),
+      rolloutOfCall: this.db.prepare<[string], { rollout_id: string }>('SELECT rollout_id FROM calls WHERE id = ?'),
       lastConversationCall: this.db.prepare<[string], { id: string }>(
         `SELECT id FROM calls WHERE rollout_id = ? AND conversation_field IS NOT NULL ORDER BY started_at DESC, seq DESC LIMIT 1`,
       ),
@@ -324,17 +326,20 @@ export class SqliteTraceStore implements TraceStore {
       started_at: call.startedAt,
     }) as { seq: number };
     if (request.items) remember(this.lastConversation, call.rolloutId, { callId: call.id, items: request.items });
+    this.inFlight.set(call.id, call.rolloutId);
     return { seq: row.seq };
   }
 
   async finishCall(id: string, result: CallFinish): Promise<void> {
-    const row = this.statements.getCall.get(id);
-    if (!row) throw new StoreNotFoundError(`call ${id} was never begun`);
+    // Calls begun by this process are known; after a restart, ask the journal.
+    const rolloutId = this.inFlight.get(id) ?? this.statements.rolloutOfCall.get(id)?.rollout_id;
+    if (!rolloutId) throw new StoreNotFoundError(`call ${id} was never begun`);
+    this.inFlight.delete(id);
     let delta = null;
     if (result.promptIds) {
-      delta = encodePrompt(result.promptIds, this.sequenceBefore(row.rollout_id));
+      delta = encodePrompt(result.promptIds, this.sequenceBefore(rolloutId));
       const first = result.choices[0]?.completionIds ?? [];
-      remember(this.lastSequence, row.rollout_id, { callId: id, ids: [...result.promptIds, ...first] });
+      remember(this.lastSequence, rolloutId, { callId: id, ids: [...result.promptIds, ...first] });
     }
     const hasTokens = result.choices.some((c) => c.completionIds !== null);
     const hasLogprobs = result.choices.some((c) => c.logprobs !== null);
