@@ -197,7 +197,10 @@ export class StreamAssembler {
       .map((c) => {
         const out: Json = { index: c.index, finish_reason: c.finishReason };
         if (chat) {
-          const message: Json = { role: c.role ?? 'assistant', content: c.content.length ? c.content.join('') : null };
+          // As in a non-streamed response: a reply that is only tool calls has null content.
+          const text = c.content.join('');
+          const content = text !== '' ? text : c.toolCalls.size > 0 || c.content.length === 0 ? null : '';
+          const message: Json = { role: c.role ?? 'assistant', content };
           if (c.reasoning.length) message.reasoning_content = c.reasoning.join('');
           if (c.toolCalls.size) {
             message.tool_calls = [...c.toolCalls.entries()]

@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_REDACTION_RULES, redact, redactionRules } from './redact.js';
+
+describe('redact', () => {
+  it('replaces secrets in every string of a nested value and leaves the rest alone', () => {
+    const input = {
+      model: 'production',
+      messages: [
+        { role: 'user', content: 'use Authorization: Bearer abc.def.ghi-123456 please' },
+        { role: 'tool', content: 'AWS key AKIAABCDEFGHIJKLMNOP found' },
+      ],
+      temperature: 0.7,
+    };
+    expect(redact(input, DEFAULT_REDACTION_RULES)).toEqual({
+      model: 'production',
+      messages: [
+        { role: 'user', content: 'use Authorization: [REDACTED:bearer-token] please' },
+        { role: 'tool', content: 'AWS key [REDACTED:aws-access-key] found' },
+      ],
+      temperature: 0.7,
+    });
+    expect(input.messages[0]?.content).toContain('Bearer abc');
+  });
+
+  it('applies custom rules and names a broken one', () => {
+    const rules = redactionRules([{ name: 'ticket', regex: 'TICKET-\\d+' }], false);
+    expect(redact('see TICKET-4711 and TICKET-1', rules)).toBe('see [REDACTED:ticket] and [REDACTED:ticket]');
+    expect(() => redactionRules([{ name: 'bad', regex: '(' }])).toThrow(/rule "bad" has an invalid regex/);
+  });
+});
