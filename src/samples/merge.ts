@@ -1,0 +1,167 @@
+import { commonPrefixLength } from '../store/token-codec.js';
+
+/**
+ * Turns the journaled calls of one rollout into training sequences. Consecutive calls merge into
+ * one sequence only when the next prompt's token ids start with exactly the ids of the sequence so
+ * far (prompt + completion): what the harness inserted in between (tool output, its own text) is
+ * masked out of the loss, the completions are trained with their log-probs. Otherwise a new
+ * sequence starts, and the mismatch gets a cause found by comparing the decoded texts.
+ */
+export interface MergeCall {
+  callId: string;
+  policyVersion: string;
+  /** Null when the backend returned no token ids for the call. */
+  promptIds: readonly number[] | null;
+  choices: ReadonlyArray<{ completionIds: readonly number[] | null; logprobs: readonly number[] | null; finishReason: string | null }>;
+}
+
+export type MismatchCause =
+  /** The chat template changed earlier turns when re-rendering them (e.g. stripped thinking). */
+  | 'chat_template_rewrote_history'
+  /** Same text, different token ids. */
+  | 'retokenization_drift'
+  /** The harness edited, summarized or truncated its history. */
+  | 'harness_rewrote_history'
+  | 'policy_version_changed'
+  /** Nothing in common: another conversation (a sub-agent, a fresh context). */
+  | 'new_conversation'
+  | 'other';
+
+export interface TrainedSpan {
+  callId: string;
+  /** Token offsets in the sequence, end exclusive. */
+  start: number;
+  end: number;
+  policyVersion: string;
+  finishReason: string | null;
+}
+
+export interface TrainingSequence {
+  rolloutId: string;
+  ids: number[];
+  /** 1 where the token is a completion the policy produced and is trained; 0 for prompt and inserted tokens. */
+  lossMask: number[];
+  /** The sampling policy's log-prob of each trained token; 0 elsewhere. */
+  oldLogprobs: number[];
+  spans: TrainedSpan[];
+}
+
+export interface Mismatch {
+  callId: string;
+  cause: MismatchCause;
+  /** First token where the new prompt departs from the sequence it was compared with. */
+  divergesAt: number;
+}
+
+export interface MergeResult {
+  sequences: TrainingSequence[];
+  mismatches: Mismatch[];
+  /** Calls whose prompt extended an earlier sequence. */
+  mergedCalls: number;
+  /** Calls without token ids (nothing to train on until retokenized). */
+  skippedCalls: string[];
+  /** Trained completions that had no log-probs from the backend. */
+  missingLogprobs: number;
+}
+
+export interface Detokenizer {
+  decode(ids: readonly number[]): string;
+}
+
+export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tokenizer: Detokenizer): MergeResult {
+  const sequences: TrainingSequence[] = [];
+  const mismatches: Mismatch[] = [];
+  const skippedCalls: string[] = [];
+  // Sequences a later prompt may extend, most recent last, with the policy version that produced their end.
+  let open: Array<{ sequence: TrainingSequence; policyVersion: string }> = [];
+  let mergedCalls = 0;
+  let missingLogprobs = 0;
+
+  for (const call of calls) {
+    const promptIds = call.promptIds;
+    if (!promptIds || promptIds.length === 0 || call.choices.length === 0 || call.choices.some((c) => c.completionIds === null)) {
+      skippedCalls.push(call.callId);
+      continue;
+    }
+    const base = findLast(open, ({ sequence }) => isPrefix(sequence.ids, promptIds));
+    if (base) mergedCalls++;
+    else if (open.length > 0) {
+      const previous = open[open.length - 1] as (typeof open)[number];
+      mismatches.push({
+        callId: call.callId,
+        cause: mismatchCause(previous.sequence.ids, promptIds, previous.policyVersion !== call.policyVersion, tokenizer),
+        divergesAt: commonPrefixLength(previous.sequence.ids, promptIds),
+      });
+    }
+
+    const extended = call.choices.map((choice) => {
+      const sequence = base ? copy(base.sequence) : { rolloutId, ids: [], lossMask: [], oldLogprobs: [], spans: [] };
+      const completionIds = choice.completionIds ?? [];
+      append(sequence, promptIds.slice(sequence.ids.length), 0, null);
+      if (!choice.logprobs && completionIds.length > 0) missingLogprobs++;
+      const start = sequence.ids.length;
+      append(sequence, completionIds, 1, choice.logprobs);
+      sequence.spans.push({ callId: call.callId, start, end: sequence.ids.length, policyVersion: call.policyVersion, finishReason: choice.finishReason });
+      return sequence;
+    });
+
+    // The extended sequence replaces the one it grew from; each further choice is its own branch.
+    if (base) open = open.filter((o) => o !== base);
+    for (const sequence of extended) open.push({ sequence, policyVersion: call.policyVersion });
+    if (base) {
+      const index = sequences.indexOf(base.sequence);
+      sequences.splice(index, 1, ...extended);
+    } else {
+      sequences.push(...extended);
+    }
+  }
+  return { sequences, mismatches, mergedCalls, skippedCalls, missingLogprobs };
+}
+
+function append(sequence: TrainingSequence, ids: readonly number[], mask: 0 | 1, logprobs: readonly number[] | null): void {
+  for (let i = 0; i < ids.length; i++) {
+    sequence.ids.push(ids[i] as number);
+    sequence.lossMask.push(mask);
+    sequence.oldLogprobs.push(mask && logprobs ? (logprobs[i] ?? 0) : 0);
+  }
+}
+
+function copy(sequence: TrainingSequence): TrainingSequence {
+  return {
+    rolloutId: sequence.rolloutId,
+    ids: [...sequence.ids],
+    lossMask: [...sequence.lossMask],
+    oldLogprobs: [...sequence.oldLogprobs],
+    spans: [...sequence.spans],
+  };
+}
+
+function isPrefix(prefix: readonly number[], ids: readonly number[]): boolean {
+  return prefix.length <= ids.length && commonPrefixLength(prefix, ids) === prefix.length;
+}
+
+function findLast<T>(items: readonly T[], predicate: (item: T) => boolean): T | undefined {
+  for (let i = items.length - 1; i >= 0; i--) if (predicate(items[i] as T)) return items[i];
+  return undefined;
+}
+
+const THINKING = /<think>[\s\S]*?<\/think>\s*/g;
+
+/** Why a prompt does not extend the previous sequence, judged on the decoded texts. */
+export function mismatchCause(
+  previous: readonly number[],
+  prompt: readonly number[],
+  policyChanged: boolean,
+  tokenizer: Detokenizer,
+): MismatchCause {
+  if (commonPrefixLength(previous, prompt) === 0) return 'new_conversation';
+  const before = tokenizer.decode(previous);
+  const now = tokenizer.decode(prompt);
+  if (now.startsWith(before)) return 'retokenization_drift';
+  const withoutThinking = before.replace(THINKING, '');
+  if (withoutThinking !== before && now.startsWith(withoutThinking)) return 'chat_template_rewrote_history';
+  if (policyChanged) return 'policy_version_changed';
+  // Sharing a substantial beginning means the same conversation, edited or cut by the harness.
+  const sharedText = commonPrefixLength([...before].map((c) => c.charCodeAt(0)), [...now].map((c) => c.charCodeAt(0)));
+  return sharedText >= before.length / 4 ? 'harness_rewrote_history' : 'other';
+}
