@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest';
+import { buildBatch, decodeBatch, encodeBatch, type BatchOptions, type BatchRollout } from './batch.js';
+import type { MergeCall } from './merge.js';
+
+const ids = (text: string) => [...text].map((c) => c.charCodeAt(0));
+const tokenizer = { decode: (t: readonly number[]) => String.fromCharCode(...t) };
+
+function call(callId: string, prompt: string, completion: string, finishReason = 'stop', policyVersion = 'v2'): MergeCall {
+  return { callId, policyVersion, promptIds: ids(prompt), choices: [{ completionIds: ids(completion), logprobs: ids(completion).map(() => -0.25), finishReason }] };
+}
+
+function rollout(rolloutId: string, groupId: string, reward: number | null, calls: MergeCall[], failureClass: string | null = null): BatchRollout {
+  return { rolloutId, groupId, reward, failureClass, calls };
+}
+
+const options: BatchOptions = {
+  estimator: 'dr_grpo',
+  zeroVarianceGroups: 'drop',
+  lossAggregation: 'rollout-mean',
+  maxPromptTokens: 100,
+  maxResponseTokens: 100,
+  truncated: 'mask',
+  excludedFailureClasses: ['infrastructure', 'orchestrator', 'verifier'],
+  incompleteGroups: 'keep',
+};
+
+/** Task t1: a two-turn success (one merged sequence), a failure, and a rollout whose history was rewritten (two sequences). */
+const hand: BatchRollout[] = [
+  rollout('ok', 't1', 1, [call('a1', 'U:q|A:', 'tool'), call('a2', 'U:q|A:tool|T:4|A:', 'four')]),
+  rollout('wrong', 't1', 0, [call('b1', 'U:q|A:', 'five')]),
+  rollout('rewritten', 't1', 0, [call('c1', 'U:q|A:', 'hmm'), call('c2', 'U:q|T:summary|A:', 'six')]),
+  rollout('crashed-infra', 't1', null, [call('d1', 'U:q|A:', 'x')], 'infrastructure'),
+  rollout('cut', 't2', 1, [call('e1', 'U:long|A:', 'abc', 'length')]),
+  rollout('t2-other', 't2', 0, [call('f1', 'U:long|A:', 'no')]),
+];
+
+describe('buildBatch on hand-built rollouts', () => {
+  const batch = buildBatch(hand, options, tokenizer);
+
+  it('keeps the right rollouts and says why the others are out', () => {
+    expect(batch.report.rollouts).toMatchObject({
+      total: 6,
+      used: 4,
+      excluded: { excluded_failure_class: 1, zero_variance_group: 1 },
+      excludedIds: { excluded_failure_class: ['crashed-infra'], zero_variance_group: ['t2-other'] },
+    });
+    expect(batch.report.truncatedRollouts).toBe(1);
+    expect(batch.report.mismatchCauses).toEqual({ harness_rewrote_history: 1 });
+    expect(batch.report.mergeRate).toBe(0.5);
+  });
+
+  it('computes ids, masks, advantages and weights exactly', () => {
+    const byRollout = (id: string) => batch.sequences.filter((s) => s.rolloutId === id);
+    const [ok] = byRollout('ok');
+    expect(ok!.ids).toEqual(ids('U:q|A:tool|T:4|A:four'));
+    expect(ok!.lossMask).toEqual([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+    expect(ok!.oldLogprobs.filter((_, i) => ok!.lossMask[i])).toEqual(Array(8).fill(-0.25));
+    // Dr. GRPO over t1's kept rewards [1, 0, 0]: mean 1/3.
+    expect(ok!.advantage).toBeCloseTo(2 / 3, 12);
+    expect(byRollout('wrong')[0]!.advantage).toBeCloseTo(-1 / 3, 12);
+    expect(byRollout('rewritten').map((s) => s.advantage)).toEqual([expect.closeTo(-1 / 3, 12), expect.closeTo(-1 / 3, 12)]);
+    // rollout-mean over 3 trained rollouts (the truncated one is masked): each weighs 1/3 in all.
+    expect(ok!.weight * 8).toBeCloseTo(1 / 3, 12);
+    const rewritten = byRollout('rewritten');
+    expect(rewritten.map((s) => s.lossMask.reduce((a, b) => a + b, 0))).toEqual([3, 3]);
+    expect(rewritten[0]!.weight * 3 + rewritten[1]!.weight * 3).toBeCloseTo(1 / 3, 12);
+  });
+
+  it('masks a truncated rollout entirely (no outcome reward) but keeps its tokens', () => {
+    const [cut] = batch.sequences.filter((s) => s.rolloutId === 'cut');
+    expect(cut!.lossMask.every((m) => m === 0)).toBe(true);
+    expect(cut!.advantage).toBe(0);
+    expect(cut!.weight).toBe(0);
+  });
+
+  it('drops or zero-rewards truncated rollouts when configured', () => {
+    expect(buildBatch(hand, { ...options, truncated: 'drop' }, tokenizer).report.rollouts.excludedIds.truncated).toEqual(['cut']);
+    const zero = buildBatch(hand, { ...options, truncated: 'zero_reward' }, tokenizer);
+    // t2 is now [0 (cut, zero reward), 0]: no variance, both dropped.
+    expect(zero.report.rollouts.excludedIds.zero_variance_group).toEqual(['cut', 't2-other']);
+  });
+
+  it('drops a whole group when one of its rollouts was left out, if asked', () => {
+    const strict = buildBatch(hand, { ...options, incompleteGroups: 'drop' }, tokenizer);
+    expect(strict.report.rollouts.excludedIds.incomplete_group).toEqual(['ok', 'wrong', 'rewritten']);
+  });
+
+  it('cuts sequences at the response limit and counts the rollout as truncated', () => {
+    const short = buildBatch([rollout('a', 'g', 1, [call('x', 'U:q|A:', 'a long reply')]), rollout('b', 'g', 0, [call('y', 'U:q|A:', 'no')])], { ...options, maxResponseTokens: 4, truncated: 'zero_reward', zeroVarianceGroups: 'keep' }, tokenizer);
+    expect(short.report.truncatedRollouts).toBe(1);
+    expect(short.sequences.find((s) => s.rolloutId === 'a')?.ids).toEqual(ids('U:q|A:a lo'));
+  });
+
+  it('leaves out rollouts sampled from a policy too many versions old', () => {
+    const stale = buildBatch(
+      [rollout('old', 'g', 1, [call('x', 'U:q|A:', 'a', 'stop', 'v0')]), rollout('new', 'g', 0, [call('y', 'U:q|A:', 'b', 'stop', 'v2')])],
+      { ...options, zeroVarianceGroups: 'keep', staleness: { lineage: ['v0', 'v1', 'v2'], maxVersionsBehind: 1 } },
+      tokenizer,
+    );
+    expect(stale.report.rollouts.excludedIds.stale_policy).toEqual(['old']);
+  });
+});
+
+describe('the batch artifact', () => {
+  it('reads back exactly what was written, with its identity', () => {
+    const batch = buildBatch(hand, options, tokenizer);
+    const { bytes, contentHash } = encodeBatch(batch, { iteration: 3, policyVersion: 'v2', configHash: 'cfg-1' });
+    const decoded = decodeBatch(bytes);
+    expect(decoded.metadata).toMatchObject({ iteration: '3', policy_version: 'v2', config_hash: 'cfg-1', content_hash: contentHash, format: 'rein-batch/1' });
+    expect(decoded.sequences).toHaveLength(batch.sequences.length);
+    decoded.sequences.forEach((s, i) => {
+      const original = batch.sequences[i]!;
+      expect(s.rolloutId).toBe(original.rolloutId);
+      expect(s.ids).toEqual(original.ids);
+      expect(s.lossMask).toEqual(original.lossMask);
+      expect(s.oldLogprobs).toEqual(original.oldLogprobs.map(Math.fround));
+      expect(s.advantages).toEqual(original.ids.map(() => Math.fround(original.advantage)));
+      expect(s.lossWeights).toEqual(original.lossMask.map((m) => (m ? Math.fround(original.weight) : 0)));
+    });
+  });
+
+  it('refuses an artifact whose tensors were altered', () => {
+    const { bytes } = encodeBatch(buildBatch(hand, options, tokenizer), { iteration: 1, policyVersion: 'v2', configHash: 'c' });
+    const tampered = Buffer.from(bytes);
+    tampered[tampered.length - 1] ^= 0xff;
+    expect(() => decodeBatch(tampered)).toThrow(/content hash does not match/);
+  });
+});

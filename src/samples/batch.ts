@@ -1,0 +1,323 @@
+import { computeAdvantages, type AdvantageEstimator } from './advantages.js';
+import { sequenceWeights, type LossAggregation } from './loss-weights.js';
+import { mergeRollout, type Detokenizer, type MergeCall, type MismatchCause, type TrainingSequence } from './merge.js';
+import { decodeSafetensors, encodeSafetensors, tensorsHash, type Tensor } from './safetensors.js';
+
+/** One rollout as the batch stage sees it: its outcome and its journaled calls, in order. */
+export interface BatchRollout {
+  rolloutId: string;
+  /** Rollouts of one task form an advantage group. */
+  groupId: string;
+  /** Null when the rollout has no trustworthy reward (no verifier result). */
+  reward: number | null;
+  /** Failure class when the rollout failed (see the runner), or null. */
+  failureClass: string | null;
+  calls: MergeCall[];
+}
+
+export interface BatchOptions {
+  estimator: AdvantageEstimator;
+  zeroVarianceGroups: 'drop' | 'keep';
+  lossAggregation: LossAggregation;
+  /** C of seq-mean-token-sum-norm; defaults to maxResponseTokens. */
+  normConstant?: number;
+  /** A sequence whose first prompt is longer is dropped (and its rollout counts as truncated). */
+  maxPromptTokens: number;
+  /** A sequence is cut this many tokens after its first prompt (and its rollout counts as truncated). */
+  maxResponseTokens: number;
+  /**
+   * A truncated or unfinished rollout gets no outcome reward: its tokens are masked (kept in the
+   * batch, weight 0), dropped, or trained with reward 0.
+   */
+  truncated: 'mask' | 'drop' | 'zero_reward';
+  /** Failure classes whose rollouts are not the policy's doing and are left out of training. */
+  excludedFailureClasses: string[];
+  /** When some rollouts of a group are left out: keep the rest as a smaller group, or drop the group. */
+  incompleteGroups: 'keep' | 'drop';
+  /** Policy versions oldest → newest, and how far behind the newest a rollout may be. */
+  staleness?: { lineage: string[]; maxVersionsBehind: number };
+  epsilon?: number;
+}
+
+export type ExclusionReason =
+  | 'no_reward'
+  | 'excluded_failure_class'
+  | 'stale_policy'
+  | 'no_token_ids'
+  | 'truncated'
+  | 'zero_variance_group'
+  | 'incomplete_group';
+
+export interface BatchReport {
+  rollouts: { total: number; used: number; excluded: Partial<Record<ExclusionReason, number>>; excludedIds: Partial<Record<ExclusionReason, string[]>> };
+  calls: { total: number; merged: number; skippedWithoutTokenIds: number; missingLogprobs: number };
+  /** Calls that extended an earlier sequence, over calls that could have (all but each rollout's first). */
+  mergeRate: number;
+  mismatchCauses: Partial<Record<MismatchCause, number>>;
+  truncatedRollouts: number;
+  zeroVarianceGroups: number;
+  sequences: number;
+  tokens: { total: number; trained: number };
+  rewards: { count: number; mean: number; std: number; min: number; max: number } | null;
+}
+
+export interface Batch {
+  sequences: Array<TrainingSequence & { advantage: number; weight: number }>;
+  report: BatchReport;
+}
+
+export function buildBatch(rollouts: readonly BatchRollout[], options: BatchOptions, tokenizer: Detokenizer): Batch {
+  const excluded = new Map<string, ExclusionReason>();
+  const exclude = (id: string, reason: ExclusionReason) => excluded.has(id) || excluded.set(id, reason);
+  const mismatchCauses: Partial<Record<MismatchCause, number>> = {};
+  let merged = 0;
+  let mergeable = 0;
+  let skippedCalls = 0;
+  let missingLogprobs = 0;
+  let truncatedRollouts = 0;
+
+  const candidates: Array<{ rollout: BatchRollout; sequences: TrainingSequence[]; truncated: boolean }> = [];
+  for (const rollout of rollouts) {
+    if (rollout.failureClass && options.excludedFailureClasses.includes(rollout.failureClass)) {
+      exclude(rollout.rolloutId, 'excluded_failure_class');
+      continue;
+    }
+    if (rollout.reward === null) {
+      exclude(rollout.rolloutId, 'no_reward');
+      continue;
+    }
+    if (options.staleness && isStale(rollout.calls, options.staleness)) {
+      exclude(rollout.rolloutId, 'stale_policy');
+      continue;
+    }
+    const merge = mergeRollout(rollout.rolloutId, rollout.calls, tokenizer);
+    merged += merge.mergedCalls;
+    mergeable += Math.max(0, rollout.calls.length - merge.skippedCalls.length - 1);
+    skippedCalls += merge.skippedCalls.length;
+    missingLogprobs += merge.missingLogprobs;
+    for (const m of merge.mismatches) mismatchCauses[m.cause] = (mismatchCauses[m.cause] ?? 0) + 1;
+    if (merge.sequences.length === 0) {
+      exclude(rollout.rolloutId, 'no_token_ids');
+      continue;
+    }
+    const limited = limitLengths(merge.sequences, options);
+    const truncated = limited.truncated || merge.sequences.some((s) => s.spans.some((span) => span.finishReason === 'length' || span.finishReason === null));
+    if (truncated) truncatedRollouts++;
+    if (truncated && options.truncated === 'drop') {
+      exclude(rollout.rolloutId, 'truncated');
+      continue;
+    }
+    candidates.push({ rollout, sequences: limited.sequences, truncated });
+  }
+
+  if (options.incompleteGroups === 'drop') {
+    const incomplete = new Set(rollouts.filter((r) => excluded.has(r.rolloutId)).map((r) => r.groupId));
+    for (const c of candidates) if (incomplete.has(c.rollout.groupId)) exclude(c.rollout.rolloutId, 'incomplete_group');
+  }
+
+  const scored = candidates.filter((c) => !excluded.has(c.rollout.rolloutId) && !(c.truncated && options.truncated === 'mask'));
+  const advantages = computeAdvantages(
+    scored.map((c) => ({
+      rolloutId: c.rollout.rolloutId,
+      groupId: c.rollout.groupId,
+      reward: c.truncated ? 0 : (c.rollout.reward as number),
+      trainedTokens: c.sequences.reduce((n, s) => n + trainedTokens(s), 0),
+    })),
+    { estimator: options.estimator, zeroVarianceGroups: options.zeroVarianceGroups, epsilon: options.epsilon ?? 1e-6 },
+  );
+  for (const id of advantages.dropped.keys()) exclude(id, 'zero_variance_group');
+
+  // Truncated rollouts under 'mask' stay in the batch with no trained tokens.
+  const kept = candidates.filter((c) => !excluded.has(c.rollout.rolloutId));
+  const sequences = kept.flatMap((c) =>
+    c.sequences.map((s) => {
+      const masked = c.truncated && options.truncated === 'mask';
+      return { ...s, lossMask: masked ? s.lossMask.map(() => 0) : s.lossMask, advantage: masked ? 0 : (advantages.byRollout.get(c.rollout.rolloutId) ?? 0) };
+    }),
+  );
+  const weights = sequenceWeights(
+    sequences.map((s) => ({ rolloutId: s.rolloutId, trainedTokens: trainedTokens(s) })),
+    options.lossAggregation,
+    { normConstant: options.normConstant ?? options.maxResponseTokens },
+  );
+
+  const rewards = kept.map((c) => c.rollout.reward as number);
+  const excludedCounts: BatchReport['rollouts']['excluded'] = {};
+  const excludedIds: BatchReport['rollouts']['excludedIds'] = {};
+  for (const [id, reason] of excluded) {
+    excludedCounts[reason] = (excludedCounts[reason] ?? 0) + 1;
+    (excludedIds[reason] ??= []).push(id);
+  }
+  const totalTokens = sequences.reduce((n, s) => n + s.ids.length, 0);
+  return {
+    sequences: sequences.map((s, i) => ({ ...s, weight: weights[i] as number })),
+    report: {
+      rollouts: { total: rollouts.length, used: kept.length, excluded: excludedCounts, excludedIds },
+      calls: { total: rollouts.reduce((n, r) => n + r.calls.length, 0), merged, skippedWithoutTokenIds: skippedCalls, missingLogprobs },
+      mergeRate: mergeable === 0 ? 1 : merged / mergeable,
+      mismatchCauses,
+      truncatedRollouts,
+      zeroVarianceGroups: advantages.zeroVarianceGroupIds.length,
+      sequences: sequences.length,
+      tokens: { total: totalTokens, trained: sequences.reduce((n, s) => n + trainedTokens(s), 0) },
+      rewards: rewards.length ? summary(rewards) : null,
+    },
+  };
+}
+
+function trainedTokens(sequence: { lossMask: number[] }): number {
+  let n = 0;
+  for (const m of sequence.lossMask) n += m;
+  return n;
+}
+
+function isStale(calls: readonly MergeCall[], staleness: NonNullable<BatchOptions['staleness']>): boolean {
+  const newest = staleness.lineage.length - 1;
+  return calls.some((call) => {
+    const at = staleness.lineage.indexOf(call.policyVersion);
+    return at < 0 || newest - at > staleness.maxVersionsBehind;
+  });
+}
+
+/** Applies the prompt and response limits; reports whether anything was cut. */
+function limitLengths(sequences: TrainingSequence[], options: BatchOptions): { sequences: TrainingSequence[]; truncated: boolean } {
+  let truncated = false;
+  const out: TrainingSequence[] = [];
+  for (const s of sequences) {
+    const promptLength = s.lossMask.indexOf(1) < 0 ? s.ids.length : s.lossMask.indexOf(1);
+    if (promptLength > options.maxPromptTokens) {
+      truncated = true;
+      continue;
+    }
+    const limit = promptLength + options.maxResponseTokens;
+    if (s.ids.length <= limit) {
+      out.push(s);
+      continue;
+    }
+    truncated = true;
+    out.push({
+      ...s,
+      ids: s.ids.slice(0, limit),
+      lossMask: s.lossMask.slice(0, limit),
+      oldLogprobs: s.oldLogprobs.slice(0, limit),
+      spans: s.spans.filter((span) => span.start < limit).map((span) => ({ ...span, end: Math.min(span.end, limit) })),
+    });
+  }
+  return { sequences: out, truncated };
+}
+
+function summary(values: number[]) {
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  const std = Math.sqrt(values.reduce((s, v) => s + (v - mean) ** 2, 0) / values.length);
+  return { count: values.length, mean, std, min: Math.min(...values), max: Math.max(...values) };
+}
+
+export interface BatchIdentity {
+  iteration: number;
+  policyVersion: string;
+  configHash: string;
+}
+
+/**
+ * The batch artifact: packed variable-length sequences without padding, in safetensors.
+ * Tensors (N tokens in all, S sequences):
+ *   input_ids     I32 [N]   token ids, sequences back to back
+ *   loss_mask     U8  [N]   1 where the token is trained
+ *   advantages    F32 [N]   the rollout's advantage on each of its tokens
+ *   old_logprobs  F32 [N]   the sampling policy's log-prob of each trained token, 0 elsewhere
+ *   loss_weights  F32 [N]   w_t: minimise Σ_t w_t · ℓ_t (0 on untrained tokens)
+ *   cu_seqlens    I32 [S+1] sequence s spans tokens cu_seqlens[s] .. cu_seqlens[s+1]
+ *   sequence_rollout I32 [S] index of each sequence's rollout in metadata.rollouts
+ * Metadata (strings): format, iteration, policy_version, config_hash, content_hash (SHA-256 of
+ * the tensors), rollouts (JSON array of rollout ids).
+ */
+export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buffer; contentHash: string } {
+  const n = batch.sequences.reduce((sum, s) => sum + s.ids.length, 0);
+  const inputIds = new Int32Array(n);
+  const lossMask = new Uint8Array(n);
+  const advantages = new Float32Array(n);
+  const oldLogprobs = new Float32Array(n);
+  const lossWeights = new Float32Array(n);
+  const cuSeqlens = new Int32Array(batch.sequences.length + 1);
+  const rolloutIds: string[] = [];
+  const rolloutIndex = new Map<string, number>();
+  const sequenceRollout = new Int32Array(batch.sequences.length);
+  let at = 0;
+  batch.sequences.forEach((s, i) => {
+    for (let t = 0; t < s.ids.length; t++, at++) {
+      inputIds[at] = s.ids[t] as number;
+      lossMask[at] = s.lossMask[t] as number;
+      advantages[at] = s.advantage;
+      oldLogprobs[at] = s.oldLogprobs[t] as number;
+      lossWeights[at] = s.lossMask[t] ? s.weight : 0;
+    }
+    cuSeqlens[i + 1] = at;
+    if (!rolloutIndex.has(s.rolloutId)) {
+      rolloutIndex.set(s.rolloutId, rolloutIds.length);
+      rolloutIds.push(s.rolloutId);
+    }
+    sequenceRollout[i] = rolloutIndex.get(s.rolloutId) as number;
+  });
+  const tensors: Record<string, Tensor> = {
+    input_ids: { dtype: 'I32', shape: [n], data: inputIds },
+    loss_mask: { dtype: 'U8', shape: [n], data: lossMask },
+    advantages: { dtype: 'F32', shape: [n], data: advantages },
+    old_logprobs: { dtype: 'F32', shape: [n], data: oldLogprobs },
+    loss_weights: { dtype: 'F32', shape: [n], data: lossWeights },
+    cu_seqlens: { dtype: 'I32', shape: [cuSeqlens.length], data: cuSeqlens },
+    sequence_rollout: { dtype: 'I32', shape: [sequenceRollout.length], data: sequenceRollout },
+  };
+  const contentHash = tensorsHash(tensors);
+  const bytes = encodeSafetensors(tensors, {
+    format: 'rein-batch/1',
+    iteration: String(identity.iteration),
+    policy_version: identity.policyVersion,
+    config_hash: identity.configHash,
+    content_hash: contentHash,
+    rollouts: JSON.stringify(rolloutIds),
+  });
+  return { bytes, contentHash };
+}
+
+export interface DecodedBatch {
+  metadata: Record<string, string>;
+  rollouts: string[];
+  sequences: Array<{ rolloutId: string; ids: number[]; lossMask: number[]; advantages: number[]; oldLogprobs: number[]; lossWeights: number[] }>;
+}
+
+/** Reads a batch artifact back (what Rein's own trainer does; a Python trainer uses `safetensors`). */
+export function decodeBatch(bytes: Buffer): DecodedBatch {
+  const { tensors, metadata } = decodeSafetensors(bytes);
+  if (metadata.format !== 'rein-batch/1') throw new Error(`not a Rein batch (format ${metadata.format ?? 'missing'})`);
+  const need = (name: string) => {
+    const t = tensors[name];
+    if (!t) throw new Error(`batch artifact lacks tensor ${name}`);
+    return Array.from(t.data as ArrayLike<number>);
+  };
+  if (tensorsHash(tensors) !== metadata.content_hash) throw new Error('batch artifact content hash does not match its tensors');
+  const rollouts = JSON.parse(metadata.rollouts ?? '[]') as string[];
+  const [ids, mask, advantages, oldLogprobs, weights, cu, owner] = [
+    need('input_ids'),
+    need('loss_mask'),
+    need('advantages'),
+    need('old_logprobs'),
+    need('loss_weights'),
+    need('cu_seqlens'),
+    need('sequence_rollout'),
+  ];
+  return {
+    metadata,
+    rollouts,
+    sequences: owner.map((r, i) => {
+      const [start, end] = [cu[i] as number, cu[i + 1] as number];
+      return {
+        rolloutId: rollouts[r] as string,
+        ids: ids.slice(start, end),
+        lossMask: mask.slice(start, end),
+        advantages: advantages.slice(start, end),
+        oldLogprobs: oldLogprobs.slice(start, end),
+        lossWeights: weights.slice(start, end),
+      };
+    }),
+  };
+}
