@@ -1,11 +1,13 @@
+import { createBatchActivities, type BatchActivityDeps } from './build-batch.js';
 import { createPreflightActivities, type PreflightActivityDeps } from './preflight.js';
 
-export type ActivityDeps = PreflightActivityDeps;
+export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps;
 
 /** Every activity the Rein worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createPreflightActivities(deps),
+    ...createBatchActivities(deps),
   };
 }
 

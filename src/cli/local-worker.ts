@@ -2,6 +2,7 @@ import type { Worker } from '@temporalio/worker';
 import type { ReinConfig } from '../config/schema.js';
 import type { Logger } from '../log/logger.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
+import { activityDepsFromConfig } from '../../workers/activity-deps.js';
 import { connectWorker, createReinWorker } from '../../workers/worker.js';
 
 export interface RunningWorker {
@@ -15,13 +16,17 @@ export interface RunningWorker {
 export async function startLocalWorker(config: ReinConfig, logger: Logger): Promise<RunningWorker> {
   installTemporalRuntime(logger);
   const connection = await connectWorker(config.temporal);
+  const activities = activityDepsFromConfig(config);
   const worker = await createReinWorker({
     connection,
     namespace: config.temporal.namespace,
     taskQueue: config.temporal.taskQueue,
-    dataDir: config.dataDir,
+    ...activities.deps,
   });
-  const done = worker.run().finally(() => connection.close());
+  const done = worker.run().finally(async () => {
+    await connection.close();
+    await activities.close();
+  });
   logger.info({ taskQueue: config.temporal.taskQueue }, 'worker polling');
   return {
     worker,

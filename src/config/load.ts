@@ -222,6 +222,10 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
         dbFile: path.resolve(dataDir, config.temporal.devServer.dbFile),
       },
     },
+    samples: {
+      ...config.samples,
+      tokenizerDir: config.samples.tokenizerDir && path.resolve(baseDir, config.samples.tokenizerDir),
+    },
     gateway: {
       ...config.gateway,
       secretFile: path.resolve(dataDir, config.gateway.secretFile),

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { ADVANTAGE_ESTIMATORS } from '../samples/advantages.js';
+import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
 
 const port = z.number().int().min(1).max(65535);
 
@@ -106,6 +108,41 @@ const gateway = z
     }
   });
 
+const samples = z.strictObject({
+  estimator: z.enum(ADVANTAGE_ESTIMATORS).default('grpo').describe('Group-relative advantage estimator'),
+  zeroVarianceGroups: z.enum(['drop', 'keep']).default('drop').describe('Groups whose rewards are all equal'),
+  lossAggregation: z.enum(LOSS_AGGREGATIONS).default('token-mean').describe('Loss normalization, folded into per-token weights'),
+  normConstant: z.number().positive().optional().describe('C of seq-mean-token-sum-norm (default: maxResponseTokens)'),
+  maxPromptTokens: z.number().int().positive().default(16_384).describe('Longer first prompts drop the sequence'),
+  maxResponseTokens: z.number().int().positive().default(8_192).describe('Sequences are cut this far after their first prompt'),
+  truncated: z
+    .enum(['mask', 'drop', 'zero_reward'])
+    .default('mask')
+    .describe('A truncated or unfinished rollout gets no outcome reward: masked, dropped, or trained with reward 0'),
+  excludedFailureClasses: z
+    .array(z.string())
+    .default(['infrastructure', 'orchestrator', 'verifier', 'cancelled', 'unfinished'])
+    .describe('Rollouts failed for these reasons are not the policy\'s doing and are left out (counted)'),
+  incompleteGroups: z.enum(['keep', 'drop']).default('keep').describe('When some rollouts of a group are left out'),
+  maxVersionsBehind: z.number().int().min(0).optional().describe('Leave out rollouts sampled from older policies'),
+  tokenizerDir: z
+    .string()
+    .optional()
+    .describe("The model's tokenizer.json + tokenizer_config.json, to re-render calls without token ids and measure drift"),
+  thresholds: z
+    .strictObject({
+      maxDriftRate: z.number().min(0).max(1).default(0.05).describe('Fail the stage above this share of drifted prompts'),
+      minRolloutsUsed: z.number().int().min(0).default(1).describe('Fail the stage with fewer usable rollouts'),
+      maxRewardDisagreementRate: z
+        .number()
+        .min(0)
+        .max(1)
+        .default(1)
+        .describe('Fail above this share of rollouts whose harness-reported reward disagrees with the verifier'),
+    })
+    .prefault({}),
+});
+
 export const reinConfigSchema = z
   .strictObject({
     $schema: z.string().optional().describe('JSON Schema reference, for editors; ignored by Rein'),
@@ -121,6 +158,7 @@ export const reinConfigSchema = z
       .prefault({}),
     temporal: temporal.prefault({}),
     gateway: gateway.prefault({}),
+    samples: samples.prefault({}),
   })
   .describe('Rein configuration');
 
@@ -128,6 +166,7 @@ export type ReinConfig = z.output<typeof reinConfigSchema>;
 export type TemporalSettings = ReinConfig['temporal'];
 export type DevServerSettings = TemporalSettings['devServer'];
 export type GatewaySettings = ReinConfig['gateway'];
+export type SampleSettings = ReinConfig['samples'];
 
 /** The JSON Schema of the config file, as `rein config schema` prints it. */
 export function configJsonSchema(): object {

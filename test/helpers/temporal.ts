@@ -1,9 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { inject } from 'vitest';
+import { validateConfig } from '../../src/config/load.js';
 import { createLogger } from '../../src/log/logger.js';
+import { activityDepsFromConfig } from '../../workers/activity-deps.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
 
@@ -25,17 +29,22 @@ export async function withReinWorker<T>(
   const taskQueue = `test-${randomUUID()}`;
   const nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
   const { client, connection } = await testClient();
+  const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-worker-'));
+  const config = validateConfig({}, 'test');
+  const activities = activityDepsFromConfig({ ...config, dataDir: scratch, gateway: { ...config.gateway, traceDb: path.join(scratch, 'traces.sqlite') } });
   try {
     const worker = await createReinWorker({
       connection: nativeConnection,
       namespace: 'default',
       taskQueue,
-      dataDir: deps.dataDir ?? os.tmpdir(),
+      ...activities.deps,
+      dataDir: deps.dataDir ?? scratch,
       workflowBundle: { code: inject('workflowBundleCode') },
     });
     return await worker.runUntil(fn({ client, taskQueue }));
   } finally {
     await connection.close();
     await nativeConnection.close();
+    await activities.close();
   }
 }

@@ -1,0 +1,132 @@
+import type { LocalArtifactStore, StoredArtifact } from '../artifacts/local-store.js';
+import type { SampleSettings } from '../config/schema.js';
+import type { TraceStore } from '../store/trace-store.js';
+import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
+import { buildBatch, encodeBatch, type BatchReport, type BatchRollout } from './batch.js';
+import { toMergeCalls, type DriftReport } from './retokenize.js';
+
+export interface BatchStageInput {
+  iteration: number;
+  /** The policy version the batch trains (the parent of the next one). */
+  policyVersion: string;
+  configHash: string;
+  rolloutIds: string[];
+  /** Policy versions oldest → newest, for the staleness bound. */
+  lineage?: string[];
+}
+
+export interface DataQualityReport extends BatchReport {
+  drift: DriftReport & { rate: number };
+  rewardDisagreement: { compared: number; disagreeing: number; rate: number; rolloutIds: string[] };
+}
+
+/** What the stage returns: references and a small summary, never the data itself. */
+export interface BatchStageResult {
+  batch: StoredArtifact & { contentHash: string };
+  report: StoredArtifact;
+  summary: { rolloutsUsed: number; rolloutsExcluded: number; sequences: number; trainedTokens: number; meanReward: number | null; mergeRate: number; driftRate: number };
+}
+
+/** The evidence is not trustworthy enough to train on; the report says why. */
+export class DataQualityError extends Error {
+  constructor(
+    readonly problems: string[],
+    readonly report: DataQualityReport,
+    readonly reportUri: string,
+  ) {
+    super(`batch refused: ${problems.join('; ')} (report: ${reportUri})`);
+    this.name = 'DataQualityError';
+  }
+}
+
+const AGREEMENT = 1e-6;
+
+/**
+ * Journal → batch artifact + data-quality report. The reward of a rollout is the latest reward
+ * event appended with the admin identity (the verifier); one the harness appended with its own
+ * key is kept apart and compared.
+ */
+export async function runBatchStage(
+  input: BatchStageInput,
+  deps: { store: TraceStore; artifacts: LocalArtifactStore; settings: SampleSettings; tokenizer?: ChatTokenizer },
+): Promise<BatchStageResult> {
+  const { store, artifacts, settings, tokenizer } = deps;
+  const drift: DriftReport = { compared: 0, drifted: 0, retokenized: 0, unusable: 0 };
+  const disagreeing: string[] = [];
+  let compared = 0;
+  const rollouts: BatchRollout[] = [];
+  for (const id of input.rolloutIds) {
+    const rollout = await store.getRollout(id);
+    if (!rollout) throw new Error(`rollout ${id} is not in the trace store`);
+    const events = await store.listEvents(id);
+    const rewardOf = (source: string) => events.filter((e) => e.type === 'reward' && e.source === source).at(-1)?.payload.value as number | undefined;
+    const verified = rewardOf('admin');
+    const reported = rewardOf('rollout');
+    if (verified !== undefined && reported !== undefined) {
+      compared++;
+      if (Math.abs(verified - reported) > AGREEMENT) disagreeing.push(id);
+    }
+    const calls = toMergeCalls(await store.listCalls(id, rollout.attempts), tokenizer);
+    for (const key of Object.keys(drift) as Array<keyof DriftReport>) drift[key] += calls.drift[key];
+    const failureClass =
+      rollout.status === 'cancelled'
+        ? 'cancelled'
+        : rollout.status === 'queued' || rollout.status === 'running'
+          ? 'unfinished'
+          : rollout.status === 'failed'
+            ? String(rollout.metadata.failureClass ?? 'unclassified')
+            : null;
+    rollouts.push({ rolloutId: id, groupId: rollout.taskId ?? id, reward: verified ?? null, failureClass, calls: calls.calls });
+  }
+
+  const batch = buildBatch(
+    rollouts,
+    {
+      estimator: settings.estimator,
+      zeroVarianceGroups: settings.zeroVarianceGroups,
+      lossAggregation: settings.lossAggregation,
+      ...(settings.normConstant !== undefined && { normConstant: settings.normConstant }),
+      maxPromptTokens: settings.maxPromptTokens,
+      maxResponseTokens: settings.maxResponseTokens,
+      truncated: settings.truncated,
+      excludedFailureClasses: settings.excludedFailureClasses,
+      incompleteGroups: settings.incompleteGroups,
+      ...(settings.maxVersionsBehind !== undefined && input.lineage && { staleness: { lineage: input.lineage, maxVersionsBehind: settings.maxVersionsBehind } }),
+    },
+    tokenizer ?? { decode: (ids) => ids.join(' ') },
+  );
+
+  const report: DataQualityReport = {
+    ...batch.report,
+    drift: { ...drift, rate: drift.compared === 0 ? 0 : drift.drifted / drift.compared },
+    rewardDisagreement: { compared, disagreeing: disagreeing.length, rate: compared === 0 ? 0 : disagreeing.length / compared, rolloutIds: disagreeing },
+  };
+  const name = `iterations/${input.iteration}`;
+  const reportArtifact = artifacts.put(`${name}/batch-report.json`, `${JSON.stringify(report, null, 2)}\n`);
+
+  const { thresholds } = settings;
+  const problems = [
+    report.drift.rate > thresholds.maxDriftRate && `drift rate ${report.drift.rate.toFixed(3)} is above samples.thresholds.maxDriftRate ${thresholds.maxDriftRate}`,
+    report.rollouts.used < thresholds.minRolloutsUsed && `${report.rollouts.used} usable rollouts, fewer than samples.thresholds.minRolloutsUsed ${thresholds.minRolloutsUsed}`,
+    report.rewardDisagreement.rate > thresholds.maxRewardDisagreementRate &&
+      `reward disagreement rate ${report.rewardDisagreement.rate.toFixed(3)} is above samples.thresholds.maxRewardDisagreementRate ${thresholds.maxRewardDisagreementRate}`,
+  ].filter((p): p is string => typeof p === 'string');
+  if (problems.length > 0) throw new DataQualityError(problems, report, reportArtifact.uri);
+
+  const encoded = encodeBatch(batch, { iteration: input.iteration, policyVersion: input.policyVersion, configHash: input.configHash });
+  const batchArtifact = artifacts.put(`${name}/batch-${encoded.contentHash.slice(0, 16)}.safetensors`, encoded.bytes);
+  const excludedCount = Object.values(report.rollouts.excluded).reduce((a, b) => a + (b ?? 0), 0);
+  return {
+    batch: { ...batchArtifact, contentHash: encoded.contentHash },
+    report: reportArtifact,
+    summary: {
+      rolloutsUsed: report.rollouts.used,
+      rolloutsExcluded: excludedCount,
+      sequences: report.sequences,
+      trainedTokens: report.tokens.trained,
+      meanReward: report.rewards?.mean ?? null,
+      mergeRate: report.mergeRate,
+      driftRate: report.drift.rate,
+    },
+  };
+}
