@@ -165,9 +165,17 @@ export function buildBatch(rollouts: readonly BatchRollout[], options: BatchOpti
   };
 }
 
+// Masks are never changed once built (masking makes a new array), so counts can be kept by mask.
+const trainedCounts = new WeakMap<number[], number>();
+
 function trainedTokens(sequence: { lossMask: number[] }): number {
-  let n = 0;
-  for (const m of sequence.lossMask) n += m;
+  let n = trainedCounts.get(sequence.lossMask);
+  if (n === undefined) {
+    n = 0;
+    const mask = sequence.lossMask;
+    for (let i = 0; i < mask.length; i++) n += mask[i] as number;
+    trainedCounts.set(mask, n);
+  }
   return n;
 }
 

@@ -45,8 +45,8 @@ describe('mergeRollout', () => {
     const [sequence] = result.sequences;
     expect(show(sequence!)).toBe('S:solve 6*7|A:[calc(6*7)]|T:42|A:[answer 42]');
     expect(sequence!.spans).toEqual([
-      { callId: 'c1', start: turn1.length, end: turn1.length + reply1.length, policyVersion: 'v1', finishReason: 'stop' },
-      { callId: 'c2', start: turn2.length, end: turn2.length + reply2.length, policyVersion: 'v1', finishReason: 'stop' },
+      { callId: 'c1', choice: 0, start: turn1.length, end: turn1.length + reply1.length, policyVersion: 'v1', finishReason: 'stop' },
+      { callId: 'c2', choice: 0, start: turn2.length, end: turn2.length + reply2.length, policyVersion: 'v1', finishReason: 'stop' },
     ]);
     // Old log-probs sit exactly on the trained tokens.
     expect(sequence!.oldLogprobs.slice(turn1.length, turn1.length + reply1.length)).toEqual(logprobsOf(reply1));
@@ -121,6 +121,22 @@ describe('mergeRollout', () => {
     const result = mergeRollout('r1', [noLogprobs], tokenizer);
     expect(result.missingLogprobs).toBe(1);
     expect(result.sequences[0]?.oldLogprobs).toEqual([0, 0, 0, 0, 0, 0, 0]);
+  });
+});
+
+describe('mergeRollout: what the journal already knows', () => {
+  it('trusts the journal when it says a prompt extends the previous call, and only then', () => {
+    const turn1 = 'U:q|A:';
+    const c1 = call('c1', turn1, 'ans');
+    const c2 = call('c2', `${turn1}ans|T:x|A:`, 'end');
+    const claimed = mergeRollout('r', [c1, { ...c2, extends: { ref: 'c1', prefixLength: (turn1 + 'ans').length } }], tokenizer);
+    expect(claimed.sequences.map(show)).toEqual(['U:q|A:[ans]|T:x|A:[end]']);
+    // A claim about another call, or a shorter shared prefix, falls back to comparing the ids.
+    const wrongRef = mergeRollout('r', [c1, { ...c2, extends: { ref: 'c0', prefixLength: 99 } }], tokenizer);
+    expect(wrongRef.sequences.map(show)).toEqual(['U:q|A:[ans]|T:x|A:[end]']);
+    const diverged = call('c2', 'U:other|A:', 'z');
+    const shortClaim = mergeRollout('r', [c1, { ...diverged, extends: { ref: 'c1', prefixLength: 2 } }], tokenizer);
+    expect(shortClaim.sequences).toHaveLength(2);
   });
 });
 

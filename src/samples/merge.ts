@@ -12,6 +12,8 @@ export interface MergeCall {
   policyVersion: string;
   /** Null when the backend returned no token ids for the call. */
   promptIds: readonly number[] | null;
+  /** Known from the journal: the prompt's first prefixLength ids are call ref's prompt + first completion. */
+  extends?: { ref: string; prefixLength: number } | null;
   choices: ReadonlyArray<{ completionIds: readonly number[] | null; logprobs: readonly number[] | null; finishReason: string | null }>;
 }
 
@@ -29,6 +31,8 @@ export type MismatchCause =
 
 export interface TrainedSpan {
   callId: string;
+  /** Which choice of the call (n > 1) this span trains. */
+  choice: number;
   /** Token offsets in the sequence, end exclusive. */
   start: number;
   end: number;
@@ -83,7 +87,7 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
       skippedCalls.push(call.callId);
       continue;
     }
-    const base = findLast(open, ({ sequence }) => isPrefix(sequence.ids, promptIds));
+    const base = findLast(open, ({ sequence }) => extendsKnown(sequence, call) || isPrefix(sequence.ids, promptIds));
     if (base) mergedCalls++;
     else if (open.length > 0) {
       const previous = open[open.length - 1] as (typeof open)[number];
@@ -94,14 +98,15 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
       });
     }
 
-    const extended = call.choices.map((choice) => {
-      const sequence = base ? copy(base.sequence) : { rolloutId, ids: [], lossMask: [], oldLogprobs: [], spans: [] };
+    const extended = call.choices.map((choice, i) => {
+      // The last choice grows the base in place; earlier ones (n > 1) branch off a copy.
+      const sequence = !base ? emptySequence(rolloutId) : i === call.choices.length - 1 ? base.sequence : copy(base.sequence);
       const completionIds = choice.completionIds ?? [];
       append(sequence, promptIds.slice(sequence.ids.length), 0, null);
       if (!choice.logprobs && completionIds.length > 0) missingLogprobs++;
       const start = sequence.ids.length;
       append(sequence, completionIds, 1, choice.logprobs);
-      sequence.spans.push({ callId: call.callId, start, end: sequence.ids.length, policyVersion: call.policyVersion, finishReason: choice.finishReason });
+      sequence.spans.push({ callId: call.callId, choice: i, start, end: sequence.ids.length, policyVersion: call.policyVersion, finishReason: choice.finishReason });
       return sequence;
     });
 
@@ -126,6 +131,10 @@ function append(sequence: TrainingSequence, ids: readonly number[], mask: 0 | 1,
   }
 }
 
+function emptySequence(rolloutId: string): TrainingSequence {
+  return { rolloutId, ids: [], lossMask: [], oldLogprobs: [], spans: [] };
+}
+
 function copy(sequence: TrainingSequence): TrainingSequence {
   return {
     rolloutId: sequence.rolloutId,
@@ -134,6 +143,22 @@ function copy(sequence: TrainingSequence): TrainingSequence {
     oldLogprobs: [...sequence.oldLogprobs],
     spans: [...sequence.spans],
   };
+}
+
+/**
+ * True when the journal already established that the prompt extends this sequence: the sequence
+ * ends with the first completion of the call the prompt was delta-encoded against, and holds no
+ * more than the shared prefix.
+ */
+function extendsKnown(sequence: TrainingSequence, call: MergeCall): boolean {
+  const last = sequence.spans[sequence.spans.length - 1];
+  return (
+    !!call.extends &&
+    last?.callId === call.extends.ref &&
+    last.end === sequence.ids.length &&
+    last.choice === 0 &&
+    sequence.ids.length <= call.extends.prefixLength
+  );
 }
 
 function isPrefix(prefix: readonly number[], ids: readonly number[]): boolean {

@@ -37,7 +37,7 @@ export function toMergeCalls(calls: readonly CallRecord[], tokenizer: ChatTokeni
         const rendered = tokenizer.promptIds(request as unknown as ChatRequest);
         if (rendered.length !== call.promptIds.length || commonPrefixLength(rendered, call.promptIds) !== rendered.length) drift.drifted++;
       }
-      out.push({ callId: call.id, policyVersion: call.policyVersion, promptIds: call.promptIds, choices: call.choices });
+      out.push({ callId: call.id, policyVersion: call.policyVersion, promptIds: call.promptIds, choices: call.choices, extends: call.promptExtends ?? null });
       continue;
     }
     const retokenized = tokenizer ? retokenize(call, request, tokenizer) : undefined;

@@ -482,6 +482,7 @@ class JournalDecoder {
       ...record,
       response: row.response === null ? undefined : JSON.parse(row.response),
       promptIds: row.prompt_suffix ? this.promptIds(row) : null,
+      promptExtends: row.prompt_ref ? { ref: row.prompt_ref, prefixLength: row.prompt_prefix_length ?? 0 } : null,
       choices: finishReasons.map((finishReason, i) => ({
         completionIds: completions[i] ?? null,
         logprobs: logprobs[i] ?? null,

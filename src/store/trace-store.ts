@@ -48,6 +48,11 @@ export interface CallFinish {
 export interface CallRecord extends CallStart, Partial<CallFinish> {
   seq: number;
   status: 'in_flight' | 'ok' | 'error';
+  /**
+   * The journal's own finding when it stored the prompt: the first `prefixLength` ids equal the
+   * start of call `ref`'s prompt + first completion. Lets the sample builder skip re-comparing.
+   */
+  promptExtends?: { ref: string; prefixLength: number } | null;
 }
 
 export interface RolloutFilter {
