@@ -32,4 +32,12 @@ else
   echo "setup: installed $("$TEMPORAL_DIR/bin/temporal" --version) in $TEMPORAL_DIR"
 fi
 
+# Python's `safetensors` reads Rein's batch artifacts in the tests, as a Python trainer would.
+PYTHON_DIR=.tools/python
+if ! "$PYTHON_DIR/bin/python" -c 'import safetensors, numpy' 2>/dev/null; then
+  rm -rf "$PYTHON_DIR"
+  python3 -m venv "$PYTHON_DIR"
+  "$PYTHON_DIR/bin/pip" install --quiet --disable-pip-version-check safetensors==0.7.0 numpy==2.3.5
+fi
+
 npm run build
