@@ -125,6 +125,11 @@ const samples = z.strictObject({
     .describe('Rollouts failed for these reasons are not the policy\'s doing and are left out (counted)'),
   incompleteGroups: z.enum(['keep', 'drop']).default('keep').describe('When some rollouts of a group are left out'),
   maxVersionsBehind: z.number().int().min(0).optional().describe('Leave out rollouts sampled from older policies'),
+  importanceWeightCap: z
+    .number()
+    .positive()
+    .optional()
+    .describe('Truncated importance weights: the trainer caps pi_trainer / pi_sampler at this value (written into the batch)'),
   tokenizerDir: z
     .string()
     .optional()

@@ -104,9 +104,17 @@ describe('buildBatch on hand-built rollouts', () => {
 describe('the batch artifact', () => {
   it('reads back exactly what was written, with its identity', () => {
     const batch = buildBatch(hand, options, tokenizer);
-    const { bytes, contentHash } = encodeBatch(batch, { iteration: 3, policyVersion: 'v2', configHash: 'cfg-1' });
+    const { bytes, contentHash } = encodeBatch(batch, { iteration: 3, policyVersion: 'v2', configHash: 'cfg-1', importanceWeightCap: 2 });
     const decoded = decodeBatch(bytes);
-    expect(decoded.metadata).toMatchObject({ iteration: '3', policy_version: 'v2', config_hash: 'cfg-1', content_hash: contentHash, format: 'rein-batch/1' });
+    expect(decoded.metadata).toMatchObject({
+      iteration: '3',
+      policy_version: 'v2',
+      config_hash: 'cfg-1',
+      content_hash: contentHash,
+      format: 'rein-batch/1',
+      importance_weight_cap: '2',
+      policy_versions: '["v2"]',
+    });
     expect(decoded.sequences).toHaveLength(batch.sequences.length);
     decoded.sequences.forEach((s, i) => {
       const original = batch.sequences[i]!;
@@ -116,7 +124,22 @@ describe('the batch artifact', () => {
       expect(s.oldLogprobs).toEqual(original.oldLogprobs.map(Math.fround));
       expect(s.advantages).toEqual(original.ids.map(() => Math.fround(original.advantage)));
       expect(s.lossWeights).toEqual(original.lossMask.map((m) => (m ? Math.fround(original.weight) : 0)));
+      expect(s.policyVersions).toEqual(original.lossMask.map((m) => (m ? 'v2' : null)));
     });
+  });
+
+  it('records which policy version sampled each trained token', () => {
+    const mixed = buildBatch(
+      [
+        rollout('m', 'g', 1, [call('x', 'U:q|A:', 'ab', 'stop', 'v1'), call('y', 'U:q|A:ab|T:c|A:', 'de', 'stop', 'v2')]),
+        rollout('n', 'g', 0, [call('z', 'U:q|A:', 'no', 'stop', 'v2')]),
+      ],
+      options,
+      tokenizer,
+    );
+    const decoded = decodeBatch(encodeBatch(mixed, { iteration: 1, policyVersion: 'v2', configHash: 'c' }).bytes);
+    const trained = decoded.sequences[0]!.policyVersions.filter((p) => p !== null);
+    expect(trained).toEqual(['v1', 'v1', 'v2', 'v2']);
   });
 
   it('refuses an artifact whose tensors were altered', () => {

@@ -224,6 +224,8 @@ export interface BatchIdentity {
   iteration: number;
   policyVersion: string;
   configHash: string;
+  /** Cap for truncated importance weights the trainer applies (π_trainer / π_sampler ≤ cap), if any. */
+  importanceWeightCap?: number;
 }
 
 /**
@@ -236,8 +238,10 @@ export interface BatchIdentity {
  *   loss_weights  F32 [N]   w_t: minimise Σ_t w_t · ℓ_t (0 on untrained tokens)
  *   cu_seqlens    I32 [S+1] sequence s spans tokens cu_seqlens[s] .. cu_seqlens[s+1]
  *   sequence_rollout I32 [S] index of each sequence's rollout in metadata.rollouts
+ *   token_policy  I32 [N]   index in metadata.policy_versions of the policy that sampled each
+ *                           trained token, -1 on untrained tokens
  * Metadata (strings): format, iteration, policy_version, config_hash, content_hash (SHA-256 of
- * the tensors), rollouts (JSON array of rollout ids).
+ * the tensors), rollouts and policy_versions (JSON arrays), importance_weight_cap (if set).
  */
 export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buffer; contentHash: string } {
   const n = batch.sequences.reduce((sum, s) => sum + s.ids.length, 0);
@@ -250,8 +254,15 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
   const rolloutIds: string[] = [];
   const rolloutIndex = new Map<string, number>();
   const sequenceRollout = new Int32Array(batch.sequences.length);
+  const tokenPolicy = new Int32Array(n).fill(-1);
+  const policyVersions: string[] = [];
   let at = 0;
   batch.sequences.forEach((s, i) => {
+    for (const span of s.spans) {
+      let index = policyVersions.indexOf(span.policyVersion);
+      if (index < 0) index = policyVersions.push(span.policyVersion) - 1;
+      for (let t = span.start; t < span.end; t++) if (s.lossMask[t]) tokenPolicy[at + t] = index;
+    }
     for (let t = 0; t < s.ids.length; t++, at++) {
       inputIds[at] = s.ids[t] as number;
       lossMask[at] = s.lossMask[t] as number;
@@ -274,6 +285,7 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
     loss_weights: { dtype: 'F32', shape: [n], data: lossWeights },
     cu_seqlens: { dtype: 'I32', shape: [cuSeqlens.length], data: cuSeqlens },
     sequence_rollout: { dtype: 'I32', shape: [sequenceRollout.length], data: sequenceRollout },
+    token_policy: { dtype: 'I32', shape: [n], data: tokenPolicy },
   };
   const contentHash = tensorsHash(tensors);
   const bytes = encodeSafetensors(tensors, {
@@ -283,6 +295,8 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
     config_hash: identity.configHash,
     content_hash: contentHash,
     rollouts: JSON.stringify(rolloutIds),
+    policy_versions: JSON.stringify(policyVersions),
+    ...(identity.importanceWeightCap !== undefined && { importance_weight_cap: String(identity.importanceWeightCap) }),
   });
   return { bytes, contentHash };
 }
@@ -290,7 +304,16 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
 export interface DecodedBatch {
   metadata: Record<string, string>;
   rollouts: string[];
-  sequences: Array<{ rolloutId: string; ids: number[]; lossMask: number[]; advantages: number[]; oldLogprobs: number[]; lossWeights: number[] }>;
+  sequences: Array<{
+    rolloutId: string;
+    ids: number[];
+    lossMask: number[];
+    advantages: number[];
+    oldLogprobs: number[];
+    lossWeights: number[];
+    /** The policy version that sampled each trained token; null on untrained tokens. */
+    policyVersions: Array<string | null>;
+  }>;
 }
 
 /** Reads a batch artifact back (what Rein's own trainer does; a Python trainer uses `safetensors`). */
@@ -304,7 +327,8 @@ export function decodeBatch(bytes: Buffer): DecodedBatch {
   };
   if (tensorsHash(tensors) !== metadata.content_hash) throw new Error('batch artifact content hash does not match its tensors');
   const rollouts = JSON.parse(metadata.rollouts ?? '[]') as string[];
-  const [ids, mask, advantages, oldLogprobs, weights, cu, owner] = [
+  const policies = JSON.parse(metadata.policy_versions ?? '[]') as string[];
+  const [ids, mask, advantages, oldLogprobs, weights, cu, owner, tokenPolicy] = [
     need('input_ids'),
     need('loss_mask'),
     need('advantages'),
@@ -312,6 +336,7 @@ export function decodeBatch(bytes: Buffer): DecodedBatch {
     need('loss_weights'),
     need('cu_seqlens'),
     need('sequence_rollout'),
+    need('token_policy'),
   ];
   return {
     metadata,
@@ -325,6 +350,7 @@ export function decodeBatch(bytes: Buffer): DecodedBatch {
         advantages: advantages.slice(start, end),
         oldLogprobs: oldLogprobs.slice(start, end),
         lossWeights: weights.slice(start, end),
+        policyVersions: tokenPolicy.slice(start, end).map((p) => (p < 0 ? null : (policies[p] as string))),
       };
     }),
   };

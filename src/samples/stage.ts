@@ -113,7 +113,12 @@ export async function runBatchStage(
   ].filter((p): p is string => typeof p === 'string');
   if (problems.length > 0) throw new DataQualityError(problems, report, reportArtifact.uri);
 
-  const encoded = encodeBatch(batch, { iteration: input.iteration, policyVersion: input.policyVersion, configHash: input.configHash });
+  const encoded = encodeBatch(batch, {
+    iteration: input.iteration,
+    policyVersion: input.policyVersion,
+    configHash: input.configHash,
+    ...(settings.importanceWeightCap !== undefined && { importanceWeightCap: settings.importanceWeightCap }),
+  });
   const batchArtifact = artifacts.put(`${name}/batch-${encoded.contentHash.slice(0, 16)}.safetensors`, encoded.bytes);
   const excludedCount = Object.values(report.rollouts.excluded).reduce((a, b) => a + (b ?? 0), 0);
   return {

@@ -68,6 +68,7 @@ print(json.dumps({
       loss_weights: 'float32',
       cu_seqlens: 'int32',
       sequence_rollout: 'int32',
+      token_policy: 'int32',
     });
     expect(out.meta).toMatchObject({ format: 'rein-batch/1', iteration: '4', policy_version: 'v7', content_hash: contentHash, rollouts: '["a","b"]' });
     expect(out.cu).toEqual([0, batch.sequences[0]!.ids.length, batch.sequences[0]!.ids.length + batch.sequences[1]!.ids.length]);
