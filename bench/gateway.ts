@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { Pool } from 'undici';
 import { stringify } from 'yaml';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
+import { gatewayConfigFile } from '../test/helpers/gateway.js';
 import { freePort } from '../test/helpers/ports.js';
 import { MODEL } from '../test/helpers/vllm-like-server.js';
 
@@ -76,20 +77,7 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-gateway-'));
 const upstream = await start(['bench/upstream.ts'], {}, /\/v1\n/);
 const upstreamUrl = upstream.output.trim();
 const port = await freePort();
-writeFileSync(
-  path.join(dir, 'rein.yaml'),
-  stringify({
-    dataDir: './data',
-    log: { level: 'warn' },
-    gateway: {
-      host: '127.0.0.1',
-      port,
-      backends: { toy: { endpoints: [upstreamUrl] } },
-      policies: { 'policy-v1': { backend: 'toy', model: MODEL } },
-      aliases: { production: 'policy-v1' },
-    },
-  }),
-);
+writeFileSync(path.join(dir, 'rein.yaml'), stringify(gatewayConfigFile(upstreamUrl, port)));
 const gateway = await start(['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'], { REIN_GATEWAY_ADMIN_KEY: ADMIN }, /Gateway ready/);
 const gatewayUrl = `http://127.0.0.1:${port}`;
 const bare = await start(['bench/bare-proxy.ts', upstreamUrl], {}, /\n/);

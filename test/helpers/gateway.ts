@@ -33,6 +33,21 @@ export function routingFor(backendUrl: string, extraModels: string[] = []): Rout
   };
 }
 
+/** A Rein config file's content that runs `rein gateway` in front of a vLLM-like backend. */
+export function gatewayConfigFile(backendUrl: string, port: number): Record<string, unknown> {
+  return {
+    dataDir: './data',
+    log: { level: 'warn' },
+    gateway: {
+      host: '127.0.0.1',
+      port,
+      backends: { toy: { endpoints: [backendUrl] } },
+      policies: { 'policy-v1': { backend: 'toy', model: MODEL } },
+      aliases: { production: 'policy-v1' },
+    },
+  };
+}
+
 export async function startTestGateway(
   options: { backend?: { chunkDelayMs?: number; chunkSize?: number }; gateway?: Partial<GatewayOptions> } = {},
 ): Promise<TestGateway> {

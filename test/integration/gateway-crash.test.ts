@@ -5,8 +5,9 @@ import OpenAI from 'openai';
 import { stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startRein } from '../helpers/cli.js';
+import { gatewayConfigFile } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';
-import { MODEL, startVllmLikeServer } from '../helpers/vllm-like-server.js';
+import { startVllmLikeServer } from '../helpers/vllm-like-server.js';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-gateway-crash-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -19,20 +20,7 @@ describe('gateway durability', () => {
     const backend = await startVllmLikeServer({ chunkDelayMs: 1 });
     const port = await freePort();
     const config = path.join(scratch, 'rein.yaml');
-    writeFileSync(
-      config,
-      stringify({
-        dataDir: './data',
-        log: { level: 'warn' },
-        gateway: {
-          host: '127.0.0.1',
-          port,
-          backends: { toy: { endpoints: [backend.url] } },
-          policies: { 'policy-v1': { backend: 'toy', model: MODEL } },
-          aliases: { production: 'policy-v1' },
-        },
-      }),
-    );
+    writeFileSync(config, stringify(gatewayConfigFile(backend.url, port)));
     const url = `http://127.0.0.1:${port}`;
     const admin = async (method: string, route: string, body?: unknown) => {
       const res = await fetch(`${url}${route}`, {
