@@ -66,61 +66,92 @@ export interface Batch {
   report: BatchReport;
 }
 
+/** One rollout after merging: what the batch keeps of it (sequences, not calls), or why it is out. */
+export interface PreparedRollout {
+  rolloutId: string;
+  groupId: string;
+  reward: number | null;
+  excluded: ExclusionReason | null;
+  sequences: TrainingSequence[];
+  truncated: boolean;
+  calls: number;
+  mergedCalls: number;
+  mergeableCalls: number;
+  skippedCalls: number;
+  missingLogprobs: number;
+  mismatchCauses: Partial<Record<MismatchCause, number>>;
+}
+
+/**
+ * Merges one rollout and applies the per-rollout rules. Callers that read rollouts one at a time
+ * (the batch stage) keep only this, so a batch never holds every call's whole prompt at once.
+ */
+export function prepareRollout(rollout: BatchRollout, options: BatchOptions, tokenizer: Detokenizer): PreparedRollout {
+  const prepared: PreparedRollout = {
+    rolloutId: rollout.rolloutId,
+    groupId: rollout.groupId,
+    reward: rollout.reward,
+    excluded: null,
+    sequences: [],
+    truncated: false,
+    calls: rollout.calls.length,
+    mergedCalls: 0,
+    mergeableCalls: 0,
+    skippedCalls: 0,
+    missingLogprobs: 0,
+    mismatchCauses: {},
+  };
+  const out = (reason: ExclusionReason): PreparedRollout => ({ ...prepared, excluded: reason, sequences: [] });
+  if (rollout.failureClass && options.excludedFailureClasses.includes(rollout.failureClass)) return out('excluded_failure_class');
+  if (rollout.reward === null) return out('no_reward');
+  if (options.staleness && isStale(rollout.calls, options.staleness)) return out('stale_policy');
+
+  const merge = mergeRollout(rollout.rolloutId, rollout.calls, tokenizer);
+  prepared.mergedCalls = merge.mergedCalls;
+  prepared.mergeableCalls = Math.max(0, rollout.calls.length - merge.skippedCalls.length - 1);
+  prepared.skippedCalls = merge.skippedCalls.length;
+  prepared.missingLogprobs = merge.missingLogprobs;
+  for (const m of merge.mismatches) prepared.mismatchCauses[m.cause] = (prepared.mismatchCauses[m.cause] ?? 0) + 1;
+  if (merge.sequences.length === 0) return out('no_token_ids');
+
+  const limited = limitLengths(merge.sequences, options);
+  prepared.truncated =
+    limited.truncated || merge.sequences.some((s) => s.spans.some((span) => span.finishReason === 'length' || span.finishReason === null));
+  if (prepared.truncated && options.truncated === 'drop') return out('truncated');
+  prepared.sequences = limited.sequences;
+  return prepared;
+}
+
 export function buildBatch(rollouts: readonly BatchRollout[], options: BatchOptions, tokenizer: Detokenizer): Batch {
+  return assembleBatch(
+    rollouts.map((r) => prepareRollout(r, options, tokenizer)),
+    options,
+  );
+}
+
+/** Across rollouts: group rules, advantages, loss weights, and the report. */
+export function assembleBatch(prepared: readonly PreparedRollout[], options: BatchOptions): Batch {
   const excluded = new Map<string, ExclusionReason>();
   const exclude = (id: string, reason: ExclusionReason) => excluded.has(id) || excluded.set(id, reason);
   const mismatchCauses: Partial<Record<MismatchCause, number>> = {};
-  let merged = 0;
-  let mergeable = 0;
-  let skippedCalls = 0;
-  let missingLogprobs = 0;
-  let truncatedRollouts = 0;
-
-  const candidates: Array<{ rollout: BatchRollout; sequences: TrainingSequence[]; truncated: boolean }> = [];
-  for (const rollout of rollouts) {
-    if (rollout.failureClass && options.excludedFailureClasses.includes(rollout.failureClass)) {
-      exclude(rollout.rolloutId, 'excluded_failure_class');
-      continue;
-    }
-    if (rollout.reward === null) {
-      exclude(rollout.rolloutId, 'no_reward');
-      continue;
-    }
-    if (options.staleness && isStale(rollout.calls, options.staleness)) {
-      exclude(rollout.rolloutId, 'stale_policy');
-      continue;
-    }
-    const merge = mergeRollout(rollout.rolloutId, rollout.calls, tokenizer);
-    merged += merge.mergedCalls;
-    mergeable += Math.max(0, rollout.calls.length - merge.skippedCalls.length - 1);
-    skippedCalls += merge.skippedCalls.length;
-    missingLogprobs += merge.missingLogprobs;
-    for (const m of merge.mismatches) mismatchCauses[m.cause] = (mismatchCauses[m.cause] ?? 0) + 1;
-    if (merge.sequences.length === 0) {
-      exclude(rollout.rolloutId, 'no_token_ids');
-      continue;
-    }
-    const limited = limitLengths(merge.sequences, options);
-    const truncated = limited.truncated || merge.sequences.some((s) => s.spans.some((span) => span.finishReason === 'length' || span.finishReason === null));
-    if (truncated) truncatedRollouts++;
-    if (truncated && options.truncated === 'drop') {
-      exclude(rollout.rolloutId, 'truncated');
-      continue;
-    }
-    candidates.push({ rollout, sequences: limited.sequences, truncated });
+  for (const p of prepared) {
+    if (p.excluded) exclude(p.rolloutId, p.excluded);
+    for (const [cause, n] of Object.entries(p.mismatchCauses) as Array<[MismatchCause, number]>) mismatchCauses[cause] = (mismatchCauses[cause] ?? 0) + n;
   }
+  const candidates = prepared.filter((p) => !p.excluded);
 
   if (options.incompleteGroups === 'drop') {
-    const incomplete = new Set(rollouts.filter((r) => excluded.has(r.rolloutId)).map((r) => r.groupId));
-    for (const c of candidates) if (incomplete.has(c.rollout.groupId)) exclude(c.rollout.rolloutId, 'incomplete_group');
+    const incomplete = new Set(prepared.filter((p) => p.excluded).map((p) => p.groupId));
+    for (const c of candidates) if (incomplete.has(c.groupId)) exclude(c.rolloutId, 'incomplete_group');
   }
 
-  const scored = candidates.filter((c) => !excluded.has(c.rollout.rolloutId) && !(c.truncated && options.truncated === 'mask'));
+  const masked = (c: PreparedRollout) => c.truncated && options.truncated === 'mask';
+  const scored = candidates.filter((c) => !excluded.has(c.rolloutId) && !masked(c));
   const advantages = computeAdvantages(
     scored.map((c) => ({
-      rolloutId: c.rollout.rolloutId,
-      groupId: c.rollout.groupId,
-      reward: c.truncated ? 0 : (c.rollout.reward as number),
+      rolloutId: c.rolloutId,
+      groupId: c.groupId,
+      reward: c.truncated ? 0 : (c.reward as number),
       trainedTokens: c.sequences.reduce((n, s) => n + trainedTokens(s), 0),
     })),
     { estimator: options.estimator, zeroVarianceGroups: options.zeroVarianceGroups, epsilon: options.epsilon ?? 1e-6 },
@@ -128,12 +159,13 @@ export function buildBatch(rollouts: readonly BatchRollout[], options: BatchOpti
   for (const id of advantages.dropped.keys()) exclude(id, 'zero_variance_group');
 
   // Truncated rollouts under 'mask' stay in the batch with no trained tokens.
-  const kept = candidates.filter((c) => !excluded.has(c.rollout.rolloutId));
+  const kept = candidates.filter((c) => !excluded.has(c.rolloutId));
   const sequences = kept.flatMap((c) =>
-    c.sequences.map((s) => {
-      const masked = c.truncated && options.truncated === 'mask';
-      return { ...s, lossMask: masked ? s.lossMask.map(() => 0) : s.lossMask, advantage: masked ? 0 : (advantages.byRollout.get(c.rollout.rolloutId) ?? 0) };
-    }),
+    c.sequences.map((s) => ({
+      ...s,
+      lossMask: masked(c) ? s.lossMask.map(() => 0) : s.lossMask,
+      advantage: masked(c) ? 0 : (advantages.byRollout.get(c.rolloutId) ?? 0),
+    })),
   );
   const weights = sequenceWeights(
     sequences.map((s) => ({ rolloutId: s.rolloutId, trainedTokens: trainedTokens(s) })),
@@ -141,25 +173,27 @@ export function buildBatch(rollouts: readonly BatchRollout[], options: BatchOpti
     { normConstant: options.normConstant ?? options.maxResponseTokens },
   );
 
-  const rewards = kept.map((c) => c.rollout.reward as number);
+  const rewards = kept.map((c) => c.reward as number);
   const excludedCounts: BatchReport['rollouts']['excluded'] = {};
   const excludedIds: BatchReport['rollouts']['excludedIds'] = {};
   for (const [id, reason] of excluded) {
     excludedCounts[reason] = (excludedCounts[reason] ?? 0) + 1;
     (excludedIds[reason] ??= []).push(id);
   }
-  const totalTokens = sequences.reduce((n, s) => n + s.ids.length, 0);
+  const sum = (f: (p: PreparedRollout) => number) => prepared.reduce((n, p) => n + f(p), 0);
+  const merged = sum((p) => p.mergedCalls);
+  const mergeable = sum((p) => p.mergeableCalls);
   return {
     sequences: sequences.map((s, i) => ({ ...s, weight: weights[i] as number })),
     report: {
-      rollouts: { total: rollouts.length, used: kept.length, excluded: excludedCounts, excludedIds },
-      calls: { total: rollouts.reduce((n, r) => n + r.calls.length, 0), merged, skippedWithoutTokenIds: skippedCalls, missingLogprobs },
+      rollouts: { total: prepared.length, used: kept.length, excluded: excludedCounts, excludedIds },
+      calls: { total: sum((p) => p.calls), merged, skippedWithoutTokenIds: sum((p) => p.skippedCalls), missingLogprobs: sum((p) => p.missingLogprobs) },
       mergeRate: mergeable === 0 ? 1 : merged / mergeable,
       mismatchCauses,
-      truncatedRollouts,
+      truncatedRollouts: prepared.filter((p) => p.truncated).length,
       zeroVarianceGroups: advantages.zeroVarianceGroupIds.length,
       sequences: sequences.length,
-      tokens: { total: totalTokens, trained: sequences.reduce((n, s) => n + trainedTokens(s), 0) },
+      tokens: { total: sequences.reduce((n, s) => n + s.ids.length, 0), trained: sequences.reduce((n, s) => n + trainedTokens(s), 0) },
       rewards: rewards.length ? summary(rewards) : null,
     },
   };

@@ -2,7 +2,7 @@ import type { LocalArtifactStore, StoredArtifact } from '../artifacts/local-stor
 import type { SampleSettings } from '../config/schema.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
-import { buildBatch, encodeBatch, type BatchReport, type BatchRollout } from './batch.js';
+import { assembleBatch, encodeBatch, prepareRollout, type BatchOptions, type BatchReport, type PreparedRollout } from './batch.js';
 import { toMergeCalls, type DriftReport } from './retokenize.js';
 
 export interface BatchStageInput {
@@ -51,10 +51,24 @@ export async function runBatchStage(
   deps: { store: TraceStore; artifacts: LocalArtifactStore; settings: SampleSettings; tokenizer?: ChatTokenizer },
 ): Promise<BatchStageResult> {
   const { store, artifacts, settings, tokenizer } = deps;
+  const options: BatchOptions = {
+    estimator: settings.estimator,
+    zeroVarianceGroups: settings.zeroVarianceGroups,
+    lossAggregation: settings.lossAggregation,
+    ...(settings.normConstant !== undefined && { normConstant: settings.normConstant }),
+    maxPromptTokens: settings.maxPromptTokens,
+    maxResponseTokens: settings.maxResponseTokens,
+    truncated: settings.truncated,
+    excludedFailureClasses: settings.excludedFailureClasses,
+    incompleteGroups: settings.incompleteGroups,
+    ...(settings.maxVersionsBehind !== undefined && input.lineage && { staleness: { lineage: input.lineage, maxVersionsBehind: settings.maxVersionsBehind } }),
+  };
+  const detokenizer = tokenizer ?? { decode: (ids: readonly number[]) => ids.join(' ') };
   const drift: DriftReport = { compared: 0, drifted: 0, retokenized: 0, unusable: 0 };
   const disagreeing: string[] = [];
   let compared = 0;
-  const rollouts: BatchRollout[] = [];
+  // One rollout at a time: its calls (whole prompts) are dropped once merged into sequences.
+  const prepared: PreparedRollout[] = [];
   for (const id of input.rolloutIds) {
     const rollout = await store.getRollout(id);
     if (!rollout) throw new Error(`rollout ${id} is not in the trace store`);
@@ -76,25 +90,11 @@ export async function runBatchStage(
           : rollout.status === 'failed'
             ? String(rollout.metadata.failureClass ?? 'unclassified')
             : null;
-    rollouts.push({ rolloutId: id, groupId: rollout.taskId ?? id, reward: verified ?? null, failureClass, calls: calls.calls });
+    prepared.push(
+      prepareRollout({ rolloutId: id, groupId: rollout.taskId ?? id, reward: verified ?? null, failureClass, calls: calls.calls }, options, detokenizer),
+    );
   }
-
-  const batch = buildBatch(
-    rollouts,
-    {
-      estimator: settings.estimator,
-      zeroVarianceGroups: settings.zeroVarianceGroups,
-      lossAggregation: settings.lossAggregation,
-      ...(settings.normConstant !== undefined && { normConstant: settings.normConstant }),
-      maxPromptTokens: settings.maxPromptTokens,
-      maxResponseTokens: settings.maxResponseTokens,
-      truncated: settings.truncated,
-      excludedFailureClasses: settings.excludedFailureClasses,
-      incompleteGroups: settings.incompleteGroups,
-      ...(settings.maxVersionsBehind !== undefined && input.lineage && { staleness: { lineage: input.lineage, maxVersionsBehind: settings.maxVersionsBehind } }),
-    },
-    tokenizer ?? { decode: (ids) => ids.join(' ') },
-  );
+  const batch = assembleBatch(prepared, options);
 
   const report: DataQualityReport = {
     ...batch.report,
