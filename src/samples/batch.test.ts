@@ -80,6 +80,25 @@ describe('buildBatch on hand-built rollouts', () => {
     expect(zero.report.rollouts.excludedIds.zero_variance_group).toEqual(['cut', 't2-other']);
   });
 
+  it('trains on model and harness failures with their reward, and leaves out infrastructure ones', () => {
+    const failures = buildBatch(
+      [
+        rollout('harness-crash', 'g', 0, [call('x', 'U:q|A:', 'bad')], 'harness'),
+        rollout('model-malformed', 'g', 0, [call('y', 'U:q|A:', '{{')], 'model'),
+        rollout('fine', 'g', 1, [call('z', 'U:q|A:', 'ok')]),
+        rollout('gateway-down', 'g', null, [], 'infrastructure'),
+      ],
+      options,
+      tokenizer,
+    );
+    expect(failures.sequences.map((s) => [s.rolloutId, s.advantage])).toEqual([
+      ['harness-crash', expect.closeTo(-1 / 3, 12)],
+      ['model-malformed', expect.closeTo(-1 / 3, 12)],
+      ['fine', expect.closeTo(2 / 3, 12)],
+    ]);
+    expect(failures.report.rollouts.excludedIds).toEqual({ excluded_failure_class: ['gateway-down'] });
+  });
+
   it('drops a whole group when one of its rollouts was left out, if asked', () => {
     const strict = buildBatch(hand, { ...options, incompleteGroups: 'drop' }, tokenizer);
     expect(strict.report.rollouts.excludedIds.incomplete_group).toEqual(['ok', 'wrong', 'rewritten']);
