@@ -1,0 +1,53 @@
+import * as tf from '@tensorflow/tfjs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { readyBackend, TinyDecoder, type ModelConfig } from './model.js';
+
+const config: ModelConfig = { vocabSize: 40, contextLength: 16, dModel: 16, nLayers: 2, nHeads: 2, dFF: 32 };
+let backend: string;
+beforeAll(async () => {
+  backend = await readyBackend();
+});
+
+describe('TinyDecoder', () => {
+  it('runs on the wasm backend', () => {
+    expect(backend).toBe('wasm');
+  });
+
+  it('is causal: a position\'s logits do not depend on later tokens', () => {
+    const model = TinyDecoder.init(config, 1);
+    const a = model.logits([[1, 2, 3, 4, 5]]).arraySync()[0]!;
+    const b = model.logits([[1, 2, 3, 9, 9]]).arraySync()[0]!;
+    for (let i = 0; i < 3; i++) a[i]!.forEach((v, j) => expect(v).toBeCloseTo(b[i]![j]!, 5));
+    expect(a[4]![0]).not.toBeCloseTo(b[4]![0]!, 5);
+    model.dispose();
+  });
+
+  it('is deterministic for a seed, and round-trips its weights through safetensors', () => {
+    const one = TinyDecoder.init(config, 7);
+    const two = TinyDecoder.fromSafetensors(config, TinyDecoder.init(config, 7).toSafetensors());
+    expect(one.logits([[3, 1, 4]]).arraySync()).toEqual(two.logits([[3, 1, 4]]).arraySync());
+    expect(() => TinyDecoder.fromSafetensors({ ...config, dModel: 32 }, one.toSafetensors())).toThrow(/do not fit the config/);
+    one.dispose();
+    two.dispose();
+  });
+
+  it('samples reproducibly for a seed, reports log-probs, and stops at a stop token', () => {
+    const before = tf.memory().numTensors;
+    const model = TinyDecoder.init(config, 3);
+    const options = { maxTokens: 8, temperature: 1, stopIds: [5], seed: 11 };
+    const first = model.generate([[1, 2], [3, 4, 6]], options);
+    expect(model.generate([[1, 2], [3, 4, 6]], options)).toEqual(first);
+    for (const r of first) {
+      expect(r.ids.length).toBe(r.logprobs.length);
+      expect(r.logprobs.every((l) => l <= 0)).toBe(true);
+      if (r.stopped) expect(r.ids.at(-1)).toBe(5);
+      else expect(r.ids).toHaveLength(8);
+    }
+    // A row is generated the same alone as beside a longer one (padding does not leak).
+    const alone = model.generate([[1, 2]], { ...options, temperature: 0 });
+    const together = model.generate([[1, 2], [3, 4, 6, 7, 8]], { ...options, temperature: 0 });
+    expect(together[0]?.ids).toEqual(alone[0]?.ids);
+    model.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
