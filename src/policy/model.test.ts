@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { readyBackend, TinyDecoder, type ModelConfig } from './model.js';
+import { readyBackend, sampleToken, TinyDecoder, type ModelConfig } from './model.js';
 
 const config: ModelConfig = { vocabSize: 40, contextLength: 16, dModel: 16, nLayers: 2, nHeads: 2, dFF: 32 };
 let backend: string;
@@ -49,5 +49,20 @@ describe('TinyDecoder', () => {
     expect(together[0]?.ids).toEqual(alone[0]?.ids);
     model.dispose();
     expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('sampleToken', () => {
+  const logits = [2, 1, 0, -1];
+  const logZ = Math.log(logits.reduce((s, l) => s + Math.exp(l), 0));
+
+  it('is greedy at temperature 0 and reports the model log-prob', () => {
+    expect(sampleToken(logits, 0, 1, 0.99)).toEqual({ id: 0, logprob: 2 - logZ });
+  });
+
+  it('samples by cumulative probability, and top-p keeps only the nucleus', () => {
+    expect(sampleToken(logits, 1, 1, 0.999).id).toBe(3);
+    expect(sampleToken(logits, 1, 0.5, 0.999).id).toBe(0);
+    expect(sampleToken(logits, 1, 0.8, 0.999)).toEqual({ id: 1, logprob: 1 - logZ });
   });
 });

@@ -146,35 +146,35 @@ export class TinyDecoder {
     });
   }
 
+  /** Next-token logits for each context (right-padded into one batch; causal, so padding never leaks). */
+  lastLogits(contexts: number[][]): number[][] {
+    const c = this.config;
+    const width = Math.max(...contexts.map((x) => x.length));
+    const padded = contexts.map((x) => [...x, ...Array<number>(width - x.length).fill(0)]);
+    return tf.tidy(() => {
+      const flat = this.logits(padded).reshape([padded.length * width, c.vocabSize]);
+      return tf.gather(flat, tf.tensor1d(contexts.map((x, row) => row * width + x.length - 1), 'int32')).arraySync() as number[][];
+    });
+  }
+
   /**
    * Samples up to maxTokens continuations for each prompt, stopping at a stop token. Returns the
-   * sampled ids and the log-prob of each under the sampling distribution (temperature applied).
+   * sampled ids and the model's log-prob of each.
    */
   generate(
     prompts: number[][],
-    options: { maxTokens: number; temperature: number; stopIds: number[]; seed: number },
+    options: { maxTokens: number; temperature: number; topP?: number; stopIds: number[]; seed: number },
   ): Array<{ ids: number[]; logprobs: number[]; stopped: boolean }> {
-    const c = this.config;
-    const random = mulberry32(options.seed);
+    const random = seededRandom(options.seed);
     const results = prompts.map(() => ({ ids: [] as number[], logprobs: [] as number[], stopped: false }));
     for (let step = 0; step < options.maxTokens; step++) {
       const active = results.map((r, i) => ({ r, i })).filter(({ r }) => !r.stopped);
       if (active.length === 0) break;
-      const contexts = active.map(({ r, i }) => [...(prompts[i] as number[]), ...r.ids].slice(-c.contextLength));
-      // Right-padded: under causal attention a position never sees what comes after it, so each
-      // row's next-token logits are read at its own last position.
-      const width = Math.max(...contexts.map((x) => x.length));
-      const padded = contexts.map((x) => [...x, ...Array<number>(width - x.length).fill(0)]);
-      const probs = tf.tidy(() => {
-        const flat = this.logits(padded).reshape([padded.length * width, c.vocabSize]);
-        const last = tf.gather(flat, tf.tensor1d(contexts.map((x, row) => row * width + x.length - 1), 'int32'));
-        return tf.softmax(options.temperature > 0 ? last.div(options.temperature) : last.mul(1e6)).arraySync() as number[][];
-      });
+      const logits = this.lastLogits(active.map(({ r, i }) => [...(prompts[i] as number[]), ...r.ids].slice(-this.config.contextLength)));
       active.forEach(({ r }, row) => {
-        const p = probs[row] as number[];
-        const id = options.temperature > 0 ? sample(p, random()) : argmax(p);
+        const { id, logprob } = sampleToken(logits[row] as number[], options.temperature, options.topP ?? 1, random());
         r.ids.push(id);
-        r.logprobs.push(Math.log(Math.max(p[id] as number, 1e-30)));
+        r.logprobs.push(logprob);
         if (options.stopIds.includes(id)) r.stopped = true;
       });
     }
@@ -182,28 +182,49 @@ export class TinyDecoder {
   }
 }
 
+/**
+ * Draws a token from logits with temperature and nucleus (top-p) sampling; temperature 0 is
+ * greedy. The log-prob returned is the model's own (log-softmax of the raw logits), as vLLM
+ * reports by default and as the trainer computes it, so the first PPO ratio is exactly 1.
+ */
+export function sampleToken(logits: readonly number[], temperature: number, topP: number, u: number): { id: number; logprob: number } {
+  const max = Math.max(...logits);
+  const logZ = max + Math.log(logits.reduce((sum, l) => sum + Math.exp(l - max), 0));
+  const pick = (id: number) => ({ id, logprob: (logits[id] as number) - logZ });
+  if (temperature <= 0) {
+    let best = 0;
+    for (let i = 1; i < logits.length; i++) if ((logits[i] as number) > (logits[best] as number)) best = i;
+    return pick(best);
+  }
+  const weights = logits.map((l) => Math.exp((l - max) / temperature));
+  const total = weights.reduce((a, b) => a + b, 0);
+  let order = weights.map((w, id) => ({ id, p: w / total }));
+  if (topP < 1) {
+    order = order.sort((a, b) => b.p - a.p);
+    let mass = 0;
+    const kept = [];
+    for (const entry of order) {
+      kept.push(entry);
+      mass += entry.p;
+      if (mass >= topP) break;
+    }
+    order = kept.map((e) => ({ id: e.id, p: e.p / mass }));
+  }
+  let acc = 0;
+  for (const { id, p } of order) {
+    acc += p;
+    if (u < acc) return pick(id);
+  }
+  return pick((order[order.length - 1] as { id: number }).id);
+}
+
 function layerNorm(x: tf.Tensor, scale: tf.Tensor, bias: tf.Tensor): tf.Tensor {
   const { mean, variance } = tf.moments(x, -1, true);
   return x.sub(mean).div(variance.add(1e-5).sqrt()).mul(scale).add(bias);
 }
 
-function sample(p: number[], u: number): number {
-  let acc = 0;
-  for (let i = 0; i < p.length; i++) {
-    acc += p[i] as number;
-    if (u < acc) return i;
-  }
-  return p.length - 1;
-}
-
-function argmax(p: number[]): number {
-  let best = 0;
-  for (let i = 1; i < p.length; i++) if ((p[i] as number) > (p[best] as number)) best = i;
-  return best;
-}
-
 /** A small seeded PRNG, so sampling is reproducible for a seed. */
-function mulberry32(seed: number): () => number {
+export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
