@@ -1,0 +1,140 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultModelConfig, saveCheckpoint } from '../../src/policy/checkpoint.js';
+import { readyBackend, TinyDecoder } from '../../src/policy/model.js';
+import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
+import { ChatTokenizer } from '../../src/tokenizer/chat-tokenizer.js';
+import { startTestGateway } from '../helpers/gateway.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-policy-server-'));
+let server: PolicyServer;
+let client: OpenAI;
+let tokenizer: ChatTokenizer;
+
+beforeAll(async () => {
+  await readyBackend();
+  const config = defaultModelConfig({ contextLength: 64, dModel: 16, nHeads: 2, dFF: 32, nLayers: 1 });
+  for (const [name, seed] of [['v1', 1], ['v2', 2]] as const) {
+    const model = TinyDecoder.init(config, seed);
+    saveCheckpoint(path.join(dir, name), model);
+    model.dispose();
+  }
+  server = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { 'policy-v1': path.join(dir, 'v1') } });
+  client = new OpenAI({ apiKey: 'unused', baseURL: server.url, maxRetries: 0 });
+  tokenizer = ChatTokenizer.fromDirectory(path.join(dir, 'v1'));
+});
+afterAll(async () => {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const messages = [{ role: 'user' as const, content: 'hi' }];
+const extra = (fields: object) => fields as object;
+
+describe('the embedded policy server, through the openai client', () => {
+  it('answers chat completions with vLLM token ids and log-probs', async () => {
+    const completion = (await client.chat.completions.create({
+      model: 'policy-v1',
+      messages,
+      max_tokens: 8,
+      seed: 3,
+      logprobs: true,
+      ...extra({ return_token_ids: true }),
+    })) as unknown as { prompt_token_ids: number[]; choices: Array<{ token_ids: number[]; finish_reason: string; message: { content: string }; logprobs: { content: Array<{ logprob: number }> } }>; usage: { prompt_tokens: number; completion_tokens: number } };
+    expect(completion.prompt_token_ids).toEqual(tokenizer.promptIds({ messages }));
+    const [choice] = completion.choices;
+    expect(choice!.token_ids.length).toBe(completion.usage.completion_tokens);
+    expect(choice!.logprobs.content.map((c) => c.logprob)).toHaveLength(choice!.token_ids.length);
+    expect(['stop', 'length']).toContain(choice!.finish_reason);
+    expect(completion.usage.prompt_tokens).toBe(completion.prompt_token_ids.length);
+  });
+
+  it('is reproducible with a seed and gives n choices', async () => {
+    const ask = () => client.chat.completions.create({ model: 'policy-v1', messages, max_tokens: 6, seed: 42, n: 3 });
+    const [a, b] = [await ask(), await ask()];
+    expect(a.choices.map((c) => c.message.content)).toEqual(b.choices.map((c) => c.message.content));
+    expect(a.choices).toHaveLength(3);
+  });
+
+  it('streams the same reply it gives unstreamed, with per-chunk token ids', async () => {
+    const whole = (await client.chat.completions.create({ model: 'policy-v1', messages, max_tokens: 10, seed: 5, ...extra({ return_token_ids: true }) })) as unknown as {
+      choices: Array<{ message: { content: string }; token_ids: number[] }>;
+    };
+    const stream = await client.chat.completions.create({ model: 'policy-v1', messages, max_tokens: 10, seed: 5, stream: true, stream_options: { include_usage: true }, ...extra({ return_token_ids: true }) });
+    const parts: string[] = [];
+    const ids: number[] = [];
+    let usage: unknown;
+    for await (const chunk of stream) {
+      parts.push(chunk.choices[0]?.delta.content ?? '');
+      ids.push(...(((chunk.choices[0] as unknown as { token_ids?: number[] }) ?? {}).token_ids ?? []));
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(parts.join('')).toBe(whole.choices[0]?.message.content);
+    expect(ids).toEqual(whole.choices[0]?.token_ids);
+    expect(usage).toMatchObject({ completion_tokens: ids.length });
+  });
+
+  it('serves completions from text or token ids', async () => {
+    const fromText = await client.completions.create({ model: 'policy-v1', prompt: '<|user|>x', max_tokens: 4, seed: 1, temperature: 0 });
+    const fromIds = await client.completions.create({ model: 'policy-v1', prompt: tokenizer.encode('<|user|>x') as unknown as string, max_tokens: 4, seed: 1, temperature: 0 });
+    expect(fromIds.choices[0]?.text).toBe(fromText.choices[0]?.text);
+  });
+
+  it('loads and unloads policy versions at runtime, and names unknown models', async () => {
+    await expect(client.chat.completions.create({ model: 'policy-v2', messages, max_tokens: 2 })).rejects.toMatchObject({ status: 404, message: expect.stringContaining('policy-v2') });
+    const loaded = await fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'policy-v2', lora_path: path.join(dir, 'v2') }) });
+    expect(loaded.status).toBe(200);
+    expect((await client.models.list()).data.map((m) => m.id).sort()).toEqual(['policy-v1', 'policy-v2']);
+    const [one, two] = await Promise.all(['policy-v1', 'policy-v2'].map((model) => client.chat.completions.create({ model, messages, max_tokens: 6, seed: 9, temperature: 0 })));
+    expect(one?.choices[0]?.message.content).not.toBe(two?.choices[0]?.message.content);
+    const unloaded = await fetch(`${server.url}/unload_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'policy-v2' }) });
+    expect(unloaded.status).toBe(200);
+    await expect(client.chat.completions.create({ model: 'policy-v2', messages, max_tokens: 2 })).rejects.toMatchObject({ status: 404 });
+    const bad = await fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'x', lora_path: path.join(dir, 'nowhere') }) });
+    expect(bad.status).toBe(400);
+  });
+
+  it('refuses a prompt over the context naming the limit, and bad parameters', async () => {
+    await expect(client.chat.completions.create({ model: 'policy-v1', messages: [{ role: 'user', content: 'x'.repeat(100) }] })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining("maximum context length is 64 tokens"),
+    });
+    await expect(client.chat.completions.create({ model: 'policy-v1', messages, temperature: -1 })).rejects.toMatchObject({ status: 400, message: expect.stringContaining('temperature') });
+  });
+
+  it('batches concurrent requests and keeps each reproducible', async () => {
+    const alone = await client.chat.completions.create({ model: 'policy-v1', messages, max_tokens: 8, seed: 77 });
+    const crowd = await Promise.all(Array.from({ length: 6 }, (_, i) => client.chat.completions.create({ model: 'policy-v1', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8, seed: 77 + i })));
+    const again = await client.chat.completions.create({ model: 'policy-v1', messages, max_tokens: 8, seed: 77 });
+    expect(again.choices[0]?.message.content).toBe(alone.choices[0]?.message.content);
+    expect(crowd).toHaveLength(6);
+  });
+});
+
+describe('the embedded policy server behind the gateway', () => {
+  it('is journaled with its own token ids and log-probs, which match its tokenizer', async () => {
+    const t = await startTestGateway();
+    try {
+      t.gateway.router.update({
+        backends: { embedded: { endpoints: [server.url], tokenIds: true, logprobs: true } },
+        policies: { 'policy-v1': { backend: 'embedded', model: 'policy-v1' } },
+        aliases: { production: 'policy-v1' },
+      });
+      const { id, client: harness } = await t.rollout();
+      const reply = await harness.chat.completions.create({ model: 'production', messages, max_tokens: 6, seed: 1 });
+      expect(reply).not.toHaveProperty('prompt_token_ids');
+      const [call] = await t.store.listCalls(id);
+      expect(call?.promptIds).toEqual(tokenizer.promptIds({ messages }));
+      const completion = call?.choices?.[0];
+      expect(completion?.completionIds?.length).toBeGreaterThan(0);
+      expect(completion?.logprobs).toHaveLength(completion?.completionIds?.length ?? -1);
+      const text = tokenizer.decode(completion?.completionIds ?? []).replace('<|end|>', '');
+      expect(text).toBe(reply.choices[0]?.message.content);
+    } finally {
+      await t.close();
+    }
+  });
+});
