@@ -5,6 +5,7 @@ import { registerConfigCommands } from './commands/config.js';
 import { registerDevCommand } from './commands/dev.js';
 import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGatewayCommand } from './commands/gateway.js';
+import { registerPolicyCommands } from './commands/policy.js';
 import { registerServerCommand } from './commands/server.js';
 import { registerWorkerCommand } from './commands/worker.js';
 
@@ -18,6 +19,7 @@ export function buildProgram(): Command {
   registerServerCommand(program);
   registerWorkerCommand(program);
   registerGatewayCommand(program);
+  registerPolicyCommands(program);
   registerDoctorCommand(program);
   registerConfigCommands(program);
   return program;

@@ -1,0 +1,52 @@
+import type { Command } from 'commander';
+import { runTrainJob } from '../../policy/local-trainer.js';
+import { startPolicyServer } from '../../policy/server.js';
+import { untilInterrupted } from '../context.js';
+
+export function registerPolicyCommands(program: Command): void {
+  const policy = program.command('policy').description('the embedded policy: serve it, train it');
+  policy
+    .command('serve')
+    .description('serve policy checkpoints over an OpenAI-compatible API (vLLM-style token ids and log-probs)')
+    .option('--model <name=dir...>', 'a checkpoint directory to serve under a model name (repeatable)', [])
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <port>', 'port to listen on', '8500')
+    .action(async (options: { model: string[]; host: string; port: string }) => {
+      const models: Record<string, string> = {};
+      for (const spec of options.model) {
+        const [name, dir] = spec.split('=');
+        if (!name || !dir) throw new Error(`--model expects name=dir, got "${spec}"`);
+        models[name] = dir;
+      }
+      const server = await startPolicyServer({ host: options.host, port: Number(options.port), models });
+      process.stdout.write(`Policy server ready at ${server.url} serving ${server.models().join(', ') || 'nothing yet'}\nPress Ctrl-C to stop.\n`);
+      await untilInterrupted();
+      await server.close();
+    });
+  policy
+    .command('train')
+    .description('one policy update: read a batch artifact and a checkpoint, write a new checkpoint and metrics.json')
+    .requiredOption('--checkpoint <dir>', 'the current policy checkpoint')
+    .requiredOption('--batch <file>', 'the batch artifact (safetensors) from the sample builder')
+    .requiredOption('--out <dir>', 'where the new checkpoint goes')
+    .option('--seed <n>', 'seed for minibatch order', '0')
+    .option('--lr <rate>', 'learning rate', '0.001')
+    .option('--epochs <n>', 'passes over the batch', '1')
+    .option('--minibatch <n>', 'sequences per optimizer step', '32')
+    .option('--clip <eps>', 'PPO clip range', '0.2')
+    .option('--max-grad-norm <n>', 'gradient norm limit', '1')
+    .action(async (o: { checkpoint: string; batch: string; out: string; seed: string; lr: string; epochs: string; minibatch: string; clip: string; maxGradNorm: string }) => {
+      const result = await runTrainJob({
+        checkpointDir: o.checkpoint,
+        batchPath: o.batch,
+        outputDir: o.out,
+        seed: Number(o.seed),
+        learningRate: Number(o.lr),
+        epochs: Number(o.epochs),
+        minibatchSize: Number(o.minibatch),
+        clipEpsilon: Number(o.clip),
+        maxGradNorm: Number(o.maxGradNorm),
+      });
+      process.stdout.write(`${JSON.stringify(result)}\n`);
+    });
+}

@@ -1,0 +1,111 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import * as tf from '@tensorflow/tfjs';
+import { decodeBatch } from '../samples/batch.js';
+import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
+import { readyBackend, seededRandom } from './model.js';
+import { ppoStep, type StepMetrics } from './train.js';
+
+/**
+ * The local trainer for the embedded default: reads the packed batch and the current policy,
+ * writes a new policy checkpoint and its metrics. Idempotent: an output directory that already
+ * holds the result of this batch on this parent is returned as it is, never trained twice.
+ */
+export interface TrainJob {
+  checkpointDir: string;
+  batchPath: string;
+  outputDir: string;
+  seed: number;
+  learningRate: number;
+  epochs: number;
+  /** Sequences per optimizer step. */
+  minibatchSize: number;
+  clipEpsilon: number;
+  maxGradNorm: number;
+}
+
+export interface TrainResult {
+  parent: string;
+  batchContentHash: string;
+  steps: number;
+  skippedMinibatches: number;
+  seconds: number;
+  /** Means over the steps taken. */
+  metrics: StepMetrics;
+  reused: boolean;
+}
+
+export async function runTrainJob(job: TrainJob): Promise<TrainResult> {
+  const batch = decodeBatch(readFileSync(job.batchPath));
+  const batchContentHash = batch.metadata.content_hash as string;
+  const metricsFile = path.join(job.outputDir, 'metrics.json');
+  if (existsSync(path.join(job.outputDir, 'config.json')) && existsSync(metricsFile)) {
+    const previous = JSON.parse(readFileSync(metricsFile, 'utf8')) as TrainResult;
+    if (previous.batchContentHash === batchContentHash && previous.parent === path.resolve(job.checkpointDir)) return { ...previous, reused: true };
+    throw new Error(`${job.outputDir} already holds a checkpoint trained from another batch or parent; choose a new output directory`);
+  }
+
+  await readyBackend();
+  const started = performance.now();
+  const checkpoint = loadCheckpoint(job.checkpointDir);
+  const optimizer = tf.train.adam(job.learningRate);
+  const random = seededRandom(job.seed);
+  const sequences = batch.sequences;
+  const minibatches = Math.max(1, Math.ceil(sequences.length / job.minibatchSize));
+  const totals = { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 };
+  let steps = 0;
+  let skipped = 0;
+  for (let epoch = 0; epoch < job.epochs; epoch++) {
+    const order = shuffle(sequences.map((_, i) => i), random);
+    for (let m = 0; m < minibatches; m++) {
+      // Each minibatch carries its share of the batch weights; scaling keeps every step on the batch's loss scale.
+      const part = order
+        .slice(m * job.minibatchSize, (m + 1) * job.minibatchSize)
+        .map((i) => sequences[i] as (typeof sequences)[number])
+        .map((s) => ({ ...s, lossWeights: s.lossWeights.map((w) => w * minibatches) }));
+      // A minibatch with no advantage signal only adds noise (and collapsed the policy in measurements).
+      if (part.every((s) => s.advantages.every((a, t) => a === 0 || s.lossMask[t] === 0))) {
+        skipped++;
+        continue;
+      }
+      const step = ppoStep(checkpoint.model, optimizer, part, { clipEpsilon: job.clipEpsilon, maxGradNorm: job.maxGradNorm });
+      for (const key of Object.keys(totals) as Array<keyof StepMetrics>) totals[key] += step[key];
+      steps++;
+    }
+  }
+  const mean = (x: number) => (steps === 0 ? 0 : x / steps);
+  const result: TrainResult = {
+    parent: path.resolve(job.checkpointDir),
+    batchContentHash,
+    steps,
+    skippedMinibatches: skipped,
+    seconds: (performance.now() - started) / 1000,
+    metrics: {
+      loss: mean(totals.loss),
+      clipFraction: mean(totals.clipFraction),
+      approxKl: mean(totals.approxKl),
+      entropy: mean(totals.entropy),
+      gradNorm: mean(totals.gradNorm),
+      tokens: totals.tokens,
+    },
+    reused: false,
+  };
+  saveCheckpoint(job.outputDir, checkpoint.model, {
+    parent: result.parent,
+    batchContentHash,
+    iteration: Number(batch.metadata.iteration),
+    trainer: { seed: job.seed, learningRate: job.learningRate, epochs: job.epochs, minibatchSize: job.minibatchSize },
+  });
+  writeFileSync(metricsFile, `${JSON.stringify(result, null, 2)}\n`);
+  checkpoint.model.dispose();
+  optimizer.dispose();
+  return result;
+}
+
+function shuffle<T>(items: T[], random: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [items[i], items[j]] = [items[j] as T, items[i] as T];
+  }
+  return items;
+}
