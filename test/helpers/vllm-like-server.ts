@@ -54,9 +54,11 @@ interface Completion {
 function chatReply(body: Json, index: number): Completion {
   const messages = body.messages as Message[];
   const last = messages[messages.length - 1];
-  const tools = body.tools as Array<{ function: { name: string } }> | undefined;
+  const tools = body.tools as Array<{ function: { name: string; parameters?: { properties?: Record<string, unknown> } } }> | undefined;
   if (tools?.length && last?.role === 'user') {
-    const args = JSON.stringify({ expression: last.content ?? '' });
+    // The user's message becomes the tool's first parameter (or `expression`).
+    const param = Object.keys(tools[0]!.function.parameters?.properties ?? {})[0] ?? 'expression';
+    const args = JSON.stringify({ [param]: last.content ?? '' });
     return { text: `<tool_call>${JSON.stringify({ name: tools[0]!.function.name, arguments: JSON.parse(args) })}</tool_call>`, toolCall: { name: tools[0]!.function.name, arguments: args }, finishReason: 'tool_calls' };
   }
   const base = last?.role === 'tool' ? `The answer is ${last.content}.` : `Echo: ${last?.content ?? ''}`;

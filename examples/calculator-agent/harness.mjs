@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+// An example agent harness — deliberately not Rein code. It is what a team's production agent
+// looks like to Rein: a program that calls an OpenAI-compatible API with the official `openai`
+// client, configured only by OPENAI_BASE_URL and OPENAI_API_KEY, and uses a tool.
+//
+//   node harness.mjs TASK.json [OUTPUT.json]      (or the task on stdin)
+//
+// It answers arithmetic word problems with a calculator tool over several turns and writes
+// {"answer": "..."} to OUTPUT (or stdout).
+import { readFileSync, writeFileSync } from 'node:fs';
+import OpenAI from 'openai';
+
+const MODEL = process.env.AGENT_MODEL ?? 'production';
+const MAX_TURNS = Number(process.env.AGENT_MAX_TURNS ?? 4);
+const TEMPERATURE = Number(process.env.AGENT_TEMPERATURE ?? 1);
+const tools = [
+  {
+    type: 'function',
+    function: {
+      name: 'calc',
+      description: 'Evaluates an arithmetic expression with integers, + - * and parentheses.',
+      parameters: { type: 'object', properties: { x: { type: 'string' } }, required: ['x'] },
+    },
+  },
+];
+
+/** The tool: integer arithmetic only, evaluated without eval. */
+export function calculate(expression) {
+  const tokens = String(expression).match(/\d+|[-+*()]/g) ?? [];
+  if (tokens.join('') !== String(expression).replace(/\s+/g, '')) throw new Error(`cannot evaluate ${JSON.stringify(expression)}`);
+  let at = 0;
+  const primary = () => {
+    const token = tokens[at++];
+    if (token === '(') {
+      const value = sum();
+      if (tokens[at++] !== ')') throw new Error('missing )');
+      return value;
+    }
+    if (token === '-') return -primary();
+    if (token === undefined || !/^\d+$/.test(token)) throw new Error(`unexpected ${token ?? 'end'}`);
+    return Number(token);
+  };
+  const product = () => {
+    let value = primary();
+    while (tokens[at] === '*') (at++, (value *= primary()));
+    return value;
+  };
+  const sum = () => {
+    let value = product();
+    while (tokens[at] === '+' || tokens[at] === '-') value = tokens[at++] === '+' ? value + product() : value - product();
+    return value;
+  };
+  const value = sum();
+  if (at !== tokens.length) throw new Error(`unexpected ${tokens[at]}`);
+  return value;
+}
+
+async function main() {
+  const [taskFile, outputFile] = process.argv.slice(2);
+  const task = JSON.parse(readFileSync(taskFile ?? 0, 'utf8'));
+  const client = new OpenAI(); // OPENAI_BASE_URL and OPENAI_API_KEY from the environment
+  const messages = [{ role: 'user', content: task.question }];
+  let answer = null;
+  for (let turn = 0; turn < MAX_TURNS && answer === null; turn++) {
+    const completion = await client.chat.completions.create({ model: MODEL, messages, tools, temperature: TEMPERATURE, max_tokens: 48 });
+    const message = completion.choices[0].message;
+    messages.push({ role: 'assistant', content: message.content, ...(message.tool_calls?.length && { tool_calls: message.tool_calls }) });
+    if (!message.tool_calls?.length) {
+      answer = (message.content ?? '').trim();
+      break;
+    }
+    for (const call of message.tool_calls) {
+      let result;
+      try {
+        result = String(calculate(JSON.parse(call.function.arguments).x));
+      } catch (err) {
+        result = `error: ${err.message}`;
+      }
+      messages.push({ role: 'tool', tool_call_id: call.id, content: result });
+    }
+  }
+  const output = JSON.stringify({ taskId: task.id, answer, turns: messages.filter((m) => m.role === 'assistant').length });
+  if (outputFile) writeFileSync(outputFile, `${output}\n`);
+  else process.stdout.write(`${output}\n`);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((err) => {
+    process.stderr.write(`harness: ${err.message}\n`);
+    process.exit(1);
+  });
+}
