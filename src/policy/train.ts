@@ -65,11 +65,46 @@ export function ppoStep(model: TinyDecoder, optimizer: tf.Optimizer, sequences: 
     }, Object.values(model.weights));
   });
 
-  const gradNorm = tf.tidy(() => Math.sqrt(Object.values(grads).reduce((sum, g) => sum + (g.square().sum().dataSync()[0] as number), 0)));
-  const scale = gradNorm > options.maxGradNorm ? options.maxGradNorm / gradNorm : 1;
+  const gradNorm = applyClipped(optimizer, grads, options.maxGradNorm);
+  const loss = value.dataSync()[0] as number;
+  value.dispose();
+  return { loss, clipFraction: stats.clipped, approxKl: stats.kl, entropy: stats.entropy, gradNorm, tokens };
+}
+
+/**
+ * One supervised step (the warm start): mean negative log-likelihood of the masked tokens.
+ * Sequences are token ids with a loss mask; position t predicts token t + 1.
+ */
+export function sftStep(
+  model: TinyDecoder,
+  optimizer: tf.Optimizer,
+  sequences: ReadonlyArray<{ ids: number[]; lossMask: number[] }>,
+  maxGradNorm: number,
+): { loss: number; tokens: number } {
+  const width = Math.max(...sequences.map((s) => s.ids.length)) - 1;
+  const pad = (values: number[]) => [...values, ...Array<number>(width - values.length).fill(0)];
+  const inputs = sequences.map((s) => pad(s.ids.slice(0, -1)));
+  const tokens = sequences.reduce((n, s) => n + s.lossMask.slice(1).reduce((a, b) => a + b, 0), 0);
+  const { value, grads } = tf.tidy(() => {
+    const mask = tf.tensor2d(sequences.map((s) => pad(s.lossMask.slice(1))), [sequences.length, width]);
+    const targetHot = tf.oneHot(tf.tensor2d(sequences.map((s) => pad(s.ids.slice(1))), [sequences.length, width], 'int32'), model.config.vocabSize);
+    return tf.variableGrads(() => {
+      const logProbs = tf.logSoftmax(model.logits(inputs)).mul(targetHot).sum(-1);
+      return logProbs.mul(mask).sum().div(Math.max(tokens, 1)).neg() as tf.Scalar;
+    }, Object.values(model.weights));
+  });
+  applyClipped(optimizer, grads, maxGradNorm);
+  const loss = value.dataSync()[0] as number;
+  value.dispose();
+  return { loss, tokens };
+}
+
+/** Scales gradients down to maxGradNorm (global norm), applies them, frees them; returns the norm before scaling. */
+function applyClipped(optimizer: tf.Optimizer, grads: tf.NamedTensorMap, maxGradNorm: number): number {
+  const norm = tf.tidy(() => Math.sqrt(Object.values(grads).reduce((sum, g) => sum + (g.square().sum().dataSync()[0] as number), 0)));
+  const scale = norm > maxGradNorm ? maxGradNorm / norm : 1;
   const scaled = tf.tidy(() => Object.fromEntries(Object.entries(grads).map(([name, g]) => [name, g.mul(scale)])));
   optimizer.applyGradients(scaled);
-  const loss = value.dataSync()[0] as number;
-  tf.dispose([value, ...Object.values(grads), ...Object.values(scaled)]);
-  return { loss, clipFraction: stats.clipped, approxKl: stats.kl, entropy: stats.entropy, gradNorm, tokens };
+  tf.dispose([...Object.values(grads), ...Object.values(scaled)]);
+  return norm;
 }
