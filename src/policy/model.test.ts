@@ -66,3 +66,33 @@ describe('sampleToken', () => {
     expect(sampleToken(logits, 1, 0.8, 0.999)).toEqual({ id: 1, logprob: 1 - logZ });
   });
 });
+
+describe('TinyDecoder gradients', () => {
+  it('match the default matMul gradients (the custom ones only change how transposes run)', () => {
+    const model = TinyDecoder.init(config, 13);
+    const ids = [[1, 2, 3, 4, 5, 6]];
+    const loss = () => tf.logSoftmax(model.logits(ids)).mean() as tf.Scalar;
+    const { grads } = tf.variableGrads(loss, Object.values(model.weights));
+    // Numerical check on weights reached only through the custom matMul: nudge one entry each.
+    const byName = new Map(Object.entries(model.weights).map(([key, v]) => [v.name, { key, v }]));
+    for (const [name, gradient] of Object.entries(grads)) {
+      const { key, v: variable } = byName.get(name) as { key: string; v: tf.Variable };
+      if (!['embed.tokens', 'head.weight', 'layers.0.attn.qkv', 'layers.0.mlp.down'].includes(key)) continue;
+      const grad = gradient.flatten().arraySync() as number[];
+      const original = variable.flatten().arraySync() as number[];
+      const at = original.length - 1;
+      const bump = (delta: number) => {
+        const values = [...original];
+        values[at] = (values[at] as number) + delta;
+        variable.assign(tf.tensor(values, variable.shape));
+        return loss().dataSync()[0] as number;
+      };
+      const eps = 1e-2;
+      const numeric = (bump(eps) - bump(-eps)) / (2 * eps);
+      bump(0);
+      expect(grad[at], key).toBeCloseTo(numeric, 3);
+    }
+    tf.dispose(Object.values(grads));
+    model.dispose();
+  });
+});
