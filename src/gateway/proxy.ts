@@ -82,6 +82,12 @@ export class ModelCallProxy {
     const callId = `call-${randomUUID()}`;
     const startedAt = Date.now();
     const t0 = performance.now();
+    // Sent shares most values (the whole conversation) with received: redact those once and keep
+    // them the same objects, so the journal recognises them without comparing their contents.
+    const receivedForJournal = redact(call.body, redaction);
+    const sentForJournal = Object.fromEntries(
+      Object.entries(sent).map(([key, value]) => [key, value === call.body[key] ? receivedForJournal[key] : redact(value, redaction)]),
+    );
     await store.beginCall({
       id: callId,
       rolloutId: call.rolloutId,
@@ -90,8 +96,8 @@ export class ModelCallProxy {
       policyVersion: route.policyVersion,
       backendUrl: route.endpoint,
       stream: call.body.stream === true,
-      requestReceived: redact(call.body, redaction),
-      requestSent: redact(sent, redaction),
+      requestReceived: receivedForJournal,
+      requestSent: sentForJournal,
       startedAt,
     });
     const finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) =>
