@@ -1,4 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { RolloutKeys } from './keys.js';
 import { DEFAULT_REDACTION_RULES, redact, redactionRules } from './redact.js';
 
 describe('redact', () => {
@@ -26,5 +28,15 @@ describe('redact', () => {
     const rules = redactionRules([{ name: 'ticket', regex: 'TICKET-\\d+' }], false);
     expect(redact('see TICKET-4711 and TICKET-1', rules)).toBe('see [REDACTED:ticket] and [REDACTED:ticket]');
     expect(() => redactionRules([{ name: 'bad', regex: '(' }])).toThrow(/rule "bad" has an invalid regex/);
+  });
+
+  it('removes every rollout key the gateway can issue, whatever characters its MAC ends with', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.string({ minLength: 1 }), fc.integer({ min: 1, max: 999 }), (secret, rolloutId, attempt) => {
+        const key = new RolloutKeys(Buffer.from(secret)).issue(rolloutId, attempt);
+        expect(redact(`key "${key}", again ${key}.`, DEFAULT_REDACTION_RULES)).toBe('key "[REDACTED:rollout-key]", again [REDACTED:rollout-key].');
+      }),
+      { numRuns: 500 },
+    );
   });
 });

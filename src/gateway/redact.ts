@@ -11,7 +11,8 @@ export interface RedactionRule {
 export const DEFAULT_REDACTION_RULES: RedactionRule[] = [
   { name: 'bearer-token', pattern: /\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/g },
   { name: 'openai-key', pattern: /\bsk-[A-Za-z0-9_-]{16,}/g },
-  { name: 'rollout-key', pattern: /\brk-[A-Za-z0-9_-]+\.\d+\.[A-Za-z0-9_-]{32}\b/g },
+  // Not `\b` at the end: a base64url MAC may end in '-' or '_', where no word boundary exists.
+  { name: 'rollout-key', pattern: /\brk-[A-Za-z0-9_-]+\.\d+\.[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g },
   { name: 'aws-access-key', pattern: /\bAKIA[0-9A-Z]{16}\b/g },
   { name: 'github-token', pattern: /\bgh[pousr]_[A-Za-z0-9]{30,}\b/g },
   { name: 'private-key', pattern: /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g },
