@@ -32,6 +32,8 @@ export interface ProxiedCall {
   attempt: number;
   endpoint: CallEndpoint;
   body: Json;
+  /** The policy version the rollout is pinned to, if any (then the requested model only has to exist). */
+  pinnedPolicyVersion?: string | null;
   /** Aborted when the harness goes away. */
   signal: AbortSignal;
 }
@@ -64,7 +66,7 @@ export class ModelCallProxy {
   constructor(private readonly options: ProxyOptions) {}
 
   async handle(call: ProxiedCall, res: ServerResponse): Promise<void> {
-    const { route, release } = this.options.router.admit(call.body.model, call.rolloutId);
+    const { route, release } = this.options.router.admit(call.body.model, call.rolloutId, call.pinnedPolicyVersion ?? undefined);
     try {
       await this.forward(call, route, res);
     } finally {

@@ -70,6 +70,17 @@ export class Router {
     this.table = table;
   }
 
+  /** Adds or replaces where a policy version is served (e.g. a freshly trained version). */
+  registerPolicy(policyVersion: string, spec: PolicySpec): void {
+    this.update({ ...this.table, policies: { ...this.table.policies, [policyVersion]: spec } });
+  }
+
+  /** Points an alias at a policy version; calls already admitted finish on the old one. */
+  setAlias(alias: string, policyVersion: string): void {
+    this.requirePolicy(policyVersion);
+    this.update({ ...this.table, aliases: { ...this.table.aliases, [alias]: policyVersion } });
+  }
+
   models(): Array<{ id: string; policyVersion: string }> {
     return [
       ...Object.entries(this.table.aliases).map(([id, policyVersion]) => ({ id, policyVersion })),
@@ -78,16 +89,25 @@ export class Router {
   }
 
   /** Resolves and admits a call: the returned release() must run when the call ends. */
-  admit(model: unknown, rolloutId: string): { route: Route; release: () => void } {
+  admit(model: unknown, rolloutId: string, pinnedVersion?: string): { route: Route; release: () => void } {
     if (typeof model !== 'string' || model === '') {
       throw new RoutingError('the request names no model; set "model" to a policy alias or version', 400, 'model_missing');
     }
-    const policyVersion = this.table.aliases[model] ?? (this.table.policies[model] ? model : undefined);
-    if (!policyVersion) {
+    const requested = this.table.aliases[model] ?? (this.table.policies[model] ? model : undefined);
+    if (!requested) {
       throw new RoutingError(
         `model "${model}" is not served here; known: ${this.models().map((m) => m.id).join(', ') || '(none)'}`,
         404,
         'model_not_found',
+      );
+    }
+    // A rollout Rein pinned to a version (training, held-out replay) gets it whatever name its harness uses.
+    const policyVersion = pinnedVersion ?? requested;
+    if (!this.table.policies[policyVersion]) {
+      throw new RoutingError(
+        `the rollout is pinned to policy ${policyVersion}, which is not in the routing table; register it first (PUT /api/policies/${policyVersion})`,
+        503,
+        'pinned_policy_missing',
       );
     }
     const policy = this.table.policies[policyVersion] as PolicySpec;
@@ -185,5 +205,5 @@ function validateTable(table: RoutingTable): void {
   for (const [alias, version] of Object.entries(table.aliases)) {
     if (!table.policies[version]) problems.push(`alias ${alias} points at unknown policy ${version}`);
   }
-  if (problems.length) throw new Error(`invalid gateway routing: ${problems.join('; ')}`);
+  if (problems.length) throw new RoutingError(`invalid gateway routing: ${problems.join('; ')}`, 400, 'invalid_routing');
 }

@@ -39,6 +39,11 @@ const ENDPOINTS: Array<[string, CallEndpoint]> = [
   ['responses', 'responses'],
 ];
 
+const policySpecSchema = z.strictObject({
+  backend: z.string().min(1).describe('a backend of gateway.backends'),
+  model: z.string().min(1).describe('the name the backend serves the version under'),
+});
+
 const listQuery = z.strictObject({
   status: z.enum(ROLLOUT_STATUSES).optional(),
   mode: z.enum(ROLLOUT_MODES).optional(),
@@ -86,7 +91,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new GatewayHttpError(400, 'invalid_body', 'the request body must be a JSON object');
     }
-    await admitRollout(claim);
+    const rollout = await admitRollout(claim);
     const controller = new AbortController();
     const res = reply.raw;
     res.on('close', () => {
@@ -95,7 +100,14 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     void reply.hijack();
     try {
       await proxy.handle(
-        { rolloutId: claim.rolloutId, attempt: claim.attempt, endpoint, body: body as Record<string, unknown>, signal: controller.signal },
+        {
+          rolloutId: claim.rolloutId,
+          attempt: claim.attempt,
+          endpoint,
+          body: body as Record<string, unknown>,
+          pinnedPolicyVersion: rollout.policyVersion,
+          signal: controller.signal,
+        },
         res,
       );
     } catch (err) {
@@ -142,12 +154,13 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     }
     if (rollout.status === 'queued') {
       try {
-        await store.setRolloutStatus(rollout.id, 'running', 'first model call', 'gateway');
+        await store.setRolloutStatus(rollout.id, { status: 'running', reason: 'first model call' }, 'gateway');
       } catch (err) {
         // Another call of the same rollout got there first.
         if (!(err instanceof StoreConflictError)) throw err;
       }
     }
+    return rollout;
   };
 
   for (const [path, endpoint] of ENDPOINTS) {
@@ -190,7 +203,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   app.post<{ Params: { id: string } }>('/api/rollouts/:id/status', { preHandler: requireAdmin }, async (req) => {
     const change = statusChangeSchema.parse(req.body);
     await requireRollout(store, req.params.id);
-    return store.setRolloutStatus(req.params.id, change.status, change.reason ?? null, 'admin');
+    return store.setRolloutStatus(req.params.id, change, 'admin');
   });
   app.post<{ Params: { id: string } }>('/api/rollouts/:id/attempts', { preHandler: requireAdmin }, async (req, reply) => {
     await requireRollout(store, req.params.id);
@@ -229,6 +242,16 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   });
 
   app.get('/api/policies', { preHandler: requireAdmin }, async () => ({ items: router.status() }));
+  app.put<{ Params: { version: string } }>('/api/policies/:version', { preHandler: requireAdmin }, async (req) => {
+    const spec = policySpecSchema.parse(req.body);
+    router.registerPolicy(req.params.version, spec);
+    return policyStatus(router, req.params.version);
+  });
+  app.put<{ Params: { alias: string } }>('/api/aliases/:alias', { preHandler: requireAdmin }, async (req) => {
+    const { policyVersion } = z.strictObject({ policyVersion: z.string().min(1) }).parse(req.body);
+    router.setAlias(req.params.alias, policyVersion);
+    return { alias: req.params.alias, policyVersion };
+  });
   app.post<{ Params: { version: string } }>('/api/policies/:version/pause', { preHandler: requireAdmin }, async (req) => {
     router.pause(req.params.version);
     return policyStatus(router, req.params.version);

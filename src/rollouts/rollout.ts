@@ -6,6 +6,13 @@ export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
 export const ROLLOUT_MODES = ['train', 'eval', 'shadow'] as const;
 export type RolloutMode = (typeof ROLLOUT_MODES)[number];
 
+/**
+ * Why a rollout failed. Infrastructure, orchestrator and verifier failures are not the policy's
+ * doing (left out of training by default); the others are trained on with their reward.
+ */
+export const FAILURE_CLASSES = ['model', 'tool', 'permission', 'harness', 'verifier', 'environment', 'timeout', 'orchestrator', 'infrastructure'] as const;
+export type FailureClass = (typeof FAILURE_CLASSES)[number];
+
 /** Where a rollout may go from each status; finished rollouts go nowhere. */
 const NEXT: Record<RolloutStatus, readonly RolloutStatus[]> = {
   queued: ['running', 'failed', 'cancelled'],
@@ -33,6 +40,9 @@ export interface Rollout {
   attempts: number;
   /** When true, calls on the path form need no key (an explicit, recorded choice). */
   keyless: boolean;
+  /** When set, every call of the rollout goes to this policy version, whatever model the harness names. */
+  policyVersion: string | null;
+  failureClass: FailureClass | null;
   metadata: Record<string, unknown>;
   createdAt: string;
   updatedAt: string;
@@ -46,14 +56,19 @@ export const newRolloutSchema = z.strictObject({
   taskId: z.string().min(1).max(512).optional(),
   mode: z.enum(ROLLOUT_MODES).default('train'),
   keyless: z.boolean().default(false),
+  policyVersion: z.string().min(1).max(256).optional(),
   metadata: z.record(z.string(), z.unknown()).default({}),
 });
 export type NewRollout = z.input<typeof newRolloutSchema>;
 
-export const statusChangeSchema = z.strictObject({
-  status: z.enum(ROLLOUT_STATUSES),
-  reason: z.string().max(4000).optional(),
-});
+export const statusChangeSchema = z
+  .strictObject({
+    status: z.enum(ROLLOUT_STATUSES),
+    reason: z.string().max(4000).optional(),
+    failureClass: z.enum(FAILURE_CLASSES).optional(),
+  })
+  .refine((c) => c.failureClass === undefined || c.status === 'failed', { message: 'failureClass goes with status "failed" only', path: ['failureClass'] });
+export type StatusChange = z.input<typeof statusChangeSchema>;
 
 const rewardEvent = z.strictObject({
   type: z.literal('reward'),

@@ -88,7 +88,7 @@ export async function runBatchStage(
         : rollout.status === 'queued' || rollout.status === 'running'
           ? 'unfinished'
           : rollout.status === 'failed'
-            ? String(rollout.metadata.failureClass ?? 'unclassified')
+            ? (rollout.failureClass ?? 'unclassified')
             : null;
     prepared.push(
       prepareRollout({ rolloutId: id, groupId: rollout.taskId ?? id, reward: verified ?? null, failureClass, calls: calls.calls }, options, detokenizer),

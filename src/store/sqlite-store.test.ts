@@ -189,16 +189,16 @@ describe('SqliteTraceStore: rollouts and events', () => {
   it('allows only legal status transitions and records each with its reason', async () => {
     const store = openStore();
     await store.createRollout({ id: 'a' });
-    await expect(store.setRolloutStatus('a', 'succeeded', null, 'admin')).rejects.toThrow(/queued; it cannot become succeeded/);
-    await store.setRolloutStatus('a', 'running', 'started', 'admin');
-    const done = await store.setRolloutStatus('a', 'failed', 'harness exited 1', 'admin');
-    expect(done).toMatchObject({ status: 'failed', statusReason: 'harness exited 1' });
-    await expect(store.setRolloutStatus('a', 'running', null, 'admin')).rejects.toMatchObject({ status: 409 });
+    await expect(store.setRolloutStatus('a', { status: 'succeeded' }, 'admin')).rejects.toThrow(/queued; it cannot become succeeded/);
+    await store.setRolloutStatus('a', { status: 'running', reason: 'started' }, 'admin');
+    const done = await store.setRolloutStatus('a', { status: 'failed', reason: 'harness exited 1', failureClass: 'harness' }, 'admin');
+    expect(done).toMatchObject({ status: 'failed', statusReason: 'harness exited 1', failureClass: 'harness' });
+    await expect(store.setRolloutStatus('a', { status: 'running' }, 'admin')).rejects.toMatchObject({ status: 409 });
     await expect(store.startAttempt('a')).rejects.toThrow(/has finished/);
     const events = await store.listEvents('a');
     expect(events.map((e) => e.payload)).toEqual([
       { from: 'queued', to: 'running', reason: 'started' },
-      { from: 'running', to: 'failed', reason: 'harness exited 1' },
+      { from: 'running', to: 'failed', reason: 'harness exited 1', failureClass: 'harness' },
     ]);
     await store.close();
   });

@@ -5,11 +5,14 @@ import {
   canTransition,
   isFinished,
   newRolloutSchema,
+  statusChangeSchema,
+  type FailureClass,
   type NewEvent,
   type NewRollout,
   type Rollout,
   type RolloutEvent,
   type RolloutStatus,
+  type StatusChange,
 } from '../rollouts/rollout.js';
 import { decodeRequest, encodeRequest, type ConversationBase } from './request-codec.js';
 import { decodePrompt, encodePrompt, packNumbers, packSegments, unpackNumbers, unpackSegments } from './token-codec.js';
@@ -35,6 +38,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
   status_reason TEXT,
   attempts INTEGER NOT NULL,
   keyless INTEGER NOT NULL,
+  policy_version TEXT,
+  failure_class TEXT,
   metadata TEXT NOT NULL,
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL
@@ -97,6 +102,8 @@ interface RolloutRow {
   status_reason: string | null;
   attempts: number;
   keyless: number;
+  policy_version: string | null;
+  failure_class: FailureClass | null;
   metadata: string;
   created_at: number;
   updated_at: number;
@@ -164,13 +171,14 @@ export class SqliteTraceStore implements TraceStore {
     this.db.pragma('foreign_keys = ON');
     this.db.pragma('busy_timeout = 5000');
     this.db.exec(SCHEMA);
+    addMissingColumns(this.db, 'rollouts', { policy_version: 'TEXT', failure_class: 'TEXT' });
     this.statements = {
       insertRollout: this.db.prepare(
-        `INSERT INTO rollouts (id, task_id, mode, status, status_reason, attempts, keyless, metadata, created_at, updated_at)
-         VALUES (@id, @task_id, @mode, 'queued', NULL, 1, @keyless, @metadata, @now, @now) ON CONFLICT(id) DO NOTHING`,
+        `INSERT INTO rollouts (id, task_id, mode, status, status_reason, attempts, keyless, policy_version, metadata, created_at, updated_at)
+         VALUES (@id, @task_id, @mode, 'queued', NULL, 1, @keyless, @policy_version, @metadata, @now, @now) ON CONFLICT(id) DO NOTHING`,
       ),
       getRollout: this.db.prepare<[string], RolloutRow>('SELECT * FROM rollouts WHERE id = ?'),
-      setStatus: this.db.prepare('UPDATE rollouts SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?'),
+      setStatus: this.db.prepare('UPDATE rollouts SET status = ?, status_reason = ?, failure_class = ?, updated_at = ? WHERE id = ?'),
       startAttempt: this.db.prepare('UPDATE rollouts SET attempts = attempts + 1, updated_at = ? WHERE id = ?'),
       beginCall: this.db.prepare(
         `INSERT INTO calls (id, rollout_id, attempt, seq, endpoint, policy_version, backend_url, stream,
@@ -224,6 +232,7 @@ export class SqliteTraceStore implements TraceStore {
       task_id: parsed.taskId ?? null,
       mode: parsed.mode,
       keyless: parsed.keyless ? 1 : 0,
+      policy_version: parsed.policyVersion ?? null,
       metadata: JSON.stringify(parsed.metadata),
       now,
     });
@@ -260,12 +269,8 @@ export class SqliteTraceStore implements TraceStore {
     return { items: items.map(toRollout), next: rows.length > limit && last ? encodeCursor(last.seq) : null };
   }
 
-  async setRolloutStatus(
-    id: string,
-    status: RolloutStatus,
-    reason: string | null,
-    source: RolloutEvent['source'],
-  ): Promise<Rollout> {
+  async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
+    const { status, reason = null, failureClass = null } = statusChangeSchema.parse(change);
     return this.db.transaction(() => {
       const current = this.requireRollout(id);
       if (!canTransition(current.status, status)) {
@@ -275,14 +280,14 @@ export class SqliteTraceStore implements TraceStore {
         );
       }
       const now = Date.now();
-      this.statements.setStatus.run(status, reason, now, id);
+      this.statements.setStatus.run(status, reason, failureClass, now, id);
       this.statements.insertEvent.get({
         rollout_id: id,
         attempt: current.attempts,
         type: 'status',
         source,
         action_id: null,
-        payload: JSON.stringify({ from: current.status, to: status, reason }),
+        payload: JSON.stringify({ from: current.status, to: status, reason, ...(failureClass && { failureClass }) }),
         at: now,
       });
       if (isFinished(status)) {
@@ -543,6 +548,14 @@ function remember<T>(cache: Map<string, T>, rolloutId: string, value: T): void {
   }
 }
 
+/** Files written before a column existed get it added (SQLite cannot add it in CREATE TABLE IF NOT EXISTS). */
+function addMissingColumns(db: Database.Database, table: string, columns: Record<string, string>): void {
+  const present = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name));
+  for (const [name, type] of Object.entries(columns)) {
+    if (!present.has(name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
+  }
+}
+
 function toRollout(row: RolloutRow): Rollout {
   return {
     id: row.id,
@@ -552,6 +565,8 @@ function toRollout(row: RolloutRow): Rollout {
     statusReason: row.status_reason,
     attempts: row.attempts,
     keyless: row.keyless === 1,
+    policyVersion: row.policy_version,
+    failureClass: row.failure_class,
     metadata: JSON.parse(row.metadata) as Record<string, unknown>,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),

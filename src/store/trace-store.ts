@@ -1,4 +1,4 @@
-import type { NewEvent, NewRollout, Rollout, RolloutEvent, RolloutMode, RolloutStatus } from '../rollouts/rollout.js';
+import type { NewEvent, NewRollout, Rollout, RolloutEvent, RolloutMode, RolloutStatus, StatusChange } from '../rollouts/rollout.js';
 
 export type CallEndpoint = 'chat.completions' | 'completions' | 'responses';
 
@@ -94,7 +94,7 @@ export interface TraceStore {
   getRollout(id: string): Promise<Rollout | undefined>;
   listRollouts(filter?: RolloutFilter): Promise<Page<Rollout>>;
   /** Moves a rollout to a new status; an illegal transition throws StoreConflictError. */
-  setRolloutStatus(id: string, status: RolloutStatus, reason: string | null, source: RolloutEvent['source']): Promise<Rollout>;
+  setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout>;
   /** Starts the next attempt of a rollout that has not finished. */
   startAttempt(id: string): Promise<Rollout>;
 

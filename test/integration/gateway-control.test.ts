@@ -223,3 +223,36 @@ describe('pause and drain for weight updates', () => {
     await expect(ask(client, 'after', 'production')).resolves.toBeTruthy();
   });
 });
+
+describe('versions registered at runtime', () => {
+  // The toy backend serves "fault:slow:1" as a second, ordinary model.
+  it('serves a newly registered version, moves an alias to it, and keeps a pinned rollout on its version', async () => {
+    const registered = await t.admin('PUT', '/api/policies/policy-v2', { backend: 'toy', model: 'fault:slow:1' });
+    expect(registered.body).toMatchObject({ policyVersion: 'policy-v2', model: 'fault:slow:1', aliases: [] });
+    expect((await t.admin('PUT', '/api/policies/policy-v3', { backend: 'nowhere', model: 'x' })).body.error.message).toMatch(
+      /policy policy-v3 names unknown backend nowhere/,
+    );
+
+    // Pinned: the harness keeps asking for "production"; the rollout's calls go to policy-v2.
+    const pinned = await t.rollout({ policyVersion: 'policy-v2' });
+    const pinnedReply = await pinned.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    expect(pinnedReply.response.headers.get('x-rein-policy-version')).toBe('policy-v2');
+    expect(t.backend.requests.at(-1)?.body.model).toBe('fault:slow:1');
+    expect((await t.store.listCalls(pinned.id))[0]?.policyVersion).toBe('policy-v2');
+
+    // Not pinned: "production" follows the alias.
+    const free = await t.rollout();
+    expect((await free.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }).withResponse()).response.headers.get('x-rein-policy-version')).toBe('policy-v1');
+    expect((await t.admin('PUT', '/api/aliases/production', { policyVersion: 'policy-v2' })).status).toBe(200);
+    expect((await free.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }).withResponse()).response.headers.get('x-rein-policy-version')).toBe('policy-v2');
+    expect((await t.admin('PUT', '/api/aliases/production', { policyVersion: 'policy-v9' })).body.error.message).toMatch(/policy policy-v9 is not in the routing table/);
+    await t.admin('PUT', '/api/aliases/production', { policyVersion: 'policy-v1' });
+
+    // A rollout pinned to a version the gateway does not serve fails clearly, before reaching a backend.
+    const orphan = await t.rollout({ policyVersion: 'policy-gone' });
+    await expect(orphan.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({
+      status: 503,
+      message: expect.stringMatching(/pinned to policy policy-gone, which is not in the routing table/),
+    });
+  });
+});
