@@ -100,6 +100,7 @@ const customEvent = z.strictObject({
 
 export const newEventSchema = z.discriminatedUnion('type', [rewardEvent, spanEvent, customEvent]);
 export type NewEvent = z.output<typeof newEventSchema>;
+export type NewEventInput = z.input<typeof newEventSchema>;
 
 export interface RolloutEvent {
   id: number;

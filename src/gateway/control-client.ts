@@ -1,0 +1,88 @@
+import type { CallRecord } from '../store/trace-store.js';
+import type { NewEventInput, NewRollout, Rollout, RolloutEvent, StatusChange } from '../rollouts/rollout.js';
+import type { PolicySpec } from './routing.js';
+
+/** What creating a rollout (or a new attempt) returns: the credentials its harness gets. */
+export interface IssuedRollout {
+  rollout: Rollout;
+  attempt: number;
+  key: string;
+  baseUrl: string;
+  pathBaseUrl: string;
+}
+
+export class GatewayRequestError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'GatewayRequestError';
+  }
+}
+
+/** The gateway's control API over HTTP, as the rollout runner and the control plane use it. */
+export class GatewayControlClient {
+  constructor(
+    private readonly url: string,
+    private readonly adminKey: string,
+  ) {}
+
+  createRollout(input: NewRollout & { id: string }): Promise<IssuedRollout> {
+    return this.request('POST', '/api/rollouts', input);
+  }
+
+  getRollout(id: string): Promise<Rollout> {
+    return this.request('GET', `/api/rollouts/${encodeURIComponent(id)}`);
+  }
+
+  startAttempt(id: string): Promise<IssuedRollout> {
+    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/attempts`);
+  }
+
+  setStatus(id: string, change: StatusChange): Promise<Rollout> {
+    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/status`, change);
+  }
+
+  appendEvent(id: string, event: NewEventInput): Promise<RolloutEvent> {
+    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/events`, event);
+  }
+
+  async listEvents(id: string): Promise<RolloutEvent[]> {
+    return (await this.request<{ items: RolloutEvent[] }>('GET', `/api/rollouts/${encodeURIComponent(id)}/events`)).items;
+  }
+
+  async listCalls(id: string, attempt?: number): Promise<CallRecord[]> {
+    const query = attempt === undefined ? '' : `?attempt=${attempt}`;
+    return (await this.request<{ items: CallRecord[] }>('GET', `/api/rollouts/${encodeURIComponent(id)}/calls${query}`)).items;
+  }
+
+  registerPolicy(version: string, spec: PolicySpec): Promise<unknown> {
+    return this.request('PUT', `/api/policies/${encodeURIComponent(version)}`, spec);
+  }
+
+  setAlias(alias: string, policyVersion: string): Promise<unknown> {
+    return this.request('PUT', `/api/aliases/${encodeURIComponent(alias)}`, { policyVersion });
+  }
+
+  private async request<T>(method: string, route: string, body?: unknown): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${route}`, {
+        method,
+        headers: { authorization: `Bearer ${this.adminKey}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+    } catch (err) {
+      throw new GatewayRequestError(0, 'gateway_unreachable', `the gateway at ${this.url} is unreachable (${(err as Error).message}); is \`rein gateway\` running?`);
+    }
+    const text = await res.text();
+    const parsed = text ? (JSON.parse(text) as unknown) : undefined;
+    if (!res.ok) {
+      const error = (parsed as { error?: { message?: string; code?: string } } | undefined)?.error;
+      throw new GatewayRequestError(res.status, error?.code ?? 'error', `${method} ${route}: ${res.status} ${error?.message ?? text}`);
+    }
+    return parsed as T;
+  }
+}

@@ -1,0 +1,163 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GatewayControlClient } from '../../src/gateway/control-client.js';
+import { runRollouts, type LocalHarnessSpec, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/local-runner.js';
+import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
+const fixtures = path.resolve(import.meta.dirname, '../fixtures/harnesses');
+const node = (script: string, ...args: string[]) => ({ command: process.execPath, args: [script, ...args] });
+
+/** Alive and not a zombie (an orphan whose exit nobody has collected yet has stopped running). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
+let t: TestGateway;
+let gateway: GatewayControlClient;
+let workDir: string;
+beforeAll(async () => {
+  t = await startTestGateway();
+  gateway = new GatewayControlClient(t.gateway.url, ADMIN_KEY);
+  workDir = mkdtempSync(path.join(os.tmpdir(), 'rein-runner-'));
+});
+afterAll(async () => {
+  await t.close();
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+const exampleHarness: LocalHarnessSpec = { ...node(path.join(example, 'harness.mjs'), '{task}', '{output}'), timeoutMs: 20_000 };
+const exampleVerifier: VerifierSpec = { ...node(path.join(example, 'verifier.mjs'), '{task}', '{output}'), timeoutMs: 20_000 };
+const batch = (overrides: Partial<RolloutBatchSpec>): RolloutBatchSpec => ({
+  batchId: 'b',
+  tasks: [],
+  samplesPerTask: 1,
+  mode: 'train',
+  policyVersion: 'policy-v1',
+  hiddenFields: ['answer'],
+  rewardWeights: { success: 1 },
+  concurrency: 4,
+  maxAttempts: 2,
+  workDir,
+  ...overrides,
+});
+
+describe('the local rollout runner', () => {
+  it('runs the harness on every task × sample through the gateway and stores the verified reward', async () => {
+    const progress: number[] = [];
+    const outcomes = await runRollouts(
+      batch({
+        batchId: 'calc',
+        tasks: [
+          { id: 'six-seven', question: '6*7', answer: 42 },
+          { id: 'wrong', question: '2*2', answer: 5 },
+        ],
+        samplesPerTask: 2,
+        rewardWeights: { success: 1, format: 0.5 },
+      }),
+      { gateway, harness: exampleHarness, verifier: exampleVerifier, onFinished: (_, done) => progress.push(done) },
+    );
+    expect(progress).toEqual([1, 2, 3, 4]);
+    expect(outcomes.map((o) => [o.rolloutId, o.status, o.reward])).toEqual([
+      ['calc.six-seven.0', 'succeeded', 1.5],
+      ['calc.six-seven.1', 'succeeded', 1.5],
+      ['calc.wrong.0', 'succeeded', 0.5],
+      ['calc.wrong.1', 'succeeded', 0.5],
+    ]);
+    const rollout = await t.store.getRollout('calc.six-seven.0');
+    expect(rollout).toMatchObject({ status: 'succeeded', taskId: 'six-seven', mode: 'train', policyVersion: 'policy-v1', metadata: { batchId: 'calc', sample: 0 } });
+    const events = await t.store.listEvents('calc.six-seven.0');
+    expect(events.find((e) => e.type === 'reward')).toMatchObject({ source: 'admin', payload: { value: 1.5, components: { success: 1, format: 1 } } });
+    expect(await t.store.listCalls('calc.six-seven.0')).toHaveLength(2);
+  });
+
+  it('resumes a batch instead of running finished rollouts again', async () => {
+    const spec = batch({ batchId: 'resume', tasks: [{ id: 'x', question: '6*7', answer: 42 }] });
+    const first = await runRollouts(spec, { gateway, harness: exampleHarness, verifier: exampleVerifier });
+    const again = await runRollouts(spec, { gateway, harness: { ...exampleHarness, command: '/nonexistent' }, verifier: exampleVerifier });
+    expect(again).toEqual(first);
+    expect(await t.store.listCalls('resume.x.0')).toHaveLength(2);
+  });
+
+  it('gives the harness neither hidden task fields nor the runner environment, only its own credentials', async () => {
+    process.env.RUNNER_SECRET = 'do-not-leak';
+    const [outcome] = await runRollouts(batch({ batchId: 'inspect', tasks: [{ id: 'q', question: 'what?', answer: 7 }] }), {
+      gateway,
+      harness: { ...node(path.join(fixtures, 'inspect.mjs'), '{task}', '{output}'), env: { TOOL_MODE: 'sandbox' }, timeoutMs: 20_000 },
+      verifier: exampleVerifier,
+    });
+    delete process.env.RUNNER_SECRET;
+    expect(outcome).toMatchObject({ status: 'succeeded', reward: 0 });
+    const seen = JSON.parse(readFileSync(path.join(workDir, 'inspect.q.0', 'output.json'), 'utf8'));
+    expect(seen.task).toEqual({ id: 'q', question: 'what?' });
+    expect(seen.env).toContain('TOOL_MODE');
+    expect(seen.env).toEqual(expect.arrayContaining(['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'REIN_ROLLOUT_ID', 'REIN_TASK_FILE', 'REIN_OUTPUT_FILE']));
+    expect(seen.env).not.toContain('RUNNER_SECRET');
+  });
+
+  it('classifies a crash, a timeout (killing the whole process group), a missing command and a broken verifier', async () => {
+    const crashed = await runRollouts(batch({ batchId: 'crash', tasks: [{ id: 'c', question: '1', answer: 1 }] }), {
+      gateway,
+      harness: { command: process.execPath, args: ['-e', 'process.stderr.write("tool exploded"); process.exit(3)'], timeoutMs: 20_000 },
+      verifier: exampleVerifier,
+    });
+    // A crash is the policy's failure: it is scored (0 here) and trained on.
+    expect(crashed[0]).toMatchObject({ status: 'failed', failureClass: 'harness', reward: 0, reason: expect.stringContaining('exited with 3: tool exploded') });
+    expect(await t.store.getRollout('crash.c.0')).toMatchObject({ status: 'failed', failureClass: 'harness' });
+
+    const pidFile = path.join(workDir, 'sleeper.pid');
+    const slept = await runRollouts(batch({ batchId: 'sleep', tasks: [{ id: 's', question: '1', answer: 1 }] }), {
+      gateway,
+      harness: { ...node(path.join(fixtures, 'sleeper.mjs'), pidFile), timeoutMs: 1500 },
+      verifier: exampleVerifier,
+    });
+    expect(slept[0]).toMatchObject({ status: 'failed', failureClass: 'timeout', reward: 0 });
+    const toolPid = Number(readFileSync(pidFile, 'utf8'));
+    expect(isRunning(toolPid)).toBe(false); // the harness's tool subprocess went with it
+
+    const missing = await runRollouts(batch({ batchId: 'missing', tasks: [{ id: 'm', question: '1', answer: 1 }] }), {
+      gateway,
+      harness: { command: '/no/such/harness', args: [], timeoutMs: 5000 },
+      verifier: exampleVerifier,
+    });
+    expect(missing[0]).toMatchObject({ status: 'failed', failureClass: 'environment', reward: null, reason: expect.stringContaining('ENOENT') });
+
+    const garbled = await runRollouts(batch({ batchId: 'garbled', tasks: [{ id: 'g', question: '6*7', score: 'garbage' }] }), {
+      gateway,
+      harness: exampleHarness,
+      verifier: { ...node(path.join(fixtures, 'score.mjs'), '{task}'), timeoutMs: 5000 },
+    });
+    expect(garbled[0]).toMatchObject({ status: 'failed', failureClass: 'verifier', reason: expect.stringContaining('printed no JSON') });
+
+    const unweighted = await runRollouts(batch({ batchId: 'unweighted', tasks: [{ id: 'u', question: '6*7', score: 1 }], rewardWeights: { success: 1, cost: -0.1 } }), {
+      gateway,
+      harness: exampleHarness,
+      verifier: { ...node(path.join(fixtures, 'score.mjs'), '{task}'), timeoutMs: 5000 },
+    });
+    expect(unweighted[0]).toMatchObject({ failureClass: 'verifier', reason: 'the verifier reported no cost, which the reward weights use' });
+  });
+
+  it('retries a rollout whose backend failed as a new attempt, and gives up after maxAttempts', async () => {
+    const [outcome] = await runRollouts(batch({ batchId: 'infra', policyVersion: 'fault:500', tasks: [{ id: 'i', question: '6*7', answer: 42 }], maxAttempts: 2 }), {
+      gateway,
+      harness: exampleHarness,
+      verifier: exampleVerifier,
+    });
+    expect(outcome).toMatchObject({ status: 'failed', failureClass: 'infrastructure', attempts: 2, reward: null });
+    const calls = await t.store.listCalls('infra.i.0');
+    // The openai client retried each call itself before the harness gave up.
+    expect(new Set(calls.map((c) => c.attempt))).toEqual(new Set([1, 2]));
+    expect(calls.every((c) => c.upstreamStatus === 500)).toBe(true);
+  });
+});
