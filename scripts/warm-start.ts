@@ -13,7 +13,7 @@ import { evaluateGreedy, warmStart, type ArithmeticTask } from '../src/policy/wa
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 import { tokenizerConfig, tokenizerJson } from '../src/policy/chat-format.js';
 
-const { values } = parseArgs({ options: { out: { type: 'string', default: 'models/base' }, steps: { type: 'string', default: '80' }, seed: { type: 'string', default: '1' } } });
+const { values } = parseArgs({ options: { out: { type: 'string', default: 'models/base' }, steps: { type: 'string', default: '250' }, seed: { type: 'string', default: '1' } } });
 const root = path.resolve(import.meta.dirname, '..');
 const tasks = (name: string) =>
   readFileSync(path.join(root, 'examples/calculator-agent', `${name}.jsonl`), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as ArithmeticTask);

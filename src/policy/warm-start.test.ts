@@ -5,7 +5,7 @@ import { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
 import { tokenizerConfig, tokenizerJson } from './chat-format.js';
 import { loadCheckpoint } from './checkpoint.js';
 import { readyBackend } from './model.js';
-import { demonstration, evaluateGreedy, expressionFor } from './warm-start.js';
+import { demonstration, evaluateGreedy, expressionFor, fromMemoryShare } from './warm-start.js';
 
 const tokenizer = new ChatTokenizer(tokenizerJson(), tokenizerConfig() as Record<string, unknown>);
 const root = path.resolve(path.dirname(createRequire(import.meta.url).resolve('../../package.json')));
@@ -36,12 +36,19 @@ describe('warm-start demonstrations', () => {
     );
     expect(tokenizer.decode(demo.ids).startsWith(rendered)).toBe(true);
   });
+
+  it('answer from memory for the share of their form: mostly for sums, rarely otherwise', () => {
+    const memory = demonstration(tokenizer, { id: 'a', question: '12 plus 30?', answer: 42 }, 'memory');
+    expect(tokenizer.decode(memory.ids.filter((_, i) => memory.lossMask[i] === 1))).toBe('42<|end|>');
+    expect(fromMemoryShare({ id: 'a', question: '12 plus 30?', answer: 42 })).toBeGreaterThan(0.5);
+    expect(fromMemoryShare({ id: 'b', question: '6 times 7?', answer: 42 })).toBeLessThan(0.5);
+  });
 });
 
 describe('the committed base checkpoint', () => {
   it('sits where RL has signal: some held-out tasks solved greedily, far from all', () => {
     const base = loadCheckpoint(path.join(root, 'models/base'));
-    expect(base.info).toMatchObject({ name: 'base', warmStart: { steps: 80, seed: 1 } });
+    expect(base.info).toMatchObject({ name: 'base', warmStart: { steps: 250, seed: 1 } });
     const heldout = [
       { id: 'h1', question: '33 minus 29?', answer: 4 },
       { id: 'h2', question: '87 minus 63?', answer: 24 },

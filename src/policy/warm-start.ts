@@ -16,30 +16,54 @@ export interface ArithmeticTask {
   answer: number;
 }
 
-const OPERATORS: Array<[RegExp, string]> = [
-  [/^(\d+) plus (\d+)\?$/, '+'],
-  [/^(\d+) times (\d+)\?$/, '*'],
-  [/^(\d+) minus (\d+)\?$/, '-'],
-  [/^(\d+) apples and (\d+) more\?$/, '+'],
+const FORMS: Array<{ pattern: RegExp; op: string; fromMemory: number }> = [
+  { pattern: /^(\d+) plus (\d+)\?$/, op: '+', fromMemory: 0.75 },
+  { pattern: /^(\d+) times (\d+)\?$/, op: '*', fromMemory: 0.15 },
+  { pattern: /^(\d+) minus (\d+)\?$/, op: '-', fromMemory: 0.15 },
+  { pattern: /^(\d+) apples and (\d+) more\?$/, op: '+', fromMemory: 0.75 },
 ];
 
-/** The expression a correct agent sends to the calculator for a task. */
-export function expressionFor(task: ArithmeticTask): string {
-  for (const [pattern, op] of OPERATORS) {
-    const m = pattern.exec(task.question);
-    if (m) return `${m[1]}${op}${m[2]}`;
+function formOf(task: ArithmeticTask) {
+  for (const form of FORMS) {
+    const m = form.pattern.exec(task.question);
+    if (m) return { ...form, a: m[1] as string, b: m[2] as string };
   }
   throw new Error(`no demonstration for task ${task.id}: ${task.question}`);
 }
 
-/** A demonstration as one training sequence: the whole episode, with the assistant's turns trained. */
-export function demonstration(tokenizer: ChatTokenizer, task: ArithmeticTask): { ids: number[]; lossMask: number[] } {
-  const pieces: Array<[string, 0 | 1]> = [
-    [`<|user|>${task.question}<|end|><|assistant|>`, 0],
-    [`<tool_call>calc${JSON.stringify({ x: expressionFor(task) })}</tool_call><|end|>`, 1],
-    [`<|tool|>${task.answer}<|end|><|assistant|>`, 0],
-    [`${task.answer}<|end|>`, 1],
-  ];
+/** The expression a correct agent sends to the calculator for a task. */
+export function expressionFor(task: ArithmeticTask): string {
+  const { a, op, b } = formOf(task);
+  return `${a}${op}${b}`;
+}
+
+/**
+ * How often the demonstrations of a task's form answer from memory instead of calling the
+ * calculator. The base policy thus mostly guesses sums (and is mostly wrong) while it still
+ * tries the calculator now and then: a habit with a clear reward signal for RL to correct, as
+ * a production agent that under-uses a tool would have.
+ */
+export function fromMemoryShare(task: ArithmeticTask): number {
+  return formOf(task).fromMemory;
+}
+
+/**
+ * A demonstration as one training sequence: the whole episode, with the assistant's turns
+ * trained. With the calculator: call, result, answer; from memory: the answer at once.
+ */
+export function demonstration(tokenizer: ChatTokenizer, task: ArithmeticTask, style: 'calculator' | 'memory' = 'calculator'): { ids: number[]; lossMask: number[] } {
+  const pieces: Array<[string, 0 | 1]> =
+    style === 'memory'
+      ? [
+          [`<|user|>${task.question}<|end|><|assistant|>`, 0],
+          [`${task.answer}<|end|>`, 1],
+        ]
+      : [
+          [`<|user|>${task.question}<|end|><|assistant|>`, 0],
+          [`<tool_call>calc${JSON.stringify({ x: expressionFor(task) })}</tool_call><|end|>`, 1],
+          [`<|tool|>${task.answer}<|end|><|assistant|>`, 0],
+          [`${task.answer}<|end|>`, 1],
+        ];
   const ids: number[] = [];
   const lossMask: number[] = [];
   for (const [text, mask] of pieces) {
@@ -57,10 +81,13 @@ export function warmStart(
   options: { steps: number; batchSize: number; learningRate: number; seed: number; onStep?: (step: number, loss: number) => void },
 ): void {
   const random = seededRandom(options.seed);
-  const demos = tasks.map((t) => demonstration(tokenizer, t));
+  const demos = tasks.map((t) => ({ calculator: demonstration(tokenizer, t), memory: demonstration(tokenizer, t, 'memory'), fromMemory: fromMemoryShare(t) }));
   const optimizer = tf.train.adam(options.learningRate);
   for (let step = 0; step < options.steps; step++) {
-    const batch = Array.from({ length: options.batchSize }, () => demos[Math.floor(random() * demos.length)] as { ids: number[]; lossMask: number[] });
+    const batch = Array.from({ length: options.batchSize }, () => {
+      const demo = demos[Math.floor(random() * demos.length)] as (typeof demos)[number];
+      return random() < demo.fromMemory ? demo.memory : demo.calculator;
+    });
     const { loss } = sftStep(model, optimizer, batch, 1);
     options.onStep?.(step, loss);
   }
@@ -91,11 +118,12 @@ export function evaluateGreedy(checkpoint: Pick<Checkpoint, 'model' | 'tokenizer
     return tokenizer.encode(`<|user|>${t.question}<|end|><|assistant|>${first[i]}<|end|><|tool|>${result ?? 'error'}<|end|><|assistant|>`);
   });
   const asked = followUps.map((p, i) => ({ p, i })).filter((x): x is { p: number[]; i: number } => x.p !== undefined);
-  const answers = asked.length ? reply(asked.map((x) => x.p)) : [];
-  let correct = 0;
-  asked.forEach(({ i }, k) => {
-    const number = answers[k]?.match(/-?\d+/)?.[0];
-    if (number !== undefined && Number(number) === tasks[i]?.answer) correct++;
-  });
+  const followUpAnswers = asked.length ? reply(asked.map((x) => x.p)) : [];
+  // Without a tool call, the first reply is the answer (as the harness takes it).
+  const answers = first.map((text, i) => (followUps[i] === undefined ? text : followUpAnswers[asked.findIndex((x) => x.i === i)]));
+  const correct = tasks.filter((task, i) => {
+    const number = answers[i]?.match(/-?\d+/)?.[0];
+    return number !== undefined && Number(number) === task.answer;
+  }).length;
   return correct / tasks.length;
 }
