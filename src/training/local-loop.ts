@@ -1,0 +1,184 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LocalArtifactStore } from '../artifacts/local-store.js';
+import type { SampleSettings } from '../config/schema.js';
+import { GatewayControlClient } from '../gateway/control-client.js';
+import { sha256Hex } from '../gateway/keys.js';
+import { startGateway, type Gateway } from '../gateway/server.js';
+import { startPolicyServer, type PolicyServer } from '../policy/server.js';
+import { runTrainJob, type TrainJob, type TrainResult } from '../policy/local-trainer.js';
+import { runRollouts, type LocalHarnessSpec, type RolloutOutcome, type VerifierSpec } from '../rollouts/local-runner.js';
+import type { Task } from '../rollouts/tasks.js';
+import { runBatchStage, type BatchStageResult } from '../samples/stage.js';
+import { SqliteTraceStore } from '../store/sqlite-store.js';
+
+/**
+ * The whole loop in plain code, on the embedded default: policy server → gateway → harness
+ * rollouts → verifier → batch → local trainer → new version served → held-out replay. The
+ * Temporal workflows run these same stages as activities; this is the loop without them.
+ */
+export interface LocalLoopOptions {
+  workDir: string;
+  baseCheckpoint: string;
+  trainTasks: Task[];
+  heldoutTasks: Task[];
+  iterations: number;
+  tasksPerIteration: number;
+  samplesPerTask: number;
+  harness: LocalHarnessSpec;
+  verifier: VerifierSpec;
+  /** Variables that make the harness decode greedily for held-out replay (its own settings, e.g. temperature). */
+  evalHarnessEnv: Record<string, string>;
+  hiddenFields: string[];
+  rewardWeights: Record<string, number>;
+  concurrency: number;
+  samples: SampleSettings;
+  trainer: Omit<TrainJob, 'checkpointDir' | 'batchPath' | 'outputDir'>;
+  log?: (line: string) => void;
+}
+
+export interface IterationReport {
+  iteration: number;
+  policyVersion: string;
+  trainSuccess: number;
+  meanReward: number | null;
+  batch: BatchStageResult['summary'];
+  trainer: Pick<TrainResult, 'steps' | 'skippedMinibatches' | 'seconds' | 'metrics'>;
+  seconds: { rollouts: number; batch: number; train: number };
+}
+
+export interface LocalLoopReport {
+  heldout: { before: EvalResult; after: EvalResult };
+  iterations: IterationReport[];
+  finalPolicy: string;
+  seconds: number;
+}
+
+export interface EvalResult {
+  policyVersion: string;
+  successRate: number;
+  /** Success per held-out task id, for paired comparisons. */
+  perTask: Record<string, number>;
+  seconds: number;
+}
+
+const BACKEND = 'embedded';
+
+export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoopReport> {
+  const started = performance.now();
+  const log = options.log ?? (() => undefined);
+  mkdirSync(options.workDir, { recursive: true });
+  const store = new SqliteTraceStore(path.join(options.workDir, 'traces.sqlite'));
+  const artifacts = new LocalArtifactStore(path.join(options.workDir, 'artifacts'));
+  let policyServer: PolicyServer | undefined;
+  let gateway: Gateway | undefined;
+  try {
+    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { 'v0': options.baseCheckpoint } });
+    const adminKey = randomBytes(24).toString('base64url');
+    gateway = await startGateway(
+      {
+        store,
+        routing: {
+          backends: { [BACKEND]: { endpoints: [policyServer.url], tokenIds: true, logprobs: true } },
+          policies: { v0: { backend: BACKEND, model: 'v0' } },
+          aliases: { production: 'v0' },
+        },
+        secret: randomBytes(32),
+        adminKeyHash: sha256Hex(adminKey),
+      },
+      { host: '127.0.0.1', port: 0 },
+    );
+    const control = new GatewayControlClient(gateway.url, adminKey);
+    const checkpoints: Record<string, string> = { v0: options.baseCheckpoint };
+
+    const evaluate = async (policyVersion: string): Promise<EvalResult> => {
+      const t0 = performance.now();
+      const outcomes = await runRollouts(
+        {
+          batchId: `heldout-${policyVersion}`,
+          tasks: options.heldoutTasks,
+          samplesPerTask: 1,
+          mode: 'eval',
+          policyVersion,
+          hiddenFields: options.hiddenFields,
+          rewardWeights: options.rewardWeights,
+          concurrency: options.concurrency,
+          maxAttempts: 2,
+          workDir: path.join(options.workDir, 'rollouts'),
+        },
+        { gateway: control, harness: { ...options.harness, env: { ...options.harness.env, ...options.evalHarnessEnv } }, verifier: options.verifier },
+      );
+      const perTask = Object.fromEntries(outcomes.map((o) => [o.taskId, o.components.success ?? 0]));
+      const result = { policyVersion, successRate: mean(Object.values(perTask)), perTask, seconds: (performance.now() - t0) / 1000 };
+      log(`held-out ${policyVersion}: ${(100 * result.successRate).toFixed(1)}% (${result.seconds.toFixed(1)} s)`);
+      return result;
+    };
+
+    const before = await evaluate('v0');
+    const iterations: IterationReport[] = [];
+    let current = 'v0';
+    for (let iteration = 1; iteration <= options.iterations; iteration++) {
+      const t0 = performance.now();
+      const first = ((iteration - 1) * options.tasksPerIteration) % options.trainTasks.length;
+      const tasks = Array.from({ length: options.tasksPerIteration }, (_, i) => options.trainTasks[(first + i) % options.trainTasks.length] as Task);
+      const outcomes: RolloutOutcome[] = await runRollouts(
+        {
+          batchId: `train-${iteration}`,
+          tasks,
+          samplesPerTask: options.samplesPerTask,
+          mode: 'train',
+          policyVersion: current,
+          hiddenFields: options.hiddenFields,
+          rewardWeights: options.rewardWeights,
+          concurrency: options.concurrency,
+          maxAttempts: 2,
+          workDir: path.join(options.workDir, 'rollouts'),
+        },
+        { gateway: control, harness: options.harness, verifier: options.verifier },
+      );
+      const t1 = performance.now();
+      const batch = await runBatchStage(
+        { iteration, policyVersion: current, configHash: 'local-loop', rolloutIds: outcomes.map((o) => o.rolloutId) },
+        { store, artifacts, settings: options.samples },
+      );
+      const t2 = performance.now();
+      const next = `v${iteration}`;
+      const outputDir = path.join(options.workDir, 'policies', next);
+      const trained = await runTrainJob({ ...options.trainer, checkpointDir: checkpoints[current] as string, batchPath: fileURLToPath(batch.batch.uri), outputDir });
+      const t3 = performance.now();
+      policyServer.load(next, outputDir);
+      await control.registerPolicy(next, { backend: BACKEND, model: next });
+      checkpoints[next] = outputDir;
+      const report: IterationReport = {
+        iteration,
+        policyVersion: next,
+        trainSuccess: mean(outcomes.map((o) => o.components.success ?? 0)),
+        meanReward: batch.summary.meanReward,
+        batch: batch.summary,
+        trainer: { steps: trained.steps, skippedMinibatches: trained.skippedMinibatches, seconds: trained.seconds, metrics: trained.metrics },
+        seconds: { rollouts: (t1 - t0) / 1000, batch: (t2 - t1) / 1000, train: (t3 - t2) / 1000 },
+      };
+      iterations.push(report);
+      log(
+        `iteration ${iteration}: train success ${(100 * report.trainSuccess).toFixed(1)}%, ${batch.summary.sequences} sequences, ` +
+          `${trained.steps} steps, kl ${trained.metrics.approxKl.toFixed(4)}, clip ${trained.metrics.clipFraction.toFixed(3)} ` +
+          `(rollouts ${report.seconds.rollouts.toFixed(1)} s, batch ${report.seconds.batch.toFixed(1)} s, train ${report.seconds.train.toFixed(1)} s)`,
+      );
+      // The previous version is no longer sampled from; keep memory flat.
+      if (current !== 'v0') policyServer.unload(current);
+      current = next;
+    }
+    const after = await evaluate(current);
+    return { heldout: { before, after }, iterations, finalPolicy: checkpoints[current] as string, seconds: (performance.now() - started) / 1000 };
+  } finally {
+    await gateway?.close();
+    await policyServer?.close();
+    await store.close();
+  }
+}
+
+function mean(values: readonly number[]): number {
+  return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length;
+}
