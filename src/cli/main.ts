@@ -7,6 +7,7 @@ import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGatewayCommand } from './commands/gateway.js';
 import { registerPolicyCommands } from './commands/policy.js';
 import { registerServerCommand } from './commands/server.js';
+import { registerTrainCommand } from './commands/train.js';
 import { registerWorkerCommand } from './commands/worker.js';
 
 export function buildProgram(): Command {
@@ -20,6 +21,7 @@ export function buildProgram(): Command {
   registerWorkerCommand(program);
   registerGatewayCommand(program);
   registerPolicyCommands(program);
+  registerTrainCommand(program);
   registerDoctorCommand(program);
   registerConfigCommands(program);
   return program;

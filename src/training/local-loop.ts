@@ -37,6 +37,8 @@ export interface LocalLoopOptions {
   samples: SampleSettings;
   trainer: Omit<TrainJob, 'checkpointDir' | 'batchPath' | 'outputDir'>;
   log?: (line: string) => void;
+  /** Cancels the run: running harnesses are killed, and the loop stops with an error. */
+  signal?: AbortSignal;
 }
 
 export interface IterationReport {
@@ -108,8 +110,9 @@ export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoop
           maxAttempts: 2,
           workDir: path.join(options.workDir, 'rollouts'),
         },
-        { gateway: control, harness: { ...options.harness, env: { ...options.harness.env, ...options.evalHarnessEnv } }, verifier: options.verifier },
+        { gateway: control, harness: { ...options.harness, env: { ...options.harness.env, ...options.evalHarnessEnv } }, verifier: options.verifier, signal: options.signal },
       );
+      throwIfCancelled(options.signal);
       const perTask = Object.fromEntries(outcomes.map((o) => [o.taskId, o.components.success ?? 0]));
       const result = { policyVersion, successRate: mean(Object.values(perTask)), perTask, seconds: (performance.now() - t0) / 1000 };
       log(`held-out ${policyVersion}: ${(100 * result.successRate).toFixed(1)}% (${result.seconds.toFixed(1)} s)`);
@@ -136,8 +139,9 @@ export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoop
           maxAttempts: 2,
           workDir: path.join(options.workDir, 'rollouts'),
         },
-        { gateway: control, harness: options.harness, verifier: options.verifier },
+        { gateway: control, harness: options.harness, verifier: options.verifier, signal: options.signal },
       );
+      throwIfCancelled(options.signal);
       const t1 = performance.now();
       const batch = await runBatchStage(
         { iteration, policyVersion: current, configHash: 'local-loop', rolloutIds: outcomes.map((o) => o.rolloutId) },
@@ -177,6 +181,10 @@ export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoop
     await policyServer?.close();
     await store.close();
   }
+}
+
+function throwIfCancelled(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new Error('the training run was cancelled; its rollouts, batches and policies so far are kept in the work directory');
 }
 
 function mean(values: readonly number[]): number {

@@ -13,7 +13,7 @@ describe('the embedded default learns through the real harness (plain code, no T
   it('raises held-out success well beyond noise after two short iterations', { timeout: 900_000 }, async () => {
     const log: string[] = [];
     const report = await runLocalLoop({
-      ...exampleLoopOptions({ workDir, iterations: 2, tasksPerIteration: 16, samplesPerTask: 8, heldoutLimit: 64 }),
+      ...exampleLoopOptions({ workDir, iterations: 2, tasksPerIteration: 16, samplesPerTask: 8 }),
       log: (line) => log.push(line),
     });
     const { before, after } = report.heldout;
@@ -22,9 +22,9 @@ describe('the embedded default learns through the real harness (plain code, no T
     const summary = `${log.join('\n')}\ngained ${gained.length}, lost ${lost.length}, p ${p.toExponential(2)}`;
     console.log(summary); // the evidence, in the test log
 
-    // The same 64 held-out tasks, replayed greedily through the example harness before and after.
-    expect(Object.keys(before.perTask)).toHaveLength(64);
-    expect(after.successRate - before.successRate, summary).toBeGreaterThanOrEqual(0.1);
+    // All 128 pinned held-out tasks, replayed greedily through the example harness before and after.
+    expect(Object.keys(before.perTask)).toHaveLength(128);
+    expect(after.successRate - before.successRate, summary).toBeGreaterThanOrEqual(0.08);
     expect(p, summary).toBeLessThan(0.01);
 
     // What produced the new version is on record: its parent and the batch it was trained on.
