@@ -1,13 +1,13 @@
 import path from 'node:path';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { discordantPairs, mcnemarExactP } from '../../gate/paired-tests.js';
 import { exampleLoopOptions } from '../../training/example-loop.js';
 import { runLocalLoop } from '../../training/local-loop.js';
 import { cliContext, type GlobalOptions } from '../context.js';
 
-const positive = (name: string) => (value: string) => {
+const positive = (value: string) => {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got "${value}"`);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a positive integer, got "${value}".`);
   return n;
 };
 
@@ -15,11 +15,11 @@ export function registerTrainCommand(program: Command): void {
   program
     .command('train')
     .description('a training run on the embedded default: the example calculator agent learns on CPU, held-out replay before and after')
-    .option('--iterations <n>', 'training iterations', positive('--iterations'), 3)
-    .option('--tasks <n>', 'train tasks per iteration', positive('--tasks'), 32)
-    .option('--samples <n>', 'rollouts per task (a GRPO group)', positive('--samples'), 8)
-    .option('--heldout <n>', 'held-out tasks replayed before and after (of 128)', positive('--heldout'), 128)
-    .option('--concurrency <n>', 'harness processes at once', positive('--concurrency'), 16)
+    .option('--iterations <n>', 'training iterations', positive, 3)
+    .option('--tasks <n>', 'train tasks per iteration', positive, 32)
+    .option('--samples <n>', 'rollouts per task (a GRPO group)', positive, 8)
+    .option('--heldout <n>', 'held-out tasks replayed before and after (of 128)', positive, 128)
+    .option('--concurrency <n>', 'harness processes at once', positive, 16)
     .option('--out <dir>', 'where the run keeps its journal, batches and policies (default: dataDir/runs/<time>)')
     .action(async (options: { iterations: number; tasks: number; samples: number; heldout: number; concurrency: number; out?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
