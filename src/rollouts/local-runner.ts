@@ -10,27 +10,23 @@ import { harnessView, type Task } from './tasks.js';
  * Runs a harness on tasks as local processes through the gateway, scores each run with a
  * verifier that runs apart from the harness, and records the outcome on the rollout.
  */
-export interface LocalHarnessSpec {
+/** A program the runner starts: the harness, or the verifier. */
+export interface ProgramSpec {
   command: string;
-  /** `{task}` and `{output}` are replaced by the task file and the file the harness writes its output to. */
+  /**
+   * Placeholders: `{task}` (the harness gets the task without its hidden fields, the verifier the
+   * whole task), `{output}` (the file the harness writes its output to), `{rollout}` (the id).
+   */
   args: string[];
   cwd?: string | undefined;
-  /** Fixed variables for the harness. */
+  /** Fixed variables for the program. */
   env?: Record<string, string>;
   /** Variables copied from the runner's environment; nothing else is inherited. */
   envAllow?: string[];
   timeoutMs: number;
 }
-
-export interface VerifierSpec {
-  command: string;
-  /** `{task}` (the whole task, hidden fields included), `{output}` and `{rollout}` (its id) are replaced. */
-  args: string[];
-  cwd?: string | undefined;
-  env?: Record<string, string>;
-  envAllow?: string[];
-  timeoutMs: number;
-}
+export type LocalHarnessSpec = ProgramSpec;
+export type VerifierSpec = ProgramSpec;
 
 export interface RolloutBatchSpec {
   /** Rollout ids are `<batchId>.<task id>.<sample>`: running the same batch again resumes it. */
@@ -153,7 +149,7 @@ function runHarness(deps: RunnerDeps, issued: IssuedRollout, files: { task: stri
   const { harness } = deps;
   return runCommand({
     command: harness.command,
-    args: harness.args.map((a) => a.replaceAll('{task}', files.task).replaceAll('{output}', files.output)),
+    args: withPlaceholders(harness.args, { task: files.task, output: files.output, rollout: issued.rollout.id }),
     cwd: harness.cwd,
     env: {
       ...allowed(harness.envAllow),
@@ -200,7 +196,7 @@ async function runVerifier(
   if (!existsSync(files.output)) writeFileSync(files.output, 'null\n');
   const run = await runCommand({
     command: verifier.command,
-    args: verifier.args.map((a) => a.replaceAll('{task}', files.fullTask).replaceAll('{output}', files.output).replaceAll('{rollout}', rolloutId)),
+    args: withPlaceholders(verifier.args, { task: files.fullTask, output: files.output, rollout: rolloutId }),
     cwd: verifier.cwd,
     env: { ...allowed(verifier.envAllow), ...verifier.env, REIN_ROLLOUT_ID: rolloutId },
     timeoutMs: verifier.timeoutMs,
@@ -244,6 +240,10 @@ function outcomeOf(base: { rolloutId: string; taskId: string; sample: number }, 
     reason: rollout.status === 'succeeded' ? null : rollout.statusReason,
     attempts: rollout.attempts,
   };
+}
+
+function withPlaceholders(args: readonly string[], values: { task: string; output: string; rollout: string }): string[] {
+  return args.map((a) => a.replaceAll('{task}', values.task).replaceAll('{output}', values.output).replaceAll('{rollout}', values.rollout));
 }
 
 function allowed(names: readonly string[] = DEFAULT_ENV_ALLOW): Record<string, string> {
