@@ -200,6 +200,12 @@ function setAt(target: Record<string, unknown>, keys: string[], value: unknown):
   node[last] = value;
 }
 
+/** A program runs in its cwd (default: the config's folder); a command given as a path is found from there. */
+function resolveProgram<T extends { command: string; cwd?: string | undefined }>(program: T, baseDir: string): T {
+  const cwd = path.resolve(baseDir, program.cwd ?? '.');
+  return { ...program, cwd, command: program.command.includes('/') ? path.resolve(cwd, program.command) : program.command };
+}
+
 function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
   const dataDir = path.resolve(baseDir, config.dataDir);
   const tls = config.temporal.tls;
@@ -226,6 +232,8 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
       ...config.samples,
       tokenizerDir: config.samples.tokenizerDir && path.resolve(baseDir, config.samples.tokenizerDir),
     },
+    ...(config.harness && { harness: { ...config.harness, local: resolveProgram(config.harness.local, baseDir) } }),
+    ...(config.verifier && { verifier: resolveProgram(config.verifier, baseDir) }),
     gateway: {
       ...config.gateway,
       secretFile: path.resolve(dataDir, config.gateway.secretFile),

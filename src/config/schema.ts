@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ADVANTAGE_ESTIMATORS } from '../samples/advantages.js';
+import { harnessSchema, verifierSchema } from '../rollouts/harness-spec.js';
 import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
 
 const port = z.number().int().min(1).max(65535);
@@ -148,6 +149,16 @@ const samples = z.strictObject({
     .prefault({}),
 });
 
+const rollouts = z.strictObject({
+  concurrency: z.number().int().min(1).max(10_000).default(16).describe('Harness runs at once'),
+  maxAttempts: z.number().int().min(1).max(10).default(2).describe('Attempts per rollout; only infrastructure failures start another'),
+  hiddenFields: z.array(z.string().min(1)).default(['answer']).describe('Task fields the harness must not see (the verifier gets the whole task)'),
+  rewardWeights: z
+    .record(z.string().min(1), z.number().finite())
+    .default({ success: 1 })
+    .describe("reward = sum of weight x the verifier's component; every component is stored"),
+});
+
 export const reinConfigSchema = z
   .strictObject({
     $schema: z.string().optional().describe('JSON Schema reference, for editors; ignored by Rein'),
@@ -164,6 +175,9 @@ export const reinConfigSchema = z
     temporal: temporal.prefault({}),
     gateway: gateway.prefault({}),
     samples: samples.prefault({}),
+    harness: harnessSchema.optional().describe("The agent harness Rein runs on tasks (your program, unchanged)"),
+    verifier: verifierSchema.optional().describe('The program that scores a harness run: prints {"components": {...}}'),
+    rollouts: rollouts.prefault({}),
   })
   .describe('Rein configuration');
 
@@ -172,6 +186,7 @@ export type TemporalSettings = ReinConfig['temporal'];
 export type DevServerSettings = TemporalSettings['devServer'];
 export type GatewaySettings = ReinConfig['gateway'];
 export type SampleSettings = ReinConfig['samples'];
+export type RolloutSettings = ReinConfig['rollouts'];
 
 /** The JSON Schema of the config file, as `rein config schema` prints it. */
 export function configJsonSchema(): object {

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GatewayControlClient, IssuedRollout } from '../gateway/control-client.js';
 import type { CallRecord } from '../store/trace-store.js';
+import { programProblems } from './harness-spec.js';
 import { runCommand, type CommandResult } from './process.js';
 import { isFinished, type FailureClass, type Rollout, type RolloutMode } from './rollout.js';
 import { harnessView, type Task } from './tasks.js';
@@ -43,7 +44,17 @@ export interface RolloutBatchSpec {
   /** Attempts per rollout; only infrastructure failures start another. */
   maxAttempts: number;
   workDir: string;
+  /** Recorded on every rollout: the harness ledger's key. */
+  harnessVersion?: string;
   metadata?: Record<string, unknown>;
+}
+
+/** The harness or verifier cannot start here: nothing was launched, and retrying will not help. */
+export class RolloutSetupError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`cannot run rollouts: ${problems.join('; ')}`);
+    this.name = 'RolloutSetupError';
+  }
 }
 
 export interface RolloutOutcome {
@@ -72,9 +83,12 @@ const DEFAULT_ENV_ALLOW = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 const INFRASTRUCTURE_CALL_ERRORS = new Set<CallRecord['errorClass']>(['upstream_unreachable', 'upstream_timeout', 'upstream_stream_cut', 'upstream_bad_response', 'gateway_error']);
 
 export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Promise<RolloutOutcome[]> {
-  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(spec.batchId)) {
-    throw new Error(`batch id "${spec.batchId}" may hold letters, digits and . _ : - only`);
-  }
+  const problems = [
+    ...(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(spec.batchId) ? [] : [`batch id "${spec.batchId}" may hold letters, digits and . _ : - only`]),
+    ...programProblems('harness', deps.harness),
+    ...programProblems('verifier', deps.verifier),
+  ];
+  if (problems.length > 0) throw new RolloutSetupError(problems);
   const jobs = spec.tasks.flatMap((task) => Array.from({ length: spec.samplesPerTask }, (_, sample) => ({ task, sample })));
   const outcomes: RolloutOutcome[] = new Array(jobs.length);
   let next = 0;
@@ -100,7 +114,7 @@ async function runOne(spec: RolloutBatchSpec, deps: RunnerDeps, task: Task, samp
     taskId: task.id,
     mode: spec.mode,
     policyVersion: spec.policyVersion,
-    metadata: { ...spec.metadata, batchId: spec.batchId, sample },
+    metadata: { ...spec.metadata, batchId: spec.batchId, sample, ...(spec.harnessVersion && { harnessVersion: spec.harnessVersion }) },
   });
   const base = { rolloutId, taskId: task.id, sample };
   if (isFinished(issued.rollout.status)) return outcomeOf(base, issued.rollout, await gateway.listEvents(rolloutId));

@@ -1,9 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
-import { runRollouts, type LocalHarnessSpec, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/local-runner.js';
+import { RolloutSetupError, runRollouts, type LocalHarnessSpec, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/local-runner.js';
 import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
@@ -85,7 +85,8 @@ describe('the local rollout runner', () => {
   it('resumes a batch instead of running finished rollouts again', async () => {
     const spec = batch({ batchId: 'resume', tasks: [{ id: 'x', question: '6*7', answer: 42 }] });
     const first = await runRollouts(spec, { gateway, harness: exampleHarness, verifier: exampleVerifier });
-    const again = await runRollouts(spec, { gateway, harness: { ...exampleHarness, command: '/nonexistent' }, verifier: exampleVerifier });
+    // Were it launched again, this harness would fail the rollout.
+    const again = await runRollouts(spec, { gateway, harness: { command: process.execPath, args: ['-e', 'process.exit(9)'], timeoutMs: 5000 }, verifier: exampleVerifier });
     expect(again).toEqual(first);
     expect(await t.store.listCalls('resume.x.0')).toHaveLength(2);
   });
@@ -126,9 +127,12 @@ describe('the local rollout runner', () => {
     const toolPid = Number(readFileSync(pidFile, 'utf8'));
     expect(isRunning(toolPid)).toBe(false); // the harness's tool subprocess went with it
 
+    // An executable whose interpreter is missing passes the checks but cannot start: the environment's fault.
+    const orphanScript = path.join(workDir, 'needs-missing-interpreter');
+    writeFileSync(orphanScript, '#!/no/such/interpreter\n', { mode: 0o755 });
     const missing = await runRollouts(batch({ batchId: 'missing', tasks: [{ id: 'm', question: '1', answer: 1 }] }), {
       gateway,
-      harness: { command: '/no/such/harness', args: [], timeoutMs: 5000 },
+      harness: { command: orphanScript, args: [], timeoutMs: 5000 },
       verifier: exampleVerifier,
     });
     expect(missing[0]).toMatchObject({ status: 'failed', failureClass: 'environment', reward: null, reason: expect.stringContaining('ENOENT') });
@@ -146,6 +150,17 @@ describe('the local rollout runner', () => {
       verifier: { ...node(path.join(fixtures, 'score.mjs'), '{task}'), timeoutMs: 5000 },
     });
     expect(unweighted[0]).toMatchObject({ failureClass: 'verifier', reason: 'the verifier reported no cost, which the reward weights use' });
+  });
+
+  it('checks the harness and verifier before launching anything', async () => {
+    const attempt = runRollouts(batch({ batchId: 'unlaunchable', tasks: [{ id: 'u', question: '1', answer: 1 }] }), {
+      gateway,
+      harness: { command: 'no-such-agent', args: [], timeoutMs: 5000 },
+      verifier: { command: path.join(workDir, 'no-verifier'), args: [], timeoutMs: 5000 },
+    });
+    await expect(attempt).rejects.toThrow(RolloutSetupError);
+    await expect(attempt).rejects.toThrow(/harness.command: "no-such-agent" is not on PATH.*verifier.command: .*no-verifier is not an executable file/);
+    expect(await t.store.getRollout('unlaunchable.u.0')).toBeUndefined();
   });
 
   it('retries a rollout whose backend failed as a new attempt, and gives up after maxAttempts', async () => {

@@ -1,0 +1,98 @@
+import { createHash } from 'node:crypto';
+import { accessSync, constants, statSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import type { ProgramSpec } from './local-runner.js';
+
+/**
+ * The harness and verifier as configured: what the runner starts, and the harness version that
+ * every rollout records (the harness ledger's key).
+ */
+const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name');
+
+export const programSchema = z.strictObject({
+  command: z.string().min(1).describe('The program; a bare name is looked up on PATH'),
+  args: z.array(z.string()).default([]).describe('Arguments; {task}, {output} and {rollout} are replaced per rollout'),
+  cwd: z.string().optional().describe('Working directory (relative to the config file)'),
+  env: z.record(environmentName, z.string()).default({}).describe('Fixed environment variables'),
+  envAllow: z
+    .array(environmentName)
+    .default(['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'])
+    .describe("Variables copied from the runner's environment; nothing else is inherited"),
+  timeoutSeconds: z.number().positive().max(86_400).default(600).describe('Per run, counted from the moment it starts'),
+});
+
+export const harnessSchema = z.strictObject({
+  version: z.string().min(1).max(200).optional().describe('The version you give the harness (a release tag, a commit); part of the harness version'),
+  local: programSchema.describe('Run the harness as a local process per rollout'),
+});
+
+export const verifierSchema = programSchema.extend({
+  version: z.string().min(1).max(200).optional().describe('The verifier version, recorded in the environment ledger'),
+});
+
+export type HarnessSettings = z.output<typeof harnessSchema>;
+export type VerifierSettings = z.output<typeof verifierSchema>;
+
+export function programSpec(settings: z.output<typeof programSchema>): ProgramSpec {
+  return {
+    command: settings.command,
+    args: settings.args,
+    ...(settings.cwd !== undefined && { cwd: settings.cwd }),
+    env: settings.env,
+    envAllow: settings.envAllow,
+    timeoutMs: settings.timeoutSeconds * 1000,
+  };
+}
+
+/** A content hash of what defines the harness: its spec and declared version. Same spec, same version. */
+export function harnessVersion(settings: HarnessSettings): string {
+  return `h-${createHash('sha256').update(canonicalJson(settings)).digest('hex').slice(0, 16)}`;
+}
+
+/** JSON with object keys sorted, so equal specs hash equally however they were written. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
+/**
+ * Checks, before anything launches, that a program can start here: the command resolves to an
+ * executable file and the working directory exists. Returns the problems, each naming the fix.
+ */
+export function programProblems(name: string, spec: ProgramSpec, env: NodeJS.ProcessEnv = process.env): string[] {
+  const problems: string[] = [];
+  if (spec.cwd !== undefined && !isDirectory(spec.cwd)) problems.push(`${name}.cwd: ${spec.cwd} is not a directory`);
+  const searchPath = spec.env?.PATH ?? env.PATH ?? '';
+  const candidates = spec.command.includes('/')
+    ? [path.resolve(spec.cwd ?? '.', spec.command)]
+    : searchPath.split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, spec.command));
+  if (!candidates.some(isExecutable)) {
+    problems.push(
+      spec.command.includes('/')
+        ? `${name}.command: ${candidates[0]} is not an executable file; fix the path or make it executable`
+        : `${name}.command: "${spec.command}" is not on PATH; install it, or give its full path`,
+    );
+  }
+  return problems;
+}
+
+function isDirectory(dir: string): boolean {
+  try {
+    return statSync(dir).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
