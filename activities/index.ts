@@ -1,13 +1,15 @@
 import { createBatchActivities, type BatchActivityDeps } from './build-batch.js';
 import { createPreflightActivities, type PreflightActivityDeps } from './preflight.js';
+import { createRolloutActivities, type RolloutActivityDeps } from './run-rollouts.js';
 
-export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps;
+export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutActivityDeps;
 
 /** Every activity the Rein worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createPreflightActivities(deps),
     ...createBatchActivities(deps),
+    ...createRolloutActivities(deps),
   };
 }
 

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GatewaySettings } from '../config/schema.js';
 import type { TraceStore } from '../store/trace-store.js';
+import { GatewayControlClient } from './control-client.js';
 import { loadOrCreateSecret, sha256Hex } from './keys.js';
 import { redactionRules } from './redact.js';
 import type { RoutingTable } from './routing.js';
@@ -64,4 +65,17 @@ function adminKeyHash(settings: GatewaySettings, env: NodeJS.ProcessEnv): { hash
 /** Where a generated admin key lives (mode 0600), next to the gateway secret. */
 export function adminKeyFile(settings: GatewaySettings): string {
   return path.join(path.dirname(settings.secretFile), 'admin-key');
+}
+
+/**
+ * The control API client for workers: the gateway's URL and the admin key from
+ * REIN_GATEWAY_ADMIN_KEY or the generated key file; undefined when neither is there (a gateway
+ * configured with only a key hash gives no key to read).
+ */
+export function gatewayControlFromConfig(settings: GatewaySettings, env: NodeJS.ProcessEnv = process.env): GatewayControlClient | undefined {
+  const file = adminKeyFile(settings);
+  const key = env.REIN_GATEWAY_ADMIN_KEY ?? (existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined);
+  if (!key) return undefined;
+  const url = (settings.publicUrl ?? `http://${settings.host}:${settings.port}`).replace(/\/$/, '');
+  return new GatewayControlClient(url, key);
 }

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GatewayControlClient, IssuedRollout } from '../gateway/control-client.js';
@@ -89,6 +90,8 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
     ...programProblems('verifier', deps.verifier),
   ];
   if (problems.length > 0) throw new RolloutSetupError(problems);
+  // Every running harness and verifier listens for cancellation on the one signal.
+  if (deps.signal) setMaxListeners(2 * spec.concurrency + 10, deps.signal);
   const jobs = spec.tasks.flatMap((task) => Array.from({ length: spec.samplesPerTask }, (_, sample) => ({ task, sample })));
   const outcomes: RolloutOutcome[] = new Array(jobs.length);
   let next = 0;
@@ -106,9 +109,14 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
   return outcomes;
 }
 
+/** A rollout's id within its batch: stable, so a batch run again finds its rollouts. */
+export function rolloutIdFor(batchId: string, taskId: string, sample: number): string {
+  return `${batchId}.${taskId.replace(/[^A-Za-z0-9._:-]/g, '_')}.${sample}`;
+}
+
 async function runOne(spec: RolloutBatchSpec, deps: RunnerDeps, task: Task, sample: number): Promise<RolloutOutcome> {
   const { gateway } = deps;
-  const rolloutId = `${spec.batchId}.${task.id.replace(/[^A-Za-z0-9._:-]/g, '_')}.${sample}`;
+  const rolloutId = rolloutIdFor(spec.batchId, task.id, sample);
   let issued = await gateway.createRollout({
     id: rolloutId,
     taskId: task.id,

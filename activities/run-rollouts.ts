@@ -1,0 +1,126 @@
+import path from 'node:path';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { RolloutSettings } from '../src/config/schema.js';
+import type { GatewayControlClient } from '../src/gateway/control-client.js';
+import { harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
+import { RolloutSetupError, runRollouts, type RolloutOutcome } from '../src/rollouts/local-runner.js';
+import type { RolloutMode } from '../src/rollouts/rollout.js';
+import { loadTaskSet } from '../src/rollouts/tasks.js';
+
+export interface RolloutActivityDeps {
+  dataDir: string;
+  /** Absent when the worker's config names no gateway admin key: rollouts cannot run there. */
+  gateway?: GatewayControlClient;
+  harness?: HarnessSettings;
+  verifier?: VerifierSettings;
+  rollouts: RolloutSettings;
+}
+
+/** Small enough for workflow history: the tasks travel as a file reference and ids. */
+export interface RunRolloutsInput {
+  batchId: string;
+  taskSet: { file: string; sha256: string };
+  taskIds: string[];
+  samplesPerTask: number;
+  mode: RolloutMode;
+  policyVersion: string;
+  /** Extra harness variables for this set (e.g. greedy decoding for held-out replay). */
+  harnessEnv?: Record<string, string>;
+}
+
+export interface RunRolloutsSummary {
+  batchId: string;
+  harnessVersion: string;
+  total: number;
+  byStatus: Record<string, number>;
+  byFailureClass: Record<string, number>;
+  meanReward: number | null;
+}
+
+export interface RolloutProgress {
+  done: number;
+  total: number;
+  finishedIds: string[];
+}
+
+export function createRolloutActivities(deps: RolloutActivityDeps) {
+  return {
+    /**
+     * Runs the harness on tasks × samples and verifies each run. Heartbeats progress; a retry
+     * resumes the set: finished rollouts are read back, not launched again.
+     */
+    async runRollouts(input: RunRolloutsInput): Promise<RunRolloutsSummary> {
+      const { gateway, harness, verifier } = deps;
+      if (!gateway || !harness || !verifier) {
+        const missing = [!gateway && 'a gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)', !harness && 'harness', !verifier && 'verifier'].filter(Boolean);
+        throw ApplicationFailure.nonRetryable(`this worker cannot run rollouts: its config has no ${missing.join(', ')}`, 'RolloutSetupError');
+      }
+      const taskSet = loadTaskSet(input.taskSet.file);
+      if (taskSet.sha256 !== input.taskSet.sha256) {
+        throw ApplicationFailure.nonRetryable(
+          `task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`,
+          'TaskSetChanged',
+        );
+      }
+      const byId = new Map(taskSet.tasks.map((t) => [t.id, t]));
+      const unknown = input.taskIds.filter((id) => !byId.has(id));
+      if (unknown.length > 0) throw ApplicationFailure.nonRetryable(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`, 'UnknownTask');
+
+      const context = Context.current();
+      const version = harnessVersion(harness);
+      const total = input.taskIds.length * input.samplesPerTask;
+      const finishedIds: string[] = [];
+      const program = programSpec(harness.local);
+      let outcomes: RolloutOutcome[];
+      try {
+        outcomes = await runRollouts(
+          {
+            batchId: input.batchId,
+            tasks: input.taskIds.map((id) => byId.get(id) as NonNullable<ReturnType<typeof byId.get>>),
+            samplesPerTask: input.samplesPerTask,
+            mode: input.mode,
+            policyVersion: input.policyVersion,
+            hiddenFields: deps.rollouts.hiddenFields,
+            rewardWeights: deps.rollouts.rewardWeights,
+            concurrency: deps.rollouts.concurrency,
+            maxAttempts: deps.rollouts.maxAttempts,
+            workDir: path.join(deps.dataDir, 'rollouts'),
+            harnessVersion: version,
+          },
+          {
+            gateway,
+            harness: { ...program, env: { ...program.env, ...input.harnessEnv } },
+            verifier: programSpec(verifier),
+            signal: context.cancellationSignal,
+            onFinished: (outcome, done) => {
+              finishedIds.push(outcome.rolloutId);
+              context.heartbeat({ done, total, finishedIds } satisfies RolloutProgress);
+            },
+          },
+        );
+      } catch (err) {
+        if (err instanceof RolloutSetupError) throw ApplicationFailure.nonRetryable(err.message, 'RolloutSetupError', { problems: err.problems });
+        throw err;
+      }
+      return summarize(input.batchId, version, outcomes);
+    },
+  };
+}
+
+function summarize(batchId: string, harnessVersion: string, outcomes: readonly RolloutOutcome[]): RunRolloutsSummary {
+  const count = (key: (o: RolloutOutcome) => string | null) =>
+    outcomes.reduce<Record<string, number>>((acc, o) => {
+      const k = key(o);
+      if (k !== null) acc[k] = (acc[k] ?? 0) + 1;
+      return acc;
+    }, {});
+  const rewards = outcomes.flatMap((o) => (o.reward === null ? [] : [o.reward]));
+  return {
+    batchId,
+    harnessVersion,
+    total: outcomes.length,
+    byStatus: count((o) => o.status),
+    byFailureClass: count((o) => o.failureClass),
+    meanReward: rewards.length === 0 ? null : rewards.reduce((a, b) => a + b, 0) / rewards.length,
+  };
+}
