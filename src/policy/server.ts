@@ -151,7 +151,7 @@ export async function startPolicyServer(options: { host: string; port: number; m
         const mark = emitted[choice] as { chars: number; tokens: number };
         let text = textOf(checkpoint, state);
         if (withTools && text.includes('<tool_call>')) text = text.slice(0, text.indexOf('<tool_call>'));
-        const safe = text.slice(0, Math.max(mark.chars, text.length - holdBack));
+        const safe = text.slice(0, Math.max(mark.chars, settledLength(text, holdBack)));
         const ids = state.ids.slice(mark.tokens);
         send({
           choices: [
@@ -235,23 +235,56 @@ export async function startPolicyServer(options: { host: string; port: number; m
     const head = { id: `cmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: body.model, object: 'text_completion' };
     const logprobsOf = (ids: number[], logprobs: number[]) =>
       typeof body.logprobs === 'number' ? { tokens: ids.map((id) => checkpoint.tokenizer.decode([id])), token_logprobs: logprobs, top_logprobs: null, text_offset: [] } : null;
-    const states = run(checkpoint, prompt, body);
-    const done = await Promise.all(states);
-    const completionTokens = done.reduce((n, s) => n + s.ids.length, 0);
-    const choices = done.map((state, index) => ({
-      index,
-      text: textOf(checkpoint, state),
-      logprobs: logprobsOf(state.ids, state.logprobs),
-      finish_reason: state.finishReason,
-      stop_reason: state.stopReason,
-      ...(body.return_token_ids && { prompt_token_ids: prompt, token_ids: state.ids }),
+    const usageOf = (done: GenerationState[]) => {
+      const completionTokens = done.reduce((n, st) => n + st.ids.length, 0);
+      return { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens };
+    };
+    if (!body.stream) {
+      const done = await Promise.all(run(checkpoint, prompt, body));
+      const choices = done.map((state, index) => ({
+        index,
+        text: textOf(checkpoint, state),
+        logprobs: logprobsOf(state.ids, state.logprobs),
+        finish_reason: state.finishReason,
+        stop_reason: state.stopReason,
+        ...(body.return_token_ids && { prompt_token_ids: prompt, token_ids: state.ids }),
+      }));
+      return { ...head, choices, usage: usageOf(done) };
+    }
+
+    // Token by token, as vLLM streams completions: the prompt ids ride on each choice's first chunk.
+    let res: ServerResponse | undefined;
+    const send = (choice: object) => res?.write(`data: ${JSON.stringify({ ...head, choices: [choice] })}\n\n`);
+    const emitted = Array.from({ length: body.n ?? 1 }, () => ({ chars: 0, tokens: 0 }));
+    const holdBack = Math.max(0, ...([] as string[]).concat(body.stop ?? []).map((st) => st.length - 1));
+    const piece = (index: number, state: GenerationState, final: boolean) => {
+      const mark = emitted[index] as { chars: number; tokens: number };
+      const text = textOf(checkpoint, state);
+      const safe = final ? text : text.slice(0, Math.max(mark.chars, settledLength(text, holdBack)));
+      const ids = state.ids.slice(mark.tokens);
+      const chunk = {
+        index,
+        text: safe.slice(mark.chars),
+        logprobs: logprobsOf(ids, state.logprobs.slice(mark.tokens)),
+        finish_reason: final ? state.finishReason : null,
+        ...(final && { stop_reason: state.stopReason }),
+        ...(body.return_token_ids && { token_ids: ids, ...(mark.tokens === 0 && { prompt_token_ids: prompt }) }),
+      };
+      mark.chars = safe.length;
+      mark.tokens = state.ids.length;
+      return chunk;
+    };
+    const rows = run(checkpoint, prompt, body, (index, state) => {
+      if (!state.finishReason) send(piece(index, state, false));
+    });
+    // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
+    res = startStream(reply);
+    const done = await Promise.all(rows.map(async (row, index) => {
+      const state = await row;
+      send(piece(index, state, true));
+      return state;
     }));
-    const usage = { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens };
-    if (!body.stream) return { ...head, choices, usage };
-    // Completions stream one chunk per choice once generated (harnesses rarely stream completions).
-    const res = startStream(reply);
-    for (const choice of choices) res.write(`data: ${JSON.stringify({ ...head, choices: [choice] })}\n\n`);
-    if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage })}\n\n`);
+    if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(done) })}\n\n`);
     res.end('data: [DONE]\n\n');
   });
 
@@ -296,6 +329,16 @@ export async function startPolicyServer(options: { host: string; port: number; m
       models.clear();
     },
   };
+}
+
+/**
+ * How much of a growing reply can go out: not the last characters a stop string may still
+ * claim, nor a trailing U+FFFD that is only the first bytes of a character (byte-level tokens).
+ */
+function settledLength(text: string, holdBack: number): number {
+  let end = text.length - holdBack;
+  while (end > 0 && text[end - 1] === '\ufffd') end--;
+  return end;
 }
 
 function startStream(reply: FastifyReply): ServerResponse {

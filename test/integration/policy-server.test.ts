@@ -83,6 +83,26 @@ describe('the embedded policy server, through the openai client', () => {
     expect(fromIds.choices[0]?.text).toBe(fromText.choices[0]?.text);
   });
 
+  it('streams completions token by token, the same text and ids as unstreamed', async () => {
+    const body = { model: 'policy-v1', prompt: '<|user|>hello<|end|><|assistant|>', max_tokens: 8, seed: 3, ...extra({ return_token_ids: true }) };
+    const whole = (await client.completions.create(body)) as unknown as { choices: Array<{ text: string; token_ids: number[]; finish_reason: string }> };
+    const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+    const chunks: Array<{ text: string; token_ids?: number[]; prompt_token_ids?: number[]; finish_reason: string | null }> = [];
+    let usage: unknown;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]) chunks.push(chunk.choices[0] as unknown as (typeof chunks)[number]);
+      if (chunk.usage) usage = chunk.usage;
+    }
+    const ids = chunks.flatMap((c) => c.token_ids ?? []);
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(chunks.map((c) => c.text).join('')).toBe(whole.choices[0]?.text);
+    expect(ids).toEqual(whole.choices[0]?.token_ids);
+    expect(chunks[0]?.prompt_token_ids).toEqual(tokenizer.encode('<|user|>hello<|end|><|assistant|>'));
+    expect(chunks.slice(1).every((c) => c.prompt_token_ids === undefined)).toBe(true);
+    expect(chunks.at(-1)?.finish_reason).toBe(whole.choices[0]?.finish_reason);
+    expect(usage).toMatchObject({ completion_tokens: ids.length });
+  });
+
   it('loads and unloads policy versions at runtime, and names unknown models', async () => {
     await expect(client.chat.completions.create({ model: 'policy-v2', messages, max_tokens: 2 })).rejects.toMatchObject({ status: 404, message: expect.stringContaining('policy-v2') });
     const loaded = await fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'policy-v2', lora_path: path.join(dir, 'v2') }) });
