@@ -1,18 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalArtifactStore } from '../artifacts/local-store.js';
 import type { SampleSettings } from '../config/schema.js';
-import { GatewayControlClient } from '../gateway/control-client.js';
-import { sha256Hex } from '../gateway/keys.js';
-import { startGateway, type Gateway } from '../gateway/server.js';
-import { startPolicyServer, type PolicyServer } from '../policy/server.js';
 import { runTrainJob, type TrainJob, type TrainResult } from '../policy/local-trainer.js';
 import { runRollouts, type LocalHarnessSpec, type RolloutOutcome, type VerifierSpec } from '../rollouts/local-runner.js';
 import type { Task } from '../rollouts/tasks.js';
 import { runBatchStage, type BatchStageResult } from '../samples/stage.js';
-import { SqliteTraceStore } from '../store/sqlite-store.js';
+import { EMBEDDED_BACKEND, startEmbeddedStack } from './embedded-stack.js';
 
 /**
  * The whole loop in plain code, on the embedded default: policy server → gateway → harness
@@ -66,33 +61,14 @@ export interface EvalResult {
   seconds: number;
 }
 
-const BACKEND = 'embedded';
-
 export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoopReport> {
   const started = performance.now();
   const log = options.log ?? (() => undefined);
   mkdirSync(options.workDir, { recursive: true });
-  const store = new SqliteTraceStore(path.join(options.workDir, 'traces.sqlite'));
   const artifacts = new LocalArtifactStore(path.join(options.workDir, 'artifacts'));
-  let policyServer: PolicyServer | undefined;
-  let gateway: Gateway | undefined;
+  const stack = await startEmbeddedStack({ workDir: options.workDir, baseCheckpoint: options.baseCheckpoint });
+  const { store, policyServer, control } = stack;
   try {
-    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { 'v0': options.baseCheckpoint } });
-    const adminKey = randomBytes(24).toString('base64url');
-    gateway = await startGateway(
-      {
-        store,
-        routing: {
-          backends: { [BACKEND]: { endpoints: [policyServer.url], tokenIds: true, logprobs: true } },
-          policies: { v0: { backend: BACKEND, model: 'v0' } },
-          aliases: { production: 'v0' },
-        },
-        secret: randomBytes(32),
-        adminKeyHash: sha256Hex(adminKey),
-      },
-      { host: '127.0.0.1', port: 0 },
-    );
-    const control = new GatewayControlClient(gateway.url, adminKey);
     const checkpoints: Record<string, string> = { v0: options.baseCheckpoint };
 
     const evaluate = async (policyVersion: string): Promise<EvalResult> => {
@@ -153,7 +129,7 @@ export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoop
       const trained = await runTrainJob({ ...options.trainer, checkpointDir: checkpoints[current] as string, batchPath: fileURLToPath(batch.batch.uri), outputDir });
       const t3 = performance.now();
       policyServer.load(next, outputDir);
-      await control.registerPolicy(next, { backend: BACKEND, model: next });
+      await control.registerPolicy(next, { backend: EMBEDDED_BACKEND, model: next });
       checkpoints[next] = outputDir;
       const report: IterationReport = {
         iteration,
@@ -177,9 +153,7 @@ export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoop
     const after = await evaluate(current);
     return { heldout: { before, after }, iterations, finalPolicy: checkpoints[current] as string, seconds: (performance.now() - started) / 1000 };
   } finally {
-    await gateway?.close();
-    await policyServer?.close();
-    await store.close();
+    await stack.close();
   }
 }
 

@@ -1,0 +1,61 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { GatewayControlClient } from '../gateway/control-client.js';
+import { sha256Hex } from '../gateway/keys.js';
+import { startGateway, type Gateway } from '../gateway/server.js';
+import { startPolicyServer, type PolicyServer } from '../policy/server.js';
+import { SqliteTraceStore } from '../store/sqlite-store.js';
+
+/** The backend name the embedded policy server has in the gateway's routing. */
+export const EMBEDDED_BACKEND = 'embedded';
+
+export interface EmbeddedStack {
+  store: SqliteTraceStore;
+  policyServer: PolicyServer;
+  gateway: Gateway;
+  /** The gateway's control API, with an admin key made for this stack. */
+  control: GatewayControlClient;
+  close(): Promise<void>;
+}
+
+/**
+ * The embedded default's serving side in this process: the policy server with the base checkpoint
+ * as `v0` (alias `production`), and the gateway in front of it journaling into workDir.
+ */
+export async function startEmbeddedStack(options: { workDir: string; baseCheckpoint: string }): Promise<EmbeddedStack> {
+  const store = new SqliteTraceStore(path.join(options.workDir, 'traces.sqlite'));
+  let policyServer: PolicyServer | undefined;
+  try {
+    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { v0: options.baseCheckpoint } });
+    const adminKey = randomBytes(24).toString('base64url');
+    const gateway = await startGateway(
+      {
+        store,
+        routing: {
+          backends: { [EMBEDDED_BACKEND]: { endpoints: [policyServer.url], tokenIds: true, logprobs: true } },
+          policies: { v0: { backend: EMBEDDED_BACKEND, model: 'v0' } },
+          aliases: { production: 'v0' },
+        },
+        secret: randomBytes(32),
+        adminKeyHash: sha256Hex(adminKey),
+      },
+      { host: '127.0.0.1', port: 0 },
+    );
+    const server = policyServer;
+    return {
+      store,
+      policyServer: server,
+      gateway,
+      control: new GatewayControlClient(gateway.url, adminKey),
+      async close() {
+        await gateway.close();
+        await server.close();
+        await store.close();
+      },
+    };
+  } catch (err) {
+    await policyServer?.close();
+    await store.close();
+    throw err;
+  }
+}
