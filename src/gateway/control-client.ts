@@ -25,9 +25,14 @@ export class GatewayRequestError extends Error {
 /** The gateway's control API over HTTP, as the rollout runner and the control plane use it. */
 export class GatewayControlClient {
   constructor(
-    private readonly url: string,
+    readonly url: string,
     private readonly adminKey: string,
   ) {}
+
+  /** A key the rollout's verifier may use to read its calls and events (and nothing else). */
+  async verifierKey(id: string): Promise<string> {
+    return (await this.request<{ key: string }>('POST', `/api/rollouts/${encodeURIComponent(id)}/verifier-key`)).key;
+  }
 
   createRollout(input: NewRollout & { id: string }): Promise<IssuedRollout> {
     return this.request('POST', '/api/rollouts', input);

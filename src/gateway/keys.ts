@@ -9,6 +9,7 @@ import path from 'node:path';
  * nothing in the database can be replayed as a key.
  */
 const PREFIX = 'rk-';
+const VERIFIER_PREFIX = 'vk-';
 
 export interface RolloutKeyClaim {
   rolloutId: string;
@@ -37,8 +38,24 @@ export class RolloutKeys {
     return { rolloutId, attempt };
   }
 
-  private mac(rolloutId: string, attempt: number): string {
-    return createHmac('sha256', this.secret).update(`${rolloutId}\n${attempt}`).digest('base64url').slice(0, 32);
+  /** A read-only key for a rollout's verifier: its calls and events, nothing else. */
+  issueVerifierKey(rolloutId: string): string {
+    return `${VERIFIER_PREFIX}${Buffer.from(rolloutId).toString('base64url')}.${this.mac(rolloutId, 'verifier')}`;
+  }
+
+  /** The rollout a verifier key reads, or undefined. */
+  verifyVerifierKey(key: string): string | undefined {
+    if (!key.startsWith(VERIFIER_PREFIX)) return undefined;
+    const [encodedId, mac] = key.slice(VERIFIER_PREFIX.length).split('.');
+    if (!encodedId || !mac) return undefined;
+    const rolloutId = Buffer.from(encodedId, 'base64url').toString();
+    const expected = Buffer.from(this.mac(rolloutId, 'verifier'));
+    const given = Buffer.from(mac);
+    return given.length === expected.length && timingSafeEqual(given, expected) ? rolloutId : undefined;
+  }
+
+  private mac(rolloutId: string, scope: number | 'verifier'): string {
+    return createHmac('sha256', this.secret).update(`${rolloutId}\n${scope}`).digest('base64url').slice(0, 32);
   }
 }
 

@@ -30,11 +30,13 @@ describe('redact', () => {
     expect(() => redactionRules([{ name: 'bad', regex: '(' }])).toThrow(/rule "bad" has an invalid regex/);
   });
 
-  it('removes every rollout key the gateway can issue, whatever characters its MAC ends with', () => {
+  it('removes every rollout and verifier key the gateway can issue, whatever characters its MAC ends with', () => {
     fc.assert(
       fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.string({ minLength: 1 }), fc.integer({ min: 1, max: 999 }), (secret, rolloutId, attempt) => {
-        const key = new RolloutKeys(Buffer.from(secret)).issue(rolloutId, attempt);
+        const keys = new RolloutKeys(Buffer.from(secret));
+        const key = keys.issue(rolloutId, attempt);
         expect(redact(`key "${key}", again ${key}.`, DEFAULT_REDACTION_RULES)).toBe('key "[REDACTED:rollout-key]", again [REDACTED:rollout-key].');
+        expect(redact(`verifier ${keys.issueVerifierKey(rolloutId)}!`, DEFAULT_REDACTION_RULES)).toBe('verifier [REDACTED:verifier-key]!');
       }),
       { numRuns: 500 },
     );

@@ -13,6 +13,7 @@ export const DEFAULT_REDACTION_RULES: RedactionRule[] = [
   { name: 'openai-key', pattern: /\bsk-[A-Za-z0-9_-]{16,}/g },
   // Not `\b` at the end: a base64url MAC may end in '-' or '_', where no word boundary exists.
   { name: 'rollout-key', pattern: /\brk-[A-Za-z0-9_-]+\.\d+\.[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g },
+  { name: 'verifier-key', pattern: /\bvk-[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g },
   { name: 'aws-access-key', pattern: /\bAKIA[0-9A-Z]{16}\b/g },
   { name: 'github-token', pattern: /\bgh[pousr]_[A-Za-z0-9]{30,}\b/g },
   { name: 'private-key', pattern: /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g },

@@ -227,16 +227,27 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     const recorded = await store.appendEvent(rollout.id, claim?.attempt ?? rollout.attempts, event, claim ? 'rollout' : 'admin');
     return reply.code(201).send(recorded);
   });
+  // The verifier reads what it judges with its own key, which can read one rollout and write nothing.
+  const requireAdminOrVerifier = async (req: FastifyRequest<{ Params: { id: string } }>) => {
+    const key = credentialOf(req);
+    if (key && keys.verifyVerifierKey(key) === req.params.id) return;
+    if (key?.startsWith('vk-')) throw new GatewayHttpError(403, 'forbidden', 'a verifier key reads its own rollout only');
+    await requireAdmin(req);
+  };
+  app.post<{ Params: { id: string } }>('/api/rollouts/:id/verifier-key', { preHandler: requireAdmin }, async (req) => {
+    await requireRollout(store, req.params.id);
+    return { key: keys.issueVerifierKey(req.params.id) };
+  });
   app.get<{ Params: { id: string }; Querystring: { attempt?: string } }>(
     '/api/rollouts/:id/calls',
-    { preHandler: requireAdmin },
+    { preHandler: requireAdminOrVerifier },
     async (req) => {
       await requireRollout(store, req.params.id);
       const attempt = req.query.attempt === undefined ? undefined : z.coerce.number().int().min(1).parse(req.query.attempt);
       return { items: await store.listCalls(req.params.id, attempt) };
     },
   );
-  app.get<{ Params: { id: string } }>('/api/rollouts/:id/events', { preHandler: requireAdmin }, async (req) => {
+  app.get<{ Params: { id: string } }>('/api/rollouts/:id/events', { preHandler: requireAdminOrVerifier }, async (req) => {
     await requireRollout(store, req.params.id);
     return { items: await store.listEvents(req.params.id) };
   });

@@ -220,7 +220,14 @@ async function runVerifier(
     command: verifier.command,
     args: withPlaceholders(verifier.args, { task: files.fullTask, output: files.output, rollout: rolloutId }),
     cwd: verifier.cwd,
-    env: { ...allowed(verifier.envAllow), ...verifier.env, REIN_ROLLOUT_ID: rolloutId },
+    env: {
+      ...allowed(verifier.envAllow),
+      ...verifier.env,
+      REIN_ROLLOUT_ID: rolloutId,
+      // Its own identity: it may read the rollout's journaled calls and events, and write nothing.
+      REIN_GATEWAY_URL: deps.gateway.url,
+      REIN_VERIFIER_KEY: await deps.gateway.verifierKey(rolloutId),
+    },
     timeoutMs: verifier.timeoutMs,
     logFile: path.join(dir, 'verifier.log'),
     signal: deps.signal,

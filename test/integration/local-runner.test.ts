@@ -152,6 +152,15 @@ describe('the local rollout runner', () => {
     expect(unweighted[0]).toMatchObject({ failureClass: 'verifier', reason: 'the verifier reported no cost, which the reward weights use' });
   });
 
+  it('lets the verifier read the journaled calls of its rollout with its own key, and nothing more', async () => {
+    const [outcome] = await runRollouts(batch({ batchId: 'journal-verifier', tasks: [{ id: 'j', question: '6*7', answer: 42 }] }), {
+      gateway,
+      harness: exampleHarness,
+      verifier: { ...node(path.join(fixtures, 'calls-verifier.mjs')), env: { OTHER_ROLLOUT: 'calc.six-seven.0' }, timeoutMs: 20_000 },
+    });
+    expect(outcome).toMatchObject({ status: 'succeeded', reward: 1, components: { success: 1, calls: 2, otherStatus: 403, writeStatus: 401 } });
+  });
+
   it('checks the harness and verifier before launching anything', async () => {
     const attempt = runRollouts(batch({ batchId: 'unlaunchable', tasks: [{ id: 'u', question: '1', answer: 1 }] }), {
       gateway,
