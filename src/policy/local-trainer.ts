@@ -3,7 +3,7 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { decodeBatch } from '../samples/batch.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
-import { readyBackend, seededRandom } from './model.js';
+import { readyBackend, seededRandom, type TinyDecoder } from './model.js';
 import { ppoStep, type StepMetrics } from './train.js';
 
 /**
@@ -33,6 +33,8 @@ export interface TrainResult {
   /** Means over the steps taken. */
   metrics: StepMetrics;
   reused: boolean;
+  /** With an importance-weight cap in the batch: how far the sampler's log-probs were from the trainer's. */
+  importanceWeights?: { cap: number; mean: number; cappedFraction: number };
 }
 
 export async function runTrainJob(job: TrainJob): Promise<TrainResult> {
@@ -50,7 +52,9 @@ export async function runTrainJob(job: TrainJob): Promise<TrainResult> {
   const checkpoint = loadCheckpoint(job.checkpointDir);
   const optimizer = tf.train.adam(job.learningRate);
   const random = seededRandom(job.seed);
-  const sequences = batch.sequences;
+  const cap = batch.metadata.importance_weight_cap === undefined ? undefined : Number(batch.metadata.importance_weight_cap);
+  const correction = cap === undefined ? undefined : importanceCorrected(checkpoint.model, batch.sequences, cap);
+  const sequences = correction?.sequences ?? batch.sequences;
   const minibatches = Math.max(1, Math.ceil(sequences.length / job.minibatchSize));
   const totals = { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 };
   let steps = 0;
@@ -89,6 +93,7 @@ export async function runTrainJob(job: TrainJob): Promise<TrainResult> {
       tokens: totals.tokens,
     },
     reused: false,
+    ...(correction && { importanceWeights: correction.report }),
   };
   saveCheckpoint(job.outputDir, checkpoint.model, {
     parent: result.parent,
@@ -100,6 +105,36 @@ export async function runTrainJob(job: TrainJob): Promise<TrainResult> {
   checkpoint.model.dispose();
   optimizer.dispose();
   return result;
+}
+
+type BatchSequence = ReturnType<typeof decodeBatch>['sequences'][number];
+
+/**
+ * Truncated importance sampling for a sampler that is not exactly the trainer (another engine,
+ * other kernels): each trained token's weight is multiplied by min(π_trainer / π_sampler, cap),
+ * computed once with the parent weights, and the PPO ratio is taken against the trainer's own
+ * log-probs, so clipping measures only what the update changes.
+ */
+function importanceCorrected(model: TinyDecoder, sequences: readonly BatchSequence[], cap: number) {
+  let total = 0;
+  let capped = 0;
+  let sum = 0;
+  const corrected = sequences.map((s) => {
+    const trainer = tf.tidy(() => {
+      const logProbs = tf.logSoftmax(model.logits([s.ids.slice(0, -1)])).arraySync()[0] as number[][];
+      return s.ids.map((id, t) => (t === 0 ? 0 : (logProbs[t - 1]?.[id] as number)));
+    });
+    const lossWeights = s.lossWeights.map((w, t) => {
+      if (s.lossMask[t] !== 1) return w;
+      const ratio = Math.exp((trainer[t] as number) - (s.oldLogprobs[t] as number));
+      total++;
+      if (ratio > cap) capped++;
+      sum += Math.min(ratio, cap);
+      return w * Math.min(ratio, cap);
+    });
+    return { ...s, lossWeights, oldLogprobs: s.lossMask.map((m, t) => (m === 1 ? (trainer[t] as number) : (s.oldLogprobs[t] as number))) };
+  });
+  return { sequences: corrected, report: { cap, mean: total === 0 ? 1 : sum / total, cappedFraction: total === 0 ? 0 : capped / total } };
 }
 
 function shuffle<T>(items: T[], random: () => number): T[] {

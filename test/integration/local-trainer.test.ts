@@ -5,7 +5,8 @@ import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelConfig, loadCheckpoint, saveCheckpoint } from '../../src/policy/checkpoint.js';
 import { readyBackend, TinyDecoder } from '../../src/policy/model.js';
-import { buildBatch, encodeBatch, type BatchRollout } from '../../src/samples/batch.js';
+import { runTrainJob } from '../../src/policy/local-trainer.js';
+import { buildBatch, encodeBatch, type BatchOptions, type BatchRollout } from '../../src/samples/batch.js';
 import { runRein } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-local-trainer-'));
@@ -23,8 +24,8 @@ function logprobOf(model: TinyDecoder, ids: number[]): number[] {
 }
 
 /** A rollout whose single call is the given sequence: prompt = first 5 tokens, completion = the rest. */
-function rollout(model: TinyDecoder, id: string, ids: number[], reward: number): BatchRollout {
-  const lp = logprobOf(model, ids);
+function rollout(model: TinyDecoder, id: string, ids: number[], reward: number, samplerShift = 0): BatchRollout {
+  const lp = logprobOf(model, ids).map((x) => x + samplerShift);
   return {
     rolloutId: id,
     groupId: 'task',
@@ -34,18 +35,21 @@ function rollout(model: TinyDecoder, id: string, ids: number[], reward: number):
   };
 }
 
+const options: BatchOptions = { estimator: 'dr_grpo', zeroVarianceGroups: 'drop', lossAggregation: 'token-mean', maxPromptTokens: 30, maxResponseTokens: 30, truncated: 'mask', excludedFailureClasses: [], incompleteGroups: 'keep' };
 let batchFile: string;
+/** Batches whose sampler log-probs sit above / below the trainer's, with an importance-weight cap of 2. */
+const shifted: Record<'above' | 'below', string> = { above: path.join(dir, 'above.safetensors'), below: path.join(dir, 'below.safetensors') };
 beforeAll(async () => {
   await readyBackend();
   const model = TinyDecoder.init(defaultModelConfig({ contextLength: 32, dModel: 16, nHeads: 2, dFF: 32, nLayers: 1 }), 1);
   saveCheckpoint(base, model, { name: 'base' });
-  const batch = buildBatch(
-    [rollout(model, 'good', good, 1), rollout(model, 'bad', bad, 0)],
-    { estimator: 'dr_grpo', zeroVarianceGroups: 'drop', lossAggregation: 'token-mean', maxPromptTokens: 30, maxResponseTokens: 30, truncated: 'mask', excludedFailureClasses: [], incompleteGroups: 'keep' },
-    { decode: (t) => t.join(',') },
-  );
+  const batch = buildBatch([rollout(model, 'good', good, 1), rollout(model, 'bad', bad, 0)], options, { decode: (t) => t.join(',') });
   batchFile = path.join(dir, 'batch.safetensors');
   writeFileSync(batchFile, encodeBatch(batch, { iteration: 1, policyVersion: 'base', configHash: 'c' }).bytes);
+  for (const [name, shift] of [['above', 1], ['below', -2]] as const) {
+    const off = buildBatch([rollout(model, 'good', good, 1, shift), rollout(model, 'bad', bad, 0, shift)], options, { decode: (t) => t.join(',') });
+    writeFileSync(shifted[name], encodeBatch(off, { iteration: 1, policyVersion: 'base', configHash: 'c', importanceWeightCap: 2 }).bytes);
+  }
   model.dispose();
 });
 
@@ -82,5 +86,19 @@ describe('rein policy train (the local trainer, as a child process)', () => {
     const otherParent = await runRein(['policy', 'train', '--checkpoint', a, '--batch', batchFile, '--out', b]);
     expect(otherParent.code).toBe(1);
     expect(otherParent.stderr).toContain('already holds a checkpoint trained from another batch or parent');
+  });
+
+  it('corrects a sampler that disagrees with the trainer by truncated importance weights', async () => {
+    const job = { checkpointDir: base, seed: 3, learningRate: 0.01, epochs: 1, minibatchSize: 32, clipEpsilon: 0.2, maxGradNorm: 1 };
+    const above = await runTrainJob({ ...job, batchPath: shifted.above, outputDir: path.join(dir, 'is-above') });
+    // The sampler thought its tokens e times likelier than the trainer does: each weighs 1/e.
+    expect(above.importanceWeights?.mean).toBeCloseTo(Math.exp(-1), 4);
+    expect(above.importanceWeights).toMatchObject({ cap: 2, cappedFraction: 0 });
+    // PPO's ratio is taken against the trainer's own log-probs: the first step starts unclipped.
+    expect(above.metrics.clipFraction).toBe(0);
+    const below = await runTrainJob({ ...job, batchPath: shifted.below, outputDir: path.join(dir, 'is-below') });
+    expect(below.importanceWeights).toMatchObject({ cap: 2, mean: 2, cappedFraction: 1 });
+    const plain = await runTrainJob({ ...job, batchPath: batchFile, outputDir: path.join(dir, 'is-none') });
+    expect(plain.importanceWeights).toBeUndefined();
   });
 });
