@@ -3,7 +3,8 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { RolloutSettings } from '../src/config/schema.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
-import { RolloutSetupError, runRollouts, type RolloutOutcome } from '../src/rollouts/local-runner.js';
+import { localExecutor } from '../src/rollouts/local-executor.js';
+import { RolloutSetupError, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
 import type { RolloutMode } from '../src/rollouts/rollout.js';
 import { loadTaskSet } from '../src/rollouts/tasks.js';
 
@@ -35,6 +36,8 @@ export interface RunRolloutsSummary {
   byStatus: Record<string, number>;
   byFailureClass: Record<string, number>;
   meanReward: number | null;
+  /** Rollouts whose harness reported a reward the verifier did not give. */
+  rewardDisagreements: number;
 }
 
 export interface RolloutProgress {
@@ -83,13 +86,16 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
             hiddenFields: deps.rollouts.hiddenFields,
             rewardWeights: deps.rollouts.rewardWeights,
             concurrency: deps.rollouts.concurrency,
+            launchesPerSecond: deps.rollouts.launchesPerSecond,
+            ...(deps.rollouts.refusalPatterns && { refusalPatterns: deps.rollouts.refusalPatterns }),
             maxAttempts: deps.rollouts.maxAttempts,
             workDir: path.join(deps.dataDir, 'rollouts'),
             harnessVersion: version,
+            ...(input.harnessEnv && { harnessEnv: input.harnessEnv }),
           },
           {
             gateway,
-            harness: { ...program, env: { ...program.env, ...input.harnessEnv } },
+            harness: localExecutor(program),
             verifier: programSpec(verifier),
             signal: context.cancellationSignal,
             onFinished: (outcome, done) => {
@@ -122,5 +128,6 @@ function summarize(batchId: string, harnessVersion: string, outcomes: readonly R
     byStatus: count((o) => o.status),
     byFailureClass: count((o) => o.failureClass),
     meanReward: rewards.length === 0 ? null : rewards.reduce((a, b) => a + b, 0) / rewards.length,
+    rewardDisagreements: outcomes.filter((o) => o.rewardDisagrees).length,
   };
 }

@@ -16,7 +16,8 @@ import { parseArgs } from 'node:util';
 import { GatewayControlClient } from '../src/gateway/control-client.js';
 import { sha256Hex } from '../src/gateway/keys.js';
 import { startGateway } from '../src/gateway/server.js';
-import { runRollouts, type ProgramSpec } from '../src/rollouts/local-runner.js';
+import { localExecutor, type ProgramSpec } from '../src/rollouts/local-executor.js';
+import { runRollouts } from '../src/rollouts/runner.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 
 const { values } = parseArgs({ options: { rollouts: { type: 'string', default: '200' } } });
@@ -65,7 +66,7 @@ async function runner(concurrency: number): Promise<number> {
   const tasks = Array.from({ length: count }, (_, i) => ({ id: `t${i}` }));
   const outcomes = await runRollouts(
     { batchId: `bench-c${concurrency}`, tasks, samplesPerTask: 1, mode: 'eval', policyVersion: 'v0', hiddenFields: [], rewardWeights: { success: 1 }, concurrency, maxAttempts: 1, workDir: path.join(dir, 'work') },
-    { gateway: control, harness, verifier },
+    { gateway: control, harness: localExecutor(harness), verifier },
   );
   if (outcomes.some((o) => o.status !== 'succeeded')) throw new Error(`a no-op rollout failed: ${JSON.stringify(outcomes.find((o) => o.status !== 'succeeded'))}`);
   return (performance.now() - t0) / 1000;

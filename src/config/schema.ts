@@ -150,13 +150,18 @@ const samples = z.strictObject({
 });
 
 const rollouts = z.strictObject({
-  concurrency: z.number().int().min(1).max(10_000).default(16).describe('Harness runs at once'),
+  concurrency: z.number().int().min(1).max(10_000).default(16).describe('Harness runs at once (local processes or running Jobs)'),
+  launchesPerSecond: z.number().positive().max(10_000).optional().describe('The most harness runs started per second (Job creations on Kubernetes); no limit when unset'),
   maxAttempts: z.number().int().min(1).max(10).default(2).describe('Attempts per rollout; only infrastructure failures start another'),
   hiddenFields: z.array(z.string().min(1)).default(['answer']).describe('Task fields the harness must not see (the verifier gets the whole task)'),
   rewardWeights: z
     .record(z.string().min(1), z.number().finite())
     .default({ success: 1 })
     .describe("reward = sum of weight x the verifier's component; every component is stored"),
+  refusalPatterns: z
+    .array(z.string().min(1))
+    .optional()
+    .describe("Regular expressions (case-insensitive) that mark a model reply as a refusal, for the 'model' failure class; a few common English refusals when unset"),
 });
 
 export const reinConfigSchema = z

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { accessSync, constants, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import type { ProgramSpec } from './local-runner.js';
+import type { ProgramSpec } from './local-executor.js';
 
 /**
  * The harness and verifier as configured: what the runner starts, and the harness version that

@@ -66,6 +66,8 @@ export const statusChangeSchema = z
     status: z.enum(ROLLOUT_STATUSES),
     reason: z.string().max(4000).optional(),
     failureClass: z.enum(FAILURE_CLASSES).optional(),
+    /** What the failure class was read from (exit code, log tail, a call or span id); kept on the status event. */
+    evidence: z.record(z.string(), z.unknown()).optional(),
   })
   .refine((c) => c.failureClass === undefined || c.status === 'failed', { message: 'failureClass goes with status "failed" only', path: ['failureClass'] });
 export type StatusChange = z.input<typeof statusChangeSchema>;

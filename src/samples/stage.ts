@@ -1,5 +1,6 @@
 import type { LocalArtifactStore, StoredArtifact } from '../artifacts/local-store.js';
 import type { SampleSettings } from '../config/schema.js';
+import { recordedRewards } from '../rollouts/rewards.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
 import { assembleBatch, encodeBatch, prepareRollout, type BatchOptions, type BatchReport, type PreparedRollout } from './batch.js';
@@ -39,8 +40,6 @@ export class DataQualityError extends Error {
   }
 }
 
-const AGREEMENT = 1e-6;
-
 /**
  * Journal → batch artifact + data-quality report. The reward of a rollout is the latest reward
  * event appended with the admin identity (the verifier); one the harness appended with its own
@@ -73,13 +72,9 @@ export async function runBatchStage(
     const rollout = await store.getRollout(id);
     if (!rollout) throw new Error(`rollout ${id} is not in the trace store`);
     const events = await store.listEvents(id);
-    const rewardOf = (source: string) => events.filter((e) => e.type === 'reward' && e.source === source).at(-1)?.payload.value as number | undefined;
-    const verified = rewardOf('admin');
-    const reported = rewardOf('rollout');
-    if (verified !== undefined && reported !== undefined) {
-      compared++;
-      if (Math.abs(verified - reported) > AGREEMENT) disagreeing.push(id);
-    }
+    const { verified, reported, disagrees } = recordedRewards(events);
+    if (verified !== undefined && reported !== undefined) compared++;
+    if (disagrees) disagreeing.push(id);
     const calls = toMergeCalls(await store.listCalls(id, rollout.attempts), tokenizer);
     for (const key of Object.keys(drift) as Array<keyof DriftReport>) drift[key] += calls.drift[key];
     const failureClass =

@@ -270,7 +270,7 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
-    const { status, reason = null, failureClass = null } = statusChangeSchema.parse(change);
+    const { status, reason = null, failureClass = null, evidence } = statusChangeSchema.parse(change);
     return this.db.transaction(() => {
       const current = this.requireRollout(id);
       if (!canTransition(current.status, status)) {
@@ -287,7 +287,7 @@ export class SqliteTraceStore implements TraceStore {
         type: 'status',
         source,
         action_id: null,
-        payload: JSON.stringify({ from: current.status, to: status, reason, ...(failureClass && { failureClass }) }),
+        payload: JSON.stringify({ from: current.status, to: status, reason, ...(failureClass && { failureClass }), ...(evidence && { evidence }) }),
         at: now,
       });
       if (isFinished(status)) {

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { LocalArtifactStore } from '../artifacts/local-store.js';
 import type { SampleSettings } from '../config/schema.js';
 import { runTrainJob, type TrainJob, type TrainResult } from '../policy/local-trainer.js';
-import { runRollouts, type LocalHarnessSpec, type RolloutOutcome, type VerifierSpec } from '../rollouts/local-runner.js';
+import { localExecutor, type ProgramSpec } from '../rollouts/local-executor.js';
+import { runRollouts, type RolloutOutcome, type VerifierSpec } from '../rollouts/runner.js';
 import type { Task } from '../rollouts/tasks.js';
 import { runBatchStage, type BatchStageResult } from '../samples/stage.js';
 import { EMBEDDED_BACKEND, startEmbeddedStack } from './embedded-stack.js';
@@ -22,7 +23,7 @@ export interface LocalLoopOptions {
   iterations: number;
   tasksPerIteration: number;
   samplesPerTask: number;
-  harness: LocalHarnessSpec;
+  harness: ProgramSpec;
   verifier: VerifierSpec;
   /** Variables that make the harness decode greedily for held-out replay (its own settings, e.g. temperature). */
   evalHarnessEnv: Record<string, string>;
@@ -85,8 +86,9 @@ export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoop
           concurrency: options.concurrency,
           maxAttempts: 2,
           workDir: path.join(options.workDir, 'rollouts'),
+          harnessEnv: options.evalHarnessEnv,
         },
-        { gateway: control, harness: { ...options.harness, env: { ...options.harness.env, ...options.evalHarnessEnv } }, verifier: options.verifier, signal: options.signal },
+        { gateway: control, harness: localExecutor(options.harness), verifier: options.verifier, signal: options.signal },
       );
       throwIfCancelled(options.signal);
       const perTask = Object.fromEntries(outcomes.map((o) => [o.taskId, o.components.success ?? 0]));
@@ -115,7 +117,7 @@ export async function runLocalLoop(options: LocalLoopOptions): Promise<LocalLoop
           maxAttempts: 2,
           workDir: path.join(options.workDir, 'rollouts'),
         },
-        { gateway: control, harness: options.harness, verifier: options.verifier, signal: options.signal },
+        { gateway: control, harness: localExecutor(options.harness), verifier: options.verifier, signal: options.signal },
       );
       throwIfCancelled(options.signal);
       const t1 = performance.now();

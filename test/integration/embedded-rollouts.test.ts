@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runRollouts } from '../../src/rollouts/local-runner.js';
+import { localExecutor } from '../../src/rollouts/local-executor.js';
+import { runRollouts } from '../../src/rollouts/runner.js';
 import { exampleLoopOptions } from '../../src/training/example-loop.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
 
@@ -32,7 +33,7 @@ describe('rollouts of the example agent on the embedded policy', () => {
         maxAttempts: 2,
         workDir: path.join(workDir, 'rollouts'),
       },
-      { gateway: stack.control, harness: example.harness, verifier: example.verifier },
+      { gateway: stack.control, harness: localExecutor(example.harness), verifier: example.verifier },
     );
     expect(outcomes).toHaveLength(64);
     expect(outcomes.every((o) => o.reward === 0 || o.reward === 1)).toBe(true);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { rolloutIdFor } from '../../src/rollouts/local-runner.js';
+import { rolloutIdFor } from '../../src/rollouts/runner.js';
 import { taskSetHash } from '../../src/rollouts/tasks.js';
 import { startRein, type RunningRein } from '../helpers/cli.js';
 import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';

@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
-import { RolloutSetupError, runRollouts, type LocalHarnessSpec, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/local-runner.js';
+import { localExecutor } from '../../src/rollouts/local-executor.js';
+import { RolloutSetupError, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
 import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
@@ -37,7 +38,7 @@ afterAll(async () => {
   rmSync(workDir, { recursive: true, force: true });
 });
 
-const exampleHarness: LocalHarnessSpec = { ...node(path.join(example, 'harness.mjs'), '{task}', '{output}'), timeoutMs: 20_000 };
+const exampleHarness = localExecutor({ ...node(path.join(example, 'harness.mjs'), '{task}', '{output}'), timeoutMs: 20_000 });
 const exampleVerifier: VerifierSpec = { ...node(path.join(example, 'verifier.mjs'), '{task}', '{output}'), timeoutMs: 20_000 };
 const batch = (overrides: Partial<RolloutBatchSpec>): RolloutBatchSpec => ({
   batchId: 'b',
@@ -86,7 +87,7 @@ describe('the local rollout runner', () => {
     const spec = batch({ batchId: 'resume', tasks: [{ id: 'x', question: '6*7', answer: 42 }] });
     const first = await runRollouts(spec, { gateway, harness: exampleHarness, verifier: exampleVerifier });
     // Were it launched again, this harness would fail the rollout.
-    const again = await runRollouts(spec, { gateway, harness: { command: process.execPath, args: ['-e', 'process.exit(9)'], timeoutMs: 5000 }, verifier: exampleVerifier });
+    const again = await runRollouts(spec, { gateway, harness: localExecutor({ command: process.execPath, args: ['-e', 'process.exit(9)'], timeoutMs: 5000 }), verifier: exampleVerifier });
     expect(again).toEqual(first);
     expect(await t.store.listCalls('resume.x.0')).toHaveLength(2);
   });
@@ -95,7 +96,7 @@ describe('the local rollout runner', () => {
     process.env.RUNNER_SECRET = 'do-not-leak';
     const [outcome] = await runRollouts(batch({ batchId: 'inspect', tasks: [{ id: 'q', question: 'what?', answer: 7 }] }), {
       gateway,
-      harness: { ...node(path.join(fixtures, 'inspect.mjs'), '{task}', '{output}'), env: { TOOL_MODE: 'sandbox' }, timeoutMs: 20_000 },
+      harness: localExecutor({ ...node(path.join(fixtures, 'inspect.mjs'), '{task}', '{output}'), env: { TOOL_MODE: 'sandbox' }, timeoutMs: 20_000 }),
       verifier: exampleVerifier,
     });
     delete process.env.RUNNER_SECRET;
@@ -110,7 +111,7 @@ describe('the local rollout runner', () => {
   it('classifies a crash, a timeout (killing the whole process group), a missing command and a broken verifier', async () => {
     const crashed = await runRollouts(batch({ batchId: 'crash', tasks: [{ id: 'c', question: '1', answer: 1 }] }), {
       gateway,
-      harness: { command: process.execPath, args: ['-e', 'process.stderr.write("tool exploded"); process.exit(3)'], timeoutMs: 20_000 },
+      harness: localExecutor({ command: process.execPath, args: ['-e', 'process.stderr.write("tool exploded"); process.exit(3)'], timeoutMs: 20_000 }),
       verifier: exampleVerifier,
     });
     // A crash is the policy's failure: it is scored (0 here) and trained on.
@@ -120,7 +121,7 @@ describe('the local rollout runner', () => {
     const pidFile = path.join(workDir, 'sleeper.pid');
     const slept = await runRollouts(batch({ batchId: 'sleep', tasks: [{ id: 's', question: '1', answer: 1 }] }), {
       gateway,
-      harness: { ...node(path.join(fixtures, 'sleeper.mjs'), pidFile), timeoutMs: 1500 },
+      harness: localExecutor({ ...node(path.join(fixtures, 'sleeper.mjs'), pidFile), timeoutMs: 1500 }),
       verifier: exampleVerifier,
     });
     expect(slept[0]).toMatchObject({ status: 'failed', failureClass: 'timeout', reward: 0 });
@@ -132,7 +133,7 @@ describe('the local rollout runner', () => {
     writeFileSync(orphanScript, '#!/no/such/interpreter\n', { mode: 0o755 });
     const missing = await runRollouts(batch({ batchId: 'missing', tasks: [{ id: 'm', question: '1', answer: 1 }] }), {
       gateway,
-      harness: { command: orphanScript, args: [], timeoutMs: 5000 },
+      harness: localExecutor({ command: orphanScript, args: [], timeoutMs: 5000 }),
       verifier: exampleVerifier,
     });
     expect(missing[0]).toMatchObject({ status: 'failed', failureClass: 'environment', reward: null, reason: expect.stringContaining('ENOENT') });
@@ -152,6 +153,47 @@ describe('the local rollout runner', () => {
     expect(unweighted[0]).toMatchObject({ failureClass: 'verifier', reason: 'the verifier reported no cost, which the reward weights use' });
   });
 
+  it('reads model, tool and permission failures from the journal, and keeps a self-reported reward apart', async () => {
+    const modes = ['max_tokens', 'refusal', 'tool', 'permission', 'self-graded'];
+    const outcomes = await runRollouts(
+      batch({ batchId: 'misbehaving', tasks: modes.map((mode) => ({ id: mode, mode, answer: 42 })), refusalPatterns: ['^Echo: I refuse'] }),
+      { gateway, harness: localExecutor({ ...node(path.join(fixtures, 'misbehaving.mjs'), '{task}', '{output}'), timeoutMs: 20_000 }), verifier: exampleVerifier },
+    );
+    const byTask = Object.fromEntries(outcomes.map((o) => [o.taskId, o]));
+    // Failures of the policy's own making are scored (0 here) and trained on; each names its evidence.
+    expect(byTask.max_tokens).toMatchObject({ status: 'failed', failureClass: 'model', reward: 0, reason: expect.stringMatching(/after model call .* stopped at max tokens/) });
+    expect(byTask.refusal).toMatchObject({ status: 'failed', failureClass: 'model', reason: expect.stringContaining('refused') });
+    expect(byTask.tool).toMatchObject({ status: 'failed', failureClass: 'tool', reason: expect.stringContaining('tool "calc" failed: division by zero') });
+    expect(byTask.permission).toMatchObject({ status: 'failed', failureClass: 'permission', reason: expect.stringContaining('permission for tool "shell" was denied') });
+    const evidenceOf = async (id: string) => (await t.store.listEvents(id)).find((e) => e.type === 'status' && e.payload.to === 'failed')?.payload.evidence;
+    expect(await evidenceOf('misbehaving.max_tokens.0')).toMatchObject({ problem: 'max_tokens', exitCode: 1, callId: expect.any(String), logTail: expect.stringContaining('cut off') });
+    expect(await evidenceOf('misbehaving.refusal.0')).toMatchObject({ problem: 'refusal', detail: 'Echo: I refuse to do this' });
+    expect(await evidenceOf('misbehaving.permission.0')).toMatchObject({ actionId: 'call-2', span: 'shell', permission: 'denied', exitCode: 4 });
+
+    // The harness graded itself 1; the verifier says 0. Only the verifier's reward counts; the disagreement is recorded.
+    expect(byTask['self-graded']).toMatchObject({ status: 'succeeded', reward: 0, harnessReportedReward: 1, rewardDisagrees: true });
+    const rewards = (await t.store.listEvents('misbehaving.self-graded.0')).filter((e) => e.type === 'reward');
+    expect(rewards.map((e) => [e.source, e.payload.value])).toEqual([['rollout', 1], ['admin', 0]]);
+    expect(rewards[1]?.payload.data).toMatchObject({ harnessReported: 1, disagrees: true });
+  });
+
+  it('starts at most launchesPerSecond harness runs per second', async () => {
+    const tasks = Array.from({ length: 5 }, (_, i) => ({ id: `p${i}`, question: '1', answer: 1 }));
+    await runRollouts(batch({ batchId: 'paced', tasks, concurrency: 5, launchesPerSecond: 10 }), {
+      gateway,
+      harness: localExecutor({ command: process.execPath, args: ['-e', ''], timeoutMs: 5000 }),
+      verifier: exampleVerifier,
+    });
+    const starts: number[] = [];
+    for (const task of tasks) {
+      const events = await t.store.listEvents(`paced.${task.id}.0`);
+      starts.push(Date.parse(events.find((e) => e.type === 'status' && e.payload.to === 'running')?.at ?? ''));
+    }
+    starts.sort((a, b) => a - b);
+    // Five launches at 10/s take at least 400 ms from the first to the last, though all five could run at once.
+    expect((starts.at(-1) as number) - (starts[0] as number)).toBeGreaterThanOrEqual(390);
+  });
+
   it('lets the verifier read the journaled calls of its rollout with its own key, and nothing more', async () => {
     const [outcome] = await runRollouts(batch({ batchId: 'journal-verifier', tasks: [{ id: 'j', question: '6*7', answer: 42 }] }), {
       gateway,
@@ -164,7 +206,7 @@ describe('the local rollout runner', () => {
   it('checks the harness and verifier before launching anything', async () => {
     const attempt = runRollouts(batch({ batchId: 'unlaunchable', tasks: [{ id: 'u', question: '1', answer: 1 }] }), {
       gateway,
-      harness: { command: 'no-such-agent', args: [], timeoutMs: 5000 },
+      harness: localExecutor({ command: 'no-such-agent', args: [], timeoutMs: 5000 }),
       verifier: { command: path.join(workDir, 'no-verifier'), args: [], timeoutMs: 5000 },
     });
     await expect(attempt).rejects.toThrow(RolloutSetupError);

@@ -2,32 +2,21 @@ import { setMaxListeners } from 'node:events';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GatewayControlClient, IssuedRollout } from '../gateway/control-client.js';
-import type { CallRecord } from '../store/trace-store.js';
+import type { HarnessExecutor, HarnessLaunch, HarnessRun } from './executor.js';
+import { classifyFailure, DEFAULT_REFUSAL_PATTERNS } from './failure-class.js';
 import { programProblems } from './harness-spec.js';
-import { runCommand, type CommandResult } from './process.js';
-import { isFinished, type FailureClass, type Rollout, type RolloutMode } from './rollout.js';
+import { allowedEnv, withPlaceholders, type ProgramSpec } from './local-executor.js';
+import { runCommand } from './process.js';
+import { launchPacer } from './pacer.js';
+import { recordedRewards, rewardsDisagree } from './rewards.js';
+import { isFinished, type FailureClass, type Rollout, type RolloutEvent, type RolloutMode } from './rollout.js';
 import { harnessView, type Task } from './tasks.js';
 
 /**
- * Runs a harness on tasks as local processes through the gateway, scores each run with a
- * verifier that runs apart from the harness, and records the outcome on the rollout.
+ * Runs a harness on tasks (as local processes or Kubernetes Jobs, through the gateway), scores
+ * each run with a verifier that runs apart from the harness, and records the outcome on the
+ * rollout.
  */
-/** A program the runner starts: the harness, or the verifier. */
-export interface ProgramSpec {
-  command: string;
-  /**
-   * Placeholders: `{task}` (the harness gets the task without its hidden fields, the verifier the
-   * whole task), `{output}` (the file the harness writes its output to), `{rollout}` (the id).
-   */
-  args: string[];
-  cwd?: string | undefined;
-  /** Fixed variables for the program. */
-  env?: Record<string, string>;
-  /** Variables copied from the runner's environment; nothing else is inherited. */
-  envAllow?: string[];
-  timeoutMs: number;
-}
-export type LocalHarnessSpec = ProgramSpec;
 export type VerifierSpec = ProgramSpec;
 
 export interface RolloutBatchSpec {
@@ -41,12 +30,19 @@ export interface RolloutBatchSpec {
   hiddenFields: string[];
   /** reward = Σ weight × component; the verifier's components are all stored. */
   rewardWeights: Record<string, number>;
+  /** The most harness runs going at once. */
   concurrency: number;
+  /** The most harness runs started per second (an API server or a scheduler may need it). */
+  launchesPerSecond?: number | undefined;
   /** Attempts per rollout; only infrastructure failures start another. */
   maxAttempts: number;
   workDir: string;
   /** Recorded on every rollout: the harness ledger's key. */
   harnessVersion?: string;
+  /** Extra harness variables for this batch (e.g. greedy decoding for held-out replay). */
+  harnessEnv?: Record<string, string>;
+  /** Regular expressions (case-insensitive) that mark a model reply as a refusal. */
+  refusalPatterns?: string[];
   metadata?: Record<string, unknown>;
 }
 
@@ -65,6 +61,9 @@ export interface RolloutOutcome {
   status: 'succeeded' | 'failed' | 'cancelled';
   reward: number | null;
   components: Record<string, number>;
+  /** What the harness said its reward was, if it reported one; never trained on. */
+  harnessReportedReward: number | null;
+  rewardDisagrees: boolean;
   failureClass: FailureClass | null;
   reason: string | null;
   attempts: number;
@@ -72,26 +71,28 @@ export interface RolloutOutcome {
 
 export interface RunnerDeps {
   gateway: GatewayControlClient;
-  harness: LocalHarnessSpec;
+  harness: HarnessExecutor;
   verifier: VerifierSpec;
   onFinished?: (outcome: RolloutOutcome, done: number, total: number) => void;
   signal?: AbortSignal;
 }
 
-const DEFAULT_ENV_ALLOW = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
-
-/** Upstream trouble the policy did not cause: the rollout is retried as a new attempt. */
-const INFRASTRUCTURE_CALL_ERRORS = new Set<CallRecord['errorClass']>(['upstream_unreachable', 'upstream_timeout', 'upstream_stream_cut', 'upstream_bad_response', 'gateway_error']);
-
 export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Promise<RolloutOutcome[]> {
   const problems = [
     ...(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(spec.batchId) ? [] : [`batch id "${spec.batchId}" may hold letters, digits and . _ : - only`]),
-    ...programProblems('harness', deps.harness),
+    ...refusalPatternProblems(spec.refusalPatterns ?? []),
+    ...(await deps.harness.problems()),
     ...programProblems('verifier', deps.verifier),
   ];
   if (problems.length > 0) throw new RolloutSetupError(problems);
   // Every running harness and verifier listens for cancellation on the one signal.
   if (deps.signal) setMaxListeners(2 * spec.concurrency + 10, deps.signal);
+  const context: BatchContext = {
+    spec,
+    deps,
+    pace: launchPacer(spec.launchesPerSecond),
+    refusalPatterns: (spec.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i')),
+  };
   const jobs = spec.tasks.flatMap((task) => Array.from({ length: spec.samplesPerTask }, (_, sample) => ({ task, sample })));
   const outcomes: RolloutOutcome[] = new Array(jobs.length);
   let next = 0;
@@ -100,7 +101,7 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
     while (next < jobs.length) {
       const index = next++;
       const { task, sample } = jobs[index] as { task: Task; sample: number };
-      const outcome = await runOne(spec, deps, task, sample);
+      const outcome = await runOne(context, task, sample);
       outcomes[index] = outcome;
       deps.onFinished?.(outcome, ++done, jobs.length);
     }
@@ -109,12 +110,30 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
   return outcomes;
 }
 
+interface BatchContext {
+  spec: RolloutBatchSpec;
+  deps: RunnerDeps;
+  pace: () => Promise<void>;
+  refusalPatterns: RegExp[];
+}
+
+function refusalPatternProblems(patterns: readonly string[]): string[] {
+  return patterns.flatMap((p, i) => {
+    try {
+      new RegExp(p, 'i');
+      return [];
+    } catch (err) {
+      return [`rollouts.refusalPatterns[${i}]: ${(err as Error).message}`];
+    }
+  });
+}
+
 /** A rollout's id within its batch: stable, so a batch run again finds its rollouts. */
 export function rolloutIdFor(batchId: string, taskId: string, sample: number): string {
   return `${batchId}.${taskId.replace(/[^A-Za-z0-9._:-]/g, '_')}.${sample}`;
 }
 
-async function runOne(spec: RolloutBatchSpec, deps: RunnerDeps, task: Task, sample: number): Promise<RolloutOutcome> {
+async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task: Task, sample: number): Promise<RolloutOutcome> {
   const { gateway } = deps;
   const rolloutId = rolloutIdFor(spec.batchId, task.id, sample);
   let issued = await gateway.createRollout({
@@ -126,85 +145,80 @@ async function runOne(spec: RolloutBatchSpec, deps: RunnerDeps, task: Task, samp
   });
   const base = { rolloutId, taskId: task.id, sample };
   if (isFinished(issued.rollout.status)) return outcomeOf(base, issued.rollout, await gateway.listEvents(rolloutId));
-  // Left running by a runner that died: that attempt is lost; start a fresh one.
-  if (issued.rollout.status === 'running') issued = await gateway.startAttempt(rolloutId);
 
   const dir = path.join(spec.workDir, rolloutId);
   mkdirSync(dir, { recursive: true });
   const files = { task: path.join(dir, 'task.json'), fullTask: path.join(dir, 'task-with-answer.json'), output: path.join(dir, 'output.json') };
-  writeFileSync(files.task, `${JSON.stringify(harnessView(task, spec.hiddenFields))}\n`);
+  const visible = harnessView(task, spec.hiddenFields);
+  writeFileSync(files.task, `${JSON.stringify(visible)}\n`);
   writeFileSync(files.fullTask, `${JSON.stringify(task)}\n`);
+  const launch = (current: IssuedRollout): HarnessLaunch => ({
+    issued: current,
+    task: visible,
+    taskFile: files.task,
+    outputFile: files.output,
+    dir,
+    env: spec.harnessEnv ?? {},
+    signal: deps.signal,
+  });
 
+  // Left running by a runner that died: follow its run if the executor still can, else that attempt is lost.
+  let resumed: HarnessRun | null = null;
+  if (issued.rollout.status === 'running') {
+    resumed = (await deps.harness.resume?.(launch(issued))) ?? null;
+    if (!resumed) issued = await gateway.startAttempt(rolloutId);
+  }
   for (;;) {
-    if (issued.rollout.status === 'queued') await gateway.setStatus(rolloutId, { status: 'running', reason: `harness started (attempt ${issued.attempt})` });
-    const run = await runHarness(deps, issued, files, dir);
+    let run = resumed;
+    resumed = null;
+    if (!run) {
+      await pace();
+      if (issued.rollout.status === 'queued') await gateway.setStatus(rolloutId, { status: 'running', reason: `harness started (attempt ${issued.attempt})` });
+      run = await deps.harness.run(launch(issued));
+    }
     if (run.cancelled) {
       await gateway.setStatus(rolloutId, { status: 'cancelled', reason: 'the rollout batch was cancelled' });
-      return { ...base, status: 'cancelled', reward: null, components: {}, failureClass: null, reason: 'cancelled', attempts: issued.attempt };
+      return { ...base, status: 'cancelled', reward: null, components: {}, harnessReportedReward: null, rewardDisagrees: false, failureClass: null, reason: 'cancelled', attempts: issued.attempt };
     }
-    const failure = await classifyRun(gateway, issued, run);
+    const events = await gateway.listEvents(rolloutId);
+    const failure = classifyFailure(
+      run,
+      run.exitCode === 0 && !run.timedOut && !run.problem ? [] : await gateway.listCalls(rolloutId, issued.attempt),
+      events.filter((e) => e.attempt === issued.attempt),
+      refusalPatterns,
+    );
     if (failure?.failureClass === 'infrastructure' && issued.attempt < spec.maxAttempts) {
+      await gateway.appendEvent(rolloutId, { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, ...failure } });
       issued = await gateway.startAttempt(rolloutId);
       continue;
     }
+    const unscored = { ...base, components: {}, harnessReportedReward: null, rewardDisagrees: false, attempts: issued.attempt };
     if (failure && (failure.failureClass === 'infrastructure' || failure.failureClass === 'environment')) {
-      await gateway.setStatus(rolloutId, { status: 'failed', reason: failure.reason, failureClass: failure.failureClass });
-      return { ...base, status: 'failed', reward: null, components: {}, failureClass: failure.failureClass, reason: failure.reason, attempts: issued.attempt };
+      await gateway.setStatus(rolloutId, { status: 'failed', ...failure, reason: failure.reason });
+      return { ...unscored, status: 'failed', reward: null, failureClass: failure.failureClass, reason: failure.reason };
     }
-    // The policy's own failures (a crash, a timeout) are scored like any run: they earn what they achieved.
+    // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they achieved.
     const verdict = await runVerifier(deps, spec.rewardWeights, rolloutId, files, dir);
     if ('error' in verdict) {
-      await gateway.setStatus(rolloutId, { status: 'failed', reason: verdict.error, failureClass: 'verifier' });
-      return { ...base, status: 'failed', reward: null, components: {}, failureClass: 'verifier', reason: verdict.error, attempts: issued.attempt };
+      await gateway.setStatus(rolloutId, { status: 'failed', reason: verdict.error, failureClass: 'verifier', evidence: verdict.evidence });
+      return { ...unscored, status: 'failed', reward: null, failureClass: 'verifier', reason: verdict.error };
     }
-    await gateway.appendEvent(rolloutId, { type: 'reward', value: verdict.reward, components: verdict.components, data: { weights: spec.rewardWeights } });
+    const reported = recordedRewards(events.filter((e) => e.attempt === issued.attempt)).reported ?? null;
+    const disagrees = reported !== null && rewardsDisagree(verdict.reward, reported);
+    await gateway.appendEvent(rolloutId, {
+      type: 'reward',
+      value: verdict.reward,
+      components: verdict.components,
+      data: { weights: spec.rewardWeights, ...(reported !== null && { harnessReported: reported, disagrees }) },
+    });
+    const scored = { ...base, reward: verdict.reward, components: verdict.components, harnessReportedReward: reported, rewardDisagrees: disagrees, attempts: issued.attempt };
     if (failure) {
-      await gateway.setStatus(rolloutId, { status: 'failed', reason: failure.reason, failureClass: failure.failureClass });
-      return { ...base, status: 'failed', reward: verdict.reward, components: verdict.components, failureClass: failure.failureClass, reason: failure.reason, attempts: issued.attempt };
+      await gateway.setStatus(rolloutId, { status: 'failed', ...failure });
+      return { ...scored, status: 'failed', failureClass: failure.failureClass, reason: failure.reason };
     }
     await gateway.setStatus(rolloutId, { status: 'succeeded', reason: 'verified' });
-    return { ...base, status: 'succeeded', reward: verdict.reward, components: verdict.components, failureClass: null, reason: null, attempts: issued.attempt };
+    return { ...scored, status: 'succeeded', failureClass: null, reason: null };
   }
-}
-
-function runHarness(deps: RunnerDeps, issued: IssuedRollout, files: { task: string; output: string }, dir: string): Promise<CommandResult> {
-  const { harness } = deps;
-  return runCommand({
-    command: harness.command,
-    args: withPlaceholders(harness.args, { task: files.task, output: files.output, rollout: issued.rollout.id }),
-    cwd: harness.cwd,
-    env: {
-      ...allowed(harness.envAllow),
-      ...harness.env,
-      OPENAI_BASE_URL: issued.baseUrl,
-      OPENAI_API_KEY: issued.key,
-      REIN_ROLLOUT_ID: issued.rollout.id,
-      REIN_ATTEMPT: String(issued.attempt),
-      REIN_TASK_FILE: files.task,
-      REIN_OUTPUT_FILE: files.output,
-    },
-    timeoutMs: harness.timeoutMs,
-    logFile: path.join(dir, `harness-${issued.attempt}.log`),
-    signal: deps.signal,
-  });
-}
-
-async function classifyRun(
-  gateway: GatewayControlClient,
-  issued: IssuedRollout,
-  run: CommandResult,
-): Promise<{ failureClass: FailureClass; reason: string } | null> {
-  if (run.spawnError) return { failureClass: 'environment', reason: `the harness could not start: ${run.spawnError}` };
-  if (run.timedOut) return { failureClass: 'timeout', reason: `the harness ran past its timeout (${run.seconds.toFixed(1)} s)` };
-  if (run.exitCode === 0) return null;
-  const calls = await gateway.listCalls(issued.rollout.id, issued.attempt);
-  const broken = calls.find((c) => INFRASTRUCTURE_CALL_ERRORS.has(c.errorClass ?? null) || (c.upstreamStatus ?? 0) >= 500);
-  const how = run.exitCode === null ? `was killed by ${run.killedBy}` : `exited with ${run.exitCode}`;
-  const stderr = run.stderrTail.trim().split('\n').slice(-3).join(' | ');
-  if (broken) {
-    return { failureClass: 'infrastructure', reason: `the harness ${how} after model call ${broken.id} failed upstream (${broken.errorClass ?? broken.upstreamStatus}): ${stderr}` };
-  }
-  return { failureClass: 'harness', reason: `the harness ${how}: ${stderr || '(no stderr)'}` };
 }
 
 async function runVerifier(
@@ -213,7 +227,7 @@ async function runVerifier(
   rolloutId: string,
   files: { fullTask: string; output: string },
   dir: string,
-): Promise<{ reward: number; components: Record<string, number> } | { error: string }> {
+): Promise<{ reward: number; components: Record<string, number> } | { error: string; evidence: Record<string, unknown> }> {
   const { verifier } = deps;
   if (!existsSync(files.output)) writeFileSync(files.output, 'null\n');
   const run = await runCommand({
@@ -221,7 +235,7 @@ async function runVerifier(
     args: withPlaceholders(verifier.args, { task: files.fullTask, output: files.output, rollout: rolloutId }),
     cwd: verifier.cwd,
     env: {
-      ...allowed(verifier.envAllow),
+      ...allowedEnv(verifier.envAllow),
       ...verifier.env,
       REIN_ROLLOUT_ID: rolloutId,
       // Its own identity: it may read the rollout's journaled calls and events, and write nothing.
@@ -232,10 +246,12 @@ async function runVerifier(
     logFile: path.join(dir, 'verifier.log'),
     signal: deps.signal,
   });
-  if (run.spawnError) return { error: `the verifier could not start: ${run.spawnError}` };
-  if (run.timedOut) return { error: `the verifier ran past its timeout (${run.seconds.toFixed(1)} s)` };
-  if (run.exitCode !== 0) return { error: `the verifier exited with ${run.exitCode ?? run.killedBy}: ${run.stderrTail.trim().slice(-300)}` };
-  return rewardOf(run.stdout, weights);
+  const evidence = { verifierExitCode: run.exitCode, verifierKilledBy: run.killedBy, verifierLogTail: run.stderrTail.slice(-1000), seconds: Number(run.seconds.toFixed(3)) };
+  if (run.spawnError) return { error: `the verifier could not start: ${run.spawnError}`, evidence };
+  if (run.timedOut) return { error: `the verifier ran past its timeout (${run.seconds.toFixed(1)} s)`, evidence };
+  if (run.exitCode !== 0) return { error: `the verifier exited with ${run.exitCode ?? run.killedBy}: ${run.stderrTail.trim().slice(-300)}`, evidence };
+  const verdict = rewardOf(run.stdout, weights);
+  return 'error' in verdict ? { ...verdict, evidence: { ...evidence, stdoutTail: run.stdout.slice(-500) } } : verdict;
 }
 
 /** Reads the verifier's last stdout line: `{"components": {name: number}}`, weighted into one reward. */
@@ -258,23 +274,18 @@ export function rewardOf(stdout: string, weights: Record<string, number>): { rew
   return { reward, components: values };
 }
 
-function outcomeOf(base: { rolloutId: string; taskId: string; sample: number }, rollout: Rollout, events: Array<{ type: string; source: string; payload: Record<string, unknown> }>): RolloutOutcome {
+function outcomeOf(base: { rolloutId: string; taskId: string; sample: number }, rollout: Rollout, events: RolloutEvent[]): RolloutOutcome {
   const reward = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1)?.payload;
+  const { reported, disagrees } = recordedRewards(events);
   return {
     ...base,
     status: rollout.status === 'succeeded' ? 'succeeded' : rollout.status === 'cancelled' ? 'cancelled' : 'failed',
     reward: typeof reward?.value === 'number' ? reward.value : null,
     components: (reward?.components as Record<string, number> | undefined) ?? {},
+    harnessReportedReward: reported ?? null,
+    rewardDisagrees: disagrees,
     failureClass: rollout.failureClass,
     reason: rollout.status === 'succeeded' ? null : rollout.statusReason,
     attempts: rollout.attempts,
   };
-}
-
-function withPlaceholders(args: readonly string[], values: { task: string; output: string; rollout: string }): string[] {
-  return args.map((a) => a.replaceAll('{task}', values.task).replaceAll('{output}', values.output).replaceAll('{rollout}', values.rollout));
-}
-
-function allowed(names: readonly string[] = DEFAULT_ENV_ALLOW): Record<string, string> {
-  return Object.fromEntries(names.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name] as string]])));
 }

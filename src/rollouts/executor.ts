@@ -1,0 +1,49 @@
+import type { IssuedRollout } from '../gateway/control-client.js';
+import type { FailureClass } from './rollout.js';
+
+/**
+ * Where a harness run happens: a local process, or a Kubernetes Job. The runner decides what a
+ * rollout is and how it is scored; an executor only starts the harness and reports how it ended.
+ */
+export interface HarnessExecutor {
+  /** What stops any run from starting here (bad spec, missing binary, invalid template); each names its fix. */
+  problems(): Promise<string[]>;
+  /** Runs the harness once for a rollout attempt; never rejects for anything the harness did. */
+  run(launch: HarnessLaunch): Promise<HarnessRun>;
+  /**
+   * The run of the rollout's current attempt that a previous runner left going, if the executor
+   * can still follow it (a Job keeps running when its worker dies; a local process does not).
+   */
+  resume?(launch: HarnessLaunch): Promise<HarnessRun | null>;
+  /** Releases what the executor holds (watches, connections). */
+  close?(): Promise<void>;
+}
+
+export interface HarnessLaunch {
+  issued: IssuedRollout;
+  /** The task as the harness may see it (hidden fields removed). */
+  task: Record<string, unknown>;
+  /** The harness's view of the task, as a file; its output goes to `outputFile`. */
+  taskFile: string;
+  outputFile: string;
+  /** For this attempt's log. */
+  dir: string;
+  /** Extra variables for this run (e.g. greedy decoding for held-out replay). */
+  env: Record<string, string>;
+  signal?: AbortSignal | undefined;
+}
+
+export interface HarnessRun {
+  exitCode: number | null;
+  killedBy: string | null;
+  /** Ran past its timeout (counted from the moment it started running). */
+  timedOut: boolean;
+  cancelled: boolean;
+  /** The run never started, or was lost, for a reason that is not the harness's doing. */
+  problem: { failureClass: Extract<FailureClass, 'environment' | 'infrastructure'>; reason: string } | null;
+  /** The end of its log (stderr, or the pod's log), for failure evidence. */
+  logTail: string;
+  seconds: number;
+  /** Where it ran: a pid, a Job and pod name; stored as evidence with a failure. */
+  where: Record<string, unknown>;
+}

@@ -1,0 +1,70 @@
+import path from 'node:path';
+import type { HarnessExecutor, HarnessLaunch, HarnessRun } from './executor.js';
+import { programProblems } from './harness-spec.js';
+import { runCommand } from './process.js';
+
+/** A program the runner starts as a local process: the harness, or the verifier. */
+export interface ProgramSpec {
+  command: string;
+  /**
+   * Placeholders: `{task}` (the harness gets the task without its hidden fields, the verifier the
+   * whole task), `{output}` (the file the harness writes its output to), `{rollout}` (the id).
+   */
+  args: string[];
+  cwd?: string | undefined;
+  /** Fixed variables for the program. */
+  env?: Record<string, string>;
+  /** Variables copied from the runner's environment; nothing else is inherited. */
+  envAllow?: string[];
+  timeoutMs: number;
+}
+
+const DEFAULT_ENV_ALLOW = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
+
+/** Runs the harness as a local process in its own process group, killed whole on timeout or cancel. */
+export function localExecutor(spec: ProgramSpec): HarnessExecutor {
+  return {
+    problems: async () => programProblems('harness', spec),
+    async run(launch: HarnessLaunch): Promise<HarnessRun> {
+      const { issued } = launch;
+      const result = await runCommand({
+        command: spec.command,
+        args: withPlaceholders(spec.args, { task: launch.taskFile, output: launch.outputFile, rollout: issued.rollout.id }),
+        cwd: spec.cwd,
+        env: {
+          ...allowedEnv(spec.envAllow),
+          ...spec.env,
+          ...launch.env,
+          OPENAI_BASE_URL: issued.baseUrl,
+          OPENAI_API_KEY: issued.key,
+          REIN_ROLLOUT_ID: issued.rollout.id,
+          REIN_ATTEMPT: String(issued.attempt),
+          REIN_TASK_FILE: launch.taskFile,
+          REIN_OUTPUT_FILE: launch.outputFile,
+        },
+        timeoutMs: spec.timeoutMs,
+        logFile: path.join(launch.dir, `harness-${issued.attempt}.log`),
+        signal: launch.signal,
+      });
+      return {
+        exitCode: result.exitCode,
+        killedBy: result.killedBy,
+        timedOut: result.timedOut,
+        cancelled: result.cancelled,
+        // A harness that cannot start here is a setup problem, not the policy's doing.
+        problem: result.spawnError === null ? null : { failureClass: 'environment', reason: `the harness could not start: ${result.spawnError}` },
+        logTail: result.stderrTail,
+        seconds: result.seconds,
+        where: { host: 'local', command: spec.command },
+      };
+    },
+  };
+}
+
+export function withPlaceholders(args: readonly string[], values: { task: string; output: string; rollout: string }): string[] {
+  return args.map((a) => a.replaceAll('{task}', values.task).replaceAll('{output}', values.output).replaceAll('{rollout}', values.rollout));
+}
+
+export function allowedEnv(names: readonly string[] = DEFAULT_ENV_ALLOW): Record<string, string> {
+  return Object.fromEntries(names.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name] as string]])));
+}
