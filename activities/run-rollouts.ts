@@ -2,8 +2,7 @@ import path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { RolloutSettings } from '../src/config/schema.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
-import { harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
-import { localExecutor } from '../src/rollouts/local-executor.js';
+import { harnessExecutor, harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
 import { RolloutSetupError, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
 import type { RolloutMode } from '../src/rollouts/rollout.js';
 import { loadTaskSet } from '../src/rollouts/tasks.js';
@@ -73,7 +72,7 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
       const version = harnessVersion(harness);
       const total = input.taskIds.length * input.samplesPerTask;
       const finishedIds: string[] = [];
-      const program = programSpec(harness.local);
+      const executor = harnessExecutor(harness);
       let outcomes: RolloutOutcome[];
       try {
         outcomes = await runRollouts(
@@ -95,7 +94,7 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
           },
           {
             gateway,
-            harness: localExecutor(program),
+            harness: executor,
             verifier: programSpec(verifier),
             signal: context.cancellationSignal,
             onFinished: (outcome, done) => {
@@ -107,6 +106,8 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
       } catch (err) {
         if (err instanceof RolloutSetupError) throw ApplicationFailure.nonRetryable(err.message, 'RolloutSetupError', { problems: err.problems });
         throw err;
+      } finally {
+        await executor.close?.();
       }
       return summarize(input.batchId, version, outcomes);
     },

@@ -3,7 +3,8 @@
 // looks like to Rein: a program that calls an OpenAI-compatible API with the official `openai`
 // client, configured only by OPENAI_BASE_URL and OPENAI_API_KEY, and uses a tool.
 //
-//   node harness.mjs TASK.json [OUTPUT.json]      (or the task on stdin)
+//   node harness.mjs TASK.json [OUTPUT.json]      (or the task in $REIN_TASK or on stdin,
+//                                                  the output to $REIN_OUTPUT_FILE or stdout)
 //
 // It answers arithmetic word problems with a calculator tool over several turns and writes
 // {"answer": "..."} to OUTPUT (or stdout).
@@ -56,8 +57,8 @@ export function calculate(expression) {
 }
 
 async function main() {
-  const [taskFile, outputFile] = process.argv.slice(2);
-  const task = JSON.parse(readFileSync(taskFile ?? 0, 'utf8'));
+  const [taskFile, outputFile = process.env.REIN_OUTPUT_FILE] = process.argv.slice(2);
+  const task = JSON.parse(taskFile ? readFileSync(taskFile, 'utf8') : (process.env.REIN_TASK ?? readFileSync(0, 'utf8')));
   const client = new OpenAI(); // OPENAI_BASE_URL and OPENAI_API_KEY from the environment
   const messages = [{ role: 'user', content: task.question }];
   let answer = null;

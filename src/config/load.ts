@@ -232,7 +232,19 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
       ...config.samples,
       tokenizerDir: config.samples.tokenizerDir && path.resolve(baseDir, config.samples.tokenizerDir),
     },
-    ...(config.harness && { harness: { ...config.harness, local: resolveProgram(config.harness.local, baseDir) } }),
+    ...(config.harness && {
+      harness: {
+        ...config.harness,
+        ...(config.harness.local && { local: resolveProgram(config.harness.local, baseDir) }),
+        ...(config.harness.kubernetes && {
+          kubernetes: {
+            ...config.harness.kubernetes,
+            template: path.resolve(baseDir, config.harness.kubernetes.template),
+            ...(config.harness.kubernetes.kubeconfig && { kubeconfig: path.resolve(baseDir, config.harness.kubernetes.kubeconfig) }),
+          },
+        }),
+      },
+    }),
     ...(config.verifier && { verifier: resolveProgram(config.verifier, baseDir) }),
     gateway: {
       ...config.gateway,

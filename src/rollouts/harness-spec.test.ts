@@ -15,7 +15,7 @@ describe('the harness version', () => {
     expect(harnessVersion(a)).toBe(harnessVersion(b));
     expect(harnessVersion(a)).toMatch(/^h-[0-9a-f]{16}$/);
     expect(harnessVersion({ ...a, version: '1.3' })).not.toBe(harnessVersion(a));
-    expect(harnessVersion({ ...a, local: { ...a.local, args: ['agent.mjs', '--fast', '{task}'] } })).not.toBe(harnessVersion(a));
+    expect(harnessVersion({ ...a, local: { ...a.local!, args: ['agent.mjs', '--fast', '{task}'] } })).not.toBe(harnessVersion(a));
   });
 });
 
@@ -23,7 +23,7 @@ describe('checks before anything launches', () => {
   it('names a command that is not on PATH, a path that is not executable, and a missing working directory', () => {
     const script = path.join(dir, 'agent.sh');
     writeFileSync(script, '#!/bin/sh\n');
-    const spec = (command: string, cwd?: string) => programSpec(harnessSchema.parse({ local: { command, ...(cwd && { cwd }) } }).local);
+    const spec = (command: string, cwd?: string) => programSpec(harnessSchema.parse({ local: { command, ...(cwd && { cwd }) } }).local!);
     expect(programProblems('harness', spec('node'))).toEqual([]);
     expect(programProblems('harness', spec('no-such-agent-binary'))).toEqual(['harness.command: "no-such-agent-binary" is not on PATH; install it, or give its full path']);
     expect(programProblems('harness', spec(script))).toEqual([`harness.command: ${script} is not an executable file; fix the path or make it executable`]);

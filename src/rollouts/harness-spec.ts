@@ -1,8 +1,11 @@
 import { createHash } from 'node:crypto';
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import type { ProgramSpec } from './local-executor.js';
+import type { HarnessExecutor } from './executor.js';
+import { kubernetesExecutor } from './kubernetes/job-executor.js';
+import { kubernetesHarnessSchema } from './kubernetes/job-template.js';
+import { localExecutor, type ProgramSpec } from './local-executor.js';
 
 /**
  * The harness and verifier as configured: what the runner starts, and the harness version that
@@ -22,10 +25,13 @@ export const programSchema = z.strictObject({
   timeoutSeconds: z.number().positive().max(86_400).default(600).describe('Per run, counted from the moment it starts'),
 });
 
-export const harnessSchema = z.strictObject({
-  version: z.string().min(1).max(200).optional().describe('The version you give the harness (a release tag, a commit); part of the harness version'),
-  local: programSchema.describe('Run the harness as a local process per rollout'),
-});
+export const harnessSchema = z
+  .strictObject({
+    version: z.string().min(1).max(200).optional().describe('The version you give the harness (a release tag, a commit); part of the harness version'),
+    local: programSchema.optional().describe('Run the harness as a local process per rollout'),
+    kubernetes: kubernetesHarnessSchema.optional().describe('Run the harness as a Kubernetes Job per rollout attempt'),
+  })
+  .refine((h) => (h.local === undefined) !== (h.kubernetes === undefined), { message: 'give exactly one of local and kubernetes' });
 
 export const verifierSchema = programSchema.extend({
   version: z.string().min(1).max(200).optional().describe('The verifier version, recorded in the environment ledger'),
@@ -45,9 +51,20 @@ export function programSpec(settings: z.output<typeof programSchema>): ProgramSp
   };
 }
 
-/** A content hash of what defines the harness: its spec and declared version. Same spec, same version. */
+/**
+ * A content hash of what defines the harness: its spec, its Job template's text and its declared
+ * version (and image, digest included). Same harness, same version.
+ */
 export function harnessVersion(settings: HarnessSettings): string {
-  return `h-${createHash('sha256').update(canonicalJson(settings)).digest('hex').slice(0, 16)}`;
+  const template = settings.kubernetes ? readFileSync(settings.kubernetes.template, 'utf8') : undefined;
+  return `h-${createHash('sha256').update(canonicalJson({ ...settings, ...(template !== undefined && { templateText: template }) })).digest('hex').slice(0, 16)}`;
+}
+
+/** Where the configured harness runs. */
+export function harnessExecutor(settings: HarnessSettings, env: Record<string, string> = {}): HarnessExecutor {
+  if (settings.kubernetes) return kubernetesExecutor(settings.kubernetes);
+  const program = programSpec(settings.local as NonNullable<HarnessSettings['local']>);
+  return localExecutor({ ...program, env: { ...program.env, ...env } });
 }
 
 /** JSON with object keys sorted, so equal specs hash equally however they were written. */
