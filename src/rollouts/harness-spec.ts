@@ -23,6 +23,7 @@ export const programSchema = z.strictObject({
     .default(['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'])
     .describe("Variables copied from the runner's environment; nothing else is inherited"),
   timeoutSeconds: z.number().positive().max(86_400).default(600).describe('Per run, counted from the moment it starts'),
+  taskOnStdin: z.boolean().default(false).describe("Also give the program the task as JSON on standard input (the harness its view of it)"),
 });
 
 export const harnessSchema = z
@@ -48,6 +49,7 @@ export function programSpec(settings: z.output<typeof programSchema>): ProgramSp
     env: settings.env,
     envAllow: settings.envAllow,
     timeoutMs: settings.timeoutSeconds * 1000,
+    taskOnStdin: settings.taskOnStdin,
   };
 }
 

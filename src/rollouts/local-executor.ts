@@ -17,6 +17,8 @@ export interface ProgramSpec {
   /** Variables copied from the runner's environment; nothing else is inherited. */
   envAllow?: string[];
   timeoutMs: number;
+  /** Also write the task (JSON) to the program's standard input. */
+  taskOnStdin?: boolean;
 }
 
 const DEFAULT_ENV_ALLOW = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
@@ -43,6 +45,7 @@ export function localExecutor(spec: ProgramSpec): HarnessExecutor {
           REIN_OUTPUT_FILE: launch.outputFile,
         },
         timeoutMs: spec.timeoutMs,
+        ...(spec.taskOnStdin && { stdin: `${JSON.stringify(launch.task)}\n` }),
         logFile: path.join(launch.dir, `harness-${issued.attempt}.log`),
         signal: launch.signal,
       });

@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GatewayControlClient, IssuedRollout } from '../gateway/control-client.js';
 import type { HarnessExecutor, HarnessLaunch, HarnessRun } from './executor.js';
@@ -166,7 +166,11 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
   let resumed: HarnessRun | null = null;
   if (issued.rollout.status === 'running') {
     resumed = (await deps.harness.resume?.(launch(issued))) ?? null;
-    if (!resumed) issued = await gateway.startAttempt(rolloutId);
+    if (!resumed) {
+      const reason = `the runner of attempt ${issued.attempt} stopped before it finished (its worker was lost); starting another`;
+      await gateway.appendEvent(rolloutId, { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, failureClass: 'orchestrator', reason } });
+      issued = await gateway.startAttempt(rolloutId);
+    }
   }
   for (;;) {
     let run = resumed;
@@ -243,6 +247,7 @@ async function runVerifier(
       REIN_VERIFIER_KEY: await deps.gateway.verifierKey(rolloutId),
     },
     timeoutMs: verifier.timeoutMs,
+    ...(verifier.taskOnStdin && { stdin: readFileSync(files.fullTask, 'utf8') }),
     logFile: path.join(dir, 'verifier.log'),
     signal: deps.signal,
   });

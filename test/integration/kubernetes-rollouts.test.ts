@@ -4,7 +4,9 @@ import path from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
+import { loadConfig } from '../../src/config/load.js';
 import type { HarnessExecutor } from '../../src/rollouts/executor.js';
+import { harnessExecutor, harnessVersion } from '../../src/rollouts/harness-spec.js';
 import { kubernetesExecutor } from '../../src/rollouts/kubernetes/job-executor.js';
 import { jobNameFor, kubernetesHarnessSchema, renderJob, type KubernetesHarnessSettings } from '../../src/rollouts/kubernetes/job-template.js';
 import { RolloutSetupError, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
@@ -178,6 +180,27 @@ describe('rollouts as Kubernetes Jobs (against the API stand-in)', () => {
     await waitFor(() => kube.runningPods() === 0);
     const left = await kube.kubeConfig().makeApiClient(BatchV1Api).listNamespacedJob({ namespace: 'default' });
     expect(left.items).toEqual([]);
+  });
+
+  it('runs from the config file: template and kubeconfig paths relative to it, the template part of the harness version', async () => {
+    kube = await startKubeStandIn({ images: [IMAGE] });
+    const configDir = mkdtempSync(path.join(dir, 'config-'));
+    writeFileSync(path.join(configDir, 'kubeconfig.yaml'), kube.kubeConfig().exportConfig());
+    writeFileSync(path.join(configDir, 'job.yaml'), readFileSync(exampleTemplate(), 'utf8'));
+    writeFileSync(
+      path.join(configDir, 'rein.yaml'),
+      `harness:\n  version: "1.0"\n  kubernetes:\n    template: job.yaml\n    image: ${IMAGE}\n    kubeconfig: kubeconfig.yaml\n    timeoutSeconds: 30\n`,
+    );
+    const { config } = loadConfig({ file: path.join(configDir, 'rein.yaml'), env: {} });
+    const settings = config.harness as NonNullable<typeof config.harness>;
+    const harness = harnessExecutor(settings);
+    executors.push(harness);
+    const [outcome] = await runRollouts(batch({ batchId: 'k-config', harnessVersion: harnessVersion(settings) }), { gateway, harness, verifier });
+    expect(outcome).toMatchObject({ status: 'succeeded', reward: 1 });
+    expect((await t.store.getRollout('k-config.t.0'))?.metadata.harnessVersion).toBe(harnessVersion(settings));
+    const before = harnessVersion(settings);
+    writeFileSync(path.join(configDir, 'job.yaml'), readFileSync(path.join(configDir, 'job.yaml'), 'utf8').replace('terminationGracePeriodSeconds: 1', 'terminationGracePeriodSeconds: 2'));
+    expect(harnessVersion(settings)).not.toBe(before);
   });
 
   it('refuses an invalid template or credentials the API server rejects before launching anything', async () => {

@@ -106,6 +106,14 @@ describe('the local rollout runner', () => {
     expect(seen.env).toContain('TOOL_MODE');
     expect(seen.env).toEqual(expect.arrayContaining(['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'REIN_ROLLOUT_ID', 'REIN_TASK_FILE', 'REIN_OUTPUT_FILE']));
     expect(seen.env).not.toContain('RUNNER_SECRET');
+
+    // A harness that reads its task from standard input and writes where $REIN_OUTPUT_FILE says.
+    const [fromStdin] = await runRollouts(batch({ batchId: 'stdin', tasks: [{ id: 's', question: '6*7', answer: 42 }] }), {
+      gateway,
+      harness: localExecutor({ ...node(path.join(example, 'harness.mjs')), taskOnStdin: true, timeoutMs: 20_000 }),
+      verifier: exampleVerifier,
+    });
+    expect(fromStdin).toMatchObject({ status: 'succeeded', reward: 1 });
   });
 
   it('classifies a crash, a timeout (killing the whole process group), a missing command and a broken verifier', async () => {

@@ -106,7 +106,11 @@ describe('the rolloutSet workflow and its runRollouts activity', () => {
           expect(rollout, id).toMatchObject({ status: 'succeeded', policyVersion: 'policy-v1', metadata: { harnessVersion: summary.harnessVersion } });
           expect(launched.get(id) ?? 0, id).toBeGreaterThanOrEqual(1);
           expect(launched.get(id), id).toBeLessThanOrEqual(rollout?.attempts ?? 0);
-          expect((await t.store.listEvents(id)).filter((e) => e.type === 'reward' && e.source === 'admin')).toHaveLength(1);
+          const events = await t.store.listEvents(id);
+          expect(events.filter((e) => e.type === 'reward' && e.source === 'admin')).toHaveLength(1);
+          // An attempt lost with its worker is on record as the orchestrator's failure.
+          const lost = events.filter((e) => e.type === 'custom' && e.payload.name === 'attempt_failed').map((e) => e.payload.data);
+          expect(lost).toEqual(rollout?.attempts === 2 ? [expect.objectContaining({ attempt: 1, failureClass: 'orchestrator' })] : []);
         }
       }
       // The rollouts that were running when the worker died (at most two) took a second attempt; no other did.
