@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** The folder of Rein's package.json, whether running from src/ (tsx, vitest) or dist/src/. */
 export function packageRoot(): string {
@@ -19,4 +20,14 @@ function isReinPackage(file: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * How to run the `rein` CLI as a child process: the compiled CLI, or, when Rein itself runs from
+ * its TypeScript sources (tests, tsx), the same sources through tsx, so parent and child agree.
+ */
+export function reinCommand(): { command: string; args: string[] } {
+  if (!import.meta.url.endsWith('.ts')) return { command: process.execPath, args: [path.join(packageRoot(), 'bin', 'rein.js')] };
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  return { command: process.execPath, args: ['--import', tsx, path.join(packageRoot(), 'src', 'cli', 'cli.ts')] };
 }

@@ -1,15 +1,21 @@
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { ActivityDeps } from '../activities/index.js';
 import { LocalArtifactStore } from '../src/artifacts/local-store.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
+import { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
+import { localPolicyTrainer } from '../src/training/policy-update.js';
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 
 /** The activities' dependencies for a worker, from the config: the trace store, artifacts, tokenizer. */
 export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps; close(): Promise<void> } {
   const store = new SqliteTraceStore(config.gateway.traceDb);
   const gateway = gatewayControlFromConfig(config.gateway);
+  mkdirSync(config.dataDir, { recursive: true });
+  const registry = new PolicyRegistry(path.join(config.dataDir, 'registry.sqlite'));
+  const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
   const deps: ActivityDeps = {
     ...(gateway && { gateway }),
     dataDir: config.dataDir,
@@ -17,9 +23,19 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
     artifacts: new LocalArtifactStore(path.join(config.dataDir, 'artifacts')),
     samples: config.samples,
     rollouts: config.rollouts,
+    registry,
+    trainer: localPolicyTrainer(config.trainer, path.join(config.dataDir, 'logs')),
+    policiesDir: path.join(config.dataDir, 'policies'),
+    ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints } }),
     ...(config.harness && { harness: config.harness }),
     ...(config.verifier && { verifier: config.verifier }),
     ...(config.samples.tokenizerDir && { tokenizer: ChatTokenizer.fromDirectory(config.samples.tokenizerDir) }),
   };
-  return { deps, close: () => store.close() };
+  return {
+    deps,
+    close: async () => {
+      registry.close();
+      await store.close();
+    },
+  };
 }

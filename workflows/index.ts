@@ -1,2 +1,3 @@
 export { preflight, type PreflightResult } from './preflight.js';
 export { rolloutSet, type RolloutSetInput } from './rollout-set.js';
+export { trainingIteration, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';

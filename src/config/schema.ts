@@ -164,6 +164,16 @@ const rollouts = z.strictObject({
     .describe("Regular expressions (case-insensitive) that mark a model reply as a refusal, for the 'model' failure class; a few common English refusals when unset"),
 });
 
+const trainer = z.strictObject({
+  learningRate: z.number().positive().max(1).default(3e-4).describe('Adam learning rate of the local trainer'),
+  epochs: z.number().int().min(1).max(100).default(4).describe('Passes over each batch'),
+  minibatchSize: z.number().int().min(1).default(32).describe('Sequences per optimizer step'),
+  clipEpsilon: z.number().positive().max(1).default(0.2).describe('PPO clip range'),
+  maxGradNorm: z.number().positive().default(1).describe('Gradient norm limit'),
+  seed: z.number().int().default(1).describe('Seed for minibatch order (the same batch and seed train the same policy)'),
+  servingBackend: z.string().min(1).default('embedded').describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
+});
+
 export const reinConfigSchema = z
   .strictObject({
     $schema: z.string().optional().describe('JSON Schema reference, for editors; ignored by Rein'),
@@ -183,6 +193,7 @@ export const reinConfigSchema = z
     harness: harnessSchema.optional().describe("The agent harness Rein runs on tasks (your program, unchanged)"),
     verifier: verifierSchema.optional().describe('The program that scores a harness run: prints {"components": {...}}'),
     rollouts: rollouts.prefault({}),
+    trainer: trainer.prefault({}).describe('The policy update: the local trainer for the embedded default'),
   })
   .describe('Rein configuration');
 
@@ -192,6 +203,7 @@ export type DevServerSettings = TemporalSettings['devServer'];
 export type GatewaySettings = ReinConfig['gateway'];
 export type SampleSettings = ReinConfig['samples'];
 export type RolloutSettings = ReinConfig['rollouts'];
+export type TrainerSettings = ReinConfig['trainer'];
 
 /** The JSON Schema of the config file, as `rein config schema` prints it. */
 export function configJsonSchema(): object {

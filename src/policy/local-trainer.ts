@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { decodeBatch } from '../samples/batch.js';
@@ -38,6 +39,45 @@ export interface TrainResult {
 }
 
 export async function runTrainJob(job: TrainJob): Promise<TrainResult> {
+  const release = await lockOutput(job.outputDir);
+  try {
+    return await trainOnce(job);
+  } finally {
+    release();
+  }
+}
+
+/**
+ * One trainer per output directory: a second one (a retried activity whose first trainer is
+ * still running after its worker died) waits for the first, then finds its result.
+ */
+async function lockOutput(outputDir: string): Promise<() => void> {
+  const lock = `${path.resolve(outputDir)}.lock`;
+  mkdirSync(path.dirname(lock), { recursive: true });
+  for (;;) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      return () => rmSync(lock, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const holder = Number(readFileSync(lock, 'utf8'));
+    if (isAlive(holder)) await sleep(250);
+    else rmSync(lock, { force: true }); // left by a trainer that died
+  }
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function trainOnce(job: TrainJob): Promise<TrainResult> {
   const batch = decodeBatch(readFileSync(job.batchPath));
   const batchContentHash = batch.metadata.content_hash as string;
   const metricsFile = path.join(job.outputDir, 'metrics.json');

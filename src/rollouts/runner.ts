@@ -10,6 +10,7 @@ import { runCommand } from './process.js';
 import { launchPacer } from './pacer.js';
 import { recordedRewards, rewardsDisagree } from './rewards.js';
 import { isFinished, type FailureClass, type Rollout, type RolloutEvent, type RolloutMode } from './rollout.js';
+import { rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
 
 /**
@@ -128,10 +129,7 @@ function refusalPatternProblems(patterns: readonly string[]): string[] {
   });
 }
 
-/** A rollout's id within its batch: stable, so a batch run again finds its rollouts. */
-export function rolloutIdFor(batchId: string, taskId: string, sample: number): string {
-  return `${batchId}.${taskId.replace(/[^A-Za-z0-9._:-]/g, '_')}.${sample}`;
-}
+export { rolloutIdFor };
 
 async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task: Task, sample: number): Promise<RolloutOutcome> {
   const { gateway } = deps;

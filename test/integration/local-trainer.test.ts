@@ -86,6 +86,11 @@ describe('rein policy train (the local trainer, as a child process)', () => {
     const otherParent = await runRein(['policy', 'train', '--checkpoint', a, '--batch', batchFile, '--out', b]);
     expect(otherParent.code).toBe(1);
     expect(otherParent.stderr).toContain('already holds a checkpoint trained from another batch or parent');
+    // Two trainers at once on one output (a retried update while the first still runs): one trains, the other waits and reuses.
+    const c = path.join(dir, 'det-c');
+    const both = await Promise.all([train(c), train(c)]);
+    expect(both.map((r) => JSON.parse(r.stdout).reused).sort()).toEqual([false, true]);
+    expect(readFileSync(path.join(c, 'model.safetensors')).equals(readFileSync(path.join(a, 'model.safetensors')))).toBe(true);
   });
 
   it('corrects a sampler that disagrees with the trainer by truncated importance weights', async () => {

@@ -1,0 +1,65 @@
+import { fileURLToPath } from 'node:url';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { GatewayControlClient } from '../src/gateway/control-client.js';
+import type { PolicyRegistry } from '../src/registry/policy-registry.js';
+import { PolicyLineageError, updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
+
+export interface PolicyActivityDeps {
+  registry?: PolicyRegistry;
+  trainer?: PolicyTrainer;
+  gateway?: GatewayControlClient;
+  serving?: { backend: string; endpoints: string[] };
+  policiesDir: string;
+}
+
+export interface UpdatePolicyInput extends Omit<PolicyUpdateJob, 'batchPath'> {
+  batchUri: string;
+}
+
+/** Small enough for workflow history: the version, its lineage and the trainer's headline numbers. */
+export interface UpdatePolicySummary {
+  version: string;
+  parent: string;
+  checkpointUri: string;
+  steps: number;
+  approxKl: number;
+  clipFraction: number;
+  reused: boolean;
+  seconds: number;
+}
+
+export function createPolicyActivities(deps: PolicyActivityDeps) {
+  return {
+    /** Trains, registers and serves the iteration's new policy version; a retry never trains the batch twice. */
+    async updatePolicy(input: UpdatePolicyInput): Promise<UpdatePolicySummary> {
+      const { registry, trainer, gateway, serving } = deps;
+      if (!registry || !trainer || !gateway || !serving) {
+        throw ApplicationFailure.nonRetryable('this worker cannot update policies: its config needs a gateway admin key and trainer.servingBackend naming a gateway backend', 'PolicyUpdateError');
+      }
+      const context = Context.current();
+      const beat = setInterval(() => context.heartbeat({ stage: 'training' }), 5000);
+      try {
+        const { batchUri, ...job } = input;
+        const { policy, train } = await updatePolicy(
+          { ...job, batchPath: batchUri.startsWith('file:') ? fileURLToPath(batchUri) : batchUri },
+          { registry, trainer, gateway, serving, policiesDir: deps.policiesDir, signal: context.cancellationSignal },
+        );
+        return {
+          version: policy.version,
+          parent: input.parentVersion,
+          checkpointUri: policy.checkpointUri,
+          steps: train.steps,
+          approxKl: train.metrics.approxKl,
+          clipFraction: train.metrics.clipFraction,
+          reused: train.reused,
+          seconds: train.seconds,
+        };
+      } catch (err) {
+        if (err instanceof PolicyLineageError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
+        throw err;
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+}

@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { NativeConnection } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
+import { reinConfigSchema } from '../../src/config/schema.js';
+import { createLogger } from '../../src/log/logger.js';
+import { packageRoot } from '../../src/package-root.js';
+import { PolicyRegistry } from '../../src/registry/policy-registry.js';
+import { loadTaskSet } from '../../src/rollouts/tasks.js';
+import { EMBEDDED_BACKEND, startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
+import { localPolicyTrainer } from '../../src/training/policy-update.js';
+import { installTemporalRuntime } from '../../workers/runtime.js';
+import { createReinWorker } from '../../workers/worker.js';
+import type { TrainingIterationInput } from '../../workflows/index.js';
+import { testClient } from '../helpers/temporal.js';
+
+const example = path.join(packageRoot(), 'examples', 'calculator-agent');
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-iteration-'));
+const config = reinConfigSchema.parse({});
+let stack: EmbeddedStack;
+let registry: PolicyRegistry;
+
+beforeAll(async () => {
+  stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base') });
+  registry = new PolicyRegistry(path.join(dir, 'registry.sqlite'));
+  registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: path.join(packageRoot(), 'models', 'base'), batchContentHash: null, trainerMetrics: {} });
+});
+afterAll(async () => {
+  registry.close();
+  await stack.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the trainingIteration workflow (real dev server, embedded policy)', () => {
+  it('runs rollouts, builds a batch, trains and serves a candidate with its lineage, replays held-out tasks; a rerun trains nothing twice', { timeout: 240_000 }, async () => {
+    installTemporalRuntime(createLogger('warn'));
+    const taskQueue = `iteration-${randomUUID()}`;
+    const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    const { client, connection: clientConnection } = await testClient();
+    const program = (script: string) => ({ command: process.execPath, args: [path.join(example, script), '{task}', '{output}'], env: {}, envAllow: ['PATH', 'HOME'], timeoutSeconds: 60, taskOnStdin: false });
+    const worker = await createReinWorker({
+      connection,
+      namespace: 'default',
+      taskQueue,
+      workflowBundle: { code: inject('workflowBundleCode') },
+      dataDir: dir,
+      store: stack.store,
+      artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
+      samples: config.samples,
+      rollouts: { ...config.rollouts, concurrency: 8 },
+      harness: { version: 'example', local: program('harness.mjs') },
+      verifier: program('verifier.mjs'),
+      gateway: stack.control,
+      registry,
+      trainer: localPolicyTrainer(config.trainer, path.join(dir, 'logs')),
+      serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
+      policiesDir: path.join(dir, 'policies'),
+    });
+    const train = loadTaskSet(path.join(example, 'train.jsonl'));
+    const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
+    const input: TrainingIterationInput = {
+      runId: 'run-a',
+      iteration: 1,
+      policyVersion: 'v0',
+      configHash: 'c0nf1g',
+      train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.slice(0, 6).map((t) => t.id), samplesPerTask: 4 },
+      heldout: { taskSet: { file: heldout.file, sha256: heldout.sha256 }, taskIds: heldout.tasks.slice(0, 8).map((t) => t.id), harnessEnv: { AGENT_TEMPERATURE: '0' } },
+    };
+    try {
+      await worker.runUntil(async () => {
+        const handle = await client.workflow.start('trainingIteration', { taskQueue, workflowId: `run-a-it1-${randomUUID()}`, args: [input] });
+        const result = await handle.result();
+        expect(result).toMatchObject({ iteration: 1, parent: 'v0', candidate: 'run-a.v1', rollouts: { total: 24 }, heldout: { total: 8 }, update: { version: 'run-a.v1', reused: false } });
+        expect(result.update.steps).toBeGreaterThan(0);
+        // Registered with its lineage, a candidate (not promoted), and served behind the gateway.
+        expect(registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash, status: 'candidate' });
+        expect(stack.policyServer.models()).toContain('run-a.v1');
+        const replayed = await stack.store.listRollouts({ mode: 'eval' });
+        expect(replayed.items.length).toBe(8);
+        expect((await stack.store.listCalls(replayed.items[0]?.id as string)).every((c) => c.policyVersion === 'run-a.v1')).toBe(true);
+        // Filterable in the UI: the run, the iteration, the stage; the memo says what produced it.
+        const described = await handle.describe();
+        expect(described.searchAttributes).toMatchObject({ ReinRunId: ['run-a'], ReinIteration: [1], ReinStage: ['done'], ReinPolicyVersion: ['run-a.v1'] });
+        expect(described.memo).toMatchObject({ configHash: 'c0nf1g', harnessVersion: result.rollouts.harnessVersion });
+
+        // The same iteration again (a restarted run): finished rollouts are read back and the batch is not trained twice.
+        const again = await client.workflow.execute('trainingIteration', { taskQueue, workflowId: `run-a-it1-again-${randomUUID()}`, args: [input] });
+        expect(again.update).toMatchObject({ version: 'run-a.v1', reused: true });
+        expect(again.batch.contentHash).toBe(result.batch.contentHash);
+        expect(registry.list({ runId: 'run-a' })).toHaveLength(1);
+      });
+    } finally {
+      await clientConnection.close();
+      await connection.close();
+    }
+  });
+});
