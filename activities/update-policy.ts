@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
-import type { PolicyRegistry } from '../src/registry/policy-registry.js';
+import { PolicyConflictError, type PolicyRegistry } from '../src/registry/policy-registry.js';
 import { PolicyLineageError, updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
 
 export interface PolicyActivityDeps {
@@ -30,6 +30,17 @@ export interface UpdatePolicySummary {
 
 export function createPolicyActivities(deps: PolicyActivityDeps) {
   return {
+    /** Registers the policy a run starts from as a lineage root (once; the same again is a no-op). */
+    async registerBasePolicy(input: { version: string; checkpointUri: string }): Promise<void> {
+      if (!deps.registry) throw ApplicationFailure.nonRetryable('this worker has no policy registry', 'PolicyUpdateError');
+      try {
+        deps.registry.register({ ...input, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+      } catch (err) {
+        if (err instanceof PolicyConflictError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
+        throw err;
+      }
+    },
+
     /** Trains, registers and serves the iteration's new policy version; a retry never trains the batch twice. */
     async updatePolicy(input: UpdatePolicyInput): Promise<UpdatePolicySummary> {
       const { registry, trainer, gateway, serving } = deps;

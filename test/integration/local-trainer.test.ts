@@ -88,8 +88,9 @@ describe('rein policy train (the local trainer, as a child process)', () => {
     expect(otherParent.stderr).toContain('already holds a checkpoint trained from another batch or parent');
     // Two trainers at once on one output (a retried update while the first still runs): one trains, the other waits and reuses.
     const c = path.join(dir, 'det-c');
-    const both = await Promise.all([train(c), train(c)]);
-    expect(both.map((r) => JSON.parse(r.stdout).reused).sort()).toEqual([false, true]);
+    const job = { checkpointDir: base, batchPath: batchFile, outputDir: c, seed: 3, learningRate: 0.01, epochs: 8, minibatchSize: 32, clipEpsilon: 0.2, maxGradNorm: 1 };
+    const both = await Promise.all([runTrainJob(job), runTrainJob(job)]);
+    expect(both.map((r) => r.reused).sort()).toEqual([false, true]);
     expect(readFileSync(path.join(c, 'model.safetensors')).equals(readFileSync(path.join(a, 'model.safetensors')))).toBe(true);
   });
 

@@ -14,7 +14,7 @@ import { EMBEDDED_BACKEND, startEmbeddedStack, type EmbeddedStack } from '../../
 import { localPolicyTrainer } from '../../src/training/policy-update.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
-import type { TrainingIterationInput } from '../../workflows/index.js';
+import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingIterationInput, type TrainingRunInput } from '../../workflows/index.js';
 import { testClient } from '../helpers/temporal.js';
 
 const example = path.join(packageRoot(), 'examples', 'calculator-agent');
@@ -34,7 +34,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe('the trainingIteration workflow (real dev server, embedded policy)', () => {
+describe('the trainingIteration and trainingRun workflows (real dev server, embedded policy)', () => {
   it('runs rollouts, builds a batch, trains and serves a candidate with its lineage, replays held-out tasks; a rerun trains nothing twice', { timeout: 240_000 }, async () => {
     installTemporalRuntime(createLogger('warn'));
     const taskQueue = `iteration-${randomUUID()}`;
@@ -91,6 +91,71 @@ describe('the trainingIteration workflow (real dev server, embedded policy)', ()
         expect(again.update).toMatchObject({ version: 'run-a.v1', reused: true });
         expect(again.batch.contentHash).toBe(result.batch.contentHash);
         expect(registry.list({ runId: 'run-a' })).toHaveLength(1);
+      });
+    } finally {
+      await clientConnection.close();
+      await connection.close();
+    }
+  });
+
+  it('runs iterations as child workflows from the policy each one produced; pauses, resumes and stops on signals', { timeout: 240_000 }, async () => {
+    installTemporalRuntime(createLogger('warn'));
+    const taskQueue = `run-${randomUUID()}`;
+    const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    const { client, connection: clientConnection } = await testClient();
+    const program = (script: string) => ({ command: process.execPath, args: [path.join(example, script), '{task}', '{output}'], env: {}, envAllow: ['PATH', 'HOME'], timeoutSeconds: 60, taskOnStdin: false });
+    const worker = await createReinWorker({
+      connection,
+      namespace: 'default',
+      taskQueue,
+      workflowBundle: { code: inject('workflowBundleCode') },
+      dataDir: dir,
+      store: stack.store,
+      artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
+      samples: config.samples,
+      rollouts: { ...config.rollouts, concurrency: 8 },
+      harness: { version: 'example', local: program('harness.mjs') },
+      verifier: program('verifier.mjs'),
+      gateway: stack.control,
+      registry,
+      trainer: localPolicyTrainer(config.trainer, path.join(dir, 'logs')),
+      serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
+      policiesDir: path.join(dir, 'policies'),
+    });
+    const train = loadTaskSet(path.join(example, 'train.jsonl'));
+    const input: TrainingRunInput = {
+      runId: 'run-b',
+      configHash: 'c0nf1g',
+      base: { version: 'v0', checkpointUri: path.join(packageRoot(), 'models', 'base') },
+      iterations: null,
+      train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.slice(0, 12).map((t) => t.id), tasksPerIteration: 4, samplesPerTask: 2 },
+      onFailedIteration: 'stop',
+    };
+    try {
+      await worker.runUntil(async () => {
+        const handle = await client.workflow.start('trainingRun', { taskQueue, workflowId: `run-b-${randomUUID()}`, args: [input] });
+        await handle.signal(pauseSignal);
+        const until = async (check: (s: RunStatus) => boolean) => {
+          for (;;) {
+            const status = await handle.query(statusQuery);
+            if (check(status)) return status;
+            await new Promise((r) => setTimeout(r, 200));
+          }
+        };
+        const paused = await until((s) => s.state === 'paused' && s.stage === 'paused');
+        expect(paused.iterations.length).toBeLessThanOrEqual(1);
+        await handle.signal(resumeSignal);
+        await until((s) => s.nextIteration >= 2);
+        await handle.signal(stopSignal);
+        const final = await handle.result();
+        expect(final.state).toBe('stopped');
+        expect(final.iterations.map((i: RunStatus["iterations"][number]) => i.candidate)).toEqual(['run-b.v1', 'run-b.v2']);
+        // Each iteration trained from the one before: the registry's lineage is a chain from the base.
+        expect(registry.list({ runId: 'run-b' }).map((p) => [p.version, p.parent, p.iteration])).toEqual([['run-b.v1', 'v0', 1], ['run-b.v2', 'run-b.v1', 2]]);
+        // The iterations are child workflows the UI can list by the run's search attribute.
+        const children: string[] = [];
+        for await (const w of client.workflow.list({ query: `ReinRunId = 'run-b' AND WorkflowType = 'trainingIteration'` })) children.push(w.workflowId);
+        expect(children.sort()).toEqual(['run-b-it1', 'run-b-it2']);
       });
     } finally {
       await clientConnection.close();

@@ -1,0 +1,122 @@
+import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
+import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
+
+export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
+
+export interface TrainingRunInput {
+  runId: string;
+  configHash: string;
+  /** The policy the run starts from, and where its weights are (registered as the lineage's root). */
+  base: { version: string; checkpointUri: string };
+  /** Null: until stopped. */
+  iterations: number | null;
+  /** The run's training tasks; each iteration takes the next `tasksPerIteration` of them, wrapping around. */
+  train: TaskSelection & { tasksPerIteration: number; samplesPerTask: number };
+  heldout?: TrainingIterationInput['heldout'];
+  onFailedIteration: FailedIterationPolicy;
+  /** With `retry`: tries per iteration before the run stops. */
+  maxIterationTries?: number;
+  /** Carried across continue-as-new. */
+  progress?: RunProgress;
+}
+
+/** What a run has done so far: small, since it travels through continue-as-new. */
+export interface RunProgress {
+  nextIteration: number;
+  policyVersion: string;
+  iterations: Array<{ iteration: number; candidate: string | null; meanReward: number | null; heldoutMeanReward: number | null; failed?: string }>;
+}
+
+export interface RunStatus extends RunProgress {
+  runId: string;
+  state: 'running' | 'paused' | 'stopping' | 'finished' | 'stopped';
+  stage: string;
+}
+
+export const pauseSignal = defineSignal('pause');
+export const resumeSignal = defineSignal('resume');
+export const stopSignal = defineSignal('stop');
+export const statusQuery = defineQuery<RunStatus>('status');
+
+/** Iterations kept in the status (the whole history is in the child workflows and the registry). */
+const KEPT_ITERATIONS = 50;
+
+/**
+ * A training run: iterations as child workflows, one after another, each training from the
+ * policy the previous one produced. Pause takes effect between iterations; stop ends the run
+ * after the current one. The history starts afresh (continue-as-new) when Temporal suggests it.
+ */
+export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
+  const progress: RunProgress = input.progress ?? { nextIteration: 1, policyVersion: input.base.version, iterations: [] };
+  let paused = false;
+  let stopping = false;
+  let stage = 'starting';
+  const status = (state?: RunStatus['state']): RunStatus => ({
+    runId: input.runId,
+    state: state ?? (stopping ? 'stopping' : paused ? 'paused' : 'running'),
+    stage,
+    ...progress,
+  });
+  setHandler(pauseSignal, () => void (paused = true));
+  setHandler(resumeSignal, () => void (paused = false));
+  setHandler(stopSignal, () => void (stopping = true));
+  setHandler(statusQuery, () => status());
+  upsertSearchAttributes([
+    { key: ReinRunId, value: input.runId },
+    { key: ReinPolicyVersion, value: progress.policyVersion },
+  ]);
+
+  if (!input.progress) {
+    const { registerBasePolicy } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5 }, summary: `register ${input.base.version}` });
+    await registerBasePolicy(input.base);
+  }
+
+  const tasks = input.train.taskIds;
+  while (input.iterations === null || progress.nextIteration <= input.iterations) {
+    if (paused) {
+      stage = 'paused';
+      upsertSearchAttributes([{ key: ReinStage, value: 'paused' }]);
+      await condition(() => !paused || stopping);
+    }
+    if (stopping) break;
+    const iteration = progress.nextIteration;
+    const first = ((iteration - 1) * input.train.tasksPerIteration) % tasks.length;
+    const taskIds = Array.from({ length: Math.min(input.train.tasksPerIteration, tasks.length) }, (_, i) => tasks[(first + i) % tasks.length] as string);
+    stage = `iteration ${iteration}`;
+    upsertSearchAttributes([{ key: ReinStage, value: `iteration-${iteration}` }]);
+
+    const tries = input.onFailedIteration === 'retry' ? (input.maxIterationTries ?? 3) : 1;
+    let result: TrainingIterationResult | undefined;
+    let failure: string | undefined;
+    for (let attempt = 1; attempt <= tries && !result; attempt++) {
+      try {
+        result = await executeChild(trainingIteration, {
+          workflowId: `${input.runId}-it${iteration}${attempt > 1 ? `-try${attempt}` : ''}`,
+          args: [{ runId: input.runId, iteration, policyVersion: progress.policyVersion, configHash: input.configHash, train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask }, ...(input.heldout && { heldout: input.heldout }) }],
+        });
+      } catch (err) {
+        failure = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+      }
+    }
+    if (result) {
+      progress.policyVersion = result.candidate;
+      progress.iterations.push({ iteration, candidate: result.candidate, meanReward: result.rollouts.meanReward, heldoutMeanReward: result.heldout?.meanReward ?? null });
+      upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
+    } else {
+      progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: failure ?? 'failed' });
+      if (input.onFailedIteration !== 'skip') {
+        throw ApplicationFailure.nonRetryable(`iteration ${iteration} of run ${input.runId} failed${tries > 1 ? ` ${tries} times` : ''}: ${failure}`, 'IterationFailed');
+      }
+    }
+    progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
+    progress.nextIteration = iteration + 1;
+    if (workflowInfo().continueAsNewSuggested && !stopping && !paused) {
+      await continueAsNew<typeof trainingRun>({ ...input, progress });
+    }
+  }
+  stage = 'done';
+  upsertSearchAttributes([{ key: ReinStage, value: stopping ? 'stopped' : 'done' }]);
+  return status(stopping ? 'stopped' : 'finished');
+}
