@@ -76,7 +76,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     summary: `batch from ${rollouts.total} rollouts`,
   });
   const rolloutIds = input.train.taskIds.flatMap((task) => Array.from({ length: input.train.samplesPerTask }, (_, sample) => rolloutIdFor(batchId, task, sample)));
-  const built = await buildBatch({ iteration, policyVersion: parent, configHash: input.configHash, rolloutIds });
+  const built = await buildBatch({ runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds });
 
   stage('update');
   const candidate = `${runId}.v${iteration}`;

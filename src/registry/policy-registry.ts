@@ -86,8 +86,8 @@ export class PolicyRegistry {
 
   list(filter: { runId?: string } = {}): PolicyRecord[] {
     const rows = (filter.runId === undefined
-      ? this.db.prepare('SELECT * FROM policies ORDER BY created_at, version').all()
-      : this.db.prepare('SELECT * FROM policies WHERE run_id = ? ORDER BY created_at, version').all(filter.runId)) as Row[];
+      ? this.db.prepare('SELECT * FROM policies ORDER BY rowid').all()
+      : this.db.prepare('SELECT * FROM policies WHERE run_id = ? ORDER BY rowid').all(filter.runId)) as Row[];
     return rows.map(toRecord);
   }
 

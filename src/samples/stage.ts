@@ -7,6 +7,8 @@ import { assembleBatch, encodeBatch, prepareRollout, type BatchOptions, type Bat
 import { toMergeCalls, type DriftReport } from './retokenize.js';
 
 export interface BatchStageInput {
+  /** The training run: artifacts of different runs never share a path. */
+  runId?: string;
   iteration: number;
   /** The policy version the batch trains (the parent of the next one). */
   policyVersion: string;
@@ -96,7 +98,7 @@ export async function runBatchStage(
     drift: { ...drift, rate: drift.compared === 0 ? 0 : drift.drifted / drift.compared },
     rewardDisagreement: { compared, disagreeing: disagreeing.length, rate: compared === 0 ? 0 : disagreeing.length / compared, rolloutIds: disagreeing },
   };
-  const name = `iterations/${input.iteration}`;
+  const name = `${input.runId === undefined ? '' : `runs/${input.runId}/`}iterations/${input.iteration}`;
   const reportArtifact = artifacts.put(`${name}/batch-report.json`, `${JSON.stringify(report, null, 2)}\n`);
 
   const { thresholds } = settings;

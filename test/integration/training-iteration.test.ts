@@ -20,6 +20,9 @@ import { testClient } from '../helpers/temporal.js';
 const example = path.join(packageRoot(), 'examples', 'calculator-agent');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-iteration-'));
 const config = reinConfigSchema.parse({});
+// Orchestration is under test here, not learning (that is learning-loop.test.ts): a few rollouts
+// whose rewards happen to be all equal within each task still make a batch and a version.
+const samples = { ...config.samples, zeroVarianceGroups: 'keep' as const };
 let stack: EmbeddedStack;
 let registry: PolicyRegistry;
 
@@ -49,7 +52,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
       dataDir: dir,
       store: stack.store,
       artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
-      samples: config.samples,
+      samples,
       rollouts: { ...config.rollouts, concurrency: 8 },
       harness: { version: 'example', local: program('harness.mjs') },
       verifier: program('verifier.mjs'),
@@ -74,7 +77,6 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const handle = await client.workflow.start('trainingIteration', { taskQueue, workflowId: `run-a-it1-${randomUUID()}`, args: [input] });
         const result = await handle.result();
         expect(result).toMatchObject({ iteration: 1, parent: 'v0', candidate: 'run-a.v1', rollouts: { total: 24 }, heldout: { total: 8 }, update: { version: 'run-a.v1', reused: false } });
-        expect(result.update.steps).toBeGreaterThan(0);
         // Registered with its lineage, a candidate (not promoted), and served behind the gateway.
         expect(registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash, status: 'candidate' });
         expect(stack.policyServer.models()).toContain('run-a.v1');
@@ -112,7 +114,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
       dataDir: dir,
       store: stack.store,
       artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
-      samples: config.samples,
+      samples,
       rollouts: { ...config.rollouts, concurrency: 8 },
       harness: { version: 'example', local: program('harness.mjs') },
       verifier: program('verifier.mjs'),
@@ -139,6 +141,8 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
           for (;;) {
             const status = await handle.query(statusQuery);
             if (check(status)) return status;
+            // A run that ended (failed) will never get there: show why.
+            if ((await handle.describe()).status.name !== 'RUNNING') return handle.result();
             await new Promise((r) => setTimeout(r, 200));
           }
         };
