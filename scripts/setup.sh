@@ -43,7 +43,8 @@ install_python_tools() {
 # The Python tools download while npm compiles (better-sqlite3 builds from source where its prebuilt binary is unreachable).
 install_python_tools &
 python_tools=$!
-npm ci --no-audit --no-fund
+# JOBS: node-gyp compiles native modules on every core.
+JOBS=max npm ci --no-audit --no-fund
 wait "$python_tools"
 
 npm run build
