@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { NativeConnection } from '@temporalio/worker';
+import type { WorkflowHandle } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
 import { reinConfigSchema } from '../../src/config/schema.js';
@@ -25,6 +27,12 @@ const config = reinConfigSchema.parse({});
 const samples = { ...config.samples, zeroVarianceGroups: 'keep' as const };
 let stack: EmbeddedStack;
 let registry: PolicyRegistry;
+
+/** Replays a history with the current workflow code; with REIN_RECORD_HISTORIES=1 keeps it for replay.test.ts. */
+async function replayAndRecord(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, name: string): Promise<void> {
+  await Worker.runReplayHistory({ workflowBundle: { code: inject('workflowBundleCode') } }, history);
+  if (process.env.REIN_RECORD_HISTORIES === '1') writeFileSync(path.resolve(import.meta.dirname, '../fixtures/histories', name), `${historyToJSON(history)}\n`);
+}
 
 beforeAll(async () => {
   stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base') });
@@ -87,6 +95,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const described = await handle.describe();
         expect(described.searchAttributes).toMatchObject({ ReinRunId: ['run-a'], ReinIteration: [1], ReinStage: ['done'], ReinPolicyVersion: ['run-a.v1'] });
         expect(described.memo).toMatchObject({ configHash: 'c0nf1g', harnessVersion: result.rollouts.harnessVersion });
+        await replayAndRecord(await handle.fetchHistory(), 'training-iteration.json');
 
         // The same iteration again (a restarted run): finished rollouts are read back and the batch is not trained twice.
         const again = await client.workflow.execute('trainingIteration', { taskQueue, workflowId: `run-a-it1-again-${randomUUID()}`, args: [input] });
@@ -160,6 +169,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const children: string[] = [];
         for await (const w of client.workflow.list({ query: `ReinRunId = 'run-b' AND WorkflowType = 'trainingIteration'` })) children.push(w.workflowId);
         expect(children.sort()).toEqual(['run-b-it1', 'run-b-it2']);
+        await replayAndRecord(await handle.fetchHistory(), 'training-run.json');
       });
     } finally {
       await clientConnection.close();
