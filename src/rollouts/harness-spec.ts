@@ -63,10 +63,9 @@ export function harnessVersion(settings: HarnessSettings): string {
 }
 
 /** Where the configured harness runs. */
-export function harnessExecutor(settings: HarnessSettings, env: Record<string, string> = {}): HarnessExecutor {
+export function harnessExecutor(settings: HarnessSettings): HarnessExecutor {
   if (settings.kubernetes) return kubernetesExecutor(settings.kubernetes);
-  const program = programSpec(settings.local as NonNullable<HarnessSettings['local']>);
-  return localExecutor({ ...program, env: { ...program.env, ...env } });
+  return localExecutor(programSpec(settings.local as NonNullable<HarnessSettings['local']>));
 }
 
 /** JSON with object keys sorted, so equal specs hash equally however they were written. */

@@ -182,11 +182,11 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
       await gateway.setStatus(rolloutId, { status: 'cancelled', reason: 'the rollout batch was cancelled' });
       return { ...base, status: 'cancelled', reward: null, components: {}, harnessReportedReward: null, rewardDisagrees: false, failureClass: null, reason: 'cancelled', attempts: issued.attempt };
     }
-    const events = await gateway.listEvents(rolloutId);
+    const attemptEvents = (await gateway.listEvents(rolloutId)).filter((e) => e.attempt === issued.attempt);
     const failure = classifyFailure(
       run,
       run.exitCode === 0 && !run.timedOut && !run.problem ? [] : await gateway.listCalls(rolloutId, issued.attempt),
-      events.filter((e) => e.attempt === issued.attempt),
+      attemptEvents,
       refusalPatterns,
     );
     if (failure?.failureClass === 'infrastructure' && issued.attempt < spec.maxAttempts) {
@@ -196,7 +196,7 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
     }
     const unscored = { ...base, components: {}, harnessReportedReward: null, rewardDisagrees: false, attempts: issued.attempt };
     if (failure && (failure.failureClass === 'infrastructure' || failure.failureClass === 'environment')) {
-      await gateway.setStatus(rolloutId, { status: 'failed', ...failure, reason: failure.reason });
+      await gateway.setStatus(rolloutId, { status: 'failed', ...failure });
       return { ...unscored, status: 'failed', reward: null, failureClass: failure.failureClass, reason: failure.reason };
     }
     // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they achieved.
@@ -205,7 +205,7 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
       await gateway.setStatus(rolloutId, { status: 'failed', reason: verdict.error, failureClass: 'verifier', evidence: verdict.evidence });
       return { ...unscored, status: 'failed', reward: null, failureClass: 'verifier', reason: verdict.error };
     }
-    const reported = recordedRewards(events.filter((e) => e.attempt === issued.attempt)).reported ?? null;
+    const reported = recordedRewards(attemptEvents).reported ?? null;
     const disagrees = reported !== null && rewardsDisagree(verdict.reward, reported);
     await gateway.appendEvent(rolloutId, {
       type: 'reward',

@@ -1,11 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { reinCommand } from '../../src/package-root.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-const entry = path.join(root, 'src/cli/cli.ts');
+// Tests load Rein from its sources, so this runs the CLI from the same sources (through tsx).
+const rein = reinCommand();
 
 export interface CliOptions {
   cwd?: string;
@@ -15,7 +14,7 @@ export interface CliOptions {
 function spawnRein(args: string[], options: CliOptions): ChildProcess {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
-  return spawn(process.execPath, ['--import', tsx, entry, ...args], {
+  return spawn(rein.command, [...rein.args, ...args], {
     cwd: options.cwd ?? root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

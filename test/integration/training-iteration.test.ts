@@ -45,31 +45,41 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** A Rein worker on a fresh task queue of the shared dev server, with the embedded stack as its gateway and serving backend. */
+async function startWorker(prefix: string) {
+  installTemporalRuntime(createLogger('warn'));
+  const taskQueue = `${prefix}-${randomUUID()}`;
+  const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+  const { client, connection: clientConnection } = await testClient();
+  const program = (script: string) => ({ command: process.execPath, args: [path.join(example, script), '{task}', '{output}'], env: {}, envAllow: ['PATH', 'HOME'], timeoutSeconds: 60, taskOnStdin: false });
+  const worker = await createReinWorker({
+    connection,
+    namespace: 'default',
+    taskQueue,
+    workflowBundle: { code: inject('workflowBundleCode') },
+    dataDir: dir,
+    store: stack.store,
+    artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
+    samples,
+    rollouts: { ...config.rollouts, concurrency: 8 },
+    harness: { version: 'example', local: program('harness.mjs') },
+    verifier: program('verifier.mjs'),
+    gateway: stack.control,
+    registry,
+    trainer: localPolicyTrainer(config.trainer, path.join(dir, 'logs')),
+    serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
+    policiesDir: path.join(dir, 'policies'),
+  });
+  const close = async () => {
+    await clientConnection.close();
+    await connection.close();
+  };
+  return { worker, client, taskQueue, close };
+}
+
 describe('the trainingIteration and trainingRun workflows (real dev server, embedded policy)', () => {
   it('runs rollouts, builds a batch, trains and serves a candidate with its lineage, replays held-out tasks; a rerun trains nothing twice', { timeout: 240_000 }, async () => {
-    installTemporalRuntime(createLogger('warn'));
-    const taskQueue = `iteration-${randomUUID()}`;
-    const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
-    const { client, connection: clientConnection } = await testClient();
-    const program = (script: string) => ({ command: process.execPath, args: [path.join(example, script), '{task}', '{output}'], env: {}, envAllow: ['PATH', 'HOME'], timeoutSeconds: 60, taskOnStdin: false });
-    const worker = await createReinWorker({
-      connection,
-      namespace: 'default',
-      taskQueue,
-      workflowBundle: { code: inject('workflowBundleCode') },
-      dataDir: dir,
-      store: stack.store,
-      artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
-      samples,
-      rollouts: { ...config.rollouts, concurrency: 8 },
-      harness: { version: 'example', local: program('harness.mjs') },
-      verifier: program('verifier.mjs'),
-      gateway: stack.control,
-      registry,
-      trainer: localPolicyTrainer(config.trainer, path.join(dir, 'logs')),
-      serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
-      policiesDir: path.join(dir, 'policies'),
-    });
+    const { worker, client, taskQueue, close } = await startWorker('iteration');
     const train = loadTaskSet(path.join(example, 'train.jsonl'));
     const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
     const input: TrainingIterationInput = {
@@ -104,35 +114,12 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         expect(registry.list({ runId: 'run-a' })).toHaveLength(1);
       });
     } finally {
-      await clientConnection.close();
-      await connection.close();
+      await close();
     }
   });
 
   it('runs iterations as child workflows from the policy each one produced; pauses, resumes and stops on signals', { timeout: 240_000 }, async () => {
-    installTemporalRuntime(createLogger('warn'));
-    const taskQueue = `run-${randomUUID()}`;
-    const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
-    const { client, connection: clientConnection } = await testClient();
-    const program = (script: string) => ({ command: process.execPath, args: [path.join(example, script), '{task}', '{output}'], env: {}, envAllow: ['PATH', 'HOME'], timeoutSeconds: 60, taskOnStdin: false });
-    const worker = await createReinWorker({
-      connection,
-      namespace: 'default',
-      taskQueue,
-      workflowBundle: { code: inject('workflowBundleCode') },
-      dataDir: dir,
-      store: stack.store,
-      artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
-      samples,
-      rollouts: { ...config.rollouts, concurrency: 8 },
-      harness: { version: 'example', local: program('harness.mjs') },
-      verifier: program('verifier.mjs'),
-      gateway: stack.control,
-      registry,
-      trainer: localPolicyTrainer(config.trainer, path.join(dir, 'logs')),
-      serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
-      policiesDir: path.join(dir, 'policies'),
-    });
+    const { worker, client, taskQueue, close } = await startWorker('run');
     const train = loadTaskSet(path.join(example, 'train.jsonl'));
     const input: TrainingRunInput = {
       runId: 'run-b',
@@ -172,8 +159,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         await replayAndRecord(await handle.fetchHistory(), 'training-run.json');
       });
     } finally {
-      await clientConnection.close();
-      await connection.close();
+      await close();
     }
   });
 });

@@ -36,8 +36,11 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
     }
     return kubeConfig;
   };
-  const apis = () => ({ batch: config().makeApiClient(BatchV1Api), core: config().makeApiClient(CoreV1Api) });
-  const templateText = () => readFileSync(settings.template, 'utf8');
+  let clients: { batch: BatchV1Api; core: CoreV1Api } | undefined;
+  const apis = () => (clients ??= { batch: config().makeApiClient(BatchV1Api), core: config().makeApiClient(CoreV1Api) });
+  // Read once: every Job of the batch comes from the template that was checked before launch.
+  let template: string | undefined;
+  const templateText = () => (template ??= readFileSync(settings.template, 'utf8'));
 
   async function deleteJob(name: string): Promise<void> {
     try {
