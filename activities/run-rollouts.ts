@@ -37,6 +37,8 @@ export interface RunRolloutsSummary {
   meanReward: number | null;
   /** Rollouts whose harness reported a reward the verifier did not give. */
   rewardDisagreements: number;
+  /** Mean reward per task over its samples, for paired comparisons; a rollout with no reward (it failed) counts 0. */
+  meanRewardByTask: Record<string, number>;
 }
 
 export interface RolloutProgress {
@@ -130,5 +132,17 @@ function summarize(batchId: string, harnessVersion: string, outcomes: readonly R
     byFailureClass: count((o) => o.failureClass),
     meanReward: rewards.length === 0 ? null : rewards.reduce((a, b) => a + b, 0) / rewards.length,
     rewardDisagreements: outcomes.filter((o) => o.rewardDisagrees).length,
+    meanRewardByTask: meanRewardByTask(outcomes),
   };
+}
+
+function meanRewardByTask(outcomes: readonly RolloutOutcome[]): Record<string, number> {
+  const sums = new Map<string, { sum: number; n: number }>();
+  for (const o of outcomes) {
+    const entry = sums.get(o.taskId) ?? { sum: 0, n: 0 };
+    entry.sum += o.reward ?? 0;
+    entry.n += 1;
+    sums.set(o.taskId, entry);
+  }
+  return Object.fromEntries([...sums].map(([task, { sum, n }]) => [task, sum / n]));
 }

@@ -33,7 +33,8 @@ export interface TrainingIterationResult {
   heldout: RunRolloutsSummary | null;
 }
 
-const rolloutsActivity = (summary: string) =>
+/** The rollouts stage, with the timeouts and retries every set of rollouts gets. */
+export const rolloutsActivity = (summary: string) =>
   proxyActivities<Activities>({
     startToCloseTimeout: '4 hours',
     heartbeatTimeout: '60 seconds',

@@ -1,12 +1,14 @@
 import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
-import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
+import { rolloutsActivity, trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
 
 export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
 
 export interface TrainingRunInput {
-  runId: string;
+  /** Default: the workflow id (a scheduled run's id is the schedule's id and the time it fired). */
+  runId?: string;
   configHash: string;
   /** The policy the run starts from, and where its weights are (registered as the lineage's root). */
   base: { version: string; checkpointUri: string };
@@ -22,17 +24,28 @@ export interface TrainingRunInput {
   progress?: RunProgress;
 }
 
+/** A held-out replay's result, paired by task. */
+export interface HeldoutResult {
+  policyVersion: string;
+  meanReward: number | null;
+  meanRewardByTask: Record<string, number>;
+}
+
 /** What a run has done so far: small, since it travels through continue-as-new. */
 export interface RunProgress {
   nextIteration: number;
   policyVersion: string;
   iterations: Array<{ iteration: number; candidate: string | null; meanReward: number | null; heldoutMeanReward: number | null; failed?: string }>;
+  /** With held-out tasks: the base policy's replay and the latest candidate's, for the paired comparison. */
+  heldout?: { base: HeldoutResult; latest: HeldoutResult | null };
 }
 
 export interface RunStatus extends RunProgress {
   runId: string;
   state: 'running' | 'paused' | 'stopping' | 'finished' | 'stopped';
   stage: string;
+  /** The workflow doing the current stage's work (this run, or its current iteration). */
+  currentWorkflowId?: string;
 }
 
 export const pauseSignal = defineSignal('pause');
@@ -49,14 +62,17 @@ const KEPT_ITERATIONS = 50;
  * after the current one. The history starts afresh (continue-as-new) when Temporal suggests it.
  */
 export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
+  const runId = input.runId ?? workflowInfo().workflowId;
   const progress: RunProgress = input.progress ?? { nextIteration: 1, policyVersion: input.base.version, iterations: [] };
   let paused = false;
   let stopping = false;
   let stage = 'starting';
+  let currentWorkflowId: string | undefined = runId;
   const status = (state?: RunStatus['state']): RunStatus => ({
-    runId: input.runId,
+    runId,
     state: state ?? (stopping ? 'stopping' : paused ? 'paused' : 'running'),
     stage,
+    ...(currentWorkflowId && { currentWorkflowId }),
     ...progress,
   });
   setHandler(pauseSignal, () => void (paused = true));
@@ -64,19 +80,35 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   setHandler(stopSignal, () => void (stopping = true));
   setHandler(statusQuery, () => status());
   upsertSearchAttributes([
-    { key: ReinRunId, value: input.runId },
+    { key: ReinRunId, value: runId },
     { key: ReinPolicyVersion, value: progress.policyVersion },
   ]);
 
   if (!input.progress) {
     const { registerBasePolicy } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5 }, summary: `register ${input.base.version}` });
     await registerBasePolicy(input.base);
+    if (input.heldout) {
+      // The yardstick: the same held-out tasks with the base policy, before any training.
+      stage = 'heldout-base';
+      upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
+      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${input.base.version}`)({
+        batchId: `${runId}.base.heldout`,
+        taskSet: input.heldout.taskSet,
+        taskIds: input.heldout.taskIds,
+        samplesPerTask: 1,
+        mode: 'eval',
+        policyVersion: input.base.version,
+        ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
+      });
+      progress.heldout = { base: heldoutResult(input.base.version, base), latest: null };
+    }
   }
 
   const tasks = input.train.taskIds;
   while (input.iterations === null || progress.nextIteration <= input.iterations) {
     if (paused) {
       stage = 'paused';
+      currentWorkflowId = runId;
       upsertSearchAttributes([{ key: ReinStage, value: 'paused' }]);
       await condition(() => !paused || stopping);
     }
@@ -91,10 +123,11 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     let result: TrainingIterationResult | undefined;
     let failure: string | undefined;
     for (let attempt = 1; attempt <= tries && !result; attempt++) {
+      currentWorkflowId = `${runId}-it${iteration}${attempt > 1 ? `-try${attempt}` : ''}`;
       try {
         result = await executeChild(trainingIteration, {
-          workflowId: `${input.runId}-it${iteration}${attempt > 1 ? `-try${attempt}` : ''}`,
-          args: [{ runId: input.runId, iteration, policyVersion: progress.policyVersion, configHash: input.configHash, train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask }, ...(input.heldout && { heldout: input.heldout }) }],
+          workflowId: currentWorkflowId,
+          args: [{ runId, iteration, policyVersion: progress.policyVersion, configHash: input.configHash, train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask }, ...(input.heldout && { heldout: input.heldout }) }],
         });
       } catch (err) {
         failure = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
@@ -104,19 +137,25 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       progress.policyVersion = result.candidate;
       progress.iterations.push({ iteration, candidate: result.candidate, meanReward: result.rollouts.meanReward, heldoutMeanReward: result.heldout?.meanReward ?? null });
       upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
+      if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
     } else {
       progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: failure ?? 'failed' });
       if (input.onFailedIteration !== 'skip') {
-        throw ApplicationFailure.nonRetryable(`iteration ${iteration} of run ${input.runId} failed${tries > 1 ? ` ${tries} times` : ''}: ${failure}`, 'IterationFailed');
+        throw ApplicationFailure.nonRetryable(`iteration ${iteration} of run ${runId} failed${tries > 1 ? ` ${tries} times` : ''}: ${failure}`, 'IterationFailed');
       }
     }
     progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
     progress.nextIteration = iteration + 1;
     if (workflowInfo().continueAsNewSuggested && !stopping && !paused) {
-      await continueAsNew<typeof trainingRun>({ ...input, progress });
+      await continueAsNew<typeof trainingRun>({ ...input, runId, progress });
     }
   }
   stage = 'done';
+  currentWorkflowId = undefined;
   upsertSearchAttributes([{ key: ReinStage, value: stopping ? 'stopped' : 'done' }]);
   return status(stopping ? 'stopped' : 'finished');
+}
+
+function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
+  return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask };
 }

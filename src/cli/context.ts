@@ -1,4 +1,5 @@
 import { loadConfig, type LoadedConfig } from '../config/load.js';
+import type { ReinConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../log/logger.js';
 
 export interface GlobalOptions {
@@ -25,6 +26,12 @@ export function untilInterrupted(): Promise<NodeJS.Signals> {
     process.on('SIGINT', handler);
     process.on('SIGTERM', handler);
   });
+}
+
+/** The Web UI of the embedded dev server, when Rein runs one with a UI. */
+export function temporalUiUrl(config: ReinConfig): string | undefined {
+  const { address, devServer } = config.temporal;
+  return address || devServer.headless ? undefined : `http://${devServer.ip}:${devServer.uiPort}`;
 }
 
 export function workflowUrl(uiUrl: string, namespace: string, workflowId: string, runId: string): string {

@@ -6,6 +6,7 @@ import { registerDevCommand } from './commands/dev.js';
 import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGatewayCommand } from './commands/gateway.js';
 import { registerPolicyCommands } from './commands/policy.js';
+import { registerRunCommands } from './commands/runs.js';
 import { registerServerCommand } from './commands/server.js';
 import { registerTrainCommand } from './commands/train.js';
 import { registerWorkerCommand } from './commands/worker.js';
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
   registerGatewayCommand(program);
   registerPolicyCommands(program);
   registerTrainCommand(program);
+  registerRunCommands(program);
   registerDoctorCommand(program);
   registerConfigCommands(program);
   return program;

@@ -4,6 +4,7 @@ import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '..
 import { startDevServer, type DevServer } from '../devserver/dev-server.js';
 import { findTemporalCli } from '../devserver/temporal-cli.js';
 import type { Logger } from '../log/logger.js';
+import { temporalUiUrl } from './context.js';
 
 export interface TemporalUp {
   temporal: TemporalClient;
@@ -15,13 +16,17 @@ export interface TemporalUp {
 }
 
 /**
- * Starts the embedded dev server unless an external address is configured, connects, and
- * registers Rein's search attributes.
+ * Starts the embedded dev server unless an external address is configured or the dev server is
+ * already up (started by another `rein` command), connects, and registers Rein's search attributes.
  */
 export async function bringUpTemporal(config: ReinConfig, logger: Logger): Promise<TemporalUp> {
   const settings = config.temporal;
   let devServer: DevServer | undefined;
-  if (usesEmbeddedServer(settings)) {
+  const running = usesEmbeddedServer(settings) ? await connectTemporal(settings, 1500).catch(() => undefined) : undefined;
+  if (running) {
+    await running.close();
+    logger.info({ address: `${settings.devServer.ip}:${settings.devServer.port}` }, 'the Temporal dev server is already running');
+  } else if (usesEmbeddedServer(settings)) {
     const cliPath = findTemporalCli();
     logger.info({ cliPath, dbFile: settings.devServer.dbFile }, 'starting the Temporal dev server');
     devServer = await startDevServer({ ...settings.devServer, cliPath, namespaces: [settings.namespace] });
@@ -35,7 +40,7 @@ export async function bringUpTemporal(config: ReinConfig, logger: Logger): Promi
     return {
       temporal,
       devServer,
-      uiUrl: devServer?.uiUrl,
+      uiUrl: devServer?.uiUrl ?? (running ? temporalUiUrl(config) : undefined),
       async shutdown() {
         await temporal.close();
         await devServer?.stop();

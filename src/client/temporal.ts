@@ -24,11 +24,11 @@ export interface TemporalClient {
 }
 
 /** Connects to the configured Temporal server; the error says how to start one when none answers. */
-export async function connectTemporal(settings: TemporalSettings): Promise<TemporalClient> {
+export async function connectTemporal(settings: TemporalSettings, connectTimeoutMs = 10_000): Promise<TemporalClient> {
   const options = temporalConnectionOptions(settings);
   let connection: Connection;
   try {
-    connection = await Connection.connect({ ...options, connectTimeout: '10s' });
+    connection = await Connection.connect({ ...options, connectTimeout: connectTimeoutMs });
   } catch (err) {
     throw new Error(
       `cannot reach Temporal at ${options.address}: ${(err as Error).message}\n` +

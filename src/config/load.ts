@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
+import { withEmbeddedDefault } from './embedded-default.js';
 import { reinConfigSchema, type ReinConfig } from './schema.js';
 
 /** A config that cannot be used; the message lists every problem with its path, value and expectation. */
@@ -36,7 +37,7 @@ export function loadConfig(
   const raw = file ? readConfigFile(file) : {};
   const { input, fromEnv } = overlayEnvironment(raw, env, cwd);
   const config = validateConfig(input, file ?? 'defaults and environment', fromEnv);
-  return { config: resolvePaths(config, file ? path.dirname(file) : cwd), file };
+  return { config: withEmbeddedDefault(resolvePaths(config, file ? path.dirname(file) : cwd)), file };
 }
 
 function findConfigFile(explicit: string | undefined, cwd: string): string | undefined {
@@ -246,6 +247,12 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
       },
     }),
     ...(config.verifier && { verifier: resolveProgram(config.verifier, baseDir) }),
+    run: {
+      ...config.run,
+      base: { ...config.run.base, checkpoint: config.run.base.checkpoint && path.resolve(baseDir, config.run.base.checkpoint) },
+      trainTasks: config.run.trainTasks && path.resolve(baseDir, config.run.trainTasks),
+      heldoutTasks: config.run.heldoutTasks && path.resolve(baseDir, config.run.heldoutTasks),
+    },
     gateway: {
       ...config.gateway,
       secretFile: path.resolve(dataDir, config.gateway.secretFile),

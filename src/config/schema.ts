@@ -174,6 +174,39 @@ const trainer = z.strictObject({
   servingBackend: z.string().min(1).default('embedded').describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
 });
 
+const policyServer = z.strictObject({
+  enabled: z
+    .boolean()
+    .optional()
+    .describe('Serve the embedded CPU policy; default: when gateway.backends is empty (the embedded default)'),
+  host: z.string().default('127.0.0.1').describe('Address the embedded policy server listens on'),
+  port: port.default(8401).describe('Port of the embedded policy server (OpenAI-compatible, vLLM-style token ids)'),
+});
+
+const run = z.strictObject({
+  base: z
+    .strictObject({
+      version: z.string().min(1).default('v0').describe('Name of the policy version the run starts from'),
+      checkpoint: z
+        .string()
+        .optional()
+        .describe("Its checkpoint folder (relative to the config file); default: the embedded base policy shipped with Rein"),
+    })
+    .prefault({}),
+  trainTasks: z.string().optional().describe('JSONL task set the run trains on (relative to the config file)'),
+  heldoutTasks: z.string().optional().describe('JSONL task set replayed with the base and each candidate (relative to the config file)'),
+  heldoutLimit: z.number().int().min(1).optional().describe('Replay only the first N held-out tasks'),
+  iterations: z.number().int().min(1).nullable().default(3).describe('Iterations; null: until stopped'),
+  tasksPerIteration: z.number().int().min(1).default(32).describe('Training tasks per iteration (taken in order, wrapping around)'),
+  samplesPerTask: z.number().int().min(1).default(8).describe('Rollouts per task (a GRPO group)'),
+  evalHarnessEnv: z
+    .record(z.string(), z.string())
+    .default({})
+    .describe("Variables that put the harness in its evaluation settings for held-out replay (e.g. greedy decoding)"),
+  onFailedIteration: z.enum(['stop', 'skip', 'retry']).default('stop').describe('What a run does when an iteration fails'),
+  maxIterationTries: z.number().int().min(1).max(20).default(3).describe('With onFailedIteration retry: tries per iteration'),
+});
+
 export const reinConfigSchema = z
   .strictObject({
     $schema: z.string().optional().describe('JSON Schema reference, for editors; ignored by Rein'),
@@ -194,6 +227,8 @@ export const reinConfigSchema = z
     verifier: verifierSchema.optional().describe('The program that scores a harness run: prints {"components": {...}}'),
     rollouts: rollouts.prefault({}),
     trainer: trainer.prefault({}).describe('The policy update: the local trainer for the embedded default'),
+    policyServer: policyServer.prefault({}).describe('The embedded CPU policy server'),
+    run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
   })
   .describe('Rein configuration');
 
@@ -204,6 +239,8 @@ export type GatewaySettings = ReinConfig['gateway'];
 export type SampleSettings = ReinConfig['samples'];
 export type RolloutSettings = ReinConfig['rollouts'];
 export type TrainerSettings = ReinConfig['trainer'];
+export type RunSettings = ReinConfig['run'];
+export type PolicyServerSettings = ReinConfig['policyServer'];
 
 /** The JSON Schema of the config file, as `rein config schema` prints it. */
 export function configJsonSchema(): object {

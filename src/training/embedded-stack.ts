@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { EMBEDDED_BACKEND } from '../config/embedded-default.js';
 import { GatewayControlClient } from '../gateway/control-client.js';
 import { sha256Hex } from '../gateway/keys.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 
-/** The backend name the embedded policy server has in the gateway's routing. */
-export const EMBEDDED_BACKEND = 'embedded';
 
 export interface EmbeddedStack {
   store: SqliteTraceStore;

@@ -8,7 +8,8 @@ import { localExecutor, type ProgramSpec } from '../rollouts/local-executor.js';
 import { runRollouts, type RolloutOutcome, type VerifierSpec } from '../rollouts/runner.js';
 import type { Task } from '../rollouts/tasks.js';
 import { runBatchStage, type BatchStageResult } from '../samples/stage.js';
-import { EMBEDDED_BACKEND, startEmbeddedStack } from './embedded-stack.js';
+import { EMBEDDED_BACKEND } from '../config/embedded-default.js';
+import { startEmbeddedStack } from './embedded-stack.js';
 
 /**
  * The whole loop in plain code, on the embedded default: policy server → gateway → harness

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { connectTemporal } from '../../client/temporal.js';
 import { runPreflight, type PreflightRun } from '../../client/preflight.js';
-import { cliContext, workflowUrl, type GlobalOptions } from '../context.js';
+import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
 import { startLocalWorker } from '../local-worker.js';
 
 export function registerDoctorCommand(program: Command): void {
@@ -15,7 +15,7 @@ export function registerDoctorCommand(program: Command): void {
       const worker = options.localWorker ? await startLocalWorker(config, logger) : undefined;
       try {
         const run = await runPreflight(temporal.client, config.temporal.taskQueue);
-        const ui = config.temporal.address ? undefined : `http://${config.temporal.devServer.ip}:${config.temporal.devServer.uiPort}`;
+        const ui = temporalUiUrl(config);
         process.stdout.write(formatPreflight(run, config.temporal.namespace, ui));
         if (!run.result.ok) process.exitCode = 1;
       } finally {

@@ -1,60 +1,90 @@
-import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
-import { discordantPairs, mcnemarExactP } from '../../gate/paired-tests.js';
-import { exampleLoopOptions } from '../../training/example-loop.js';
-import { runLocalLoop } from '../../training/local-loop.js';
-import { cliContext, type GlobalOptions } from '../context.js';
+import { newRunId, startRun, trainingRunInput, workerIsPolling } from '../../client/runs.js';
+import { connectTemporal, type TemporalClient } from '../../client/temporal.js';
+import { usesEmbeddedServer } from '../../config/temporal-connection.js';
+import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
+import { followRun, formatRunSummary } from '../follow-run.js';
+import { startServices, type RunningServices } from '../services.js';
 
-const positive = (value: string) => {
+export const positiveInteger = (value: string) => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a positive integer, got "${value}".`);
   return n;
 };
 
+interface TrainOptions {
+  runId?: string;
+  iterations?: number;
+  tasks?: number;
+  samples?: number;
+  heldout?: number;
+  follow?: boolean;
+}
+
 export function registerTrainCommand(program: Command): void {
   program
     .command('train')
-    .description('a training run on the embedded default: the example calculator agent learns on CPU, held-out replay before and after')
-    .option('--iterations <n>', 'training iterations', positive, 3)
-    .option('--tasks <n>', 'train tasks per iteration', positive, 32)
-    .option('--samples <n>', 'rollouts per task (a GRPO group)', positive, 8)
-    .option('--heldout <n>', 'held-out tasks replayed before and after (of 128)', positive, 128)
-    .option('--concurrency <n>', 'harness processes at once', positive, 16)
-    .option('--out <dir>', 'where the run keeps its journal, batches and policies (default: dataDir/runs/<time>)')
-    .action(async (options: { iterations: number; tasks: number; samples: number; heldout: number; concurrency: number; out?: string }, command: Command) => {
-      const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const workDir = path.resolve(options.out ?? path.join(config.dataDir, 'runs', new Date().toISOString().replace(/[:.]/g, '-')));
-      const controller = new AbortController();
-      const cancel = () => controller.abort();
-      process.once('SIGINT', cancel);
-      process.once('SIGTERM', cancel);
+    .description(
+      "start a training run (the trainingRun workflow) from the config's harness, verifier and run section; " +
+        'with no worker polling, runs Temporal, the gateway, the policy server and a worker in this process until the run ends',
+    )
+    .option('--run-id <id>', 'name of the run (its workflow id); default run-<time>-<random>')
+    .option('--iterations <n>', 'iterations (overrides run.iterations)', positiveInteger)
+    .option('--tasks <n>', 'training tasks per iteration (overrides run.tasksPerIteration)', positiveInteger)
+    .option('--samples <n>', 'rollouts per task (overrides run.samplesPerTask)', positiveInteger)
+    .option('--heldout <n>', 'replay only the first n held-out tasks (overrides run.heldoutLimit)', positiveInteger)
+    .option('--follow', 'show progress per stage until the run ends, then a final table')
+    .action(async (options: TrainOptions, command: Command) => {
+      const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const say = (line: string) => process.stdout.write(`${line}\n`);
-      say(`Training the embedded policy on the example calculator agent; the run is kept in ${workDir}`);
-      say(`${options.iterations} iterations × ${options.tasks} tasks × ${options.samples} samples; held-out replay of ${options.heldout} tasks before and after`);
+      const input = {
+        ...trainingRunInput(config, { iterations: options.iterations, tasksPerIteration: options.tasks, samplesPerTask: options.samples, heldoutLimit: options.heldout }, file ?? 'config'),
+        runId: options.runId ?? newRunId(),
+      };
+      const { taskQueue, namespace } = config.temporal;
+
+      let temporal: TemporalClient | undefined = await connectTemporal(config.temporal, 1500).catch(() => undefined);
+      let services: RunningServices | undefined;
+      if (!temporal && !usesEmbeddedServer(config.temporal)) temporal = await connectTemporal(config.temporal); // throws, saying how to fix it
+      if (!temporal || !(await workerIsPolling(temporal.client, taskQueue))) {
+        await temporal?.close();
+        temporal = undefined;
+        say(`No Rein worker polls task queue "${taskQueue}": running ${usesEmbeddedServer(config.temporal) ? 'Temporal, ' : ''}the gateway${config.policyServer.enabled ? ', the policy server' : ''} and a worker in this process until the run ends (\`rein dev\` keeps them up between runs).`);
+        services = await startServices(config, logger);
+      }
+      const client = services ? services.temporal.temporal.client : (temporal as TemporalClient).client;
+      const interrupted = new AbortController();
+      const onSignal = () => interrupted.abort();
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
       try {
-        const report = await runLocalLoop({
-          ...exampleLoopOptions({
-            workDir,
-            iterations: options.iterations,
-            tasksPerIteration: options.tasks,
-            samplesPerTask: options.samples,
-            heldoutLimit: options.heldout,
-            concurrency: options.concurrency,
-          }),
-          log: say,
-          signal: controller.signal,
-        });
-        const { before, after } = report.heldout;
-        const { gained, lost } = discordantPairs(before.perTask, after.perTask);
-        const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
-        say('');
-        say('policy   held-out success');
-        say(`base     ${percent(before.successRate)}`);
-        say(`${after.policyVersion.padEnd(8)} ${percent(after.successRate)}   (${gained.length} tasks gained, ${lost.length} lost; exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)})`);
-        say(`new policy: ${report.finalPolicy}   wall time ${(report.seconds / 60).toFixed(1)} min`);
+        const started = await startRun(client, taskQueue, input);
+        const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
+        say(`Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.base.version}` +
+          (input.heldout ? `; held-out replay of ${input.heldout.taskIds.length} tasks for the base and each candidate` : ''));
+        if (ui) say(`Web UI: ${workflowUrl(ui, namespace, input.runId, started.executionRunId)}`);
+        if (!options.follow && !services) {
+          say(`Follow it with \`rein status ${input.runId}\` (or \`rein train --follow\` next time).`);
+          return;
+        }
+        const report = await Promise.race([
+          followRun(client, input.runId, { out: process.stdout, signal: interrupted.signal }),
+          services?.failed.then((reason) => Promise.reject(new Error(`${reason}; the run is durable: start \`rein dev\` (or \`rein worker\`) and it goes on`))) ?? new Promise<never>(() => {}),
+        ]);
+        if (interrupted.signal.aborted && report.execution === 'RUNNING') {
+          say(services
+            ? `Stopped following. Run ${input.runId} waits for a worker: \`rein dev\` picks it up where it was; \`rein stop ${input.runId}\` ends it.`
+            : `Stopped following; run ${input.runId} goes on (\`rein status ${input.runId}\`, \`rein stop ${input.runId}\`).`);
+          process.exitCode = 130;
+          return;
+        }
+        process.stdout.write(`\n${formatRunSummary(report)}`);
+        if (report.execution !== 'COMPLETED') process.exitCode = 1;
       } finally {
-        process.off('SIGINT', cancel);
-        process.off('SIGTERM', cancel);
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        await services?.shutdown();
+        await temporal?.close();
       }
     });
 }

@@ -1,0 +1,87 @@
+import path from 'node:path';
+import type { Command } from 'commander';
+import { describeRun, listRuns, signalRun } from '../../client/runs.js';
+import { connectTemporal } from '../../client/temporal.js';
+import type { ReinConfig } from '../../config/schema.js';
+import { PolicyRegistry } from '../../registry/policy-registry.js';
+import { cliContext, type GlobalOptions } from '../context.js';
+import { formatRunSummary } from '../follow-run.js';
+import { formatTable } from '../table.js';
+import { positiveInteger } from './train.js';
+
+async function withClient<T>(config: ReinConfig, use: (client: Awaited<ReturnType<typeof connectTemporal>>['client']) => Promise<T>): Promise<T> {
+  const temporal = await connectTemporal(config.temporal);
+  try {
+    return await use(temporal.client);
+  } finally {
+    await temporal.close();
+  }
+}
+
+const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 19).replace('T', ' ') : '-');
+
+/** `rein runs`, `rein status RUN`, `rein pause|resume|stop RUN`, `rein policies`. */
+export function registerRunCommands(program: Command): void {
+  program
+    .command('runs')
+    .description('list training runs, newest first')
+    .option('--limit <n>', 'how many', positiveInteger, 20)
+    .option('--json', 'print JSON')
+    .action(async (options: { limit: number; json?: boolean }, command: Command) => {
+      const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const runs = await withClient(config, (client) => listRuns(client, options.limit));
+      if (options.json) return void process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
+      const rows = runs.map((r) => [r.runId, r.execution.toLowerCase(), r.stage ?? '-', r.policyVersion ?? '-', time(r.startTime), time(r.closeTime)]);
+      process.stdout.write(`${formatTable(['run', 'execution', 'stage', 'policy', 'started', 'closed'], rows)}\n${runs.length === 0 ? '(no runs yet: `rein train --config FILE` starts one)\n' : ''}`);
+    });
+
+  program
+    .command('status')
+    .description("a run's state, stage, iterations and held-out comparison")
+    .argument('<run>', 'run id')
+    .option('--json', 'print JSON')
+    .action(async (runId: string, options: { json?: boolean }, command: Command) => {
+      const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const report = await withClient(config, (client) => describeRun(client, runId));
+      if (options.json) return void process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+      const activity = report.activity;
+      process.stdout.write(
+        formatRunSummary(report) +
+          (report.status && report.execution === 'RUNNING' ? `stage: ${report.status.stage}${activity ? ` (${activity.stage ?? activity.type}${activity.total !== undefined ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.attempt > 1 ? `, attempt ${activity.attempt}` : ''})` : ''}\n` : ''),
+      );
+    });
+
+  for (const [signal, description] of [
+    ['pause', 'pause a run between iterations'],
+    ['resume', 'resume a paused run'],
+    ['stop', 'stop a run after its current iteration'],
+  ] as const) {
+    program
+      .command(signal)
+      .description(description)
+      .argument('<run>', 'run id')
+      .action(async (runId: string, _options: unknown, command: Command) => {
+        const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+        await withClient(config, (client) => signalRun(client, runId, signal));
+        process.stdout.write(`${signal} sent to run ${runId}\n`);
+      });
+  }
+
+  program
+    .command('policies')
+    .description('policy versions in the registry with their lineage')
+    .option('--run <id>', 'only versions a run trained')
+    .option('--json', 'print JSON')
+    .action((options: { run?: string; json?: boolean }, command: Command) => {
+      const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const registry = new PolicyRegistry(path.join(config.dataDir, 'registry.sqlite'));
+      try {
+        const policies = registry.list(options.run === undefined ? {} : { runId: options.run });
+        if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
+        const rows = policies.map((p) => [p.version, p.parent ?? '-', p.status, p.runId ?? '-', p.iteration === null ? '-' : String(p.iteration), p.batchContentHash?.slice(0, 12) ?? '-', p.createdAt.slice(0, 19).replace('T', ' ')]);
+        process.stdout.write(`${formatTable(['version', 'parent', 'status', 'run', 'iteration', 'batch', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`);
+      } finally {
+        registry.close();
+      }
+    });
+}
