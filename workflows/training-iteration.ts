@@ -21,6 +21,8 @@ export interface TrainingIterationInput {
   train: TaskSelection & { samplesPerTask: number };
   /** Held-out tasks replayed with the candidate (one sample each, the harness's eval settings). */
   heldout?: TaskSelection & { harnessEnv?: Record<string, string> };
+  /** How long a worker may go silent in a stage before the stage moves to another worker (default 60). */
+  heartbeatTimeoutSeconds?: number;
 }
 
 export interface TrainingIterationResult {
@@ -34,10 +36,10 @@ export interface TrainingIterationResult {
 }
 
 /** The rollouts stage, with the timeouts and retries every set of rollouts gets. */
-export const rolloutsActivity = (summary: string) =>
+export const rolloutsActivity = (summary: string, heartbeatTimeoutSeconds = 60) =>
   proxyActivities<Activities>({
     startToCloseTimeout: '4 hours',
-    heartbeatTimeout: '60 seconds',
+    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
     retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['RolloutSetupError', 'TaskSetChanged', 'UnknownTask'] },
     summary,
   }).runRollouts;
@@ -48,7 +50,7 @@ export const rolloutsActivity = (summary: string) =>
  * retry resumes rather than repeats; only references and summaries pass through history.
  */
 export async function trainingIteration(input: TrainingIterationInput): Promise<TrainingIterationResult> {
-  const { runId, iteration, policyVersion: parent } = input;
+  const { runId, iteration, policyVersion: parent, heartbeatTimeoutSeconds = 60 } = input;
   const batchId = `${runId}.it${iteration}`;
   const stage = (name: string) => upsertSearchAttributes([{ key: ReinStage, value: name }]);
   upsertSearchAttributes([
@@ -59,7 +61,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   ]);
   upsertMemo({ configHash: input.configHash });
 
-  const rollouts = await rolloutsActivity(`train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`)({
+  const rollouts = await rolloutsActivity(`train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`, heartbeatTimeoutSeconds)({
     batchId,
     taskSet: input.train.taskSet,
     taskIds: input.train.taskIds,
@@ -83,7 +85,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   const candidate = `${runId}.v${iteration}`;
   const { updatePolicy } = proxyActivities<Activities>({
     startToCloseTimeout: '6 hours',
-    heartbeatTimeout: '60 seconds',
+    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
     retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['PolicyUpdateError'] },
     summary: `train ${candidate} from ${parent} on ${built.summary.sequences} sequences`,
   });
@@ -93,7 +95,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   if (input.heldout) {
     stage('heldout');
     upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
-    heldout = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${candidate}`)({
+    heldout = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${candidate}`, heartbeatTimeoutSeconds)({
       batchId: `${batchId}.heldout`,
       taskSet: input.heldout.taskSet,
       taskIds: input.heldout.taskIds,

@@ -17,6 +17,9 @@ export interface TrainingRunInput {
   /** The run's training tasks; each iteration takes the next `tasksPerIteration` of them, wrapping around. */
   train: TaskSelection & { tasksPerIteration: number; samplesPerTask: number };
   heldout?: TrainingIterationInput['heldout'];
+  /** Replay held-out tasks after every n-th iteration and after the last (default 1: every iteration). */
+  heldoutEvery?: number;
+  heartbeatTimeoutSeconds?: number;
   onFailedIteration: FailedIterationPolicy;
   /** With `retry`: tries per iteration before the run stops. */
   maxIterationTries?: number;
@@ -91,7 +94,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       // The yardstick: the same held-out tasks with the base policy, before any training.
       stage = 'heldout-base';
       upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
-      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${input.base.version}`)({
+      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${input.base.version}`, input.heartbeatTimeoutSeconds)({
         batchId: `${runId}.base.heldout`,
         taskSet: input.heldout.taskSet,
         taskIds: input.heldout.taskIds,
@@ -119,6 +122,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     stage = `iteration ${iteration}`;
     upsertSearchAttributes([{ key: ReinStage, value: `iteration-${iteration}` }]);
 
+    const replayHeldout = input.heldout && (iteration % (input.heldoutEvery ?? 1) === 0 || iteration === input.iterations);
     const tries = input.onFailedIteration === 'retry' ? (input.maxIterationTries ?? 3) : 1;
     let result: TrainingIterationResult | undefined;
     let failure: string | undefined;
@@ -127,7 +131,17 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       try {
         result = await executeChild(trainingIteration, {
           workflowId: currentWorkflowId,
-          args: [{ runId, iteration, policyVersion: progress.policyVersion, configHash: input.configHash, train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask }, ...(input.heldout && { heldout: input.heldout }) }],
+          args: [
+            {
+              runId,
+              iteration,
+              policyVersion: progress.policyVersion,
+              configHash: input.configHash,
+              train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
+              ...(replayHeldout && { heldout: input.heldout }),
+              ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
+            },
+          ],
         });
       } catch (err) {
         failure = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);

@@ -75,7 +75,7 @@ export async function followRun(client: Client, runId: string, options: FollowOp
         bar?.update(activity.done, { note: activity.attempt > 1 ? `(attempt ${activity.attempt}: ${activity.lastFailure ?? ''})` : '' });
       } else {
         const quarter = Math.floor((4 * activity.done) / activity.total);
-        if (quarter > quarterShown && quarter < 4) {
+        if (quarter > quarterShown && quarter > 0 && quarter < 4) {
           say(`  ${activity.done}/${activity.total} rollouts`);
           quarterShown = quarter;
         }

@@ -32,7 +32,7 @@ export async function startServices(config: ReinConfig, logger: Logger): Promise
     for (const close of closers.splice(0).reverse()) await close();
   };
   try {
-    const temporal = await bringUpTemporal(config, logger);
+    const temporal = await bringUpTemporal(config, logger, { reuseRunning: true });
     closers.push(() => temporal.shutdown());
 
     let policyServer: PolicyServer | undefined;

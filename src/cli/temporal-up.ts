@@ -16,13 +16,14 @@ export interface TemporalUp {
 }
 
 /**
- * Starts the embedded dev server unless an external address is configured or the dev server is
- * already up (started by another `rein` command), connects, and registers Rein's search attributes.
+ * Starts the embedded dev server unless an external address is configured (or, with
+ * `reuseRunning`, the dev server is already up from another `rein` command), connects, and
+ * registers Rein's search attributes.
  */
-export async function bringUpTemporal(config: ReinConfig, logger: Logger): Promise<TemporalUp> {
+export async function bringUpTemporal(config: ReinConfig, logger: Logger, options: { reuseRunning?: boolean } = {}): Promise<TemporalUp> {
   const settings = config.temporal;
   let devServer: DevServer | undefined;
-  const running = usesEmbeddedServer(settings) ? await connectTemporal(settings, 1500).catch(() => undefined) : undefined;
+  const running = options.reuseRunning && usesEmbeddedServer(settings) ? await connectTemporal(settings, 1500).catch(() => undefined) : undefined;
   if (running) {
     await running.close();
     logger.info({ address: `${settings.devServer.ip}:${settings.devServer.port}` }, 'the Temporal dev server is already running');

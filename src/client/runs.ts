@@ -62,6 +62,8 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
         ...(Object.keys(run.evalHarnessEnv).length > 0 && { harnessEnv: run.evalHarnessEnv }),
       },
     }),
+    heldoutEvery: run.heldoutEvery,
+    heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
     onFailedIteration: run.onFailedIteration,
     maxIterationTries: run.maxIterationTries,
   };

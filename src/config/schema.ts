@@ -196,6 +196,14 @@ const run = z.strictObject({
   trainTasks: z.string().optional().describe('JSONL task set the run trains on (relative to the config file)'),
   heldoutTasks: z.string().optional().describe('JSONL task set replayed with the base and each candidate (relative to the config file)'),
   heldoutLimit: z.number().int().min(1).optional().describe('Replay only the first N held-out tasks'),
+  heldoutEvery: z.number().int().min(1).default(1).describe('Replay held-out tasks after every n-th iteration and after the last'),
+  heartbeatTimeoutSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(3600)
+    .default(60)
+    .describe('How long a worker may go silent in a stage before the stage moves to another worker'),
   iterations: z.number().int().min(1).nullable().default(3).describe('Iterations; null: until stopped'),
   tasksPerIteration: z.number().int().min(1).default(32).describe('Training tasks per iteration (taken in order, wrapping around)'),
   samplesPerTask: z.number().int().min(1).default(8).describe('Rollouts per task (a GRPO group)'),

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -15,10 +15,13 @@ describe('the embedded Temporal dev server', () => {
   it('`rein dev` runs a workflow the Web UI shows, and the state survives a restart with `rein server`', async () => {
     const port = await freePort();
     const uiPort = await freePort();
+    const gatewayPort = await freePort();
+    const policyPort = await freePort();
     const config = path.join(scratch, 'rein.yaml');
     writeFileSync(
       config,
-      `dataDir: ./state\nlog:\n  level: warn\ntemporal:\n  devServer:\n    ip: 127.0.0.1\n    port: ${port}\n    uiPort: ${uiPort}\n`,
+      `dataDir: ./state\nlog:\n  level: warn\ntemporal:\n  devServer:\n    ip: 127.0.0.1\n    port: ${port}\n    uiPort: ${uiPort}\n` +
+        `gateway:\n  port: ${gatewayPort}\npolicyServer:\n  port: ${policyPort}\n`,
     );
 
     const dev = startRein(['--config', config, 'dev'], { cwd: scratch, env });
@@ -27,6 +30,11 @@ describe('the embedded Temporal dev server', () => {
     expect(workflowId).toMatch(/^rein-preflight-/);
     expect(dev.output().stdout).toContain(`Web UI:   http://127.0.0.1:${uiPort}/namespaces/default/workflows/${workflowId}/`);
     expect(existsSync(path.join(scratch, 'state', 'temporal', 'dev.sqlite'))).toBe(true);
+    // The embedded default's serving side is up too: the gateway routes `production` to the policy server's base.
+    const adminKey = readFileSync(path.join(scratch, 'state', 'gateway', 'admin-key'), 'utf8').trim();
+    const routes = (await (await fetch(`http://127.0.0.1:${gatewayPort}/api/policies`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as { items: Array<{ policyVersion: string; aliases: string[] }> };
+    expect(routes.items).toEqual([expect.objectContaining({ policyVersion: 'v0', aliases: ['production'] })]);
+    expect(((await (await fetch(`http://127.0.0.1:${policyPort}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['v0']);
 
     // What the Web UI shows is served by its own HTTP API.
     const listed = (await (await fetch(`http://127.0.0.1:${uiPort}/api/v1/namespaces/default/workflows`)).json()) as {

@@ -1,44 +1,94 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runRein, startRein } from '../helpers/cli.js';
+import type { RunReport } from '../../src/client/runs.js';
+import { discordantPairs, mcnemarExactP } from '../../src/gate/paired-tests.js';
+import { PolicyRegistry } from '../../src/registry/policy-registry.js';
+import { runRein } from '../helpers/cli.js';
+import { writeExampleConfig } from '../helpers/example-config.js';
+import { testClient } from '../helpers/temporal.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-train-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+// The test's own dev server; no `rein dev` runs, so `rein train` brings up the rest itself.
+const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined };
 
-/** Processes whose command line mentions the folder (harnesses and verifiers write there). */
-const processesUnder = (folder: string) =>
-  execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
-    .split('\n')
-    .filter((line) => line.includes(folder) && !line.includes('ps -eo'));
+describe('rein train (a training run on Temporal, the embedded default)', () => {
+  it('trains the example agent from the command line and beats the base policy on paired held-out tasks', { timeout: 900_000 }, async () => {
+    // Three short iterations; held-out replay (all 128 pinned tasks, greedy) of the base and of the final candidate.
+    const { file, dataDir } = await writeExampleConfig(path.join(dir, 'learn'), { iterations: 3, tasksPerIteration: 16, samplesPerTask: 8, heldoutEvery: 3 });
+    const runId = 'learn-1';
+    const train = await runRein(['--config', file, 'train', '--run-id', runId, '--follow'], { env });
+    const log = `${train.stdout}\n${train.stderr.slice(-3000)}`;
+    console.log(train.stdout); // the evidence, in the test log
+    expect(train.code, log).toBe(0);
+    expect(train.stdout).toContain('No Rein worker polls task queue');
+    expect(train.stdout).toMatch(/held-out v0: mean reward \d\.\d{3}/);
+    expect(train.stdout).toMatch(/iteration 3: learn-1\.v3 {2}train mean reward/);
+    expect(train.stdout).toMatch(/final +learn-1\.v3 +\d+\.\d%/);
 
-describe('rein train', () => {
-  it('runs a tiny training run end to end and reports held-out success before and after', { timeout: 300_000 }, async () => {
-    const out = path.join(dir, 'tiny');
-    const { code, stdout, stderr } = await runRein(['train', '--iterations', '1', '--tasks', '8', '--samples', '4', '--heldout', '4', '--out', out]);
-    expect(stderr).not.toContain('rein:');
-    expect(code).toBe(0);
-    expect(stdout).toMatch(/held-out v0: \d+\.\d%/);
-    expect(stdout).toMatch(/iteration 1: train success \d+\.\d%/);
-    expect(stdout).toMatch(/base {5}\d+\.\d%\nv1 {7}\d+\.\d% {3}\(\d+ tasks gained, \d+ lost; exact McNemar p = /);
-    expect(stdout).toContain(`new policy: ${path.join(out, 'policies', 'v1')}`);
+    // `rein status` reads the same numbers back from the workflow.
+    const status = await runRein(['--config', file, 'status', runId, '--json'], { env });
+    expect(status.code, status.stderr).toBe(0);
+    const report = JSON.parse(status.stdout) as RunReport;
+    expect(report).toMatchObject({ execution: 'COMPLETED', status: { state: 'finished', policyVersion: 'learn-1.v3' } });
+    const { base, latest } = report.status?.heldout ?? {};
+    expect(Object.keys(base?.meanRewardByTask ?? {})).toHaveLength(128);
+    const success = (byTask: Record<string, number>) => Object.values(byTask).filter((r) => r > 0).length / 128;
+    const before = success(base?.meanRewardByTask ?? {});
+    const after = success(latest?.meanRewardByTask ?? {});
+    const { gained, lost } = discordantPairs(base?.meanRewardByTask ?? {}, latest?.meanRewardByTask ?? {});
+    const p = mcnemarExactP(gained.length, lost.length);
+    const summary = `held-out ${before} -> ${after}, gained ${gained.length}, lost ${lost.length}, p ${p.toExponential(2)}`;
+    console.log(summary);
+    expect(after - before, summary).toBeGreaterThanOrEqual(0.08);
+    expect(p, summary).toBeLessThan(0.01);
+
+    // What produced each version is in the registry: its parent, the run, the batch.
+    const registry = new PolicyRegistry(path.join(dataDir, 'registry.sqlite'));
+    try {
+      expect(registry.list({ runId }).map((r) => [r.version, r.parent, r.iteration])).toEqual([
+        ['learn-1.v1', 'v0', 1],
+        ['learn-1.v2', 'learn-1.v1', 2],
+        ['learn-1.v3', 'learn-1.v2', 3],
+      ]);
+    } finally {
+      registry.close();
+    }
+    const policies = await runRein(['--config', file, 'policies', '--run', runId], { env });
+    expect(policies.stdout).toMatch(/learn-1\.v3 +learn-1\.v2 +candidate +learn-1 +3 /);
+
+    // The iterations, filtered by the run's search attribute as the Web UI does.
+    const { client, connection } = await testClient();
+    try {
+      const iterations = [];
+      for await (const wf of client.workflow.list({ query: `ReinRunId = '${runId}' AND WorkflowType = 'trainingIteration'` })) iterations.push(wf.workflowId);
+      expect(iterations.sort()).toEqual(['learn-1-it1', 'learn-1-it2', 'learn-1-it3']);
+    } finally {
+      await connection.close();
+    }
+    const runs = await runRein(['--config', file, 'runs'], { env });
+    expect(runs.stdout).toMatch(/learn-1 +completed +done +learn-1\.v3/);
   });
 
-  it('stops on Ctrl-C, killing the harnesses it started, and says what was kept', { timeout: 300_000 }, async () => {
-    const out = path.join(dir, 'interrupted');
-    const run = startRein(['train', '--iterations', '1', '--tasks', '8', '--samples', '8', '--heldout', '2', '--out', out]);
-    await run.waitFor(/held-out v0/, 240_000);
-    await new Promise((r) => setTimeout(r, 1500)); // training rollouts are running now
-    expect(await run.stop('SIGINT')).toBe(1);
-    expect(run.output().stderr).toContain('the training run was cancelled');
-    expect(processesUnder(out)).toEqual([]);
+  it('refuses a config without a harness, a verifier or training tasks, naming each and the example to follow', async () => {
+    const { code, stderr } = await runRein(['train'], { cwd: dir, env });
+    expect(code).toBe(2);
+    expect(stderr).toContain('harness: not set; expected the program Rein runs on each task');
+    expect(stderr).toContain('run.trainTasks: not set; expected a JSONL task set to train on (see examples/calculator-agent/rein.yaml');
   });
 
   it('refuses a size that is not a positive integer', async () => {
-    const { code, stderr } = await runRein(['train', '--iterations', '0']);
+    const { code, stderr } = await runRein(['train', '--iterations', '0'], { cwd: dir, env });
     expect(code).toBe(2);
     expect(stderr).toContain("option '--iterations <n>' argument '0' is invalid. expected a positive integer");
+  });
+
+  it('says so when asked about a run that does not exist', async () => {
+    const { file } = await writeExampleConfig(path.join(dir, 'missing'));
+    const { code, stderr } = await runRein(['--config', file, 'status', 'no-such-run'], { env });
+    expect(code).toBe(1);
+    expect(stderr).toContain('no run named no-such-run; `rein runs` lists the runs');
   });
 });

@@ -61,7 +61,9 @@ export function registerTrainCommand(program: Command): void {
         const started = await startRun(client, taskQueue, input);
         const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
         say(`Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.base.version}` +
-          (input.heldout ? `; held-out replay of ${input.heldout.taskIds.length} tasks for the base and each candidate` : ''));
+          (input.heldout
+            ? `; held-out replay of ${input.heldout.taskIds.length} tasks with the base and ${input.heldoutEvery && input.heldoutEvery > 1 ? `after every ${input.heldoutEvery}th iteration and the last` : 'each candidate'}`
+            : ''));
         if (ui) say(`Web UI: ${workflowUrl(ui, namespace, input.runId, started.executionRunId)}`);
         if (!options.follow && !services) {
           say(`Follow it with \`rein status ${input.runId}\` (or \`rein train --follow\` next time).`);
