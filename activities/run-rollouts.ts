@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { keepHeartbeating } from './heartbeat.js';
 import type { RolloutSettings } from '../src/config/schema.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { harnessExecutor, harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
@@ -75,6 +76,9 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
       const total = input.taskIds.length * input.samplesPerTask;
       const finishedIds: string[] = [];
       const executor = harnessExecutor(harness);
+      let done = 0;
+      const progress = (): RolloutProgress => ({ done, total, finishedIds });
+      const stopHeartbeat = keepHeartbeating(context, progress);
       let outcomes: RolloutOutcome[];
       try {
         outcomes = await runRollouts(
@@ -99,9 +103,10 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
             harness: executor,
             verifier: programSpec(verifier),
             signal: context.cancellationSignal,
-            onFinished: (outcome, done) => {
+            onFinished: (outcome, finished) => {
               finishedIds.push(outcome.rolloutId);
-              context.heartbeat({ done, total, finishedIds } satisfies RolloutProgress);
+              done = finished;
+              context.heartbeat(progress());
             },
           },
         );
@@ -109,6 +114,7 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
         if (err instanceof RolloutSetupError) throw ApplicationFailure.nonRetryable(err.message, 'RolloutSetupError', { problems: err.problems });
         throw err;
       } finally {
+        stopHeartbeat();
         await executor.close?.();
       }
       return summarize(input.batchId, version, outcomes);

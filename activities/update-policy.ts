@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { keepHeartbeating } from './heartbeat.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { PolicyConflictError, type PolicyRegistry } from '../src/registry/policy-registry.js';
 import { PolicyLineageError, updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
@@ -48,7 +49,7 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
         throw ApplicationFailure.nonRetryable('this worker cannot update policies: its config needs a gateway admin key and trainer.servingBackend naming a gateway backend', 'PolicyUpdateError');
       }
       const context = Context.current();
-      const beat = setInterval(() => context.heartbeat({ stage: 'training' }), 5000);
+      const stopHeartbeat = keepHeartbeating(context, () => ({ stage: 'training' }));
       try {
         const { batchUri, ...job } = input;
         const { policy, train } = await updatePolicy(
@@ -69,7 +70,7 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
         if (err instanceof PolicyLineageError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
         throw err;
       } finally {
-        clearInterval(beat);
+        stopHeartbeat();
       }
     },
   };

@@ -144,7 +144,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
           ],
         });
       } catch (err) {
-        failure = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+        failure = rootCause(err);
       }
     }
     if (result) {
@@ -172,4 +172,11 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
 
 function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
   return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask };
+}
+
+/** The innermost message of a failure chain (child workflow → activity → the error the activity threw). */
+function rootCause(err: unknown): string {
+  let e: unknown = err;
+  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
 }

@@ -167,12 +167,12 @@ export async function describeRun(client: Client, runId: string): Promise<RunRep
       problem = failureMessage(err);
     }
   }
-  const activity = execution === 'RUNNING' && status ? await stageActivity(client, status.currentWorkflowId ?? runId) : undefined;
+  const activity = execution === 'RUNNING' && status ? await describeStage(client, status.currentWorkflowId ?? runId) : undefined;
   return { runId, execution, startTime: described.startTime, closeTime: described.closeTime, status, problem, activity };
 }
 
 /** The running activity of a workflow (the run itself or its current iteration) and its heartbeat. */
-async function stageActivity(client: Client, workflowId: string): Promise<StageActivity | undefined> {
+export async function describeStage(client: Client, workflowId: string): Promise<StageActivity | undefined> {
   let described;
   try {
     described = await client.workflow.getHandle(workflowId).describe();

@@ -12,7 +12,7 @@ export const exampleDir = path.join(packageRoot(), 'examples', 'calculator-agent
  * server with its own task queue, data directory and free ports (what examples/calculator-agent/rein.yaml
  * says, made safe to run beside other tests).
  */
-export async function writeExampleConfig(dir: string, run: Record<string, unknown> = {}): Promise<{ file: string; taskQueue: string; dataDir: string }> {
+export async function writeExampleConfig(dir: string, run: Record<string, unknown> = {}, more: Record<string, unknown> = {}): Promise<{ file: string; taskQueue: string; dataDir: string }> {
   mkdirSync(dir, { recursive: true });
   const taskQueue = `rein-${randomUUID()}`;
   const dataDir = path.join(dir, 'state');
@@ -36,6 +36,7 @@ export async function writeExampleConfig(dir: string, run: Record<string, unknow
       evalHarnessEnv: { AGENT_TEMPERATURE: '0' },
       ...run,
     },
+    ...more,
   };
   const file = path.join(dir, 'rein.json');
   writeFileSync(file, JSON.stringify(config, null, 2));
