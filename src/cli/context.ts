@@ -1,3 +1,5 @@
+import type { Client } from '@temporalio/client';
+import { connectTemporal } from '../client/temporal.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { ReinConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../log/logger.js';
@@ -26,6 +28,16 @@ export function untilInterrupted(): Promise<NodeJS.Signals> {
     process.on('SIGINT', handler);
     process.on('SIGTERM', handler);
   });
+}
+
+/** Runs `use` with a client of the configured Temporal server, then closes the connection. */
+export async function withClient<T>(config: ReinConfig, use: (client: Client) => Promise<T>): Promise<T> {
+  const temporal = await connectTemporal(config.temporal);
+  try {
+    return await use(temporal.client);
+  } finally {
+    await temporal.close();
+  }
 }
 
 /** The Web UI of the embedded dev server, when Rein runs one with a UI. */

@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { ScheduleError } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
 import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
 import { registerConfigCommands } from './commands/config.js';
@@ -7,6 +8,7 @@ import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGatewayCommand } from './commands/gateway.js';
 import { registerPolicyCommands } from './commands/policy.js';
 import { registerRunCommands } from './commands/runs.js';
+import { registerScheduleCommands } from './commands/schedule.js';
 import { registerServerCommand } from './commands/server.js';
 import { registerTrainCommand } from './commands/train.js';
 import { registerWorkerCommand } from './commands/worker.js';
@@ -24,6 +26,7 @@ export function buildProgram(): Command {
   registerPolicyCommands(program);
   registerTrainCommand(program);
   registerRunCommands(program);
+  registerScheduleCommands(program);
   registerDoctorCommand(program);
   registerConfigCommands(program);
   return program;
@@ -36,7 +39,7 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError;
+    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError || err instanceof ScheduleError;
     process.stderr.write(`rein: ${(err as Error).message}\n`);
     return usage ? 2 : 1;
   }

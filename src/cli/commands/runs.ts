@@ -1,22 +1,11 @@
 import path from 'node:path';
 import type { Command } from 'commander';
 import { describeRun, listRuns, signalRun } from '../../client/runs.js';
-import { connectTemporal } from '../../client/temporal.js';
-import type { ReinConfig } from '../../config/schema.js';
 import { PolicyRegistry } from '../../registry/policy-registry.js';
-import { cliContext, type GlobalOptions } from '../context.js';
+import { cliContext, withClient, type GlobalOptions } from '../context.js';
 import { formatRunSummary } from '../follow-run.js';
 import { formatTable } from '../table.js';
 import { positiveInteger } from './train.js';
-
-async function withClient<T>(config: ReinConfig, use: (client: Awaited<ReturnType<typeof connectTemporal>>['client']) => Promise<T>): Promise<T> {
-  const temporal = await connectTemporal(config.temporal);
-  try {
-    return await use(temporal.client);
-  } finally {
-    await temporal.close();
-  }
-}
 
 const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 19).replace('T', ' ') : '-');
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { newRunId, startRun, trainingRunInput, workerIsPolling } from '../../client/runs.js';
+import { newRunId, startRun, trainingRunInput, workerIsPolling, type RunOverrides } from '../../client/runs.js';
 import { connectTemporal, type TemporalClient } from '../../client/temporal.js';
 import { usesEmbeddedServer } from '../../config/temporal-connection.js';
 import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
@@ -12,33 +12,45 @@ export const positiveInteger = (value: string) => {
   return n;
 };
 
-interface TrainOptions {
-  runId?: string;
+interface RunSizeOptions {
   iterations?: number;
   tasks?: number;
   samples?: number;
   heldout?: number;
+}
+
+interface TrainOptions extends RunSizeOptions {
+  runId?: string;
   follow?: boolean;
 }
 
+/** The options that override the config's run section (shared by `train` and `schedule create`). */
+export function addRunSizeOptions(command: Command): Command {
+  return command
+    .option('--iterations <n>', 'iterations (overrides run.iterations)', positiveInteger)
+    .option('--tasks <n>', 'training tasks per iteration (overrides run.tasksPerIteration)', positiveInteger)
+    .option('--samples <n>', 'rollouts per task (overrides run.samplesPerTask)', positiveInteger)
+    .option('--heldout <n>', 'replay only the first n held-out tasks (overrides run.heldoutLimit)', positiveInteger);
+}
+
+export function runOverrides(options: RunSizeOptions): RunOverrides {
+  return { iterations: options.iterations, tasksPerIteration: options.tasks, samplesPerTask: options.samples, heldoutLimit: options.heldout };
+}
+
 export function registerTrainCommand(program: Command): void {
-  program
+  const train = program
     .command('train')
     .description(
       "start a training run (the trainingRun workflow) from the config's harness, verifier and run section; " +
         'with no worker polling, runs Temporal, the gateway, the policy server and a worker in this process until the run ends',
     )
     .option('--run-id <id>', 'name of the run (its workflow id); default run-<time>-<random>')
-    .option('--iterations <n>', 'iterations (overrides run.iterations)', positiveInteger)
-    .option('--tasks <n>', 'training tasks per iteration (overrides run.tasksPerIteration)', positiveInteger)
-    .option('--samples <n>', 'rollouts per task (overrides run.samplesPerTask)', positiveInteger)
-    .option('--heldout <n>', 'replay only the first n held-out tasks (overrides run.heldoutLimit)', positiveInteger)
-    .option('--follow', 'show progress per stage until the run ends, then a final table')
-    .action(async (options: TrainOptions, command: Command) => {
+    .option('--follow', 'show progress per stage until the run ends, then a final table');
+  addRunSizeOptions(train).action(async (options: TrainOptions, command: Command) => {
       const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const say = (line: string) => process.stdout.write(`${line}\n`);
       const input = {
-        ...trainingRunInput(config, { iterations: options.iterations, tasksPerIteration: options.tasks, samplesPerTask: options.samples, heldoutLimit: options.heldout }, file ?? 'config'),
+        ...trainingRunInput(config, runOverrides(options), file ?? 'config'),
         runId: options.runId ?? newRunId(),
       };
       const { taskQueue, namespace } = config.temporal;

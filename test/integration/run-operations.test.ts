@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeStage, type StageActivity } from '../../src/client/runs.js';
+import { describeRun, describeStage, type RunReport, type StageActivity } from '../../src/client/runs.js';
+import { listSchedules, type ScheduleListing } from '../../src/client/schedules.js';
 import { loadConfig } from '../../src/config/load.js';
 import { gatewayOptions } from '../../src/gateway/from-config.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
@@ -49,7 +50,7 @@ async function startWorker(): Promise<RunningRein> {
   return worker;
 }
 
-describe('a training run outlives its workers', () => {
+describe('training runs from the command line, against `rein worker` processes', () => {
   it('completes after its worker is SIGKILLed during rollouts and again during the update: no rollout lost, the batch trained once', { timeout: 400_000 }, async () => {
     const runId = 'crash-1';
     let worker = await startWorker();
@@ -100,6 +101,82 @@ describe('a training run outlives its workers', () => {
       } finally {
         registry.close();
       }
+    } finally {
+      await connection.close();
+      await worker.stop('SIGTERM');
+    }
+  });
+
+  it('pauses a run between iterations, resumes it, and stops it after the current iteration', { timeout: 300_000 }, async () => {
+    const worker = await startWorker();
+    const rein = (...args: string[]) => runRein(['--config', configFile, ...args], { env });
+    try {
+      const runId = 'ops-1';
+      expect((await rein('train', '--run-id', runId, '--iterations', '5', '--tasks', '2', '--samples', '2', '--heldout', '2')).code).toBe(0);
+      expect((await rein('pause', runId)).stdout).toBe(`pause sent to run ${runId}\n`);
+      const { client, connection } = await testClient();
+      const statusJson = () => describeRun(client, runId);
+      let report = await statusJson();
+      while (report.status?.stage !== 'paused') {
+        expect(report.execution).toBe('RUNNING');
+        await new Promise((r) => setTimeout(r, 500));
+        report = await statusJson();
+      }
+      const pausedAfter = report.status.iterations.length;
+      expect(pausedAfter).toBeLessThan(5);
+      expect((await rein('status', runId)).stdout).toContain(`run ${runId}: paused`);
+      await new Promise((r) => setTimeout(r, 2000));
+      expect((await statusJson()).status?.iterations).toHaveLength(pausedAfter); // nothing moves while paused
+
+      expect((await rein('resume', runId)).code).toBe(0);
+      expect((await rein('stop', runId)).code).toBe(0);
+      try {
+        const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
+        expect(final?.state).toBe('stopped');
+        expect(final?.iterations.length).toBe(pausedAfter + 1); // the iteration under way when stop arrived, and no other
+      } finally {
+        await connection.close();
+      }
+      expect((await rein('stop', 'no-such-run')).stderr).toContain('no running run named no-such-run');
+    } finally {
+      await worker.stop('SIGTERM');
+    }
+  });
+
+  it('schedules recurring runs: create, list, trigger (a second fire while one runs is skipped), pause, delete', { timeout: 300_000 }, async () => {
+    const worker = await startWorker();
+    const rein = (...args: string[]) => runRein(['--config', configFile, 'schedule', ...args], { env });
+    const { client, connection } = await testClient();
+    try {
+      const created = await rein('create', 'nightly', '--every', '1d', '--iterations', '1', '--tasks', '2', '--samples', '2', '--heldout', '2', '--note', 'test');
+      expect(created.code, created.stderr).toBe(0);
+      const list = () => listSchedules(client);
+      const [listed] = JSON.parse((await rein('list', '--json')).stdout) as ScheduleListing[];
+      expect(listed).toMatchObject({ scheduleId: 'nightly', paused: false, spec: 'every 1d', recentRuns: [] });
+      expect(new Date(listed?.nextRuns[0] ?? 0).getTime() - Date.now()).toBeLessThanOrEqual(86_400_000);
+      expect((await rein('create', 'nightly', '--every', '1d')).stderr).toContain('a schedule named nightly already exists');
+
+      expect((await rein('trigger', 'nightly')).code).toBe(0);
+      expect((await rein('trigger', 'nightly')).code).toBe(0);
+      let recent: ScheduleListing['recentRuns'] = [];
+      while (recent.length === 0) {
+        await new Promise((r) => setTimeout(r, 500));
+        recent = (await list())[0]?.recentRuns ?? [];
+      }
+      const runId = recent[0]?.runId as string;
+      expect(runId).toMatch(/^nightly-\d{4}-\d\d-\d\dT/);
+      const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
+      expect(final).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v1` });
+      expect((await list())[0]?.recentRuns).toHaveLength(1); // the second trigger found the run going and was skipped
+
+      expect((await rein('pause', 'nightly', '--note', 'holiday')).stdout).toBe('schedule nightly paused\n');
+      expect((await rein('list')).stdout).toMatch(/nightly +paused \(holiday\) +every 1d/);
+      expect((await rein('delete', 'nightly')).code).toBe(0);
+      expect(await list()).toEqual([]);
+      const missing = await rein('delete', 'nightly');
+      expect(missing.code).toBe(2);
+      expect(missing.stderr).toContain('no schedule named nightly; `rein schedule list` lists them');
+      expect((await rein('create', 'bad', '--every', 'soon')).stderr).toContain('--every "soon" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m');
     } finally {
       await connection.close();
       await worker.stop('SIGTERM');
