@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { ScheduleError } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
 import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
+import { registerApiCommand } from './commands/api.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDevCommand } from './commands/dev.js';
 import { registerDoctorCommand } from './commands/doctor.js';
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerServerCommand(program);
   registerWorkerCommand(program);
   registerGatewayCommand(program);
+  registerApiCommand(program);
   registerPolicyCommands(program);
   registerTrainCommand(program);
   registerRunCommands(program);

@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { ReinConfig } from '../config/schema.js';
-import { gatewayOptions } from '../gateway/from-config.js';
+import { startApi, type ApiServer } from '../api/server.js';
+import { adminKeyHash, gatewayOptions } from '../gateway/from-config.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import type { Logger } from '../log/logger.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
@@ -16,6 +17,8 @@ export interface RunningServices {
   policyServer: PolicyServer | undefined;
   gateway: Gateway;
   worker: RunningWorker;
+  /** The HTTP API, when asked for. */
+  api: ApiServer | undefined;
   /** Resolves with a reason when a service stops on its own (the caller should shut down). */
   failed: Promise<string>;
   shutdown(): Promise<void>;
@@ -26,7 +29,7 @@ export interface RunningServices {
  * address is configured), the embedded policy server, the gateway, and a worker. Policy versions
  * trained earlier are served again, so a run resumed after a restart finds its policy.
  */
-export async function startServices(config: ReinConfig, logger: Logger): Promise<RunningServices> {
+export async function startServices(config: ReinConfig, logger: Logger, options: { api?: boolean } = {}): Promise<RunningServices> {
   const closers: Array<() => Promise<void> | void> = [];
   const shutdown = async () => {
     for (const close of closers.splice(0).reverse()) await close();
@@ -53,6 +56,13 @@ export async function startServices(config: ReinConfig, logger: Logger): Promise
 
     const worker = await startLocalWorker(config, logger);
     closers.push(() => worker.stop());
+    let api: ApiServer | undefined;
+    if (options.api) {
+      api = await startApi({ config, client: temporal.temporal.client, keyHash: adminKeyHash(config.gateway, process.env).hash }, config.api);
+      const server = api;
+      closers.push(() => server.close());
+      logger.info({ url: api.url }, 'HTTP API listening');
+    }
     const failed = Promise.race([
       worker.done.then(
         () => 'the worker stopped',
@@ -60,7 +70,7 @@ export async function startServices(config: ReinConfig, logger: Logger): Promise
       ),
       temporal.devServer?.exited.then((code) => `the Temporal dev server exited (code ${String(code)}); see ${temporal.devServer?.logFile}`) ?? new Promise<never>(() => {}),
     ]);
-    return { temporal, policyServer, gateway, worker, failed, shutdown };
+    return { temporal, policyServer, gateway, worker, api, failed, shutdown };
   } catch (err) {
     await shutdown();
     throw err;

@@ -70,6 +70,7 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
 }
 
 export class RunNotFoundError extends Error {}
+export class RunExistsError extends Error {}
 
 /** Starts a training run; its workflow id is the run id. */
 export async function startRun(client: Client, taskQueue: string, input: RunStart): Promise<{ runId: string; executionRunId: string }> {
@@ -77,6 +78,8 @@ export async function startRun(client: Client, taskQueue: string, input: RunStar
     const handle = await client.workflow.start<typeof trainingRun>('trainingRun', {
       taskQueue,
       workflowId: input.runId,
+      // A run id names one run: its candidates and rollouts are named after it.
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
       args: [input],
       memo: { configHash: input.configHash },
       staticSummary: `Rein training run ${input.runId}: ${input.iterations ?? 'unbounded'} iterations from ${input.base.version}`,
@@ -84,7 +87,7 @@ export async function startRun(client: Client, taskQueue: string, input: RunStar
     return { runId: input.runId, executionRunId: handle.firstExecutionRunId };
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      throw new Error(`a run named ${input.runId} already exists; follow it with \`rein status ${input.runId}\`, or choose another --run-id`);
+      throw new RunExistsError(`a run named ${input.runId} already exists; follow it with \`rein status ${input.runId}\`, or choose another --run-id`);
     }
     throw err;
   }

@@ -47,7 +47,8 @@ export async function createSchedule(client: Client, taskQueue: string, request:
       },
       policies: { overlap: overlapPolicy(request.overlap ?? 'skip'), catchupWindow: '1 hour' },
       state: { paused: request.paused ?? false, ...(request.note && { note: request.note }) },
-      memo: { configHash: request.input.configHash },
+      // What the operator wrote, to list it as written (Temporal stores cron as calendar specs).
+      memo: { configHash: request.input.configHash, when: request.every !== undefined ? `every ${formatDuration(durationOf(request.every))}` : `cron ${request.cron as string}` },
     });
   } catch (err) {
     if (err instanceof ScheduleAlreadyRunning) throw new ScheduleError(`a schedule named ${request.scheduleId} already exists; \`rein schedule delete ${request.scheduleId}\` first, or choose another name`);
@@ -60,11 +61,12 @@ export async function listSchedules(client: Client): Promise<ScheduleListing[]> 
   for await (const summary of client.schedule.list()) {
     if (summary.action?.type !== 'startWorkflow' || summary.action.workflowType !== 'trainingRun') continue;
     const spec = summary.spec;
+    const when = summary.memo?.when;
     listings.push({
       scheduleId: summary.scheduleId,
       paused: summary.state.paused,
       note: summary.state.note,
-      spec: [...(spec?.intervals ?? []).map((i) => `every ${formatDuration(Number(i.every))}`), ...(spec?.calendars ?? []).map((c) => calendarText(c))].join(', ') || '-',
+      spec: typeof when === 'string' ? when : [...(spec?.intervals ?? []).map((i) => `every ${formatDuration(Number(i.every))}`), ...(spec?.calendars ?? []).map(() => 'calendar')].join(', ') || '-',
       nextRuns: summary.info.nextActionTimes,
       recentRuns: summary.info.recentActions.flatMap((a) => (a.action.type === 'startWorkflow' ? [{ runId: a.action.workflow.workflowId, startedAt: a.takenAt }] : [])),
     });
@@ -105,13 +107,6 @@ function formatDuration(ms: number): string {
     }
   }
   return parts.join('') || '0s';
-}
-
-/** Temporal turns cron expressions into calendar specs; show them compactly. */
-function calendarText(calendar: unknown): string {
-  const c = calendar as Record<string, Array<{ start: unknown; end?: unknown; step?: number }> | undefined>;
-  const field = (name: string) => (c[name] ?? []).map((r) => (r.end !== undefined && r.end !== r.start ? `${String(r.start)}-${String(r.end)}` : String(r.start))).join(',') || '*';
-  return `cron ${field('minute')} ${field('hour')} ${field('dayOfMonth')} ${field('month')} ${field('dayOfWeek')}`;
 }
 
 function overlapPolicy(policy: OverlapPolicy): ScheduleOverlapPolicy {

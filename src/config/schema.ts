@@ -183,6 +183,11 @@ const policyServer = z.strictObject({
   port: port.default(8401).describe('Port of the embedded policy server (OpenAI-compatible, vLLM-style token ids)'),
 });
 
+const api = z.strictObject({
+  host: z.string().default('127.0.0.1').describe('Address the HTTP API listens on'),
+  port: port.default(8402).describe('Port of the HTTP API (runs, schedules, policies; OpenAPI at /openapi.json)'),
+});
+
 const run = z.strictObject({
   base: z
     .strictObject({
@@ -237,6 +242,7 @@ export const reinConfigSchema = z
     trainer: trainer.prefault({}).describe('The policy update: the local trainer for the embedded default'),
     policyServer: policyServer.prefault({}).describe('The embedded CPU policy server'),
     run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
+    api: api.prefault({}).describe("Rein's HTTP API; its key is the gateway's admin key"),
   })
   .describe('Rein configuration');
 

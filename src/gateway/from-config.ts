@@ -51,7 +51,7 @@ export function routingTable(settings: GatewaySettings, env: NodeJS.ProcessEnv =
 }
 
 /** The admin key: REIN_GATEWAY_ADMIN_KEY, else gateway.adminKeyHash, else a key generated beside the secret. */
-function adminKeyHash(settings: GatewaySettings, env: NodeJS.ProcessEnv): { hash: string; source: string } {
+export function adminKeyHash(settings: GatewaySettings, env: NodeJS.ProcessEnv): { hash: string; source: string } {
   if (env.REIN_GATEWAY_ADMIN_KEY) return { hash: sha256Hex(env.REIN_GATEWAY_ADMIN_KEY), source: 'REIN_GATEWAY_ADMIN_KEY' };
   if (settings.adminKeyHash) return { hash: settings.adminKeyHash, source: 'gateway.adminKeyHash' };
   const file = adminKeyFile(settings);

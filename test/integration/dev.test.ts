@@ -17,11 +17,12 @@ describe('the embedded Temporal dev server', () => {
     const uiPort = await freePort();
     const gatewayPort = await freePort();
     const policyPort = await freePort();
+    const apiPort = await freePort();
     const config = path.join(scratch, 'rein.yaml');
     writeFileSync(
       config,
       `dataDir: ./state\nlog:\n  level: warn\ntemporal:\n  devServer:\n    ip: 127.0.0.1\n    port: ${port}\n    uiPort: ${uiPort}\n` +
-        `gateway:\n  port: ${gatewayPort}\npolicyServer:\n  port: ${policyPort}\n`,
+        `gateway:\n  port: ${gatewayPort}\npolicyServer:\n  port: ${policyPort}\napi:\n  port: ${apiPort}\n`,
     );
 
     const dev = startRein(['--config', config, 'dev'], { cwd: scratch, env });
@@ -35,6 +36,9 @@ describe('the embedded Temporal dev server', () => {
     const routes = (await (await fetch(`http://127.0.0.1:${gatewayPort}/api/policies`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as { items: Array<{ policyVersion: string; aliases: string[] }> };
     expect(routes.items).toEqual([expect.objectContaining({ policyVersion: 'v0', aliases: ['production'] })]);
     expect(((await (await fetch(`http://127.0.0.1:${policyPort}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['v0']);
+    // And the HTTP API, with the same admin key.
+    expect(dev.output().stdout).toContain(`HTTP API      http://127.0.0.1:${apiPort}`);
+    expect((await fetch(`http://127.0.0.1:${apiPort}/api/runs`, { headers: { authorization: `Bearer ${adminKey}` } })).status).toBe(200);
 
     // What the Web UI shows is served by its own HTTP API.
     const listed = (await (await fetch(`http://127.0.0.1:${uiPort}/api/v1/namespaces/default/workflows`)).json()) as {

@@ -150,8 +150,9 @@ describe('training runs from the command line, against `rein worker` processes',
     try {
       const created = await rein('create', 'nightly', '--every', '1d', '--iterations', '1', '--tasks', '2', '--samples', '2', '--heldout', '2', '--note', 'test');
       expect(created.code, created.stderr).toBe(0);
-      const list = () => listSchedules(client);
-      const [listed] = JSON.parse((await rein('list', '--json')).stdout) as ScheduleListing[];
+      // The namespace is shared with other tests: look at this test's schedule only.
+      const list = async () => (await listSchedules(client)).filter((s) => s.scheduleId === 'nightly');
+      const listed = (JSON.parse((await rein('list', '--json')).stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
       expect(listed).toMatchObject({ scheduleId: 'nightly', paused: false, spec: 'every 1d', recentRuns: [] });
       expect(new Date(listed?.nextRuns[0] ?? 0).getTime() - Date.now()).toBeLessThanOrEqual(86_400_000);
       expect((await rein('create', 'nightly', '--every', '1d')).stderr).toContain('a schedule named nightly already exists');
@@ -170,9 +171,10 @@ describe('training runs from the command line, against `rein worker` processes',
       expect((await list())[0]?.recentRuns).toHaveLength(1); // the second trigger found the run going and was skipped
 
       expect((await rein('pause', 'nightly', '--note', 'holiday')).stdout).toBe('schedule nightly paused\n');
+      await expect.poll(list, { timeout: 10_000 }).toEqual([expect.objectContaining({ paused: true, note: 'holiday' })]); // visibility catches up within moments
       expect((await rein('list')).stdout).toMatch(/nightly +paused \(holiday\) +every 1d/);
       expect((await rein('delete', 'nightly')).code).toBe(0);
-      expect(await list()).toEqual([]);
+      await expect.poll(list, { timeout: 10_000 }).toEqual([]);
       const missing = await rein('delete', 'nightly');
       expect(missing.code).toBe(2);
       expect(missing.stderr).toContain('no schedule named nightly; `rein schedule list` lists them');

@@ -7,10 +7,10 @@ import { formatPreflight } from './doctor.js';
 export function registerDevCommand(program: Command): void {
   program
     .command('dev')
-    .description('start everything the embedded default needs (Temporal dev server, policy server, gateway, a worker), check it, and keep it running')
+    .description('start everything the embedded default needs (Temporal dev server, policy server, gateway, a worker, the HTTP API), check it, and keep it running')
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
-      const services = await startServices(config, logger);
+      const services = await startServices(config, logger, { api: true });
       try {
         const { temporal, uiUrl } = services.temporal;
         const run = await runPreflight(temporal.client, config.temporal.taskQueue);
@@ -21,6 +21,7 @@ export function registerDevCommand(program: Command): void {
             `Rein is ready.`,
             `  Temporal      ${temporal.connection.options.address}${uiUrl ? ` (Web UI ${uiUrl})` : ''}, worker on task queue "${config.temporal.taskQueue}"`,
             `  Gateway       ${services.gateway.url} (OpenAI base URL ${services.gateway.url}/v1)`,
+            ...(services.api ? [`  HTTP API      ${services.api.url} (OpenAPI at ${services.api.url}/openapi.json; key: the gateway admin key)`] : []),
             ...(services.policyServer ? [`  Policy server ${services.policyServer.url} serving ${services.policyServer.models().join(', ')}`] : []),
             'Start a run from another terminal: rein train --config FILE --follow. Press Ctrl-C to stop.',
             '',

@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { OVERLAP_POLICIES } from '../client/schedules.js';
+
+/** The HTTP API's request and response shapes: validation at the edge, and the OpenAPI document. */
+
+const positive = z.number().int().min(1);
+
+export const runSizes = z.strictObject({
+  iterations: positive.nullable().optional().describe('Iterations; null: until stopped (default: the config)'),
+  tasksPerIteration: positive.optional(),
+  samplesPerTask: positive.optional(),
+  heldoutLimit: positive.optional(),
+});
+
+export const startRunBody = runSizes.extend({
+  runId: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, dot, dash, underscore').optional().describe('Default: run-<time>-<random>'),
+});
+
+export const runIdParams = z.strictObject({ runId: z.string().min(1) });
+export const listRunsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
+export const listPoliciesQuery = z.strictObject({ runId: z.string().min(1).optional() });
+
+export const createScheduleBody = runSizes.extend({
+  scheduleId: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, dot, dash, underscore'),
+  every: z.string().optional().describe('An interval: 1d, 6h, 30m, 1h30m'),
+  cron: z.string().optional().describe('A cron expression (UTC)'),
+  overlap: z.enum(OVERLAP_POLICIES).default('skip'),
+  paused: z.boolean().optional(),
+  note: z.string().optional(),
+});
+export const scheduleIdParams = z.strictObject({ scheduleId: z.string().min(1) });
+export const scheduleChangeBody = z.strictObject({ note: z.string().optional() }).optional();
+
+const timestamp = z.string().describe('ISO 8601');
+const iteration = z.object({
+  iteration: z.number().int(),
+  candidate: z.string().nullable(),
+  meanReward: z.number().nullable(),
+  heldoutMeanReward: z.number().nullable(),
+  failed: z.string().optional(),
+});
+const heldoutResult = z.object({ policyVersion: z.string(), meanReward: z.number().nullable(), meanRewardByTask: z.record(z.string(), z.number()) });
+
+export const runStatus = z.object({
+  runId: z.string(),
+  state: z.enum(['running', 'paused', 'stopping', 'finished', 'stopped']),
+  stage: z.string(),
+  currentWorkflowId: z.string().optional(),
+  nextIteration: z.number().int(),
+  policyVersion: z.string(),
+  iterations: z.array(iteration),
+  heldout: z.object({ base: heldoutResult, latest: heldoutResult.nullable() }).optional(),
+});
+
+export const runListing = z.object({
+  runId: z.string(),
+  execution: z.string().describe("Temporal's execution status: RUNNING, COMPLETED, FAILED, ..."),
+  startTime: timestamp,
+  closeTime: timestamp.optional(),
+  stage: z.string().optional(),
+  policyVersion: z.string().optional(),
+});
+
+export const runReport = z.object({
+  runId: z.string(),
+  execution: z.string(),
+  startTime: timestamp,
+  closeTime: timestamp.optional(),
+  status: runStatus.optional(),
+  problem: z.string().optional().describe('Why the run failed, or why its status could not be read'),
+  activity: z
+    .object({ workflowId: z.string(), stage: z.string().optional(), type: z.string(), attempt: z.number().int(), done: z.number().int().optional(), total: z.number().int().optional(), lastFailure: z.string().optional() })
+    .optional(),
+});
+
+export const policyRecord = z.object({
+  version: z.string(),
+  parent: z.string().nullable(),
+  runId: z.string().nullable(),
+  iteration: z.number().int().nullable(),
+  checkpointUri: z.string(),
+  batchContentHash: z.string().nullable(),
+  trainerMetrics: z.record(z.string(), z.unknown()),
+  status: z.enum(['candidate', 'promoted', 'rejected', 'retired']),
+  createdAt: timestamp,
+});
+
+export const scheduleListing = z.object({
+  scheduleId: z.string(),
+  paused: z.boolean(),
+  note: z.string().optional(),
+  spec: z.string(),
+  nextRuns: z.array(timestamp),
+  recentRuns: z.array(z.object({ runId: z.string(), startedAt: timestamp })),
+});
+
+export const startedRun = z.object({ runId: z.string(), executionRunId: z.string() });
+export const accepted = z.object({ ok: z.literal(true) });
+export const errorBody = z.object({ error: z.object({ code: z.string(), message: z.string() }) });

@@ -1,0 +1,242 @@
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { z, ZodError, type ZodType } from 'zod';
+import { describeRun, listRuns, newRunId, RunExistsError, RunNotFoundError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
+import { changeSchedule, createSchedule, listSchedules, ScheduleError } from '../client/schedules.js';
+import { ConfigError } from '../config/load.js';
+import type { ReinConfig } from '../config/schema.js';
+import { matchesHash } from '../gateway/keys.js';
+import { PolicyRegistry } from '../registry/policy-registry.js';
+import * as s from './schemas.js';
+
+export interface ApiOptions {
+  config: ReinConfig;
+  client: Client;
+  /** SHA-256 (hex) of the key callers send as `Authorization: Bearer <key>`. */
+  keyHash: string;
+}
+
+export interface ApiServer {
+  app: FastifyInstance;
+  url: string;
+  close(): Promise<void>;
+}
+
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Route {
+  method: 'GET' | 'POST' | 'DELETE';
+  url: string;
+  summary: string;
+  params?: ZodType;
+  query?: ZodType;
+  body?: ZodType;
+  status?: number;
+  response: ZodType;
+  handle(input: { params: never; query: never; body: never }): Promise<unknown>;
+}
+
+/** A route whose handler sees its inputs as the schemas parse them. */
+function route<P extends ZodType = ZodType<undefined>, Q extends ZodType = ZodType<undefined>, B extends ZodType = ZodType<undefined>>(definition: {
+  method: Route['method'];
+  url: string;
+  summary: string;
+  params?: P;
+  query?: Q;
+  body?: B;
+  status?: number;
+  response: ZodType;
+  handle(input: { params: z.output<P>; query: z.output<Q>; body: z.output<B> }): Promise<unknown>;
+}): Route {
+  return definition as unknown as Route;
+}
+
+/**
+ * Rein's HTTP API: the operations of the CLI (start, list, inspect, pause, resume and stop runs;
+ * schedules; policies) over JSON, validated by zod, described by an OpenAPI document built from
+ * the same schemas (`GET /openapi.json`).
+ */
+export function buildApi(options: ApiOptions): FastifyInstance {
+  const { config, client } = options;
+  const taskQueue = config.temporal.taskQueue;
+  const withRegistry = <T>(use: (registry: PolicyRegistry) => T): T => {
+    const registry = new PolicyRegistry(path.join(config.dataDir, 'registry.sqlite'));
+    try {
+      return use(registry);
+    } finally {
+      registry.close();
+    }
+  };
+  const overrides = (b: z.output<typeof s.runSizes>) => ({ iterations: b.iterations, tasksPerIteration: b.tasksPerIteration, samplesPerTask: b.samplesPerTask, heldoutLimit: b.heldoutLimit });
+
+  const routes: Route[] = [
+    route({ method: 'GET', url: '/api/runs', summary: 'Training runs, newest first', query: s.listRunsQuery, response: z.object({ items: z.array(s.runListing) }), handle: async ({ query }) => ({ items: await listRuns(client, query.limit) }) }),
+    route({
+      method: 'POST',
+      url: '/api/runs',
+      summary: "Start a training run from the server's config (sizes may be overridden)",
+      body: s.startRunBody,
+      status: 201,
+      response: s.startedRun,
+      handle: async ({ body }) => startRun(client, taskQueue, { ...trainingRunInput(config, overrides(body)), runId: body.runId ?? newRunId() }),
+    }),
+    route({ method: 'GET', url: '/api/runs/:runId', summary: "A run's state, stage, iterations, held-out comparison and current activity", params: s.runIdParams, response: s.runReport, handle: async ({ params }) => describeRun(client, params.runId) }),
+    ...(['pause', 'resume', 'stop'] as const).map((signal) =>
+      route({
+        method: 'POST',
+        url: `/api/runs/:runId/${signal}`,
+        summary: { pause: 'Pause a run between iterations', resume: 'Resume a paused run', stop: 'Stop a run after its current iteration' }[signal],
+        params: s.runIdParams,
+        status: 202,
+        response: s.accepted,
+        handle: async ({ params }) => {
+          await signalRun(client, params.runId, signal);
+          return { ok: true };
+        },
+      }),
+    ),
+    route({ method: 'GET', url: '/api/policies', summary: 'Policy versions with their lineage', query: s.listPoliciesQuery, response: z.object({ items: z.array(s.policyRecord) }), handle: async ({ query }) => ({ items: withRegistry((r) => r.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
+    route({ method: 'GET', url: '/api/schedules', summary: 'Training schedules with their next and recent runs', response: z.object({ items: z.array(s.scheduleListing) }), handle: async () => ({ items: await listSchedules(client) }) }),
+    route({
+      method: 'POST',
+      url: '/api/schedules',
+      summary: 'Schedule recurring training runs (overlap policy skip by default)',
+      body: s.createScheduleBody,
+      status: 201,
+      response: s.accepted,
+      handle: async ({ body }) => {
+        const { scheduleId, every, cron, overlap, paused, note } = body;
+        await createSchedule(client, taskQueue, { scheduleId, every, cron, overlap, paused, note, input: trainingRunInput(config, overrides(body)) });
+        return { ok: true };
+      },
+    }),
+    ...(['pause', 'unpause', 'trigger'] as const).map((change) =>
+      route({
+        method: 'POST',
+        url: `/api/schedules/:scheduleId/${change}`,
+        summary: { pause: 'Stop a schedule firing', unpause: 'Let a schedule fire again', trigger: "Fire now (the schedule's overlap policy applies)" }[change],
+        params: s.scheduleIdParams,
+        body: s.scheduleChangeBody,
+        status: 202,
+        response: s.accepted,
+        handle: async ({ params, body }) => {
+          await changeSchedule(client, params.scheduleId, change, body?.note);
+          return { ok: true };
+        },
+      }),
+    ),
+    route({
+      method: 'DELETE',
+      url: '/api/schedules/:scheduleId',
+      summary: 'Delete a schedule (runs it started go on)',
+      params: s.scheduleIdParams,
+      response: s.accepted,
+      handle: async ({ params }) => {
+        await changeSchedule(client, params.scheduleId, 'delete');
+        return { ok: true };
+      },
+    }),
+  ];
+
+  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
+  app.setErrorHandler((err, _req, reply) => {
+    const { status, code, message } = describeError(err);
+    void reply.code(status).send({ error: { code, message } });
+  });
+  app.setNotFoundHandler((req, reply) => void reply.code(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url}; GET /openapi.json lists them` } }));
+
+  const requireKey = async (req: FastifyRequest) => {
+    const header = req.headers.authorization;
+    const key = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined;
+    if (!key) throw new ApiError(401, 'missing_key', "send Authorization: Bearer <key> (the gateway's admin key)");
+    if (!matchesHash(key, options.keyHash)) throw new ApiError(403, 'forbidden', 'this key may not use the API');
+  };
+  app.get('/healthz', async () => ({ ok: true }));
+  const document = openApiDocument(routes);
+  app.get('/openapi.json', async () => document);
+  for (const r of routes) {
+    app.route({
+      method: r.method,
+      url: r.url,
+      preHandler: requireKey,
+      handler: async (req, reply) => {
+        const input = {
+          params: (r.params ? parseInput(r.params, req.params, 'path') : undefined) as never,
+          query: (r.query ? parseInput(r.query, req.query, 'query') : undefined) as never,
+          body: (r.body ? parseInput(r.body, req.body ?? undefined, 'body') : undefined) as never,
+        };
+        const result = await r.handle(input);
+        return reply.code(r.status ?? 200).send(result);
+      },
+    });
+  }
+  return app;
+}
+
+export async function startApi(options: ApiOptions, listen: { host: string; port: number }): Promise<ApiServer> {
+  const app = buildApi(options);
+  const address = await app.listen(listen);
+  return { app, url: address.replace('[::1]', 'localhost'), close: () => app.close() };
+}
+
+function parseInput(schema: ZodType, value: unknown, where: string): unknown {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((i) => `${where}${i.path.length ? `.${i.path.join('.')}` : ''}: ${i.message}`);
+  throw new ApiError(400, 'invalid_request', problems.join('; '));
+}
+
+function describeError(err: unknown): { status: number; code: string; message: string } {
+  if (err instanceof ApiError) return err;
+  if (err instanceof RunNotFoundError) return { status: 404, code: 'run_not_found', message: err.message };
+  if (err instanceof RunExistsError) return { status: 409, code: 'run_exists', message: err.message };
+  if (err instanceof ScheduleError) return { status: /^no schedule/.test(err.message) ? 404 : /already exists/.test(err.message) ? 409 : 400, code: 'schedule', message: err.message };
+  if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
+  if (err instanceof ZodError) return { status: 400, code: 'invalid_request', message: err.issues.map((i) => i.message).join('; ') };
+  const e = err as { statusCode?: number; message?: string };
+  if (e.statusCode === 400 || e.statusCode === 415) return { status: e.statusCode, code: 'invalid_request', message: e.message ?? 'bad request' };
+  return { status: 500, code: 'internal', message: e.message ?? String(err) };
+}
+
+/** OpenAPI 3.1 (whose schemas are JSON Schema) from the route table. */
+export function openApiDocument(routes: readonly Route[]): Record<string, unknown> {
+  const json = (schema: ZodType, io: 'input' | 'output') => {
+    const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<string, unknown>;
+    return rest;
+  };
+  const parameters = (schema: ZodType | undefined, where: 'path' | 'query') => {
+    if (!schema) return [];
+    const shape = json(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] };
+    return Object.entries(shape.properties ?? {}).map(([name, property]) => ({ name, in: where, required: where === 'path' || (shape.required ?? []).includes(name), schema: property }));
+  };
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const r of routes) {
+    const pathKey = r.url.replace(/:(\w+)/g, '{$1}');
+    paths[pathKey] ??= {};
+    (paths[pathKey] as Record<string, unknown>)[r.method.toLowerCase()] = {
+      summary: r.summary,
+      security: [{ bearer: [] }],
+      parameters: [...parameters(r.params, 'path'), ...parameters(r.query, 'query')],
+      ...(r.body && { requestBody: { required: !r.body.safeParse(undefined).success, content: { 'application/json': { schema: json(r.body, 'input') } } } }),
+      responses: {
+        [String(r.status ?? 200)]: { description: 'OK', content: { 'application/json': { schema: json(r.response, 'output') } } },
+        default: { description: 'An error: 400 invalid request, 401/403 key, 404 unknown run or schedule, 409 conflict', content: { 'application/json': { schema: json(s.errorBody, 'output') } } },
+      },
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'Rein API', version: '1', description: 'Training runs, schedules and policies of a Rein installation.' },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: "The gateway's admin key" } } },
+    paths,
+  };
+}

@@ -1,0 +1,127 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Client, Connection } from '@temporalio/client';
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startApi, type ApiServer } from '../../src/api/server.js';
+import { loadConfig } from '../../src/config/load.js';
+import { adminKeyFile, gatewayOptions } from '../../src/gateway/from-config.js';
+import { sha256Hex } from '../../src/gateway/keys.js';
+import { startGateway, type Gateway } from '../../src/gateway/server.js';
+import { createLogger } from '../../src/log/logger.js';
+import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
+import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { activityDepsFromConfig } from '../../workers/activity-deps.js';
+import { installTemporalRuntime } from '../../workers/runtime.js';
+import { createReinWorker } from '../../workers/worker.js';
+import { writeExampleConfig } from '../helpers/example-config.js';
+import { testClient } from '../helpers/temporal.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-api-'));
+let api: ApiServer;
+let key: string;
+const closers: Array<() => Promise<unknown> | unknown> = [];
+
+beforeAll(async () => {
+  const { file } = await writeExampleConfig(dir, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
+  const { config } = loadConfig({ file, env: {} });
+  const policyServer: PolicyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string } });
+  closers.push(() => policyServer.close());
+  const store = new SqliteTraceStore(config.gateway.traceDb);
+  closers.push(() => store.close());
+  const gateway: Gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
+  closers.push(() => gateway.close());
+  key = readFileSync(adminKeyFile(config.gateway), 'utf8').trim();
+
+  installTemporalRuntime(createLogger('warn'));
+  const nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
+  const activities = activityDepsFromConfig(config);
+  const worker: Worker = await createReinWorker({ connection: nativeConnection, namespace: 'default', taskQueue: config.temporal.taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, ...activities.deps });
+  const running = worker.run();
+  closers.push(async () => {
+    worker.shutdown();
+    await running;
+    await nativeConnection.close();
+    await activities.close();
+  });
+  const { client, connection }: { client: Client; connection: Connection } = await testClient();
+  closers.push(() => connection.close());
+  api = await startApi({ config, client, keyHash: sha256Hex(key) }, { host: '127.0.0.1', port: 0 });
+  closers.push(() => api.close());
+});
+afterAll(async () => {
+  for (const close of closers.reverse()) await close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const call = async (method: string, url: string, body?: unknown, auth: string | null = key) => {
+  const res = await fetch(`${api.url}${url}`, {
+    method,
+    headers: { ...(auth !== null && { authorization: `Bearer ${auth}` }), ...(body !== undefined && { 'content-type': 'application/json' }) },
+    ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
+};
+
+describe('the HTTP API', () => {
+  it('describes itself in an OpenAPI document generated from its schemas', async () => {
+    const { status, body } = await call('GET', '/openapi.json', undefined, null);
+    expect(status).toBe(200);
+    expect(body.openapi).toBe('3.1.0');
+    expect(Object.keys(body.paths).sort()).toEqual([
+      '/api/policies',
+      '/api/runs',
+      '/api/runs/{runId}',
+      '/api/runs/{runId}/pause',
+      '/api/runs/{runId}/resume',
+      '/api/runs/{runId}/stop',
+      '/api/schedules',
+      '/api/schedules/{scheduleId}',
+      '/api/schedules/{scheduleId}/pause',
+      '/api/schedules/{scheduleId}/trigger',
+      '/api/schedules/{scheduleId}/unpause',
+    ]);
+    const start = body.paths['/api/runs'].post;
+    expect(start.requestBody.content['application/json'].schema.properties).toMatchObject({ runId: { type: 'string' }, iterations: expect.any(Object), samplesPerTask: { type: 'integer', minimum: 1 } });
+    expect(start.responses['201'].content['application/json'].schema.required).toEqual(['runId', 'executionRunId']);
+    expect(body.paths['/api/runs/{runId}'].get.parameters).toEqual([{ name: 'runId', in: 'path', required: true, schema: { type: 'string', minLength: 1 } }]);
+  });
+
+  it('refuses missing keys, wrong keys and bad input with the reason', async () => {
+    expect(await call('GET', '/api/runs', undefined, null)).toMatchObject({ status: 401, body: { error: { code: 'missing_key' } } });
+    expect(await call('GET', '/api/runs', undefined, 'not-the-key')).toMatchObject({ status: 403 });
+    expect(await call('POST', '/api/runs', { iterations: 0 })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('body.iterations: Too small') } } });
+    expect(await call('POST', '/api/runs', { iterationz: 2 })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('Unrecognized key: "iterationz"') } } });
+    expect(await call('POST', '/api/runs', '{"iterations": ')).toMatchObject({ status: 400 });
+    expect(await call('GET', '/api/runs/no-such-run')).toMatchObject({ status: 404, body: { error: { code: 'run_not_found', message: 'no run named no-such-run; `rein runs` lists the runs' } } });
+    expect(await call('POST', '/api/schedules', { scheduleId: 'x', every: 'soon' })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('is not a duration') } } });
+    expect(await call('GET', '/api/nothing')).toMatchObject({ status: 404 });
+  });
+
+  it('starts a run, reports it until it finishes, lists it and its policy; the same run id again is a conflict', { timeout: 180_000 }, async () => {
+    const started = await call('POST', '/api/runs', { runId: 'api-1' });
+    expect(started).toMatchObject({ status: 201, body: { runId: 'api-1', executionRunId: expect.any(String) } });
+    let report = (await call('GET', '/api/runs/api-1')).body;
+    while (report.execution === 'RUNNING') {
+      await new Promise((r) => setTimeout(r, 500));
+      report = (await call('GET', '/api/runs/api-1')).body;
+    }
+    expect(report).toMatchObject({ execution: 'COMPLETED', status: { state: 'finished', policyVersion: 'api-1.v1', heldout: { base: { policyVersion: 'v0' }, latest: { policyVersion: 'api-1.v1' } } } });
+    expect((await call('GET', '/api/runs?limit=50')).body.items).toContainEqual(expect.objectContaining({ runId: 'api-1', execution: 'COMPLETED' }));
+    expect((await call('GET', '/api/policies?runId=api-1')).body.items).toEqual([expect.objectContaining({ version: 'api-1.v1', parent: 'v0', iteration: 1, status: 'candidate' })]);
+    expect(await call('POST', '/api/runs', { runId: 'api-1' })).toMatchObject({ status: 409, body: { error: { code: 'run_exists' } } });
+    expect(await call('POST', '/api/runs/api-1/stop')).toMatchObject({ status: 404 });
+  });
+
+  it('creates, lists, pauses and deletes schedules', async () => {
+    expect(await call('POST', '/api/schedules', { scheduleId: 'api-weekly', cron: '0 3 * * 1', note: 'weekly' })).toMatchObject({ status: 201 });
+    expect(await call('POST', '/api/schedules', { scheduleId: 'api-weekly', every: '1d' })).toMatchObject({ status: 409 });
+    expect((await call('GET', '/api/schedules')).body.items).toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: false, spec: 'cron 0 3 * * 1' }));
+    expect(await call('POST', '/api/schedules/api-weekly/pause', { note: 'freeze' })).toMatchObject({ status: 202 });
+    // The list comes from Temporal's visibility store, which catches up within moments.
+    await expect.poll(async () => (await call('GET', '/api/schedules')).body.items, { timeout: 10_000 }).toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: true, note: 'freeze' }));
+    expect(await call('DELETE', '/api/schedules/api-weekly')).toMatchObject({ status: 200 });
+    expect(await call('DELETE', '/api/schedules/api-weekly')).toMatchObject({ status: 404 });
+  });
+});
