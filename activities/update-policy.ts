@@ -3,7 +3,8 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { keepHeartbeating } from './heartbeat.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { PolicyConflictError, type PolicyRegistry } from '../src/registry/policy-registry.js';
-import { PolicyLineageError, updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
+import { PolicySetupError } from '../src/training/errors.js';
+import { updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
 
 export interface PolicyActivityDeps {
   registry?: PolicyRegistry;
@@ -67,7 +68,7 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
           seconds: train.seconds,
         };
       } catch (err) {
-        if (err instanceof PolicyLineageError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
+        if (err instanceof PolicySetupError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
         throw err;
       } finally {
         stopHeartbeat();

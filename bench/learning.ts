@@ -1,62 +1,61 @@
 /**
- * The embedded default learning for real: the example calculator agent (a separate program using
- * the openai client) runs through the gateway against the embedded policy server, the verifier
- * scores it, the batch stage and the local trainer make a new version, and the pinned held-out
- * set is replayed greedily before and after. The baseline is the base checkpoint's held-out
- * success in the same run.
+ * The embedded default learning for real, as `rein train` runs it: a training run on Temporal
+ * (the example calculator agent, a separate program using the openai client, through the gateway
+ * against the embedded policy server; the verifier; the batch stage; the local trainer). The
+ * baseline is the base policy's held-out success, replayed in the same run on the same tasks.
  *
- *   npm run bench:learning [-- --iterations 6 --tasks 32 --samples 8]
+ *   npm run bench:learning [-- --iterations 3 --tasks 32 --samples 8 --lr 0.0003 --epochs 4]
  */
-import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { exampleLoopOptions } from '../src/training/example-loop.js';
-import { runLocalLoop } from '../src/training/local-loop.js';
+import { discordantPairs, mcnemarExactP } from '../src/gate/paired-tests.js';
+import { embeddedTrainingRun } from './embedded-run.js';
 
 const { values } = parseArgs({
   options: {
-    iterations: { type: 'string', default: '6' },
+    iterations: { type: 'string', default: '3' },
     tasks: { type: 'string', default: '32' },
     samples: { type: 'string', default: '8' },
     lr: { type: 'string' },
     epochs: { type: 'string' },
     heldout: { type: 'string' },
+    'heldout-every': { type: 'string' },
     concurrency: { type: 'string' },
     keep: { type: 'boolean', default: false },
   },
 });
-const workDir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-learning-'));
-const options = exampleLoopOptions({
-  workDir,
+const number = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+const run = await embeddedTrainingRun({
   iterations: Number(values.iterations),
-  tasksPerIteration: Number(values.tasks),
-  samplesPerTask: Number(values.samples),
-  ...(values.lr && { learningRate: Number(values.lr) }),
-  ...(values.epochs && { epochs: Number(values.epochs) }),
-  ...(values.heldout && { heldoutLimit: Number(values.heldout) }),
-  ...(values.concurrency && { concurrency: Number(values.concurrency) }),
+  tasks: Number(values.tasks),
+  samples: Number(values.samples),
+  learningRate: number(values.lr),
+  epochs: number(values.epochs),
+  heldoutLimit: number(values.heldout),
+  heldoutEvery: number(values['heldout-every']),
+  concurrency: number(values.concurrency),
 });
-const report = await runLocalLoop({ ...options, log: (line) => console.log(line) });
-const { before, after } = report.heldout;
-const tasks = Object.keys(before.perTask);
-const gained = tasks.filter((t) => after.perTask[t] === 1 && before.perTask[t] === 0).length;
-const lost = tasks.filter((t) => after.perTask[t] === 0 && before.perTask[t] === 1).length;
+const status = run.report.status;
+const base = status?.heldout?.base;
+const final = status?.heldout?.latest;
+if (!base || !final) throw new Error(`the run did not replay held-out tasks: ${JSON.stringify(run.report)}`);
+const success = (byTask: Record<string, number>) => Object.values(byTask).filter((r) => r > 0).length / Object.keys(byTask).length;
+const { gained, lost } = discordantPairs(base.meanRewardByTask, final.meanRewardByTask);
 console.log(
   JSON.stringify(
     {
       cpus: os.cpus().length,
-      iterations: report.iterations.length,
+      iterations: status.iterations,
       rolloutsPerIteration: Number(values.tasks) * Number(values.samples),
-      heldoutBefore: before.successRate,
-      heldoutAfter: after.successRate,
-      gainPoints: 100 * (after.successRate - before.successRate),
-      pairedTasks: { gained, lost, n: tasks.length },
-      wallSeconds: report.seconds,
+      heldoutBase: success(base.meanRewardByTask),
+      heldoutFinal: success(final.meanRewardByTask),
+      gainPoints: 100 * (success(final.meanRewardByTask) - success(base.meanRewardByTask)),
+      pairedTasks: { gained: gained.length, lost: lost.length, n: Object.keys(base.meanRewardByTask).length, mcnemarP: mcnemarExactP(gained.length, lost.length) },
+      wallSeconds: run.seconds,
     },
     null,
     2,
   ),
 );
-if (!values.keep) rmSync(workDir, { recursive: true, force: true });
-else console.log(`kept ${workDir}`);
+await run.close({ keep: values.keep });
+if (values.keep) console.log(`kept ${run.workDir}`);

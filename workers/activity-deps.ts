@@ -6,7 +6,7 @@ import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
 import { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
-import { localPolicyTrainer } from '../src/training/policy-update.js';
+import { policyTrainer } from '../src/training/policy-update.js';
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 
 /** The activities' dependencies for a worker, from the config: the trace store, artifacts, tokenizer. */
@@ -24,7 +24,7 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
     samples: config.samples,
     rollouts: config.rollouts,
     registry,
-    trainer: localPolicyTrainer(config.trainer, path.join(config.dataDir, 'logs')),
+    trainer: policyTrainer(config.trainer, path.join(config.dataDir, 'logs')),
     policiesDir: path.join(config.dataDir, 'policies'),
     ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints } }),
     ...(config.harness && { harness: config.harness }),

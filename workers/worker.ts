@@ -21,6 +21,10 @@ export async function createReinWorker(options: ReinWorkerOptions): Promise<Work
     namespace,
     taskQueue,
     activities: createActivities(deps),
+    // Heartbeats carry stage progress (rollouts done of total) that `rein train --follow` and the
+    // Web UI show; the SDK's default throttle would hold it back for up to a minute.
+    maxHeartbeatThrottleInterval: '1 second',
+    defaultHeartbeatThrottleInterval: '1 second',
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: workflowsPath() }),
   });
 }

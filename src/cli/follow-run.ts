@@ -102,8 +102,9 @@ export async function followRun(client: Client, runId: string, options: FollowOp
 function stageLabel(status: RunStatus | undefined, activity: StageActivity | undefined): string | undefined {
   if (!status) return undefined;
   if (status.stage === 'heldout-base' || status.stage === 'paused' || status.stage === 'done') return status.stage;
+  // Between activities an iteration has nothing to show; keep the last line rather than print a bare one.
   const inner = activity?.stage ? STAGE_NAMES[activity.stage] : undefined;
-  return inner ? `${status.stage}: ${inner}` : status.stage;
+  return inner ? `${status.stage}: ${inner}` : undefined;
 }
 
 function iterationLine(it: RunStatus['iterations'][number]): string {

@@ -27,17 +27,26 @@ const DEFAULT_FILES = ['rein.yaml', 'rein.yml', 'rein.json'];
 /**
  * Reads the config file (explicit path, else REIN_CONFIG, else rein.yaml|yml|json in cwd, else
  * none), overlays the environment, validates it and resolves relative paths against the file's folder.
+ * `overrides` (merged into the file's settings, key by key) let a program adjust a config it reads.
  */
 export function loadConfig(
-  options: { file?: string | undefined; env?: NodeJS.ProcessEnv; cwd?: string } = {},
+  options: { file?: string | undefined; env?: NodeJS.ProcessEnv; cwd?: string; overrides?: Record<string, unknown> } = {},
 ): LoadedConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
   const file = findConfigFile(options.file ?? env.REIN_CONFIG, cwd);
-  const raw = file ? readConfigFile(file) : {};
+  const raw = mergeSettings(file ? readConfigFile(file) : {}, options.overrides ?? {});
   const { input, fromEnv } = overlayEnvironment(raw, env, cwd);
   const config = validateConfig(input, file ?? 'defaults and environment', fromEnv);
   return { config: withEmbeddedDefault(resolvePaths(config, file ? path.dirname(file) : cwd)), file };
+}
+
+function mergeSettings(base: unknown, overrides: unknown): unknown {
+  const isMap = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isMap(base) || !isMap(overrides)) return overrides === undefined ? base : overrides;
+  const merged: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(overrides)) merged[key] = mergeSettings(base[key], value);
+  return merged;
 }
 
 function findConfigFile(explicit: string | undefined, cwd: string): string | undefined {
@@ -247,6 +256,16 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
       },
     }),
     ...(config.verifier && { verifier: resolveProgram(config.verifier, baseDir) }),
+    trainer: {
+      ...config.trainer,
+      ...(config.trainer.kubernetes && {
+        kubernetes: {
+          ...config.trainer.kubernetes,
+          template: path.resolve(baseDir, config.trainer.kubernetes.template),
+          ...(config.trainer.kubernetes.kubeconfig && { kubeconfig: path.resolve(baseDir, config.trainer.kubernetes.kubeconfig) }),
+        },
+      }),
+    },
     run: {
       ...config.run,
       base: { ...config.run.base, checkpoint: config.run.base.checkpoint && path.resolve(baseDir, config.run.base.checkpoint) },

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ADVANTAGE_ESTIMATORS } from '../samples/advantages.js';
 import { harnessSchema, verifierSchema } from '../rollouts/harness-spec.js';
 import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
+import { kubernetesTrainerSchema } from '../training/kubernetes-trainer.js';
 
 const port = z.number().int().min(1).max(65535);
 
@@ -172,6 +173,7 @@ const trainer = z.strictObject({
   maxGradNorm: z.number().positive().default(1).describe('Gradient norm limit'),
   seed: z.number().int().default(1).describe('Seed for minibatch order (the same batch and seed train the same policy)'),
   servingBackend: z.string().min(1).default('embedded').describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
+  kubernetes: kubernetesTrainerSchema.optional().describe('Run each policy update as a Kubernetes Job from a template instead of the local trainer'),
 });
 
 const policyServer = z.strictObject({

@@ -6,6 +6,8 @@ import { reinCommand } from '../package-root.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import type { PolicyRecord, PolicyRegistry } from '../registry/policy-registry.js';
 import { runCommand } from '../rollouts/process.js';
+import { PolicyLineageError, PolicyUpdateError } from './errors.js';
+import { kubernetesPolicyTrainer } from './kubernetes-trainer.js';
 
 /**
  * The policy update of one iteration: train the parent on the iteration's batch into a new
@@ -25,12 +27,14 @@ export interface PolicyUpdateJob {
 /** Where a policy update runs: the local trainer as a child process, or a Kubernetes Job. */
 export interface PolicyTrainer {
   /** Trains `parent` on the batch into `outputDir`; a retry finds a finished result instead of training again. */
-  train(input: { parentCheckpoint: string; batchPath: string; outputDir: string; signal?: AbortSignal }): Promise<TrainResult>;
+  train(input: { parentCheckpoint: string; batchPath: string; outputDir: string; signal?: AbortSignal | undefined }): Promise<TrainResult>;
 }
 
-export class PolicyUpdateError extends Error {}
-/** The lineage does not hold (unknown parent, a batch that changed): retrying cannot help. */
-export class PolicyLineageError extends PolicyUpdateError {}
+
+/** The configured trainer: a Kubernetes Job per update when trainer.kubernetes is set, else the local trainer. */
+export function policyTrainer(settings: TrainerSettings, logDir: string): PolicyTrainer {
+  return settings.kubernetes ? kubernetesPolicyTrainer(settings.kubernetes, settings, logDir) : localPolicyTrainer(settings, logDir);
+}
 
 /** The embedded default's trainer: `rein policy train` as a child process (its own process group, killed on cancel). */
 export function localPolicyTrainer(settings: TrainerSettings, logDir: string): PolicyTrainer {

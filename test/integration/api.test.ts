@@ -61,7 +61,7 @@ const call = async (method: string, url: string, body?: unknown, auth: string | 
     headers: { ...(auth !== null && { authorization: `Bearer ${auth}` }), ...(body !== undefined && { 'content-type': 'application/json' }) },
     ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
   });
-  return { status: res.status, body: (await res.json()) as Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
 };
 
 describe('the HTTP API', () => {

@@ -4,14 +4,25 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localExecutor } from '../../src/rollouts/local-executor.js';
 import { runRollouts } from '../../src/rollouts/runner.js';
-import { exampleLoopOptions } from '../../src/training/example-loop.js';
+import { loadConfig } from '../../src/config/load.js';
+import { programSpec } from '../../src/rollouts/harness-spec.js';
+import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
+import { exampleDir } from '../helpers/example-config.js';
 
 const workDir = mkdtempSync(path.join(os.tmpdir(), 'rein-embedded-rollouts-'));
-const example = exampleLoopOptions({ workDir, iterations: 0, tasksPerIteration: 0, samplesPerTask: 0 });
+// The example agent as its own config file describes it.
+const { config } = loadConfig({ file: path.join(exampleDir, 'rein.yaml'), env: {} });
+const example = {
+  trainTasks: loadTaskSet(config.run.trainTasks as string).tasks,
+  hiddenFields: config.rollouts.hiddenFields,
+  rewardWeights: config.rollouts.rewardWeights,
+  harness: programSpec(config.harness?.local as NonNullable<NonNullable<typeof config.harness>['local']>),
+  verifier: programSpec(config.verifier as NonNullable<typeof config.verifier>),
+};
 let stack: EmbeddedStack;
 beforeAll(async () => {
-  stack = await startEmbeddedStack({ workDir, baseCheckpoint: example.baseCheckpoint });
+  stack = await startEmbeddedStack({ workDir, baseCheckpoint: config.run.base.checkpoint as string });
 });
 afterAll(async () => {
   await stack.close();

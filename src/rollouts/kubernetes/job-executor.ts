@@ -1,9 +1,11 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatchV1Api, CoreV1Api, KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { isTransient, loadKubeConfig, messageOf, retryAfterMs, statusOf } from '../../kubernetes/api.js';
+import { BatchV1Api, CoreV1Api, type KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import type { HarnessExecutor, HarnessLaunch, HarnessRun } from '../executor.js';
-import { jobNameFor, JobTemplateError, MANAGED_BY_LABEL, renderJob, templateProblems, type KubernetesHarnessSettings } from './job-template.js';
+import { JobTemplateError } from '../../kubernetes/template.js';
+import { jobNameFor, MANAGED_BY_LABEL, renderJob, templateProblems, type KubernetesHarnessSettings } from './job-template.js';
 
 /**
  * Runs each rollout attempt as a Kubernetes Job. Two informers (list + watch, reconnecting) follow
@@ -27,15 +29,7 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
   let kubeConfig = options.kubeConfig;
   let watching: Promise<Watching> | undefined;
 
-  const config = (): KubeConfig => {
-    if (!kubeConfig) {
-      kubeConfig = new KubeConfig();
-      if (settings.kubeconfig) kubeConfig.loadFromFile(settings.kubeconfig);
-      else kubeConfig.loadFromDefault();
-      if (settings.context) kubeConfig.setCurrentContext(settings.context);
-    }
-    return kubeConfig;
-  };
+  const config = (): KubeConfig => (kubeConfig ??= loadKubeConfig(settings));
   let clients: { batch: BatchV1Api; core: CoreV1Api } | undefined;
   const apis = () => (clients ??= { batch: config().makeApiClient(BatchV1Api), core: config().makeApiClient(CoreV1Api) });
   // Read once: every Job of the batch comes from the template that was checked before launch.
@@ -59,7 +53,7 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
       } catch (err) {
         const status = statusOf(err);
         if (status === 409) return null; // created by an earlier runner of this attempt: follow it
-        const transient = status === undefined || status === 429 || status >= 500;
+        const transient = isTransient(err);
         if (transient && tryNumber < apiTries) {
           await sleep(retryAfterMs(err) ?? 250 * 2 ** tryNumber);
           continue;
@@ -276,28 +270,3 @@ function containerOf(pod: V1Pod | undefined, settings: KubernetesHarnessSettings
   return settings.container === undefined ? statuses[0] : statuses.find((s) => s.name === settings.container);
 }
 
-/** The HTTP status of a failed API call; undefined when no answer came (connection refused, reset). */
-function statusOf(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
-}
-
-function messageOf(err: unknown): string {
-  const body = (err as { body?: unknown } | null)?.body;
-  if (typeof body === 'string') {
-    try {
-      const status = JSON.parse(body) as { message?: string };
-      if (status.message) return status.message;
-    } catch {
-      // not a Status object
-    }
-  }
-  if (body && typeof body === 'object' && 'message' in body) return String((body as { message: unknown }).message);
-  return err instanceof Error ? err.message.split('\n')[0] ?? '' : String(err);
-}
-
-function retryAfterMs(err: unknown): number | undefined {
-  const header = (err as { headers?: Record<string, string> } | null)?.headers?.['retry-after'];
-  const seconds = header === undefined ? NaN : Number(header);
-  return Number.isFinite(seconds) ? Math.min(seconds, 30) * 1000 : undefined;
-}

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EnvVar, V1Job } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { fillPlaceholders, JobTemplateError, parseTemplate } from '../../kubernetes/template.js';
 
 /**
  * A rollout's Kubernetes Job, made from the user's template: the template says what runs (image,
@@ -31,10 +31,8 @@ export const ROLLOUT_LABEL = 'rein.dev/rollout';
 export const ATTEMPT_LABEL = 'rein.dev/attempt';
 export const ROLLOUT_ANNOTATION = 'rein.dev/rollout-id';
 
-const PLACEHOLDERS = ['rolloutId', 'attempt', 'jobName', 'namespace', 'image', 'taskId'] as const;
-type Placeholder = (typeof PLACEHOLDERS)[number];
+type Placeholder = 'rolloutId' | 'attempt' | 'jobName' | 'namespace' | 'image' | 'taskId';
 
-export class JobTemplateError extends Error {}
 
 /** Label values are short and plain; a rollout id may be neither, so the label holds a digest of it. */
 export function rolloutLabel(rolloutId: string): string {
@@ -59,12 +57,7 @@ export interface JobIdentity {
  * YAML's strings, never in its text, so a value cannot change the manifest's structure.
  */
 export function renderJob(templateText: string, settings: KubernetesHarnessSettings, identity: JobIdentity): V1Job {
-  let manifest: unknown;
-  try {
-    manifest = parseYaml(templateText);
-  } catch (err) {
-    throw new JobTemplateError(`the Job template is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
-  }
+  const manifest = parseTemplate(templateText);
   const jobName = jobNameFor(identity.rolloutId, identity.attempt);
   const values: Record<Placeholder, string> = {
     rolloutId: identity.rolloutId,
@@ -74,7 +67,7 @@ export function renderJob(templateText: string, settings: KubernetesHarnessSetti
     image: settings.image,
     taskId: identity.taskId,
   };
-  const job = fill(manifest, values) as V1Job;
+  const job = fillPlaceholders(manifest, values) as V1Job;
   const problems = jobProblems(job, settings);
   if (problems.length > 0) throw new JobTemplateError(`the Job template ${problems.join('; ')}`);
 
@@ -145,18 +138,4 @@ function jobProblems(job: V1Job, settings: KubernetesHarnessSettings): string[] 
 
 function harnessContainer(containers: V1Container[], settings: KubernetesHarnessSettings): V1Container | undefined {
   return settings.container === undefined ? containers[0] : containers.find((c) => c.name === settings.container);
-}
-
-function fill(value: unknown, values: Record<Placeholder, string>): unknown {
-  if (typeof value === 'string') {
-    return value.replace(/\{\{\s*([A-Za-z]+)\s*\}\}/g, (_match, name: string) => {
-      if (!(PLACEHOLDERS as readonly string[]).includes(name)) {
-        throw new JobTemplateError(`uses {{${name}}}, which Rein does not know; the placeholders are ${PLACEHOLDERS.map((p) => `{{${p}}}`).join(', ')}`);
-      }
-      return values[name as Placeholder];
-    });
-  }
-  if (Array.isArray(value)) return value.map((v) => fill(v, values));
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fill(v, values)]));
-  return value;
 }

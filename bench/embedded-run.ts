@@ -1,0 +1,83 @@
+/**
+ * A training run on the embedded default, as `rein train` runs it (Temporal dev server, policy
+ * server, gateway and worker in this process; the example agent from
+ * examples/calculator-agent/rein.yaml), on free ports and a scratch data directory.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { startRun, trainingRunInput, type RunReport } from '../src/client/runs.js';
+import { followRun } from '../src/cli/follow-run.js';
+import { startServices } from '../src/cli/services.js';
+import { loadConfig } from '../src/config/load.js';
+import { createLogger } from '../src/log/logger.js';
+import { packageRoot } from '../src/package-root.js';
+import { freePort } from '../test/helpers/ports.js';
+
+export interface EmbeddedRunOptions {
+  iterations: number;
+  tasks: number;
+  samples: number;
+  heldoutLimit?: number | undefined;
+  /** Without held-out tasks: no replay at all. */
+  heldout?: boolean;
+  heldoutEvery?: number | undefined;
+  learningRate?: number | undefined;
+  epochs?: number | undefined;
+  concurrency?: number | undefined;
+  /** Train on groups whose rewards are all equal (tiny runs that measure orchestration, not learning). */
+  keepZeroVarianceGroups?: boolean;
+}
+
+export interface EmbeddedRun {
+  runId: string;
+  report: RunReport;
+  seconds: number;
+  client: Client;
+  workDir: string;
+  close(options?: { keep?: boolean }): Promise<void>;
+}
+
+export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<EmbeddedRun> {
+  const workDir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-run-'));
+  const { config } = loadConfig({
+    file: path.join(packageRoot(), 'examples', 'calculator-agent', 'rein.yaml'),
+    env: {},
+    overrides: {
+      dataDir: workDir,
+      log: { level: 'warn' },
+      temporal: { devServer: { ip: '127.0.0.1', port: await freePort(), uiPort: await freePort(), headless: true } },
+      gateway: { port: await freePort() },
+      policyServer: { port: await freePort() },
+      ...(options.concurrency && { rollouts: { concurrency: options.concurrency } }),
+      ...(options.keepZeroVarianceGroups && { samples: { zeroVarianceGroups: 'keep' } }),
+      trainer: { ...(options.learningRate && { learningRate: options.learningRate }), ...(options.epochs && { epochs: options.epochs }) },
+      run: {
+        iterations: options.iterations,
+        tasksPerIteration: options.tasks,
+        samplesPerTask: options.samples,
+        ...(options.heldoutLimit && { heldoutLimit: options.heldoutLimit }),
+        ...(options.heldoutEvery && { heldoutEvery: options.heldoutEvery }),
+      },
+    },
+  });
+  const services = await startServices(config, createLogger('warn'));
+  const client = services.temporal.temporal.client;
+  const runId = 'bench';
+  const started = performance.now();
+  const run = options.heldout === false ? { ...config.run, heldoutTasks: undefined } : config.run;
+  await startRun(client, config.temporal.taskQueue, { ...trainingRunInput({ ...config, run }), runId });
+  const report = await followRun(client, runId, { out: process.stderr });
+  return {
+    runId,
+    report,
+    seconds: (performance.now() - started) / 1000,
+    client,
+    workDir,
+    async close({ keep = false } = {}) {
+      await services.shutdown();
+      if (!keep) rmSync(workDir, { recursive: true, force: true });
+    },
+  };
+}
