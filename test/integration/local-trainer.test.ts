@@ -1,56 +1,21 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultModelConfig, loadCheckpoint, saveCheckpoint } from '../../src/policy/checkpoint.js';
-import { readyBackend, TinyDecoder } from '../../src/policy/model.js';
+import { loadCheckpoint } from '../../src/policy/checkpoint.js';
 import { runTrainJob } from '../../src/policy/local-trainer.js';
-import { buildBatch, encodeBatch, type BatchOptions, type BatchRollout } from '../../src/samples/batch.js';
 import { runRein } from '../helpers/cli.js';
+import { badReply as bad, goodReply as good, logprobOf, writeTinyPolicyAndBatch } from '../helpers/tiny-policy.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-local-trainer-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const base = path.join(dir, 'base');
-const good = [257, 104, 105, 258, 259, 121, 101, 115, 261];
-const bad = [257, 104, 105, 258, 259, 110, 111, 261];
-
-function logprobOf(model: TinyDecoder, ids: number[]): number[] {
-  return tf.tidy(() => {
-    const logits = tf.logSoftmax(model.logits([ids.slice(0, -1)])).arraySync()[0] as number[][];
-    return ids.slice(1).map((id, t) => logits[t]![id]!);
-  });
-}
-
-/** A rollout whose single call is the given sequence: prompt = first 5 tokens, completion = the rest. */
-function rollout(model: TinyDecoder, id: string, ids: number[], reward: number, samplerShift = 0): BatchRollout {
-  const lp = logprobOf(model, ids).map((x) => x + samplerShift);
-  return {
-    rolloutId: id,
-    groupId: 'task',
-    reward,
-    failureClass: null,
-    calls: [{ callId: `${id}-c`, policyVersion: 'base', promptIds: ids.slice(0, 5), choices: [{ completionIds: ids.slice(5), logprobs: lp.slice(4), finishReason: 'stop' }] }],
-  };
-}
-
-const options: BatchOptions = { estimator: 'dr_grpo', zeroVarianceGroups: 'drop', lossAggregation: 'token-mean', maxPromptTokens: 30, maxResponseTokens: 30, truncated: 'mask', excludedFailureClasses: [], incompleteGroups: 'keep' };
+let base: string;
 let batchFile: string;
 /** Batches whose sampler log-probs sit above / below the trainer's, with an importance-weight cap of 2. */
-const shifted: Record<'above' | 'below', string> = { above: path.join(dir, 'above.safetensors'), below: path.join(dir, 'below.safetensors') };
+let shifted: Record<'above' | 'below', string>;
 beforeAll(async () => {
-  await readyBackend();
-  const model = TinyDecoder.init(defaultModelConfig({ contextLength: 32, dModel: 16, nHeads: 2, dFF: 32, nLayers: 1 }), 1);
-  saveCheckpoint(base, model, { name: 'base' });
-  const batch = buildBatch([rollout(model, 'good', good, 1), rollout(model, 'bad', bad, 0)], options, { decode: (t) => t.join(',') });
-  batchFile = path.join(dir, 'batch.safetensors');
-  writeFileSync(batchFile, encodeBatch(batch, { iteration: 1, policyVersion: 'base', configHash: 'c' }).bytes);
-  for (const [name, shift] of [['above', 1], ['below', -2]] as const) {
-    const off = buildBatch([rollout(model, 'good', good, 1, shift), rollout(model, 'bad', bad, 0, shift)], options, { decode: (t) => t.join(',') });
-    writeFileSync(shifted[name], encodeBatch(off, { iteration: 1, policyVersion: 'base', configHash: 'c', importanceWeightCap: 2 }).bytes);
-  }
-  model.dispose();
+  ({ base, batch: batchFile, shifted } = await writeTinyPolicyAndBatch(dir, { above: 1, below: -2 }));
 });
 
 const train = (out: string, extra: string[] = []) =>
