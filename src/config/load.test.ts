@@ -159,6 +159,6 @@ describe('configJsonSchema', () => {
   it('documents every setting with its default', () => {
     const schema = configJsonSchema() as { properties: Record<string, { description?: string; default?: unknown }> };
     expect(schema.properties.dataDir).toMatchObject({ default: '.rein', description: expect.stringContaining('data directory') });
-    expect(Object.keys(schema.properties)).toEqual(['$schema', 'dataDir', 'log', 'temporal', 'gateway', 'samples', 'harness', 'verifier', 'rollouts', 'trainer']);
+    expect(Object.keys(schema.properties)).toEqual(['$schema', 'dataDir', 'log', 'temporal', 'gateway', 'samples', 'harness', 'verifier', 'rollouts', 'trainer', 'policyServer', 'run', 'api']);
   });
 });

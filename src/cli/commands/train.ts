@@ -74,7 +74,7 @@ export function registerTrainCommand(program: Command): void {
         const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
         say(`Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.base.version}` +
           (input.heldout
-            ? `; held-out replay of ${input.heldout.taskIds.length} tasks with the base and ${input.heldoutEvery && input.heldoutEvery > 1 ? `after every ${input.heldoutEvery}th iteration and the last` : 'each candidate'}`
+            ? `; held-out replay of ${input.heldout.taskIds.length} tasks with the base and ${input.heldoutEvery && input.heldoutEvery > 1 ? `after every ${input.heldoutEvery} iterations and the last` : 'each candidate'}`
             : ''));
         if (ui) say(`Web UI: ${workflowUrl(ui, namespace, input.runId, started.executionRunId)}`);
         if (!options.follow && !services) {
