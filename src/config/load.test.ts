@@ -126,7 +126,7 @@ describe('validateConfig', () => {
   it('rejects unknown keys and lists the known ones, at any depth', () => {
     expect(problems(() => validateConfig({ temporl: {}, temporal: { devServer: { prot: 1 } } }, 'test'))).toEqual([
       'temporal.devServer: unknown key "prot"; expected one of: ip, port, uiPort, headless, dbFile, logLevel',
-      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, log, temporal, gateway, samples, harness, verifier, rollouts, trainer',
+      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, log, temporal, gateway, samples, harness, verifier, rollouts, trainer, policyServer, run, api',
     ]);
   });
 
