@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Container, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
 import type { TrainerSettings } from '../config/schema.js';
-import { isTransient, loadKubeConfig, messageOf, statusOf } from '../kubernetes/api.js';
+import { clusterSettingsShape, dnsLabel, isTransient, loadKubeConfig, messageOf, statusOf } from '../kubernetes/api.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes/template.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { PolicySetupError, PolicyUpdateError } from './errors.js';
@@ -19,8 +19,6 @@ import type { PolicyTrainer } from './policy-update.js';
  * sides can reach) and its result as JSON: to its termination message (REIN_RESULT_FILE) or as
  * the last line of its log, as `rein policy train` prints it.
  */
-const dnsLabel = z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a DNS-1123 label: lowercase letters, digits and -, at most 63');
-
 export const kubernetesTrainerSchema = z.strictObject({
   template: z.string().min(1).describe('A Job manifest (YAML) with {{placeholders}}; a path relative to the config file'),
   image: z.string().min(1).describe('The trainer image, for {{image}} and containers without one'),
@@ -29,8 +27,7 @@ export const kubernetesTrainerSchema = z.strictObject({
   timeoutSeconds: z.number().positive().max(7 * 86_400).default(6 * 3600).describe('Longest training, counted from the container start'),
   pendingTimeoutSeconds: z.number().positive().max(86_400).default(1800).describe('Longest wait for the pod to be scheduled and start (GPUs can be scarce)'),
   ttlSecondsAfterFinished: z.number().int().min(0).default(86_400).describe('Kubernetes deletes a finished Job this long after it ends'),
-  kubeconfig: z.string().optional().describe('A kubeconfig file; in-cluster config or $KUBECONFIG / ~/.kube/config when unset'),
-  context: z.string().optional().describe('The kubeconfig context to use'),
+  ...clusterSettingsShape,
 });
 export type KubernetesTrainerSettings = z.output<typeof kubernetesTrainerSchema>;
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EnvVar, V1Job } from '@kubernetes/client-node';
 import { z } from 'zod';
+import { clusterSettingsShape, dnsLabel } from '../../kubernetes/api.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../../kubernetes/template.js';
 
 /**
@@ -9,10 +10,6 @@ import { fillPlaceholders, JobTemplateError, parseTemplate } from '../../kuberne
  * credentials as environment variables) and the settings it depends on (no Job-level retries,
  * restartPolicy Never, a TTL after finishing).
  */
-const dnsLabel = z
-  .string()
-  .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a DNS-1123 label: lowercase letters, digits and -, at most 63');
-
 export const kubernetesHarnessSchema = z.strictObject({
   template: z.string().min(1).describe('A Job manifest (YAML) with {{placeholders}}; a path relative to the config file'),
   image: z.string().min(1).describe('The harness image, for {{image}} and containers without one; pin a digest (name@sha256:...) so the harness version is exact'),
@@ -21,8 +18,7 @@ export const kubernetesHarnessSchema = z.strictObject({
   timeoutSeconds: z.number().positive().max(86_400).default(600).describe('Per run, counted from the moment the container starts running (not while pending)'),
   pendingTimeoutSeconds: z.number().positive().max(86_400).default(600).describe('Longest wait for the pod to be scheduled and start; then it counts as an infrastructure failure'),
   ttlSecondsAfterFinished: z.number().int().min(0).default(3600).describe('Kubernetes deletes a finished Job (and its pods) this long after it ends'),
-  kubeconfig: z.string().optional().describe('A kubeconfig file; in-cluster config or $KUBECONFIG / ~/.kube/config when unset'),
-  context: z.string().optional().describe('The kubeconfig context to use'),
+  ...clusterSettingsShape,
 });
 export type KubernetesHarnessSettings = z.output<typeof kubernetesHarnessSchema>;
 
