@@ -1,9 +1,10 @@
 import { createBatchActivities, type BatchActivityDeps } from './build-batch.js';
 import { createPreflightActivities, type PreflightActivityDeps } from './preflight.js';
+import { createReleaseActivities, type ReleaseActivityDeps } from './release.js';
 import { createRolloutActivities, type RolloutActivityDeps } from './run-rollouts.js';
 import { createPolicyActivities, type PolicyActivityDeps } from './update-policy.js';
 
-export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutActivityDeps & PolicyActivityDeps;
+export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutActivityDeps & PolicyActivityDeps & ReleaseActivityDeps;
 
 /** Every activity the Rein worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
@@ -12,6 +13,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createBatchActivities(deps),
     ...createRolloutActivities(deps),
     ...createPolicyActivities(deps),
+    ...createReleaseActivities(deps),
   };
 }
 

@@ -4,6 +4,7 @@ import type { ActivityDeps } from '../activities/index.js';
 import { LocalArtifactStore } from '../src/artifacts/local-store.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
+import { Ledger } from '../src/ledger/ledger.js';
 import { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { policyTrainer } from '../src/training/policy-update.js';
@@ -15,6 +16,7 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
   const gateway = gatewayControlFromConfig(config.gateway);
   mkdirSync(config.dataDir, { recursive: true });
   const registry = new PolicyRegistry(path.join(config.dataDir, 'registry.sqlite'));
+  const ledger = new Ledger(path.join(config.dataDir, 'registry.sqlite'));
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
   const deps: ActivityDeps = {
     ...(gateway && { gateway }),
@@ -24,6 +26,8 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
     samples: config.samples,
     rollouts: config.rollouts,
     registry,
+    ledger,
+    gate: config.gate,
     trainer: policyTrainer(config.trainer, path.join(config.dataDir, 'logs')),
     policiesDir: path.join(config.dataDir, 'policies'),
     ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints } }),
@@ -35,6 +39,7 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
     deps,
     close: async () => {
       registry.close();
+      ledger.close();
       await store.close();
     },
   };

@@ -1,9 +1,11 @@
-import { proxyActivities, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { executeChild, patched, proxyActivities, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
 import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
+import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
+import { rolloutsActivity } from './rollouts-activity.js';
 import { ReinIteration, ReinMeanReward, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
 
 /** A set of tasks by reference: the file, its pinned hash, and which of its tasks. */
@@ -19,8 +21,10 @@ export interface TrainingIterationInput {
   policyVersion: string;
   configHash: string;
   train: TaskSelection & { samplesPerTask: number };
-  /** Held-out tasks replayed with the candidate (one sample each, the harness's eval settings). */
+  /** Held-out tasks replayed with the candidate and with production, then the gate (the harness's eval settings). */
   heldout?: TaskSelection & { harnessEnv?: Record<string, string> };
+  /** How the candidate is released: k samples per held-out task, whether a pass moves production, the run's base. */
+  release?: { samplesPerTask: number; promote: boolean; baseVersion: string };
   /** How long a worker may go silent in a stage before the stage moves to another worker (default 60). */
   heartbeatTimeoutSeconds?: number;
 }
@@ -33,16 +37,8 @@ export interface TrainingIterationResult {
   batch: { uri: string; contentHash: string; reportUri: string } & BatchStageResult['summary'];
   update: UpdatePolicySummary;
   heldout: RunRolloutsSummary | null;
+  release: Pick<ReleaseCandidateResult, 'incumbent' | 'gate' | 'promoted'> | null;
 }
-
-/** The rollouts stage, with the timeouts and retries every set of rollouts gets. */
-export const rolloutsActivity = (summary: string, heartbeatTimeoutSeconds = 60) =>
-  proxyActivities<Activities>({
-    startToCloseTimeout: '4 hours',
-    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['RolloutSetupError', 'TaskSetChanged', 'UnknownTask'] },
-    summary,
-  }).runRollouts;
 
 /**
  * One training iteration: rollouts with the current policy → batch → policy update (a candidate,
@@ -51,6 +47,7 @@ export const rolloutsActivity = (summary: string, heartbeatTimeoutSeconds = 60) 
  */
 export async function trainingIteration(input: TrainingIterationInput): Promise<TrainingIterationResult> {
   const { runId, iteration, policyVersion: parent, heartbeatTimeoutSeconds = 60 } = input;
+  const startedAt = Date.now();
   const batchId = `${runId}.it${iteration}`;
   const stage = (name: string) => upsertSearchAttributes([{ key: ReinStage, value: name }]);
   upsertSearchAttributes([
@@ -92,19 +89,62 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   const update = await updatePolicy({ runId, iteration, parentVersion: parent, newVersion: candidate, batchUri: built.batch.uri, batchContentHash: built.batch.contentHash });
 
   let heldout: RunRolloutsSummary | null = null;
+  let release: TrainingIterationResult['release'] = null;
+  if (!patched('release-gate')) {
+    // Iterations started before the gate existed finish as they began: the candidate's replay only.
+    if (input.heldout) {
+      stage('heldout');
+      upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
+      heldout = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${candidate}`, heartbeatTimeoutSeconds)({
+        batchId: `${batchId}.heldout`,
+        taskSet: input.heldout.taskSet,
+        taskIds: input.heldout.taskIds,
+        samplesPerTask: 1,
+        mode: 'eval',
+        policyVersion: candidate,
+        ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
+      });
+    }
+    stage('done');
+    return { iteration, parent, candidate, rollouts, batch: { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri, ...built.summary }, update, heldout, release };
+  }
   if (input.heldout) {
     stage('heldout');
     upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
-    heldout = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${candidate}`, heartbeatTimeoutSeconds)({
-      batchId: `${batchId}.heldout`,
-      taskSet: input.heldout.taskSet,
-      taskIds: input.heldout.taskIds,
-      samplesPerTask: 1,
-      mode: 'eval',
-      policyVersion: candidate,
-      ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
+    const released = await executeChild(releaseCandidate, {
+      workflowId: `${runId}-it${iteration}-release`,
+      args: [
+        {
+          candidate,
+          baseVersion: input.release?.baseVersion ?? parent,
+          heldout: input.heldout,
+          samplesPerTask: input.release?.samplesPerTask ?? 1,
+          configHash: input.configHash,
+          candidateBatchId: `${batchId}.heldout`,
+          promote: input.release?.promote ?? false,
+          actor: `run:${runId}`,
+          runId,
+          iteration,
+          heartbeatTimeoutSeconds,
+        },
+      ],
     });
+    heldout = released.candidateHeldout;
+    release = { incumbent: released.incumbent, gate: released.gate, promoted: released.promoted };
   }
+  const { recordLedgerEntry } = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['LedgerError'] } });
+  await recordLedgerEntry({
+    id: batchId,
+    kind: 'iteration',
+    runId,
+    iteration,
+    policyVersion: candidate,
+    parent,
+    taskSet: input.train.taskSet,
+    sets: [{ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask }],
+    elapsedSeconds: (Date.now() - startedAt) / 1000,
+    decisionId: release?.gate.decisionId ?? null,
+  });
   stage('done');
   return {
     iteration,
@@ -114,5 +154,6 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     batch: { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri, ...built.summary },
     update,
     heldout,
+    release,
   };
 }

@@ -2,7 +2,9 @@ import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
-import { rolloutsActivity, trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
+import { incumbentBatchId } from './release-candidate.js';
+import { rolloutsActivity } from './rollouts-activity.js';
+import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
 
 export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
 
@@ -17,6 +19,8 @@ export interface TrainingRunInput {
   /** The run's training tasks; each iteration takes the next `tasksPerIteration` of them, wrapping around. */
   train: TaskSelection & { tasksPerIteration: number; samplesPerTask: number };
   heldout?: TrainingIterationInput['heldout'];
+  /** Samples per held-out task for the gate, and whether a pass moves production (default: 1, no). */
+  release?: { samplesPerTask: number; promote: boolean };
   /** Replay held-out tasks after every n-th iteration and after the last (default 1: every iteration). */
   heldoutEvery?: number;
   heartbeatTimeoutSeconds?: number;
@@ -38,7 +42,15 @@ export interface HeldoutResult {
 export interface RunProgress {
   nextIteration: number;
   policyVersion: string;
-  iterations: Array<{ iteration: number; candidate: string | null; meanReward: number | null; heldoutMeanReward: number | null; failed?: string }>;
+  iterations: Array<{
+    iteration: number;
+    candidate: string | null;
+    meanReward: number | null;
+    heldoutMeanReward: number | null;
+    /** The gate's verdict on the candidate against production, and whether production moved to it. */
+    gate?: { verdict: 'pass' | 'fail'; decisionId: string; incumbent: string; promoted: boolean; reasons: string[] };
+    failed?: string;
+  }>;
   /** With held-out tasks: the base policy's replay and the latest candidate's, for the paired comparison. */
   heldout?: { base: HeldoutResult; latest: HeldoutResult | null };
 }
@@ -94,11 +106,13 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       // The yardstick: the same held-out tasks with the base policy, before any training.
       stage = 'heldout-base';
       upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
-      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${input.base.version}`, input.heartbeatTimeoutSeconds)({
-        batchId: `${runId}.base.heldout`,
+      // Its batch is the one a gate against the base replays, so the first gate finds it done.
+      const samplesPerTask = input.release?.samplesPerTask ?? 1;
+      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${input.base.version}`, input.heartbeatTimeoutSeconds)({
+        batchId: incumbentBatchId(input.base.version, input.configHash),
         taskSet: input.heldout.taskSet,
         taskIds: input.heldout.taskIds,
-        samplesPerTask: 1,
+        samplesPerTask,
         mode: 'eval',
         policyVersion: input.base.version,
         ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
@@ -138,7 +152,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
               policyVersion: progress.policyVersion,
               configHash: input.configHash,
               train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
-              ...(replayHeldout && { heldout: input.heldout }),
+              ...(replayHeldout && { heldout: input.heldout, release: { samplesPerTask: input.release?.samplesPerTask ?? 1, promote: input.release?.promote ?? false, baseVersion: input.base.version } }),
               ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
             },
           ],
@@ -149,7 +163,14 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     }
     if (result) {
       progress.policyVersion = result.candidate;
-      progress.iterations.push({ iteration, candidate: result.candidate, meanReward: result.rollouts.meanReward, heldoutMeanReward: result.heldout?.meanReward ?? null });
+      const { release } = result;
+      progress.iterations.push({
+        iteration,
+        candidate: result.candidate,
+        meanReward: result.rollouts.meanReward,
+        heldoutMeanReward: result.heldout?.meanReward ?? null,
+        ...(release && { gate: { verdict: release.gate.verdict, decisionId: release.gate.decisionId, incumbent: release.incumbent, promoted: release.promoted, reasons: release.gate.reasons } }),
+      });
       upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
       if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
     } else {

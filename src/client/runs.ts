@@ -63,6 +63,7 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
       },
     }),
     heldoutEvery: run.heldoutEvery,
+    release: { samplesPerTask: config.gate.samplesPerTask, promote: config.gate.autoPromote },
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
     onFailedIteration: run.onFailedIteration,
     maxIterationTries: run.maxIterationTries,

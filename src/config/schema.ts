@@ -3,6 +3,7 @@ import { ADVANTAGE_ESTIMATORS } from '../samples/advantages.js';
 import { harnessSchema, verifierSchema } from '../rollouts/harness-spec.js';
 import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
 import { kubernetesTrainerSchema } from '../training/kubernetes-trainer.js';
+import { gateRulesSchema } from '../gate/gate.js';
 
 const port = z.number().int().min(1).max(65535);
 
@@ -222,6 +223,10 @@ const run = z.strictObject({
   maxIterationTries: z.number().int().min(1).max(20).default(3).describe('With onFailedIteration retry: tries per iteration'),
 });
 
+const gate = gateRulesSchema.extend({
+  autoPromote: z.boolean().default(true).describe("A training run moves the production alias to a candidate the gate passes; false: promote by hand (`rein promote`)"),
+});
+
 export const reinConfigSchema = z
   .strictObject({
     $schema: z.string().optional().describe('JSON Schema reference, for editors; ignored by Rein'),
@@ -245,6 +250,7 @@ export const reinConfigSchema = z
     policyServer: policyServer.prefault({}).describe('The embedded CPU policy server'),
     run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
     api: api.prefault({}).describe("Rein's HTTP API; its key is the gateway's admin key"),
+    gate: gate.prefault({}).describe('When a candidate may replace production: held-out replay of both, paired, and the rules it must pass'),
   })
   .describe('Rein configuration');
 
@@ -257,6 +263,7 @@ export type RolloutSettings = ReinConfig['rollouts'];
 export type TrainerSettings = ReinConfig['trainer'];
 export type RunSettings = ReinConfig['run'];
 export type PolicyServerSettings = ReinConfig['policyServer'];
+export type GateSettings = ReinConfig['gate'];
 
 /** The JSON Schema of the config file, as `rein config schema` prints it. */
 export function configJsonSchema(): object {

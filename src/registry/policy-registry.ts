@@ -27,6 +27,35 @@ export interface PolicyRecord extends PolicyLineage {
 
 export class PolicyConflictError extends Error {}
 
+/** A named pointer moved: by hand, by a promotion the gate passed (or an override), or by a rollback. */
+export interface AliasChange {
+  id: number;
+  alias: string;
+  /** The version the alias pointed at before; null the first time it was set. */
+  from: string | null;
+  to: string;
+  operation: 'set' | 'promote' | 'rollback';
+  /** Who moved it: a run (`run:<id>`), a user (`cli:<user>`), the API. */
+  actor: string;
+  reason: string | null;
+  /** True when a promotion went ahead without a passing gate decision. */
+  override: boolean;
+  decisionId: string | null;
+  at: string;
+}
+
+export type NewAliasChange = Pick<AliasChange, 'operation' | 'actor'> & Partial<Pick<AliasChange, 'reason' | 'override' | 'decisionId'>>;
+
+/** A gate decision as stored: the headline fields to find it, the whole record as JSON. */
+export interface StoredDecision {
+  id: string;
+  candidate: string;
+  incumbent: string;
+  verdict: 'pass' | 'fail';
+  record: Record<string, unknown>;
+  createdAt: string;
+}
+
 interface Row {
   version: string;
   parent: string | null;
@@ -55,6 +84,27 @@ export class PolicyRegistry {
       batch_content_hash TEXT,
       trainer_metrics TEXT NOT NULL,
       status TEXT NOT NULL,
+      created_at INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS aliases (alias TEXT PRIMARY KEY, version TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS alias_changes (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      alias TEXT NOT NULL,
+      from_version TEXT,
+      to_version TEXT NOT NULL,
+      operation TEXT NOT NULL,
+      actor TEXT NOT NULL,
+      reason TEXT,
+      override INTEGER NOT NULL,
+      decision_id TEXT,
+      at INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS decisions (
+      id TEXT PRIMARY KEY,
+      candidate TEXT NOT NULL,
+      incumbent TEXT NOT NULL,
+      verdict TEXT NOT NULL,
+      record TEXT NOT NULL,
       created_at INTEGER NOT NULL
     )`);
   }
@@ -91,9 +141,106 @@ export class PolicyRegistry {
     return rows.map(toRecord);
   }
 
+  setStatus(version: string, status: PolicyStatus): void {
+    this.db.prepare('UPDATE policies SET status = ? WHERE version = ?').run(status, version);
+  }
+
+  /** The version an alias points at, if it was ever set here. */
+  alias(name: string): string | undefined {
+    return (this.db.prepare('SELECT version FROM aliases WHERE alias = ?').get(name) as { version: string } | undefined)?.version;
+  }
+
+  aliases(): Record<string, string> {
+    const rows = this.db.prepare('SELECT alias, version FROM aliases ORDER BY alias').all() as Array<{ alias: string; version: string }>;
+    return Object.fromEntries(rows.map((r) => [r.alias, r.version]));
+  }
+
+  /** Moves an alias and records who, why and on what evidence, in one transaction. */
+  setAlias(alias: string, version: string, change: NewAliasChange): AliasChange {
+    return this.db.transaction(() => {
+      if (!this.get(version)) throw new PolicyConflictError(`policy ${version} is not registered; an alias can only point at a registered version`);
+      const from = this.alias(alias) ?? null;
+      this.db.prepare('INSERT INTO aliases VALUES (?, ?) ON CONFLICT(alias) DO UPDATE SET version = excluded.version').run(alias, version);
+      const { lastInsertRowid } = this.db
+        .prepare('INSERT INTO alias_changes (alias, from_version, to_version, operation, actor, reason, override, decision_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+        .run(alias, from, version, change.operation, change.actor, change.reason ?? null, change.override ? 1 : 0, change.decisionId ?? null, Date.now());
+      return this.aliasHistory(alias).find((c) => c.id === Number(lastInsertRowid)) as AliasChange;
+    })();
+  }
+
+  /** Changes of one alias (or all), oldest first. */
+  aliasHistory(alias?: string): AliasChange[] {
+    const rows = (alias === undefined
+      ? this.db.prepare('SELECT * FROM alias_changes ORDER BY id').all()
+      : this.db.prepare('SELECT * FROM alias_changes WHERE alias = ? ORDER BY id').all(alias)) as AliasChangeRow[];
+    return rows.map((r) => ({
+      id: r.id,
+      alias: r.alias,
+      from: r.from_version,
+      to: r.to_version,
+      operation: r.operation,
+      actor: r.actor,
+      reason: r.reason,
+      override: r.override === 1,
+      decisionId: r.decision_id,
+      at: new Date(r.at).toISOString(),
+    }));
+  }
+
+  /** Idempotent by id: a retried gate activity finds the decision it already made. */
+  saveDecision(decision: Omit<StoredDecision, 'createdAt'>): StoredDecision {
+    this.db
+      .prepare('INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING')
+      .run(decision.id, decision.candidate, decision.incumbent, decision.verdict, JSON.stringify(decision.record), Date.now());
+    return this.decision(decision.id) as StoredDecision;
+  }
+
+  decision(id: string): StoredDecision | undefined {
+    const row = this.db.prepare('SELECT * FROM decisions WHERE id = ?').get(id) as DecisionRow | undefined;
+    return row && toDecision(row);
+  }
+
+  /** Decisions about a candidate, newest first. */
+  decisionsFor(candidate: string): StoredDecision[] {
+    return (this.db.prepare('SELECT * FROM decisions WHERE candidate = ? ORDER BY created_at DESC, rowid DESC').all(candidate) as DecisionRow[]).map(toDecision);
+  }
+
   close(): void {
     this.db.close();
   }
+}
+
+interface AliasChangeRow {
+  id: number;
+  alias: string;
+  from_version: string | null;
+  to_version: string;
+  operation: AliasChange['operation'];
+  actor: string;
+  reason: string | null;
+  override: number;
+  decision_id: string | null;
+  at: number;
+}
+
+interface DecisionRow {
+  id: string;
+  candidate: string;
+  incumbent: string;
+  verdict: 'pass' | 'fail';
+  record: string;
+  created_at: number;
+}
+
+function toDecision(row: DecisionRow): StoredDecision {
+  return {
+    id: row.id,
+    candidate: row.candidate,
+    incumbent: row.incumbent,
+    verdict: row.verdict,
+    record: JSON.parse(row.record) as Record<string, unknown>,
+    createdAt: new Date(row.created_at).toISOString(),
+  };
 }
 
 function toRecord(row: Row): PolicyRecord {

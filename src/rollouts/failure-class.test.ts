@@ -48,4 +48,16 @@ describe('classifyFailure', () => {
     const evicted = { ...crashed, problem: { failureClass: 'infrastructure' as const, reason: 'the pod was evicted' }, where: { job: 'rein-x' } };
     expect(classifyFailure(evicted, [], [])).toEqual({ failureClass: 'infrastructure', reason: 'the pod was evicted', evidence: expect.objectContaining({ job: 'rein-x' }) });
   });
+
+  it('calls a failed irreversible action irreversible, even when the harness exited 0 or timed out', () => {
+    const deleted = span(1500, { name: 'drop_table', failure: 'deleted the wrong table', irreversible: true });
+    expect(classifyFailure({ ...crashed, exitCode: 0 }, [call('c1', 1000, chat({ content: 'done' }))], [deleted])).toMatchObject({
+      failureClass: 'irreversible',
+      reason: 'irreversible tool "drop_table" failed: deleted the wrong table',
+      evidence: { actionId: 'drop_table' },
+    });
+    expect(classifyFailure({ ...crashed, timedOut: true }, [], [deleted])).toMatchObject({ failureClass: 'irreversible' });
+    // An irreversible action that went well is just an action.
+    expect(classifyFailure({ ...crashed, exitCode: 0 }, [], [span(1500, { name: 'send', irreversible: true })])).toBeNull();
+  });
 });

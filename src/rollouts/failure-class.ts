@@ -30,6 +30,15 @@ export function classifyFailure(
 ): ClassifiedFailure | null {
   const exit = { exitCode: run.exitCode, killedBy: run.killedBy, seconds: Number(run.seconds.toFixed(3)), logTail: run.logTail.slice(-1000), ...run.where };
   if (run.problem) return { ...run.problem, evidence: exit };
+  const irreversible = events.find((e) => e.type === 'span' && e.payload.irreversible === true && e.payload.failure !== undefined);
+  if (irreversible) {
+    const { name, kind, failure } = irreversible.payload as { name?: string; kind?: string; failure?: string };
+    return {
+      failureClass: 'irreversible',
+      reason: `irreversible ${kind ?? 'action'} "${name}" failed: ${failure}`,
+      evidence: { ...exit, actionId: irreversible.actionId, span: name, kind, failure },
+    };
+  }
   if (run.timedOut) return { failureClass: 'timeout', reason: `the harness ran past its timeout (${run.seconds.toFixed(1)} s)`, evidence: exit };
   if (run.exitCode === 0) return null;
 

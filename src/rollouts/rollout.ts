@@ -9,8 +9,10 @@ export type RolloutMode = (typeof ROLLOUT_MODES)[number];
 /**
  * Why a rollout failed. Infrastructure, orchestrator and verifier failures are not the policy's
  * doing (left out of training by default); the others are trained on with their reward.
+ * `irreversible`: an action the harness marked irreversible failed (data deleted, money sent);
+ * it outranks every other cause, whatever the harness's exit code.
  */
-export const FAILURE_CLASSES = ['model', 'tool', 'permission', 'harness', 'verifier', 'environment', 'timeout', 'orchestrator', 'infrastructure'] as const;
+export const FAILURE_CLASSES = ['model', 'tool', 'permission', 'harness', 'verifier', 'environment', 'timeout', 'orchestrator', 'infrastructure', 'irreversible'] as const;
 export type FailureClass = (typeof FAILURE_CLASSES)[number];
 
 /** Where a rollout may go from each status; finished rollouts go nowhere. */
@@ -92,6 +94,16 @@ const spanEvent = z.strictObject({
   latencyMs: z.number().nonnegative().optional(),
   permission: z.enum(['allowed', 'denied', 'asked', 'not_applicable']).default('not_applicable'),
   failure: z.string().max(256).optional(),
+  /** The action cannot be undone; when it failed, the rollout's failure class is `irreversible`. */
+  irreversible: z.boolean().optional(),
+});
+
+/** A person stepped in (approved, corrected, took over); counted in the ledgers. */
+const interventionEvent = z.strictObject({
+  type: z.literal('intervention'),
+  reason: z.string().min(1).max(4000),
+  by: z.string().max(256).optional(),
+  data: z.record(z.string(), z.unknown()).optional(),
 });
 
 const customEvent = z.strictObject({
@@ -100,7 +112,7 @@ const customEvent = z.strictObject({
   data: z.unknown().optional(),
 });
 
-export const newEventSchema = z.discriminatedUnion('type', [rewardEvent, spanEvent, customEvent]);
+export const newEventSchema = z.discriminatedUnion('type', [rewardEvent, spanEvent, customEvent, interventionEvent]);
 export type NewEvent = z.output<typeof newEventSchema>;
 export type NewEventInput = z.input<typeof newEventSchema>;
 

@@ -10,6 +10,7 @@ import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
 import { reinConfigSchema } from '../../src/config/schema.js';
 import { createLogger } from '../../src/log/logger.js';
 import { packageRoot } from '../../src/package-root.js';
+import { Ledger } from '../../src/ledger/ledger.js';
 import { PolicyRegistry } from '../../src/registry/policy-registry.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
@@ -28,6 +29,7 @@ const config = reinConfigSchema.parse({});
 const samples = { ...config.samples, zeroVarianceGroups: 'keep' as const };
 let stack: EmbeddedStack;
 let registry: PolicyRegistry;
+let ledger: Ledger;
 
 /** Replays a history with the current workflow code; with REIN_RECORD_HISTORIES=1 keeps it for replay.test.ts. */
 async function replayAndRecord(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, name: string): Promise<void> {
@@ -38,10 +40,12 @@ async function replayAndRecord(history: Awaited<ReturnType<WorkflowHandle['fetch
 beforeAll(async () => {
   stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base') });
   registry = new PolicyRegistry(path.join(dir, 'registry.sqlite'));
+  ledger = new Ledger(path.join(dir, 'registry.sqlite'));
   registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: path.join(packageRoot(), 'models', 'base'), batchContentHash: null, trainerMetrics: {} });
 });
 afterAll(async () => {
   registry.close();
+  ledger.close();
   await stack.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -67,6 +71,8 @@ async function startWorker(prefix: string) {
     verifier: program('verifier.mjs'),
     gateway: stack.control,
     registry,
+    ledger,
+    gate: { ...config.gate, autoPromote: true },
     trainer: localPolicyTrainer(config.trainer, path.join(dir, 'logs')),
     serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
     policiesDir: path.join(dir, 'policies'),
@@ -96,12 +102,23 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const handle = await client.workflow.start('trainingIteration', { taskQueue, workflowId: `run-a-it1-${randomUUID()}`, args: [input] });
         const result = await handle.result();
         expect(result).toMatchObject({ iteration: 1, parent: 'v0', candidate: 'run-a.v1', rollouts: { total: 24 }, heldout: { total: 8 }, update: { version: 'run-a.v1', reused: false } });
-        // Registered with its lineage, a candidate (not promoted), and served behind the gateway.
-        expect(registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash, status: 'candidate' });
+        // Registered with its lineage and served behind the gateway; the gate compared it with production (the base).
+        expect(registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash });
         expect(stack.policyServer.models()).toContain('run-a.v1');
+        expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.it1.heldout.vs.v0' } });
+        const decision = registry.decision('run-a.it1.heldout.vs.v0');
+        expect(decision?.record).toMatchObject({ checks: expect.any(Array), rules: { acceptReward: 1 }, candidate: { version: 'run-a.v1' }, incumbent: { version: 'v0' } });
+        // Production moved only if the gate passed.
+        expect(registry.alias('production')).toBe(result.release?.gate.verdict === 'pass' ? 'run-a.v1' : 'v0');
+        expect(result.release?.promoted).toBe(result.release?.gate.verdict === 'pass');
         const replayed = await stack.store.listRollouts({ mode: 'eval' });
-        expect(replayed.items.length).toBe(8);
-        expect((await stack.store.listCalls(replayed.items[0]?.id as string)).every((c) => c.policyVersion === 'run-a.v1')).toBe(true);
+        expect(replayed.items.length).toBe(16);
+        for (const [version, prefix] of [['run-a.v1', 'run-a.it1.heldout.'], ['v0', 'heldout.v0.']]) {
+          const one = replayed.items.find((r) => r.id.startsWith(prefix as string));
+          expect((await stack.store.listCalls(one?.id as string)).every((c) => c.policyVersion === version)).toBe(true);
+        }
+        // The iteration's ledger row: which policy, harness and environment, and what it measured.
+        expect(ledger.get('run-a.it1')).toMatchObject({ kind: 'iteration', model: { policyVersion: 'run-a.v1', parent: 'v0' }, harness: { version: result.rollouts.harnessVersion }, metrics: { rollouts: 24 } });
         // Filterable in the UI: the run, the iteration, the stage; the memo says what produced it.
         const described = await handle.describe();
         expect(described.searchAttributes).toMatchObject({ ReinRunId: ['run-a'], ReinIteration: [1], ReinStage: ['done'], ReinPolicyVersion: ['run-a.v1'] });

@@ -1,0 +1,152 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { GateSettings, RolloutSettings } from '../src/config/schema.js';
+import { evaluateGate, GateInputError, pairOutcomes } from '../src/gate/gate.js';
+import { readRolloutFacts } from '../src/gate/rollout-facts.js';
+import type { GatewayControlClient } from '../src/gateway/control-client.js';
+import { environmentKeys } from '../src/ledger/environment.js';
+import { ledgerMetrics, type Ledger, type LedgerEntry } from '../src/ledger/ledger.js';
+import type { PolicyRegistry } from '../src/registry/policy-registry.js';
+import { PRODUCTION_ALIAS, promote, PromotionError } from '../src/registry/promotion.js';
+import { harnessVersion, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
+import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
+import type { TraceStore } from '../src/store/trace-store.js';
+
+export interface ReleaseActivityDeps {
+  store: TraceStore;
+  registry?: PolicyRegistry;
+  ledger?: Ledger;
+  gateway?: GatewayControlClient;
+  harness?: HarnessSettings;
+  verifier?: VerifierSettings;
+  rollouts: RolloutSettings;
+  gate: GateSettings;
+}
+
+/** A replayed set of rollouts by reference: its batch id, tasks and samples per task. */
+export interface RolloutSetRef {
+  batchId: string;
+  taskIds: string[];
+  samplesPerTask: number;
+}
+
+export interface GateCandidateInput {
+  decisionId: string;
+  candidate: string;
+  incumbent: string;
+  candidateSet: RolloutSetRef;
+  incumbentSet: RolloutSetRef;
+}
+
+/** Small enough for workflow history; the whole record (evidence, rollout links) is in the registry. */
+export interface GateSummary {
+  decisionId: string;
+  verdict: 'pass' | 'fail';
+  reasons: string[];
+  acceptedRate: { incumbent: number; candidate: number };
+}
+
+export interface LedgerInput {
+  id: string;
+  kind: LedgerEntry['kind'];
+  runId: string | null;
+  iteration: number | null;
+  policyVersion: string;
+  parent: string | null;
+  taskSet: { sha256: string };
+  harnessEnv?: Record<string, string>;
+  sets: RolloutSetRef[];
+  elapsedSeconds: number;
+  decisionId: string | null;
+}
+
+const idsOf = (set: RolloutSetRef) => set.taskIds.flatMap((task) => Array.from({ length: set.samplesPerTask }, (_, sample) => rolloutIdFor(set.batchId, task, sample)));
+
+export function createReleaseActivities(deps: ReleaseActivityDeps) {
+  const registryOrFail = () => {
+    if (!deps.registry) throw ApplicationFailure.nonRetryable('this worker has no policy registry', 'PromotionError');
+    return deps.registry;
+  };
+  return {
+    /** The version `production` points at; a registry that never had one starts from the given base. */
+    async productionPolicy(input: { fallback: string; actor: string }): Promise<string> {
+      const registry = registryOrFail();
+      const current = registry.alias(PRODUCTION_ALIAS);
+      if (current) return current;
+      registry.setAlias(PRODUCTION_ALIAS, input.fallback, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' });
+      await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.fallback).catch(() => undefined);
+      return input.fallback;
+    },
+
+    /** Pairs the two replays, applies the gate's rules and keeps the decision with its evidence. */
+    async gateCandidate(input: GateCandidateInput): Promise<GateSummary> {
+      const registry = registryOrFail();
+      const existing = registry.decision(input.decisionId);
+      if (!existing) {
+        const [candidate, incumbent] = await Promise.all([readRolloutFacts(deps.store, idsOf(input.candidateSet)), readRolloutFacts(deps.store, idsOf(input.incumbentSet))]);
+        let decision;
+        try {
+          decision = evaluateGate(deps.gate, pairOutcomes(incumbent, candidate));
+        } catch (err) {
+          if (err instanceof GateInputError) throw ApplicationFailure.nonRetryable(err.message, 'GateInputError');
+          throw err;
+        }
+        const { autoPromote: _autoPromote, ...rules } = deps.gate;
+        registry.saveDecision({
+          id: input.decisionId,
+          candidate: input.candidate,
+          incumbent: input.incumbent,
+          verdict: decision.verdict,
+          record: {
+            ...decision,
+            rules,
+            candidate: { version: input.candidate, ...input.candidateSet },
+            incumbent: { version: input.incumbent, ...input.incumbentSet },
+            harnessVersion: deps.harness ? harnessVersion(deps.harness) : null,
+            // Every rollout id resolves to its calls and events: GET /api/rollouts/{id}/calls on the gateway.
+            traces: deps.gateway ? `${deps.gateway.url}/api/rollouts/{rolloutId}` : null,
+          },
+        });
+      }
+      const stored = registry.decision(input.decisionId)!;
+      const evidence = stored.record.evidence as { acceptedRate: GateSummary['acceptedRate'] };
+      return { decisionId: stored.id, verdict: stored.verdict, reasons: stored.record.reasons as string[], acceptedRate: evidence.acceptedRate };
+    },
+
+    /** Moves production to a candidate the gate passed; refused promotions fail for good. */
+    async promotePolicy(input: { version: string; decisionId: string; actor: string }): Promise<{ from: string | null; to: string; gatewayUpdated: boolean }> {
+      const registry = registryOrFail();
+      if (registry.alias(PRODUCTION_ALIAS) === input.version) {
+        // A retry after the move: the promotion happened.
+        const last = registry.aliasHistory(PRODUCTION_ALIAS).at(-1)!;
+        return { from: last.from, to: last.to, gatewayUpdated: true };
+      }
+      try {
+        const moved = await promote(registry, deps.gateway, input);
+        return { from: moved.change.from, to: moved.change.to, gatewayUpdated: moved.gatewayUpdated };
+      } catch (err) {
+        if (err instanceof PromotionError) throw ApplicationFailure.nonRetryable(err.message, 'PromotionError');
+        throw err;
+      }
+    },
+
+    /** One row in the three ledgers, from the rollouts behind it. */
+    async recordLedgerEntry(input: LedgerInput): Promise<void> {
+      const { ledger, harness, verifier } = deps;
+      if (!ledger || !harness || !verifier) throw ApplicationFailure.nonRetryable('this worker has no ledger, harness or verifier configured', 'LedgerError');
+      if (ledger.get(input.id)) return;
+      const facts = (await Promise.all(input.sets.map((set) => readRolloutFacts(deps.store, idsOf(set))))).flat();
+      ledger.record({
+        id: input.id,
+        kind: input.kind,
+        runId: input.runId,
+        iteration: input.iteration,
+        decisionId: input.decisionId,
+        batchIds: input.sets.map((s) => s.batchId),
+        model: { policyVersion: input.policyVersion, parent: input.parent },
+        harness: { version: harnessVersion(harness) },
+        environment: environmentKeys(input.taskSet.sha256, verifier, deps.rollouts, input.harnessEnv),
+        metrics: ledgerMetrics(facts, deps.gate.acceptReward, input.elapsedSeconds),
+      });
+    },
+  };
+}

@@ -1,0 +1,93 @@
+import type { AliasChange, PolicyRegistry, StoredDecision } from './policy-registry.js';
+
+/** The alias production traffic asks for; only a promotion or a rollback moves it. */
+export const PRODUCTION_ALIAS = 'production';
+
+/** Where the gateway learns that an alias moved (its control API); absent when no gateway is reachable from here. */
+export interface AliasTarget {
+  setAlias(alias: string, policyVersion: string): Promise<unknown>;
+}
+
+export class PromotionError extends Error {
+  override name = 'PromotionError';
+}
+
+export interface AliasMove {
+  change: AliasChange;
+  /** False when the gateway could not be told: it picks the alias up from the registry when it starts. */
+  gatewayUpdated: boolean;
+  gatewayError?: string;
+}
+
+export interface PromoteRequest {
+  version: string;
+  actor: string;
+  /** The gate decision that allows it; default: the newest decision about this version against the current production. */
+  decisionId?: string;
+  /** Promote without a passing decision; the reason is recorded and the change is marked as an override. */
+  override?: { reason: string };
+}
+
+/**
+ * Moves `production` to a candidate. Without an override it takes a passing gate decision made
+ * against the version production serves now: a pass against an older incumbent proves nothing
+ * about the current one.
+ */
+export async function promote(registry: PolicyRegistry, gateway: AliasTarget | undefined, request: PromoteRequest): Promise<AliasMove> {
+  const { version } = request;
+  if (!registry.get(version)) throw new PromotionError(`policy ${version} is not registered; see \`rein policies\` for the versions there are`);
+  const incumbent = registry.alias(PRODUCTION_ALIAS);
+  if (incumbent === version) throw new PromotionError(`${version} already serves production`);
+  let decision: StoredDecision | undefined;
+  if (!request.override) {
+    decision = request.decisionId ? registry.decision(request.decisionId) : registry.decisionsFor(version).find((d) => d.incumbent === incumbent);
+    const gateHint = `run \`rein gate ${version}\`, or promote with --override "<reason>"`;
+    if (!decision) throw new PromotionError(`no gate decision compares ${version} with production (${incumbent ?? 'unset'}); ${gateHint}`);
+    if (decision.candidate !== version) throw new PromotionError(`decision ${decision.id} is about ${decision.candidate}, not ${version}`);
+    if (decision.incumbent !== incumbent) {
+      throw new PromotionError(`decision ${decision.id} compared ${version} with ${decision.incumbent}, but production is now ${incumbent ?? 'unset'}; ${gateHint}`);
+    }
+    if (decision.verdict !== 'pass') {
+      const reasons = (decision.record.reasons as string[] | undefined)?.join('; ') ?? 'see the decision';
+      throw new PromotionError(`the gate refused ${version} (decision ${decision.id}): ${reasons}; fix the candidate, or promote with --override "<reason>"`);
+    }
+  }
+  const change = registry.setAlias(PRODUCTION_ALIAS, version, {
+    operation: 'promote',
+    actor: request.actor,
+    reason: request.override?.reason ?? `gate decision ${decision?.id ?? ''} passed`,
+    override: request.override !== undefined,
+    decisionId: decision?.id ?? null,
+  });
+  registry.setStatus(version, 'promoted');
+  if (incumbent) registry.setStatus(incumbent, 'retired');
+  return { change, ...(await tellGateway(gateway, version)) };
+}
+
+/**
+ * Moves `production` back to the version it served before the current one came in (a rollback of
+ * a rollback goes further back, not forth).
+ */
+export async function rollback(registry: PolicyRegistry, gateway: AliasTarget | undefined, request: { actor: string; reason?: string }): Promise<AliasMove> {
+  const current = registry.alias(PRODUCTION_ALIAS);
+  if (!current) throw new PromotionError('production has never been set here, so there is nothing to roll back to');
+  const arrival = registry
+    .aliasHistory(PRODUCTION_ALIAS)
+    .reverse()
+    .find((c) => c.to === current && c.operation !== 'rollback' && c.from !== null);
+  if (!arrival?.from) throw new PromotionError(`production (${current}) has no earlier version to roll back to`);
+  const change = registry.setAlias(PRODUCTION_ALIAS, arrival.from, { operation: 'rollback', actor: request.actor, reason: request.reason ?? `roll back ${current}` });
+  registry.setStatus(arrival.from, 'promoted');
+  registry.setStatus(current, 'retired');
+  return { change, ...(await tellGateway(gateway, arrival.from)) };
+}
+
+async function tellGateway(gateway: AliasTarget | undefined, version: string): Promise<Omit<AliasMove, 'change'>> {
+  if (!gateway) return { gatewayUpdated: false, gatewayError: 'no gateway admin key here' };
+  try {
+    await gateway.setAlias(PRODUCTION_ALIAS, version);
+    return { gatewayUpdated: true };
+  } catch (err) {
+    return { gatewayUpdated: false, gatewayError: (err as Error).message };
+  }
+}

@@ -1,0 +1,92 @@
+import { ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import type { GateSummary } from '../activities/release.js';
+import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
+import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
+import { rolloutsActivity } from './rollouts-activity.js';
+import type { TaskSelection } from './training-iteration.js';
+
+export interface ReleaseCandidateInput {
+  candidate: string;
+  /** The policy a run starts from: production when the registry never had one. */
+  baseVersion: string;
+  heldout: TaskSelection & { harnessEnv?: Record<string, string> };
+  samplesPerTask: number;
+  configHash: string;
+  /** Where the candidate's replay goes (the incumbent's is shared by every gate with the same config). */
+  candidateBatchId: string;
+  /** Move production when the gate passes. */
+  promote: boolean;
+  /** Who asks: `run:<id>` or `cli:<user>`; recorded with the promotion. */
+  actor: string;
+  runId?: string;
+  iteration?: number;
+  heartbeatTimeoutSeconds?: number;
+}
+
+export interface ReleaseCandidateResult {
+  candidate: string;
+  incumbent: string;
+  candidateHeldout: RunRolloutsSummary;
+  incumbentHeldout: RunRolloutsSummary;
+  gate: GateSummary;
+  promoted: boolean;
+}
+
+/** The incumbent's replay depends only on the version, the held-out set and the config, so gates share it. */
+export function incumbentBatchId(version: string, configHash: string): string {
+  return `heldout.${version}.${configHash.slice(0, 12)}`;
+}
+
+/**
+ * A release: replay the held-out tasks with the candidate and with production (the incumbent),
+ * paired by task and sample; apply the gate; promote on a pass when asked; record the release
+ * in the ledgers.
+ */
+export async function releaseCandidate(input: ReleaseCandidateInput): Promise<ReleaseCandidateResult> {
+  const startedAt = Date.now();
+  const { candidate, heldout, samplesPerTask } = input;
+  const quick = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PromotionError', 'GateInputError', 'LedgerError'] } });
+  upsertSearchAttributes([{ key: ReinStage, value: 'release-replay' }, { key: ReinPolicyVersion, value: candidate }]);
+  const incumbent = await quick.productionPolicy({ fallback: input.baseVersion, actor: input.actor });
+  if (incumbent === candidate) throw ApplicationFailure.nonRetryable(`${candidate} already serves production; there is nothing to compare it with`, 'PromotionError');
+
+  const replay = (policyVersion: string, batchId: string) =>
+    rolloutsActivity(`held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`, input.heartbeatTimeoutSeconds)({
+      batchId,
+      taskSet: heldout.taskSet,
+      taskIds: heldout.taskIds,
+      samplesPerTask,
+      mode: 'eval',
+      policyVersion,
+      ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
+    });
+  const incumbentSet = { batchId: incumbentBatchId(incumbent, input.configHash), taskIds: heldout.taskIds, samplesPerTask };
+  const candidateSet = { batchId: input.candidateBatchId, taskIds: heldout.taskIds, samplesPerTask };
+  const incumbentHeldout = await replay(incumbent, incumbentSet.batchId);
+  const candidateHeldout = await replay(candidate, candidateSet.batchId);
+
+  upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
+  const gate = await quick.gateCandidate({ decisionId: `${input.candidateBatchId}.vs.${incumbent}`, candidate, incumbent, candidateSet, incumbentSet });
+  let promoted = false;
+  if (gate.verdict === 'pass' && input.promote) {
+    upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
+    await quick.promotePolicy({ version: candidate, decisionId: gate.decisionId, actor: input.actor });
+    promoted = true;
+    await quick.recordLedgerEntry({
+      id: `release.${candidate}`,
+      kind: 'release',
+      runId: input.runId ?? null,
+      iteration: input.iteration ?? null,
+      policyVersion: candidate,
+      parent: incumbent,
+      taskSet: heldout.taskSet,
+      ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
+      sets: [candidateSet],
+      elapsedSeconds: (Date.now() - startedAt) / 1000,
+      decisionId: gate.decisionId,
+    });
+  }
+  upsertSearchAttributes([{ key: ReinStage, value: 'done' }]);
+  return { candidate, incumbent, candidateHeldout, incumbentHeldout, gate, promoted };
+}
