@@ -1,6 +1,6 @@
-import type { CallRecord } from '../store/trace-store.js';
+import type { CallRecord, Page, ShadowCallFilter, ShadowCallRecord } from '../store/trace-store.js';
 import type { NewEventInput, NewRollout, Rollout, RolloutEvent, StatusChange } from '../rollouts/rollout.js';
-import type { PolicySpec } from './routing.js';
+import type { Mirror, PolicySpec } from './routing.js';
 
 /** What creating a rollout (or a new attempt) returns: the credentials its harness gets. */
 export interface IssuedRollout {
@@ -69,6 +69,27 @@ export class GatewayControlClient {
 
   setAlias(alias: string, policyVersion: string): Promise<unknown> {
     return this.request('PUT', `/api/aliases/${encodeURIComponent(alias)}`, { policyVersion });
+  }
+
+  /** Mirrors the alias's production calls to the candidate version (see Router.setMirror). */
+  setMirror(alias: string, candidate: string): Promise<Mirror> {
+    return this.request('PUT', `/api/mirrors/${encodeURIComponent(alias)}`, { candidate });
+  }
+
+  clearMirror(alias: string): Promise<Mirror> {
+    return this.request('DELETE', `/api/mirrors/${encodeURIComponent(alias)}`);
+  }
+
+  async listMirrors(): Promise<Mirror[]> {
+    return (await this.request<{ items: Mirror[] }>('GET', '/api/mirrors')).items;
+  }
+
+  /** One page (at most `limit`, default 100, at most 500); pass `next` as `after` for the following one. */
+  listShadowCalls(filter: ShadowCallFilter = {}): Promise<Page<ShadowCallRecord>> {
+    const query = new URLSearchParams(
+      Object.entries(filter).flatMap(([key, value]) => (value === undefined ? [] : [[key, String(value)] as [string, string]])),
+    ).toString();
+    return this.request('GET', `/api/shadow-calls${query ? `?${query}` : ''}`);
   }
 
   private async request<T>(method: string, route: string, body?: unknown): Promise<T> {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { errors as undiciErrors, Pool } from 'undici';
-import type { CallEndpoint, CallErrorClass, CallFinish, TraceStore } from '../store/trace-store.js';
+import type { CallEndpoint, CallErrorClass, CallFinish, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
 import {
   anythingInjected,
   extractTokens,
@@ -13,7 +14,7 @@ import {
   type Injected,
 } from './openai-shapes.js';
 import { redact, type RedactionRule } from './redact.js';
-import type { Route, Router } from './routing.js';
+import type { MirrorRoute, Route, Router } from './routing.js';
 
 type Json = Record<string, unknown>;
 
@@ -25,6 +26,8 @@ export interface ProxyOptions {
   headersTimeoutMs: number;
   /** Longest silence between two pieces of a response body. */
   bodyTimeoutMs: number;
+  /** Shadow calls (mirror mode) in flight at most; past it a mirrored call is journaled as skipped. Default 256. */
+  maxShadowsInFlight?: number;
 }
 
 export interface ProxiedCall {
@@ -62,23 +65,47 @@ const PATHS: Record<CallEndpoint, string> = {
  */
 export class ModelCallProxy {
   private readonly pools = new Map<string, Pool>();
+  /** Shadow calls in flight; close() aborts and awaits them, so none outlives the gateway. */
+  private readonly shadows = new Set<Promise<void>>();
+  private readonly closing = new AbortController();
 
-  constructor(private readonly options: ProxyOptions) {}
+  constructor(private readonly options: ProxyOptions) {
+    // Every shadow call in flight listens on it: hundreds are expected, not a leak.
+    setMaxListeners(0, this.closing.signal);
+  }
 
   async handle(call: ProxiedCall, res: ServerResponse): Promise<void> {
-    const { route, release } = this.options.router.admit(call.body.model, call.rolloutId, call.pinnedPolicyVersion ?? undefined);
+    const { route, release, mirror } = this.options.router.admit(call.body.model, call.rolloutId, call.pinnedPolicyVersion ?? undefined);
+    let mirrored = false;
     try {
-      await this.forward(call, route, res);
+      await this.forward(call, route, res, (callId, receivedForJournal) => {
+        if (!mirror) return;
+        mirrored = true;
+        this.mirror(call, route, mirror, callId, receivedForJournal);
+      });
     } finally {
       release();
+      // The production call failed before it was journaled: there is nothing to shadow.
+      if (mirror && !mirrored) mirror.release();
     }
   }
 
   async close(): Promise<void> {
+    this.closing.abort();
+    await Promise.all([...this.shadows]);
     await Promise.all([...this.pools.values()].map((pool) => pool.close()));
   }
 
-  private async forward(call: ProxiedCall, route: Route, res: ServerResponse): Promise<void> {
+  /**
+   * @param journaled runs once the call is journaled, before it is forwarded: the moment its
+   *   shadow (if mirrored) starts.
+   */
+  private async forward(
+    call: ProxiedCall,
+    route: Route,
+    res: ServerResponse,
+    journaled: (callId: string, receivedForJournal: Json) => void,
+  ): Promise<void> {
     const { store, redaction } = this.options;
     const { sent, injected } = upstreamRequest(call.endpoint, call.body, route.model, route.backend);
     const callId = `call-${randomUUID()}`;
@@ -102,6 +129,7 @@ export class ModelCallProxy {
       requestSent: sentForJournal,
       startedAt,
     });
+    journaled(callId, receivedForJournal);
     const finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) =>
       store.finishCall(callId, {
         response: undefined,
@@ -253,6 +281,126 @@ export class ModelCallProxy {
       return;
     }
     res.end(done ?? parser.rest());
+  }
+
+  /** Sends the call to the candidate in the background; its outcome goes to the journal only. */
+  private mirror(call: ProxiedCall, incumbent: Route, candidate: MirrorRoute, primaryCallId: string, receivedForJournal: Json): void {
+    if (this.closing.signal.aborted) {
+      // Shutting down: a shadow sent now could not be journaled before the store closes.
+      candidate.release();
+      return;
+    }
+    // Past the cap the shadow is journaled as skipped, so the report still counts every mirrored call.
+    const overloaded = this.shadows.size >= (this.options.maxShadowsInFlight ?? 256);
+    const shadow = this.shadow(call, incumbent, candidate, primaryCallId, receivedForJournal, overloaded)
+      // A shadow that cannot even be journaled is dropped: it must never reach production.
+      .catch(() => undefined)
+      .finally(() => {
+        candidate.release();
+        this.shadows.delete(shadow);
+      });
+    this.shadows.add(shadow);
+  }
+
+  private async shadow(
+    call: ProxiedCall,
+    incumbent: Route,
+    candidate: MirrorRoute,
+    primaryCallId: string,
+    receivedForJournal: Json,
+    overloaded: boolean,
+  ): Promise<void> {
+    const { store, redaction } = this.options;
+    // Always non-streamed: nobody reads it as it arrives, and one body is simpler to time out and journal.
+    const { stream: _stream, stream_options: _streamOptions, ...unstreamed } = call.body;
+    const { sent, injected } = upstreamRequest(call.endpoint, { ...unstreamed, stream: false }, candidate.model, candidate.backend);
+    const startedAt = Date.now();
+    const t0 = performance.now();
+    const sentForJournal = Object.fromEntries(
+      Object.entries(sent).map(([key, value]) => [key, value === call.body[key] ? receivedForJournal[key] : redact(value, redaction)]),
+    );
+    const record = (result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>) =>
+      store.recordShadowCall({
+        id: `shadow-${randomUUID()}`,
+        primaryCallId,
+        rolloutId: call.rolloutId,
+        attempt: call.attempt,
+        candidateVersion: candidate.policyVersion,
+        incumbentVersion: incumbent.policyVersion,
+        endpoint: call.endpoint,
+        backendUrl: candidate.endpoint,
+        requestSent: sentForJournal,
+        response: null,
+        choices: [],
+        status: result.errorClass ? 'error' : 'ok',
+        latencyMs: performance.now() - t0,
+        startedAt,
+        ...result,
+        ...(result.response !== undefined && result.response !== null && { response: redact(result.response, redaction) }),
+      });
+    if (overloaded) {
+      await record({
+        upstreamStatus: null,
+        errorClass: 'shadow_overloaded',
+        errorMessage: `not sent: ${this.shadows.size} shadow calls were in flight already (gateway maxShadowsInFlight)`,
+      });
+      return;
+    }
+
+    const signal = this.closing.signal;
+    const failed = (err: unknown, afterHeaders: boolean, upstreamStatus: number | null) => {
+      const failure = signal.aborted
+        ? { errorClass: 'gateway_closed' as const, message: 'the gateway closed before the candidate answered' }
+        : classify(err, signal, afterHeaders);
+      return record({ upstreamStatus, errorClass: failure.errorClass as ShadowCallRecord['errorClass'], errorMessage: failure.message });
+    };
+    let upstream;
+    try {
+      upstream = await this.pool(candidate.endpoint).request({
+        method: 'POST',
+        path: `${new URL(candidate.endpoint).pathname.replace(/\/$/, '')}${PATHS[call.endpoint]}`,
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json',
+          ...(candidate.backend.apiKey && { authorization: `Bearer ${candidate.backend.apiKey}` }),
+        },
+        body: JSON.stringify(sent),
+        signal,
+        headersTimeout: this.options.headersTimeoutMs,
+        bodyTimeout: this.options.bodyTimeoutMs,
+      });
+    } catch (err) {
+      await failed(err, false, null);
+      return;
+    }
+    let text: string;
+    try {
+      text = await upstream.body.text();
+    } catch (err) {
+      await failed(err, true, upstream.statusCode);
+      return;
+    }
+    if (upstream.statusCode < 200 || upstream.statusCode >= 300) {
+      await record({
+        upstreamStatus: upstream.statusCode,
+        response: parseJson(text) ?? text,
+        errorClass: 'upstream_http_error',
+        errorMessage: `candidate backend answered ${upstream.statusCode}`,
+      });
+      return;
+    }
+    const response = parseJson(text);
+    if (!response) {
+      await record({
+        upstreamStatus: upstream.statusCode,
+        errorClass: 'upstream_bad_response',
+        errorMessage: `candidate backend returned ${text.length} bytes that are not a JSON object`,
+      });
+      return;
+    }
+    const { choices } = extractTokens(call.endpoint, response);
+    if (anythingInjected(injected)) stripInjected(response, injected);
+    await record({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), choices, errorClass: null, errorMessage: null });
   }
 
   private pool(endpoint: string): Pool {

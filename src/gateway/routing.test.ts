@@ -48,7 +48,64 @@ describe('Router', () => {
     expect(router.admit('production', 'r4').route.policyVersion).toBe('v1');
   });
 
+  it('mirrors an alias to a candidate for unpinned calls through the alias only', () => {
+    const router = new Router({ ...table, policies: { ...table.policies, v3: { backend: 'vllm', model: 'lora-3' } } });
+    expect(router.setMirror('production', 'v3')).toEqual({ alias: 'production', incumbent: 'v1', candidate: 'v3' });
+    expect(router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v1', candidate: 'v3' }]);
+
+    const mirrored = router.admit('production', 'r1');
+    expect(mirrored.route.policyVersion).toBe('v1');
+    expect(mirrored.mirror).toMatchObject({ policyVersion: 'v3', model: 'lora-3', endpoint: stickyEndpoint(table.backends.vllm!.endpoints, 'r1') });
+    // By version, through another alias, or pinned (Rein's own traffic): not production's calls.
+    expect(router.admit('v1', 'r1').mirror).toBeUndefined();
+    expect(router.admit('candidate', 'r1').mirror).toBeUndefined();
+    expect(router.admit('production', 'r1', 'v1').mirror).toBeUndefined();
+
+    // The alias moving keeps its mirror; the candidate may even be the alias's own version.
+    router.setAlias('production', 'v2');
+    expect(router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v2', candidate: 'v3' }]);
+    router.setMirror('production', 'v2');
+    expect(router.admit('production', 'r1').mirror?.policyVersion).toBe('v2');
+
+    expect(router.clearMirror('production')).toMatchObject({ candidate: 'v2' });
+    expect(router.clearMirror('production')).toBeUndefined();
+    expect(router.admit('production', 'r1').mirror).toBeUndefined();
+  });
+
+  it('refuses a mirror of an unknown alias or to an unregistered candidate, naming the fix', () => {
+    const router = new Router(table);
+    expect(() => router.setMirror('staging', 'v2')).toThrow(expect.objectContaining({ status: 404, message: expect.stringContaining('known aliases: production, candidate') }));
+    expect(() => router.setMirror('production', 'v9')).toThrow(expect.objectContaining({ status: 404, message: expect.stringContaining('PUT /api/policies/v9') }));
+    expect(() => router.setMirror('constructor', 'v2')).toThrow(/alias constructor does not exist/);
+    expect(() => router.admit('constructor', 'r1')).toThrow(/is not served here/);
+    expect(router.mirrors()).toEqual([]);
+  });
+
+  it('counts a shadow call in flight on the candidate, and skips the mirror while the candidate is paused', async () => {
+    const router = new Router(table);
+    router.setMirror('production', 'v2');
+    const call = router.admit('production', 'r1');
+    const inFlight = (version: string) => router.status().find((p) => p.policyVersion === version)?.inFlight;
+    expect([inFlight('v1'), inFlight('v2')]).toEqual([1, 1]);
+    // The production call ends first; draining the candidate waits for its shadow.
+    call.release();
+    let drained = false;
+    const draining = router.drain('v2').then(() => (drained = true));
+    await Promise.resolve();
+    expect(drained).toBe(false);
+    router.pause('v2');
+    const whilePaused = router.admit('production', 'r2');
+    expect(whilePaused.mirror).toBeUndefined();
+    call.mirror?.release();
+    await draining;
+    whilePaused.release();
+    expect([inFlight('v1'), inFlight('v2')]).toEqual([0, 0]);
+  });
+
   it('rejects a table whose references dangle', () => {
     expect(() => new Router({ ...table, aliases: { production: 'v9' } })).toThrow(/alias production points at unknown policy v9/);
+    expect(() => new Router({ ...table, mirrors: { production: 'v9', staging: 'v1' } })).toThrow(
+      /alias production is mirrored to unknown policy v9; mirror of alias staging, which does not exist/,
+    );
   });
 });

@@ -22,6 +22,12 @@ export interface RoutingTable {
   policies: Record<string, PolicySpec>;
   /** Model alias a harness asks for (e.g. "production") → policy version. */
   aliases: Record<string, string>;
+  /**
+   * Alias → candidate policy version whose answers to the alias's calls are recorded as shadow
+   * calls (never returned). The candidate may be the alias's own version: the shadow then
+   * measures how often the policy disagrees with itself, the noise floor for other candidates.
+   */
+  mirrors?: Record<string, string>;
 }
 
 export interface Route {
@@ -30,6 +36,18 @@ export interface Route {
   backendName: string;
   backend: BackendSpec;
   endpoint: string;
+}
+
+/** A mirrored call's route to the candidate; release() runs when the shadow call ends. */
+export interface MirrorRoute extends Route {
+  release: () => void;
+}
+
+export interface Mirror {
+  alias: string;
+  /** The version the alias serves now. */
+  incumbent: string;
+  candidate: string;
 }
 
 export class RoutingError extends Error {
@@ -64,7 +82,7 @@ export class Router {
     validateTable(table);
   }
 
-  /** Replaces the table, e.g. after an alias moved; in-flight counts and pauses carry over. */
+  /** Replaces the table, e.g. after an alias moved; in-flight counts and pauses carry over, mirrors are the new table's. */
   update(table: RoutingTable): void {
     validateTable(table);
     this.table = table;
@@ -81,6 +99,44 @@ export class Router {
     this.update({ ...this.table, aliases: { ...this.table.aliases, [alias]: policyVersion } });
   }
 
+  /**
+   * Mirrors an alias's calls to a candidate version (replacing any earlier candidate). Only calls
+   * that reach their policy through the alias and whose rollout is not pinned are mirrored: pinned
+   * rollouts are Rein's own training and evaluation traffic, not production's.
+   */
+  setMirror(alias: string, candidateVersion: string): Mirror {
+    if (!Object.hasOwn(this.table.aliases, alias)) {
+      const known = Object.keys(this.table.aliases).join(', ') || '(none)';
+      throw new RoutingError(
+        `alias ${alias} does not exist, so there is nothing to mirror; known aliases: ${known} (create one with PUT /api/aliases/${alias})`,
+        404,
+        'alias_not_found',
+      );
+    }
+    if (!Object.hasOwn(this.table.policies, candidateVersion)) {
+      throw new RoutingError(
+        `candidate policy ${candidateVersion} is not in the routing table; register it first (PUT /api/policies/${candidateVersion})`,
+        404,
+        'policy_not_found',
+      );
+    }
+    this.update({ ...this.table, mirrors: { ...this.table.mirrors, [alias]: candidateVersion } });
+    return this.mirrorOf(alias) as Mirror;
+  }
+
+  /** Stops mirroring an alias; shadow calls already sent finish. Returns the mirror removed, if any. */
+  clearMirror(alias: string): Mirror | undefined {
+    const removed = this.mirrorOf(alias);
+    if (!removed) return undefined;
+    const { [alias]: _removed, ...mirrors } = this.table.mirrors ?? {};
+    this.update({ ...this.table, mirrors });
+    return removed;
+  }
+
+  mirrors(): Mirror[] {
+    return Object.keys(this.table.mirrors ?? {}).map((alias) => this.mirrorOf(alias) as Mirror);
+  }
+
   models(): Array<{ id: string; policyVersion: string }> {
     return [
       ...Object.entries(this.table.aliases).map(([id, policyVersion]) => ({ id, policyVersion })),
@@ -88,12 +144,20 @@ export class Router {
     ];
   }
 
-  /** Resolves and admits a call: the returned release() must run when the call ends. */
-  admit(model: unknown, rolloutId: string, pinnedVersion?: string): { route: Route; release: () => void } {
+  /**
+   * Resolves and admits a call: the returned release() must run when the call ends. A call of a
+   * mirrored alias from an unpinned rollout also gets `mirror`, the candidate's route, unless the
+   * candidate is paused: a shadow is skipped rather than ever holding up production. A shadow
+   * call counts as in flight on the candidate (so draining it waits for shadows too) until
+   * mirror.release() runs.
+   */
+  admit(model: unknown, rolloutId: string, pinnedVersion?: string): { route: Route; release: () => void; mirror?: MirrorRoute } {
     if (typeof model !== 'string' || model === '') {
       throw new RoutingError('the request names no model; set "model" to a policy alias or version', 400, 'model_missing');
     }
-    const requested = this.table.aliases[model] ?? (this.table.policies[model] ? model : undefined);
+    // Own properties only: a model named "constructor" is unknown, not Object's.
+    const viaAlias = Object.hasOwn(this.table.aliases, model);
+    const requested = viaAlias ? this.table.aliases[model] : Object.hasOwn(this.table.policies, model) ? model : undefined;
     if (!requested) {
       throw new RoutingError(
         `model "${model}" is not served here; known: ${this.models().map((m) => m.id).join(', ') || '(none)'}`,
@@ -103,17 +167,14 @@ export class Router {
     }
     // A rollout Rein pinned to a version (training, held-out replay) gets it whatever name its harness uses.
     const policyVersion = pinnedVersion ?? requested;
-    if (!this.table.policies[policyVersion]) {
+    if (!Object.hasOwn(this.table.policies, policyVersion)) {
       throw new RoutingError(
         `the rollout is pinned to policy ${policyVersion}, which is not in the routing table; register it first (PUT /api/policies/${policyVersion})`,
         503,
         'pinned_policy_missing',
       );
     }
-    const policy = this.table.policies[policyVersion] as PolicySpec;
-    const backend = this.table.backends[policy.backend] as BackendSpec;
-    const state = this.stateOf(policyVersion);
-    if (state.paused) {
+    if (this.stateOf(policyVersion).paused) {
       throw new RoutingError(
         `policy ${policyVersion} is paused for a weight update; retry shortly`,
         429,
@@ -121,23 +182,11 @@ export class Router {
         this.retryAfterSeconds,
       );
     }
-    state.inFlight++;
-    let released = false;
-    return {
-      route: {
-        policyVersion,
-        model: policy.model,
-        backendName: policy.backend,
-        backend,
-        endpoint: stickyEndpoint(backend.endpoints, rolloutId),
-      },
-      release: () => {
-        if (released) return;
-        released = true;
-        state.inFlight--;
-        if (state.inFlight === 0) state.drained.splice(0).forEach((resolve) => resolve());
-      },
-    };
+    const { route, release } = this.enter(policyVersion, rolloutId);
+    const candidate = viaAlias && pinnedVersion === undefined ? this.mirrorOf(model)?.candidate : undefined;
+    if (candidate === undefined || this.stateOf(candidate).paused) return { route, release };
+    const shadow = this.enter(candidate, rolloutId);
+    return { route, release, mirror: { ...shadow.route, release: shadow.release } };
   }
 
   pause(policyVersion: string): void {
@@ -174,6 +223,36 @@ export class Router {
     });
   }
 
+  /** Counts a call in flight on a policy (known to be in the table) and routes it. */
+  private enter(policyVersion: string, rolloutId: string): { route: Route; release: () => void } {
+    const policy = this.table.policies[policyVersion] as PolicySpec;
+    const backend = this.table.backends[policy.backend] as BackendSpec;
+    const state = this.stateOf(policyVersion);
+    state.inFlight++;
+    let released = false;
+    return {
+      route: {
+        policyVersion,
+        model: policy.model,
+        backendName: policy.backend,
+        backend,
+        endpoint: stickyEndpoint(backend.endpoints, rolloutId),
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        state.inFlight--;
+        if (state.inFlight === 0) state.drained.splice(0).forEach((resolve) => resolve());
+      },
+    };
+  }
+
+  private mirrorOf(alias: string): Mirror | undefined {
+    const mirrors = this.table.mirrors ?? {};
+    if (!Object.hasOwn(mirrors, alias)) return undefined;
+    return { alias, incumbent: this.table.aliases[alias] as string, candidate: mirrors[alias] as string };
+  }
+
   private requirePolicy(policyVersion: string): void {
     if (!this.table.policies[policyVersion]) {
       throw new RoutingError(`policy ${policyVersion} is not in the routing table`, 404, 'policy_not_found');
@@ -204,6 +283,10 @@ function validateTable(table: RoutingTable): void {
   }
   for (const [alias, version] of Object.entries(table.aliases)) {
     if (!table.policies[version]) problems.push(`alias ${alias} points at unknown policy ${version}`);
+  }
+  for (const [alias, candidate] of Object.entries(table.mirrors ?? {})) {
+    if (!Object.hasOwn(table.aliases, alias)) problems.push(`mirror of alias ${alias}, which does not exist (clear it first: DELETE /api/mirrors/${alias})`);
+    if (!table.policies[candidate]) problems.push(`alias ${alias} is mirrored to unknown policy ${candidate}`);
   }
   if (problems.length) throw new RoutingError(`invalid gateway routing: ${problems.join('; ')}`, 400, 'invalid_routing');
 }

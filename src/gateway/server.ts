@@ -23,6 +23,8 @@ export interface GatewayOptions {
   headersTimeoutMs?: number;
   bodyTimeoutMs?: number;
   retryAfterSeconds?: number;
+  /** Mirror mode: shadow calls in flight at most (default 256); past it they are journaled as skipped. */
+  maxShadowsInFlight?: number;
 }
 
 export interface Gateway {
@@ -52,6 +54,14 @@ const listQuery = z.strictObject({
   after: z.string().optional(),
 });
 
+const shadowCallsQuery = z.strictObject({
+  candidate: z.string().min(1).optional(),
+  rolloutId: z.string().min(1).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+  /** The `next` of the previous page. */
+  after: z.string().min(1).optional(),
+});
+
 /** Builds and starts the gateway: the OpenAI-compatible proxy and the rollout control API. */
 export async function startGateway(options: GatewayOptions, listen: { host: string; port: number }): Promise<Gateway> {
   const router = new Router(options.routing, options.retryAfterSeconds);
@@ -62,6 +72,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     redaction: options.redaction ?? [],
     headersTimeoutMs: options.headersTimeoutMs ?? 600_000,
     bodyTimeoutMs: options.bodyTimeoutMs ?? 120_000,
+    ...(options.maxShadowsInFlight !== undefined && { maxShadowsInFlight: options.maxShadowsInFlight }),
   });
   const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false });
   let publicUrl = options.publicUrl ?? '';
@@ -283,6 +294,29 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
       return { drained, ...policyStatus(router, req.params.version) };
     },
   );
+
+  // Mirror mode: an alias's production calls also go to a candidate, whose answers are journaled
+  // as shadow calls and never returned.
+  app.get('/api/mirrors', { preHandler: requireAdmin }, async () => ({ items: router.mirrors() }));
+  app.put<{ Params: { alias: string } }>('/api/mirrors/:alias', { preHandler: requireAdmin }, async (req) => {
+    const { candidate } = z.strictObject({ candidate: z.string().min(1).describe('a registered policy version') }).parse(req.body);
+    return router.setMirror(req.params.alias, candidate);
+  });
+  app.delete<{ Params: { alias: string } }>('/api/mirrors/:alias', { preHandler: requireAdmin }, async (req) => {
+    const removed = router.clearMirror(req.params.alias);
+    if (!removed) {
+      throw new GatewayHttpError(404, 'mirror_not_found', `alias ${req.params.alias} is not mirrored; GET /api/mirrors lists the mirrors`);
+    }
+    return removed;
+  });
+  // Pages of at most `limit` (default 100, at most 500) in the order they were recorded; `next`
+  // is the `after` of the following page, null on the last.
+  app.get('/api/shadow-calls', { preHandler: requireAdmin }, async (req) => {
+    const { limit, ...filter } = shadowCallsQuery.parse(req.query);
+    const items = await store.listShadowCalls({ ...filter, limit: limit + 1 });
+    const page = items.slice(0, limit);
+    return { items: page, next: items.length > limit ? (page.at(-1)?.id ?? null) : null };
+  });
 
   const url = await app.listen({ host: listen.host, port: listen.port });
   publicUrl ||= url;

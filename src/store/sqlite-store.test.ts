@@ -5,7 +5,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteTraceStore } from './sqlite-store.js';
-import type { CallFinish, TraceStore } from './trace-store.js';
+import type { CallFinish, ShadowCallRecord, TraceStore } from './trace-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -171,6 +171,84 @@ describe('SqliteTraceStore: calls', () => {
     expect(await store.getCall('c1')).toMatchObject({ status: 'in_flight', requestSent: { return_token_ids: true } });
     await store.finishCall('c1', { ...finish([], []), promptIds: null, choices: [], errorClass: 'upstream_stream_cut', errorMessage: 'cut' });
     expect(await store.getCall('c1')).toMatchObject({ status: 'error', errorClass: 'upstream_stream_cut', promptIds: null });
+    await store.close();
+  });
+});
+
+describe('SqliteTraceStore: shadow calls', () => {
+  /** The candidate's copy of a journaled call: its request as sent to the candidate, and its answer. */
+  function shadowOf(primaryId: string, t: number, candidate: string, overrides: Partial<ShadowCallRecord> = {}): ShadowCallRecord {
+    return {
+      id: `shadow-${candidate}-${t}`,
+      primaryCallId: primaryId,
+      rolloutId: 'r',
+      attempt: 1,
+      candidateVersion: candidate,
+      incumbentVersion: 'v1',
+      endpoint: 'chat.completions',
+      backendUrl: 'http://candidate/v1',
+      requestSent: { ...requestAt(t), model: candidate, stream: false, return_token_ids: true },
+      response: { choices: [{ index: 0, message: { role: 'assistant', content: `candidate step ${t}` } }] },
+      choices: [{ completionIds: [t, t + 1], logprobs: [-0.5, -0.25], finishReason: 'stop' }],
+      status: 'ok',
+      errorClass: null,
+      errorMessage: null,
+      upstreamStatus: 200,
+      latencyMs: 3,
+      startedAt: 1000 + t,
+      ...overrides,
+    };
+  }
+
+  it('keeps shadow calls apart from calls, storing their conversation as a reference into the journal', async () => {
+    const name = randomUUID();
+    let store = openStore(name);
+    await store.createRollout({ id: 'r' });
+    const turns = 30;
+    await journal(store, 'r', conversation(turns));
+    const primaries = await store.listCalls('r');
+    for (const [t, call] of primaries.entries()) {
+      await store.recordShadowCall(shadowOf(call.id, t, 'v2'));
+      if (t % 10 === 0) {
+        await store.recordShadowCall(
+          shadowOf(call.id, t, 'v3', { response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable', errorMessage: 'refused', upstreamStatus: null }),
+        );
+      }
+    }
+    expect(await store.listCalls('r')).toEqual(primaries);
+
+    // After a restart, decoded from the journal alone.
+    await store.close();
+    store = openStore(name);
+    const shadows = await store.listShadowCalls({ candidate: 'v2' });
+    expect(shadows).toHaveLength(turns);
+    shadows.forEach((shadow, t) => expect(shadow).toEqual(shadowOf(primaries[t]!.id, t, 'v2')));
+    expect(await store.listShadowCalls({ candidate: 'v3' })).toEqual([0, 10, 20].map((t) =>
+      shadowOf(primaries[t]!.id, t, 'v3', { response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable', errorMessage: 'refused', upstreamStatus: null }),
+    ));
+    expect(await store.listShadowCalls({ rolloutId: 'r' })).toHaveLength(turns + 3);
+    expect(await store.listShadowCalls({ rolloutId: 'other' })).toEqual([]);
+
+    // Stored whole, the shadows' requests would grow with the square of the rollout's length.
+    const stored = (store['db'] as { prepare(sql: string): { get(): { bytes: number } } })
+      .prepare('SELECT SUM(LENGTH(request_sent)) AS bytes FROM shadow_calls')
+      .get().bytes;
+    const whole = shadows.reduce((sum, s) => sum + JSON.stringify(s.requestSent).length, 0);
+    expect(stored).toBeLessThan(whole / 5);
+    await store.close();
+  });
+
+  it('pages through shadow calls after the last one seen', async () => {
+    const store = openStore();
+    await store.createRollout({ id: 'r' });
+    await journal(store, 'r', conversation(5));
+    const primaries = await store.listCalls('r');
+    for (const [t, call] of primaries.entries()) await store.recordShadowCall(shadowOf(call.id, t, 'v2'));
+    const first = await store.listShadowCalls({ candidate: 'v2', limit: 2 });
+    const second = await store.listShadowCalls({ candidate: 'v2', limit: 2, after: first.at(-1)!.id });
+    const third = await store.listShadowCalls({ candidate: 'v2', limit: 2, after: second.at(-1)!.id });
+    expect([...first, ...second, ...third].map((s) => s.id)).toEqual([0, 1, 2, 3, 4].map((t) => `shadow-v2-${t}`));
+    await expect(store.listShadowCalls({ after: 'shadow-unknown' })).rejects.toThrow(/no shadow call "shadow-unknown" to continue after/);
     await store.close();
   });
 });

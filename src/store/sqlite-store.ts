@@ -25,6 +25,8 @@ import {
   type CallStart,
   type Page,
   type RolloutFilter,
+  type ShadowCallFilter,
+  type ShadowCallRecord,
   type TraceStore,
 } from './trace-store.js';
 
@@ -91,6 +93,36 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_rollout ON events(rollout_id, id);
 CREATE UNIQUE INDEX IF NOT EXISTS events_action ON events(rollout_id, action_id) WHERE action_id IS NOT NULL;
+
+-- Mirror mode's candidate answers; a table of their own so no reader of calls ever sees them.
+-- The request's conversation is stored as a reference into calls, like a call's own.
+CREATE TABLE IF NOT EXISTS shadow_calls (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  primary_call_id TEXT NOT NULL REFERENCES calls(id),
+  rollout_id TEXT NOT NULL REFERENCES rollouts(id),
+  attempt INTEGER NOT NULL,
+  candidate_version TEXT NOT NULL,
+  incumbent_version TEXT NOT NULL,
+  endpoint TEXT NOT NULL,
+  backend_url TEXT NOT NULL,
+  request_sent TEXT NOT NULL,
+  conversation_field TEXT,
+  conversation_ref TEXT,
+  conversation_prefix INTEGER,
+  response TEXT,
+  completion_ids BLOB,
+  logprobs BLOB,
+  finish_reasons TEXT,
+  status TEXT NOT NULL,
+  error_class TEXT,
+  error_message TEXT,
+  upstream_status INTEGER,
+  latency_ms REAL NOT NULL,
+  started_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS shadow_calls_candidate ON shadow_calls(candidate_version, seq);
+CREATE INDEX IF NOT EXISTS shadow_calls_rollout ON shadow_calls(rollout_id, seq);
 `;
 
 interface RolloutRow {
@@ -139,6 +171,35 @@ interface CallRow {
   ttft_ms: number | null;
   latency_ms: number | null;
 }
+
+interface ShadowCallRow {
+  seq: number;
+  id: string;
+  primary_call_id: string;
+  rollout_id: string;
+  attempt: number;
+  candidate_version: string;
+  incumbent_version: string;
+  endpoint: CallStart['endpoint'];
+  backend_url: string;
+  request_sent: string;
+  conversation_field: 'messages' | 'input' | null;
+  conversation_ref: string | null;
+  conversation_prefix: number | null;
+  response: string | null;
+  completion_ids: Buffer | null;
+  logprobs: Buffer | null;
+  finish_reasons: string | null;
+  status: ShadowCallRecord['status'];
+  error_class: ShadowCallRecord['errorClass'];
+  error_message: string | null;
+  upstream_status: number | null;
+  latency_ms: number;
+  started_at: number;
+}
+
+/** Nothing to patch: a shadow call's request is stored as sent. */
+const EMPTY_PATCH = JSON.stringify({ set: {}, unset: [] });
 
 interface EventRow {
   id: number;
@@ -212,6 +273,17 @@ export class SqliteTraceStore implements TraceStore {
          VALUES (@rollout_id, @attempt, @type, @source, @action_id, @payload, @at)
          ON CONFLICT DO NOTHING RETURNING *`,
       ),
+      insertShadowCall: this.db.prepare(
+        `INSERT INTO shadow_calls (id, primary_call_id, rollout_id, attempt, candidate_version, incumbent_version, endpoint,
+                                   backend_url, request_sent, conversation_field, conversation_ref, conversation_prefix,
+                                   response, completion_ids, logprobs, finish_reasons, status, error_class, error_message,
+                                   upstream_status, latency_ms, started_at)
+         VALUES (@id, @primary_call_id, @rollout_id, @attempt, @candidate_version, @incumbent_version, @endpoint,
+                 @backend_url, @request_sent, @conversation_field, @conversation_ref, @conversation_prefix,
+                 @response, @completion_ids, @logprobs, @finish_reasons, @status, @error_class, @error_message,
+                 @upstream_status, @latency_ms, @started_at)`,
+      ),
+      shadowSeq: this.db.prepare<[string], { seq: number }>('SELECT seq FROM shadow_calls WHERE id = ?'),
       eventByAction: this.db.prepare<[string, string], EventRow>('SELECT * FROM events WHERE rollout_id = ? AND action_id = ?'),
       listEvents: this.db.prepare<[string], EventRow>('SELECT * FROM events WHERE rollout_id = ? ORDER BY id'),
       footprint: this.db.prepare<[string], { calls: number; bytes: number | null }>(
@@ -380,6 +452,69 @@ export class SqliteTraceStore implements TraceStore {
     return rows.filter((r) => attempt === undefined || r.attempt === attempt).map((r) => decoder.record(r));
   }
 
+  async recordShadowCall(call: ShadowCallRecord): Promise<void> {
+    // Its conversation is the primary call's: stored as a reference to the rollout's latest call.
+    const sent = call.requestSent as Record<string, unknown>;
+    const request = encodeRequest(sent, sent, this.conversationBefore(call.rolloutId));
+    const hasTokens = call.choices.some((c) => c.completionIds !== null);
+    const hasLogprobs = call.choices.some((c) => c.logprobs !== null);
+    this.statements.insertShadowCall.run({
+      id: call.id,
+      primary_call_id: call.primaryCallId,
+      rollout_id: call.rolloutId,
+      attempt: call.attempt,
+      candidate_version: call.candidateVersion,
+      incumbent_version: call.incumbentVersion,
+      endpoint: call.endpoint,
+      backend_url: call.backendUrl,
+      request_sent: request.received,
+      conversation_field: request.conversation?.field ?? null,
+      conversation_ref: request.conversation?.ref ?? null,
+      conversation_prefix: request.conversation?.prefix ?? null,
+      response: call.response === null || call.response === undefined ? null : JSON.stringify(call.response),
+      completion_ids: hasTokens ? packSegments(call.choices.map((c) => c.completionIds), 'i32') : null,
+      logprobs: hasLogprobs ? packSegments(call.choices.map((c) => c.logprobs), 'f32') : null,
+      finish_reasons: JSON.stringify(call.choices.map((c) => c.finishReason)),
+      status: call.status,
+      error_class: call.errorClass,
+      error_message: call.errorMessage,
+      upstream_status: call.upstreamStatus,
+      latency_ms: call.latencyMs,
+      started_at: call.startedAt,
+    });
+  }
+
+  async listShadowCalls(filter: ShadowCallFilter): Promise<ShadowCallRecord[]> {
+    let afterSeq: number | undefined;
+    if (filter.after !== undefined) {
+      afterSeq = this.statements.shadowSeq.get(filter.after)?.seq;
+      if (afterSeq === undefined) {
+        throw new StoreInputError(`no shadow call "${filter.after}" to continue after; pass the id of the last shadow call of the previous page`);
+      }
+    }
+    const where: string[] = [];
+    const params: Array<string | number> = [];
+    const conditions: Array<[string, string | number | undefined]> = [
+      ['candidate_version = ?', filter.candidate],
+      ['rollout_id = ?', filter.rolloutId],
+      ['seq > ?', afterSeq],
+    ];
+    for (const [condition, value] of conditions) {
+      if (value === undefined) continue;
+      where.push(condition);
+      params.push(value);
+    }
+    const limit = filter.limit === undefined ? -1 : Math.max(filter.limit, 0);
+    const rows = this.db
+      .prepare<Array<string | number>, ShadowCallRow>(
+        `SELECT * FROM shadow_calls ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq LIMIT ?`,
+      )
+      .all(...params, limit);
+    // One decoder for the page: shadow calls of a rollout share its conversation's calls.
+    const decoder = new JournalDecoder((ref) => this.statements.getCall.get(ref));
+    return rows.map((row) => toShadowCall(row, decoder));
+  }
+
   async appendEvent(
     rolloutId: string,
     attempt: number,
@@ -461,6 +596,14 @@ class JournalDecoder {
 
   conversation(id: string): string[] {
     return this.request(this.row(id)).items ?? [];
+  }
+
+  /** A shadow call's request, whose conversation refers to the calls this decoder reads. */
+  shadowRequest(row: ShadowCallRow): Record<string, unknown> {
+    const conversation = row.conversation_field
+      ? { field: row.conversation_field, ref: row.conversation_ref, prefix: row.conversation_prefix ?? 0 }
+      : null;
+    return decodeRequest({ received: row.request_sent, sentPatch: EMPTY_PATCH, conversation }, (ref) => this.conversation(ref)).sent;
   }
 
   record(row: CallRow): CallRecord {
@@ -570,6 +713,31 @@ function toRollout(row: RolloutRow): Rollout {
     metadata: JSON.parse(row.metadata) as Record<string, unknown>,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),
+  };
+}
+
+function toShadowCall(row: ShadowCallRow, decoder: JournalDecoder): ShadowCallRecord {
+  const completions = row.completion_ids ? unpackSegments(row.completion_ids, 'i32') : [];
+  const logprobs = row.logprobs ? unpackSegments(row.logprobs, 'f32') : [];
+  const finishReasons = JSON.parse(row.finish_reasons ?? '[]') as Array<string | null>;
+  return {
+    id: row.id,
+    primaryCallId: row.primary_call_id,
+    rolloutId: row.rollout_id,
+    attempt: row.attempt,
+    candidateVersion: row.candidate_version,
+    incumbentVersion: row.incumbent_version,
+    endpoint: row.endpoint,
+    backendUrl: row.backend_url,
+    requestSent: decoder.shadowRequest(row),
+    response: row.response === null ? null : JSON.parse(row.response),
+    choices: finishReasons.map((finishReason, i) => ({ completionIds: completions[i] ?? null, logprobs: logprobs[i] ?? null, finishReason })),
+    status: row.status,
+    errorClass: row.error_class,
+    errorMessage: row.error_message,
+    upstreamStatus: row.upstream_status,
+    latencyMs: row.latency_ms,
+    startedAt: row.started_at,
   };
 }
 

@@ -55,6 +55,51 @@ export interface CallRecord extends CallStart, Partial<CallFinish> {
   promptExtends?: { ref: string; prefixLength: number } | null;
 }
 
+/**
+ * Why a shadow call has no answer: the call errors, plus `gateway_closed` (aborted when the
+ * gateway shut down) and `shadow_overloaded` (not sent: too many shadow calls in flight).
+ */
+export type ShadowErrorClass = Exclude<CallErrorClass, 'client_disconnected'> | 'gateway_closed' | 'shadow_overloaded';
+
+/**
+ * A production call's copy sent to a candidate policy (gateway mirror mode). Its answer never
+ * reached the harness; it lives apart from the calls, so nothing that reads rollouts' calls
+ * (training, samples, failure classification) ever sees it.
+ */
+export interface ShadowCallRecord {
+  id: string;
+  /** The production call it copies (whose response is the incumbent's action). */
+  primaryCallId: string;
+  rolloutId: string;
+  attempt: number;
+  candidateVersion: string;
+  /** The version that answered the production call. */
+  incumbentVersion: string;
+  endpoint: CallEndpoint;
+  backendUrl: string;
+  /** The request as sent to the candidate (always non-streamed), redacted. */
+  requestSent: unknown;
+  /** The candidate's response without token-id arrays, redacted; null when it gave none. */
+  response: unknown;
+  /** The candidate's completion ids and log-probs, when its backend returns them (prompt ids are the primary call's). */
+  choices: ChoiceTokens[];
+  status: 'ok' | 'error';
+  errorClass: ShadowErrorClass | null;
+  errorMessage: string | null;
+  upstreamStatus: number | null;
+  latencyMs: number;
+  startedAt: number;
+}
+
+export interface ShadowCallFilter {
+  candidate?: string;
+  rolloutId?: string;
+  /** At most this many (all when unset). */
+  limit?: number;
+  /** The id of the last shadow call of the previous page: continue after it. */
+  after?: string;
+}
+
 export interface RolloutFilter {
   status?: RolloutStatus;
   mode?: RolloutMode;
@@ -104,6 +149,11 @@ export interface TraceStore {
   finishCall(id: string, result: CallFinish): Promise<void>;
   getCall(id: string): Promise<CallRecord | undefined>;
   listCalls(rolloutId: string, attempt?: number): Promise<CallRecord[]>;
+
+  /** Durable before it returns; the call's rollout and primary call must be journaled already. */
+  recordShadowCall(call: ShadowCallRecord): Promise<void>;
+  /** Shadow calls in the order they were recorded; never part of listCalls. */
+  listShadowCalls(filter: ShadowCallFilter): Promise<ShadowCallRecord[]>;
 
   /** Appends an event; a span whose actionId was already recorded is returned, not duplicated. */
   appendEvent(rolloutId: string, attempt: number, event: NewEvent, source: RolloutEvent['source']): Promise<RolloutEvent>;
