@@ -67,14 +67,24 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     return deps.registry;
   };
   return {
-    /** The version `production` points at; a registry that never had one starts from the given base. */
-    async productionPolicy(input: { fallback: string; actor: string }): Promise<string> {
+    /**
+     * The version `production` points at, after checking the candidate is registered (a
+     * promotion needs its lineage). A registry that never had a production starts from the
+     * configured base.
+     */
+    async productionPolicy(input: { base: { version: string; checkpointUri: string }; candidate: string; actor: string }): Promise<string> {
       const registry = registryOrFail();
+      if (!registry.get(input.candidate)) {
+        throw ApplicationFailure.nonRetryable(`policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`, 'PromotionError');
+      }
       const current = registry.alias(PRODUCTION_ALIAS);
       if (current) return current;
-      registry.setAlias(PRODUCTION_ALIAS, input.fallback, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' });
-      await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.fallback).catch(() => undefined);
-      return input.fallback;
+      if (!registry.get(input.base.version)) {
+        registry.register({ ...input.base, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+      }
+      registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' });
+      await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.base.version).catch(() => undefined);
+      return input.base.version;
     },
 
     /** Pairs the two replays, applies the gate's rules and keeps the decision with its evidence. */

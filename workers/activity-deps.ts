@@ -1,11 +1,10 @@
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { ActivityDeps } from '../activities/index.js';
 import { LocalArtifactStore } from '../src/artifacts/local-store.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
 import { Ledger } from '../src/ledger/ledger.js';
-import { PolicyRegistry } from '../src/registry/policy-registry.js';
+import { PolicyRegistry, registryFile } from '../src/registry/policy-registry.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { policyTrainer } from '../src/training/policy-update.js';
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
@@ -14,9 +13,8 @@ import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps; close(): Promise<void> } {
   const store = new SqliteTraceStore(config.gateway.traceDb);
   const gateway = gatewayControlFromConfig(config.gateway);
-  mkdirSync(config.dataDir, { recursive: true });
-  const registry = new PolicyRegistry(path.join(config.dataDir, 'registry.sqlite'));
-  const ledger = new Ledger(path.join(config.dataDir, 'registry.sqlite'));
+  const registry = new PolicyRegistry(registryFile(config.dataDir));
+  const ledger = new Ledger(registryFile(config.dataDir));
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
   const deps: ActivityDeps = {
     ...(gateway && { gateway }),

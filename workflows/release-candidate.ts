@@ -8,8 +8,8 @@ import type { TaskSelection } from './training-iteration.js';
 
 export interface ReleaseCandidateInput {
   candidate: string;
-  /** The policy a run starts from: production when the registry never had one. */
-  baseVersion: string;
+  /** The configured base policy: production when the registry never had one. */
+  base: { version: string; checkpointUri: string };
   heldout: TaskSelection & { harnessEnv?: Record<string, string> };
   samplesPerTask: number;
   configHash: string;
@@ -48,7 +48,7 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   const { candidate, heldout, samplesPerTask } = input;
   const quick = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PromotionError', 'GateInputError', 'LedgerError'] } });
   upsertSearchAttributes([{ key: ReinStage, value: 'release-replay' }, { key: ReinPolicyVersion, value: candidate }]);
-  const incumbent = await quick.productionPolicy({ fallback: input.baseVersion, actor: input.actor });
+  const incumbent = await quick.productionPolicy({ base: input.base, candidate, actor: input.actor });
   if (incumbent === candidate) throw ApplicationFailure.nonRetryable(`${candidate} already serves production; there is nothing to compare it with`, 'PromotionError');
 
   const replay = (policyVersion: string, batchId: string) =>

@@ -24,7 +24,7 @@ export interface TrainingIterationInput {
   /** Held-out tasks replayed with the candidate and with production, then the gate (the harness's eval settings). */
   heldout?: TaskSelection & { harnessEnv?: Record<string, string> };
   /** How the candidate is released: k samples per held-out task, whether a pass moves production, the run's base. */
-  release?: { samplesPerTask: number; promote: boolean; baseVersion: string };
+  release?: { samplesPerTask: number; promote: boolean; base: { version: string; checkpointUri: string } };
   /** How long a worker may go silent in a stage before the stage moves to another worker (default 60). */
   heartbeatTimeoutSeconds?: number;
 }
@@ -116,7 +116,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
       args: [
         {
           candidate,
-          baseVersion: input.release?.baseVersion ?? parent,
+          base: input.release?.base ?? { version: parent, checkpointUri: '' },
           heldout: input.heldout,
           samplesPerTask: input.release?.samplesPerTask ?? 1,
           configHash: input.configHash,

@@ -152,7 +152,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
               policyVersion: progress.policyVersion,
               configHash: input.configHash,
               train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
-              ...(replayHeldout && { heldout: input.heldout, release: { samplesPerTask: input.release?.samplesPerTask ?? 1, promote: input.release?.promote ?? false, baseVersion: input.base.version } }),
+              ...(replayHeldout && { heldout: input.heldout, release: { samplesPerTask: input.release?.samplesPerTask ?? 1, promote: input.release?.promote ?? false, base: input.base } }),
               ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
             },
           ],

@@ -37,6 +37,7 @@ const iteration = z.object({
   candidate: z.string().nullable(),
   meanReward: z.number().nullable(),
   heldoutMeanReward: z.number().nullable(),
+  gate: z.object({ verdict: z.enum(['pass', 'fail']), decisionId: z.string(), incumbent: z.string(), promoted: z.boolean(), reasons: z.array(z.string()) }).optional(),
   failed: z.string().optional(),
 });
 const heldoutResult = z.object({ policyVersion: z.string(), meanReward: z.number().nullable(), meanRewardByTask: z.record(z.string(), z.number()) });
@@ -97,3 +98,65 @@ export const scheduleListing = z.object({
 export const startedRun = z.object({ runId: z.string(), executionRunId: z.string() });
 export const accepted = z.object({ ok: z.literal(true) });
 export const errorBody = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
+
+export const versionParams = z.strictObject({ version: z.string().min(1) });
+export const decisionParams = z.strictObject({ decisionId: z.string().min(1) });
+export const promoteBody = z
+  .strictObject({
+    decisionId: z.string().min(1).optional().describe('The gate decision that allows it (default: the newest against the current production)'),
+    override: z.strictObject({ reason: z.string().min(1) }).optional().describe('Promote without a passing decision; recorded as an override'),
+  })
+  .optional();
+export const rollbackBody = z.strictObject({ reason: z.string().min(1).optional() }).optional();
+export const releaseBody = z.strictObject({
+  candidate: z.string().min(1),
+  promote: z.boolean().default(false).describe('Move production to the candidate when the gate passes'),
+  heldoutLimit: positive.optional(),
+});
+export const startedRelease = z.object({ workflowId: z.string(), decisionId: z.string().describe('Where the decision will be (GET /api/decisions/{decisionId}) once the replays are done') });
+
+const aliasChange = z.object({
+  id: z.number().int(),
+  alias: z.string(),
+  from: z.string().nullable(),
+  to: z.string(),
+  operation: z.enum(['set', 'promote', 'rollback']),
+  actor: z.string(),
+  reason: z.string().nullable(),
+  override: z.boolean(),
+  decisionId: z.string().nullable(),
+  at: timestamp,
+});
+export const aliasMove = z.object({ change: aliasChange, gatewayUpdated: z.boolean(), gatewayError: z.string().optional() });
+export const aliases = z.object({ aliases: z.record(z.string(), z.string()), history: z.array(aliasChange) });
+export const decision = z.object({
+  id: z.string(),
+  candidate: z.string(),
+  incumbent: z.string(),
+  verdict: z.enum(['pass', 'fail']),
+  record: z.record(z.string(), z.unknown()).describe('Rules, checks with the rollout ids behind them, evidence'),
+  createdAt: timestamp,
+});
+export const ledgerQuery = z.strictObject({ runId: z.string().min(1).optional() });
+export const ledgerEntry = z.object({
+  id: z.string(),
+  kind: z.enum(['iteration', 'release']),
+  runId: z.string().nullable(),
+  iteration: z.number().int().nullable(),
+  decisionId: z.string().nullable(),
+  batchIds: z.array(z.string()),
+  model: z.object({ policyVersion: z.string(), parent: z.string().nullable() }),
+  harness: z.object({ version: z.string() }),
+  environment: z.object({ taskSet: z.string(), verifier: z.string(), config: z.string() }),
+  metrics: z.object({
+    rollouts: z.number().int(),
+    acceptedRate: z.number(),
+    tokens: z.number(),
+    elapsedSeconds: z.number(),
+    toolErrors: z.number().int(),
+    retries: z.number().int(),
+    interventions: z.number().int(),
+    irreversibleFailures: z.number().int(),
+  }),
+  at: timestamp,
+});

@@ -1,13 +1,16 @@
-import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { z, ZodError, type ZodType } from 'zod';
 import { describeRun, listRuns, newRunId, RunExistsError, RunNotFoundError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
+import { releaseInput, startRelease } from '../client/release.js';
 import { changeSchedule, createSchedule, listSchedules, ScheduleError } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
 import type { ReinConfig } from '../config/schema.js';
 import { matchesHash } from '../gateway/keys.js';
-import { PolicyRegistry } from '../registry/policy-registry.js';
+import { gatewayControlFromConfig } from '../gateway/from-config.js';
+import { Ledger } from '../ledger/ledger.js';
+import { PolicyRegistry, registryFile } from '../registry/policy-registry.js';
+import { PRODUCTION_ALIAS, promote, PromotionError, rollback } from '../registry/promotion.js';
 import * as s from './schemas.js';
 
 export interface ApiOptions {
@@ -69,11 +72,27 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   const { config, client } = options;
   const taskQueue = config.temporal.taskQueue;
   const withRegistry = <T>(use: (registry: PolicyRegistry) => T): T => {
-    const registry = new PolicyRegistry(path.join(config.dataDir, 'registry.sqlite'));
+    const registry = new PolicyRegistry(registryFile(config.dataDir));
     try {
       return use(registry);
     } finally {
       registry.close();
+    }
+  };
+  const withRegistryAsync = async <T>(use: (registry: PolicyRegistry) => Promise<T>): Promise<T> => {
+    const registry = new PolicyRegistry(registryFile(config.dataDir));
+    try {
+      return await use(registry);
+    } finally {
+      registry.close();
+    }
+  };
+  const withLedger = <T>(use: (ledger: Ledger) => T): T => {
+    const ledger = new Ledger(registryFile(config.dataDir));
+    try {
+      return use(ledger);
+    } finally {
+      ledger.close();
     }
   };
   const overrides = (b: z.output<typeof s.runSizes>) => ({ iterations: b.iterations, tasksPerIteration: b.tasksPerIteration, samplesPerTask: b.samplesPerTask, heldoutLimit: b.heldoutLimit });
@@ -105,6 +124,53 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       }),
     ),
     route({ method: 'GET', url: '/api/policies', summary: 'Policy versions with their lineage', query: s.listPoliciesQuery, response: z.object({ items: z.array(s.policyRecord) }), handle: async ({ query }) => ({ items: withRegistry((r) => r.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
+    route({ method: 'GET', url: '/api/aliases', summary: 'Where each alias points, and every move (promotions, rollbacks, overrides)', response: s.aliases, handle: async () => withRegistry((r) => ({ aliases: r.aliases(), history: r.aliasHistory() })) }),
+    route({
+      method: 'POST',
+      url: '/api/policies/:version/promote',
+      summary: 'Move production to a version: needs a passing gate decision against the current production, or an override (recorded)',
+      params: s.versionParams,
+      body: s.promoteBody,
+      response: s.aliasMove,
+      handle: async ({ params, body }) =>
+        withRegistryAsync((r) =>
+          promote(r, gatewayControlFromConfig(config.gateway), { version: params.version, actor: 'api', ...(body?.decisionId && { decisionId: body.decisionId }), ...(body?.override && { override: body.override }) }),
+        ),
+    }),
+    route({
+      method: 'POST',
+      url: '/api/production/rollback',
+      summary: 'Move production back to the version it served before the current one',
+      body: s.rollbackBody,
+      response: s.aliasMove,
+      handle: async ({ body }) => withRegistryAsync((r) => rollback(r, gatewayControlFromConfig(config.gateway), { actor: 'api', ...(body?.reason && { reason: body.reason }) })),
+    }),
+    route({
+      method: 'POST',
+      url: '/api/releases',
+      summary: 'Replay held-out tasks with a candidate and with production, apply the gate, promote on a pass when asked',
+      body: s.releaseBody,
+      status: 202,
+      response: s.startedRelease,
+      handle: async ({ body }) => {
+        const input = releaseInput(config, body.candidate, { promote: body.promote, heldoutLimit: body.heldoutLimit, actor: 'api' });
+        const incumbent = withRegistry((r) => r.alias(PRODUCTION_ALIAS)) ?? config.run.base.version;
+        return { workflowId: await startRelease(client, taskQueue, input), decisionId: `${input.candidateBatchId}.vs.${incumbent}` };
+      },
+    }),
+    route({
+      method: 'GET',
+      url: '/api/decisions/:decisionId',
+      summary: 'A gate decision: rules, checks, evidence and the rollouts behind each number',
+      params: s.decisionParams,
+      response: s.decision,
+      handle: async ({ params }) => {
+        const found = withRegistry((r) => r.decision(params.decisionId));
+        if (!found) throw new ApiError(404, 'decision_not_found', `no gate decision ${params.decisionId}`);
+        return found;
+      },
+    }),
+    route({ method: 'GET', url: '/api/ledger', summary: 'The model, harness and environment ledgers: a row per iteration and release', query: s.ledgerQuery, response: z.object({ items: z.array(s.ledgerEntry) }), handle: async ({ query }) => ({ items: withLedger((l) => l.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
     route({ method: 'GET', url: '/api/schedules', summary: 'Training schedules with their next and recent runs', response: z.object({ items: z.array(s.scheduleListing) }), handle: async () => ({ items: await listSchedules(client) }) }),
     route({
       method: 'POST',
@@ -200,6 +266,7 @@ function describeError(err: unknown): { status: number; code: string; message: s
   if (err instanceof RunNotFoundError) return { status: 404, code: 'run_not_found', message: err.message };
   if (err instanceof RunExistsError) return { status: 409, code: 'run_exists', message: err.message };
   if (err instanceof ScheduleError) return { status: /^no schedule/.test(err.message) ? 404 : /already exists/.test(err.message) ? 409 : 400, code: 'schedule', message: err.message };
+  if (err instanceof PromotionError) return { status: /not registered|no gate decision/.test(err.message) ? 404 : 409, code: 'promotion_refused', message: err.message };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
   if (err instanceof ZodError) return { status: 400, code: 'invalid_request', message: err.issues.map((i) => i.message).join('; ') };
   const e = err as { statusCode?: number; message?: string };

@@ -8,6 +8,7 @@ import { registerDevCommand } from './commands/dev.js';
 import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGatewayCommand } from './commands/gateway.js';
 import { registerPolicyCommands } from './commands/policy.js';
+import { registerReleaseCommands } from './commands/release.js';
 import { registerRunCommands } from './commands/runs.js';
 import { registerScheduleCommands } from './commands/schedule.js';
 import { registerServerCommand } from './commands/server.js';
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
   registerPolicyCommands(program);
   registerTrainCommand(program);
   registerRunCommands(program);
+  registerReleaseCommands(program);
   registerScheduleCommands(program);
   registerDoctorCommand(program);
   registerConfigCommands(program);

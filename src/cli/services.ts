@@ -1,12 +1,16 @@
-import { existsSync, mkdirSync } from 'node:fs';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
+import type { Client } from '@temporalio/client';
+import { workerIsPolling } from '../client/runs.js';
+import { connectTemporal, type TemporalClient } from '../client/temporal.js';
 import type { ReinConfig } from '../config/schema.js';
+import { usesEmbeddedServer } from '../config/temporal-connection.js';
 import { startApi, type ApiServer } from '../api/server.js';
 import { adminKeyHash, gatewayOptions } from '../gateway/from-config.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import type { Logger } from '../log/logger.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
-import { PolicyRegistry } from '../registry/policy-registry.js';
+import { PolicyRegistry, registryFile } from '../registry/policy-registry.js';
+import { restoreAliases } from '../registry/promotion.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 import { startLocalWorker, type RunningWorker } from './local-worker.js';
 import { bringUpTemporal, type TemporalUp } from './temporal-up.js';
@@ -52,7 +56,7 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
     const gateway = await startGateway(gatewayOptions(config.gateway, store).options, { host: config.gateway.host, port: config.gateway.port });
     closers.push(() => gateway.close());
     logger.info({ url: gateway.url }, 'gateway listening');
-    if (policyServer) restoreTrainedPolicies(config, policyServer, gateway, logger);
+    restoreRegistryRoutes(config, policyServer, gateway, logger);
 
     const worker = await startLocalWorker(config, logger);
     closers.push(() => worker.stop());
@@ -77,20 +81,50 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
   }
 }
 
-/** Serves the registry's trained versions again (the policy server and the gateway's routes live in memory). */
-function restoreTrainedPolicies(config: ReinConfig, policyServer: PolicyServer, gateway: Gateway, logger: Logger): void {
-  mkdirSync(config.dataDir, { recursive: true });
-  const registry = new PolicyRegistry(path.join(config.dataDir, 'registry.sqlite'));
+/**
+ * A Temporal client with a worker behind it: the configured server when a Rein worker polls its
+ * task queue, else everything started in this process (for as long as the caller needs it).
+ */
+export async function connectOrStartServices(
+  config: ReinConfig,
+  logger: Logger,
+  say: (line: string) => void,
+): Promise<{ client: Client; services: RunningServices | undefined; close(): Promise<void> }> {
+  const { taskQueue } = config.temporal;
+  let temporal: TemporalClient | undefined = await connectTemporal(config.temporal, 1500).catch(() => undefined);
+  if (!temporal && !usesEmbeddedServer(config.temporal)) temporal = await connectTemporal(config.temporal); // throws, saying how to fix it
+  if (temporal && (await workerIsPolling(temporal.client, taskQueue))) {
+    const connected = temporal;
+    return { client: connected.client, services: undefined, close: () => connected.close() };
+  }
+  await temporal?.close();
+  say(
+    `No Rein worker polls task queue "${taskQueue}": running ${usesEmbeddedServer(config.temporal) ? 'Temporal, ' : ''}the gateway${config.policyServer.enabled ? ', the policy server' : ''} and a worker in this process until it is done (\`rein dev\` keeps them up).`,
+  );
+  const services = await startServices(config, logger);
+  return { client: services.temporal.temporal.client, services, close: () => services.shutdown() };
+}
+
+/**
+ * Serves the registry's trained versions again and points aliases where the registry says (the
+ * policy server and the gateway's routes live in memory).
+ */
+function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | undefined, gateway: Gateway, logger: Logger): void {
+  const registry = new PolicyRegistry(registryFile(config.dataDir));
   try {
-    const served = new Set(policyServer.models());
-    const restored: string[] = [];
-    for (const policy of registry.list()) {
-      if (served.has(policy.version) || !existsSync(policy.checkpointUri)) continue;
-      policyServer.load(policy.version, policy.checkpointUri);
-      gateway.router.registerPolicy(policy.version, { backend: config.trainer.servingBackend, model: policy.version });
-      restored.push(policy.version);
+    if (policyServer) {
+      const served = new Set(policyServer.models());
+      const restored: string[] = [];
+      for (const policy of registry.list()) {
+        if (served.has(policy.version) || !existsSync(policy.checkpointUri)) continue;
+        policyServer.load(policy.version, policy.checkpointUri);
+        gateway.router.registerPolicy(policy.version, { backend: config.trainer.servingBackend, model: policy.version });
+        restored.push(policy.version);
+      }
+      if (restored.length > 0) logger.info({ restored }, 'serving trained policy versions again');
     }
-    if (restored.length > 0) logger.info({ restored }, 'serving trained policy versions again');
+    const skipped = restoreAliases(registry, gateway.router);
+    if (skipped.length > 0) logger.warn({ skipped }, 'aliases in the registry name versions this gateway does not serve');
   } finally {
     registry.close();
   }

@@ -1,3 +1,5 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
 import Database from 'better-sqlite3';
 import { canonicalJson } from '../rollouts/harness-spec.js';
 
@@ -66,6 +68,12 @@ interface Row {
   trainer_metrics: string;
   status: PolicyStatus;
   created_at: number;
+}
+
+/** The registry (and the ledgers beside it) of a data directory, created on first use. */
+export function registryFile(dataDir: string): string {
+  mkdirSync(dataDir, { recursive: true });
+  return path.join(dataDir, 'registry.sqlite');
 }
 
 export class PolicyRegistry {

@@ -91,3 +91,19 @@ async function tellGateway(gateway: AliasTarget | undefined, version: string): P
     return { gatewayUpdated: false, gatewayError: (err as Error).message };
   }
 }
+
+/**
+ * Points the gateway's aliases where the registry says: the gateway keeps its routes in memory,
+ * so one that starts after a promotion learns it here. Returns what it could not apply.
+ */
+export function restoreAliases(registry: PolicyRegistry, router: { setAlias(alias: string, version: string): void }): string[] {
+  const skipped: string[] = [];
+  for (const [alias, version] of Object.entries(registry.aliases())) {
+    try {
+      router.setAlias(alias, version);
+    } catch (err) {
+      skipped.push(`${alias} → ${version}: ${(err as Error).message}`);
+    }
+  }
+  return skipped;
+}

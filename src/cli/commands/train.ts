@@ -1,10 +1,8 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { newRunId, startRun, trainingRunInput, workerIsPolling, type RunOverrides } from '../../client/runs.js';
-import { connectTemporal, type TemporalClient } from '../../client/temporal.js';
-import { usesEmbeddedServer } from '../../config/temporal-connection.js';
+import { newRunId, startRun, trainingRunInput, type RunOverrides } from '../../client/runs.js';
 import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
 import { followRun, formatRunSummary } from '../follow-run.js';
-import { startServices, type RunningServices } from '../services.js';
+import { connectOrStartServices } from '../services.js';
 
 export const positiveInteger = (value: string) => {
   const n = Number(value);
@@ -54,17 +52,7 @@ export function registerTrainCommand(program: Command): void {
         runId: options.runId ?? newRunId(),
       };
       const { taskQueue, namespace } = config.temporal;
-
-      let temporal: TemporalClient | undefined = await connectTemporal(config.temporal, 1500).catch(() => undefined);
-      let services: RunningServices | undefined;
-      if (!temporal && !usesEmbeddedServer(config.temporal)) temporal = await connectTemporal(config.temporal); // throws, saying how to fix it
-      if (!temporal || !(await workerIsPolling(temporal.client, taskQueue))) {
-        await temporal?.close();
-        temporal = undefined;
-        say(`No Rein worker polls task queue "${taskQueue}": running ${usesEmbeddedServer(config.temporal) ? 'Temporal, ' : ''}the gateway${config.policyServer.enabled ? ', the policy server' : ''} and a worker in this process until the run ends (\`rein dev\` keeps them up between runs).`);
-        services = await startServices(config, logger);
-      }
-      const client = services ? services.temporal.temporal.client : (temporal as TemporalClient).client;
+      const { client, services, close } = await connectOrStartServices(config, logger, say);
       const interrupted = new AbortController();
       const onSignal = () => interrupted.abort();
       process.once('SIGINT', onSignal);
@@ -97,8 +85,7 @@ export function registerTrainCommand(program: Command): void {
       } finally {
         process.off('SIGINT', onSignal);
         process.off('SIGTERM', onSignal);
-        await services?.shutdown();
-        await temporal?.close();
+        await close();
       }
     });
 }

@@ -1,0 +1,51 @@
+import { createHash } from 'node:crypto';
+import { formatTable } from './table.js';
+import { ledgerChanges, type LedgerEntry, type LedgerName } from '../ledger/ledger.js';
+
+const short = (text: string, n = 12) => (text.length > n ? text.slice(0, n) : text);
+const environmentId = (e: LedgerEntry['environment']) => createHash('sha256').update(`${e.taskSet}|${e.verifier}|${e.config}`).digest('hex').slice(0, 8);
+
+/** The three ledgers as one table (a row per iteration and release), with what each environment id stands for. */
+export function formatLedger(entries: readonly LedgerEntry[]): string {
+  const rows = entries.map((e) => [
+    e.id,
+    e.kind,
+    e.model.policyVersion,
+    short(e.harness.version),
+    environmentId(e.environment),
+    `${(100 * e.metrics.acceptedRate).toFixed(1)}%`,
+    String(e.metrics.rollouts),
+    String(e.metrics.tokens),
+    `${e.metrics.elapsedSeconds.toFixed(0)} s`,
+    String(e.metrics.toolErrors),
+    String(e.metrics.retries),
+    String(e.metrics.interventions),
+    String(e.metrics.irreversibleFailures),
+  ]);
+  const table = formatTable(['entry', 'kind', 'model', 'harness', 'environment', 'accepted', 'rollouts', 'tokens', 'elapsed', 'tool errors', 'retries', 'interventions', 'irreversible'], rows);
+  const environments = new Map(entries.map((e) => [environmentId(e.environment), e.environment]));
+  const legend = [...environments].map(([id, env]) => `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}`);
+  const releases = entries.filter((e) => e.kind === 'release');
+  const lastTwo = releases.length >= 2 ? `\nBetween the last two releases:\n${formatLedgerChanges(releases.at(-2) as LedgerEntry, releases.at(-1) as LedgerEntry)}` : '';
+  return `${table}\n${legend.join('\n')}\n${lastTwo}`;
+}
+
+/** Which of the three ledgers changed between two entries, and how the measurements moved. */
+export function formatLedgerChanges(a: LedgerEntry, b: LedgerEntry): string {
+  const changes = ledgerChanges(a, b);
+  const lines = (['model', 'harness', 'environment'] as LedgerName[]).map((name) => {
+    const fields = changes[name];
+    return fields.length === 0 ? `  ${name}: unchanged` : `  ${name}: CHANGED (${fields.map((f) => `${f.field} ${String(f.from)} → ${String(f.to)}`).join('; ')})`;
+  });
+  const delta = (label: string, x: number, y: number, unit = '') => `${label} ${x}${unit} → ${y}${unit}`;
+  lines.push(
+    `  ${a.id} → ${b.id}: ` +
+      [
+        delta('accepted', Number((100 * a.metrics.acceptedRate).toFixed(1)), Number((100 * b.metrics.acceptedRate).toFixed(1)), '%'),
+        delta('tokens', a.metrics.tokens, b.metrics.tokens),
+        delta('tool errors', a.metrics.toolErrors, b.metrics.toolErrors),
+        delta('irreversible', a.metrics.irreversibleFailures, b.metrics.irreversibleFailures),
+      ].join(', '),
+  );
+  return `${lines.join('\n')}\n`;
+}
