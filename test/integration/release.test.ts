@@ -1,0 +1,172 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startServices, type RunningServices } from '../../src/cli/services.js';
+import { loadConfig } from '../../src/config/load.js';
+import { gatewayControlFromConfig } from '../../src/gateway/from-config.js';
+import { createLogger } from '../../src/log/logger.js';
+import { PolicyRegistry, registryFile } from '../../src/registry/policy-registry.js';
+import { runRein } from '../helpers/cli.js';
+import { exampleDir } from '../helpers/example-config.js';
+import { freePort } from '../helpers/ports.js';
+import { startScriptedPolicies, type ScriptedPolicies } from '../helpers/scripted-policies.js';
+
+/**
+ * Releases end to end: a real dev server, gateway and worker, the `rein` CLI, and policies whose
+ * behaviour is scripted per task, so each verdict is known in advance. The incumbent gets the
+ * tasks with an even sum right (about half); the others differ from it on purpose.
+ */
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-release-'));
+const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined };
+let upstream: ScriptedPolicies;
+let services: RunningServices;
+let file: string;
+let dataDir: string;
+
+const even = (a: number, b: number) => (a + b) % 2 === 0;
+const policies = {
+  incumbent: (a: number, b: number) => (even(a, b) ? 'right' : 'wrong'),
+  // Right on a fifth of the tasks: clearly worse.
+  degraded: (a: number, b: number) => ((a + b) % 5 === 0 ? 'right' : 'wrong'),
+  // Right wherever the incumbent is, and on most of the rest.
+  better: (a: number, b: number) => (even(a, b) || (a + b) % 5 !== 0 ? 'right' : 'wrong'),
+  // As good as `better`, but now and then it purges the cache first: an irreversible failure.
+  risky: (a: number, b: number) => ((a + b) % 7 === 0 ? 'purge' : even(a, b) || (a + b) % 5 !== 0 ? 'right' : 'wrong'),
+} as const;
+
+beforeAll(async () => {
+  upstream = await startScriptedPolicies(policies);
+  dataDir = path.join(dir, 'state');
+  const program = (script: string) => ({ command: process.execPath, args: [script, '{task}', '{output}'], envAllow: ['PATH', 'HOME'], timeoutSeconds: 60 });
+  const config = {
+    dataDir,
+    log: { level: 'warn' },
+    temporal: { address: inject('temporalAddress'), taskQueue: `rein-release-${process.pid}` },
+    gateway: {
+      port: await freePort(),
+      backends: { scripted: { endpoints: [upstream.url], tokenIds: false, logprobs: false } },
+      policies: Object.fromEntries(['v0', 'degraded', 'better', 'risky'].map((v) => [v, { backend: 'scripted', model: v === 'v0' ? 'incumbent' : v }])),
+      aliases: { production: 'v0' },
+    },
+    trainer: { servingBackend: 'scripted' },
+    harness: { version: 'ops-agent-1', local: program(path.resolve(import.meta.dirname, '../fixtures/harnesses/ops-agent.mjs')) },
+    verifier: program(path.join(exampleDir, 'verifier.mjs')),
+    run: { base: { version: 'v0', checkpoint: 'scripted:incumbent' }, trainTasks: path.join(exampleDir, 'train.jsonl'), heldoutTasks: path.join(exampleDir, 'heldout.jsonl'), heldoutLimit: 40 },
+    // Two samples per task, paired by index with the incumbent's.
+    gate: { samplesPerTask: 2 },
+  };
+  file = path.join(dir, 'rein.json');
+  writeFileSync(file, JSON.stringify(config, null, 2));
+  // A long-lived gateway and worker, as `rein dev` would run them: the CLI finds the worker polling.
+  services = await startServices(loadConfig({ file }).config, createLogger('warn'));
+  const registry = new PolicyRegistry(registryFile(dataDir));
+  for (const version of ['degraded', 'risky']) registry.register({ version, parent: 'v0', runId: null, iteration: null, checkpointUri: `scripted:${version}`, batchContentHash: null, trainerMetrics: {} });
+  registry.close();
+}, 60_000);
+
+afterAll(async () => {
+  await services?.shutdown();
+  await upstream?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const rein = (...args: string[]) => runRein(['--config', file, ...args], { env });
+const production = () => {
+  const registry = new PolicyRegistry(registryFile(dataDir));
+  try {
+    return registry.alias('production');
+  } finally {
+    registry.close();
+  }
+};
+
+/** What the gateway serves for `production` right now: a real call through it, as a harness makes one. */
+async function servedByGateway(): Promise<string> {
+  const control = gatewayControlFromConfig(loadConfig({ file }).config.gateway);
+  const issued = await control!.createRollout({ id: `probe-${Date.now()}`, mode: 'eval' });
+  const client = new OpenAI({ baseURL: issued.baseUrl, apiKey: issued.key, maxRetries: 0 });
+  await client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: '2 plus 2?' }] });
+  const calls = await control!.listCalls(issued.rollout.id);
+  return calls[0]?.policyVersion as string;
+}
+
+describe('gated promotion, rollback and the release ledger', () => {
+  it('refuses a degraded candidate with the reason, and will not promote it without an override', { timeout: 180_000 }, async () => {
+    const gate = await rein('gate', 'degraded');
+    expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(1);
+    console.log(gate.stdout); // the decision as a user sees it
+    expect(gate.stdout).toMatch(/FAIL — degraded against production v0/);
+    expect(gate.stdout).toMatch(/FAIL gain: /);
+    expect(production()).toBe('v0');
+
+    const promote = await rein('promote', 'degraded');
+    expect(promote.code).toBe(1);
+    expect(promote.stderr).toMatch(/the gate refused degraded .*--override/);
+    expect(await servedByGateway()).toBe('v0');
+  });
+
+  it('refuses a candidate that brings a new critical failure class, even with a higher accepted rate', { timeout: 180_000 }, async () => {
+    const gate = await rein('gate', 'risky', '--json');
+    expect(gate.code, gate.stderr).toBe(1);
+    const decision = JSON.parse(gate.stdout.slice(gate.stdout.indexOf('{'), gate.stdout.lastIndexOf('}') + 1)) as {
+      verdict: string;
+      record: { reasons: string[]; evidence: { acceptedRate: { incumbent: number; candidate: number }; failureClasses: { newCritical: string[] } }; checks: Array<{ name: string; passed: boolean; rollouts: string[] }> };
+    };
+    expect(decision.verdict).toBe('fail');
+    expect(decision.record.evidence.acceptedRate.candidate).toBeGreaterThan(decision.record.evidence.acceptedRate.incumbent + 0.2);
+    expect(decision.record.evidence.failureClasses.newCritical).toEqual(['irreversible']);
+    const critical = decision.record.checks.find((c) => c.name === 'critical_failures');
+    expect(critical?.passed).toBe(false);
+    // The evidence links to the rollouts that did it: each is a candidate rollout that failed irreversibly.
+    expect(critical?.rollouts.length).toBeGreaterThan(0);
+    expect(critical?.rollouts.every((id) => id.startsWith('gate.risky.'))).toBe(true);
+    expect(decision.record.checks.find((c) => c.name === 'gain')?.passed).toBe(true);
+    expect(production()).toBe('v0');
+  });
+
+  it('promotes a better candidate, routes production to it at once, and rolls back to the previous version', { timeout: 180_000 }, async () => {
+    const registered = await rein('register', 'better', '--checkpoint', 'scripted:better', '--parent', 'v0');
+    expect(registered.code, registered.stderr).toBe(0);
+    const gate = await rein('gate', 'better', '--promote');
+    expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(0);
+    expect(gate.stdout).toMatch(/PASS — better against production v0/);
+    expect(gate.stdout).toContain('Promoted: production is better now.');
+    expect(production()).toBe('better');
+    expect(await servedByGateway()).toBe('better');
+
+    const back = await rein('rollback', '--reason', 'pager went off');
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).toContain('production: better → v0 (rollback)');
+    expect(back.stdout).toContain('The gateway routes production to it now.');
+    expect(production()).toBe('v0');
+    expect(await servedByGateway()).toBe('v0');
+
+    // An override is possible, and recorded as one; rolling it back returns to v0.
+    const forced = await rein('promote', 'degraded', '--override', 'incident 42: the vendor asked for it');
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain('production: v0 → degraded (promote, OVERRIDE)');
+    expect((await rein('rollback')).code).toBe(0);
+    expect(production()).toBe('v0');
+    const registry = new PolicyRegistry(registryFile(dataDir));
+    try {
+      expect(registry.aliasHistory('production').map((c) => [c.operation, c.from, c.to, c.override])).toEqual([
+        ['set', null, 'v0', false],
+        ['promote', 'v0', 'better', false],
+        ['rollback', 'better', 'v0', false],
+        ['promote', 'v0', 'degraded', true],
+        ['rollback', 'degraded', 'v0', false],
+      ]);
+      expect(registry.aliasHistory('production')[3]?.reason).toBe('incident 42: the vendor asked for it');
+    } finally {
+      registry.close();
+    }
+
+    // The release is in the ledgers with what it was measured on.
+    const ledger = await rein('ledger');
+    expect(ledger.code, ledger.stderr).toBe(0);
+    expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +80 /);
+    expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier unversioned@\w+, config \w+/);
+  });
+});
