@@ -109,7 +109,12 @@ function stageLabel(status: RunStatus | undefined, activity: StageActivity | und
 
 function iterationLine(it: RunStatus['iterations'][number]): string {
   if (it.failed) return `iteration ${it.iteration}: failed (${it.failed})`;
-  return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${reward(it.meanReward)}, held-out ${reward(it.heldoutMeanReward)}`;
+  return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${reward(it.meanReward)}, held-out ${reward(it.heldoutMeanReward)}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
+}
+
+function gateLabel(gate: NonNullable<RunStatus['iterations'][number]['gate']>): string {
+  if (gate.verdict === 'fail') return `FAIL against ${gate.incumbent} (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
+  return gate.promoted ? `pass, promoted over ${gate.incumbent}` : `pass against ${gate.incumbent} (not promoted: gate.autoPromote is off)`;
 }
 
 const reward = (value: number | null | undefined) => (value === null || value === undefined ? '-' : value.toFixed(3));
@@ -121,8 +126,9 @@ export function formatRunSummary(report: RunReport): string {
   lines.push(`run ${report.runId}: ${status?.state ?? report.execution.toLowerCase()}${report.problem ? ` (${report.problem})` : ''}`);
   if (!status) return `${lines.join('\n')}\n`;
   if (status.iterations.length > 0) {
-    const rows = status.iterations.map((it) => [String(it.iteration), it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'), reward(it.meanReward), reward(it.heldoutMeanReward)]);
-    lines.push('', formatTable(['iteration', 'policy', 'train reward', 'held-out reward'], rows));
+    const verdict = (it: RunStatus['iterations'][number]) => (it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-');
+    const rows = status.iterations.map((it) => [String(it.iteration), it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'), reward(it.meanReward), reward(it.heldoutMeanReward), verdict(it)]);
+    lines.push('', formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate'], rows));
   }
   const heldout = status.heldout;
   if (heldout?.latest) {

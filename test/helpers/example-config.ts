@@ -29,7 +29,7 @@ export async function writeExampleConfig(dir: string, run: Record<string, unknow
     gateway: { port: await freePort() },
     policyServer: { port: await freePort() },
     harness: { version: 'calculator-agent-1', local: program('harness.mjs', 60) },
-    verifier: program('verifier.mjs', 30),
+    verifier: { ...program('verifier.mjs', 30), version: 'calculator-verifier-1' },
     run: {
       trainTasks: path.join(exampleDir, 'train.jsonl'),
       heldoutTasks: path.join(exampleDir, 'heldout.jsonl'),

@@ -70,7 +70,13 @@ describe('the HTTP API', () => {
     expect(status).toBe(200);
     expect(body.openapi).toBe('3.1.0');
     expect(Object.keys(body.paths).sort()).toEqual([
+      '/api/aliases',
+      '/api/decisions/{decisionId}',
+      '/api/ledger',
       '/api/policies',
+      '/api/policies/{version}/promote',
+      '/api/production/rollback',
+      '/api/releases',
       '/api/runs',
       '/api/runs/{runId}',
       '/api/runs/{runId}/pause',
@@ -109,7 +115,23 @@ describe('the HTTP API', () => {
     }
     expect(report).toMatchObject({ execution: 'COMPLETED', status: { state: 'finished', policyVersion: 'api-1.v1', heldout: { base: { policyVersion: 'v0' }, latest: { policyVersion: 'api-1.v1' } } } });
     expect((await call('GET', '/api/runs?limit=50')).body.items).toContainEqual(expect.objectContaining({ runId: 'api-1', execution: 'COMPLETED' }));
-    expect((await call('GET', '/api/policies?runId=api-1')).body.items).toEqual([expect.objectContaining({ version: 'api-1.v1', parent: 'v0', iteration: 1, status: 'candidate' })]);
+    expect((await call('GET', '/api/policies?runId=api-1')).body.items).toEqual([expect.objectContaining({ version: 'api-1.v1', parent: 'v0', iteration: 1 })]);
+
+    // The gate's decision on the candidate, with its evidence; the iteration's ledger row.
+    const gate = report.status.iterations[0].gate;
+    expect(gate).toMatchObject({ incumbent: 'v0', decisionId: expect.any(String) });
+    expect((await call('GET', `/api/decisions/${gate.decisionId}`)).body).toMatchObject({ candidate: 'api-1.v1', incumbent: 'v0', verdict: gate.verdict, record: { checks: expect.any(Array) } });
+    expect(await call('GET', '/api/decisions/nope')).toMatchObject({ status: 404, body: { error: { code: 'decision_not_found' } } });
+    expect((await call('GET', '/api/ledger?runId=api-1')).body.items).toEqual([expect.objectContaining({ id: 'api-1.it1', kind: 'iteration', model: { policyVersion: 'api-1.v1', parent: 'v0' } })]);
+
+    // Promotion by override (whatever the gate said), then rollback; both audited.
+    if (!gate.promoted) {
+      if (gate.verdict === 'fail') expect(await call('POST', '/api/policies/api-1.v1/promote')).toMatchObject({ status: 409, body: { error: { code: 'promotion_refused' } } });
+      expect(await call('POST', '/api/policies/api-1.v1/promote', { override: { reason: 'api test' } })).toMatchObject({ status: 200, body: { change: { from: 'v0', to: 'api-1.v1', override: true }, gatewayUpdated: true } });
+    }
+    expect(await call('POST', '/api/production/rollback', { reason: 'api test' })).toMatchObject({ status: 200, body: { change: { from: 'api-1.v1', to: 'v0', operation: 'rollback' } } });
+    expect((await call('GET', '/api/aliases')).body).toMatchObject({ aliases: { production: 'v0' }, history: expect.arrayContaining([expect.objectContaining({ operation: 'rollback', reason: 'api test' })]) });
+    expect(await call('POST', '/api/policies/no-such/promote', { override: { reason: 'x' } })).toMatchObject({ status: 404 });
     expect(await call('POST', '/api/runs', { runId: 'api-1' })).toMatchObject({ status: 409, body: { error: { code: 'run_exists' } } });
     expect(await call('POST', '/api/runs/api-1/stop')).toMatchObject({ status: 404 });
   });

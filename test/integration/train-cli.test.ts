@@ -57,7 +57,19 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
       registry.close();
     }
     const policies = await runRein(['--config', file, 'policies', '--run', runId], { env });
-    expect(policies.stdout).toMatch(/learn-1\.v3 +learn-1\.v2 +candidate +learn-1 +3 /);
+    // The gate compared v3 with production (the base) on the same held-out replays and promoted it.
+    expect(train.stdout).toMatch(/iteration 3: learn-1\.v3 .*; gate pass, promoted over v0/);
+    expect(policies.stdout).toMatch(/learn-1\.v3 +production +learn-1\.v2 +promoted +learn-1 +3 /);
+
+    // The three ledgers: a row per iteration and one for the release, each naming its model, harness and environment.
+    const ledger = await runRein(['--config', file, 'ledger', '--run', runId], { env });
+    console.log(ledger.stdout);
+    expect(ledger.code, ledger.stderr).toBe(0);
+    for (const [entry, kind, model] of <Array<[string, string, string]>>[['learn-1.it1', 'iteration', 'learn-1.v1'], ['learn-1.it2', 'iteration', 'learn-1.v2'], ['learn-1.it3', 'iteration', 'learn-1.v3'], ['release.learn-1.v3', 'release', 'learn-1.v3']]) {
+      expect(ledger.stdout).toMatch(new RegExp(`${entry.replace(/\./g, '\\.')} +${kind} +${model.replace(/\./g, '\\.')} +h-\\w+ +\\w+ +\\d+\\.\\d% +\\d+ +\\d+ +\\d+ s +\\d+ +\\d+ +\\d+ +0`));
+    }
+    expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier calculator-verifier-1@\w+/);
+    expect(ledger.stdout).toContain('production: learn-1.v3');
 
     // The iterations, filtered by the run's search attribute as the Web UI does.
     const { client, connection } = await testClient();
