@@ -1,4 +1,4 @@
-import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, patched, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
@@ -12,8 +12,10 @@ export interface TrainingRunInput {
   /** Default: the workflow id (a scheduled run's id is the schedule's id and the time it fired). */
   runId?: string;
   configHash: string;
-  /** The policy the run starts from, and where its weights are (registered as the lineage's root). */
+  /** The configured base policy and where its weights are (registered as a lineage root). */
   base: { version: string; checkpointUri: string };
+  /** Train from the version production serves when the run starts (the base when it was never set), or from the base. */
+  startFrom?: 'production' | 'base';
   /** Null: until stopped. */
   iterations: number | null;
   /** The run's training tasks; each iteration takes the next `tasksPerIteration` of them, wrapping around. */
@@ -100,24 +102,30 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   ]);
 
   if (!input.progress) {
-    const { registerBasePolicy } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5 }, summary: `register ${input.base.version}` });
+    const { registerBasePolicy, productionPolicy } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PolicyUpdateError', 'PromotionError'] }, summary: `register ${input.base.version}` });
     await registerBasePolicy(input.base);
+    if (input.startFrom === 'production' && patched('start-from-production')) {
+      // A recurring run goes on from what serves production now, not from the first base again.
+      progress.policyVersion = await productionPolicy({ base: input.base, candidate: input.base.version, actor: `run:${runId}` });
+      upsertSearchAttributes([{ key: ReinPolicyVersion, value: progress.policyVersion }]);
+    }
+    const start = progress.policyVersion;
     if (input.heldout) {
-      // The yardstick: the same held-out tasks with the base policy, before any training.
+      // The yardstick: the same held-out tasks with the starting policy, before any training.
+      // Its batch is the one a gate against that policy replays, so the first gate finds it done.
       stage = 'heldout-base';
       upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
-      // Its batch is the one a gate against the base replays, so the first gate finds it done.
       const samplesPerTask = input.release?.samplesPerTask ?? 1;
-      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${input.base.version}`, input.heartbeatTimeoutSeconds)({
-        batchId: incumbentBatchId(input.base.version, input.configHash),
+      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`, input.heartbeatTimeoutSeconds)({
+        batchId: incumbentBatchId(start, input.configHash),
         taskSet: input.heldout.taskSet,
         taskIds: input.heldout.taskIds,
         samplesPerTask,
         mode: 'eval',
-        policyVersion: input.base.version,
+        policyVersion: start,
         ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
       });
-      progress.heldout = { base: heldoutResult(input.base.version, base), latest: null };
+      progress.heldout = { base: heldoutResult(start, base), latest: null };
     }
   }
 

@@ -53,6 +53,7 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
     ...(overrides.runId && { runId: overrides.runId }),
     configHash: configHash(config),
     base: { version: run.base.version, checkpointUri: run.base.checkpoint as string },
+    startFrom: run.startFrom,
     iterations: run.iterations,
     train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.map((t) => t.id), tasksPerIteration: run.tasksPerIteration, samplesPerTask: run.samplesPerTask },
     ...(heldout && {

@@ -201,6 +201,10 @@ const run = z.strictObject({
         .describe("Its checkpoint folder (relative to the config file); default: the embedded base policy shipped with Rein"),
     })
     .prefault({}),
+  startFrom: z
+    .enum(['production', 'base'])
+    .default('production')
+    .describe('Train from the version production serves when the run starts (the base until something is promoted), or always from the base'),
   trainTasks: z.string().optional().describe('JSONL task set the run trains on (relative to the config file)'),
   heldoutTasks: z.string().optional().describe('JSONL task set replayed with the base and each candidate (relative to the config file)'),
   heldoutLimit: z.number().int().min(1).optional().describe('Replay only the first N held-out tasks'),

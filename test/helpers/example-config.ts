@@ -36,6 +36,8 @@ export async function writeExampleConfig(dir: string, run: Record<string, unknow
       evalHarnessEnv: { AGENT_TEMPERATURE: '0' },
       ...run,
     },
+    // As examples/calculator-agent/rein.yaml: the trained agent calls its calculator more.
+    gate: { maxRegression: { tokens: 1.0, steps: 1.0, latency: null } },
     ...more,
   };
   const file = path.join(dir, 'rein.json');

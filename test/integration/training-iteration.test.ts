@@ -136,13 +136,16 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
     }
   });
 
-  it('runs iterations as child workflows from the policy each one produced; pauses, resumes and stops on signals', { timeout: 240_000 }, async () => {
+  it('runs iterations as child workflows from production and then from the policy each one produced; pauses, resumes and stops on signals', { timeout: 240_000 }, async () => {
     const { worker, client, taskQueue, close } = await startWorker('run');
+    // What serves production now (say an earlier run's candidate was promoted) is where this run starts.
+    registry.setAlias('production', 'run-a.v1', { operation: 'promote', actor: 'test', override: true, reason: 'set up the test' });
     const train = loadTaskSet(path.join(example, 'train.jsonl'));
     const input: TrainingRunInput = {
       runId: 'run-b',
       configHash: 'c0nf1g',
       base: { version: 'v0', checkpointUri: path.join(packageRoot(), 'models', 'base') },
+      startFrom: 'production',
       iterations: null,
       train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.slice(0, 12).map((t) => t.id), tasksPerIteration: 4, samplesPerTask: 2 },
       onFailedIteration: 'stop',
@@ -168,8 +171,8 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const final = await handle.result();
         expect(final.state).toBe('stopped');
         expect(final.iterations.map((i: RunStatus["iterations"][number]) => i.candidate)).toEqual(['run-b.v1', 'run-b.v2']);
-        // Each iteration trained from the one before: the registry's lineage is a chain from the base.
-        expect(registry.list({ runId: 'run-b' }).map((p) => [p.version, p.parent, p.iteration])).toEqual([['run-b.v1', 'v0', 1], ['run-b.v2', 'run-b.v1', 2]]);
+        // Each iteration trained from the one before: the registry's lineage is a chain from production.
+        expect(registry.list({ runId: 'run-b' }).map((p) => [p.version, p.parent, p.iteration])).toEqual([['run-b.v1', 'run-a.v1', 1], ['run-b.v2', 'run-b.v1', 2]]);
         // The iterations are child workflows the UI can list by the run's search attribute.
         const children: string[] = [];
         for await (const w of client.workflow.list({ query: `ReinRunId = 'run-b' AND WorkflowType = 'trainingIteration'` })) children.push(w.workflowId);

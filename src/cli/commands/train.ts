@@ -60,9 +60,9 @@ export function registerTrainCommand(program: Command): void {
       try {
         const started = await startRun(client, taskQueue, input);
         const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
-        say(`Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.base.version}` +
+        say(`Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.startFrom === 'production' ? `production (${input.base.version} until a promotion)` : input.base.version}` +
           (input.heldout
-            ? `; held-out replay of ${input.heldout.taskIds.length} tasks with the base and ${input.heldoutEvery && input.heldoutEvery > 1 ? `after every ${input.heldoutEvery} iterations and the last` : 'each candidate'}`
+            ? `; held-out replay of ${input.heldout.taskIds.length} tasks with the starting policy and ${input.heldoutEvery && input.heldoutEvery > 1 ? `after every ${input.heldoutEvery} iterations and the last` : 'each candidate'}`
             : ''));
         if (ui) say(`Web UI: ${workflowUrl(ui, namespace, input.runId, started.executionRunId)}`);
         if (!options.follow && !services) {
