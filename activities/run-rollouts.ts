@@ -24,7 +24,8 @@ export interface RunRolloutsInput {
   taskIds: string[];
   samplesPerTask: number;
   mode: RolloutMode;
-  policyVersion: string;
+  /** Pins every rollout to this version; null runs them unpinned, as production traffic (a shadow run). */
+  policyVersion: string | null;
   /** Extra harness variables for this set (e.g. greedy decoding for held-out replay). */
   harnessEnv?: Record<string, string>;
 }

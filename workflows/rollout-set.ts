@@ -20,7 +20,7 @@ export async function rolloutSet(input: RolloutSetInput): Promise<RunRolloutsSum
   });
   upsertSearchAttributes([
     { key: ReinStage, value: 'rollouts' },
-    { key: ReinPolicyVersion, value: rollouts.policyVersion },
+    ...(rollouts.policyVersion !== null ? [{ key: ReinPolicyVersion, value: rollouts.policyVersion }] : []),
   ]);
   const summary = await runRollouts(rollouts);
   upsertSearchAttributes([{ key: ReinStage, value: 'rollouts-done' }]);

@@ -12,6 +12,7 @@ import { registerReleaseCommands } from './commands/release.js';
 import { registerRunCommands } from './commands/runs.js';
 import { registerScheduleCommands } from './commands/schedule.js';
 import { registerServerCommand } from './commands/server.js';
+import { registerShadowCommands } from './commands/shadow.js';
 import { registerTrainCommand } from './commands/train.js';
 import { registerWorkerCommand } from './commands/worker.js';
 
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   registerTrainCommand(program);
   registerRunCommands(program);
   registerReleaseCommands(program);
+  registerShadowCommands(program);
   registerScheduleCommands(program);
   registerDoctorCommand(program);
   registerConfigCommands(program);

@@ -71,6 +71,11 @@ export class GatewayControlClient {
     return this.request('PUT', `/api/aliases/${encodeURIComponent(alias)}`, { policyVersion });
   }
 
+  /** Waits (at most timeoutMs) until no call of the version is in flight, shadow calls to it included. */
+  drainPolicy(version: string, timeoutMs: number): Promise<{ drained: boolean; inFlight: number }> {
+    return this.request('POST', `/api/policies/${encodeURIComponent(version)}/drain?timeoutMs=${timeoutMs}`);
+  }
+
   /** Mirrors the alias's production calls to the candidate version (see Router.setMirror). */
   setMirror(alias: string, candidate: string): Promise<Mirror> {
     return this.request('PUT', `/api/mirrors/${encodeURIComponent(alias)}`, { candidate });

@@ -26,7 +26,11 @@ export interface RolloutBatchSpec {
   tasks: Task[];
   samplesPerTask: number;
   mode: RolloutMode;
-  policyVersion: string;
+  /**
+   * The version every rollout is pinned to; null leaves them unpinned, as production traffic is:
+   * the model the harness names resolves through its alias (and a mirror on it applies).
+   */
+  policyVersion: string | null;
   /** Task fields the harness must not see (the expected answer). */
   hiddenFields: string[];
   /** reward = Σ weight × component; the verifier's components are all stored. */
@@ -82,6 +86,8 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
   const problems = [
     ...(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(spec.batchId) ? [] : [`batch id "${spec.batchId}" may hold letters, digits and . _ : - only`]),
     ...refusalPatternProblems(spec.refusalPatterns ?? []),
+    // Training must know which version produced its samples; only a pin guarantees that.
+    ...(spec.policyVersion === null && spec.mode === 'train' ? ['train rollouts must be pinned to a policy version (policyVersion is null)'] : []),
     ...(await deps.harness.problems()),
     ...programProblems('verifier', deps.verifier),
   ];
@@ -138,7 +144,7 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
     id: rolloutId,
     taskId: task.id,
     mode: spec.mode,
-    policyVersion: spec.policyVersion,
+    ...(spec.policyVersion !== null && { policyVersion: spec.policyVersion }),
     metadata: { ...spec.metadata, batchId: spec.batchId, sample, ...(spec.harnessVersion && { harnessVersion: spec.harnessVersion }) },
   });
   const base = { rolloutId, taskId: task.id, sample };

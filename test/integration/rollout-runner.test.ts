@@ -222,6 +222,12 @@ describe('the local rollout runner', () => {
     expect(await t.store.getRollout('unlaunchable.u.0')).toBeUndefined();
   });
 
+  it('refuses unpinned train rollouts: training must know the version it samples', async () => {
+    const attempt = runRollouts(batch({ batchId: 'unpinned', policyVersion: null, tasks: [{ id: 'u', question: '1', answer: 1 }] }), { gateway, harness: exampleHarness, verifier: exampleVerifier });
+    await expect(attempt).rejects.toThrow('train rollouts must be pinned to a policy version (policyVersion is null)');
+    expect(await t.store.getRollout('unpinned.u.0')).toBeUndefined();
+  });
+
   it('retries a rollout whose backend failed as a new attempt, and gives up after maxAttempts', async () => {
     const [outcome] = await runRollouts(batch({ batchId: 'infra', policyVersion: 'fault:500', tasks: [{ id: 'i', question: '6*7', answer: 42 }], maxAttempts: 2 }), {
       gateway,

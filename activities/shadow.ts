@@ -1,0 +1,129 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { LocalArtifactStore } from '../src/artifacts/local-store.js';
+import { GatewayRequestError, type GatewayControlClient } from '../src/gateway/control-client.js';
+import type { Mirror } from '../src/gateway/routing.js';
+import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
+import { shadowReport } from '../src/shadow/report.js';
+import type { TraceStore } from '../src/store/trace-store.js';
+
+export interface ShadowActivityDeps {
+  store: TraceStore;
+  artifacts: LocalArtifactStore;
+  /** Absent when the worker's config names no gateway admin key: mirrors cannot be set there. */
+  gateway?: GatewayControlClient;
+}
+
+export interface ShadowReportInput {
+  candidate: string;
+  batchId: string;
+  taskIds: string[];
+  samplesPerTask: number;
+}
+
+/** Small enough for workflow history; the whole report (examples, splits by outcome) is the artifact. */
+export interface ShadowReportSummary {
+  uri: string;
+  sha256: string;
+  candidate: string;
+  incumbents: string[];
+  rollouts: number;
+  mirrored: number;
+  executionFailures: number;
+  completed: number;
+  compared: number;
+  disagreed: number;
+  disagreementRate: number | null;
+}
+
+/** How long stopping a mirror waits for the shadow calls already sent (they time out on the gateway's own limits). */
+const DRAIN_TIMEOUT_MS = 60_000;
+
+export function createShadowActivities(deps: ShadowActivityDeps) {
+  const gatewayOrFail = () => {
+    if (!deps.gateway) {
+      throw ApplicationFailure.nonRetryable(
+        'this worker cannot set gateway mirrors: its config gives no gateway admin key (set REIN_GATEWAY_ADMIN_KEY, or run it where the gateway wrote dataDir/gateway/admin-key)',
+        'ShadowSetupError',
+      );
+    }
+    return deps.gateway;
+  };
+  return {
+    /**
+     * Mirrors the alias's calls to the candidate. An alias mirrored already is refused rather than
+     * taken over, so a shadow run never ends someone's live mirror; only a retry of this activity
+     * may find its own mirror in place (its first attempt set it, then its answer was lost).
+     */
+    async startMirror(input: { alias: string; candidate: string }): Promise<Mirror> {
+      const gateway = gatewayOrFail();
+      const existing = (await gateway.listMirrors()).find((m) => m.alias === input.alias);
+      if (existing && !(existing.candidate === input.candidate && Context.current().info.attempt > 1)) {
+        throw ApplicationFailure.nonRetryable(
+          `alias ${input.alias} is mirrored to ${existing.candidate} already; stop that mirror first (\`rein shadow stop --alias ${input.alias}\`)`,
+          'ShadowSetupError',
+        );
+      }
+      try {
+        return await gateway.setMirror(input.alias, input.candidate);
+      } catch (err) {
+        if (err instanceof GatewayRequestError && err.code === 'policy_not_found') {
+          throw ApplicationFailure.nonRetryable(
+            `the gateway does not serve ${input.candidate}, so nothing can be mirrored to it (${err.message}). ` +
+              `Serve it first: on the embedded default, register its checkpoint folder (\`rein register ${input.candidate} --checkpoint DIR\`) and restart \`rein dev\`; ` +
+              `with your own backend, add it to gateway.policies or PUT /api/policies/${input.candidate}`,
+            'ShadowSetupError',
+          );
+        }
+        if (err instanceof GatewayRequestError && err.status === 404) throw ApplicationFailure.nonRetryable(err.message, 'ShadowSetupError');
+        throw err;
+      }
+    },
+
+    /**
+     * Stops mirroring the alias (a mirror already gone is fine) and, given the candidate, waits
+     * for the shadow calls already sent to it, so a report made next counts them all. A mirror
+     * moved to another candidate meanwhile is someone else's and stays.
+     */
+    async stopMirror(input: { alias: string; candidate?: string }): Promise<{ removed: Mirror | null; drained: boolean }> {
+      const gateway = gatewayOrFail();
+      const current = (await gateway.listMirrors()).find((m) => m.alias === input.alias);
+      let removed: Mirror | null = null;
+      if (current && (input.candidate === undefined || current.candidate === input.candidate)) {
+        try {
+          removed = await gateway.clearMirror(input.alias);
+        } catch (err) {
+          // Cleared by someone else between the two requests: what this activity is for happened.
+          if (!(err instanceof GatewayRequestError && err.code === 'mirror_not_found')) throw err;
+        }
+      }
+      if (input.candidate === undefined) return { removed, drained: true };
+      try {
+        return { removed, drained: (await gateway.drainPolicy(input.candidate, DRAIN_TIMEOUT_MS)).drained };
+      } catch (err) {
+        // A candidate no longer routed has nothing in flight.
+        if (err instanceof GatewayRequestError && err.status === 404) return { removed, drained: true };
+        throw err;
+      }
+    },
+
+    /** The shadow report over exactly the set's rollouts, kept as an artifact; history gets the counts. */
+    async shadowReport(input: ShadowReportInput): Promise<ShadowReportSummary> {
+      const rolloutIds = input.taskIds.flatMap((task) => Array.from({ length: input.samplesPerTask }, (_, sample) => rolloutIdFor(input.batchId, task, sample)));
+      const report = await shadowReport(deps.store, { candidate: input.candidate, rolloutIds });
+      const stored = deps.artifacts.put(`shadow/${input.batchId}/shadow-report.json`, `${JSON.stringify(report, null, 2)}\n`);
+      return {
+        uri: stored.uri,
+        sha256: stored.sha256,
+        candidate: report.candidate,
+        incumbents: report.incumbents,
+        rollouts: report.rollouts,
+        mirrored: report.mirrored,
+        executionFailures: report.executionFailures.total,
+        completed: report.completed,
+        compared: report.compared,
+        disagreed: report.compared - report.actions.same,
+        disagreementRate: report.disagreementRate,
+      };
+    },
+  };
+}

@@ -1,0 +1,61 @@
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import type { ReinConfig } from '../config/schema.js';
+import { ConfigError } from '../config/load.js';
+import { PRODUCTION_ALIAS } from '../registry/promotion.js';
+import { loadTaskSet } from '../rollouts/tasks.js';
+import type { shadowRun, ShadowRunInput, ShadowRunResult } from '../../workflows/index.js';
+import { configHash } from './runs.js';
+
+/**
+ * The shadowRun input from the config: its held-out tasks with the harness's eval settings, k
+ * samples per task as the gate replays them, and a batch named after the candidate and the
+ * config, so asking again reads back the rollouts already run.
+ */
+export function shadowRunInput(
+  config: ReinConfig,
+  candidate: string,
+  options: { heldoutLimit?: number | undefined; alias?: string | undefined } = {},
+  source = 'config',
+): ShadowRunInput {
+  const { run } = config;
+  if (!run.heldoutTasks) {
+    throw new ConfigError(source, ['run.heldoutTasks: not set; a shadow run runs the held-out task set through the harness (see examples/calculator-agent/rein.yaml)']);
+  }
+  const heldout = loadTaskSet(run.heldoutTasks);
+  const limit = Math.min(options.heldoutLimit ?? run.heldoutLimit ?? heldout.tasks.length, heldout.tasks.length);
+  return {
+    candidate,
+    alias: options.alias ?? PRODUCTION_ALIAS,
+    heldout: {
+      taskSet: { file: heldout.file, sha256: heldout.sha256 },
+      taskIds: heldout.tasks.slice(0, limit).map((t) => t.id),
+      ...(Object.keys(run.evalHarnessEnv).length > 0 && { harnessEnv: run.evalHarnessEnv }),
+    },
+    samplesPerTask: config.gate.samplesPerTask,
+    batchId: `shadow.${candidate}.${configHash(config).slice(0, 12)}.${limit}`,
+    heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
+  };
+}
+
+/** Runs a shadow run to its end and returns the counts and where the full report is. */
+export async function runShadow(client: Client, taskQueue: string, input: ShadowRunInput): Promise<ShadowRunResult> {
+  const workflowId = `shadow-${input.candidate}-${Date.now().toString(36)}`;
+  try {
+    return await client.workflow.execute<typeof shadowRun>('shadowRun', {
+      taskQueue,
+      workflowId,
+      args: [input],
+      staticSummary: `Rein shadow run: ${input.heldout.taskIds.length} held-out tasks on ${input.alias}, mirrored to ${input.candidate}`,
+    });
+  } catch (err) {
+    // "Workflow execution failed" says nothing; the activity's own failure says what to fix.
+    if (err instanceof WorkflowFailedError) throw new Error(`shadow run ${workflowId} failed: ${rootCause(err).message}`, { cause: err });
+    throw err;
+  }
+}
+
+function rootCause(err: Error): Error {
+  let e = err;
+  while (e.cause instanceof Error) e = e.cause;
+  return e;
+}
