@@ -2,6 +2,7 @@ import { ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@te
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
+import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
 import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
 import { rolloutsActivity } from './rollouts-activity.js';
 import type { TaskSelection } from './training-iteration.js';
@@ -13,8 +14,6 @@ export interface ReleaseCandidateInput {
   heldout: TaskSelection & { harnessEnv?: Record<string, string> };
   samplesPerTask: number;
   configHash: string;
-  /** Where the candidate's replay goes (the incumbent's is shared by every gate with the same config). */
-  candidateBatchId: string;
   /** Move production when the gate passes. */
   promote: boolean;
   /** Who asks: `run:<id>` or `cli:<user>`; recorded with the promotion. */
@@ -31,11 +30,6 @@ export interface ReleaseCandidateResult {
   incumbentHeldout: RunRolloutsSummary;
   gate: GateSummary;
   promoted: boolean;
-}
-
-/** The incumbent's replay depends only on the version, the held-out set and the config, so gates share it. */
-export function incumbentBatchId(version: string, configHash: string): string {
-  return `heldout.${version}.${configHash.slice(0, 12)}`;
 }
 
 /**
@@ -61,13 +55,13 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
       policyVersion,
       ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
     });
-  const incumbentSet = { batchId: incumbentBatchId(incumbent, input.configHash), taskIds: heldout.taskIds, samplesPerTask };
-  const candidateSet = { batchId: input.candidateBatchId, taskIds: heldout.taskIds, samplesPerTask };
+  const incumbentSet = { batchId: heldoutBatchId(incumbent, input.configHash), taskIds: heldout.taskIds, samplesPerTask };
+  const candidateSet = { batchId: heldoutBatchId(candidate, input.configHash), taskIds: heldout.taskIds, samplesPerTask };
   const incumbentHeldout = await replay(incumbent, incumbentSet.batchId);
   const candidateHeldout = await replay(candidate, candidateSet.batchId);
 
   upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
-  const gate = await quick.gateCandidate({ decisionId: `${input.candidateBatchId}.vs.${incumbent}`, candidate, incumbent, candidateSet, incumbentSet });
+  const gate = await quick.gateCandidate({ decisionId: decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask), candidate, incumbent, candidateSet, incumbentSet });
   let promoted = false;
   if (gate.verdict === 'pass' && input.promote) {
     upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);

@@ -120,7 +120,6 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
           heldout: input.heldout,
           samplesPerTask: input.release?.samplesPerTask ?? 1,
           configHash: input.configHash,
-          candidateBatchId: `${batchId}.heldout`,
           promote: input.release?.promote ?? false,
           actor: `run:${runId}`,
           runId,

@@ -2,7 +2,7 @@ import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
-import { incumbentBatchId } from './release-candidate.js';
+import { heldoutBatchId } from '../src/gate/release-ids.js';
 import { rolloutsActivity } from './rollouts-activity.js';
 import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
 
@@ -117,7 +117,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
       const samplesPerTask = input.release?.samplesPerTask ?? 1;
       const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`, input.heartbeatTimeoutSeconds)({
-        batchId: incumbentBatchId(start, input.configHash),
+        batchId: heldoutBatchId(start, input.configHash),
         taskSet: input.heldout.taskSet,
         taskIds: input.heldout.taskIds,
         samplesPerTask,

@@ -7,6 +7,7 @@ import { changeSchedule, createSchedule, listSchedules, ScheduleError } from '..
 import { ConfigError } from '../config/load.js';
 import type { ReinConfig } from '../config/schema.js';
 import { matchesHash } from '../gateway/keys.js';
+import { decisionIdFor } from '../gate/release-ids.js';
 import { gatewayControlFromConfig } from '../gateway/from-config.js';
 import { Ledger } from '../ledger/ledger.js';
 import { PolicyRegistry, registryFile } from '../registry/policy-registry.js';
@@ -155,7 +156,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       handle: async ({ body }) => {
         const input = releaseInput(config, body.candidate, { promote: body.promote, heldoutLimit: body.heldoutLimit, actor: 'api' });
         const incumbent = withRegistry((r) => r.alias(PRODUCTION_ALIAS)) ?? config.run.base.version;
-        return { workflowId: await startRelease(client, taskQueue, input), decisionId: `${input.candidateBatchId}.vs.${incumbent}` };
+        return { workflowId: await startRelease(client, taskQueue, input), decisionId: decisionIdFor(body.candidate, incumbent, input.configHash, input.heldout.taskIds.length, input.samplesPerTask) };
       },
     }),
     route({

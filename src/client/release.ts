@@ -28,7 +28,6 @@ export function releaseInput(config: ReinConfig, candidate: string, options: { p
     },
     samplesPerTask: config.gate.samplesPerTask,
     configHash: hash,
-    candidateBatchId: `gate.${candidate}.${hash.slice(0, 12)}.${limit}`,
     promote: options.promote,
     actor: options.actor,
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,

@@ -53,7 +53,7 @@ beforeAll(async () => {
     trainer: { servingBackend: 'scripted' },
     harness: { version: 'ops-agent-1', local: program(path.resolve(import.meta.dirname, '../fixtures/harnesses/ops-agent.mjs')) },
     verifier: program(path.join(exampleDir, 'verifier.mjs')),
-    run: { base: { version: 'v0', checkpoint: 'scripted:incumbent' }, trainTasks: path.join(exampleDir, 'train.jsonl'), heldoutTasks: path.join(exampleDir, 'heldout.jsonl'), heldoutLimit: 40 },
+    run: { base: { version: 'v0', checkpoint: 'scripted:incumbent' }, trainTasks: path.join(exampleDir, 'train.jsonl'), heldoutTasks: path.join(exampleDir, 'heldout.jsonl'), heldoutLimit: 24 },
     // Two samples per task, paired by index with the incumbent's.
     gate: { samplesPerTask: 2 },
   };
@@ -121,7 +121,7 @@ describe('gated promotion, rollback and the release ledger', () => {
     expect(critical?.passed).toBe(false);
     // The evidence links to the rollouts that did it: each is a candidate rollout that failed irreversibly.
     expect(critical?.rollouts.length).toBeGreaterThan(0);
-    expect(critical?.rollouts.every((id) => id.startsWith('gate.risky.'))).toBe(true);
+    expect(critical?.rollouts.every((id) => id.startsWith('heldout.risky.'))).toBe(true);
     expect(decision.record.checks.find((c) => c.name === 'gain')?.passed).toBe(true);
     expect(production()).toBe('v0');
   });
@@ -166,7 +166,7 @@ describe('gated promotion, rollback and the release ledger', () => {
     // The release is in the ledgers with what it was measured on.
     const ledger = await rein('ledger');
     expect(ledger.code, ledger.stderr).toBe(0);
-    expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +80 /);
+    expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +48 /);
     expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier unversioned@\w+, config \w+/);
   });
 });

@@ -105,15 +105,15 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         // Registered with its lineage and served behind the gateway; the gate compared it with production (the base).
         expect(registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash });
         expect(stack.policyServer.models()).toContain('run-a.v1');
-        expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.it1.heldout.vs.v0' } });
-        const decision = registry.decision('run-a.it1.heldout.vs.v0');
+        expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.v1.vs.v0.c0nf1g.8x1' } });
+        const decision = registry.decision('run-a.v1.vs.v0.c0nf1g.8x1');
         expect(decision?.record).toMatchObject({ checks: expect.any(Array), rules: { acceptReward: 1 }, candidate: { version: 'run-a.v1' }, incumbent: { version: 'v0' } });
         // Production moved only if the gate passed.
         expect(registry.alias('production')).toBe(result.release?.gate.verdict === 'pass' ? 'run-a.v1' : 'v0');
         expect(result.release?.promoted).toBe(result.release?.gate.verdict === 'pass');
         const replayed = await stack.store.listRollouts({ mode: 'eval' });
         expect(replayed.items.length).toBe(16);
-        for (const [version, prefix] of [['run-a.v1', 'run-a.it1.heldout.'], ['v0', 'heldout.v0.']]) {
+        for (const [version, prefix] of [['run-a.v1', 'heldout.run-a.v1.'], ['v0', 'heldout.v0.']]) {
           const one = replayed.items.find((r) => r.id.startsWith(prefix as string));
           expect((await stack.store.listCalls(one?.id as string)).every((c) => c.policyVersion === version)).toBe(true);
         }
