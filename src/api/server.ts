@@ -9,8 +9,8 @@ import type { ReinConfig } from '../config/schema.js';
 import { matchesHash } from '../gateway/keys.js';
 import { decisionIdFor } from '../gate/release-ids.js';
 import { gatewayControlFromConfig } from '../gateway/from-config.js';
-import { Ledger } from '../ledger/ledger.js';
-import { PolicyRegistry, registryFile } from '../registry/policy-registry.js';
+import { withLedger } from '../ledger/ledger.js';
+import { withRegistry, type PolicyRegistry } from '../registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError, rollback } from '../registry/promotion.js';
 import * as s from './schemas.js';
 
@@ -72,30 +72,7 @@ function route<P extends ZodType = ZodType<undefined>, Q extends ZodType = ZodTy
 export function buildApi(options: ApiOptions): FastifyInstance {
   const { config, client } = options;
   const taskQueue = config.temporal.taskQueue;
-  const withRegistry = <T>(use: (registry: PolicyRegistry) => T): T => {
-    const registry = new PolicyRegistry(registryFile(config.dataDir));
-    try {
-      return use(registry);
-    } finally {
-      registry.close();
-    }
-  };
-  const withRegistryAsync = async <T>(use: (registry: PolicyRegistry) => Promise<T>): Promise<T> => {
-    const registry = new PolicyRegistry(registryFile(config.dataDir));
-    try {
-      return await use(registry);
-    } finally {
-      registry.close();
-    }
-  };
-  const withLedger = <T>(use: (ledger: Ledger) => T): T => {
-    const ledger = new Ledger(registryFile(config.dataDir));
-    try {
-      return use(ledger);
-    } finally {
-      ledger.close();
-    }
-  };
+  const registry = <T>(use: (r: PolicyRegistry) => T | Promise<T>) => withRegistry(config.dataDir, use);
   const overrides = (b: z.output<typeof s.runSizes>) => ({ iterations: b.iterations, tasksPerIteration: b.tasksPerIteration, samplesPerTask: b.samplesPerTask, heldoutLimit: b.heldoutLimit });
 
   const routes: Route[] = [
@@ -124,8 +101,8 @@ export function buildApi(options: ApiOptions): FastifyInstance {
         },
       }),
     ),
-    route({ method: 'GET', url: '/api/policies', summary: 'Policy versions with their lineage', query: s.listPoliciesQuery, response: z.object({ items: z.array(s.policyRecord) }), handle: async ({ query }) => ({ items: withRegistry((r) => r.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
-    route({ method: 'GET', url: '/api/aliases', summary: 'Where each alias points, and every move (promotions, rollbacks, overrides)', response: s.aliases, handle: async () => withRegistry((r) => ({ aliases: r.aliases(), history: r.aliasHistory() })) }),
+    route({ method: 'GET', url: '/api/policies', summary: 'Policy versions with their lineage', query: s.listPoliciesQuery, response: z.object({ items: z.array(s.policyRecord) }), handle: async ({ query }) => ({ items: await registry((r) => r.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
+    route({ method: 'GET', url: '/api/aliases', summary: 'Where each alias points, and every move (promotions, rollbacks, overrides)', response: s.aliases, handle: async () => registry((r) => ({ aliases: r.aliases(), history: r.aliasHistory() })) }),
     route({
       method: 'POST',
       url: '/api/policies/:version/promote',
@@ -134,7 +111,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       body: s.promoteBody,
       response: s.aliasMove,
       handle: async ({ params, body }) =>
-        withRegistryAsync((r) =>
+        registry((r) =>
           promote(r, gatewayControlFromConfig(config.gateway), { version: params.version, actor: 'api', ...(body?.decisionId && { decisionId: body.decisionId }), ...(body?.override && { override: body.override }) }),
         ),
     }),
@@ -144,7 +121,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       summary: 'Move production back to the version it served before the current one',
       body: s.rollbackBody,
       response: s.aliasMove,
-      handle: async ({ body }) => withRegistryAsync((r) => rollback(r, gatewayControlFromConfig(config.gateway), { actor: 'api', ...(body?.reason && { reason: body.reason }) })),
+      handle: async ({ body }) => registry((r) => rollback(r, gatewayControlFromConfig(config.gateway), { actor: 'api', ...(body?.reason && { reason: body.reason }) })),
     }),
     route({
       method: 'POST',
@@ -155,7 +132,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       response: s.startedRelease,
       handle: async ({ body }) => {
         const input = releaseInput(config, body.candidate, { promote: body.promote, heldoutLimit: body.heldoutLimit, actor: 'api' });
-        const incumbent = withRegistry((r) => r.alias(PRODUCTION_ALIAS)) ?? config.run.base.version;
+        const incumbent = (await registry((r) => r.alias(PRODUCTION_ALIAS))) ?? config.run.base.version;
         return { workflowId: await startRelease(client, taskQueue, input), decisionId: decisionIdFor(body.candidate, incumbent, input.configHash, input.heldout.taskIds.length, input.samplesPerTask) };
       },
     }),
@@ -166,12 +143,12 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       params: s.decisionParams,
       response: s.decision,
       handle: async ({ params }) => {
-        const found = withRegistry((r) => r.decision(params.decisionId));
+        const found = await registry((r) => r.decision(params.decisionId));
         if (!found) throw new ApiError(404, 'decision_not_found', `no gate decision ${params.decisionId}`);
         return found;
       },
     }),
-    route({ method: 'GET', url: '/api/ledger', summary: 'The model, harness and environment ledgers: a row per iteration and release', query: s.ledgerQuery, response: z.object({ items: z.array(s.ledgerEntry) }), handle: async ({ query }) => ({ items: withLedger((l) => l.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
+    route({ method: 'GET', url: '/api/ledger', summary: 'The model, harness and environment ledgers: a row per iteration and release', query: s.ledgerQuery, response: z.object({ items: z.array(s.ledgerEntry) }), handle: async ({ query }) => ({ items: await withLedger(config.dataDir, (l) => l.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
     route({ method: 'GET', url: '/api/schedules', summary: 'Training schedules with their next and recent runs', response: z.object({ items: z.array(s.scheduleListing) }), handle: async () => ({ items: await listSchedules(client) }) }),
     route({
       method: 'POST',

@@ -9,7 +9,7 @@ import { adminKeyHash, gatewayOptions } from '../gateway/from-config.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import type { Logger } from '../log/logger.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
-import { PolicyRegistry, registryFile } from '../registry/policy-registry.js';
+import { withRegistry } from '../registry/policy-registry.js';
 import { restoreAliases } from '../registry/promotion.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 import { startLocalWorker, type RunningWorker } from './local-worker.js';
@@ -56,7 +56,7 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
     const gateway = await startGateway(gatewayOptions(config.gateway, store).options, { host: config.gateway.host, port: config.gateway.port });
     closers.push(() => gateway.close());
     logger.info({ url: gateway.url }, 'gateway listening');
-    restoreRegistryRoutes(config, policyServer, gateway, logger);
+    await restoreRegistryRoutes(config, policyServer, gateway, logger);
 
     const worker = await startLocalWorker(config, logger);
     closers.push(() => worker.stop());
@@ -109,9 +109,8 @@ export async function connectOrStartServices(
  * Serves the registry's trained versions again and points aliases where the registry says (the
  * policy server and the gateway's routes live in memory).
  */
-function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | undefined, gateway: Gateway, logger: Logger): void {
-  const registry = new PolicyRegistry(registryFile(config.dataDir));
-  try {
+async function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | undefined, gateway: Gateway, logger: Logger): Promise<void> {
+  await withRegistry(config.dataDir, (registry) => {
     if (policyServer) {
       const served = new Set(policyServer.models());
       const restored: string[] = [];
@@ -125,7 +124,5 @@ function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | 
     }
     const skipped = restoreAliases(registry, gateway.router);
     if (skipped.length > 0) logger.warn({ skipped }, 'aliases in the registry name versions this gateway does not serve');
-  } finally {
-    registry.close();
-  }
+  });
 }

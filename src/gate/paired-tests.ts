@@ -1,3 +1,5 @@
+import { seededRandom } from '../random.js';
+
 /**
  * Tests for paired outcomes (the same tasks, before and after): only the discordant pairs carry
  * evidence, so the comparison counts tasks gained and tasks lost.
@@ -34,21 +36,6 @@ export function discordantPairs(before: Record<string, number>, after: Record<st
   return {
     gained: ids.filter((id) => (before[id] ?? 0) <= 0 && (after[id] ?? 0) > 0),
     lost: ids.filter((id) => (before[id] ?? 0) > 0 && (after[id] ?? 0) <= 0),
-  };
-}
-
-/**
- * mulberry32: a tiny seeded generator, uniform in [0, 1). Not for anything secret; it is here so
- * the same replays and the same seed always give the same gate decision.
- */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 
@@ -99,7 +86,7 @@ export function pairedBootstrap(pairs: readonly PairedValue[], options: Bootstra
   // Summed task by task, as the resamples are, so both round alike.
   const gain = ratioOfSums(tasks);
 
-  const random = mulberry32(seed);
+  const random = seededRandom(seed);
   const stats = new Float64Array(resamples);
   const drawn = new Array<{ sum: number; count: number }>(tasks.length);
   for (let b = 0; b < resamples; b++) {

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import type { RolloutFacts } from '../gate/rollout-facts.js';
+import { registryFile } from '../registry/policy-registry.js';
 
 /**
  * Three ledgers, one row per iteration and per release, so that a change in results can be put
@@ -75,6 +76,16 @@ interface Row {
   decision_id: string | null;
   entry: string;
   at: number;
+}
+
+/** Opens the data directory's ledgers (beside the registry) for one piece of work and closes them after. */
+export async function withLedger<T>(dataDir: string, use: (ledger: Ledger) => T | Promise<T>): Promise<T> {
+  const ledger = new Ledger(registryFile(dataDir));
+  try {
+    return await use(ledger);
+  } finally {
+    ledger.close();
+  }
 }
 
 export class Ledger {

@@ -4,7 +4,8 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { decodeBatch } from '../samples/batch.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
-import { readyBackend, seededRandom, type TinyDecoder } from './model.js';
+import { readyBackend, type TinyDecoder } from './model.js';
+import { seededRandom } from '../random.js';
 import { ppoStep, type StepMetrics } from './train.js';
 
 /**

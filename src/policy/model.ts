@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 import { decodeSafetensors, encodeSafetensors, type Tensor } from '../samples/safetensors.js';
+import { seededRandom } from '../random.js';
 
 /**
  * The embedded policy: a small decoder-only transformer in tfjs (wasm backend, cpu fallback).
@@ -238,16 +239,4 @@ const matMul = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
 function layerNorm(x: tf.Tensor, scale: tf.Tensor, bias: tf.Tensor): tf.Tensor {
   const { mean, variance } = tf.moments(x, -1, true);
   return x.sub(mean).div(variance.add(1e-5).sqrt()).mul(scale).add(bias);
-}
-
-/** A small seeded PRNG, so sampling is reproducible for a seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -1,5 +1,6 @@
 import type { Checkpoint } from './checkpoint.js';
-import { sampleToken, seededRandom } from './model.js';
+import { seededRandom } from '../random.js';
+import { sampleToken } from './model.js';
 
 /** One sequence being generated: a choice of a request. */
 export interface GenerationRow {

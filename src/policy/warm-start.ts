@@ -2,7 +2,8 @@ import * as tf from '@tensorflow/tfjs';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
 import { END_OF_TURN, parseToolCalls, specialTokenId } from './chat-format.js';
 import type { Checkpoint } from './checkpoint.js';
-import { seededRandom, type TinyDecoder } from './model.js';
+import { seededRandom } from '../random.js';
+import type { TinyDecoder } from './model.js';
 import { sftStep } from './train.js';
 
 /**

@@ -76,6 +76,16 @@ export function registryFile(dataDir: string): string {
   return path.join(dataDir, 'registry.sqlite');
 }
 
+/** Opens the data directory's registry for one piece of work and closes it after, also when the work fails. */
+export async function withRegistry<T>(dataDir: string, use: (registry: PolicyRegistry) => T | Promise<T>): Promise<T> {
+  const registry = new PolicyRegistry(registryFile(dataDir));
+  try {
+    return await use(registry);
+  } finally {
+    registry.close();
+  }
+}
+
 export class PolicyRegistry {
   private readonly db: Database.Database;
 

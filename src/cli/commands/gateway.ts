@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { gatewayOptions } from '../../gateway/from-config.js';
 import { startGateway } from '../../gateway/server.js';
-import { PolicyRegistry, registryFile } from '../../registry/policy-registry.js';
+import { withRegistry } from '../../registry/policy-registry.js';
 import { restoreAliases } from '../../registry/promotion.js';
 import { SqliteTraceStore } from '../../store/sqlite-store.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
@@ -17,9 +17,7 @@ export function registerGatewayCommand(program: Command): void {
       try {
         const { options, adminKeySource } = gatewayOptions(settings, store);
         const gateway = await startGateway(options, { host: settings.host, port: settings.port });
-        const registry = new PolicyRegistry(registryFile(config.dataDir));
-        const skipped = restoreAliases(registry, gateway.router);
-        registry.close();
+        const skipped = await withRegistry(config.dataDir, (registry) => restoreAliases(registry, gateway.router));
         if (skipped.length > 0) logger.warn({ skipped }, 'aliases in the registry name versions this gateway does not serve');
         logger.info({ url: gateway.url, traceDb: settings.traceDb }, 'gateway listening');
         process.stdout.write(

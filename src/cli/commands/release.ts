@@ -2,8 +2,8 @@ import os from 'node:os';
 import type { Command } from 'commander';
 import { releaseInput, runRelease } from '../../client/release.js';
 import { gatewayControlFromConfig } from '../../gateway/from-config.js';
-import { Ledger } from '../../ledger/ledger.js';
-import { PolicyRegistry, registryFile } from '../../registry/policy-registry.js';
+import { withLedger, type LedgerEntry } from '../../ledger/ledger.js';
+import { withRegistry } from '../../registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, rollback, type AliasMove } from '../../registry/promotion.js';
 import { cliContext, type GlobalOptions } from '../context.js';
 import { formatDecision } from '../decision-format.js';
@@ -13,15 +13,6 @@ import { positiveInteger } from './train.js';
 
 const actor = () => `cli:${os.userInfo().username}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
-
-function withRegistry<T>(dataDir: string, use: (registry: PolicyRegistry) => T): T {
-  const registry = new PolicyRegistry(registryFile(dataDir));
-  try {
-    return use(registry);
-  } finally {
-    registry.close();
-  }
-}
 
 function reportMove(move: AliasMove): void {
   const { change } = move;
@@ -37,9 +28,9 @@ export function registerReleaseCommands(program: Command): void {
     .argument('<version>', 'the version name (the gateway routes it as configured in gateway.policies)')
     .requiredOption('--checkpoint <uri>', 'where its weights are: a folder, an object store URI, a model name on the backend')
     .option('--parent <version>', 'the version it was trained from')
-    .action((version: string, options: { checkpoint: string; parent?: string }, command: Command) => {
+    .action(async (version: string, options: { checkpoint: string; parent?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const policy = withRegistry(config.dataDir, (r) =>
+      const policy = await withRegistry(config.dataDir, (r) =>
         r.register({ version, parent: options.parent ?? null, runId: null, iteration: null, checkpointUri: options.checkpoint, batchContentHash: null, trainerMetrics: {} }),
       );
       say(`registered ${policy.version} (${policy.status}) at ${policy.checkpointUri}${policy.parent ? `, from ${policy.parent}` : ''}`);
@@ -59,7 +50,7 @@ export function registerReleaseCommands(program: Command): void {
       try {
         say(`Replaying ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${version} and with production…`);
         const result = await runRelease(client, config.temporal.taskQueue, input);
-        const decision = withRegistry(config.dataDir, (r) => r.decision(result.gate.decisionId));
+        const decision = await withRegistry(config.dataDir, (r) => r.decision(result.gate.decisionId));
         if (options.json) say(JSON.stringify(decision, null, 2));
         else if (decision) process.stdout.write(formatDecision(decision));
         if (result.promoted) say(`Promoted: production is ${version} now.`);
@@ -78,19 +69,15 @@ export function registerReleaseCommands(program: Command): void {
     .option('--override <reason>', 'promote without a passing decision; the reason is recorded and the change is marked as an override')
     .action(async (version: string, options: { decision?: string; override?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const registry = new PolicyRegistry(registryFile(config.dataDir));
-      try {
-        reportMove(
-          await promote(registry, gatewayControlFromConfig(config.gateway), {
-            version,
-            actor: actor(),
-            ...(options.decision && { decisionId: options.decision }),
-            ...(options.override !== undefined && { override: { reason: options.override } }),
-          }),
-        );
-      } finally {
-        registry.close();
-      }
+      const move = await withRegistry(config.dataDir, (registry) =>
+        promote(registry, gatewayControlFromConfig(config.gateway), {
+          version,
+          actor: actor(),
+          ...(options.decision && { decisionId: options.decision }),
+          ...(options.override !== undefined && { override: { reason: options.override } }),
+        }),
+      );
+      reportMove(move);
     });
 
   program
@@ -99,12 +86,7 @@ export function registerReleaseCommands(program: Command): void {
     .option('--reason <text>', 'why; recorded with the change')
     .action(async (options: { reason?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const registry = new PolicyRegistry(registryFile(config.dataDir));
-      try {
-        reportMove(await rollback(registry, gatewayControlFromConfig(config.gateway), { actor: actor(), ...(options.reason && { reason: options.reason }) }));
-      } finally {
-        registry.close();
-      }
+      reportMove(await withRegistry(config.dataDir, (registry) => rollback(registry, gatewayControlFromConfig(config.gateway), { actor: actor(), ...(options.reason && { reason: options.reason }) })));
     });
 
   program
@@ -113,9 +95,9 @@ export function registerReleaseCommands(program: Command): void {
     .argument('[id]', 'decision id (default: the newest about --candidate)')
     .option('--candidate <version>', 'the newest decision about this version')
     .option('--json', 'print JSON')
-    .action((id: string | undefined, options: { candidate?: string; json?: boolean }, command: Command) => {
+    .action(async (id: string | undefined, options: { candidate?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const decision = withRegistry(config.dataDir, (r) => (id ? r.decision(id) : options.candidate ? r.decisionsFor(options.candidate)[0] : undefined));
+      const decision = await withRegistry(config.dataDir, (r) => (id ? r.decision(id) : options.candidate ? r.decisionsFor(options.candidate)[0] : undefined));
       if (!decision) throw new Error(id ? `no gate decision ${id}` : 'name a decision id or --candidate VERSION');
       process.stdout.write(options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }));
     });
@@ -126,27 +108,25 @@ export function registerReleaseCommands(program: Command): void {
     .option('--run <id>', "only this run's rows")
     .option('--diff <entries...>', 'two entries (ids, or release versions) to compare: which ledger changed')
     .option('--json', 'print JSON')
-    .action((options: { run?: string; diff?: string[]; json?: boolean }, command: Command) => {
+    .action(async (options: { run?: string; diff?: string[]; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const ledger = new Ledger(registryFile(config.dataDir));
-      try {
-        if (options.diff) {
-          if (options.diff.length !== 2) throw new Error('--diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3');
-          const [a, b] = options.diff.map((id) => {
+      if (options.diff) {
+        const ids = options.diff;
+        if (ids.length !== 2) throw new Error('--diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3');
+        const [a, b] = await withLedger(config.dataDir, (ledger) =>
+          ids.map((id) => {
             const entry = ledger.get(id) ?? ledger.get(`release.${id}`);
             if (!entry) throw new Error(`no ledger entry ${id}; \`rein ledger\` lists them`);
             return entry;
-          }) as [NonNullable<ReturnType<Ledger['get']>>, NonNullable<ReturnType<Ledger['get']>>];
-          process.stdout.write(options.json ? `${JSON.stringify({ a, b }, null, 2)}\n` : formatLedgerChanges(a, b));
-          return;
-        }
-        const entries = ledger.list(options.run === undefined ? {} : { runId: options.run });
-        if (options.json) return void say(JSON.stringify(entries, null, 2));
-        process.stdout.write(entries.length === 0 ? '(the ledgers are empty: each training iteration and release adds a row)\n' : formatLedger(entries));
-        const production = withRegistry(config.dataDir, (r) => r.alias(PRODUCTION_ALIAS));
-        if (production) say(`production: ${production}`);
-      } finally {
-        ledger.close();
+          }),
+        );
+        process.stdout.write(options.json ? `${JSON.stringify({ a, b }, null, 2)}\n` : formatLedgerChanges(a as LedgerEntry, b as LedgerEntry));
+        return;
       }
+      const entries = await withLedger(config.dataDir, (ledger) => ledger.list(options.run === undefined ? {} : { runId: options.run }));
+      if (options.json) return void say(JSON.stringify(entries, null, 2));
+      process.stdout.write(entries.length === 0 ? '(the ledgers are empty: each training iteration and release adds a row)\n' : formatLedger(entries));
+      const production = await withRegistry(config.dataDir, (r) => r.alias(PRODUCTION_ALIAS));
+      if (production) say(`production: ${production}`);
     });
 }

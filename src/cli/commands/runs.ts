@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { describeRun, listRuns, signalRun } from '../../client/runs.js';
-import { PolicyRegistry, registryFile } from '../../registry/policy-registry.js';
+import { withRegistry } from '../../registry/policy-registry.js';
 import { cliContext, withClient, type GlobalOptions } from '../context.js';
 import { formatRunSummary } from '../follow-run.js';
 import { formatTable } from '../table.js';
@@ -60,18 +60,15 @@ export function registerRunCommands(program: Command): void {
     .description('policy versions in the registry with their lineage')
     .option('--run <id>', 'only versions a run trained')
     .option('--json', 'print JSON')
-    .action((options: { run?: string; json?: boolean }, command: Command) => {
+    .action(async (options: { run?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const registry = new PolicyRegistry(registryFile(config.dataDir));
-      try {
+      const policies = await withRegistry(config.dataDir, (registry) => {
         const aliases = Object.entries(registry.aliases());
         const aliasesOf = (version: string) => aliases.filter(([, v]) => v === version).map(([a]) => a);
-        const policies = registry.list(options.run === undefined ? {} : { runId: options.run }).map((p) => ({ ...p, aliases: aliasesOf(p.version) }));
-        if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
-        const rows = policies.map((p) => [p.version, p.aliases.join(', ') || '-', p.parent ?? '-', p.status, p.runId ?? '-', p.iteration === null ? '-' : String(p.iteration), p.batchContentHash?.slice(0, 12) ?? '-', p.createdAt.slice(0, 19).replace('T', ' ')]);
-        process.stdout.write(`${formatTable(['version', 'aliases', 'parent', 'status', 'run', 'iteration', 'batch', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`);
-      } finally {
-        registry.close();
-      }
+        return registry.list(options.run === undefined ? {} : { runId: options.run }).map((p) => ({ ...p, aliases: aliasesOf(p.version) }));
+      });
+      if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
+      const rows = policies.map((p) => [p.version, p.aliases.join(', ') || '-', p.parent ?? '-', p.status, p.runId ?? '-', p.iteration === null ? '-' : String(p.iteration), p.batchContentHash?.slice(0, 12) ?? '-', p.createdAt.slice(0, 19).replace('T', ' ')]);
+      process.stdout.write(`${formatTable(['version', 'aliases', 'parent', 'status', 'run', 'iteration', 'batch', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`);
     });
 }
