@@ -89,12 +89,17 @@ export async function followRun(client: Client, runId: string, options: FollowOp
       stopBar();
       return report;
     }
-    await new Promise((resolve) => {
-      const timer = setTimeout(resolve, options.intervalMs ?? 1000);
-      options.signal?.addEventListener('abort', () => {
+    await new Promise<void>((resolve) => {
+      // One wait per poll: the abort listener goes with it, or a long run piles them up.
+      const stop = () => {
         clearTimeout(timer);
-        resolve(undefined);
-      }, { once: true });
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        options.signal?.removeEventListener('abort', stop);
+        resolve();
+      }, options.intervalMs ?? 1000);
+      options.signal?.addEventListener('abort', stop, { once: true });
     });
   }
 }
