@@ -13,11 +13,14 @@ export interface FollowOptions {
 }
 
 const STAGE_NAMES: Record<string, string> = {
-  'heldout-base': 'held-out replay of the base policy',
+  'heldout-base': 'held-out replay of the starting policy',
   rollouts: 'training rollouts',
   batch: 'building the batch',
   update: 'policy update',
   heldout: 'held-out replay of the candidate',
+  'release-replay': 'held-out replay of the candidate and of production',
+  gate: 'release gate',
+  promote: 'promotion',
 };
 
 /**

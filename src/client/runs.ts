@@ -139,7 +139,7 @@ export interface RunReport {
 
 export interface StageActivity {
   workflowId: string;
-  /** That workflow's ReinStage (rollouts, batch, update, heldout, heldout-base). */
+  /** That workflow's ReinStage (rollouts, batch, update, heldout, heldout-base, release-replay, gate, promote). */
   stage: string | undefined;
   type: string;
   attempt: number;
@@ -187,7 +187,11 @@ export async function describeStage(client: Client, workflowId: string): Promise
   }
   const { raw } = described;
   const pending = raw.pendingActivities?.[0];
-  if (!pending) return undefined;
+  if (!pending) {
+    // The stage's work may be in a child (an iteration's release): follow it down.
+    const child = raw.pendingChildren?.[0]?.workflowId;
+    return child ? describeStage(client, child) : undefined;
+  }
   const payload = pending.heartbeatDetails?.payloads?.[0];
   const beat = payload ? (defaultPayloadConverter.fromPayload(payload) as { done?: number; total?: number } | undefined) : undefined;
   return {
