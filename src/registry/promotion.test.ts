@@ -1,0 +1,78 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PolicyRegistry } from './policy-registry.js';
+import { PRODUCTION_ALIAS, promote, PromotionError, restoreAliases, rollback } from './promotion.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-promotion-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function registryWith(...versions: string[]): PolicyRegistry {
+  const registry = new PolicyRegistry(path.join(dir, `${Math.random().toString(36).slice(2)}.sqlite`));
+  for (const version of versions) registry.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
+  registry.setAlias(PRODUCTION_ALIAS, versions[0] as string, { operation: 'set', actor: 'test' });
+  return registry;
+}
+
+const decide = (registry: PolicyRegistry, candidate: string, incumbent: string, verdict: 'pass' | 'fail', id = `${candidate}.vs.${incumbent}`) =>
+  registry.saveDecision({ id, candidate, incumbent, verdict, record: { reasons: verdict === 'fail' ? ['gain too small'] : [] } });
+
+describe('promotion and rollback', () => {
+  it('moves production only on a passing decision against the current production, and tells the gateway', async () => {
+    const registry = registryWith('v0', 'v1', 'v2');
+    const told: string[] = [];
+    const gateway = { setAlias: async (_alias: string, version: string) => void told.push(version) };
+    await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(/no gate decision compares v1 with production \(v0\); run `rein gate v1`/);
+    decide(registry, 'v1', 'v0', 'fail');
+    await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(/the gate refused v1 .*gain too small.*--override/);
+    decide(registry, 'v1', 'v0', 'pass', 'second-look');
+    const moved = await promote(registry, gateway, { version: 'v1', actor: 'test', decisionId: 'second-look' });
+    expect(moved).toMatchObject({ change: { from: 'v0', to: 'v1', operation: 'promote', decisionId: 'second-look', override: false }, gatewayUpdated: true });
+    expect(told).toEqual(['v1']);
+    expect(registry.get('v1')?.status).toBe('promoted');
+    expect(registry.get('v0')?.status).toBe('retired');
+    // A pass against v0 says nothing about v2 against v1.
+    decide(registry, 'v2', 'v0', 'pass');
+    await expect(promote(registry, gateway, { version: 'v2', actor: 'test', decisionId: 'v2.vs.v0' })).rejects.toThrow(/compared v2 with v0, but production is now v1/);
+    await expect(promote(registry, gateway, { version: 'v9', actor: 'test' })).rejects.toBeInstanceOf(PromotionError);
+    registry.close();
+  });
+
+  it('records an override as one, and rolls back step by step, never forth', async () => {
+    const registry = registryWith('v0', 'v1', 'v2');
+    await promote(registry, undefined, { version: 'v1', actor: 'ops', override: { reason: 'incident 7' } });
+    decide(registry, 'v2', 'v1', 'pass');
+    const unreachable = { setAlias: async () => Promise.reject(new Error('connection refused')) };
+    const moved = await promote(registry, unreachable, { version: 'v2', actor: 'test' });
+    // The registry moved; the gateway learns it when it starts.
+    expect(moved).toMatchObject({ change: { to: 'v2' }, gatewayUpdated: false, gatewayError: 'connection refused' });
+    expect((await rollback(registry, undefined, { actor: 'ops', reason: 'pager' })).change).toMatchObject({ from: 'v2', to: 'v1', operation: 'rollback', reason: 'pager' });
+    expect((await rollback(registry, undefined, { actor: 'ops' })).change).toMatchObject({ from: 'v1', to: 'v0' });
+    await expect(rollback(registry, undefined, { actor: 'ops' })).rejects.toThrow(/production \(v0\) has no earlier version to roll back to/);
+    expect(registry.aliasHistory(PRODUCTION_ALIAS).map((c) => [c.operation, c.to, c.override])).toEqual([
+      ['set', 'v0', false],
+      ['promote', 'v1', true],
+      ['promote', 'v2', false],
+      ['rollback', 'v1', false],
+      ['rollback', 'v0', false],
+    ]);
+    expect(registry.aliasHistory(PRODUCTION_ALIAS)[1]?.reason).toBe('incident 7');
+    registry.close();
+  });
+
+  it("points a gateway's aliases where the registry says, skipping versions it does not serve", () => {
+    const registry = registryWith('v0', 'v1');
+    registry.setAlias('canary', 'v1', { operation: 'set', actor: 'test' });
+    const set: string[] = [];
+    const router = {
+      setAlias(alias: string, version: string) {
+        if (version === 'v1') throw new Error('policy v1 is not in the routing table');
+        set.push(`${alias}=${version}`);
+      },
+    };
+    expect(restoreAliases(registry, router)).toEqual(['canary → v1: policy v1 is not in the routing table']);
+    expect(set).toEqual(['production=v0']);
+    registry.close();
+  });
+});
