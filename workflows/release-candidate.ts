@@ -3,7 +3,7 @@ import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
-import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
+import { ReinIteration, ReinPolicyVersion, ReinRunId, ReinStage, ReinVerdict } from './search-attributes.js';
 import { rolloutsActivity } from './rollouts-activity.js';
 import type { TaskSelection } from './training-iteration.js';
 
@@ -41,7 +41,13 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   const startedAt = Date.now();
   const { candidate, heldout, samplesPerTask } = input;
   const quick = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PromotionError', 'GateInputError', 'LedgerError'] } });
-  upsertSearchAttributes([{ key: ReinStage, value: 'release-replay' }, { key: ReinPolicyVersion, value: candidate }]);
+  upsertSearchAttributes([
+    { key: ReinStage, value: 'release-replay' },
+    { key: ReinPolicyVersion, value: candidate },
+    // A run's releases are listed with it in the UI (ReinRunId = …), refused ones by ReinVerdict = 'fail'.
+    ...(input.runId ? [{ key: ReinRunId, value: input.runId }] : []),
+    ...(input.iteration !== undefined ? [{ key: ReinIteration, value: input.iteration }] : []),
+  ]);
   const incumbent = await quick.productionPolicy({ base: input.base, candidate, actor: input.actor });
   if (incumbent === candidate) throw ApplicationFailure.nonRetryable(`${candidate} already serves production; there is nothing to compare it with`, 'PromotionError');
 
@@ -62,6 +68,7 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
 
   upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
   const gate = await quick.gateCandidate({ decisionId: decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask), candidate, incumbent, candidateSet, incumbentSet });
+  upsertSearchAttributes([{ key: ReinVerdict, value: gate.verdict }]);
   let promoted = false;
   if (gate.verdict === 'pass' && input.promote) {
     upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);

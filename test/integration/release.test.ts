@@ -12,6 +12,7 @@ import { runRein } from '../helpers/cli.js';
 import { exampleDir } from '../helpers/example-config.js';
 import { freePort } from '../helpers/ports.js';
 import { startScriptedPolicies, type ScriptedPolicies } from '../helpers/scripted-policies.js';
+import { testClient } from '../helpers/temporal.js';
 
 /**
  * Releases end to end: a real dev server, gateway and worker, the `rein` CLI, and policies whose
@@ -24,6 +25,7 @@ let upstream: ScriptedPolicies;
 let services: RunningServices;
 let file: string;
 let dataDir: string;
+const taskQueue = `rein-release-${process.pid}-${Date.now()}`;
 
 const even = (a: number, b: number) => (a + b) % 2 === 0;
 const policies = {
@@ -43,7 +45,7 @@ beforeAll(async () => {
   const config = {
     dataDir,
     log: { level: 'warn' },
-    temporal: { address: inject('temporalAddress'), taskQueue: `rein-release-${process.pid}` },
+    temporal: { address: inject('temporalAddress'), taskQueue },
     gateway: {
       port: await freePort(),
       backends: { scripted: { endpoints: [upstream.url], tokenIds: false, logprobs: false } },
@@ -168,5 +170,18 @@ describe('gated promotion, rollback and the release ledger', () => {
     expect(ledger.code, ledger.stderr).toBe(0);
     expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +48 /);
     expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier unversioned@\w+, config \w+/);
+
+    // In the Web UI, refused releases are one filter away.
+    const { client, connection } = await testClient();
+    try {
+      const refused = async () => {
+        const found: string[] = [];
+        for await (const wf of client.workflow.list({ query: `WorkflowType = 'releaseCandidate' AND ReinVerdict = 'fail' AND TaskQueue = '${taskQueue}'` })) found.push(wf.workflowId);
+        return found.sort();
+      };
+      await expect.poll(refused, { timeout: 10_000 }).toEqual([expect.stringMatching(/^release-degraded-/), expect.stringMatching(/^release-risky-/)]);
+    } finally {
+      await connection.close();
+    }
   });
 });
