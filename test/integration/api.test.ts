@@ -132,6 +132,11 @@ describe('the HTTP API', () => {
     expect(await call('POST', '/api/production/rollback', { reason: 'api test' })).toMatchObject({ status: 200, body: { change: { from: 'api-1.v1', to: 'v0', operation: 'rollback' } } });
     expect((await call('GET', '/api/aliases')).body).toMatchObject({ aliases: { production: 'v0' }, history: expect.arrayContaining([expect.objectContaining({ operation: 'rollback', reason: 'api test' })]) });
     expect(await call('POST', '/api/policies/no-such/promote', { override: { reason: 'x' } })).toMatchObject({ status: 404 });
+
+    // A release by hand: the same candidate, incumbent, config and tasks make the same decision (its replays are reused).
+    const release = await call('POST', '/api/releases', { candidate: 'api-1.v1' });
+    expect(release).toMatchObject({ status: 202, body: { workflowId: expect.stringMatching(/^release-api-1\.v1-/), decisionId: gate.decisionId } });
+    expect(await call('POST', '/api/releases', { candidate: 'api-1.v1', promote: 'yes' })).toMatchObject({ status: 400 });
     expect(await call('POST', '/api/runs', { runId: 'api-1' })).toMatchObject({ status: 409, body: { error: { code: 'run_exists' } } });
     expect(await call('POST', '/api/runs/api-1/stop')).toMatchObject({ status: 404 });
   });
