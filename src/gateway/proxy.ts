@@ -237,6 +237,8 @@ export class ModelCallProxy {
     upstream.body.setEncoding('utf8');
     try {
       for await (const piece of upstream.body) {
+        // The events that arrived together go out together: one write (one syscall), not one each.
+        let out = '';
         for (const event of parser.push(piece as unknown as string)) {
           if (event.data === '[DONE]') {
             // Held back until the call is journaled: the harness's stream ends only after that.
@@ -244,14 +246,16 @@ export class ModelCallProxy {
             continue;
           }
           const chunk = event.data === null ? undefined : parseJson(event.data);
-          let out = event.raw;
           if (chunk) {
             assembler.add(chunk);
             if (strip) {
-              if (!stripInjected(chunk, injected)) continue;
-              out = `data: ${JSON.stringify(chunk)}\n\n`;
+              if (stripInjected(chunk, injected)) out += `data: ${JSON.stringify(chunk)}\n\n`;
+              continue;
             }
           }
+          out += event.raw;
+        }
+        if (out !== '') {
           ttftMs ??= performance.now() - t0;
           res.write(out);
         }
