@@ -5,6 +5,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteTraceStore } from './sqlite-store.js';
+import type { Rollout } from '../rollouts/rollout.js';
 import type { CallFinish, ShadowCallRecord, TraceStore } from './trace-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
@@ -347,6 +348,38 @@ describe('SqliteTraceStore: rollouts and events', () => {
       { from: 'running', to: 'failed', reason: 'harness exited 1', failureClass: 'harness' },
     ]);
     await store.close();
+  });
+
+  it('answers getRollout from memory only while nothing changed it, in this process or another', async () => {
+    const file = path.join(dir, `${randomUUID()}.sqlite`);
+    const gateway = new SqliteTraceStore(file);
+    const other = new SqliteTraceStore(file);
+    await gateway.createRollout({ id: 'a', metadata: { tags: ['x'] } });
+    const first = (await gateway.getRollout('a')) as Rollout;
+    first.status = 'succeeded';
+    (first.metadata.tags as string[]).push('mutated');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'queued', attempts: 1, metadata: { tags: ['x'] } });
+
+    // Another connection (the control API of another process, an operator's CLI) moves it on.
+    await other.setRolloutStatus('a', { status: 'running' }, 'admin');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'running', attempts: 1 });
+    await other.startAttempt('a');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'running', attempts: 2 });
+    await other.setRolloutStatus('a', { status: 'succeeded' }, 'admin');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'succeeded' });
+
+    // And this connection's own changes.
+    await gateway.createRollout({ id: 'b' });
+    expect(await gateway.getRollout('b')).toMatchObject({ status: 'queued' });
+    await gateway.setRolloutStatus('b', { status: 'running' }, 'gateway');
+    expect(await gateway.getRollout('b')).toMatchObject({ status: 'running' });
+    await gateway.startAttempt('b');
+    expect(await gateway.getRollout('b')).toMatchObject({ attempts: 2 });
+    await gateway.setRolloutStatus('b', { status: 'cancelled' }, 'admin');
+    expect(await gateway.getRollout('b')).toMatchObject({ status: 'cancelled' });
+    expect(await gateway.getRollout('never')).toBeUndefined();
+    await other.close();
+    await gateway.close();
   });
 
   it('records a span once however often its action is appended', async () => {

@@ -238,6 +238,12 @@ export class SqliteTraceStore implements TraceStore {
   private readonly statements;
   private pending: PendingWrite[] = [];
   private flushScheduled = false;
+  /**
+   * Rollouts read lately, for the gateway's check of every call. Valid while no other connection
+   * has committed (PRAGMA data_version, one cheap read) and this one has not changed the rollout.
+   */
+  private readonly rolloutCache = new Map<string, Rollout>();
+  private rolloutCacheVersion = -1;
 
   constructor(file: string) {
     if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
@@ -255,6 +261,7 @@ export class SqliteTraceStore implements TraceStore {
          VALUES (@id, @task_id, @mode, 'queued', NULL, 1, @keyless, @policy_version, @metadata, @now, @now) ON CONFLICT(id) DO NOTHING`,
       ),
       getRollout: this.db.prepare<[string], RolloutRow>('SELECT * FROM rollouts WHERE id = ?'),
+      dataVersion: this.db.prepare<[], number>('PRAGMA data_version').pluck(),
       setStatus: this.db.prepare('UPDATE rollouts SET status = ?, status_reason = ?, failure_class = ?, updated_at = ? WHERE id = ?'),
       startAttempt: this.db.prepare('UPDATE rollouts SET attempts = attempts + 1, updated_at = ? WHERE id = ?'),
       beginCall: this.db.prepare(
@@ -324,12 +331,27 @@ export class SqliteTraceStore implements TraceStore {
       metadata: JSON.stringify(parsed.metadata),
       now,
     });
+    this.rolloutCache.delete(input.id);
     return { rollout: this.requireRollout(input.id), created: info.changes === 1 };
   }
 
   async getRollout(id: string): Promise<Rollout | undefined> {
-    const row = this.statements.getRollout.get(id);
-    return row && toRollout(row);
+    const version = this.statements.dataVersion.get() as number;
+    if (version !== this.rolloutCacheVersion) {
+      // Another connection (another process) committed: anything cached may be stale.
+      this.rolloutCache.clear();
+      this.rolloutCacheVersion = version;
+    }
+    let rollout = this.rolloutCache.get(id);
+    if (!rollout) {
+      const row = this.statements.getRollout.get(id);
+      if (!row) return undefined;
+      rollout = toRollout(row);
+      if (this.rolloutCache.size >= SEQUENCE_CACHE_SIZE) this.rolloutCache.delete(this.rolloutCache.keys().next().value as string);
+      this.rolloutCache.set(id, rollout);
+    }
+    // A copy each time, so callers may keep or change what they get: every field but metadata is a string, number or boolean.
+    return { ...rollout, metadata: copyOfMetadata(rollout.metadata) };
   }
 
   async listRollouts(filter: RolloutFilter = {}): Promise<Page<Rollout>> {
@@ -359,6 +381,7 @@ export class SqliteTraceStore implements TraceStore {
 
   async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
     const { status, reason = null, failureClass = null, evidence } = statusChangeSchema.parse(change);
+    this.rolloutCache.delete(id);
     return this.db.transaction(() => {
       const current = this.requireRollout(id);
       if (!canTransition(current.status, status)) {
@@ -387,6 +410,7 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async startAttempt(id: string): Promise<Rollout> {
+    this.rolloutCache.delete(id);
     return this.db.transaction(() => {
       const current = this.requireRollout(id);
       if (isFinished(current.status)) {
@@ -781,6 +805,12 @@ function addMissingColumns(db: Database.Database, table: string, columns: Record
   for (const [name, type] of Object.entries(columns)) {
     if (!present.has(name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
   }
+}
+
+/** A deep copy of JSON data, cheap for the small (mostly empty) metadata of a rollout. */
+function copyOfMetadata(metadata: Record<string, unknown>): Record<string, unknown> {
+  for (const _key in metadata) return JSON.parse(JSON.stringify(metadata)) as Record<string, unknown>;
+  return {};
 }
 
 function toRollout(row: RolloutRow): Rollout {
