@@ -238,6 +238,7 @@ export class SqliteTraceStore implements TraceStore {
   private readonly statements;
   private pending: PendingWrite[] = [];
   private flushScheduled = false;
+  private readonly commitBatch: Database.Transaction<(batch: PendingWrite[]) => unknown[]>;
   /**
    * Rollouts read lately, for the gateway's check of every call. Valid while no other connection
    * has committed (PRAGMA data_version, one cheap read) and this one has not changed the rollout.
@@ -255,6 +256,7 @@ export class SqliteTraceStore implements TraceStore {
     this.db.pragma('busy_timeout = 5000');
     this.db.exec(SCHEMA);
     addMissingColumns(this.db, 'rollouts', { policy_version: 'TEXT', failure_class: 'TEXT' });
+    this.commitBatch = this.db.transaction((batch: PendingWrite[]) => batch.map((write) => write.run()));
     this.statements = {
       insertRollout: this.db.prepare(
         `INSERT INTO rollouts (id, task_id, mode, status, status_reason, attempts, keyless, policy_version, metadata, created_at, updated_at)
@@ -622,11 +624,10 @@ export class SqliteTraceStore implements TraceStore {
     this.pending = [];
     if (batch.length === 0) return;
     if (batch.length > 1) {
-      const results: unknown[] = [];
+      let results: unknown[];
       try {
-        this.db.transaction(() => {
-          for (const write of batch) results.push(write.run());
-        })();
+        // IMMEDIATE: the write lock is taken first, so a read in the batch cannot leave it a stale snapshot to upgrade.
+        results = this.commitBatch.immediate(batch);
       } catch {
         // Nothing of the batch committed. What its writes taught the caches is forgotten (they
         // rebuild from the journal), and each write is tried alone, so one bad write fails only its own call.
