@@ -23,6 +23,16 @@ describe('RolloutKeys', () => {
     expect(keys.verify('rk-')).toBeUndefined();
   });
 
+  it('answers a key verified before from memory, the same way, and still refuses its forgeries', () => {
+    const key = keys.issue('cached', 2);
+    const first = keys.verify(key) as { rolloutId: string; attempt: number };
+    first.attempt = 99;
+    expect(keys.verify(key)).toEqual({ rolloutId: 'cached', attempt: 2 });
+    expect(keys.verify(key.replace('.2.', '.3.'))).toBeUndefined();
+    expect(keys.verify(`${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}`)).toBeUndefined();
+    expect(new RolloutKeys(randomBytes(32)).verify(key)).toBeUndefined();
+  });
+
   it('issues the same key for the same rollout attempt (idempotent creation)', () => {
     expect(keys.issue('r1', 3)).toBe(keys.issue('r1', 3));
   });

@@ -16,7 +16,17 @@ export interface RolloutKeyClaim {
   attempt: number;
 }
 
+/** Keys verified already, so a rollout's every call does not pay for an HMAC: at most this many. */
+const VERIFIED_CACHE_SIZE = 8192;
+
 export class RolloutKeys {
+  /**
+   * Keys that passed verification, by their exact text. A key's validity never changes (it is a
+   * MAC under the secret), so nothing here needs invalidating; whether its rollout attempt still
+   * takes calls is checked against the store on every call.
+   */
+  private readonly verified = new Map<string, RolloutKeyClaim>();
+
   constructor(private readonly secret: Buffer) {
     if (secret.length < 32) throw new Error('the gateway secret must be at least 32 bytes');
   }
@@ -27,6 +37,17 @@ export class RolloutKeys {
 
   /** The rollout attempt a key was issued for, or undefined for anything that is not a valid key. */
   verify(key: string): RolloutKeyClaim | undefined {
+    const known = this.verified.get(key);
+    if (known) return { ...known };
+    const claim = this.verifyNow(key);
+    if (claim) {
+      if (this.verified.size >= VERIFIED_CACHE_SIZE) this.verified.delete(this.verified.keys().next().value as string);
+      this.verified.set(key, { ...claim });
+    }
+    return claim;
+  }
+
+  private verifyNow(key: string): RolloutKeyClaim | undefined {
     if (!key.startsWith(PREFIX)) return undefined;
     const [encodedId, attemptText, mac] = key.slice(PREFIX.length).split('.');
     if (!encodedId || !attemptText || !mac || !/^[1-9]\d{0,5}$/.test(attemptText)) return undefined;

@@ -5,6 +5,25 @@ import { extractTokens, SseParser, StreamAssembler, stripInjected, upstreamReque
 const backend = { endpoints: ['http://x/v1'], tokenIds: true, logprobs: true };
 
 describe('SseParser', () => {
+  it('reads each event\'s data lines as the SSE rules say, whatever its line endings', () => {
+    const reference = (raw: string) => {
+      const lines = raw.split(/\r?\n/).filter((line) => line.startsWith('data:'));
+      return lines.length === 0 ? null : lines.map((line) => line.slice(line.startsWith('data: ') ? 6 : 5)).join('\n');
+    };
+    const text = fc.string({ unit: fc.constantFrom('a', '{', '"', ' ', '\r', 'é') });
+    const line = fc.oneof(text.map((t) => `data: ${t}`), text.map((t) => `data:${t}`), text.map((t) => `: ${t}`));
+    const eol = fc.constantFrom('\n', '\r\n');
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.array(fc.tuple(line, eol), { minLength: 1, maxLength: 3 }), eol), { minLength: 1, maxLength: 5 }), (events) => {
+        const texts = events.map(([lines, end]) => lines.map(([l, e]) => `${l}${e}`).join('') + end);
+        const parsed = new SseParser().push(texts.join(''));
+        expect(parsed.map((e) => e.data)).toEqual(parsed.map((e) => reference(e.raw)));
+        expect(parsed.map((e) => e.raw).join('')).toBe(texts.join('').slice(0, parsed.map((e) => e.raw).join('').length));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
   it('yields the same events however the bytes are split', () => {
     const stream = 'data: {"a":1}\n\n: keep-alive\n\ndata: {"b":2}\r\n\r\ndata: [DONE]\n\n';
     fc.assert(

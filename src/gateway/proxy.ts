@@ -65,6 +65,7 @@ const PATHS: Record<CallEndpoint, string> = {
  */
 export class ModelCallProxy {
   private readonly pools = new Map<string, Pool>();
+  private readonly endpoints = new Map<string, { pool: Pool; basePath: string }>();
   /** Shadow calls in flight; close() aborts and awaits them, so none outlives the gateway. */
   private readonly shadows = new Set<Promise<void>>();
   private readonly closing = new AbortController();
@@ -148,9 +149,10 @@ export class ModelCallProxy {
 
     let upstream;
     try {
-      upstream = await this.pool(route.endpoint).request({
+      const { pool, basePath } = this.upstream(route.endpoint);
+      upstream = await pool.request({
         method: 'POST',
-        path: `${new URL(route.endpoint).pathname.replace(/\/$/, '')}${PATHS[call.endpoint]}`,
+        path: `${basePath}${PATHS[call.endpoint]}`,
         headers: {
           'content-type': 'application/json',
           accept: call.body.stream === true ? 'text/event-stream' : 'application/json',
@@ -235,6 +237,8 @@ export class ModelCallProxy {
     upstream.body.setEncoding('utf8');
     try {
       for await (const piece of upstream.body) {
+        // The events that arrived together go out together: one write (one syscall), not one each.
+        let out = '';
         for (const event of parser.push(piece as unknown as string)) {
           if (event.data === '[DONE]') {
             // Held back until the call is journaled: the harness's stream ends only after that.
@@ -242,14 +246,16 @@ export class ModelCallProxy {
             continue;
           }
           const chunk = event.data === null ? undefined : parseJson(event.data);
-          let out = event.raw;
           if (chunk) {
             assembler.add(chunk);
             if (strip) {
-              if (!stripInjected(chunk, injected)) continue;
-              out = `data: ${JSON.stringify(chunk)}\n\n`;
+              if (stripInjected(chunk, injected)) out += `data: ${JSON.stringify(chunk)}\n\n`;
+              continue;
             }
           }
+          out += event.raw;
+        }
+        if (out !== '') {
           ttftMs ??= performance.now() - t0;
           res.write(out);
         }
@@ -356,9 +362,10 @@ export class ModelCallProxy {
     };
     let upstream;
     try {
-      upstream = await this.pool(candidate.endpoint).request({
+      const { pool, basePath } = this.upstream(candidate.endpoint);
+      upstream = await pool.request({
         method: 'POST',
-        path: `${new URL(candidate.endpoint).pathname.replace(/\/$/, '')}${PATHS[call.endpoint]}`,
+        path: `${basePath}${PATHS[call.endpoint]}`,
         headers: {
           'content-type': 'application/json',
           accept: 'application/json',
@@ -403,14 +410,20 @@ export class ModelCallProxy {
     await record({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), choices, errorClass: null, errorMessage: null });
   }
 
-  private pool(endpoint: string): Pool {
-    const origin = new URL(endpoint).origin;
-    let pool = this.pools.get(origin);
-    if (!pool) {
-      pool = new Pool(origin, { connections: 512, keepAliveTimeout: 30_000, pipelining: 1 });
-      this.pools.set(origin, pool);
+  /** The connection pool of an endpoint's origin, and the endpoint's path (parsed once per endpoint). */
+  private upstream(endpoint: string): { pool: Pool; basePath: string } {
+    let known = this.endpoints.get(endpoint);
+    if (!known) {
+      const url = new URL(endpoint);
+      let pool = this.pools.get(url.origin);
+      if (!pool) {
+        pool = new Pool(url.origin, { connections: 512, keepAliveTimeout: 30_000, pipelining: 1 });
+        this.pools.set(url.origin, pool);
+      }
+      known = { pool, basePath: url.pathname.replace(/\/$/, '') };
+      this.endpoints.set(endpoint, known);
     }
-    return pool;
+    return known;
   }
 }
 

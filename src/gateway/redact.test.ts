@@ -24,6 +24,21 @@ describe('redact', () => {
     expect(input.messages[0]?.content).toContain('Bearer abc');
   });
 
+  it('copies only what it changes, and returns a value with nothing to redact as it is', () => {
+    const clean = { model: 'production', messages: [{ role: 'user', content: 'hello' }], n: 2 };
+    expect(redact(clean, DEFAULT_REDACTION_RULES)).toBe(clean);
+    const mixed = { messages: [{ role: 'system', content: 'plain' }, { role: 'user', content: 'sk-abcdefghijklmnopqrstuv' }], tools: [{ name: 't' }] };
+    const out = redact(mixed, DEFAULT_REDACTION_RULES);
+    expect(out).toEqual({ messages: [{ role: 'system', content: 'plain' }, { role: 'user', content: '[REDACTED:openai-key]' }], tools: [{ name: 't' }] });
+    expect(out.messages[0]).toBe(mixed.messages[0]);
+    expect(out.tools).toBe(mixed.tools);
+    expect(mixed.messages[1]?.content).toBe('sk-abcdefghijklmnopqrstuv');
+    const poisoned = JSON.parse('{"__proto__": "Bearer abcdefghijkl"}') as Record<string, unknown>;
+    const cleaned = redact(poisoned, DEFAULT_REDACTION_RULES);
+    expect(Object.getPrototypeOf(cleaned)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(cleaned, '__proto__')?.value).toBe('[REDACTED:bearer-token]');
+  });
+
   it('applies custom rules and names a broken one', () => {
     const rules = redactionRules([{ name: 'ticket', regex: 'TICKET-\\d+' }], false);
     expect(redact('see TICKET-4711 and TICKET-1', rules)).toBe('see [REDACTED:ticket] and [REDACTED:ticket]');

@@ -31,20 +31,38 @@ export function redactionRules(custom: Array<{ name: string; regex: string }>, i
   return includeDefaults ? [...DEFAULT_REDACTION_RULES, ...rules] : rules;
 }
 
-/** A deep copy of `value` with every match of every rule in every string replaced. */
+/**
+ * `value` with every match of every rule in every string replaced. Copy on write: what had
+ * nothing to replace is shared with `value` (the very same value when nothing matched anywhere),
+ * and `value` itself is never changed.
+ */
 export function redact<T>(value: T, rules: readonly RedactionRule[]): T {
-  if (rules.length === 0) return value;
-  const walk = (v: unknown): unknown => {
-    if (typeof v === 'string') return redactText(v, rules);
-    if (Array.isArray(v)) return v.map(walk);
-    if (v !== null && typeof v === 'object') {
-      const out: Record<string, unknown> = {};
-      for (const [k, inner] of Object.entries(v)) out[k] = walk(inner);
-      return out;
+  return rules.length === 0 ? value : (redacted(value, rules) as T);
+}
+
+function redacted(v: unknown, rules: readonly RedactionRule[]): unknown {
+  if (typeof v === 'string') return redactText(v, rules);
+  if (Array.isArray(v)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const inner: unknown = v[i];
+      const replaced = redacted(inner, rules);
+      if (replaced !== inner) (out ??= v.slice())[i] = replaced;
     }
-    return v;
-  };
-  return walk(value) as T;
+    return out ?? v;
+  }
+  if (v !== null && typeof v === 'object') {
+    let out: Record<string, unknown> | undefined;
+    for (const k in v) {
+      if (!Object.hasOwn(v, k)) continue;
+      const inner = (v as Record<string, unknown>)[k];
+      const replaced = redacted(inner, rules);
+      // As a data property, so that even a key named __proto__ stays a plain key.
+      if (replaced !== inner) Object.defineProperty((out ??= { ...v }), k, { value: replaced, enumerable: true, writable: true, configurable: true });
+    }
+    return out ?? v;
+  }
+  return v;
 }
 
 export function redactText(text: string, rules: readonly RedactionRule[]): string {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteTraceStore } from './sqlite-store.js';
+import type { Rollout } from '../rollouts/rollout.js';
 import type { CallFinish, ShadowCallRecord, TraceStore } from './trace-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
@@ -175,6 +176,74 @@ describe('SqliteTraceStore: calls', () => {
   });
 });
 
+describe('SqliteTraceStore: group commit', () => {
+  const start = (id: string, rolloutId: string, content: string) => ({
+    id,
+    rolloutId,
+    attempt: 1,
+    endpoint: 'chat.completions' as const,
+    policyVersion: 'v1',
+    backendUrl: 'http://b',
+    stream: false,
+    requestReceived: { messages: [{ role: 'system', content: 'shared' }, { role: 'user', content }] },
+    requestSent: { messages: [{ role: 'system', content: 'shared' }, { role: 'user', content }] },
+    startedAt: 1,
+  });
+
+  it('commits writes requested together in one go, each durable when its promise resolves', async () => {
+    const file = path.join(dir, `${randomUUID()}.sqlite`);
+    const store = new SqliteTraceStore(file);
+    await store.createRollout({ id: 'r' });
+    const seqs = await Promise.all(Array.from({ length: 20 }, (_, i) => store.beginCall(start(`c${i}`, 'r', `turn ${i}`))));
+    expect(seqs.map((s) => s.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    await Promise.all(Array.from({ length: 20 }, (_, i) => store.finishCall(`c${i}`, finish([1, 2, 3, i], [9]))));
+    // Another connection (another process, after a crash) sees every write whose promise resolved.
+    const reader = new SqliteTraceStore(file);
+    const calls = await reader.listCalls('r');
+    expect(calls).toHaveLength(20);
+    expect(calls.every((c) => c.status === 'ok')).toBe(true);
+    expect(calls.map((c) => c.promptIds)).toEqual(Array.from({ length: 20 }, (_, i) => [1, 2, 3, i]));
+    expect(calls.map((c) => (c.requestReceived as { messages: Array<{ content: string }> }).messages[1]?.content)).toEqual(
+      Array.from({ length: 20 }, (_, i) => `turn ${i}`),
+    );
+    await reader.close();
+    await store.close();
+  });
+
+  it('fails only the bad write of a batch, and the good ones still commit', async () => {
+    const store = openStore();
+    await store.createRollout({ id: 'r' });
+    const results = await Promise.allSettled([
+      store.beginCall(start('ok-1', 'r', 'one')),
+      store.beginCall(start('orphan', 'no-such-rollout', 'two')),
+      store.finishCall('never-begun', finish([1], [2])),
+      store.beginCall(start('ok-2', 'r', 'three')),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'fulfilled']);
+    expect((await store.listCalls('r')).map((c) => c.id)).toEqual(['ok-1', 'ok-2']);
+    // The caches the failed batch touched were rebuilt from the journal: later calls still decode.
+    await store.finishCall('ok-2', finish([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [11]));
+    await store.beginCall(start('ok-3', 'r', 'four'));
+    await store.finishCall('ok-3', finish([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13]));
+    const calls = await store.listCalls('r');
+    expect(calls.map((c) => c.promptIds)).toEqual([undefined, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]);
+    expect(calls[2]?.promptExtends).toMatchObject({ ref: 'ok-2' });
+    await store.close();
+  });
+
+  it('commits what was requested before close', async () => {
+    const file = path.join(dir, `${randomUUID()}.sqlite`);
+    const store = new SqliteTraceStore(file);
+    await store.createRollout({ id: 'r' });
+    const begun = store.beginCall(start('c1', 'r', 'last words'));
+    await store.close();
+    await expect(begun).resolves.toEqual({ seq: 1 });
+    const reader = new SqliteTraceStore(file);
+    expect(await reader.getCall('c1')).toMatchObject({ status: 'in_flight' });
+    await reader.close();
+  });
+});
+
 describe('SqliteTraceStore: shadow calls', () => {
   /** The candidate's copy of a journaled call: its request as sent to the candidate, and its answer. */
   function shadowOf(primaryId: string, t: number, candidate: string, overrides: Partial<ShadowCallRecord> = {}): ShadowCallRecord {
@@ -279,6 +348,38 @@ describe('SqliteTraceStore: rollouts and events', () => {
       { from: 'running', to: 'failed', reason: 'harness exited 1', failureClass: 'harness' },
     ]);
     await store.close();
+  });
+
+  it('answers getRollout from memory only while nothing changed it, in this process or another', async () => {
+    const file = path.join(dir, `${randomUUID()}.sqlite`);
+    const gateway = new SqliteTraceStore(file);
+    const other = new SqliteTraceStore(file);
+    await gateway.createRollout({ id: 'a', metadata: { tags: ['x'] } });
+    const first = (await gateway.getRollout('a')) as Rollout;
+    first.status = 'succeeded';
+    (first.metadata.tags as string[]).push('mutated');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'queued', attempts: 1, metadata: { tags: ['x'] } });
+
+    // Another connection (the control API of another process, an operator's CLI) moves it on.
+    await other.setRolloutStatus('a', { status: 'running' }, 'admin');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'running', attempts: 1 });
+    await other.startAttempt('a');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'running', attempts: 2 });
+    await other.setRolloutStatus('a', { status: 'succeeded' }, 'admin');
+    expect(await gateway.getRollout('a')).toMatchObject({ status: 'succeeded' });
+
+    // And this connection's own changes.
+    await gateway.createRollout({ id: 'b' });
+    expect(await gateway.getRollout('b')).toMatchObject({ status: 'queued' });
+    await gateway.setRolloutStatus('b', { status: 'running' }, 'gateway');
+    expect(await gateway.getRollout('b')).toMatchObject({ status: 'running' });
+    await gateway.startAttempt('b');
+    expect(await gateway.getRollout('b')).toMatchObject({ attempts: 2 });
+    await gateway.setRolloutStatus('b', { status: 'cancelled' }, 'admin');
+    expect(await gateway.getRollout('b')).toMatchObject({ status: 'cancelled' });
+    expect(await gateway.getRollout('never')).toBeUndefined();
+    await other.close();
+    await gateway.close();
   });
 
   it('records a span once however often its action is appended', async () => {

@@ -215,13 +215,36 @@ interface EventRow {
 /** The last finished call of each active rollout, whose ids the next prompt most likely extends. */
 const SEQUENCE_CACHE_SIZE = 4096;
 
-/** The embedded trace store: one SQLite file in WAL mode. */
+/** A journal write waiting for the next group commit. */
+interface PendingWrite {
+  run: () => unknown;
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * The embedded trace store: one SQLite file in WAL mode.
+ *
+ * Journal writes (beginCall, finishCall, recordShadowCall) are group-committed: those requested
+ * while the event loop handles one round of I/O are written in one transaction when the round
+ * ends (setImmediate), and each one's promise resolves only once that transaction has committed,
+ * so "durable before it returns" holds as before while concurrent calls share one commit.
+ */
 export class SqliteTraceStore implements TraceStore {
   private readonly db: Database.Database;
   private readonly lastSequence = new Map<string, { callId: string; ids: number[] }>();
   private readonly lastConversation = new Map<string, ConversationBase>();
   private readonly inFlight = new Map<string, string>();
   private readonly statements;
+  private pending: PendingWrite[] = [];
+  private flushScheduled = false;
+  private readonly commitBatch: Database.Transaction<(batch: PendingWrite[]) => unknown[]>;
+  /**
+   * Rollouts read lately, for the gateway's check of every call. Valid while no other connection
+   * has committed (PRAGMA data_version, one cheap read) and this one has not changed the rollout.
+   */
+  private readonly rolloutCache = new Map<string, Rollout>();
+  private rolloutCacheVersion = -1;
 
   constructor(file: string) {
     if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
@@ -233,12 +256,14 @@ export class SqliteTraceStore implements TraceStore {
     this.db.pragma('busy_timeout = 5000');
     this.db.exec(SCHEMA);
     addMissingColumns(this.db, 'rollouts', { policy_version: 'TEXT', failure_class: 'TEXT' });
+    this.commitBatch = this.db.transaction((batch: PendingWrite[]) => batch.map((write) => write.run()));
     this.statements = {
       insertRollout: this.db.prepare(
         `INSERT INTO rollouts (id, task_id, mode, status, status_reason, attempts, keyless, policy_version, metadata, created_at, updated_at)
          VALUES (@id, @task_id, @mode, 'queued', NULL, 1, @keyless, @policy_version, @metadata, @now, @now) ON CONFLICT(id) DO NOTHING`,
       ),
       getRollout: this.db.prepare<[string], RolloutRow>('SELECT * FROM rollouts WHERE id = ?'),
+      dataVersion: this.db.prepare<[], number>('PRAGMA data_version').pluck(),
       setStatus: this.db.prepare('UPDATE rollouts SET status = ?, status_reason = ?, failure_class = ?, updated_at = ? WHERE id = ?'),
       startAttempt: this.db.prepare('UPDATE rollouts SET attempts = attempts + 1, updated_at = ? WHERE id = ?'),
       beginCall: this.db.prepare(
@@ -308,12 +333,27 @@ export class SqliteTraceStore implements TraceStore {
       metadata: JSON.stringify(parsed.metadata),
       now,
     });
+    this.rolloutCache.delete(input.id);
     return { rollout: this.requireRollout(input.id), created: info.changes === 1 };
   }
 
   async getRollout(id: string): Promise<Rollout | undefined> {
-    const row = this.statements.getRollout.get(id);
-    return row && toRollout(row);
+    const version = this.statements.dataVersion.get() as number;
+    if (version !== this.rolloutCacheVersion) {
+      // Another connection (another process) committed: anything cached may be stale.
+      this.rolloutCache.clear();
+      this.rolloutCacheVersion = version;
+    }
+    let rollout = this.rolloutCache.get(id);
+    if (!rollout) {
+      const row = this.statements.getRollout.get(id);
+      if (!row) return undefined;
+      rollout = toRollout(row);
+      if (this.rolloutCache.size >= SEQUENCE_CACHE_SIZE) this.rolloutCache.delete(this.rolloutCache.keys().next().value as string);
+      this.rolloutCache.set(id, rollout);
+    }
+    // A copy each time, so callers may keep or change what they get: every field but metadata is a string, number or boolean.
+    return { ...rollout, metadata: copyOfMetadata(rollout.metadata) };
   }
 
   async listRollouts(filter: RolloutFilter = {}): Promise<Page<Rollout>> {
@@ -343,6 +383,7 @@ export class SqliteTraceStore implements TraceStore {
 
   async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
     const { status, reason = null, failureClass = null, evidence } = statusChangeSchema.parse(change);
+    this.rolloutCache.delete(id);
     return this.db.transaction(() => {
       const current = this.requireRollout(id);
       if (!canTransition(current.status, status)) {
@@ -371,6 +412,7 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async startAttempt(id: string): Promise<Rollout> {
+    this.rolloutCache.delete(id);
     return this.db.transaction(() => {
       const current = this.requireRollout(id);
       if (isFinished(current.status)) {
@@ -382,6 +424,10 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async beginCall(call: CallStart): Promise<{ seq: number }> {
+    return this.write(() => this.beginCallNow(call));
+  }
+
+  private beginCallNow(call: CallStart): { seq: number } {
     const request = encodeRequest(
       call.requestReceived as Record<string, unknown>,
       call.requestSent as Record<string, unknown>,
@@ -408,16 +454,14 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async finishCall(id: string, result: CallFinish): Promise<void> {
+    await this.write(() => this.finishCallNow(id, result));
+  }
+
+  private finishCallNow(id: string, result: CallFinish): void {
     // Calls begun by this process are known; after a restart, ask the journal.
     const rolloutId = this.inFlight.get(id) ?? this.statements.rolloutOfCall.get(id)?.rollout_id;
     if (!rolloutId) throw new StoreNotFoundError(`call ${id} was never begun`);
-    this.inFlight.delete(id);
-    let delta = null;
-    if (result.promptIds) {
-      delta = encodePrompt(result.promptIds, this.sequenceBefore(rolloutId));
-      const first = result.choices[0]?.completionIds ?? [];
-      remember(this.lastSequence, rolloutId, { callId: id, ids: [...result.promptIds, ...first] });
-    }
+    const delta = result.promptIds ? encodePrompt(result.promptIds, this.sequenceBefore(rolloutId)) : null;
     const hasTokens = result.choices.some((c) => c.completionIds !== null);
     const hasLogprobs = result.choices.some((c) => c.logprobs !== null);
     this.statements.finishCall.run({
@@ -437,6 +481,12 @@ export class SqliteTraceStore implements TraceStore {
       ttft_ms: result.ttftMs,
       latency_ms: result.latencyMs,
     });
+    // Only once the row is written: the next prompt of the rollout is stored as a delta over it.
+    this.inFlight.delete(id);
+    if (result.promptIds) {
+      const first = result.choices[0]?.completionIds ?? [];
+      remember(this.lastSequence, rolloutId, { callId: id, ids: [...result.promptIds, ...first] });
+    }
   }
 
   async getCall(id: string): Promise<CallRecord | undefined> {
@@ -453,6 +503,10 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async recordShadowCall(call: ShadowCallRecord): Promise<void> {
+    await this.write(() => this.recordShadowCallNow(call));
+  }
+
+  private recordShadowCallNow(call: ShadowCallRecord): void {
     // Its conversation is the primary call's: stored as a reference to the rollout's latest call.
     const sent = call.requestSent as Record<string, unknown>;
     const request = encodeRequest(sent, sent, this.conversationBefore(call.rolloutId));
@@ -547,7 +601,62 @@ export class SqliteTraceStore implements TraceStore {
   }
 
   async close(): Promise<void> {
+    // Writes already requested are committed (or fail) before the file closes.
+    this.flush();
     this.db.close();
+  }
+
+  /** Queues a journal write for the next group commit; resolves once it has committed. */
+  private write<T>(run: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Commits the queued writes: together in one transaction, or each alone when that fails. */
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length === 0) return;
+    if (batch.length > 1) {
+      let results: unknown[];
+      try {
+        // IMMEDIATE: the write lock is taken first, so a read in the batch cannot leave it a stale snapshot to upgrade.
+        results = this.commitBatch.immediate(batch);
+      } catch {
+        // Nothing of the batch committed. What its writes taught the caches is forgotten (they
+        // rebuild from the journal), and each write is tried alone, so one bad write fails only its own call.
+        this.forgetCaches();
+        for (const write of batch) this.runAlone(write);
+        return;
+      }
+      batch.forEach((write, i) => write.resolve(results[i]));
+      return;
+    }
+    this.runAlone(batch[0] as PendingWrite);
+  }
+
+  private runAlone(write: PendingWrite): void {
+    let result: unknown;
+    try {
+      result = write.run();
+    } catch (err) {
+      write.reject(err);
+      return;
+    }
+    write.resolve(result);
+  }
+
+  private forgetCaches(): void {
+    this.lastSequence.clear();
+    this.lastConversation.clear();
+    // Calls begun in the rolled-back batch are looked up in the journal, where they are not.
+    for (const [callId] of this.inFlight) if (!this.statements.rolloutOfCall.get(callId)) this.inFlight.delete(callId);
   }
 
   private requireRollout(id: string): Rollout {
@@ -697,6 +806,12 @@ function addMissingColumns(db: Database.Database, table: string, columns: Record
   for (const [name, type] of Object.entries(columns)) {
     if (!present.has(name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
   }
+}
+
+/** A deep copy of JSON data, cheap for the small (mostly empty) metadata of a rollout. */
+function copyOfMetadata(metadata: Record<string, unknown>): Record<string, unknown> {
+  for (const _key in metadata) return JSON.parse(JSON.stringify(metadata)) as Record<string, unknown>;
+  return {};
 }
 
 function toRollout(row: RolloutRow): Rollout {

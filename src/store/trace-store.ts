@@ -132,6 +132,9 @@ export class StoreInputError extends Error {
 /**
  * The trace store: rollouts, their calls and events. SQLite is the embedded default; a
  * PostgreSQL store implements the same interface for scale.
+ *
+ * A store may read the values a write is given until the write's promise settles (the SQLite
+ * store serializes them when it commits): callers must not change them before.
  */
 export interface TraceStore {
   /** Idempotent by id: a second create with the same id returns the existing rollout and created=false. */
