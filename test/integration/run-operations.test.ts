@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -73,8 +73,9 @@ describe('training runs from the command line, against `rein worker` processes',
       await until((a) => a?.type === 'runRollouts' && a.stage === 'rollouts' && (a.done ?? 0) >= 4);
       expect(await worker.stop('SIGKILL')).toBe(null);
       worker = await startWorker();
-      // 2. While the trainer runs.
-      await until((a) => a?.type === 'updatePolicy');
+      // 2. While the trainer runs (its log exists once it is spawned; killed before that, a retry rightly trains anew).
+      const trainerLog = path.join(dir, 'state', 'logs', `${runId}.v1.train.log`);
+      await until((a) => a?.type === 'updatePolicy' && existsSync(trainerLog));
       expect(await worker.stop('SIGKILL')).toBe(null);
       worker = await startWorker();
 
