@@ -85,8 +85,14 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
         );
       };
       // The end of the pod's log and its termination message (the harness's output), then the Job goes if asked.
-      const collect = async (pod: V1Pod | undefined, removeJob: boolean) => {
+      const collect = async (seenPod: V1Pod | undefined, removeJob: boolean) => {
         let logTail = '';
+        let pod = seenPod;
+        // Jobs and pods come on separate watches: the Job can be Complete before the pod's
+        // termination (and its message, the harness's output) reaches the pod informer.
+        if (pod?.metadata?.name && !containerOf(pod, settings)?.state?.terminated) {
+          pod = await apis().core.readNamespacedPod({ name: pod.metadata.name, namespace }).catch(() => pod);
+        }
         const terminated = containerOf(pod, settings)?.state?.terminated;
         if (terminated?.message) writeFileSync(launch.outputFile, terminated.message);
         if (pod?.metadata?.name && (terminated || containerOf(pod, settings)?.state?.running)) {
