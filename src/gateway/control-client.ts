@@ -77,8 +77,8 @@ export class GatewayControlClient {
   }
 
   /** Mirrors the alias's production calls to the candidate version (see Router.setMirror). */
-  setMirror(alias: string, candidate: string): Promise<Mirror> {
-    return this.request('PUT', `/api/mirrors/${encodeURIComponent(alias)}`, { candidate });
+  setMirror(alias: string, candidate: string, sampleRate = 1): Promise<Mirror> {
+    return this.request('PUT', `/api/mirrors/${encodeURIComponent(alias)}`, { candidate, sampleRate });
   }
 
   clearMirror(alias: string): Promise<Mirror> {

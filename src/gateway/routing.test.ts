@@ -50,8 +50,8 @@ describe('Router', () => {
 
   it('mirrors an alias to a candidate for unpinned calls through the alias only', () => {
     const router = new Router({ ...table, policies: { ...table.policies, v3: { backend: 'vllm', model: 'lora-3' } } });
-    expect(router.setMirror('production', 'v3')).toEqual({ alias: 'production', incumbent: 'v1', candidate: 'v3' });
-    expect(router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v1', candidate: 'v3' }]);
+    expect(router.setMirror('production', 'v3')).toEqual({ alias: 'production', incumbent: 'v1', candidate: 'v3', sampleRate: 1 });
+    expect(router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v1', candidate: 'v3', sampleRate: 1 }]);
 
     const mirrored = router.admit('production', 'r1');
     expect(mirrored.route.policyVersion).toBe('v1');
@@ -63,7 +63,7 @@ describe('Router', () => {
 
     // The alias moving keeps its mirror; the candidate may even be the alias's own version.
     router.setAlias('production', 'v2');
-    expect(router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v2', candidate: 'v3' }]);
+    expect(router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v2', candidate: 'v3', sampleRate: 1 }]);
     router.setMirror('production', 'v2');
     expect(router.admit('production', 'r1').mirror?.policyVersion).toBe('v2');
 
@@ -104,8 +104,26 @@ describe('Router', () => {
 
   it('rejects a table whose references dangle', () => {
     expect(() => new Router({ ...table, aliases: { production: 'v9' } })).toThrow(/alias production points at unknown policy v9/);
-    expect(() => new Router({ ...table, mirrors: { production: 'v9', staging: 'v1' } })).toThrow(
+    expect(() => new Router({ ...table, mirrors: { production: { candidate: 'v9', sampleRate: 1 }, staging: { candidate: 'v1', sampleRate: 1 } } })).toThrow(
       /alias production is mirrored to unknown policy v9; mirror of alias staging, which does not exist/,
     );
+  });
+
+  it('mirrors a sample of rollouts, each one whole, when asked for less than all', () => {
+    const router = new Router(table);
+    expect(() => router.setMirror('production', 'v2', 0)).toThrow(/sampleRate must be in \(0, 1\]/);
+    expect(router.setMirror('production', 'v2', 0.25)).toMatchObject({ candidate: 'v2', sampleRate: 0.25 });
+    const mirrored = (id: string) => {
+      const call = router.admit('production', id);
+      call.release();
+      call.mirror?.release();
+      return call.mirror !== undefined;
+    };
+    const ids = Array.from({ length: 2000 }, (_, i) => `r${i}`);
+    const share = ids.filter(mirrored).length / ids.length;
+    expect(share).toBeGreaterThan(0.2);
+    expect(share).toBeLessThan(0.3);
+    // A rollout in the sample has every call mirrored, one outside none.
+    for (const id of ids.slice(0, 50)) expect([mirrored(id), mirrored(id), mirrored(id)].every((m) => m === mirrored(id))).toBe(true);
   });
 });

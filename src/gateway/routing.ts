@@ -27,7 +27,7 @@ export interface RoutingTable {
    * calls (never returned). The candidate may be the alias's own version: the shadow then
    * measures how often the policy disagrees with itself, the noise floor for other candidates.
    */
-  mirrors?: Record<string, string>;
+  mirrors?: Record<string, { candidate: string; sampleRate: number }>;
 }
 
 export interface Route {
@@ -48,6 +48,8 @@ export interface Mirror {
   /** The version the alias serves now. */
   incumbent: string;
   candidate: string;
+  /** The share of rollouts mirrored (all calls of a sampled rollout are), so a busy production does not double the candidate's load. */
+  sampleRate: number;
 }
 
 export class RoutingError extends Error {
@@ -104,7 +106,8 @@ export class Router {
    * that reach their policy through the alias and whose rollout is not pinned are mirrored: pinned
    * rollouts are Rein's own training and evaluation traffic, not production's.
    */
-  setMirror(alias: string, candidateVersion: string): Mirror {
+  setMirror(alias: string, candidateVersion: string, sampleRate = 1): Mirror {
+    if (!(sampleRate > 0 && sampleRate <= 1)) throw new RoutingError(`sampleRate must be in (0, 1], got ${sampleRate}`, 400, 'invalid_sample_rate');
     if (!Object.hasOwn(this.table.aliases, alias)) {
       const known = Object.keys(this.table.aliases).join(', ') || '(none)';
       throw new RoutingError(
@@ -120,7 +123,7 @@ export class Router {
         'policy_not_found',
       );
     }
-    this.update({ ...this.table, mirrors: { ...this.table.mirrors, [alias]: candidateVersion } });
+    this.update({ ...this.table, mirrors: { ...this.table.mirrors, [alias]: { candidate: candidateVersion, sampleRate } } });
     return this.mirrorOf(alias) as Mirror;
   }
 
@@ -183,7 +186,8 @@ export class Router {
       );
     }
     const { route, release } = this.enter(policyVersion, rolloutId);
-    const candidate = viaAlias && pinnedVersion === undefined ? this.mirrorOf(model)?.candidate : undefined;
+    const mirror = viaAlias && pinnedVersion === undefined ? this.mirrorOf(model) : undefined;
+    const candidate = mirror && sampled(rolloutId, mirror.sampleRate) ? mirror.candidate : undefined;
     if (candidate === undefined || this.stateOf(candidate).paused) return { route, release };
     const shadow = this.enter(candidate, rolloutId);
     return { route, release, mirror: { ...shadow.route, release: shadow.release } };
@@ -250,7 +254,8 @@ export class Router {
   private mirrorOf(alias: string): Mirror | undefined {
     const mirrors = this.table.mirrors ?? {};
     if (!Object.hasOwn(mirrors, alias)) return undefined;
-    return { alias, incumbent: this.table.aliases[alias] as string, candidate: mirrors[alias] as string };
+    const { candidate, sampleRate } = mirrors[alias] as { candidate: string; sampleRate: number };
+    return { alias, incumbent: this.table.aliases[alias] as string, candidate, sampleRate };
   }
 
   private requirePolicy(policyVersion: string): void {
@@ -264,6 +269,12 @@ export class Router {
     if (!state) this.state.set(policyVersion, (state = { paused: false, inFlight: 0, drained: [] }));
     return state;
   }
+}
+
+/** Whether a rollout is in a mirror's sample: decided by its id, so a sampled rollout is mirrored whole. */
+export function sampled(rolloutId: string, rate: number): boolean {
+  if (rate >= 1) return true;
+  return createHash('sha256').update(`mirror:${rolloutId}`).digest().readUInt32BE(0) / 2 ** 32 < rate;
 }
 
 /** The same rollout always lands on the same endpoint (its KV cache lives there). */
@@ -284,7 +295,7 @@ function validateTable(table: RoutingTable): void {
   for (const [alias, version] of Object.entries(table.aliases)) {
     if (!table.policies[version]) problems.push(`alias ${alias} points at unknown policy ${version}`);
   }
-  for (const [alias, candidate] of Object.entries(table.mirrors ?? {})) {
+  for (const [alias, { candidate }] of Object.entries(table.mirrors ?? {})) {
     if (!Object.hasOwn(table.aliases, alias)) problems.push(`mirror of alias ${alias}, which does not exist (clear it first: DELETE /api/mirrors/${alias})`);
     if (!table.policies[candidate]) problems.push(`alias ${alias} is mirrored to unknown policy ${candidate}`);
   }

@@ -299,8 +299,13 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   // as shadow calls and never returned.
   app.get('/api/mirrors', { preHandler: requireAdmin }, async () => ({ items: router.mirrors() }));
   app.put<{ Params: { alias: string } }>('/api/mirrors/:alias', { preHandler: requireAdmin }, async (req) => {
-    const { candidate } = z.strictObject({ candidate: z.string().min(1).describe('a registered policy version') }).parse(req.body);
-    return router.setMirror(req.params.alias, candidate);
+    const { candidate, sampleRate } = z
+      .strictObject({
+        candidate: z.string().min(1).describe('a registered policy version'),
+        sampleRate: z.number().gt(0).max(1).default(1).describe('the share of rollouts mirrored, each one whole'),
+      })
+      .parse(req.body);
+    return router.setMirror(req.params.alias, candidate, sampleRate);
   });
   app.delete<{ Params: { alias: string } }>('/api/mirrors/:alias', { preHandler: requireAdmin }, async (req) => {
     const removed = router.clearMirror(req.params.alias);

@@ -171,7 +171,7 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
     const start = await rein('shadow', 'start', CANDIDATE);
     expect(start.code, start.stderr).toBe(0);
     expect(start.stdout).toContain(`Mirroring production (served by v0) to ${CANDIDATE}`);
-    expect(services.gateway.router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v0', candidate: CANDIDATE }]);
+    expect(services.gateway.router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v0', candidate: CANDIDATE, sampleRate: 1 }]);
 
     const refused = await rein('shadow', 'run', 'v0', '--heldout', '1');
     expect(refused.code).toBe(1);

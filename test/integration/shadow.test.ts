@@ -184,11 +184,15 @@ describe('mirror control API', () => {
     expect((await t.admin('GET', '/api/shadow-calls?limit=0')).status).toBe(400);
     expect(await t.admin('GET', '/api/shadow-calls?after=shadow-nope')).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('shadow-nope') } } });
 
-    expect(await control.setMirror('production', 'policy-v2')).toEqual({ alias: 'production', incumbent: 'policy-v1', candidate: 'policy-v2' });
-    expect(await control.listMirrors()).toEqual([{ alias: 'production', incumbent: 'policy-v1', candidate: 'policy-v2' }]);
+    expect(await control.setMirror('production', 'policy-v2')).toEqual({ alias: 'production', incumbent: 'policy-v1', candidate: 'policy-v2', sampleRate: 1 });
+    expect(await control.listMirrors()).toEqual([{ alias: 'production', incumbent: 'policy-v1', candidate: 'policy-v2', sampleRate: 1 }]);
     expect(await control.clearMirror('production')).toMatchObject({ candidate: 'policy-v2' });
     expect(await control.listMirrors()).toEqual([]);
     await expect(control.clearMirror('production')).rejects.toMatchObject({ status: 404 });
+    // A share of the rollouts, each one whole; a share outside (0, 1] is refused.
+    expect(await control.setMirror('production', 'policy-v2', 0.1)).toMatchObject({ sampleRate: 0.1 });
+    await expect(control.setMirror('production', 'policy-v2', 0)).rejects.toMatchObject({ status: 400 });
+    await control.clearMirror('production');
   });
 });
 

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { LocalArtifactStore } from '../../artifacts/local-store.js';
 import { runShadow, shadowRunInput } from '../../client/shadow.js';
 import type { GatewayControlClient } from '../../gateway/control-client.js';
@@ -32,6 +32,12 @@ function readReport(config: ReinConfig, uri: string): ShadowReport | undefined {
 }
 
 /** `rein shadow run|start|stop|report`: a candidate answers production's calls without acting. */
+const sampleRate = (value: string) => {
+  const n = Number(value);
+  if (!(n > 0 && n <= 1)) throw new InvalidArgumentError(`expected a share in (0, 1], e.g. 0.1, got "${value}".`);
+  return n;
+};
+
 export function registerShadowCommands(program: Command): void {
   const shadow = program
     .command('shadow')
@@ -69,10 +75,11 @@ export function registerShadowCommands(program: Command): void {
     .description("mirror the gateway's live production traffic to a candidate until `rein shadow stop`")
     .argument('<candidate>', 'the candidate policy version (the gateway must serve it)')
     .option('--alias <alias>', 'the alias whose calls are mirrored', PRODUCTION_ALIAS)
-    .action(async (candidate: string, options: { alias: string }, command: Command) => {
+    .option('--rate <share>', 'the share of rollouts mirrored, each one whole (0 < share <= 1)', sampleRate, 1)
+    .action(async (candidate: string, options: { alias: string; rate: number }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const mirror = await controlOrFail(config).setMirror(options.alias, candidate);
-      say(`Mirroring ${mirror.alias} (served by ${mirror.incumbent}) to ${mirror.candidate}: its answers are recorded, never returned.`);
+      const mirror = await controlOrFail(config).setMirror(options.alias, candidate, options.rate);
+      say(`Mirroring ${mirror.sampleRate < 1 ? `${(100 * mirror.sampleRate).toFixed(1)}% of the rollouts of ` : ''}${mirror.alias} (served by ${mirror.incumbent}) to ${mirror.candidate}: its answers are recorded, never returned.`);
       say(`Calls of pinned rollouts (training, held-out replay) are not mirrored. \`rein shadow report ${mirror.candidate}\` reports, \`rein shadow stop\` stops.`);
     });
 
