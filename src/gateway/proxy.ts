@@ -149,20 +149,7 @@ export class ModelCallProxy {
 
     let upstream;
     try {
-      const { pool, basePath } = this.upstream(route.endpoint);
-      upstream = await pool.request({
-        method: 'POST',
-        path: `${basePath}${PATHS[call.endpoint]}`,
-        headers: {
-          'content-type': 'application/json',
-          accept: call.body.stream === true ? 'text/event-stream' : 'application/json',
-          ...(route.backend.apiKey && { authorization: `Bearer ${route.backend.apiKey}` }),
-        },
-        body: JSON.stringify(sent),
-        signal: call.signal,
-        headersTimeout: this.options.headersTimeoutMs,
-        bodyTimeout: this.options.bodyTimeoutMs,
-      });
+      upstream = await this.send(route, call.endpoint, sent, call.body.stream === true, call.signal);
     } catch (err) {
       const failure = classify(err, call.signal, false);
       await finish({ upstreamStatus: null, errorClass: failure.errorClass, errorMessage: failure.message });
@@ -362,20 +349,7 @@ export class ModelCallProxy {
     };
     let upstream;
     try {
-      const { pool, basePath } = this.upstream(candidate.endpoint);
-      upstream = await pool.request({
-        method: 'POST',
-        path: `${basePath}${PATHS[call.endpoint]}`,
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json',
-          ...(candidate.backend.apiKey && { authorization: `Bearer ${candidate.backend.apiKey}` }),
-        },
-        body: JSON.stringify(sent),
-        signal,
-        headersTimeout: this.options.headersTimeoutMs,
-        bodyTimeout: this.options.bodyTimeoutMs,
-      });
+      upstream = await this.send(candidate, call.endpoint, sent, false, signal);
     } catch (err) {
       await failed(err, false, null);
       return;
@@ -411,6 +385,24 @@ export class ModelCallProxy {
   }
 
   /** The connection pool of an endpoint's origin, and the endpoint's path (parsed once per endpoint). */
+  /** The request to a route's backend, for a production call and its shadow alike. */
+  private send(route: Route, endpoint: CallEndpoint, sent: Json, stream: boolean, signal: AbortSignal) {
+    const { pool, basePath } = this.upstream(route.endpoint);
+    return pool.request({
+      method: 'POST',
+      path: `${basePath}${PATHS[endpoint]}`,
+      headers: {
+        'content-type': 'application/json',
+        accept: stream ? 'text/event-stream' : 'application/json',
+        ...(route.backend.apiKey && { authorization: `Bearer ${route.backend.apiKey}` }),
+      },
+      body: JSON.stringify(sent),
+      signal,
+      headersTimeout: this.options.headersTimeoutMs,
+      bodyTimeout: this.options.bodyTimeoutMs,
+    });
+  }
+
   private upstream(endpoint: string): { pool: Pool; basePath: string } {
     let known = this.endpoints.get(endpoint);
     if (!known) {
