@@ -6,17 +6,10 @@
  *
  *   npx tsx bench/gateway-profile.ts [--profile] [--stream] [--concurrency 1,64] [--calls 2000] [--rounds 3]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { Pool } from 'undici';
-import { stringify } from 'yaml';
-import { gatewayConfigFile } from '../test/helpers/gateway.js';
-import { freePort } from '../test/helpers/ports.js';
-import { MODEL } from '../test/helpers/vllm-like-server.js';
+import { load, root, startGatewayBench } from './gateway-setup.js';
 
 const argv = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -28,90 +21,18 @@ const stream = argv.includes('--stream');
 const concurrencies = option('concurrency', '1,64').split(',').map(Number);
 const calls = Number(option('calls', '2000'));
 const rounds = Number(option('rounds', '3'));
-const root = path.resolve(import.meta.dirname, '..');
-const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-const ADMIN = 'bench-admin-key';
-
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = []) {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', tsx, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise<{ child: ChildProcess; output: string }>((resolve, reject) => {
-    let output = '';
-    child.stdout?.on('data', (d: Buffer) => {
-      output += d.toString();
-      if (ready.test(output)) resolve({ child, output });
-    });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
-  });
-}
-
-interface Target {
-  pool: Pool;
-  headers: Record<string, string>;
-  model: string;
-}
-
-async function call(target: Target, i: number): Promise<number> {
-  const body = JSON.stringify({
-    model: target.model,
-    stream,
-    messages: [
-      { role: 'system', content: 'You are a careful assistant. '.repeat(60) },
-      { role: 'user', content: `question number ${i}: what is the capital of France?` },
-    ],
-  });
-  const t0 = performance.now();
-  const res = await target.pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json', ...target.headers }, body });
-  const text = await res.body.text();
-  if (res.statusCode !== 200 || (stream && !text.includes('[DONE]'))) throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
-  return performance.now() - t0;
-}
-
-async function load(target: Target, concurrency: number, total: number) {
-  const latencies: number[] = [];
-  let next = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < total) latencies.push(await call(target, next++));
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  latencies.sort((a, b) => a - b);
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] as number;
-  return { p50: at(0.5), p99: at(0.99), rps: total / seconds };
-}
-
-const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-gateway-profile-'));
-const profDir = path.join(dir, 'prof');
-const upstream = await start(['bench/upstream.ts'], {}, /\/v1\n/);
-const upstreamUrl = upstream.output.trim();
-const port = await freePort();
-writeFileSync(path.join(dir, 'rein.yaml'), stringify(gatewayConfigFile(upstreamUrl, port)));
-const gateway = await start(
-  ['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'],
-  { REIN_GATEWAY_ADMIN_KEY: ADMIN },
-  /Gateway ready/,
-  profile ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
-);
-const gatewayUrl = `http://127.0.0.1:${port}`;
-const bare = await start(['bench/bare-proxy.ts', upstreamUrl], {}, /\n/);
+const profDir = mkdtempSync(path.join(os.tmpdir(), 'rein-gateway-profile-'));
+const bench = await startGatewayBench(profile ? { gatewayNodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir] } : {});
+const { hop, viaGateway } = bench;
 
 try {
-  const res = await fetch(`${gatewayUrl}/api/rollouts`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ id: 'bench' }),
-  });
-  const rollout = (await res.json()) as { key: string };
-  const viaGateway: Target = { pool: new Pool(gatewayUrl, { connections: 512 }), headers: { authorization: `Bearer ${rollout.key}` }, model: 'production' };
-  const hop: Target = { pool: new Pool(bare.output.trim(), { connections: 512 }), headers: {}, model: MODEL };
-  for (const target of [hop, viaGateway]) await load(target, 16, 300); // warm-up
+  for (const target of [hop, viaGateway]) await load(target, stream, 16, 300); // warm-up
   for (const concurrency of concurrencies) {
     const h: Array<Awaited<ReturnType<typeof load>>> = [];
     const g: Array<Awaited<ReturnType<typeof load>>> = [];
     for (let r = 0; r < rounds; r++) {
-      h.push(await load(hop, concurrency, calls));
-      g.push(await load(viaGateway, concurrency, calls));
+      h.push(await load(hop, stream, concurrency, calls));
+      g.push(await load(viaGateway, stream, concurrency, calls));
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
     const f = (x: number) => x.toFixed(3);
@@ -123,13 +44,9 @@ try {
     );
   }
 } finally {
-  const exited = new Promise((r) => gateway.child.once('exit', r));
-  gateway.child.kill('SIGTERM');
-  bare.child.kill('SIGTERM');
-  upstream.child.kill('SIGTERM');
-  await exited;
+  await bench.stop();
   if (profile) summarize(path.join(profDir, readdirSync(profDir)[0] as string));
-  rmSync(dir, { recursive: true, force: true });
+  rmSync(profDir, { recursive: true, force: true });
 }
 
 interface ProfileNode {
@@ -146,7 +63,7 @@ function summarize(file: string): void {
   for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const self = new Map<number, number>();
   prof.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[i] ?? 0)));
-  const label = (n: ProfileNode) => `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.replace(/^.*node_modules\//, '~/').replace(/^.*wt-gateway\//, '')}:${n.callFrame.lineNumber + 1}`;
+  const label = (n: ProfileNode) => `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.replace(/^.*node_modules\//, '~/').replace(`file://${root}/`, '')}:${n.callFrame.lineNumber + 1}`;
   let busy = 0;
   const selfBy = new Map<string, number>();
   const inclusive = new Map<string, number>();

@@ -1,0 +1,121 @@
+/**
+ * What the gateway benchmarks share: a vLLM-shaped upstream, `rein gateway` in front of it and a
+ * bare proxy hop beside it (each its own process), targets to load, and the load generator.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Pool } from 'undici';
+import { stringify } from 'yaml';
+import { gatewayConfigFile } from '../test/helpers/gateway.js';
+import { freePort } from '../test/helpers/ports.js';
+import { MODEL } from '../test/helpers/vllm-like-server.js';
+
+export const root = path.resolve(import.meta.dirname, '..');
+const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+const ADMIN = 'bench-admin-key';
+
+function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; output: string }> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', tsx, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      output += d.toString();
+      if (ready.test(output)) resolve({ child, output });
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
+  });
+}
+
+export interface Target {
+  pool: Pool;
+  headers: Record<string, string>;
+  model: string;
+}
+
+export interface GatewayBench {
+  dir: string;
+  upstreamUrl: string;
+  gatewayUrl: string;
+  /** Straight to the upstream, through the bare hop, and through the gateway (rollout `bench`). */
+  direct: Target;
+  hop: Target;
+  viaGateway: Target;
+  /** A control-API call with the admin key. */
+  admin(route: string, body: unknown): Promise<any>;
+  /** Stops the three processes (the gateway with SIGTERM, so a CPU profile is written) and removes the folder. */
+  stop(): Promise<void>;
+}
+
+export async function startGatewayBench(options: { gatewayNodeArgs?: string[] } = {}): Promise<GatewayBench> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-gateway-'));
+  const upstream = await start(['bench/upstream.ts'], {}, /\/v1\n/);
+  const upstreamUrl = upstream.output.trim();
+  const port = await freePort();
+  writeFileSync(path.join(dir, 'rein.yaml'), stringify(gatewayConfigFile(upstreamUrl, port)));
+  const gateway = await start(['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'], { REIN_GATEWAY_ADMIN_KEY: ADMIN }, /Gateway ready/, options.gatewayNodeArgs);
+  const gatewayUrl = `http://127.0.0.1:${port}`;
+  const bare = await start(['bench/bare-proxy.ts', upstreamUrl], {}, /\n/);
+  const admin = async (route: string, body: unknown): Promise<any> => {
+    const res = await fetch(`${gatewayUrl}${route}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return res.json();
+  };
+  const rollout = (await admin('/api/rollouts', { id: 'bench' })) as { key: string };
+  const direct: Target = { pool: new Pool(new URL(upstreamUrl).origin, { connections: 512 }), headers: {}, model: MODEL };
+  return {
+    dir,
+    upstreamUrl,
+    gatewayUrl,
+    direct,
+    hop: { ...direct, pool: new Pool(bare.output.trim(), { connections: 512 }) },
+    viaGateway: { pool: new Pool(gatewayUrl, { connections: 512 }), headers: { authorization: `Bearer ${rollout.key}` }, model: 'production' },
+    admin,
+    async stop() {
+      const exited = new Promise((r) => gateway.child.once('exit', r));
+      gateway.child.kill('SIGTERM');
+      bare.child.kill('SIGTERM');
+      upstream.child.kill('SIGTERM');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function call(target: Target, stream: boolean, i: number): Promise<number> {
+  const body = JSON.stringify({
+    model: target.model,
+    stream,
+    messages: [
+      { role: 'system', content: 'You are a careful assistant. '.repeat(60) },
+      { role: 'user', content: `question number ${i}: what is the capital of France?` },
+    ],
+  });
+  const t0 = performance.now();
+  const res = await target.pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json', ...target.headers }, body });
+  const text = await res.body.text();
+  if (res.statusCode !== 200 || (stream && !text.includes('[DONE]'))) throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
+  return performance.now() - t0;
+}
+
+/** `total` calls from `concurrency` callers: latency p50 and p99 (ms) and throughput. */
+export async function load(target: Target, stream: boolean, concurrency: number, total: number): Promise<{ p50: number; p99: number; rps: number }> {
+  const latencies: number[] = [];
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) latencies.push(await call(target, stream, next++));
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] as number;
+  return { p50: at(0.5), p99: at(0.99), rps: total / seconds };
+}
