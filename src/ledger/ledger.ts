@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { RolloutFacts } from '../gate/rollout-facts.js';
-import { registryFile } from '../registry/policy-registry.js';
+import { closingAfter, registryFile } from '../registry/policy-registry.js';
 
 /**
  * Three ledgers, one row per iteration and per release, so that a change in results can be put
@@ -79,13 +79,8 @@ interface Row {
 }
 
 /** Opens the data directory's ledgers (beside the registry) for one piece of work and closes them after. */
-export async function withLedger<T>(dataDir: string, use: (ledger: Ledger) => T | Promise<T>): Promise<T> {
-  const ledger = new Ledger(registryFile(dataDir));
-  try {
-    return await use(ledger);
-  } finally {
-    ledger.close();
-  }
+export function withLedger<T>(dataDir: string, use: (ledger: Ledger) => T | Promise<T>): Promise<T> {
+  return closingAfter(new Ledger(registryFile(dataDir)), use);
 }
 
 export class Ledger {

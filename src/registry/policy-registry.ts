@@ -76,14 +76,18 @@ export function registryFile(dataDir: string): string {
   return path.join(dataDir, 'registry.sqlite');
 }
 
-/** Opens the data directory's registry for one piece of work and closes it after, also when the work fails. */
-export async function withRegistry<T>(dataDir: string, use: (registry: PolicyRegistry) => T | Promise<T>): Promise<T> {
-  const registry = new PolicyRegistry(registryFile(dataDir));
+/** Runs one piece of work with a store and closes it after, also when the work fails. */
+export async function closingAfter<R extends { close(): void }, T>(resource: R, use: (resource: R) => T | Promise<T>): Promise<T> {
   try {
-    return await use(registry);
+    return await use(resource);
   } finally {
-    registry.close();
+    resource.close();
   }
+}
+
+/** Opens the data directory's registry for one piece of work and closes it after. */
+export function withRegistry<T>(dataDir: string, use: (registry: PolicyRegistry) => T | Promise<T>): Promise<T> {
+  return closingAfter(new PolicyRegistry(registryFile(dataDir)), use);
 }
 
 export class PolicyRegistry {
