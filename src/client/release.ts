@@ -1,9 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { ReinConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
-import { loadTaskSet } from '../rollouts/tasks.js';
 import type { releaseCandidate, ReleaseCandidateInput, ReleaseCandidateResult } from '../../workflows/index.js';
-import { configHash } from './runs.js';
+import { configHash, heldoutSelection } from './runs.js';
 
 /**
  * The releaseCandidate input for a version named by hand (`rein gate`): the config's held-out
@@ -12,22 +11,16 @@ import { configHash } from './runs.js';
  */
 export function releaseInput(config: ReinConfig, candidate: string, options: { promote: boolean; heldoutLimit?: number | undefined; actor: string }, source = 'config'): ReleaseCandidateInput {
   const { run } = config;
-  if (!run.heldoutTasks) {
+  const heldout = heldoutSelection(run, options.heldoutLimit ?? run.heldoutLimit);
+  if (!heldout) {
     throw new ConfigError(source, ['run.heldoutTasks: not set; the gate replays a held-out task set with the candidate and production (see examples/calculator-agent/rein.yaml)']);
   }
-  const heldout = loadTaskSet(run.heldoutTasks);
-  const hash = configHash(config);
-  const limit = options.heldoutLimit ?? run.heldoutLimit ?? heldout.tasks.length;
   return {
     candidate,
     base: { version: run.base.version, checkpointUri: run.base.checkpoint as string },
-    heldout: {
-      taskSet: { file: heldout.file, sha256: heldout.sha256 },
-      taskIds: heldout.tasks.slice(0, limit).map((t) => t.id),
-      ...(Object.keys(run.evalHarnessEnv).length > 0 && { harnessEnv: run.evalHarnessEnv }),
-    },
+    heldout,
     samplesPerTask: config.gate.samplesPerTask,
-    configHash: hash,
+    configHash: configHash(config),
     promote: options.promote,
     actor: options.actor,
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,

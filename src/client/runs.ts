@@ -3,10 +3,10 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Clien
 import { defaultPayloadConverter } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { ConfigError } from '../config/load.js';
-import type { ReinConfig } from '../config/schema.js';
+import type { ReinConfig, RunSettings } from '../config/schema.js';
 import { canonicalJson } from '../rollouts/harness-spec.js';
 import { loadTaskSet } from '../rollouts/tasks.js';
-import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingRunInput, type trainingRun } from '../../workflows/index.js';
+import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingIterationInput, type TrainingRunInput, type trainingRun } from '../../workflows/index.js';
 
 /** What the command line may change about the config's `run` section. */
 export interface RunOverrides {
@@ -31,6 +31,20 @@ export function configHash(config: ReinConfig): string {
 }
 
 /**
+ * The config's held-out tasks (the first `limit`, default run.heldoutLimit), pinned by content
+ * hash, with the harness's eval settings; undefined when the config names none.
+ */
+export function heldoutSelection(run: RunSettings, limit = run.heldoutLimit): TrainingIterationInput['heldout'] {
+  if (!run.heldoutTasks) return undefined;
+  const heldout = loadTaskSet(run.heldoutTasks);
+  return {
+    taskSet: { file: heldout.file, sha256: heldout.sha256 },
+    taskIds: heldout.tasks.slice(0, limit ?? heldout.tasks.length).map((t) => t.id),
+    ...(Object.keys(run.evalHarnessEnv).length > 0 && { harnessEnv: run.evalHarnessEnv }),
+  };
+}
+
+/**
  * The trainingRun input from the config (and command-line overrides): task sets pinned by their
  * content hash, the base policy, sizes. Only references travel: the tasks stay in their files.
  */
@@ -48,7 +62,7 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
   ].filter((p): p is string => typeof p === 'string');
   if (problems.length > 0) throw new ConfigError(source, problems);
   const train = loadTaskSet(run.trainTasks as string);
-  const heldout = run.heldoutTasks ? loadTaskSet(run.heldoutTasks) : undefined;
+  const heldout = heldoutSelection(run);
   return {
     ...(overrides.runId && { runId: overrides.runId }),
     configHash: configHash(config),
@@ -56,13 +70,7 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
     startFrom: run.startFrom,
     iterations: run.iterations,
     train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.map((t) => t.id), tasksPerIteration: run.tasksPerIteration, samplesPerTask: run.samplesPerTask },
-    ...(heldout && {
-      heldout: {
-        taskSet: { file: heldout.file, sha256: heldout.sha256 },
-        taskIds: heldout.tasks.slice(0, run.heldoutLimit ?? heldout.tasks.length).map((t) => t.id),
-        ...(Object.keys(run.evalHarnessEnv).length > 0 && { harnessEnv: run.evalHarnessEnv }),
-      },
-    }),
+    ...(heldout && { heldout }),
     heldoutEvery: run.heldoutEvery,
     release: { samplesPerTask: config.gate.samplesPerTask, promote: config.gate.autoPromote },
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,

@@ -2,9 +2,8 @@ import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { ReinConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import { PRODUCTION_ALIAS } from '../registry/promotion.js';
-import { loadTaskSet } from '../rollouts/tasks.js';
 import type { shadowRun, ShadowRunInput, ShadowRunResult } from '../../workflows/index.js';
-import { configHash } from './runs.js';
+import { configHash, heldoutSelection } from './runs.js';
 
 /**
  * The shadowRun input from the config: its held-out tasks with the harness's eval settings, k
@@ -18,21 +17,16 @@ export function shadowRunInput(
   source = 'config',
 ): ShadowRunInput {
   const { run } = config;
-  if (!run.heldoutTasks) {
+  const heldout = heldoutSelection(run, options.heldoutLimit ?? run.heldoutLimit);
+  if (!heldout) {
     throw new ConfigError(source, ['run.heldoutTasks: not set; a shadow run runs the held-out task set through the harness (see examples/calculator-agent/rein.yaml)']);
   }
-  const heldout = loadTaskSet(run.heldoutTasks);
-  const limit = Math.min(options.heldoutLimit ?? run.heldoutLimit ?? heldout.tasks.length, heldout.tasks.length);
   return {
     candidate,
     alias: options.alias ?? PRODUCTION_ALIAS,
-    heldout: {
-      taskSet: { file: heldout.file, sha256: heldout.sha256 },
-      taskIds: heldout.tasks.slice(0, limit).map((t) => t.id),
-      ...(Object.keys(run.evalHarnessEnv).length > 0 && { harnessEnv: run.evalHarnessEnv }),
-    },
+    heldout,
     samplesPerTask: config.gate.samplesPerTask,
-    batchId: `shadow.${candidate}.${configHash(config).slice(0, 12)}.${limit}`,
+    batchId: `shadow.${candidate}.${configHash(config).slice(0, 12)}.${heldout.taskIds.length}`,
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
   };
 }
