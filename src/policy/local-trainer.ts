@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { decodeBatch } from '../samples/batch.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
-import { readyBackend, type TinyDecoder } from './model.js';
+import { readyBackend, type Qwen3Model } from './model.js';
 import { seededRandom } from '../random.js';
 import { ppoStep, type StepMetrics } from './train.js';
 
@@ -156,7 +156,7 @@ type BatchSequence = ReturnType<typeof decodeBatch>['sequences'][number];
  * computed once with the parent weights, and the PPO ratio is taken against the trainer's own
  * log-probs, so clipping measures only what the update changes.
  */
-function importanceCorrected(model: TinyDecoder, sequences: readonly BatchSequence[], cap: number) {
+function importanceCorrected(model: Qwen3Model, sequences: readonly BatchSequence[], cap: number) {
   let total = 0;
   let capped = 0;
   let sum = 0;

@@ -1,20 +1,21 @@
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { readyBackend, sampleToken, TinyDecoder, type ModelConfig } from './model.js';
+import { defaultModelConfig } from './checkpoint.js';
+import { Qwen3Model, readyBackend, sampleToken } from './model.js';
 
-const config: ModelConfig = { vocabSize: 40, contextLength: 16, dModel: 16, nLayers: 2, nHeads: 2, dFF: 32 };
+const config = defaultModelConfig({ vocabSize: 40, maxPositions: 16, hiddenSize: 16, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 4, intermediateSize: 32 });
 let backend: string;
 beforeAll(async () => {
   backend = await readyBackend();
 });
 
-describe('TinyDecoder', () => {
+describe('Qwen3Model', () => {
   it('runs on the wasm backend', () => {
     expect(backend).toBe('wasm');
   });
 
   it('is causal: a position\'s logits do not depend on later tokens', () => {
-    const model = TinyDecoder.init(config, 1);
+    const model = Qwen3Model.init(config, 1);
     const a = model.logits([[1, 2, 3, 4, 5]]).arraySync()[0]!;
     const b = model.logits([[1, 2, 3, 9, 9]]).arraySync()[0]!;
     for (let i = 0; i < 3; i++) a[i]!.forEach((v, j) => expect(v).toBeCloseTo(b[i]![j]!, 5));
@@ -22,18 +23,18 @@ describe('TinyDecoder', () => {
     model.dispose();
   });
 
-  it('is deterministic for a seed, and round-trips its weights through safetensors', () => {
-    const one = TinyDecoder.init(config, 7);
-    const two = TinyDecoder.fromSafetensors(config, TinyDecoder.init(config, 7).toSafetensors());
+  it('is deterministic for a seed, and round-trips its weights in Hugging Face layout', () => {
+    const one = Qwen3Model.init(config, 7);
+    const two = Qwen3Model.fromTensors(config, Qwen3Model.init(config, 7).toTensors());
     expect(one.logits([[3, 1, 4]]).arraySync()).toEqual(two.logits([[3, 1, 4]]).arraySync());
-    expect(() => TinyDecoder.fromSafetensors({ ...config, dModel: 32 }, one.toSafetensors())).toThrow(/do not fit the config/);
+    expect(() => Qwen3Model.fromTensors({ ...config, hiddenSize: 32 }, one.toTensors())).toThrow(/do not fit the config/);
     one.dispose();
     two.dispose();
   });
 
   it('samples reproducibly for a seed, reports log-probs, and stops at a stop token', () => {
     const before = tf.memory().numTensors;
-    const model = TinyDecoder.init(config, 3);
+    const model = Qwen3Model.init(config, 3);
     const options = { maxTokens: 8, temperature: 1, stopIds: [5], seed: 11 };
     const first = model.generate([[1, 2], [3, 4, 6]], options);
     expect(model.generate([[1, 2], [3, 4, 6]], options)).toEqual(first);
@@ -52,6 +53,49 @@ describe('TinyDecoder', () => {
   });
 });
 
+describe('Decoder (key/value cache)', () => {
+  const lastLogitsOf = (model: Qwen3Model, ids: number[]) => tf.tidy(() => (model.logits([ids]).arraySync()[0] as number[][]).at(-1) as number[]);
+  const close = (a: number[], b: number[]) => Math.max(...a.map((v, i) => Math.abs(v - (b[i] as number))));
+
+  it('gives the logits of a whole-sequence pass, for rows that join and leave at different steps', () => {
+    const before = tf.memory().numTensors;
+    const model = Qwen3Model.init(config, 21);
+    const decoder = model.decoder();
+    const rows = new Map<number, number[]>([[1, [3, 1, 4]]]);
+    let logits = decoder.add([{ key: 1, ids: [3, 1, 4] }]);
+    for (let step = 0; step < 6; step++) {
+      for (const [key, row] of logits) expect(close(row, lastLogitsOf(model, rows.get(key) as number[]))).toBeLessThan(1e-4);
+      if (step === 2) {
+        // A longer prompt joins (the cache widens on the left for the shorter row), and one leaves.
+        rows.set(2, [5, 9, 2, 6, 5, 3, 5]);
+        logits = new Map([...logits, ...decoder.add([{ key: 2, ids: rows.get(2) as number[] }])]);
+      }
+      if (step === 4) {
+        decoder.remove([2]);
+        rows.delete(2);
+        logits.delete(2);
+      }
+      const next = [...logits.keys()].map((key) => ({ key, id: (step * 7 + key) % 40 }));
+      for (const { key, id } of next) rows.get(key)?.push(id);
+      logits = decoder.step(next);
+    }
+    expect(decoder.rows()).toEqual([1]);
+    decoder.dispose();
+    model.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('refuses a step that would pass the context', () => {
+    const model = Qwen3Model.init(config, 2);
+    const decoder = model.decoder();
+    decoder.add([{ key: 0, ids: Array.from({ length: 16 }, (_, i) => i) }]);
+    expect(() => decoder.step([{ key: 0, id: 1 }])).toThrow(/context of 16/);
+    expect(() => decoder.add([{ key: 1, ids: Array.from({ length: 17 }, () => 1) }])).toThrow(/exceeds the context of 16/);
+    decoder.dispose();
+    model.dispose();
+  });
+});
+
 describe('sampleToken', () => {
   const logits = [2, 1, 0, -1];
   const logZ = Math.log(logits.reduce((s, l) => s + Math.exp(l), 0));
@@ -67,17 +111,17 @@ describe('sampleToken', () => {
   });
 });
 
-describe('TinyDecoder gradients', () => {
+describe('Qwen3Model gradients', () => {
   it('match the default matMul gradients (the custom ones only change how transposes run)', () => {
-    const model = TinyDecoder.init(config, 13);
+    const model = Qwen3Model.init(config, 13);
     const ids = [[1, 2, 3, 4, 5, 6]];
     const loss = () => tf.logSoftmax(model.logits(ids)).mean() as tf.Scalar;
     const { grads } = tf.variableGrads(loss, Object.values(model.weights));
-    // Numerical check on weights reached only through the custom matMul: nudge one entry each.
+    // Numerical check of one entry each: embeddings, projections (custom matMul), a q/k norm.
     const byName = new Map(Object.entries(model.weights).map(([key, v]) => [v.name, { key, v }]));
     for (const [name, gradient] of Object.entries(grads)) {
       const { key, v: variable } = byName.get(name) as { key: string; v: tf.Variable };
-      if (!['embed.tokens', 'head.weight', 'layers.0.attn.qkv', 'layers.0.mlp.down'].includes(key)) continue;
+      if (!['model.embed_tokens.weight', 'model.layers.0.self_attn.q_proj.weight', 'model.layers.0.self_attn.k_norm.weight', 'model.layers.0.mlp.down_proj.weight'].includes(key)) continue;
       const grad = gradient.flatten().arraySync() as number[];
       const original = variable.flatten().arraySync() as number[];
       const at = original.length - 1;

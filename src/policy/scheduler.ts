@@ -1,6 +1,6 @@
 import type { Checkpoint } from './checkpoint.js';
 import { seededRandom } from '../random.js';
-import { sampleToken } from './model.js';
+import { sampleToken, type Decoder } from './model.js';
 
 /** One sequence being generated: a choice of a request. */
 export interface GenerationRow {
@@ -25,6 +25,7 @@ export interface GenerationState {
 }
 
 interface Active {
+  key: number;
   row: GenerationRow;
   state: GenerationState;
   random: () => number;
@@ -33,18 +34,20 @@ interface Active {
 }
 
 /**
- * Continuous batching: every step runs one forward pass per model over all rows in flight, and
- * rows that arrive while others generate join at the next step.
+ * Continuous batching: every step runs one cached decoding pass per model over all rows in
+ * flight; rows that arrive while others generate are prefilled and join at the next step.
  */
 export class GenerationScheduler {
-  private readonly active: Active[] = [];
+  private readonly waiting: Active[] = [];
+  private readonly decoding = new Map<Checkpoint, { decoder: Decoder; rows: Map<number, Active> }>();
+  private nextKey = 0;
   private running = false;
 
   constructor(private readonly maxRows = 64) {}
 
   generate(row: GenerationRow): Promise<GenerationState> {
     return new Promise((resolve, reject) => {
-      this.active.push({ row, state: { ids: [], logprobs: [], finishReason: null, stopReason: null }, random: seededRandom(row.seed), resolve, reject });
+      this.waiting.push({ key: this.nextKey++, row, state: { ids: [], logprobs: [], finishReason: null, stopReason: null }, random: seededRandom(row.seed), resolve, reject });
       if (!this.running) {
         this.running = true;
         setImmediate(() => void this.loop());
@@ -52,23 +55,69 @@ export class GenerationScheduler {
     });
   }
 
+  private inFlight(): number {
+    let n = 0;
+    for (const { rows } of this.decoding.values()) n += rows.size;
+    return n;
+  }
+
   private async loop(): Promise<void> {
-    while (this.active.length > 0) {
-      const batch = this.active.slice(0, this.maxRows);
+    while (this.waiting.length > 0 || this.inFlight() > 0) {
+      // Rows already decoding advance a token; then waiting rows join (their prompt is the
+      // prefill, whose last logits give their first token), so all rows end on one column.
+      for (const group of this.decoding.values()) {
+        if (group.rows.size === 0) continue;
+        this.run(group, () => group.decoder.step([...group.rows.values()].map((a) => ({ key: a.key, id: a.state.ids.at(-1) as number }))));
+      }
+      const joining = this.waiting.splice(0, Math.max(0, this.maxRows - this.inFlight()));
       const byModel = new Map<Checkpoint, Active[]>();
-      for (const a of batch) byModel.set(a.row.checkpoint, [...(byModel.get(a.row.checkpoint) ?? []), a]);
+      for (const a of joining) byModel.set(a.row.checkpoint, [...(byModel.get(a.row.checkpoint) ?? []), a]);
       for (const [checkpoint, rows] of byModel) {
-        try {
-          const logits = checkpoint.model.lastLogits(rows.map((a) => [...a.row.prompt, ...a.state.ids]));
-          rows.forEach((a, i) => this.advance(a, logits[i] as number[]));
-        } catch (err) {
-          for (const a of rows) this.finish(a, err);
-        }
+        let group = this.decoding.get(checkpoint);
+        if (!group) this.decoding.set(checkpoint, (group = { decoder: checkpoint.model.decoder(), rows: new Map() }));
+        for (const a of rows) group.rows.set(a.key, a);
+        const added = group;
+        this.run(added, () => added.decoder.add(rows.map((a) => ({ key: a.key, ids: a.row.prompt }))), rows);
+      }
+      for (const [checkpoint, group] of this.decoding) {
+        if (group.rows.size > 0) continue;
+        group.decoder.dispose();
+        this.decoding.delete(checkpoint);
       }
       // Let new requests in (and I/O out) between steps.
       await new Promise((r) => setImmediate(r));
     }
     this.running = false;
+  }
+
+  /** One pass of a model's decoder; on failure the rows it was for fail and leave the batch. */
+  private run(group: { decoder: Decoder; rows: Map<number, Active> }, pass: () => Map<number | string, number[]>, only?: Active[]): void {
+    let logits: Map<number | string, number[]>;
+    try {
+      logits = pass();
+    } catch (err) {
+      const failed = only ?? [...group.rows.values()];
+      for (const a of failed) group.rows.delete(a.key);
+      try {
+        group.decoder.remove(failed.map((a) => a.key).filter((k) => group.decoder.rows().includes(k)));
+      } catch {
+        group.decoder.dispose();
+        for (const a of group.rows.values()) this.finish(a, err);
+        group.rows.clear();
+      }
+      for (const a of failed) this.finish(a, err);
+      return;
+    }
+    const done: number[] = [];
+    for (const [key, row] of logits) {
+      const a = group.rows.get(key as number) as Active;
+      this.advance(a, row);
+      if (a.state.finishReason) {
+        done.push(a.key);
+        group.rows.delete(a.key);
+      }
+    }
+    if (done.length) group.decoder.remove(done);
   }
 
   private advance(a: Active, logits: number[]): void {
@@ -92,7 +141,6 @@ export class GenerationScheduler {
   }
 
   private finish(a: Active, err?: unknown): void {
-    this.active.splice(this.active.indexOf(a), 1);
     if (err) a.reject(err);
     else a.resolve(a.state);
   }

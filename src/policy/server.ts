@@ -89,7 +89,7 @@ export async function startPolicyServer(options: { host: string; port: number; m
 
   /** Generates n rows for one prompt, checking the context limit as vLLM does. */
   const run = (checkpoint: Checkpoint, prompt: number[], body: z.infer<typeof chatRequest> | z.infer<typeof completionRequest>, onToken?: (choice: number, state: GenerationState) => void) => {
-    const context = checkpoint.config.contextLength;
+    const context = checkpoint.config.maxPositions;
     const requested = body.max_tokens ?? body.max_completion_tokens ?? undefined;
     const maxTokens = requested ?? context - prompt.length;
     if (prompt.length + maxTokens > context || maxTokens < 1) {
@@ -290,7 +290,7 @@ export async function startPolicyServer(options: { host: string; port: number; m
 
   app.get('/v1/models', async () => ({
     object: 'list',
-    data: [...models.entries()].map(([id, c]) => ({ id, object: 'model', created: 0, owned_by: 'rein', root: c.dir, max_model_len: c.config.contextLength })),
+    data: [...models.entries()].map(([id, c]) => ({ id, object: 'model', created: 0, owned_by: 'rein', root: c.dir, max_model_len: c.config.maxPositions })),
   }));
 
   const loadBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1) });

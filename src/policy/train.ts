@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import type { DecodedBatch } from '../samples/batch.js';
-import type { TinyDecoder } from './model.js';
+import type { Qwen3Model } from './model.js';
 
 /**
  * One PPO-clip update over a batch as the sample builder packed it: per trained token,
@@ -24,13 +24,13 @@ export interface StepMetrics {
 
 type Sequence = DecodedBatch['sequences'][number];
 
-export function ppoStep(model: TinyDecoder, optimizer: tf.Optimizer, sequences: readonly Sequence[], options: PpoOptions): StepMetrics {
+export function ppoStep(model: Qwen3Model, optimizer: tf.Optimizer, sequences: readonly Sequence[], options: PpoOptions): StepMetrics {
   const rows = sequences.filter((s) => s.lossMask.some((m, i) => i > 0 && m === 1));
   const tokens = rows.reduce((n, s) => n + s.lossMask.slice(1).reduce((a, b) => a + b, 0), 0);
   if (rows.length === 0) return { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 };
   const width = Math.max(...rows.map((s) => s.ids.length)) - 1;
-  if (width + 1 > model.config.contextLength) {
-    throw new Error(`a sequence of ${width + 1} tokens exceeds the model context of ${model.config.contextLength}; lower samples.maxPromptTokens / maxResponseTokens`);
+  if (width + 1 > model.config.maxPositions) {
+    throw new Error(`a sequence of ${width + 1} tokens exceeds the model context of ${model.config.maxPositions}; lower samples.maxPromptTokens / maxResponseTokens`);
   }
   // Position t predicts token t + 1; right padding carries zero weight.
   const pad = (values: number[]) => [...values, ...Array<number>(width - values.length).fill(0)];
@@ -76,7 +76,7 @@ export function ppoStep(model: TinyDecoder, optimizer: tf.Optimizer, sequences: 
  * Sequences are token ids with a loss mask; position t predicts token t + 1.
  */
 export function sftStep(
-  model: TinyDecoder,
+  model: Qwen3Model,
   optimizer: tf.Optimizer,
   sequences: ReadonlyArray<{ ids: number[]; lossMask: number[] }>,
   maxGradNorm: number,

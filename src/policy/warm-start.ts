@@ -3,7 +3,7 @@ import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
 import { END_OF_TURN, parseToolCalls, specialTokenId } from './chat-format.js';
 import type { Checkpoint } from './checkpoint.js';
 import { seededRandom } from '../random.js';
-import type { TinyDecoder } from './model.js';
+import type { Qwen3Model } from './model.js';
 import { sftStep } from './train.js';
 
 /**
@@ -76,7 +76,7 @@ export function demonstration(tokenizer: ChatTokenizer, task: ArithmeticTask, st
 }
 
 export function warmStart(
-  model: TinyDecoder,
+  model: Qwen3Model,
   tokenizer: ChatTokenizer,
   tasks: readonly ArithmeticTask[],
   options: { steps: number; batchSize: number; learningRate: number; seed: number; onStep?: (step: number, loss: number) => void },

@@ -5,15 +5,16 @@ import { createHash } from 'node:crypto';
  * header length, a JSON header naming each tensor's dtype, shape and byte range, an optional
  * `__metadata__` map of strings, then the raw little-endian data.
  */
-export type DType = 'I32' | 'F32' | 'U8' | 'I64';
+export type DType = 'I32' | 'F32' | 'U8' | 'I64' | 'BF16' | 'F16';
 
 export interface Tensor {
   dtype: DType;
   shape: number[];
-  data: Int32Array | Float32Array | Uint8Array | BigInt64Array;
+  /** BF16 and F16 values as their raw 16 bits. */
+  data: Int32Array | Float32Array | Uint8Array | BigInt64Array | Uint16Array;
 }
 
-const BYTES: Record<DType, number> = { I32: 4, F32: 4, U8: 1, I64: 8 };
+const BYTES: Record<DType, number> = { I32: 4, F32: 4, U8: 1, I64: 8, BF16: 2, F16: 2 };
 
 export function encodeSafetensors(tensors: Record<string, Tensor>, metadata: Record<string, string> = {}): Buffer {
   assertLittleEndian();
@@ -59,7 +60,15 @@ export function decodeSafetensors(buffer: Buffer): { tensors: Record<string, Ten
     if (!(dtype in BYTES)) throw new Error(`tensor ${name}: unsupported dtype ${dtype}`);
     const bytes = Uint8Array.prototype.slice.call(buffer, dataStart + begin, dataStart + end);
     const data =
-      dtype === 'I32' ? new Int32Array(bytes.buffer) : dtype === 'F32' ? new Float32Array(bytes.buffer) : dtype === 'I64' ? new BigInt64Array(bytes.buffer) : bytes;
+      dtype === 'I32'
+        ? new Int32Array(bytes.buffer)
+        : dtype === 'F32'
+          ? new Float32Array(bytes.buffer)
+          : dtype === 'I64'
+            ? new BigInt64Array(bytes.buffer)
+            : dtype === 'BF16' || dtype === 'F16'
+              ? new Uint16Array(bytes.buffer)
+              : bytes;
     tensors[name] = { dtype, shape, data };
   }
   return { tensors, metadata: (header.__metadata__ as Record<string, string> | undefined) ?? {} };

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { defaultModelConfig, saveCheckpoint } from '../../src/policy/checkpoint.js';
-import { readyBackend, TinyDecoder } from '../../src/policy/model.js';
+import { readyBackend, Qwen3Model } from '../../src/policy/model.js';
 import { buildBatch, encodeBatch, type BatchOptions, type BatchRollout } from '../../src/samples/batch.js';
 
 /** Two replies to one prompt: the rewarded one and the other. */
@@ -12,7 +12,7 @@ export const badReply = [257, 104, 105, 258, 259, 110, 111, 261];
 const options: BatchOptions = { estimator: 'dr_grpo', zeroVarianceGroups: 'drop', lossAggregation: 'token-mean', maxPromptTokens: 30, maxResponseTokens: 30, truncated: 'mask', excludedFailureClasses: [], incompleteGroups: 'keep' };
 
 /** Log-probs the model gives each token of `ids` after the first. */
-export function logprobOf(model: TinyDecoder, ids: number[]): number[] {
+export function logprobOf(model: Qwen3Model, ids: number[]): number[] {
   return tf.tidy(() => {
     const logits = tf.logSoftmax(model.logits([ids.slice(0, -1)])).arraySync()[0] as number[][];
     return ids.slice(1).map((id, t) => logits[t]![id]!);
@@ -20,7 +20,7 @@ export function logprobOf(model: TinyDecoder, ids: number[]): number[] {
 }
 
 /** A rollout whose single call is the given sequence: prompt = first 5 tokens, completion = the rest. */
-function rollout(model: TinyDecoder, id: string, ids: number[], reward: number, samplerShift: number): BatchRollout {
+function rollout(model: Qwen3Model, id: string, ids: number[], reward: number, samplerShift: number): BatchRollout {
   const lp = logprobOf(model, ids).map((x) => x + samplerShift);
   return {
     rolloutId: id,
@@ -38,7 +38,7 @@ function rollout(model: TinyDecoder, id: string, ids: number[], reward: number, 
  */
 export async function writeTinyPolicyAndBatch<K extends string>(dir: string, shifts: Record<K, number> = {} as Record<K, number>): Promise<{ base: string; batch: string; shifted: Record<K, string> }> {
   await readyBackend();
-  const model = TinyDecoder.init(defaultModelConfig({ contextLength: 32, dModel: 16, nHeads: 2, dFF: 32, nLayers: 1 }), 1);
+  const model = Qwen3Model.init(defaultModelConfig({ maxPositions: 32, hiddenSize: 16, numHeads: 2, numKvHeads: 1, headDim: 8, intermediateSize: 32, numLayers: 1 }), 1);
   const base = path.join(dir, 'base');
   saveCheckpoint(base, model, { name: 'base' });
   const write = (file: string, shift: number, cap?: number) => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelConfig, saveCheckpoint } from '../../src/policy/checkpoint.js';
-import { readyBackend, TinyDecoder } from '../../src/policy/model.js';
+import { Qwen3Model, readyBackend } from '../../src/policy/model.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
 import { ChatTokenizer } from '../../src/tokenizer/chat-tokenizer.js';
 import { startTestGateway } from '../helpers/gateway.js';
@@ -16,9 +16,9 @@ let tokenizer: ChatTokenizer;
 
 beforeAll(async () => {
   await readyBackend();
-  const config = defaultModelConfig({ contextLength: 64, dModel: 16, nHeads: 2, dFF: 32, nLayers: 1 });
+  const config = defaultModelConfig({ maxPositions: 64, hiddenSize: 16, numHeads: 2, numKvHeads: 1, headDim: 8, intermediateSize: 32, numLayers: 1 });
   for (const [name, seed] of [['v1', 1], ['v2', 2]] as const) {
-    const model = TinyDecoder.init(config, seed);
+    const model = Qwen3Model.init(config, seed);
     saveCheckpoint(path.join(dir, name), model);
     model.dispose();
   }
