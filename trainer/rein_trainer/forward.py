@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import attention as _attention  # noqa: F401 - registers the rein_varlen attention
 from .objective import token_logprobs
 
 

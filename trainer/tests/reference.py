@@ -1,0 +1,95 @@
+"""A plain re-statement of docs/training-objective.md, one sequence at a time, no packing, no
+micro-batches, float64 bookkeeping: what the trainer's result is checked against."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from rein_trainer.batch import Batch
+from rein_trainer.rng import seeded_random, shuffled
+
+
+def sequence_logprobs(model: torch.nn.Module, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = model(input_ids=torch.tensor(ids[None], dtype=torch.long)).logits[0].float()
+    logp = torch.log_softmax(logits, -1)
+    lp = logp[:-1].gather(-1, torch.tensor(ids[1:], dtype=torch.long)[:, None])[:, 0]
+    entropy = -(logp.exp() * logp).sum(-1)[:-1]
+    return lp, entropy  # index t-1 ↔ token t
+
+
+def reference_update(model: torch.nn.Module, batch: Batch, *, seed: int, lr: float, epochs: int, minibatch: int, clip: float, max_grad_norm: float, shuffle: bool = True) -> dict:
+    S = batch.num_sequences
+    cu = batch.cu_seqlens
+    mask = batch.trained
+    weights = batch.loss_weights.astype(np.float64)
+    old = batch.old_logprobs.astype(np.float64)
+    report = None
+    cap = batch.importance_weight_cap
+    if cap is not None:
+        ratios = []
+        with torch.no_grad():
+            for s in range(S):
+                a, b = int(cu[s]), int(cu[s + 1])
+                lp, _ = sequence_logprobs(model, batch.input_ids[a:b])
+                for t in range(1, b - a):
+                    if mask[a + t]:
+                        lp0 = float(np.float32(lp[t - 1].item()))
+                        r = math.exp(lp0 - old[a + t])
+                        ratios.append(r)
+                        weights[a + t] *= min(r, cap)
+                        old[a + t] = lp0
+        report = {"cap": cap, "mean": sum(min(r, cap) for r in ratios) / len(ratios), "cappedFraction": sum(r > cap for r in ratios) / len(ratios)}
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    M = max(1, math.ceil(S / minibatch))
+    random = seeded_random(seed)
+    rows = []
+    skipped = 0
+    for _ in range(epochs):
+        order = shuffled(S, random) if shuffle else list(range(S))
+        for m in range(M):
+            part = order[m * minibatch : (m + 1) * minibatch]
+            if not any(mask[a] and batch.advantages[a] != 0 for s in part for a in range(int(cu[s]), int(cu[s + 1]))):
+                skipped += 1
+                continue
+            loss = torch.zeros((), dtype=torch.float32)
+            clipped = kl = entropy = 0.0
+            tokens = 0
+            for s in part:
+                a, b = int(cu[s]), int(cu[s + 1])
+                lp, ent = sequence_logprobs(model, batch.input_ids[a:b])
+                for t in range(1, b - a):
+                    if not mask[a + t]:
+                        continue
+                    A = float(batch.advantages[a + t])
+                    log_ratio = lp[t - 1] - float(np.float32(old[a + t]))
+                    r = torch.exp(log_ratio)
+                    unclipped = r * A
+                    clipped_term = torch.clamp(r, 1 - clip, 1 + clip) * A
+                    loss = loss + float(np.float32(M * weights[a + t])) * -torch.minimum(unclipped, clipped_term)
+                    clipped += float(unclipped.item() != clipped_term.item())
+                    kl += float((r - 1 - log_ratio).item())
+                    entropy += float(ent[t - 1].item())
+                    tokens += 1
+            optimizer.zero_grad()
+            loss.backward()
+            norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params if p.grad is not None))
+            scale = max_grad_norm / norm if norm > max_grad_norm else 1.0
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(scale)
+            optimizer.step()
+            rows.append([float(loss.item()), clipped / tokens, kl / tokens, entropy / tokens, norm, tokens])
+    table = np.array(rows) if rows else np.zeros((0, 6))
+    metrics = {
+        "loss": float(table[:, 0].mean()) if rows else 0.0,
+        "clipFraction": float(table[:, 1].mean()) if rows else 0.0,
+        "approxKl": float(table[:, 2].mean()) if rows else 0.0,
+        "entropy": float(table[:, 3].mean()) if rows else 0.0,
+        "gradNorm": float(table[:, 4].mean()) if rows else 0.0,
+        "tokens": int(table[:, 5].sum()) if rows else 0,
+    }
+    return {"steps": len(rows), "skippedMinibatches": skipped, "metrics": metrics, "importanceWeights": report}
