@@ -32,7 +32,7 @@ from .checkpoint import (
     staging_dir,
     write_json,
 )
-from .errors import BadInput
+from .errors import BadInput, TrainerError
 from .lora import DEFAULT_TARGET_MODULES, LoraOptions, adapter_options
 from .rng import seeded_random, shuffled
 
@@ -147,7 +147,11 @@ def _accelerator(job: TrainJob) -> Any:
     from .modeling import resolve_device
 
     device = resolve_device(job.device)
-    return Accelerator(cpu=device.type == "cpu" or not torch.cuda.is_available(), mixed_precision="no")
+    # Without CUDA, cpu=True is what makes accelerate set up gloo across torchrun's processes.
+    accelerator = Accelerator(cpu=device.type == "cpu" or not torch.cuda.is_available(), mixed_precision="no")
+    if accelerator.num_processes != world_size():
+        raise TrainerError(f"launched as {world_size()} processes, but accelerate set up {accelerator.num_processes}; launch with torchrun or accelerate launch")
+    return accelerator
 
 
 class _Ranks:
@@ -276,6 +280,8 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
                     else:
                         (lp.sum() * 0.0).backward()
             norm = accelerator.clip_grad_norm_(params, float("inf"))
+            if hasattr(norm, "full_tensor"):  # a DTensor under FSDP2
+                norm = norm.full_tensor()
             norm = torch.as_tensor(norm, device=device, dtype=torch.float32)
             scale = torch.where(norm > job.max_grad_norm, job.max_grad_norm / norm, torch.ones_like(norm))
             for p in params:
@@ -345,7 +351,7 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
             "trainer": {
                 "engine": "pytorch",
                 "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
-                "settings": {**job.settings(), "worldSize": ranks.world, **({"lora": lora.as_json()} if lora else {})},
+                "settings": {**job.settings(), "worldSize": ranks.world, "distributed": str(accelerator.distributed_type.value), **({"lora": lora.as_json()} if lora else {})},
             },
         }
         write_json(stage / "rein.json", lineage)
