@@ -46,6 +46,25 @@ def _sequence_causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling)
 
 
+_native_gqa = True
+
+
+def _varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, scaling: float | None, window: tuple[int, int]) -> torch.Tensor:
+    """varlen flash attention, (T, H, D) in and out; grouped KV heads natively, or repeated where the
+    kernel refuses them."""
+    global _native_gqa
+    assert _varlen_attn is not None
+    if k.shape[1] != q.shape[1]:
+        if _native_gqa:
+            try:
+                return _varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scaling, window_size=window, enable_gqa=True)
+            except (RuntimeError, TypeError, NotImplementedError):
+                _native_gqa = False
+        repeat = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+    return _varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scaling, window_size=window)
+
+
 def rein_varlen_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -70,15 +89,16 @@ def rein_varlen_attention(
     q = query[0].transpose(0, 1)  # (T, H, D)
     k = key[0].transpose(0, 1)
     v = value[0].transpose(0, 1)
-    if q.is_cuda and _varlen_attn is not None:
-        target = v.dtype
-        if target not in (torch.float16, torch.bfloat16):
-            target = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else torch.bfloat16
+    half = (torch.float16, torch.bfloat16)
+    autocast_half = q.is_cuda and torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") in half
+    if q.is_cuda and _varlen_attn is not None and (v.dtype in half or autocast_half):
+        # Flash kernels take 16-bit inputs; under autocast q/k come out of the float32 norms in float32.
+        target = v.dtype if v.dtype in half else torch.get_autocast_dtype("cuda")
         q, k, v = q.to(target), k.to(target), v.to(target)
         window = (-1, 0) if sliding_window is None else (sliding_window - 1, 0)
         cu32 = cu.to(device=q.device, dtype=torch.int32)
-        out = _varlen_attn(q, k, v, cu32, cu32, max_len, max_len, scale=scaling, window_size=window, enable_gqa=k.shape[1] != q.shape[1])
-        return out.unsqueeze(0), None
+        return _varlen(q, k, v, cu32, max_len, scaling, window).unsqueeze(0), None
+    # float32 without autocast (exact, as on CPU), or no varlen kernel: causal SDPA per sequence.
     bounds = cu.tolist()
     outputs = []
     for start, end in zip(bounds[:-1], bounds[1:], strict=True):

@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ class TrainJob:
     max_tokens_per_micro_batch: int = 16384
     attn_implementation: str = "auto"
     gradient_checkpointing: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Filled with step timings when set (the GPU check); the loop then synchronizes around each step.
+    profile: dict[str, Any] | None = None
 
     def validate(self) -> None:
         checks = [
@@ -187,6 +188,13 @@ class _Ranks:
         return tensor if self.world == 1 else self.acc.reduce(tensor, reduction="sum")
 
 
+def _synchronize(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: Any) -> dict[str, Any]:
     import torch
 
@@ -199,6 +207,8 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
     precision = Precision(device=device, compute_dtype=resolve_dtype(job.dtype, device))
     torch.manual_seed(job.seed)
     model, fmt = load_for_training(parent, job.lora, precision, job.attn_implementation)
+    if job.profile is not None:
+        job.profile.update(format=fmt, attention=getattr(getattr(model, "config", None), "_attn_implementation", None), parameters=sum(p.numel() for p in model.parameters()))
     if job.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     lora = adapter_options(model) if fmt == "lora" else None
@@ -257,6 +267,9 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
                 skipped += 1
                 continue
             plans, count = micro_batches([s for s in part if trained_per_sequence[s] > 0])
+            if job.profile is not None:
+                _synchronize(device)
+                step_started = time.perf_counter()
             sums = torch.zeros(5, dtype=torch.float32, device=device)  # loss, clipped, kl, entropy, tokens
             for i in range(count):
                 real = i < len(plans)
@@ -290,6 +303,16 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             totals = ranks.sum(sums)
+            if job.profile is not None:
+                _synchronize(device)
+                job.profile.setdefault("steps", []).append(
+                    {
+                        "seconds": time.perf_counter() - step_started,
+                        "sequenceLengths": [int(lengths[s]) for plan in plans for s in plan],
+                        "trainedTokens": int(sum(int(trained_per_sequence[s]) for plan in plans for s in plan)),
+                        "microBatches": len(plans),
+                    }
+                )
             tokens = totals[4].clamp(min=1)
             step_metrics.append(torch.stack([totals[0], totals[1] / tokens, totals[2] / tokens, totals[3] / tokens, norm, totals[4]]))
 
