@@ -1,35 +1,43 @@
 /**
- * The embedded policy's speed on this machine: sampling tokens/s (one row, and 32 rows batched)
- * and the time of one PPO step over 32 sequences, with the base checkpoint. The baseline, in the
- * same run, is single-row sampling: the batched figure is reported as a ratio to it.
+ * The embedded policy's speed on this machine, before and after in one run: the Qwen3 model
+ * (models/base, key/value cache) against the previous architecture (ReinTinyDecoder: learned
+ * positions, no cache), checked out from git at BEFORE into .bench/before so both run on the same
+ * tfjs backend in the same process. Measures sampling tokens/s (32 rows) at a short prompt and at
+ * a ~800-token context, and the time of one PPO step over 32 sequences.
  *
- *   npm run bench:policy
+ *   npm run bench:policy [-- --before <git ref>] [-- --quick]
  */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
 import { loadCheckpoint } from '../src/policy/checkpoint.js';
 import { readyBackend } from '../src/policy/model.js';
 import { ppoStep } from '../src/policy/train.js';
 import { demonstration } from '../src/policy/warm-start.js';
 
-const backend = await readyBackend();
-const base = loadCheckpoint(path.resolve(import.meta.dirname, '../models/base'));
-const prompt = base.tokenizer.encode('<|user|>37 times 78?<|end|><|assistant|>');
-const tokens = 32;
+/** The last commit with the previous architecture. */
+const BEFORE = '04c1d99';
+const { values } = parseArgs({ options: { before: { type: 'string', default: BEFORE }, quick: { type: 'boolean', default: false } } });
+const root = path.resolve(import.meta.dirname, '..');
 
-function sampling(rows: number): number {
-  const options = { maxTokens: tokens, temperature: 1, stopIds: [], seed: 1 };
-  base.model.generate([prompt], { ...options, maxTokens: 4 }); // warm-up
-  const t0 = performance.now();
-  base.model.generate(Array.from({ length: rows }, () => prompt), options);
-  return (rows * tokens) / ((performance.now() - t0) / 1000);
+interface Engine {
+  name: string;
+  generate(prompts: number[][], maxTokens: number): void;
+  ppoStep(sequences: Sequence[]): void;
 }
+type Sequence = Parameters<typeof ppoStep>[2][number];
 
-const single = sampling(1);
-const batched = sampling(32);
-
+const backend = await readyBackend();
+const base = loadCheckpoint(path.join(root, 'models/base'));
 const demo = demonstration(base.tokenizer, { id: 'b', question: '37 times 78?', answer: 2886 });
-const sequences = Array.from({ length: 32 }, (_, i) => ({
+const shortPrompt = base.tokenizer.encode('<|user|>37 times 78?<|end|><|assistant|>');
+// ~800 tokens: a long conversation of tool calls and results, as a multi-turn harness builds.
+const turn = base.tokenizer.encode('<tool_call>calc{"x":"37*78"}</tool_call><|end|><|tool|>2886<|end|><|assistant|>');
+const longPrompt = [...shortPrompt, ...Array.from({ length: Math.ceil((800 - shortPrompt.length) / turn.length) }, () => turn).flat()].slice(0, 800);
+const sequences: Sequence[] = Array.from({ length: 32 }, (_, i) => ({
   rolloutId: `r${i}`,
   ids: demo.ids,
   lossMask: demo.lossMask,
@@ -38,16 +46,64 @@ const sequences = Array.from({ length: 32 }, (_, i) => ({
   lossWeights: demo.lossMask.map((m) => m / 32),
   policyVersions: demo.ids.map(() => 'base'),
 }));
-const optimizer = tf.train.adam(1e-4);
-ppoStep(base.model, optimizer, sequences, { clipEpsilon: 0.2, maxGradNorm: 1 }); // warm-up
-const steps = 5;
-const t0 = performance.now();
-for (let i = 0; i < steps; i++) ppoStep(base.model, optimizer, sequences, { clipEpsilon: 0.2, maxGradNorm: 1 });
-const stepMs = (performance.now() - t0) / steps;
 
-console.log(`Embedded policy (models/base: d ${base.config.dModel}, ${base.config.nLayers} layers, context ${base.config.contextLength}), backend ${backend}.\n`);
-console.log('| measure | value | vs baseline |');
-console.log('|---|---|---|');
-console.log(`| sampling, 1 row (baseline) | ${single.toFixed(0)} tokens/s | 1.00 |`);
-console.log(`| sampling, 32 rows batched | ${batched.toFixed(0)} tokens/s | ${(batched / single).toFixed(2)} |`);
-console.log(`| PPO step, 32 sequences of ${demo.ids.length} tokens | ${stepMs.toFixed(0)} ms | — |`);
+function after(): Engine {
+  const optimizer = tf.train.adam(1e-4);
+  return {
+    name: `Qwen3 (models/base: hidden ${base.config.hiddenSize}, ${base.config.numLayers} layers, ${base.config.numHeads}/${base.config.numKvHeads} heads, context ${base.config.maxPositions}, KV cache)`,
+    generate: (prompts, maxTokens) => base.model.generate(prompts, { maxTokens, temperature: 1, stopIds: [], seed: 1 }),
+    ppoStep: (batch) => ppoStep(base.model, optimizer, batch, { clipEpsilon: 0.2, maxGradNorm: 1 }),
+  };
+}
+
+/** The previous architecture from git, sized as it shipped (d 64, 2 layers, 4 heads, FF 256) with a context long enough for the long prompt. */
+async function before(ref: string): Promise<Engine> {
+  const dir = path.join(root, '.bench', 'before');
+  if (!existsSync(dir)) execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: root, stdio: 'ignore' });
+  else execFileSync('git', ['checkout', '--detach', ref], { cwd: dir, stdio: 'ignore' });
+  const old = (await import(pathToFileURL(path.join(dir, 'src/policy/model.ts')).href)) as {
+    TinyDecoder: { init(config: object, seed: number): { generate(p: number[][], o: object): unknown } };
+  };
+  const oldTrain = (await import(pathToFileURL(path.join(dir, 'src/policy/train.ts')).href)) as { ppoStep(m: unknown, o: tf.Optimizer, s: Sequence[], opts: object): unknown };
+  const model = old.TinyDecoder.init({ vocabSize: base.config.vocabSize, contextLength: 1024, dModel: 64, nLayers: 2, nHeads: 4, dFF: 256 }, 1);
+  const optimizer = tf.train.adam(1e-4);
+  return {
+    name: `ReinTinyDecoder at ${ref} (d 64, 2 layers, 4 heads, learned positions, no cache)`,
+    generate: (prompts, maxTokens) => model.generate(prompts, { maxTokens, temperature: 1, stopIds: [], seed: 1 }),
+    ppoStep: (batch) => oldTrain.ppoStep(model, optimizer, batch, { clipEpsilon: 0.2, maxGradNorm: 1 }),
+  };
+}
+
+function timed(run: () => void, repeats: number): number {
+  run(); // warm-up
+  const t0 = performance.now();
+  for (let i = 0; i < repeats; i++) run();
+  return (performance.now() - t0) / repeats;
+}
+
+function measure(engine: Engine) {
+  const rows = 32;
+  const shortTokens = values.quick ? 16 : 32;
+  const longRows = values.quick ? 4 : 8;
+  const longTokens = values.quick ? 32 : 64;
+  const short = timed(() => engine.generate(Array.from({ length: rows }, () => shortPrompt), shortTokens), values.quick ? 1 : 3);
+  // At a long context the prompt pass (prefill) and the tokens after it cost differently: the
+  // first token's time is the prefill, the rest is decoding.
+  const longBatch = Array.from({ length: longRows }, () => longPrompt);
+  const prefill = timed(() => engine.generate(longBatch, 1), 2);
+  const long = timed(() => engine.generate(longBatch, 1 + longTokens), 2);
+  const step = timed(() => engine.ppoStep(sequences), values.quick ? 2 : 5);
+  return { short: (rows * shortTokens) / (short / 1000), prefill, decode: (longRows * longTokens) / (Math.max(long - prefill, 1e-3) / 1000), step };
+}
+
+const engines = [await before(values.before as string), after()];
+const results = engines.map((e) => ({ name: e.name, ...measure(e) }));
+const [old, now] = results as [(typeof results)[number], (typeof results)[number]];
+const rows = values.quick ? 4 : 8;
+console.log(`Embedded policy, backend ${backend}; baseline: ${old.name}; new: ${now.name}.\n`);
+console.log('| measure | before | after | after / before |');
+console.log('|---|---|---|---|');
+console.log(`| sampling, 32 rows, ${shortPrompt.length}-token prompt (tokens/s) | ${old.short.toFixed(0)} | ${now.short.toFixed(0)} | ${(now.short / old.short).toFixed(2)} |`);
+console.log(`| prompt pass, ${rows} rows of ${longPrompt.length} tokens, first token (ms) | ${old.prefill.toFixed(0)} | ${now.prefill.toFixed(0)} | ${(now.prefill / old.prefill).toFixed(2)} |`);
+console.log(`| sampling after it, ${rows} rows at a ${longPrompt.length}-token context (tokens/s) | ${old.decode.toFixed(1)} | ${now.decode.toFixed(1)} | ${(now.decode / old.decode).toFixed(2)} |`);
+console.log(`| PPO step, 32 sequences of ${demo.ids.length} tokens (ms) | ${old.step.toFixed(0)} | ${now.step.toFixed(0)} | ${(now.step / old.step).toFixed(2)} |`);

@@ -1,3 +1,4 @@
+import { TrainerInputError } from '../policy/trainer-input.js';
 import { Command, CommanderError } from 'commander';
 import { ScheduleError } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
@@ -45,7 +46,7 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError || err instanceof ScheduleError;
+    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError || err instanceof ScheduleError || err instanceof TrainerInputError;
     process.stderr.write(`rein: ${(err as Error).message}\n`);
     return usage ? 2 : 1;
   }

@@ -166,15 +166,40 @@ const rollouts = z.strictObject({
     .describe("Regular expressions (case-insensitive) that mark a model reply as a refusal, for the 'model' failure class; a few common English refusals when unset"),
 });
 
+const pytorchTrainer = z.strictObject({
+  python: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('The Python that runs `-m rein_trainer` (default: $REIN_TRAINER_PYTHON, else the environment `npm run setup` installs in .tools/trainer)'),
+  lora: z
+    .strictObject({
+      rank: z.number().int().min(1).max(1024).default(16).describe('LoRA rank r'),
+      alpha: z.number().positive().default(32).describe('LoRA alpha (the update is scaled by alpha / r)'),
+      dropout: z.number().min(0).max(1).default(0).describe('LoRA dropout'),
+      targetModules: z.array(z.string().min(1)).min(1).default(['q_proj', 'k_proj', 'v_proj', 'o_proj']).describe('Linear layers that get adapters'),
+    })
+    .optional()
+    .describe('Train a LoRA adapter on the base (what vLLM hot-loads); without it, full fine-tuning'),
+  device: z.enum(['auto', 'cpu', 'cuda']).default('auto').describe('auto: CUDA when a GPU is present, else CPU'),
+  dtype: z.enum(['auto', 'float32', 'bfloat16']).default('auto').describe('auto: bfloat16 on CUDA, float32 on CPU'),
+  maxTokensPerMicroBatch: z.number().int().positive().default(16384).describe('Packed tokens per forward pass (gradients accumulate across them); lower it on CUDA out of memory'),
+});
+
 const trainer = z.strictObject({
-  learningRate: z.number().positive().max(1).default(3e-4).describe('Adam learning rate of the local trainer'),
+  engine: z
+    .enum(['tfjs', 'pytorch'])
+    .default('tfjs')
+    .describe('tfjs: the embedded CPU trainer (`rein policy train`); pytorch: the PyTorch trainer (`python -m rein_trainer train`) for real models and GPUs'),
+  learningRate: z.number().positive().max(1).default(3e-4).describe('Adam learning rate'),
   epochs: z.number().int().min(1).max(100).default(4).describe('Passes over each batch'),
   minibatchSize: z.number().int().min(1).default(32).describe('Sequences per optimizer step'),
   clipEpsilon: z.number().positive().max(1).default(0.2).describe('PPO clip range'),
   maxGradNorm: z.number().positive().default(1).describe('Gradient norm limit'),
   seed: z.number().int().default(1).describe('Seed for minibatch order (the same batch and seed train the same policy)'),
+  pytorch: pytorchTrainer.prefault({}).describe('Settings of the PyTorch trainer (engine: pytorch)'),
   servingBackend: z.string().min(1).default('embedded').describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
-  kubernetes: kubernetesTrainerSchema.optional().describe('Run each policy update as a Kubernetes Job from a template instead of the local trainer'),
+  kubernetes: kubernetesTrainerSchema.optional().describe('Run each policy update (either engine) as a Kubernetes Job from a template instead of a local process'),
 });
 
 const policyServer = z.strictObject({
@@ -250,7 +275,7 @@ export const reinConfigSchema = z
     harness: harnessSchema.optional().describe("The agent harness Rein runs on tasks (your program, unchanged)"),
     verifier: verifierSchema.optional().describe('The program that scores a harness run: prints {"components": {...}}'),
     rollouts: rollouts.prefault({}),
-    trainer: trainer.prefault({}).describe('The policy update: the local trainer for the embedded default'),
+    trainer: trainer.prefault({}).describe('The policy update: which trainer, where, with what settings'),
     policyServer: policyServer.prefault({}).describe('The embedded CPU policy server'),
     run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
     api: api.prefault({}).describe("Rein's HTTP API; its key is the gateway's admin key"),

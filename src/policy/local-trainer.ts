@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { decodeBatch } from '../samples/batch.js';
-import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
+import { checkBatchFits, loadTrainable, readBatch } from './trainer-input.js';
+import { saveCheckpoint } from './checkpoint.js';
 import { readyBackend, type Qwen3Model } from './model.js';
 import { seededRandom } from '../random.js';
 import { ppoStep, type StepMetrics } from './train.js';
@@ -24,10 +25,16 @@ export interface TrainJob {
   minibatchSize: number;
   clipEpsilon: number;
   maxGradNorm: number;
+  /** Minibatch order shuffled each epoch (seeded); off: the batch's order. */
+  shuffle?: boolean;
 }
 
 export interface TrainResult {
   parent: string;
+  /** What the output folder holds (older trainers did not say: full). */
+  format?: 'full' | 'lora';
+  /** The full model the output applies to, for an adapter; the lineage's root otherwise. */
+  base?: string;
   batchContentHash: string;
   steps: number;
   skippedMinibatches: number;
@@ -79,7 +86,7 @@ function isAlive(pid: number): boolean {
 }
 
 async function trainOnce(job: TrainJob): Promise<TrainResult> {
-  const batch = decodeBatch(readFileSync(job.batchPath));
+  const batch = readBatch(job.batchPath);
   const batchContentHash = batch.metadata.content_hash as string;
   const metricsFile = path.join(job.outputDir, 'metrics.json');
   if (existsSync(path.join(job.outputDir, 'config.json')) && existsSync(metricsFile)) {
@@ -90,8 +97,10 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
 
   await readyBackend();
   const started = performance.now();
-  const checkpoint = loadCheckpoint(job.checkpointDir);
-  const optimizer = tf.train.adam(job.learningRate);
+  const checkpoint = loadTrainable(job.checkpointDir);
+  checkBatchFits(batch, checkpoint);
+  // Adam as docs/training-objective.md and PyTorch have it (tfjs's default epsilon is 1e-7).
+  const optimizer = tf.train.adam(job.learningRate, 0.9, 0.999, 1e-8);
   const random = seededRandom(job.seed);
   const cap = batch.metadata.importance_weight_cap === undefined ? undefined : Number(batch.metadata.importance_weight_cap);
   const correction = cap === undefined ? undefined : importanceCorrected(checkpoint.model, batch.sequences, cap);
@@ -101,7 +110,7 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   let steps = 0;
   let skipped = 0;
   for (let epoch = 0; epoch < job.epochs; epoch++) {
-    const order = shuffle(sequences.map((_, i) => i), random);
+    const order = job.shuffle === false ? sequences.map((_, i) => i) : shuffle(sequences.map((_, i) => i), random);
     for (let m = 0; m < minibatches; m++) {
       // Each minibatch carries its share of the batch weights; scaling keeps every step on the batch's loss scale.
       const part = order
@@ -119,8 +128,11 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
     }
   }
   const mean = (x: number) => (steps === 0 ? 0 : x / steps);
+  const parent = path.resolve(job.checkpointDir);
   const result: TrainResult = {
-    parent: path.resolve(job.checkpointDir),
+    parent,
+    format: 'full',
+    base: typeof checkpoint.info.base === 'string' ? checkpoint.info.base : parent,
     batchContentHash,
     steps,
     skippedMinibatches: skipped,
@@ -136,12 +148,19 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
     reused: false,
     ...(correction && { importanceWeights: correction.report }),
   };
-  saveCheckpoint(job.outputDir, checkpoint.model, {
-    parent: result.parent,
-    batchContentHash,
-    iteration: Number(batch.metadata.iteration),
-    trainer: { seed: job.seed, learningRate: job.learningRate, epochs: job.epochs, minibatchSize: job.minibatchSize },
-  });
+  saveCheckpoint(
+    job.outputDir,
+    checkpoint.model,
+    {
+      format: 'full',
+      parent,
+      base: result.base,
+      batchContentHash,
+      iteration: Number(batch.metadata.iteration),
+      trainer: { engine: 'tfjs', seed: job.seed, learningRate: job.learningRate, epochs: job.epochs, minibatchSize: job.minibatchSize, clipEpsilon: job.clipEpsilon, maxGradNorm: job.maxGradNorm, shuffle: job.shuffle !== false },
+    },
+    { tokenizerFrom: checkpoint.adapter && !existsSync(path.join(job.checkpointDir, 'tokenizer.json')) ? checkpoint.adapter.base : job.checkpointDir },
+  );
   writeFileSync(metricsFile, `${JSON.stringify(result, null, 2)}\n`);
   checkpoint.model.dispose();
   optimizer.dispose();

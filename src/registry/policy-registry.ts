@@ -20,6 +20,10 @@ export interface PolicyLineage {
   checkpointUri: string;
   batchContentHash: string | null;
   trainerMetrics: Record<string, unknown>;
+  /** A full model folder, or a LoRA adapter served on `baseCheckpointUri`. Default full. */
+  format?: 'full' | 'lora';
+  /** The full base model an adapter applies to; null for full checkpoints. */
+  baseCheckpointUri?: string | null;
 }
 
 export interface PolicyRecord extends PolicyLineage {
@@ -68,6 +72,8 @@ interface Row {
   trainer_metrics: string;
   status: PolicyStatus;
   created_at: number;
+  format: 'full' | 'lora';
+  base_checkpoint_uri: string | null;
 }
 
 /** The registry (and the ledgers beside it) of a data directory, created on first use. */
@@ -106,7 +112,9 @@ export class PolicyRegistry {
       batch_content_hash TEXT,
       trainer_metrics TEXT NOT NULL,
       status TEXT NOT NULL,
-      created_at INTEGER NOT NULL
+      created_at INTEGER NOT NULL,
+      format TEXT NOT NULL DEFAULT 'full',
+      base_checkpoint_uri TEXT
     );
     CREATE TABLE IF NOT EXISTS aliases (alias TEXT PRIMARY KEY, version TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS alias_changes (
@@ -129,6 +137,10 @@ export class PolicyRegistry {
       record TEXT NOT NULL,
       created_at INTEGER NOT NULL
     )`);
+    // Registries made before adapters were recorded gain the columns (their versions are full checkpoints).
+    const columns = (this.db.prepare('PRAGMA table_info(policies)').all() as Array<{ name: string }>).map((c) => c.name);
+    if (!columns.includes('format')) this.db.exec("ALTER TABLE policies ADD COLUMN format TEXT NOT NULL DEFAULT 'full'");
+    if (!columns.includes('base_checkpoint_uri')) this.db.exec('ALTER TABLE policies ADD COLUMN base_checkpoint_uri TEXT');
   }
 
   /** Registers a candidate; the same lineage again returns the record, a different one is a conflict. */
@@ -145,8 +157,22 @@ export class PolicyRegistry {
         return existing;
       }
       this.db
-        .prepare('INSERT INTO policies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-        .run(lineage.version, lineage.parent, lineage.runId, lineage.iteration, lineage.checkpointUri, lineage.batchContentHash, canonicalJson(lineage.trainerMetrics), 'candidate', Date.now());
+        .prepare(
+          'INSERT INTO policies (version, parent, run_id, iteration, checkpoint_uri, batch_content_hash, trainer_metrics, status, created_at, format, base_checkpoint_uri) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        )
+        .run(
+          lineage.version,
+          lineage.parent,
+          lineage.runId,
+          lineage.iteration,
+          lineage.checkpointUri,
+          lineage.batchContentHash,
+          canonicalJson(lineage.trainerMetrics),
+          'candidate',
+          Date.now(),
+          lineage.format ?? 'full',
+          lineage.baseCheckpointUri ?? null,
+        );
       return this.get(lineage.version) as PolicyRecord;
     })();
   }
@@ -274,6 +300,8 @@ function toRecord(row: Row): PolicyRecord {
     checkpointUri: row.checkpoint_uri,
     batchContentHash: row.batch_content_hash,
     trainerMetrics: JSON.parse(row.trainer_metrics) as Record<string, unknown>,
+    format: row.format,
+    baseCheckpointUri: row.base_checkpoint_uri,
     status: row.status,
     createdAt: new Date(row.created_at).toISOString(),
   };

@@ -260,6 +260,8 @@ export interface BatchIdentity {
   configHash: string;
   /** Cap for truncated importance weights the trainer applies (π_trainer / π_sampler ≤ cap), if any. */
   importanceWeightCap?: number;
+  /** SHA-256 of the tokenizer.json the ids come from: a trainer refuses a checkpoint with another. */
+  tokenizerSha256?: string;
 }
 
 /**
@@ -275,7 +277,8 @@ export interface BatchIdentity {
  *   token_policy  I32 [N]   index in metadata.policy_versions of the policy that sampled each
  *                           trained token, -1 on untrained tokens
  * Metadata (strings): format, iteration, policy_version, config_hash, content_hash (SHA-256 of
- * the tensors), rollouts and policy_versions (JSON arrays), importance_weight_cap (if set).
+ * the tensors), rollouts and policy_versions (JSON arrays), importance_weight_cap (if set),
+ * tokenizer_sha256 (SHA-256 of the tokenizer.json the ids come from, when the stage knows it).
  */
 export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buffer; contentHash: string } {
   const n = batch.sequences.reduce((sum, s) => sum + s.ids.length, 0);
@@ -331,6 +334,7 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
     rollouts: JSON.stringify(rolloutIds),
     policy_versions: JSON.stringify(policyVersions),
     ...(identity.importanceWeightCap !== undefined && { importance_weight_cap: String(identity.importanceWeightCap) }),
+    ...(identity.tokenizerSha256 !== undefined && { tokenizer_sha256: identity.tokenizerSha256 }),
   });
   return { bytes, contentHash };
 }

@@ -115,6 +115,7 @@ export async function runBatchStage(
     policyVersion: input.policyVersion,
     configHash: input.configHash,
     ...(settings.importanceWeightCap !== undefined && { importanceWeightCap: settings.importanceWeightCap }),
+    ...(tokenizer?.fileSha256 && { tokenizerSha256: tokenizer.fileSha256 }),
   });
   const batchArtifact = artifacts.put(`${name}/batch-${encoded.contentHash.slice(0, 16)}.safetensors`, encoded.bytes);
   const excludedCount = Object.values(report.rollouts.excluded).reduce((a, b) => a + (b ?? 0), 0);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Template } from '@huggingface/jinja';
@@ -38,16 +39,23 @@ export class ChatTokenizer {
     this.bosToken = tokenText(config.bos_token);
   }
 
+  /** SHA-256 of the tokenizer.json bytes it was loaded from: batches record it, trainers check it. */
+  fileSha256: string | undefined;
+
   static fromDirectory(dir: string): ChatTokenizer {
     const read = (name: string) => {
       const file = path.join(dir, name);
       try {
-        return JSON.parse(readFileSync(file, 'utf8')) as object;
+        const bytes = readFileSync(file);
+        return { bytes, json: JSON.parse(bytes.toString('utf8')) as object };
       } catch (err) {
         throw new Error(`cannot load ${file}: ${(err as Error).message}`);
       }
     };
-    return new ChatTokenizer(read('tokenizer.json'), read('tokenizer_config.json') as TokenizerConfig);
+    const tokenizer = read('tokenizer.json');
+    const loaded = new ChatTokenizer(tokenizer.json, read('tokenizer_config.json').json as TokenizerConfig);
+    loaded.fileSha256 = createHash('sha256').update(tokenizer.bytes).digest('hex');
+    return loaded;
   }
 
   encode(text: string): number[] {

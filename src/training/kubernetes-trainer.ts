@@ -66,6 +66,15 @@ export function renderTrainingJob(templateText: string, settings: KubernetesTrai
     clipEpsilon: String(trainer.clipEpsilon),
     maxGradNorm: String(trainer.maxGradNorm),
     seed: String(trainer.seed),
+    engine: trainer.engine,
+    // The PyTorch trainer's settings; loraRank 0 means full fine-tuning.
+    loraRank: String(trainer.pytorch.lora?.rank ?? 0),
+    loraAlpha: String(trainer.pytorch.lora?.alpha ?? 0),
+    loraDropout: String(trainer.pytorch.lora?.dropout ?? 0),
+    loraTargetModules: (trainer.pytorch.lora?.targetModules ?? []).join(','),
+    device: trainer.pytorch.device,
+    dtype: trainer.pytorch.dtype,
+    maxTokensPerMicroBatch: String(trainer.pytorch.maxTokensPerMicroBatch),
   };
   const manifest = fillPlaceholders(parseTemplate(templateText), values) as V1Job;
   if (manifest === null || typeof manifest !== 'object' || manifest.apiVersion !== 'batch/v1' || manifest.kind !== 'Job') {

@@ -1,12 +1,12 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { TrainerSettings } from '../config/schema.js';
 import type { GatewayControlClient } from '../gateway/control-client.js';
-import { reinCommand } from '../package-root.js';
+import { packageRoot, reinCommand } from '../package-root.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import type { PolicyRecord, PolicyRegistry } from '../registry/policy-registry.js';
 import { runCommand } from '../rollouts/process.js';
-import { PolicyLineageError, PolicyUpdateError } from './errors.js';
+import { PolicyLineageError, PolicySetupError, PolicyUpdateError } from './errors.js';
 import { kubernetesPolicyTrainer } from './kubernetes-trainer.js';
 
 /**
@@ -31,34 +31,67 @@ export interface PolicyTrainer {
 }
 
 
-/** The configured trainer: a Kubernetes Job per update when trainer.kubernetes is set, else the local trainer. */
+/** The configured trainer: a Kubernetes Job per update when trainer.kubernetes is set, else a local process of the configured engine. */
 export function policyTrainer(settings: TrainerSettings, logDir: string): PolicyTrainer {
   return settings.kubernetes ? kubernetesPolicyTrainer(settings.kubernetes, settings, logDir) : localPolicyTrainer(settings, logDir);
 }
 
-/** The embedded default's trainer: `rein policy train` as a child process (its own process group, killed on cancel). */
+/** The Python environment `npm run setup` installs the PyTorch trainer's pinned packages into. */
+export function defaultTrainerPython(): string {
+  return path.join(packageRoot(), '.tools', 'trainer', 'bin', 'python');
+}
+
+/** The command line of one update with the configured engine: `rein policy train` (tfjs) or `python -m rein_trainer train`. */
+export function trainerCommand(settings: TrainerSettings, job: { parentCheckpoint: string; batchPath: string; outputDir: string }): { command: string; args: string[]; env: Record<string, string> } {
+  const common = [
+    ...['--checkpoint', job.parentCheckpoint, '--batch', job.batchPath, '--out', job.outputDir],
+    ...['--seed', String(settings.seed), '--lr', String(settings.learningRate), '--epochs', String(settings.epochs)],
+    ...['--minibatch', String(settings.minibatchSize), '--clip', String(settings.clipEpsilon), '--max-grad-norm', String(settings.maxGradNorm)],
+  ];
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
+  if (settings.engine === 'tfjs') {
+    const rein = reinCommand();
+    return { command: rein.command, args: [...rein.args, 'policy', 'train', ...common], env };
+  }
+  const { python, lora, device, dtype, maxTokensPerMicroBatch } = settings.pytorch;
+  const command = python ?? process.env.REIN_TRAINER_PYTHON ?? defaultTrainerPython();
+  if (!existsSync(command)) {
+    throw new PolicySetupError(`the PyTorch trainer's Python ${command} does not exist: run \`npm run setup\` (it installs the trainer's pinned environment) or set trainer.pytorch.python`);
+  }
+  const trainerPackage = path.join(packageRoot(), 'trainer');
+  return {
+    command,
+    args: [
+      ...['-m', 'rein_trainer', 'train', ...common],
+      ...['--device', device, '--dtype', dtype, '--max-tokens-per-micro-batch', String(maxTokensPerMicroBatch)],
+      ...(lora ? ['--lora-rank', String(lora.rank), '--lora-alpha', String(lora.alpha), '--lora-dropout', String(lora.dropout), '--lora-target-modules', lora.targetModules.join(',')] : []),
+    ],
+    env: { ...env, PYTHONPATH: [trainerPackage, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter), PYTHONUNBUFFERED: '1' },
+  };
+}
+
+/**
+ * A trainer as a local child process (its own process group, killed on cancel). Exit 2 (bad
+ * input: another batch format, architecture or tokenizer) and 3 (out of memory) are refusals a
+ * retry cannot change: the update fails without retries, with the trainer's own message.
+ */
 export function localPolicyTrainer(settings: TrainerSettings, logDir: string): PolicyTrainer {
   return {
     async train({ parentCheckpoint, batchPath, outputDir, signal }) {
       mkdirSync(logDir, { recursive: true });
-      const rein = reinCommand();
+      const { command, args, env } = trainerCommand(settings, { parentCheckpoint, batchPath, outputDir });
       const run = await runCommand({
-        command: rein.command,
-        args: [
-          ...rein.args,
-          'policy',
-          'train',
-          ...['--checkpoint', parentCheckpoint, '--batch', batchPath, '--out', outputDir],
-          ...['--seed', String(settings.seed), '--lr', String(settings.learningRate), '--epochs', String(settings.epochs)],
-          ...['--minibatch', String(settings.minibatchSize), '--clip', String(settings.clipEpsilon), '--max-grad-norm', String(settings.maxGradNorm)],
-        ],
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
+        command,
+        args,
+        env,
         timeoutMs: 24 * 3600_000,
         logFile: path.join(logDir, `${path.basename(outputDir)}.train.log`),
         signal,
       });
       if (run.cancelled) throw new PolicyUpdateError('the policy update was cancelled');
-      if (run.exitCode !== 0) throw new PolicyUpdateError(`the trainer ${run.spawnError ?? `exited with ${run.exitCode ?? run.killedBy}`}: ${run.stderrTail.trim().slice(-500)}`);
+      const said = run.stderrTail.trim().split('\n').filter((line) => /^(rein|rein-trainer): /.test(line)).at(-1) ?? run.stderrTail.trim().slice(-500);
+      if (run.exitCode === 2 || run.exitCode === 3) throw new PolicySetupError(`the ${settings.engine} trainer refused the update: ${said}`);
+      if (run.exitCode !== 0) throw new PolicyUpdateError(`the ${settings.engine} trainer ${run.spawnError ?? `exited with ${run.exitCode ?? run.killedBy}`}: ${said}`);
       // The trainer prints its result (which says whether it reused an earlier one) as its last line.
       return JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as TrainResult;
     },
@@ -90,6 +123,8 @@ export async function updatePolicy(job: PolicyUpdateJob, deps: PolicyUpdateDeps)
     iteration: job.iteration,
     checkpointUri: outputDir,
     batchContentHash: job.batchContentHash,
+    format: train.format ?? 'full',
+    baseCheckpointUri: train.format === 'lora' ? (train.base ?? null) : null,
     trainerMetrics: { steps: train.steps, skippedMinibatches: train.skippedMinibatches, seconds: train.seconds, ...train.metrics, ...(train.importanceWeights && { importanceWeights: train.importanceWeights }) },
   });
   await serve(policy, deps);

@@ -25,7 +25,7 @@ export function registerPolicyCommands(program: Command): void {
     });
   policy
     .command('train')
-    .description('one policy update: read a batch artifact and a checkpoint, write a new checkpoint and metrics.json')
+    .description('one policy update with the tfjs trainer (docs/training-objective.md): read a batch artifact and a checkpoint, write a new checkpoint, rein.json and metrics.json')
     .requiredOption('--checkpoint <dir>', 'the current policy checkpoint')
     .requiredOption('--batch <file>', 'the batch artifact (safetensors) from the sample builder')
     .requiredOption('--out <dir>', 'where the new checkpoint goes')
@@ -35,7 +35,8 @@ export function registerPolicyCommands(program: Command): void {
     .option('--minibatch <n>', 'sequences per optimizer step', '32')
     .option('--clip <eps>', 'PPO clip range', '0.2')
     .option('--max-grad-norm <n>', 'gradient norm limit', '1')
-    .action(async (o: { checkpoint: string; batch: string; out: string; seed: string; lr: string; epochs: string; minibatch: string; clip: string; maxGradNorm: string }) => {
+    .option('--no-shuffle', "keep the batch's sequence order (no seeded shuffle per epoch)")
+    .action(async (o: { checkpoint: string; batch: string; out: string; seed: string; lr: string; epochs: string; minibatch: string; clip: string; maxGradNorm: string; shuffle: boolean }) => {
       const result = await runTrainJob({
         checkpointDir: o.checkpoint,
         batchPath: o.batch,
@@ -46,6 +47,7 @@ export function registerPolicyCommands(program: Command): void {
         minibatchSize: Number(o.minibatch),
         clipEpsilon: Number(o.clip),
         maxGradNorm: Number(o.maxGradNorm),
+        shuffle: o.shuffle,
       });
       process.stdout.write(`${JSON.stringify(result)}\n`);
     });
