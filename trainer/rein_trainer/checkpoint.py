@@ -43,6 +43,7 @@ class Parent:
     base: Path  # the full model folder (== dir for a full parent)
     base_config: dict[str, Any]
     adapter_config: dict[str, Any] | None
+    lineage: dict[str, Any]  # the parent's rein.json ({} when it has none)
 
     @property
     def vocab_size(self) -> int | None:
@@ -81,7 +82,8 @@ def resolve_parent(path: str | os.PathLike[str]) -> Parent:
         raise BadInput(f"checkpoint {folder} does not exist or is not a folder; pass a Hugging Face model folder or a LoRA adapter folder to --checkpoint")
     if (folder / "config.json").is_file():
         config = _read_json(folder / "config.json", "a model config", "pass a Hugging Face model folder to --checkpoint")
-        return Parent(dir=folder, kind="full", base=folder, base_config=config, adapter_config=None)
+        lineage = _read_json(folder / "rein.json", "the lineage", "fix or remove the checkpoint's rein.json") if (folder / "rein.json").is_file() else {}
+        return Parent(dir=folder, kind="full", base=folder, base_config=config, adapter_config=None, lineage=lineage)
     if (folder / "adapter_config.json").is_file():
         adapter = _read_json(folder / "adapter_config.json", "a PEFT adapter config", "pass a PEFT LoRA adapter folder to --checkpoint")
         lineage: dict[str, Any] = {}
@@ -111,7 +113,7 @@ def resolve_parent(path: str | os.PathLike[str]) -> Parent:
                 )
         if adapter.get("peft_type", "LORA") != "LORA":
             raise BadInput(f"adapter {folder} is a {adapter.get('peft_type')} adapter; only LoRA adapters are supported, train from a full checkpoint")
-        return Parent(dir=folder, kind="lora", base=base.resolve(), base_config=base_config, adapter_config=adapter)
+        return Parent(dir=folder, kind="lora", base=base.resolve(), base_config=base_config, adapter_config=adapter, lineage=lineage)
     raise BadInput(
         f"{folder} is not a checkpoint (it has neither config.json nor adapter_config.json); "
         "pass a Hugging Face model folder or a LoRA adapter folder written by this trainer to --checkpoint"
@@ -142,8 +144,14 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_batch_fits(parent: Parent, max_token_id: int, min_token_id: int, tokenizer_sha256: str | None, batch_path: str) -> None:
+def check_batch_fits(parent: Parent, max_token_id: int, min_token_id: int, tokenizer_sha256: str | None, batch_path: str, longest: int = 0) -> None:
     vocab = parent.vocab_size
+    positions = parent.base_config.get("max_position_embeddings")
+    if isinstance(positions, int) and longest > positions:
+        raise BadInput(
+            f"batch {batch_path} holds a sequence of {longest} tokens, past the context of {parent.base} (max_position_embeddings {positions}); "
+            "lower samples.maxPromptTokens / samples.maxResponseTokens and rebuild the batch"
+        )
     if min_token_id < 0:
         raise BadInput(f"batch {batch_path} holds a negative token id ({min_token_id}); the batch is damaged, rebuild it")
     if vocab is not None and max_token_id >= vocab:

@@ -110,7 +110,8 @@ def prepare(job: TrainJob) -> tuple[Batch, Parent, Path]:
     batch = read_batch(job.batch)
     parent = resolve_parent(job.checkpoint)
     ids = batch.input_ids
-    check_batch_fits(parent, int(ids.max()) if len(ids) else 0, int(ids.min()) if len(ids) else 0, batch.tokenizer_sha256, batch.path)
+    longest = int(np.diff(batch.cu_seqlens).max()) if batch.num_sequences else 0
+    check_batch_fits(parent, int(ids.max()) if len(ids) else 0, int(ids.min()) if len(ids) else 0, batch.tokenizer_sha256, batch.path, longest)
     out = Path(job.out).resolve()
     if out == parent.dir or out == parent.base:
         raise BadInput(f"--out {out} is the parent checkpoint; choose a new output directory")
@@ -330,8 +331,15 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
         }
     else:
         metrics = {"loss": 0.0, "clipFraction": 0.0, "approxKl": 0.0, "entropy": 0.0, "gradNorm": 0.0, "tokens": 0}
+    # base: the full model an adapter applies to; for a full output the lineage's root (as the tfjs trainer says).
+    if fmt == "lora" or parent.kind == "lora":
+        base = parent.base
+    else:
+        base = Path(str(parent.lineage.get("base"))) if isinstance(parent.lineage.get("base"), str) else parent.dir
     result: dict[str, Any] = {
         "parent": str(parent.dir),
+        "format": fmt,
+        "base": str(base),
         "batchContentHash": batch.content_hash,
         "steps": steps,
         "skippedMinibatches": skipped,
@@ -342,7 +350,6 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
     if importance is not None:
         result["importanceWeights"] = importance
 
-    base = parent.base if (fmt == "lora" or parent.kind == "lora") else parent.dir
     state = accelerator.get_state_dict(model)
     if accelerator.is_main_process:
         import peft
@@ -350,7 +357,7 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
 
         stage = staging_dir(out)
         stage.mkdir(parents=True)
-        copy_side_files([base, parent.dir] if base != parent.dir else [parent.dir], stage)
+        copy_side_files([parent.base, parent.dir] if parent.base != parent.dir else [parent.dir], stage)
         unwrapped = accelerator.unwrap_model(model)
         if fmt == "full":
             target = checkpoint_dtype(parent) if device.type == "cuda" else torch.float32

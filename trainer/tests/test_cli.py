@@ -75,6 +75,9 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(workdir: Path, base: 
     make_batch(bad / "vocab.safetensors", sequences)
     refused("token id 300", "vocab_size 264", "built for another tokenizer", batch=bad / "vocab.safetensors")
 
+    make_batch(bad / "long.safetensors", random_sequences(2, min_len=1100, max_len=1100))
+    refused("sequence of 1100 tokens", "max_position_embeddings 1024", batch=bad / "long.safetensors")
+
     make_batch(bad / "tokenizer.safetensors", random_sequences(2), tokenizer_sha256="0" * 64)
     refused("built for another tokenizer", "tokenizer_sha256", batch=bad / "tokenizer.safetensors")
 

@@ -107,7 +107,8 @@ def test_full_output_folder(full_run: dict[str, Any], base: Path, capped_batch: 
     assert lineage["trainer"]["engine"] == "pytorch" and lineage["trainer"]["versions"]["torch"] == torch.__version__
     assert lineage["trainer"]["settings"]["minibatchSize"] == 4
     assert json.loads((out / "metrics.json").read_text()) == full_run["result"]
-    assert set(full_run["result"]) == {"parent", "batchContentHash", "steps", "skippedMinibatches", "seconds", "metrics", "reused", "importanceWeights"}
+    assert list(full_run["result"]) == ["parent", "format", "base", "batchContentHash", "steps", "skippedMinibatches", "seconds", "metrics", "reused", "importanceWeights"]
+    assert (full_run["result"]["format"], full_run["result"]["base"]) == ("full", str(base))
     assert full_run["result"]["reused"] is False
     leftovers = [p.name for p in out.parent.iterdir() if p.name.startswith((".full", "full.lock"))]
     assert leftovers == []
@@ -143,6 +144,7 @@ def test_lora_adapter_new_continued_and_merged(workdir: Path, base: Path, batch_
     code, result, err = main_in_process(capsys, "train", "--checkpoint", str(base), "--batch", str(batch_file), "--out", str(first), "--lora-rank", "4", "--lr", "0.01", "--minibatch", "4")
     assert code == 0, err
     assert result is not None and result["steps"] == 3
+    assert (result["format"], result["base"]) == ("lora", str(base))  # what the registry records
     config = json.loads((first / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["r"] == 4 and config["lora_alpha"] == 8
     assert config["base_model_name_or_path"] == str(base)
