@@ -28,11 +28,11 @@ def capped_batch(workdir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def full_run(workdir: Path, base: Path, capped_batch: Path) -> dict[str, Any]:
-    capture = pytest.CaptureFixture  # noqa: F841 - documented: session fixtures cannot take capsys
-    from rein_trainer.cli import main
-
+    """Trained once for the tests below (a session fixture cannot take capsys, so stdout is redirected)."""
     import contextlib
     import io
+
+    from rein_trainer.cli import main
 
     out = workdir / "full"
     stdout = io.StringIO()
