@@ -118,7 +118,7 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
         .map((i) => sequences[i] as (typeof sequences)[number])
         .map((s) => ({ ...s, lossWeights: s.lossWeights.map((w) => w * minibatches) }));
       // A minibatch with no advantage signal only adds noise (and collapsed the policy in measurements).
-      if (part.every((s) => s.advantages.every((a, t) => a === 0 || s.lossMask[t] === 0))) {
+      if (part.every((s) => s.advantages.every((a, t) => a === 0 || t === 0 || s.lossMask[t] === 0))) {
         skipped++;
         continue;
       }

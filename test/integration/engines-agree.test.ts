@@ -97,7 +97,7 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
             ids: demo.ids,
             lossMask: demo.lossMask,
             oldLogprobs: logprobs.map((l, t) => (demo.lossMask[t] ? l + (t % 3 === 0 ? 0.3 : -0.2) : 0)),
-            spans: [{ start: 0, end: demo.ids.length, callId: 'c', policyVersion: 'v0', finishReason: 'stop' }],
+            spans: [{ start: 0, end: demo.ids.length, callId: 'c', choice: 0, policyVersion: 'v0', finishReason: 'stop' }],
             advantage: j === 0 ? 1 : -1,
             weight: 1 / demo.lossMask.reduce((a, b) => a + b, 0) / 8,
           };

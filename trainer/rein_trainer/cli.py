@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -150,7 +151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rein-trainer: unexpected failure: {type(err).__name__}: {err}".splitlines()[0], file=sys.stderr, flush=True)
         return EXIT_FAILURE
     if _is_main_process():
-        print(json.dumps(result), flush=True)
+        line = json.dumps(result)
+        print(line, flush=True)
+        # In a Kubernetes Job Rein reads the result from the termination message file it names.
+        result_file = os.environ.get("REIN_RESULT_FILE")
+        if result_file and args.command == "train":
+            with open(result_file, "w", encoding="utf-8") as f:
+                f.write(line)
     return 0
 
 

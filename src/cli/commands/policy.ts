@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { runTrainJob } from '../../policy/local-trainer.js';
 import { startPolicyServer } from '../../policy/server.js';
@@ -50,5 +51,7 @@ export function registerPolicyCommands(program: Command): void {
         shuffle: o.shuffle,
       });
       process.stdout.write(`${JSON.stringify(result)}\n`);
+      // In a Kubernetes Job Rein reads the result from the termination message file it names.
+      if (process.env.REIN_RESULT_FILE) writeFileSync(process.env.REIN_RESULT_FILE, JSON.stringify(result));
     });
 }
