@@ -163,6 +163,7 @@ function objectShapeOf(schema: z.core.$ZodType): Record<string, z.core.$ZodType>
 export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean' | 'integer']> = [
   ['REIN_DATA_DIR', ['dataDir'], 'path'],
   ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
+  ['REIN_TRAINER_ENGINE', ['trainer', 'engine'], 'string'],
   ['TEMPORAL_ADDRESS', ['temporal', 'address'], 'string'],
   ['TEMPORAL_NAMESPACE', ['temporal', 'namespace'], 'string'],
   ['TEMPORAL_API_KEY', ['temporal', 'apiKey'], 'string'],

@@ -178,6 +178,7 @@ const pytorchTrainer = z.strictObject({
       alpha: z.number().positive().default(32).describe('LoRA alpha (the update is scaled by alpha / r)'),
       dropout: z.number().min(0).max(1).default(0).describe('LoRA dropout'),
       targetModules: z.array(z.string().min(1)).min(1).default(['q_proj', 'k_proj', 'v_proj', 'o_proj']).describe('Linear layers that get adapters'),
+      learningRate: z.number().positive().max(1).optional().describe('Adam learning rate for the adapter (LoRA usually wants a higher one than full fine-tuning); default trainer.learningRate'),
     })
     .optional()
     .describe('Train a LoRA adapter on the base (what vLLM hot-loads); without it, full fine-tuning'),

@@ -9,7 +9,7 @@ import { clusterSettingsShape, dnsLabel, isTransient, loadKubeConfig, messageOf,
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes/template.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { PolicySetupError, PolicyUpdateError } from './errors.js';
-import type { PolicyTrainer } from './policy-update.js';
+import { effectiveLearningRate, type PolicyTrainer } from './policy-update.js';
 
 /**
  * The policy update as a Kubernetes Job (a GPU trainer in the cluster). The Job comes from the
@@ -60,7 +60,7 @@ export function renderTrainingJob(templateText: string, settings: KubernetesTrai
     parentCheckpoint: job.parentCheckpoint,
     batchPath: job.batchPath,
     outputDir: job.outputDir,
-    learningRate: String(trainer.learningRate),
+    learningRate: String(effectiveLearningRate(trainer)),
     epochs: String(trainer.epochs),
     minibatchSize: String(trainer.minibatchSize),
     clipEpsilon: String(trainer.clipEpsilon),
@@ -71,7 +71,7 @@ export function renderTrainingJob(templateText: string, settings: KubernetesTrai
     loraRank: String(trainer.pytorch.lora?.rank ?? 0),
     loraAlpha: String(trainer.pytorch.lora?.alpha ?? 0),
     loraDropout: String(trainer.pytorch.lora?.dropout ?? 0),
-    loraTargetModules: (trainer.pytorch.lora?.targetModules ?? []).join(','),
+    loraTargetModules: (trainer.pytorch.lora?.targetModules ?? ['q_proj']).join(','),
     device: trainer.pytorch.device,
     dtype: trainer.pytorch.dtype,
     maxTokensPerMicroBatch: String(trainer.pytorch.maxTokensPerMicroBatch),

@@ -41,11 +41,17 @@ export function defaultTrainerPython(): string {
   return path.join(packageRoot(), '.tools', 'trainer', 'bin', 'python');
 }
 
+/** The rate the update trains at: a LoRA adapter's own when the PyTorch engine trains one and it is set. */
+export function effectiveLearningRate(settings: Pick<TrainerSettings, 'engine' | 'learningRate' | 'pytorch'>): number {
+  return settings.engine === 'pytorch' ? (settings.pytorch.lora?.learningRate ?? settings.learningRate) : settings.learningRate;
+}
+
 /** The command line of one update with the configured engine: `rein policy train` (tfjs) or `python -m rein_trainer train`. */
 export function trainerCommand(settings: TrainerSettings, job: { parentCheckpoint: string; batchPath: string; outputDir: string }): { command: string; args: string[]; env: Record<string, string> } {
+  const learningRate = effectiveLearningRate(settings);
   const common = [
     ...['--checkpoint', job.parentCheckpoint, '--batch', job.batchPath, '--out', job.outputDir],
-    ...['--seed', String(settings.seed), '--lr', String(settings.learningRate), '--epochs', String(settings.epochs)],
+    ...['--seed', String(settings.seed), '--lr', String(learningRate), '--epochs', String(settings.epochs)],
     ...['--minibatch', String(settings.minibatchSize), '--clip', String(settings.clipEpsilon), '--max-grad-norm', String(settings.maxGradNorm)],
   ];
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };

@@ -71,7 +71,7 @@ class TrainJob:
             (self.lora_rank >= 0, f"--lora-rank {self.lora_rank} must be 0 (full fine-tune) or positive"),
             (0 <= self.lora_dropout < 1, f"--lora-dropout {self.lora_dropout} must be in [0, 1)"),
             (self.max_tokens_per_micro_batch >= 2, f"--max-tokens-per-micro-batch {self.max_tokens_per_micro_batch} must be at least 2"),
-            (len(self.lora_target_modules) > 0, "--lora-target-modules names no module"),
+            (self.lora_rank == 0 or len(self.lora_target_modules) > 0, "--lora-target-modules names no module"),
         ]
         for ok, message in checks:
             if not ok:
