@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -19,6 +19,7 @@ import { localPolicyTrainer } from '../../src/training/policy-update.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
 import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingIterationInput, type TrainingRunInput } from '../../workflows/index.js';
+import { setupPython } from '../helpers/python.js';
 import { testClient } from '../helpers/temporal.js';
 
 const example = path.join(packageRoot(), 'examples', 'calculator-agent');
@@ -51,7 +52,7 @@ afterAll(async () => {
 });
 
 /** A Rein worker on a fresh task queue of the shared dev server, with the embedded stack as its gateway and serving backend. */
-async function startWorker(prefix: string) {
+async function startWorker(prefix: string, trainer = localPolicyTrainer(config.trainer, path.join(dir, 'logs'))) {
   installTemporalRuntime(createLogger('warn'));
   const taskQueue = `${prefix}-${randomUUID()}`;
   const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
@@ -73,7 +74,7 @@ async function startWorker(prefix: string) {
     registry,
     ledger,
     gate: { ...config.gate, autoPromote: true },
-    trainer: localPolicyTrainer(config.trainer, path.join(dir, 'logs')),
+    trainer,
     serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
     policiesDir: path.join(dir, 'policies'),
   });
@@ -133,6 +134,53 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
       });
     } finally {
       await close();
+    }
+  });
+
+  it('trains with the PyTorch engine: a LoRA adapter on the base, registered as one and served merged; bad trainer input fails the update at once, registering nothing', { timeout: 300_000 }, async () => {
+    const pytorch = reinConfigSchema.parse({ trainer: { engine: 'pytorch', epochs: 1, pytorch: { python: setupPython(), lora: { rank: 4, alpha: 8, learningRate: 0.003 } } } }).trainer;
+    const { worker, client, taskQueue, close } = await startWorker('pytorch', localPolicyTrainer(pytorch, path.join(dir, 'logs')));
+    const train = loadTaskSet(path.join(example, 'train.jsonl'));
+    const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
+    const input: TrainingIterationInput = {
+      runId: 'run-torch',
+      iteration: 1,
+      policyVersion: 'v0',
+      configHash: 'c0nf1g',
+      train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.slice(6, 10).map((t) => t.id), samplesPerTask: 4 },
+      heldout: { taskSet: { file: heldout.file, sha256: heldout.sha256 }, taskIds: heldout.tasks.slice(0, 4).map((t) => t.id), harnessEnv: { AGENT_TEMPERATURE: '0' } },
+    };
+    try {
+      await worker.runUntil(async () => {
+        const result = await client.workflow.execute('trainingIteration', { taskQueue, workflowId: `run-torch-it1-${randomUUID()}`, args: [input] });
+        expect(result.update).toMatchObject({ version: 'run-torch.v1', reused: false });
+        const base = path.join(packageRoot(), 'models', 'base');
+        expect(registry.get('run-torch.v1')).toMatchObject({ parent: 'v0', format: 'lora', baseCheckpointUri: base });
+        const checkpoint = registry.get('run-torch.v1')?.checkpointUri as string;
+        expect(JSON.parse(readFileSync(path.join(checkpoint, 'adapter_config.json'), 'utf8'))).toMatchObject({ peft_type: 'LORA', r: 4, base_model_name_or_path: base });
+        expect(stack.policyServer.models()).toContain('run-torch.v1');
+        const replayed = (await stack.store.listRollouts({ mode: 'eval' })).items.find((r) => r.id.startsWith('heldout.run-torch.v1.'));
+        expect((await stack.store.listCalls(replayed?.id as string)).every((c) => c.policyVersion === 'run-torch.v1')).toBe(true);
+      });
+    } finally {
+      await close();
+    }
+
+    // A LoRA target the model does not have: the trainer refuses (exit 2), the update is not retried, nothing is registered.
+    const wrong = reinConfigSchema.parse({ trainer: { engine: 'pytorch', pytorch: { python: setupPython(), lora: { targetModules: ['attn_qkv'] } } } }).trainer;
+    const refused = await startWorker('pytorch-bad', localPolicyTrainer(wrong, path.join(dir, 'logs')));
+    try {
+      await refused.worker.runUntil(async () => {
+        const started = Date.now();
+        const failure = await refused.client.workflow.execute('trainingIteration', { taskQueue: refused.taskQueue, workflowId: `run-bad-it1-${randomUUID()}`, args: [{ ...input, runId: 'run-bad', heldout: undefined }] }).catch((err: unknown) => err);
+        const messages: string[] = [];
+        for (let err = failure as { message?: string; cause?: unknown } | undefined; err; err = err.cause as typeof err) messages.push(err.message ?? '');
+        expect(messages.join(' <- ')).toMatch(/refused the update: rein-trainer: .*attn_qkv/);
+        expect(Date.now() - started).toBeLessThan(120_000);
+        expect(registry.list({ runId: 'run-bad' })).toHaveLength(0);
+      });
+    } finally {
+      await refused.close();
     }
   });
 
