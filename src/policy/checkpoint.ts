@@ -201,6 +201,13 @@ export function isAdapter(dir: string): boolean {
   return existsSync(path.join(dir, 'adapter_config.json'));
 }
 
+/** For a local LoRA adapter folder, the base model folder it applies to; undefined for anything else. */
+export function adapterBaseOf(dir: string): string | undefined {
+  if (!isAdapter(dir)) return undefined;
+  const base = (readJson(path.join(dir, 'adapter_config.json'), 'adapter_config.json') as { base_model_name_or_path?: unknown }).base_model_name_or_path;
+  return typeof base === 'string' ? path.resolve(dir, base) : undefined;
+}
+
 export function loadCheckpoint(dir: string): Checkpoint {
   if (isAdapter(dir)) return loadAdapter(dir);
   if (!existsSync(path.join(dir, 'config.json'))) throw new Error(`${dir} is not a policy checkpoint (no config.json or adapter_config.json)`);
@@ -214,7 +221,7 @@ function loadAdapter(dir: string): Checkpoint {
   const parsed = adapterConfigSchema.safeParse(readJson(file, 'adapter_config.json'));
   if (!parsed.success) throw issues(file, parsed.error);
   const a = parsed.data;
-  const base = path.resolve(dir, a.base_model_name_or_path);
+  const base = adapterBaseOf(dir) as string;
   if (isAdapter(base) || !existsSync(path.join(base, 'config.json'))) {
     throw new Error(`${file}: base_model_name_or_path ${a.base_model_name_or_path} is not a local full model folder; an adapter for the embedded policy names the folder of its base model`);
   }

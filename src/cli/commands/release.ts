@@ -1,3 +1,4 @@
+import { adapterBaseOf } from '../../policy/checkpoint.js';
 import os from 'node:os';
 import type { Command } from 'commander';
 import { releaseInput, runRelease } from '../../client/release.js';
@@ -30,10 +31,20 @@ export function registerReleaseCommands(program: Command): void {
     .option('--parent <version>', 'the version it was trained from')
     .action(async (version: string, options: { checkpoint: string; parent?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const adapterBase = adapterBaseOf(options.checkpoint);
       const policy = await withRegistry(config.dataDir, (r) =>
-        r.register({ version, parent: options.parent ?? null, runId: null, iteration: null, checkpointUri: options.checkpoint, batchContentHash: null, trainerMetrics: {} }),
+        r.register({
+          version,
+          parent: options.parent ?? null,
+          runId: null,
+          iteration: null,
+          checkpointUri: options.checkpoint,
+          batchContentHash: null,
+          trainerMetrics: {},
+          ...(adapterBase && { format: 'lora' as const, baseCheckpointUri: adapterBase }),
+        }),
       );
-      say(`registered ${policy.version} (${policy.status}) at ${policy.checkpointUri}${policy.parent ? `, from ${policy.parent}` : ''}`);
+      say(`registered ${policy.version} (${policy.status}) at ${policy.checkpointUri}${adapterBase ? ` (a LoRA adapter on ${adapterBase})` : ''}${policy.parent ? `, from ${policy.parent}` : ''}`);
     });
 
   program

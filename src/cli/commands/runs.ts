@@ -68,7 +68,17 @@ export function registerRunCommands(program: Command): void {
         return registry.list(options.run === undefined ? {} : { runId: options.run }).map((p) => ({ ...p, aliases: aliasesOf(p.version) }));
       });
       if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
-      const rows = policies.map((p) => [p.version, p.aliases.join(', ') || '-', p.parent ?? '-', p.status, p.runId ?? '-', p.iteration === null ? '-' : String(p.iteration), p.batchContentHash?.slice(0, 12) ?? '-', p.createdAt.slice(0, 19).replace('T', ' ')]);
-      process.stdout.write(`${formatTable(['version', 'aliases', 'parent', 'status', 'run', 'iteration', 'batch', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`);
+      const rows = policies.map((p) => [
+        p.version,
+        p.aliases.join(', ') || '-',
+        p.parent ?? '-',
+        p.status,
+        p.format === 'lora' ? `lora on ${p.baseCheckpointUri ?? '?'}` : 'full',
+        p.runId ?? '-',
+        p.iteration === null ? '-' : String(p.iteration),
+        p.batchContentHash?.slice(0, 12) ?? '-',
+        p.createdAt.slice(0, 19).replace('T', ' '),
+      ]);
+      process.stdout.write(`${formatTable(['version', 'aliases', 'parent', 'status', 'weights', 'run', 'iteration', 'batch', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`);
     });
 }
