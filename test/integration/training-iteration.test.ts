@@ -85,19 +85,24 @@ async function startWorker(prefix: string, trainer = localPolicyTrainer(config.t
   return { worker, client, taskQueue, close };
 }
 
+/** Iteration 1 from v0 on train tasks [from, to) × 4 samples, with the first `heldoutTasks` held-out tasks replayed greedily. */
+function iterationInput(runId: string, [from, to]: [number, number], heldoutTasks: number): TrainingIterationInput {
+  const train = loadTaskSet(path.join(example, 'train.jsonl'));
+  const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
+  return {
+    runId,
+    iteration: 1,
+    policyVersion: 'v0',
+    configHash: 'c0nf1g',
+    train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.slice(from, to).map((t) => t.id), samplesPerTask: 4 },
+    heldout: { taskSet: { file: heldout.file, sha256: heldout.sha256 }, taskIds: heldout.tasks.slice(0, heldoutTasks).map((t) => t.id), harnessEnv: { AGENT_TEMPERATURE: '0' } },
+  };
+}
+
 describe('the trainingIteration and trainingRun workflows (real dev server, embedded policy)', () => {
   it('runs rollouts, builds a batch, trains and serves a candidate with its lineage, replays held-out tasks; a rerun trains nothing twice', { timeout: 240_000 }, async () => {
     const { worker, client, taskQueue, close } = await startWorker('iteration');
-    const train = loadTaskSet(path.join(example, 'train.jsonl'));
-    const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
-    const input: TrainingIterationInput = {
-      runId: 'run-a',
-      iteration: 1,
-      policyVersion: 'v0',
-      configHash: 'c0nf1g',
-      train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.slice(0, 6).map((t) => t.id), samplesPerTask: 4 },
-      heldout: { taskSet: { file: heldout.file, sha256: heldout.sha256 }, taskIds: heldout.tasks.slice(0, 8).map((t) => t.id), harnessEnv: { AGENT_TEMPERATURE: '0' } },
-    };
+    const input = iterationInput('run-a', [0, 6], 8);
     try {
       await worker.runUntil(async () => {
         const handle = await client.workflow.start('trainingIteration', { taskQueue, workflowId: `run-a-it1-${randomUUID()}`, args: [input] });
@@ -140,16 +145,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
   it('trains with the PyTorch engine: a LoRA adapter on the base, registered as one and served merged; bad trainer input fails the update at once, registering nothing', { timeout: 300_000 }, async () => {
     const pytorch = reinConfigSchema.parse({ trainer: { engine: 'pytorch', epochs: 1, pytorch: { python: setupPython(), lora: { rank: 4, alpha: 8, learningRate: 0.003 } } } }).trainer;
     const { worker, client, taskQueue, close } = await startWorker('pytorch', localPolicyTrainer(pytorch, path.join(dir, 'logs')));
-    const train = loadTaskSet(path.join(example, 'train.jsonl'));
-    const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
-    const input: TrainingIterationInput = {
-      runId: 'run-torch',
-      iteration: 1,
-      policyVersion: 'v0',
-      configHash: 'c0nf1g',
-      train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.slice(6, 10).map((t) => t.id), samplesPerTask: 4 },
-      heldout: { taskSet: { file: heldout.file, sha256: heldout.sha256 }, taskIds: heldout.tasks.slice(0, 4).map((t) => t.id), harnessEnv: { AGENT_TEMPERATURE: '0' } },
-    };
+    const input = iterationInput('run-torch', [6, 10], 4);
     try {
       await worker.runUntil(async () => {
         const result = await client.workflow.execute('trainingIteration', { taskQueue, workflowId: `run-torch-it1-${randomUUID()}`, args: [input] });
