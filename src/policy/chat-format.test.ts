@@ -15,6 +15,11 @@ describe('the embedded policy tokenizer', () => {
     expect(Math.max(...ids)).toBeLessThan(VOCAB_SIZE);
   });
 
+  it('decodes an empty reply (a model that ends its turn at once) to empty text', () => {
+    // The policy server decodes a reply without its end-of-turn token; the library throws on [].
+    expect(tokenizer.decode([])).toBe('');
+  });
+
   it('renders a compact chat, and a tool call exactly as the model wrote it', () => {
     const text = tokenizer.render(
       {

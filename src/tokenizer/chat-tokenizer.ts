@@ -63,6 +63,8 @@ export class ChatTokenizer {
   }
 
   decode(ids: readonly number[]): string {
+    // An empty reply (a model that ends its turn at once) is empty text; the library refuses [].
+    if (ids.length === 0) return '';
     return this.tokenizer.decode([...ids], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
   }
 

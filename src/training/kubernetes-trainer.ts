@@ -201,7 +201,9 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
         const log = pod?.metadata?.name ? await keepLog(pod.metadata.name, job.outputDir) : '';
         if (conditionOf(current, 'Failed')) {
           const terminated = container?.state?.terminated;
-          throw new PolicyUpdateError(
+          // Exit 2 (bad input) and 3 (out of memory) are the trainer's refusals: another Job would fail the same way.
+          const Failure = terminated?.exitCode === 2 || terminated?.exitCode === 3 ? PolicySetupError : PolicyUpdateError;
+          throw new Failure(
             `training Job ${name} failed (${terminated ? `exit ${terminated.exitCode}${terminated.reason ? `, ${terminated.reason}` : ''}` : (conditionOf(current, 'Failed')?.reason ?? 'no pod ran')}): ${(terminated?.message ?? log).trim().slice(-800)}`,
           );
         }

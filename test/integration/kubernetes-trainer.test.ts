@@ -83,9 +83,10 @@ describe('the policy update as a Kubernetes Job (against the Jobs/Pods API stand
   it('reports a failed trainer with its exit code and log; the next attempt is a new Job', { timeout: 120_000 }, async () => {
     const { trainer: k8s } = await setup(template('fails'));
     const outputDir = path.join(dir, 'policies', 'run-f', 'run-f.v1');
+    // A batch the trainer cannot read: its refusal (exit 2) is a setup error, not retried by the activity.
     const failure = await k8s.train({ parentCheckpoint: base, batchPath: path.join(dir, 'no-such-batch.safetensors'), outputDir }).catch((err: unknown) => err);
-    expect(failure).toBeInstanceOf(PolicyUpdateError);
-    expect((failure as Error).message).toMatch(new RegExp(`training Job ${trainingJobName(outputDir, 1)} failed \\(exit 1.*no-such-batch`, 's'));
+    expect(failure).toBeInstanceOf(PolicySetupError);
+    expect((failure as Error).message).toMatch(new RegExp(`training Job ${trainingJobName(outputDir, 1)} failed \\(exit 2.*cannot read the batch .*no-such-batch`, 's'));
     await expect(k8s.train({ parentCheckpoint: base, batchPath: batch, outputDir })).resolves.toMatchObject({ steps: 2 });
     expect(kube?.jobsCreated()).toBe(2);
   });

@@ -185,21 +185,18 @@ describe('the local rollout runner', () => {
     expect(rewards[1]?.payload.data).toMatchObject({ harnessReported: 1, disagrees: true });
   });
 
-  it('starts at most launchesPerSecond harness runs per second', async () => {
+  it('paces harness launches at launchesPerSecond, though all could run at once', async () => {
     const tasks = Array.from({ length: 5 }, (_, i) => ({ id: `p${i}`, question: '1', answer: 1 }));
-    await runRollouts(batch({ batchId: 'paced', tasks, concurrency: 5, launchesPerSecond: 10 }), {
+    const started = performance.now();
+    const outcomes = await runRollouts(batch({ batchId: 'paced', tasks, concurrency: 5, launchesPerSecond: 10 }), {
       gateway,
       harness: localExecutor({ command: process.execPath, args: ['-e', ''], timeoutMs: 5000 }),
       verifier: exampleVerifier,
     });
-    const starts: number[] = [];
-    for (const task of tasks) {
-      const events = await t.store.listEvents(`paced.${task.id}.0`);
-      starts.push(Date.parse(events.find((e) => e.type === 'status' && e.payload.to === 'running')?.at ?? ''));
-    }
-    starts.sort((a, b) => a - b);
-    // Five launches at 10/s take at least 400 ms from the first to the last, though all five could run at once.
-    expect((starts.at(-1) as number) - (starts[0] as number)).toBeGreaterThanOrEqual(390);
+    expect(outcomes).toHaveLength(5);
+    // The fifth launch waits 400 ms after the first (load can only add to that); the spacing
+    // itself is src/rollouts/pacer.test.ts's.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(400);
   });
 
   it('lets the verifier read the journaled calls of its rollout with its own key, and nothing more', async () => {

@@ -12,7 +12,7 @@ import { PolicyRegistry } from '../../src/registry/policy-registry.js';
 import { rolloutIdFor } from '../../src/rollouts/rollout-id.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
-import type { TrainingIterationResult } from '../../workflows/index.js';
+import { pauseSignal, resumeSignal, type TrainingIterationResult } from '../../workflows/index.js';
 import { runRein, startRein, type RunningRein } from '../helpers/cli.js';
 import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
 import { testClient } from '../helpers/temporal.js';
@@ -131,10 +131,17 @@ describe('training runs from the command line, against `rein worker` processes',
 
       expect((await rein('resume', runId)).code).toBe(0);
       expect((await rein('stop', runId)).code).toBe(0);
+      // Iterations here are short, and a CLI process can take longer than one to start on a busy
+      // machine: read what was done once the stop is delivered, rather than assume which iteration it met.
+      const doneWhenStopped = (await statusJson()).status?.iterations.length as number;
       try {
         const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
         expect(final?.state).toBe('stopped');
-        expect(final?.iterations.length).toBe(pausedAfter + 1); // the iteration under way when stop arrived, and no other
+        expect(doneWhenStopped).toBeGreaterThanOrEqual(pausedAfter);
+        // The iteration under way when stop arrived (if any) finishes, and no other starts.
+        expect(final?.iterations.length).toBeGreaterThanOrEqual(doneWhenStopped);
+        expect(final?.iterations.length).toBeLessThanOrEqual(doneWhenStopped + 1);
+        expect(final?.iterations.length).toBeLessThan(5);
       } finally {
         await connection.close();
       }
@@ -149,7 +156,7 @@ describe('training runs from the command line, against `rein worker` processes',
     const rein = (...args: string[]) => runRein(['--config', configFile, 'schedule', ...args], { env });
     const { client, connection } = await testClient();
     try {
-      const created = await rein('create', 'nightly', '--every', '1d', '--iterations', '1', '--tasks', '2', '--samples', '2', '--heldout', '2', '--note', 'test');
+      const created = await rein('create', 'nightly', '--every', '1d', '--iterations', '2', '--tasks', '2', '--samples', '2', '--heldout', '2', '--note', 'test');
       expect(created.code, created.stderr).toBe(0);
       // The namespace is shared with other tests: look at this test's schedule only.
       const list = async () => (await listSchedules(client)).filter((s) => s.scheduleId === 'nightly');
@@ -159,7 +166,6 @@ describe('training runs from the command line, against `rein worker` processes',
       expect((await rein('create', 'nightly', '--every', '1d')).stderr).toContain('a schedule named nightly already exists');
 
       expect((await rein('trigger', 'nightly')).code).toBe(0);
-      expect((await rein('trigger', 'nightly')).code).toBe(0);
       let recent: ScheduleListing['recentRuns'] = [];
       while (recent.length === 0) {
         await new Promise((r) => setTimeout(r, 500));
@@ -167,9 +173,16 @@ describe('training runs from the command line, against `rein worker` processes',
       }
       const runId = recent[0]?.runId as string;
       expect(runId).toMatch(/^nightly-\d{4}-\d\d-\d\dT/);
-      const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
-      expect(final).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v1` });
+      // Held between its two iterations, the run is surely still going when the second fire comes.
+      const run = client.workflow.getHandle(runId);
+      await run.signal(pauseSignal);
+      expect((await rein('trigger', 'nightly')).code).toBe(0);
+      await new Promise((r) => setTimeout(r, 2000));
       expect((await list())[0]?.recentRuns).toHaveLength(1); // the second trigger found the run going and was skipped
+      await run.signal(resumeSignal);
+      const final = (await run.result()) as RunReport['status'];
+      expect(final).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v2` });
+      expect((await list())[0]?.recentRuns).toHaveLength(1);
 
       expect((await rein('pause', 'nightly', '--note', 'holiday')).stdout).toBe('schedule nightly paused\n');
       await expect.poll(list, { timeout: 10_000 }).toEqual([expect.objectContaining({ paused: true, note: 'holiday' })]); // visibility catches up within moments

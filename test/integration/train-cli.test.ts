@@ -59,7 +59,7 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
     const policies = await runRein(['--config', file, 'policies', '--run', runId], { env });
     // The gate compared v3 with production (the base) on the same held-out replays and promoted it.
     expect(train.stdout).toMatch(/iteration 3: learn-1\.v3 .*; gate pass, promoted over v0/);
-    expect(policies.stdout).toMatch(/learn-1\.v3 +production +learn-1\.v2 +promoted +learn-1 +3 /);
+    expect(policies.stdout).toMatch(/learn-1\.v3 +production +learn-1\.v2 +promoted +full +learn-1 +3 /);
 
     // The three ledgers: a row per iteration and one for the release, each naming its model, harness and environment.
     const ledger = await runRein(['--config', file, 'ledger', '--run', runId], { env });
