@@ -5,7 +5,7 @@ import { BatchV1Api } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { reinConfigSchema } from '../../src/config/schema.js';
 import { reinCommand } from '../../src/package-root.js';
-import { PolicySetupError, PolicyUpdateError } from '../../src/training/errors.js';
+import { PolicySetupError } from '../../src/training/errors.js';
 import { kubernetesPolicyTrainer, kubernetesTrainerSchema, trainingJobName } from '../../src/training/kubernetes-trainer.js';
 import { startKubeStandIn, type KubeStandIn } from '../helpers/kube-api-stand-in.js';
 import { writeTinyPolicyAndBatch } from '../helpers/tiny-policy.js';
