@@ -32,7 +32,7 @@ const workflowImportRules = {
 };
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.tools/**', '.rein/**', 'test/fixtures/lint/**'] },
+  { ignores: ['dist/**', 'node_modules/**', '.tools/**', '.rein/**', '.bench/**', 'test/fixtures/lint/**'] },
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.base],
