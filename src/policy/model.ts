@@ -295,13 +295,6 @@ export class Qwen3Model {
     return { lastLogits, caches };
   }
 
-  /** Next-token logits for each context (right-padded into one batch). */
-  lastLogits(contexts: number[][]): number[][] {
-    const { lastLogits, caches } = this.prefill(contexts);
-    tf.dispose(caches.flatMap((row) => row.flatMap((c) => [c.keysT, c.values])));
-    return lastLogits;
-  }
-
   /**
    * Samples up to maxTokens continuations for each prompt, stopping at a stop token. Returns the
    * sampled ids and the model's log-prob of each.

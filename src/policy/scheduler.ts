@@ -91,8 +91,8 @@ export class GenerationScheduler {
   }
 
   /** One pass of a model's decoder; on failure the rows it was for fail and leave the batch. */
-  private run(group: { decoder: Decoder; rows: Map<number, Active> }, pass: () => Map<number | string, number[]>, only?: Active[]): void {
-    let logits: Map<number | string, number[]>;
+  private run(group: { decoder: Decoder; rows: Map<number, Active> }, pass: () => Map<number, number[]>, only?: Active[]): void {
+    let logits: Map<number, number[]>;
     try {
       logits = pass();
     } catch (err) {
@@ -110,7 +110,7 @@ export class GenerationScheduler {
     }
     const done: number[] = [];
     for (const [key, row] of logits) {
-      const a = group.rows.get(key as number) as Active;
+      const a = group.rows.get(key) as Active;
       this.advance(a, row);
       if (a.state.finishReason) {
         done.push(a.key);
