@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { decodeBatch, type DecodedBatch } from '../samples/batch.js';
-import { decodeSafetensors } from '../samples/safetensors.js';
+import { safetensorsMetadata } from '../samples/safetensors.js';
 import { loadCheckpoint, type Checkpoint } from './checkpoint.js';
 
 /**
@@ -25,7 +25,7 @@ export function readBatch(file: string): DecodedBatch {
   }
   let format: string | undefined;
   try {
-    format = decodeSafetensors(bytes).metadata.format;
+    format = safetensorsMetadata(bytes).format;
   } catch (err) {
     throw new TrainerInputError(`${file} is not a safetensors batch (${(err as Error).message}); pass the batch artifact the batch stage wrote`);
   }

@@ -46,13 +46,21 @@ export function encodeSafetensors(tensors: Record<string, Tensor>, metadata: Rec
   return out;
 }
 
-export function decodeSafetensors(buffer: Buffer): { tensors: Record<string, Tensor>; metadata: Record<string, string> } {
-  assertLittleEndian();
+function readHeader(buffer: Buffer): { header: Record<string, unknown>; dataStart: number } {
   if (buffer.length < 8) throw new Error('not a safetensors file: shorter than its header length');
   const headerLength = Number(buffer.readBigUInt64LE(0));
   if (8 + headerLength > buffer.length) throw new Error('not a safetensors file: header runs past the end');
-  const header = JSON.parse(buffer.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, unknown>;
-  const dataStart = 8 + headerLength;
+  return { header: JSON.parse(buffer.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, unknown>, dataStart: 8 + headerLength };
+}
+
+/** The `__metadata__` strings alone, without copying any tensor. */
+export function safetensorsMetadata(buffer: Buffer): Record<string, string> {
+  return (readHeader(buffer).header.__metadata__ as Record<string, string> | undefined) ?? {};
+}
+
+export function decodeSafetensors(buffer: Buffer): { tensors: Record<string, Tensor>; metadata: Record<string, string> } {
+  assertLittleEndian();
+  const { header, dataStart } = readHeader(buffer);
   const tensors: Record<string, Tensor> = {};
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') continue;

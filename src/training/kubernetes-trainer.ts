@@ -8,7 +8,7 @@ import type { TrainerSettings } from '../config/schema.js';
 import { clusterSettingsShape, dnsLabel, isTransient, loadKubeConfig, messageOf, statusOf } from '../kubernetes/api.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes/template.js';
 import type { TrainResult } from '../policy/local-trainer.js';
-import { PolicySetupError, PolicyUpdateError } from './errors.js';
+import { isTrainerRefusal, PolicySetupError, PolicyUpdateError } from './errors.js';
 import { effectiveLearningRate, type PolicyTrainer } from './policy-update.js';
 
 /**
@@ -201,8 +201,7 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
         const log = pod?.metadata?.name ? await keepLog(pod.metadata.name, job.outputDir) : '';
         if (conditionOf(current, 'Failed')) {
           const terminated = container?.state?.terminated;
-          // Exit 2 (bad input) and 3 (out of memory) are the trainer's refusals: another Job would fail the same way.
-          const Failure = terminated?.exitCode === 2 || terminated?.exitCode === 3 ? PolicySetupError : PolicyUpdateError;
+          const Failure = isTrainerRefusal(terminated?.exitCode) ? PolicySetupError : PolicyUpdateError;
           throw new Failure(
             `training Job ${name} failed (${terminated ? `exit ${terminated.exitCode}${terminated.reason ? `, ${terminated.reason}` : ''}` : (conditionOf(current, 'Failed')?.reason ?? 'no pod ran')}): ${(terminated?.message ?? log).trim().slice(-800)}`,
           );

@@ -6,7 +6,7 @@ import { packageRoot, reinCommand } from '../package-root.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import type { PolicyRecord, PolicyRegistry } from '../registry/policy-registry.js';
 import { runCommand } from '../rollouts/process.js';
-import { PolicyLineageError, PolicySetupError, PolicyUpdateError } from './errors.js';
+import { isTrainerRefusal, PolicyLineageError, PolicySetupError, PolicyUpdateError } from './errors.js';
 import { kubernetesPolicyTrainer } from './kubernetes-trainer.js';
 
 /**
@@ -96,7 +96,7 @@ export function localPolicyTrainer(settings: TrainerSettings, logDir: string): P
       });
       if (run.cancelled) throw new PolicyUpdateError('the policy update was cancelled');
       const said = run.stderrTail.trim().split('\n').filter((line) => /^(rein|rein-trainer): /.test(line)).at(-1) ?? run.stderrTail.trim().slice(-500);
-      if (run.exitCode === 2 || run.exitCode === 3) throw new PolicySetupError(`the ${settings.engine} trainer refused the update: ${said}`);
+      if (isTrainerRefusal(run.exitCode)) throw new PolicySetupError(`the ${settings.engine} trainer refused the update: ${said}`);
       if (run.exitCode !== 0) throw new PolicyUpdateError(`the ${settings.engine} trainer ${run.spawnError ?? `exited with ${run.exitCode ?? run.killedBy}`}: ${said}`);
       // The trainer prints its result (which says whether it reused an earlier one) as its last line.
       return JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as TrainResult;
