@@ -17,6 +17,8 @@ export interface Checkpoint {
   config: ModelConfig;
   model: Qwen3Model;
   tokenizer: ChatTokenizer;
+  /** The folder the tokenizer files came from (an adapter without its own: its base). */
+  tokenizerDir: string;
   /** rein.json: lineage (parent, base, batch content hash) and training facts. */
   info: Record<string, unknown>;
   /** Set when the folder is a LoRA adapter: the base folder it was merged into. */
@@ -212,7 +214,7 @@ export function loadCheckpoint(dir: string): Checkpoint {
   if (isAdapter(dir)) return loadAdapter(dir);
   if (!existsSync(path.join(dir, 'config.json'))) throw new Error(`${dir} is not a policy checkpoint (no config.json or adapter_config.json)`);
   const config = readModelConfig(dir);
-  return { dir, config, model: Qwen3Model.fromTensors(config, readWeights(dir)), tokenizer: ChatTokenizer.fromDirectory(dir), info: readInfo(dir) };
+  return { dir, config, model: Qwen3Model.fromTensors(config, readWeights(dir)), tokenizer: ChatTokenizer.fromDirectory(dir), tokenizerDir: dir, info: readInfo(dir) };
 }
 
 /** A LoRA adapter merged into its base: W ← W + s·B·A per target module, s = α/r (α/√r with rsLoRA). */
@@ -221,7 +223,7 @@ function loadAdapter(dir: string): Checkpoint {
   const parsed = adapterConfigSchema.safeParse(readJson(file, 'adapter_config.json'));
   if (!parsed.success) throw issues(file, parsed.error);
   const a = parsed.data;
-  const base = adapterBaseOf(dir) as string;
+  const base = path.resolve(dir, a.base_model_name_or_path);
   if (isAdapter(base) || !existsSync(path.join(base, 'config.json'))) {
     throw new Error(`${file}: base_model_name_or_path ${a.base_model_name_or_path} is not a local full model folder; an adapter for the embedded policy names the folder of its base model`);
   }
@@ -266,6 +268,7 @@ function loadAdapter(dir: string): Checkpoint {
     config,
     model: Qwen3Model.fromTensors(config, tensors),
     tokenizer: ChatTokenizer.fromDirectory(tokenizerDir),
+    tokenizerDir,
     info: readInfo(dir),
     adapter: { base, rank: a.r, alpha: a.lora_alpha, targetModules: [...modules].map((m) => m.split('.').at(-1) as string).filter((m, i, all) => all.indexOf(m) === i) },
   };

@@ -159,7 +159,7 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
       iteration: Number(batch.metadata.iteration),
       trainer: { engine: 'tfjs', seed: job.seed, learningRate: job.learningRate, epochs: job.epochs, minibatchSize: job.minibatchSize, clipEpsilon: job.clipEpsilon, maxGradNorm: job.maxGradNorm, shuffle: job.shuffle !== false },
     },
-    { tokenizerFrom: checkpoint.adapter && !existsSync(path.join(job.checkpointDir, 'tokenizer.json')) ? checkpoint.adapter.base : job.checkpointDir },
+    { tokenizerFrom: checkpoint.tokenizerDir },
   );
   writeFileSync(metricsFile, `${JSON.stringify(result, null, 2)}\n`);
   checkpoint.model.dispose();
