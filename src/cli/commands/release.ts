@@ -1,6 +1,6 @@
-import { adapterBaseOf } from '../../policy/checkpoint.js';
 import os from 'node:os';
 import type { Command } from 'commander';
+import { adapterBaseOf } from '../../policy/checkpoint.js';
 import { releaseInput, runRelease } from '../../client/release.js';
 import { gatewayControlFromConfig } from '../../gateway/from-config.js';
 import { withLedger, type LedgerEntry } from '../../ledger/ledger.js';
