@@ -49,6 +49,8 @@ describe('the committed base checkpoint', () => {
   it('sits where RL has signal: some held-out tasks solved greedily, far from all', () => {
     const base = loadCheckpoint(path.join(root, 'models/base'));
     expect(base.info).toMatchObject({ name: 'base', warmStart: { steps: 250, seed: 1 } });
+    // The example agent's multi-turn conversations overflowed the former 96-token context (400s, class harness).
+    expect(base.config.maxPositions).toBeGreaterThanOrEqual(1024);
     const heldout = [
       { id: 'h1', question: '33 minus 29?', answer: 4 },
       { id: 'h2', question: '87 minus 63?', answer: 24 },
