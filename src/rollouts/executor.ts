@@ -43,6 +43,8 @@ export interface HarnessRun {
   problem: { failureClass: Extract<FailureClass, 'environment' | 'infrastructure'>; reason: string } | null;
   /** The end of its log (stderr, or the pod's log), for failure evidence. */
   logTail: string;
+  /** Bytes of output its log file leaves out (it keeps the head and the tail), when it was capped. */
+  logTruncatedBytes?: number;
   seconds: number;
   /** Where it ran: a pid, a Job and pod name; stored as evidence with a failure. */
   where: Record<string, unknown>;

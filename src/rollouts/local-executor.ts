@@ -23,7 +23,10 @@ export interface ProgramSpec {
 
 const DEFAULT_ENV_ALLOW = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 
-/** Runs the harness as a local process in its own process group, killed whole on timeout or cancel. */
+/**
+ * Runs the harness as a local process in its own process group. Its run ends when it exits, times
+ * out or is cancelled, and then everything it started is killed, daemons that left the group too.
+ */
 export function localExecutor(spec: ProgramSpec): HarnessExecutor {
   return {
     problems: async () => programProblems('harness', spec),
@@ -57,6 +60,7 @@ export function localExecutor(spec: ProgramSpec): HarnessExecutor {
         // A harness that cannot start here is a setup problem, not the policy's doing.
         problem: result.spawnError === null ? null : { failureClass: 'environment', reason: `the harness could not start: ${result.spawnError}` },
         logTail: result.stderrTail,
+        logTruncatedBytes: result.logTruncatedBytes,
         seconds: result.seconds,
         where: { host: 'local', command: spec.command },
       };
