@@ -1,3 +1,5 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import { assertFreeSpace, DEFAULT_MIN_FREE_MEGABYTES, DiskSpaceError, megabytes } from '../src/preflight/disk-space.js';
 import { createBatchActivities, type BatchActivityDeps } from './build-batch.js';
 import { createPreflightActivities, type PreflightActivityDeps } from './preflight.js';
 import { createReleaseActivities, type ReleaseActivityDeps } from './release.js';
@@ -9,14 +11,45 @@ export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutAc
 
 /** Every activity the Rein worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
-  return {
-    ...createPreflightActivities(deps),
-    ...createBatchActivities(deps),
-    ...createRolloutActivities(deps),
-    ...createPolicyActivities(deps),
-    ...createReleaseActivities(deps),
-    ...createShadowActivities(deps),
-  };
+  return refusedWhenDiskIsLow(
+    {
+      ...createPreflightActivities(deps),
+      ...createBatchActivities(deps),
+      ...createRolloutActivities(deps),
+      ...createPolicyActivities(deps),
+      ...createReleaseActivities(deps),
+      ...createShadowActivities(deps),
+    },
+    deps,
+  );
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** Preflight measures free space and reports it; refusing would hide the report. */
+const REPORTS_DISK_SPACE = new Set(['checkWorkerHost']);
+
+/**
+ * Each activity first checks the free space in dataDir: on a full disk, SQLite and artifact
+ * writes fail deep inside a stage with errors that do not say why. Retryable, since freeing
+ * space is the fix and the stage's work must not be lost.
+ */
+function refusedWhenDiskIsLow<T extends Record<string, (...args: never[]) => Promise<unknown>>>(activities: T, deps: Pick<ActivityDeps, 'dataDir' | 'minFreeBytes'>): T {
+  const floor = deps.minFreeBytes ?? megabytes(DEFAULT_MIN_FREE_MEGABYTES);
+  const guarded = Object.entries(activities).map(([name, activity]) => {
+    if (REPORTS_DISK_SPACE.has(name)) return [name, activity];
+    return [
+      name,
+      async (...args: Parameters<typeof activity>) => {
+        try {
+          await assertFreeSpace(deps.dataDir, floor);
+        } catch (err) {
+          if (err instanceof DiskSpaceError) throw ApplicationFailure.retryable(err.message, 'DiskSpaceError');
+          throw err;
+        }
+        return activity(...args);
+      },
+    ];
+  });
+  return Object.fromEntries(guarded) as T;
+}

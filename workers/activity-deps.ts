@@ -4,6 +4,7 @@ import { LocalArtifactStore } from '../src/artifacts/local-store.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
 import { Ledger } from '../src/ledger/ledger.js';
+import { megabytes } from '../src/preflight/disk-space.js';
 import { PolicyRegistry, registryFile } from '../src/registry/policy-registry.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { policyTrainer } from '../src/training/policy-update.js';
@@ -19,6 +20,7 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
   const deps: ActivityDeps = {
     ...(gateway && { gateway }),
     dataDir: config.dataDir,
+    minFreeBytes: megabytes(config.storage.minFreeMegabytes),
     store,
     artifacts: new LocalArtifactStore(path.join(config.dataDir, 'artifacts')),
     samples: config.samples,

@@ -10,6 +10,15 @@ let installed = false;
 export function installTemporalRuntime(logger: Logger): void {
   if (installed) return;
   installed = true;
+  // Rein's commands handle SIGINT/SIGTERM themselves and shut workers down in order.
+  Runtime.install({ logger: temporalLogger(logger), shutdownSignals: [] });
+}
+
+/**
+ * The SDK's logger interface on top of Rein's. The SDK puts errors in the metadata (`error`):
+ * Rein's logger writes them with their message, type and causes (see createLogger).
+ */
+export function temporalLogger(logger: Logger): TemporalLogger {
   const sdk = logger.child({ component: 'temporal-sdk' });
   const quiet = logger.levelVal > 20;
   const toPino: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
@@ -20,7 +29,7 @@ export function installTemporalRuntime(logger: Logger): void {
     ERROR: 'error',
   };
   const log = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[toPino[level]](meta ?? {}, message);
-  const bridge: TemporalLogger = {
+  return {
     log,
     trace: (m, meta) => log('TRACE', m, meta),
     debug: (m, meta) => log('DEBUG', m, meta),
@@ -28,6 +37,4 @@ export function installTemporalRuntime(logger: Logger): void {
     warn: (m, meta) => log('WARN', m, meta),
     error: (m, meta) => log('ERROR', m, meta),
   };
-  // Rein's commands handle SIGINT/SIGTERM themselves and shut workers down in order.
-  Runtime.install({ logger: bridge, shutdownSignals: [] });
 }

@@ -4,6 +4,7 @@ import { harnessSchema, verifierSchema } from '../rollouts/harness-spec.js';
 import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
 import { kubernetesTrainerSchema } from '../training/kubernetes-trainer.js';
 import { gateRulesSchema } from '../gate/gate.js';
+import { DEFAULT_MIN_FREE_MEGABYTES } from '../preflight/disk-space.js';
 
 const port = z.number().int().min(1).max(65535);
 
@@ -217,6 +218,15 @@ const api = z.strictObject({
   port: port.default(8402).describe('Port of the HTTP API (runs, schedules, policies; OpenAPI at /openapi.json)'),
 });
 
+const storage = z.strictObject({
+  minFreeMegabytes: z
+    .number()
+    .int()
+    .min(0)
+    .default(DEFAULT_MIN_FREE_MEGABYTES)
+    .describe('Below this much free space (MiB) in dataDir, preflight fails and every activity refuses to start (a retryable DiskSpaceError that says so); 0: no check'),
+});
+
 const run = z.strictObject({
   base: z
     .strictObject({
@@ -265,6 +275,7 @@ export const reinConfigSchema = z
       .min(1)
       .default('.rein')
       .describe("Rein's data directory (traces, artifacts, dev server state), relative to the config file"),
+    storage: storage.prefault({}).describe('The free space Rein needs in dataDir'),
     log: z
       .strictObject({
         level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rm, statfs, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { assertFreeSpace, DEFAULT_MIN_FREE_MEGABYTES, DiskSpaceError, formatBytes, megabytes } from './disk-space.js';
 
 export interface PreflightCheck {
   name: string;
@@ -20,7 +21,7 @@ export interface HostReport {
 
 export interface HostCheckOptions {
   dataDir: string;
-  /** Below this much free space in dataDir the disk check fails. */
+  /** Below this much free space in dataDir the disk check fails (storage.minFreeMegabytes; 0: no check). */
   minFreeBytes?: number;
 }
 
@@ -31,7 +32,7 @@ export async function checkWorkerHost(options: HostCheckOptions): Promise<HostRe
   const checks = [
     checkNodeVersion(process.versions.node),
     await checkWritable(options.dataDir),
-    await checkFreeSpace(options.dataDir, options.minFreeBytes ?? 1024 ** 3),
+    await checkFreeSpace(options.dataDir, options.minFreeBytes ?? megabytes(DEFAULT_MIN_FREE_MEGABYTES)),
   ];
   return { host: os.hostname(), pid: process.pid, node: process.versions.node, dataDir: options.dataDir, checks };
 }
@@ -63,27 +64,11 @@ async function checkWritable(dataDir: string): Promise<PreflightCheck> {
 }
 
 async function checkFreeSpace(dataDir: string, minFreeBytes: number): Promise<PreflightCheck> {
+  const name = 'free disk space';
   try {
-    const stats = await statfs(dataDir);
-    const free = stats.bavail * stats.bsize;
-    const ok = free >= minFreeBytes;
-    return {
-      name: 'free disk space',
-      ok,
-      detail: `${formatBytes(free)} free in ${dataDir}${ok ? '' : `; need at least ${formatBytes(minFreeBytes)}`}`,
-    };
+    const free = await assertFreeSpace(dataDir, minFreeBytes);
+    return { name, ok: true, detail: free === undefined ? 'not checked (storage.minFreeMegabytes is 0)' : `${formatBytes(free)} free in ${dataDir}` };
   } catch (err) {
-    return { name: 'free disk space', ok: false, detail: `${dataDir}: ${(err as Error).message}` };
+    return { name, ok: false, detail: err instanceof DiskSpaceError ? err.message : `${dataDir}: ${(err as Error).message}` };
   }
-}
-
-function formatBytes(bytes: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(1)} ${units[unit]}`;
 }
