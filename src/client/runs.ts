@@ -156,6 +156,10 @@ export interface StageActivity {
   lastFailure: string | undefined;
 }
 
+/**
+ * The run's state as Temporal and the run itself report it. Throws when Temporal cannot be asked
+ * (see isTemporalUnreachable), so that a caller never takes a lost connection for the run's state.
+ */
 export async function describeRun(client: Client, runId: string): Promise<RunReport> {
   const handle = client.workflow.getHandle<typeof trainingRun>(runId);
   let described;
@@ -163,7 +167,8 @@ export async function describeRun(client: Client, runId: string): Promise<RunRep
     described = await handle.describe();
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
-    throw err;
+    // The SDK's own message ("Failed to describe workflow") leaves out the reason, which is in its cause.
+    throw new Error(`cannot describe run ${runId}: ${failureMessage(err)}`, { cause: err });
   }
   const execution = described.status.name;
   let status: RunStatus | undefined;
@@ -171,12 +176,15 @@ export async function describeRun(client: Client, runId: string): Promise<RunRep
   try {
     status = execution === 'COMPLETED' ? await handle.result() : await handle.query(statusQuery);
   } catch (err) {
+    // A query that runs out of time may only mean that no worker answers; a refused connection is Temporal's.
+    if (execution === 'COMPLETED' ? isTemporalUnreachable(err) : grpcCode(err) === UNAVAILABLE) throw err;
     problem = failureMessage(err);
   }
   if (execution === 'FAILED' || execution === 'TERMINATED' || execution === 'CANCELLED' || execution === 'TIMED_OUT') {
     try {
       await handle.result();
     } catch (err) {
+      if (isTemporalUnreachable(err)) throw err;
       problem = failureMessage(err);
     }
   }
@@ -235,6 +243,27 @@ export async function workerIsPolling(client: Client, taskQueue: string): Promis
   });
   const recent = Date.now() / 1000 - 90;
   return (response.pollers ?? []).some((p) => Number(p.lastAccessTime?.seconds ?? 0) >= recent);
+}
+
+const DEADLINE_EXCEEDED = 4;
+const UNAVAILABLE = 14;
+
+/**
+ * True when a call failed because Temporal could not be reached or did not answer in time (gRPC
+ * UNAVAILABLE or DEADLINE_EXCEEDED anywhere in the cause chain), not because of what was asked.
+ */
+export function isTemporalUnreachable(err: unknown): boolean {
+  const code = grpcCode(err);
+  return code === UNAVAILABLE || code === DEADLINE_EXCEEDED;
+}
+
+/** The gRPC status code of the first error in the cause chain that has one. */
+function grpcCode(err: unknown): number | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    const { code } = e as { code?: unknown };
+    if (typeof code === 'number') return code;
+  }
+  return undefined;
 }
 
 function failureMessage(err: unknown): string {

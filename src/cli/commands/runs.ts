@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
 import { describeRun, listRuns, signalRun } from '../../client/runs.js';
 import { withRegistry } from '../../registry/policy-registry.js';
+import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { cliContext, withClient, type GlobalOptions } from '../context.js';
-import { formatRunSummary } from '../follow-run.js';
+import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.js';
 import { formatTable } from '../table.js';
-import { positiveInteger } from './train.js';
+import { addFollowOptions, positiveInteger } from './train.js';
 
 const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 19).replace('T', ' ') : '-');
 
@@ -23,13 +24,30 @@ export function registerRunCommands(program: Command): void {
       process.stdout.write(`${formatTable(['run', 'execution', 'stage', 'policy', 'started', 'closed'], rows)}\n${runs.length === 0 ? '(no runs yet: `rein train --config FILE` starts one)\n' : ''}`);
     });
 
-  program
+  const statusCommand = program
     .command('status')
     .description("a run's state, stage, iterations and held-out comparison")
     .argument('<run>', 'run id')
     .option('--json', 'print JSON')
-    .action(async (runId: string, options: { json?: boolean }, command: Command) => {
+    .option('--follow', 'show progress per stage until the run ends, then the final table (as `rein train --follow`)');
+  addFollowOptions(statusCommand).action(async (runId: string, options: { json?: boolean; follow?: boolean; reconnectTimeout: number }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      if (options.follow) {
+        const interrupted = abortOnInterrupt();
+        try {
+          process.exitCode = await withClient(config, (client) =>
+            followToEnd(client, runId, {
+              signal: interrupted.signal,
+              address: temporalConnectionOptions(config.temporal).address,
+              reconnectForMs: options.reconnectTimeout * 1000,
+              afterStop: `run ${runId} goes on: \`rein status ${runId} --follow\` follows it again, \`rein stop ${runId}\` ends it.`,
+            }),
+          );
+        } finally {
+          interrupted.dispose();
+        }
+        return;
+      }
       const report = await withClient(config, (client) => describeRun(client, runId));
       if (options.json) return void process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       const activity = report.activity;

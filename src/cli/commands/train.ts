@@ -1,7 +1,8 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { newRunId, startRun, trainingRunInput, type RunOverrides } from '../../client/runs.js';
 import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
-import { followRun, formatRunSummary } from '../follow-run.js';
+import { temporalConnectionOptions } from '../../config/temporal-connection.js';
+import { abortOnInterrupt, followToEnd } from '../follow-run.js';
 import { connectOrStartServices } from '../services.js';
 
 export const positiveInteger = (value: string) => {
@@ -20,6 +21,12 @@ interface RunSizeOptions {
 interface TrainOptions extends RunSizeOptions {
   runId?: string;
   follow?: boolean;
+  reconnectTimeout: number;
+}
+
+/** `--reconnect-timeout`, for every command that follows a run. */
+export function addFollowOptions(command: Command): Command {
+  return command.option('--reconnect-timeout <seconds>', 'while following, how long Temporal may stay unreachable before rein stops following (the run is not touched)', positiveInteger, 600);
 }
 
 /** The options that override the config's run section (shared by `train` and `schedule create`). */
@@ -44,7 +51,7 @@ export function registerTrainCommand(program: Command): void {
     )
     .option('--run-id <id>', 'name of the run (its workflow id); default run-<time>-<random>')
     .option('--follow', 'show progress per stage until the run ends, then a final table');
-  addRunSizeOptions(train).action(async (options: TrainOptions, command: Command) => {
+  addRunSizeOptions(addFollowOptions(train)).action(async (options: TrainOptions, command: Command) => {
       const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const say = (line: string) => process.stdout.write(`${line}\n`);
       const input = {
@@ -53,10 +60,7 @@ export function registerTrainCommand(program: Command): void {
       };
       const { taskQueue, namespace } = config.temporal;
       const { client, services, close } = await connectOrStartServices(config, logger, say);
-      const interrupted = new AbortController();
-      const onSignal = () => interrupted.abort();
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
+      const interrupted = abortOnInterrupt();
       try {
         const started = await startRun(client, taskQueue, input);
         const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
@@ -69,22 +73,17 @@ export function registerTrainCommand(program: Command): void {
           say(`Follow it with \`rein status ${input.runId}\` (or \`rein train --follow\` next time).`);
           return;
         }
-        const report = await Promise.race([
-          followRun(client, input.runId, { out: process.stdout, signal: interrupted.signal }),
-          services?.failed.then((reason) => Promise.reject(new Error(`${reason}; the run is durable: start \`rein dev\` (or \`rein worker\`) and it goes on`))) ?? new Promise<never>(() => {}),
-        ]);
-        if (interrupted.signal.aborted && report.execution === 'RUNNING') {
-          say(services
-            ? `Stopped following. Run ${input.runId} waits for a worker: \`rein dev\` picks it up where it was; \`rein stop ${input.runId}\` ends it.`
-            : `Stopped following; run ${input.runId} goes on (\`rein status ${input.runId}\`, \`rein stop ${input.runId}\`).`);
-          process.exitCode = 130;
-          return;
-        }
-        process.stdout.write(`\n${formatRunSummary(report)}`);
-        if (report.execution !== 'COMPLETED') process.exitCode = 1;
+        process.exitCode = await followToEnd(client, input.runId, {
+          signal: interrupted.signal,
+          address: temporalConnectionOptions(config.temporal).address,
+          reconnectForMs: options.reconnectTimeout * 1000,
+          afterStop: services
+            ? `run ${input.runId} waits for a worker: \`rein dev\` picks it up where it was (then \`rein status ${input.runId} --follow\`); \`rein stop ${input.runId}\` ends it.`
+            : `run ${input.runId} goes on: \`rein status ${input.runId} --follow\` follows it again, \`rein stop ${input.runId}\` ends it.`,
+          ...(services && { abandoned: services.failed }),
+        });
       } finally {
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
+        interrupted.dispose();
         await close();
       }
     });
