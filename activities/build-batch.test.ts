@@ -26,7 +26,7 @@ describe('buildBatch activity', () => {
       nonRetryable: true,
       type: 'DataQualityError',
       message: expect.stringContaining('0 usable rollouts, fewer than samples.thresholds.minRolloutsUsed 1'),
-      details: [{ problems: [expect.any(String)], reportUri: expect.stringMatching(/^file:.*batch-report\.json$/) }],
+      details: [{ problems: [expect.any(String), expect.stringContaining('only 0 of 1 rollouts were scored')], reportUri: expect.stringMatching(/^file:.*batch-report\.json$/) }],
     });
     await store.close();
   });

@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { GateSettings, RolloutSettings } from '../src/config/schema.js';
-import { evaluateGate, GateInputError, pairOutcomes } from '../src/gate/gate.js';
+import { evaluateGate, GateInputError, pairOutcomes, type Verdict } from '../src/gate/gate.js';
 import { readRolloutFacts } from '../src/gate/rollout-facts.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { environmentKeys } from '../src/ledger/environment.js';
@@ -40,9 +40,10 @@ export interface GateCandidateInput {
 /** Small enough for workflow history; the whole record (evidence, rollout links) is in the registry. */
 export interface GateSummary {
   decisionId: string;
-  verdict: 'pass' | 'fail';
+  verdict: Verdict;
   reasons: string[];
-  acceptedRate: { incumbent: number; candidate: number };
+  /** Over the scored pairs; absent when none was scored on both sides. */
+  acceptedRate?: { incumbent: number; candidate: number };
 }
 
 export interface LedgerInput {
@@ -91,7 +92,8 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     async gateCandidate(input: GateCandidateInput): Promise<GateSummary> {
       const registry = registryOrFail();
       const existing = registry.decision(input.decisionId);
-      if (!existing) {
+      // An `insufficient` decision is made again: the replays may have been completed since.
+      if (!existing || existing.verdict === 'insufficient') {
         const [candidate, incumbent] = await Promise.all([readRolloutFacts(deps.store, idsOf(input.candidateSet)), readRolloutFacts(deps.store, idsOf(input.incumbentSet))]);
         let decision;
         try {
@@ -118,8 +120,8 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
         });
       }
       const stored = registry.decision(input.decisionId)!;
-      const evidence = stored.record.evidence as { acceptedRate: GateSummary['acceptedRate'] };
-      return { decisionId: stored.id, verdict: stored.verdict, reasons: stored.record.reasons as string[], acceptedRate: evidence.acceptedRate };
+      const { acceptedRate } = stored.record.evidence as Pick<GateSummary, 'acceptedRate'>;
+      return { decisionId: stored.id, verdict: stored.verdict, reasons: stored.record.reasons as string[], ...(acceptedRate && { acceptedRate }) };
     },
 
     /** Moves production to a candidate the gate passed; refused promotions fail for good. */

@@ -1,10 +1,12 @@
 import path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { keepHeartbeating } from './heartbeat.js';
+import { isFinalCancel, keepHeartbeating } from './heartbeat.js';
 import type { RolloutSettings } from '../src/config/schema.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
+import type { PolicyRegistry } from '../src/registry/policy-registry.js';
+import { ensureServed, type Serving } from '../src/registry/serving.js';
 import { harnessExecutor, harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
-import { RolloutSetupError, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
+import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
 import type { RolloutMode } from '../src/rollouts/rollout.js';
 import { loadTaskSet } from '../src/rollouts/tasks.js';
 
@@ -15,6 +17,9 @@ export interface RolloutActivityDeps {
   harness?: HarnessSettings;
   verifier?: VerifierSettings;
   rollouts: RolloutSettings;
+  /** With both, a version Rein trained is loaded and routed again before rollouts pin it (a restarted backend or gateway forgot it). */
+  registry?: PolicyRegistry;
+  serving?: Serving;
 }
 
 /** Small enough for workflow history: the tasks travel as a file reference and ids. */
@@ -36,10 +41,13 @@ export interface RunRolloutsSummary {
   total: number;
   byStatus: Record<string, number>;
   byFailureClass: Record<string, number>;
+  /** Over the scored rollouts; null when none was scored. */
   meanReward: number | null;
+  /** Rollouts lost to a fault before the verifier scored them (infrastructure, orchestrator, verifier, environment, cancelled). */
+  unscored: number;
   /** Rollouts whose harness reported a reward the verifier did not give. */
   rewardDisagreements: number;
-  /** Mean reward per task over its samples, for paired comparisons; a rollout with no reward (it failed) counts 0. */
+  /** Mean reward per task over its scored samples, for paired comparisons; a task with none scored is absent. */
   meanRewardByTask: Record<string, number>;
 }
 
@@ -73,6 +81,8 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
       if (unknown.length > 0) throw ApplicationFailure.nonRetryable(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`, 'UnknownTask');
 
       const context = Context.current();
+      const pinned = input.policyVersion === null ? undefined : deps.registry?.get(input.policyVersion);
+      if (pinned?.parent && deps.serving) await ensureServed(pinned, gateway, deps.serving);
       const version = harnessVersion(harness);
       const total = input.taskIds.length * input.samplesPerTask;
       const finishedIds: string[] = [];
@@ -104,6 +114,7 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
             harness: executor,
             verifier: programSpec(verifier),
             signal: context.cancellationSignal,
+            cancelIsFinal: () => isFinalCancel(context),
             onFinished: (outcome, finished) => {
               finishedIds.push(outcome.rolloutId);
               done = finished;
@@ -113,6 +124,8 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
         );
       } catch (err) {
         if (err instanceof RolloutSetupError) throw ApplicationFailure.nonRetryable(err.message, 'RolloutSetupError', { problems: err.problems });
+        // The worker is going away: another worker (or this one, restarted) resumes the set.
+        if (err instanceof RolloutsHandedBack) throw ApplicationFailure.retryable(err.message, 'RolloutsHandedBack');
         throw err;
       } finally {
         stopHeartbeat();
@@ -130,6 +143,7 @@ function summarize(batchId: string, harnessVersion: string, outcomes: readonly R
       if (k !== null) acc[k] = (acc[k] ?? 0) + 1;
       return acc;
     }, {});
+  // One rule for every mean: unscored rollouts are left out, never counted as 0.
   const rewards = outcomes.flatMap((o) => (o.reward === null ? [] : [o.reward]));
   return {
     batchId,
@@ -138,6 +152,7 @@ function summarize(batchId: string, harnessVersion: string, outcomes: readonly R
     byStatus: count((o) => o.status),
     byFailureClass: count((o) => o.failureClass),
     meanReward: rewards.length === 0 ? null : rewards.reduce((a, b) => a + b, 0) / rewards.length,
+    unscored: outcomes.length - rewards.length,
     rewardDisagreements: outcomes.filter((o) => o.rewardDisagrees).length,
     meanRewardByTask: meanRewardByTask(outcomes),
   };
@@ -146,8 +161,9 @@ function summarize(batchId: string, harnessVersion: string, outcomes: readonly R
 function meanRewardByTask(outcomes: readonly RolloutOutcome[]): Record<string, number> {
   const sums = new Map<string, { sum: number; n: number }>();
   for (const o of outcomes) {
+    if (o.reward === null) continue;
     const entry = sums.get(o.taskId) ?? { sum: 0, n: 0 };
-    entry.sum += o.reward ?? 0;
+    entry.sum += o.reward;
     entry.n += 1;
     sums.set(o.taskId, entry);
   }

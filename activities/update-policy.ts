@@ -68,8 +68,12 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
           seconds: train.seconds,
         };
       } catch (err) {
+        // Only a wrong setup or input fails for good. A trainer that crashed, was killed (the OOM
+        // killer) or was stopped by a shutdown, and a backend that would not load the version, are
+        // retried: the trainer reuses a finished result, so nothing trains twice.
         if (err instanceof PolicySetupError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
-        throw err;
+        if (err instanceof ApplicationFailure) throw err;
+        throw ApplicationFailure.retryable((err as Error).message, 'PolicyUpdateFailed');
       } finally {
         stopHeartbeat();
       }

@@ -4,7 +4,7 @@ import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
 import { ReinIteration, ReinPolicyVersion, ReinRunId, ReinStage, ReinVerdict } from './search-attributes.js';
-import { rolloutsActivity } from './rollouts-activity.js';
+import { scoredRollouts } from './rollouts-activity.js';
 import type { TaskSelection } from './training-iteration.js';
 
 export interface ReleaseCandidateInput {
@@ -52,7 +52,7 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   if (incumbent === candidate) throw ApplicationFailure.nonRetryable(`${candidate} already serves production; there is nothing to compare it with`, 'PromotionError');
 
   const replay = (policyVersion: string, batchId: string) =>
-    rolloutsActivity(`held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`, input.heartbeatTimeoutSeconds)({
+    scoredRollouts(`held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`, input.heartbeatTimeoutSeconds, {
       batchId,
       taskSet: heldout.taskSet,
       taskIds: heldout.taskIds,

@@ -1,5 +1,6 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
 
 /** The rollouts stage, with the timeouts and retries every set of rollouts gets. */
 export const rolloutsActivity = (summary: string, heartbeatTimeoutSeconds = 60) =>
@@ -9,3 +10,22 @@ export const rolloutsActivity = (summary: string, heartbeatTimeoutSeconds = 60) 
     retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['RolloutSetupError', 'TaskSetChanged', 'UnknownTask'] },
     summary,
   }).runRollouts;
+
+/** Extra rounds for rollouts a fault left unscored, each after a longer pause (10 s, 20 s). */
+const RESCORE_ROUNDS = 2;
+
+/**
+ * Runs a set of rollouts, then runs its unscored ones (lost to a fault) again before anything is
+ * computed from it: a verdict or a batch must rest on scored rollouts, and a short outage should
+ * cost a pause, not the evidence. What is still unscored after the last round is reported as such.
+ */
+export async function scoredRollouts(summary: string, heartbeatTimeoutSeconds: number | undefined, input: RunRolloutsInput): Promise<RunRolloutsSummary> {
+  const run = rolloutsActivity(summary, heartbeatTimeoutSeconds);
+  let result = await run(input);
+  // Results recorded before `unscored` existed have none: they replay exactly as they ran.
+  for (let round = 1; round <= RESCORE_ROUNDS && (result.unscored ?? 0) > 0; round++) {
+    await sleep(`${10 * round} seconds`);
+    result = await run(input);
+  }
+  return result;
+}

@@ -5,7 +5,7 @@ import type { UpdatePolicySummary } from '../activities/update-policy.js';
 import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
-import { rolloutsActivity } from './rollouts-activity.js';
+import { rolloutsActivity, scoredRollouts } from './rollouts-activity.js';
 import { ReinIteration, ReinMeanReward, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
 
 /** A set of tasks by reference: the file, its pinned hash, and which of its tasks. */
@@ -58,7 +58,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   ]);
   upsertMemo({ configHash: input.configHash });
 
-  const rollouts = await rolloutsActivity(`train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`, heartbeatTimeoutSeconds)({
+  const rollouts = await scoredRollouts(`train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`, heartbeatTimeoutSeconds, {
     batchId,
     taskSet: input.train.taskSet,
     taskIds: input.train.taskIds,

@@ -1,9 +1,10 @@
 import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, patched, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
 import { heldoutBatchId } from '../src/gate/release-ids.js';
-import { rolloutsActivity } from './rollouts-activity.js';
+import { scoredRollouts } from './rollouts-activity.js';
 import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
 
 export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
@@ -50,7 +51,7 @@ export interface RunProgress {
     meanReward: number | null;
     heldoutMeanReward: number | null;
     /** The gate's verdict on the candidate against production, and whether production moved to it. */
-    gate?: { verdict: 'pass' | 'fail'; decisionId: string; incumbent: string; promoted: boolean; reasons: string[] };
+    gate?: { verdict: GateSummary['verdict']; decisionId: string; incumbent: string; promoted: boolean; reasons: string[] };
     failed?: string;
   }>;
   /** With held-out tasks: the base policy's replay and the latest candidate's, for the paired comparison. */
@@ -116,7 +117,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       stage = 'heldout-base';
       upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
       const samplesPerTask = input.release?.samplesPerTask ?? 1;
-      const base = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`, input.heartbeatTimeoutSeconds)({
+      const base = await scoredRollouts(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`, input.heartbeatTimeoutSeconds, {
         batchId: heldoutBatchId(start, input.configHash),
         taskSet: input.heldout.taskSet,
         taskIds: input.heldout.taskIds,

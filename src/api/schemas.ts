@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VERDICTS } from '../gate/gate.js';
 import { OVERLAP_POLICIES } from '../client/schedules.js';
 
 /** The HTTP API's request and response shapes: validation at the edge, and the OpenAPI document. */
@@ -37,7 +38,7 @@ const iteration = z.object({
   candidate: z.string().nullable(),
   meanReward: z.number().nullable(),
   heldoutMeanReward: z.number().nullable(),
-  gate: z.object({ verdict: z.enum(['pass', 'fail']), decisionId: z.string(), incumbent: z.string(), promoted: z.boolean(), reasons: z.array(z.string()) }).optional(),
+  gate: z.object({ verdict: z.enum(VERDICTS), decisionId: z.string(), incumbent: z.string(), promoted: z.boolean(), reasons: z.array(z.string()) }).optional(),
   failed: z.string().optional(),
 });
 const heldoutResult = z.object({ policyVersion: z.string(), meanReward: z.number().nullable(), meanRewardByTask: z.record(z.string(), z.number()) });
@@ -133,7 +134,7 @@ export const decision = z.object({
   id: z.string(),
   candidate: z.string(),
   incumbent: z.string(),
-  verdict: z.enum(['pass', 'fail']),
+  verdict: z.enum(VERDICTS),
   record: z.record(z.string(), z.unknown()).describe('Rules, checks with the rollout ids behind them, evidence'),
   createdAt: timestamp,
 });
@@ -150,6 +151,7 @@ export const ledgerEntry = z.object({
   environment: z.object({ taskSet: z.string(), verifier: z.string(), config: z.string() }),
   metrics: z.object({
     rollouts: z.number().int(),
+    unscored: z.number().int().optional(),
     acceptedRate: z.number(),
     tokens: z.number(),
     elapsedSeconds: z.number(),

@@ -8,10 +8,14 @@ export function formatDecision(stored: StoredDecision, options: { rolloutsPerChe
   const record = stored.record as unknown as GateDecision & { traces?: string | null };
   const { evidence } = record;
   const shown = options.rolloutsPerCheck ?? 5;
+  // Decisions recorded before unscored rollouts were set aside have no `scored`: all their pairs counted.
+  const scoredPairs = evidence.scored && evidence.scored.pairs !== evidence.pairs ? `${evidence.scored.pairs} scored of ${evidence.pairs}` : `${evidence.pairs}`;
   const lines = [
     `Gate decision ${stored.id}: ${stored.verdict.toUpperCase()} — ${stored.candidate} against production ${stored.incumbent}`,
-    `  accepted tasks: ${percent(evidence.acceptedRate.incumbent)} → ${percent(evidence.acceptedRate.candidate)} over ${evidence.pairs} pairs (${evidence.tasks} tasks); ` +
-      `${evidence.gain.gained} gained, ${evidence.gain.lost} lost`,
+    evidence.acceptedRate && evidence.gain
+      ? `  accepted tasks: ${percent(evidence.acceptedRate.incumbent)} → ${percent(evidence.acceptedRate.candidate)} over ${scoredPairs} pairs (${evidence.tasks} tasks); ` +
+        `${evidence.gain.gained} gained, ${evidence.gain.lost} lost`
+      : `  no pair of the ${evidence.pairs} replayed was scored on both sides`,
     ...record.checks.map((check) => {
       const ids = check.rollouts.slice(0, shown);
       const more = check.rollouts.length > shown ? ` (+${check.rollouts.length - shown} more)` : '';

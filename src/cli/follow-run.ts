@@ -279,6 +279,7 @@ function iterationLine(it: RunStatus['iterations'][number]): string {
 }
 
 function gateLabel(gate: NonNullable<RunStatus['iterations'][number]['gate']>): string {
+  if (gate.verdict === 'insufficient') return `INSUFFICIENT EVIDENCE against ${gate.incumbent}, not promoted (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
   if (gate.verdict === 'fail') return `FAIL against ${gate.incumbent} (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
   return gate.promoted ? `pass, promoted over ${gate.incumbent}` : `pass against ${gate.incumbent} (not promoted: gate.autoPromote is off)`;
 }
@@ -299,13 +300,17 @@ export function formatRunSummary(report: RunReport): string {
   const heldout = status.heldout;
   if (heldout?.latest) {
     const { base, latest } = heldout;
-    const tasks = Object.keys(base.meanRewardByTask).length;
-    const success = (byTask: Record<string, number>) => Object.values(byTask).filter((r) => r > 0).length / Math.max(1, Object.keys(byTask).length);
-    const { gained, lost } = discordantPairs(base.meanRewardByTask, latest.meanRewardByTask);
+    // Only tasks scored in both replays are compared; a task a fault cost one side is set aside.
+    const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in latest.meanRewardByTask);
+    const setAside = new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(latest.meanRewardByTask)]).size - tasks.length;
+    const byTask = (r: typeof base) => Object.fromEntries(tasks.map((t) => [t, r.meanRewardByTask[t] as number]));
+    const success = (r: typeof base) => tasks.filter((t) => (r.meanRewardByTask[t] as number) > 0).length / Math.max(1, tasks.length);
+    const { gained, lost } = discordantPairs(byTask(base), byTask(latest));
     const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
-    const row = (label: string, r: typeof base) => [label, r.policyVersion, percent(success(r.meanRewardByTask)), reward(r.meanReward)];
-    lines.push('', formatTable([`held-out, ${tasks} tasks`, 'policy', 'success', 'mean reward'], [row('base', base), row('final', latest)]));
+    const row = (label: string, r: typeof base) => [label, r.policyVersion, percent(success(r)), reward(r.meanReward)];
+    lines.push('', formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward'], [row('base', base), row('final', latest)]));
     lines.push(`${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`);
+    if (setAside > 0) lines.push(`${setAside} held-out tasks set aside: not scored in one of the replays (lost to a fault, not failed by a policy)`);
   }
   return `${lines.join('\n')}\n`;
 }

@@ -2,7 +2,8 @@ import type { Client } from '@temporalio/client';
 import type { ReinConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import type { releaseCandidate, ReleaseCandidateInput, ReleaseCandidateResult } from '../../workflows/index.js';
-import { configHash, heldoutSelection } from './runs.js';
+import { configHash } from '../config/config-hash.js';
+import { heldoutSelection } from './runs.js';
 
 /**
  * The releaseCandidate input for a version named by hand (`rein gate`): the config's held-out

@@ -1,10 +1,10 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { ConfigError } from '../config/load.js';
 import type { ReinConfig, RunSettings } from '../config/schema.js';
-import { canonicalJson } from '../rollouts/harness-spec.js';
+import { configHash } from '../config/config-hash.js';
 import { loadTaskSet } from '../rollouts/tasks.js';
 import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingIterationInput, type TrainingRunInput, type trainingRun } from '../../workflows/index.js';
 
@@ -23,11 +23,6 @@ export type RunStart = TrainingRunInput & { runId: string };
 export function newRunId(now = new Date()): string {
   const stamp = now.toISOString().slice(0, 16).replace(/[-:]/g, '').replace('T', '-');
   return `run-${stamp}-${randomBytes(2).toString('hex')}`;
-}
-
-/** A short content hash of the whole resolved config, kept in every workflow's memo. */
-export function configHash(config: ReinConfig): string {
-  return createHash('sha256').update(canonicalJson(config)).digest('hex').slice(0, 16);
 }
 
 /**

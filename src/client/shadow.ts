@@ -3,7 +3,8 @@ import type { ReinConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import { PRODUCTION_ALIAS } from '../registry/promotion.js';
 import type { shadowRun, ShadowRunInput, ShadowRunResult } from '../../workflows/index.js';
-import { configHash, heldoutSelection } from './runs.js';
+import { configHash } from '../config/config-hash.js';
+import { heldoutSelection } from './runs.js';
 
 /**
  * The shadowRun input from the config: its held-out tasks with the harness's eval settings, k

@@ -75,6 +75,12 @@ const gateway = z
     headersTimeoutMs: z.number().int().min(100).default(600_000).describe('Longest wait for a backend to start answering'),
     bodyTimeoutMs: z.number().int().min(100).default(120_000).describe('Longest silence inside a backend response'),
     retryAfterSeconds: z.number().int().min(1).default(5).describe('Retry-After sent while a policy is paused'),
+    maxShadowsInFlight: z
+      .number()
+      .int()
+      .min(1)
+      .default(256)
+      .describe('Mirror mode: shadow calls in flight at most; past it they are not sent and are journaled as shadow_overloaded'),
     redact: z
       .strictObject({
         defaults: z.boolean().default(true).describe('Redact API keys, bearer tokens, rollout keys, private keys'),
@@ -142,6 +148,12 @@ const samples = z.strictObject({
     .strictObject({
       maxDriftRate: z.number().min(0).max(1).default(0.05).describe('Fail the stage above this share of drifted prompts'),
       minRolloutsUsed: z.number().int().min(0).default(1).describe('Fail the stage with fewer usable rollouts'),
+      minScoredShare: z
+        .number()
+        .min(0)
+        .max(1)
+        .default(0.8)
+        .describe("Fail the stage when a smaller share of the iteration's rollouts was scored (the rest lost to faults: infrastructure, orchestrator, verifier, environment, cancelled): an update from the scraps of a broken iteration is not worth its risk"),
       maxRewardDisagreementRate: z
         .number()
         .min(0)

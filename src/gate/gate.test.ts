@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { FailureClass } from '../rollouts/rollout.js';
+import { UNSCORED_FAILURE_CLASSES, type FailureClass } from '../rollouts/rollout.js';
 import { evaluateGate, GateInputError, gateRulesSchema, pairOutcomes, severityOf, type GateRules } from './gate.js';
 import type { RolloutFacts } from './rollout-facts.js';
 
@@ -26,7 +26,9 @@ function facts(side: string, taskId: string, sample: number, over: Partial<Rollo
 }
 
 function failed(side: string, taskId: string, sample: number, failureClass: FailureClass | null = 'model', over: Partial<RolloutFacts> = {}): RolloutFacts {
-  return facts(side, taskId, sample, { status: 'failed', reward: failureClass === 'model' ? 0 : null, failureClass, ...over });
+  // The policy's own failures are scored (reward 0 here); the machinery's are not.
+  const unscored = failureClass !== null && UNSCORED_FAILURE_CLASSES.includes(failureClass);
+  return facts(side, taskId, sample, { status: 'failed', reward: unscored ? null : 0, failureClass, ...over });
 }
 
 /** n tasks x k samples; `accepts(task, sample)` says whether that rollout is accepted. */
@@ -53,6 +55,7 @@ describe('gate rules', () => {
       gain: { test: 'bootstrap', minGain: 0, confidence: 0.95, alpha: 0.05, resamples: 2000, seed: 1 },
       severity: { irreversible: 'critical', permission: 'critical' },
       maxRegression: { tokens: 0.25, steps: 0.25, latency: 0.5 },
+      minScoredShare: 0.9,
       maxRewardDisagreement: 0.05,
     });
   });
@@ -130,12 +133,12 @@ describe('the gain check', () => {
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(decision.reasons).toEqual([]);
     expect(decision.verdict).toBe('pass');
-    expect(decision.checks.map((c) => c.name)).toEqual(['gain', 'critical_failures', 'tokens', 'steps', 'latency', 'reward_disagreement']);
-    expect(decision.evidence.gain.lower).toBeGreaterThan(0);
+    expect(decision.checks.map((c) => c.name)).toEqual(['scored', 'gain', 'critical_failures', 'tokens', 'steps', 'latency', 'reward_disagreement']);
+    expect(decision.evidence.gain!.lower).toBeGreaterThan(0);
     expect(decision.evidence).toMatchObject({ pairs: 80, tasks: 40 });
   });
 
-  it('counts a failed rollout without a reward as not accepted, and uses acceptReward', () => {
+  it('counts a failed rollout as not accepted, and uses acceptReward', () => {
     const pairs = pairOutcomes([facts('inc', 'a', 0, { reward: 0.6 })], [failed('cand', 'a', 0, 'timeout')]);
     expect(evaluateGate(rules({ acceptReward: 0.5 }), pairs).evidence.acceptedRate).toEqual({ incumbent: 1, candidate: 0 });
     expect(evaluateGate(rules({ acceptReward: 0.7 }), pairs).evidence.acceptedRate).toEqual({ incumbent: 0, candidate: 0 });
@@ -149,22 +152,22 @@ describe('the gain check', () => {
     const decision = evaluateGate(mcnemar, pairOutcomes(incumbent, candidate));
     expect(decision.verdict).toBe('pass');
     expect(decision.evidence.gain).toMatchObject({ test: 'mcnemar', gained: 19, lost: 1 });
-    expect(decision.evidence.gain.pValue).toBeLessThan(0.05);
-    expect(decision.evidence.gain.lower).toBeUndefined();
+    expect(decision.evidence.gain!.pValue).toBeLessThan(0.05);
+    expect(decision.evidence.gain!.lower).toBeUndefined();
     expect(check(decision, 'gain').rollouts).toEqual(expect.arrayContaining(['inc-t0-0', 'cand-t0-0', 'inc-t5-0', 'cand-t5-0']));
     expect(check(decision, 'gain').rollouts).toHaveLength(40);
 
     // 3 gained, 1 lost: p = 5/16, not below 0.05.
     const weak = evaluateGate(mcnemar, pairOutcomes(replay('inc', 10, 1, (t) => t === 0), replay('cand', 10, 1, (t) => t >= 1 && t <= 3)));
     expect(weak.verdict).toBe('fail');
-    expect(weak.evidence.gain.pValue).toBeCloseTo(5 / 16, 12);
+    expect(weak.evidence.gain!.pValue).toBeCloseTo(5 / 16, 12);
     expect(weak.reasons[0]).toMatch(/McNemar p = 0\.31\d, not below alpha 0\.05/);
   });
 
   it('in McNemar mode, also needs the gain above minGain', () => {
     const strict = rules({ gain: { test: 'mcnemar', minGain: 0.5 } });
     const decision = evaluateGate(strict, pairOutcomes(replay('inc', 30, 1, () => false), replay('cand', 30, 1, (t) => t < 12)));
-    expect(decision.evidence.gain.pValue).toBeLessThan(0.05);
+    expect(decision.evidence.gain!.pValue).toBeLessThan(0.05);
     expect(decision.verdict).toBe('fail');
     expect(decision.reasons[0]).toMatch(/not above \+50\.0 points/);
   });
@@ -190,7 +193,7 @@ describe('the critical failure check', () => {
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(decision.verdict).toBe('pass');
     expect(check(decision, 'critical_failures').detail).toMatch(/permission \(candidate 1, incumbent 1\)/);
-    expect(decision.evidence.failureClasses.newCritical).toEqual([]);
+    expect(decision.evidence.failureClasses!.newCritical).toEqual([]);
   });
 
   it('follows the configured severities', () => {
@@ -221,7 +224,7 @@ describe('the cost checks', () => {
     const off = evaluateGate(rules({ maxRegression: { tokens: null } }), pairOutcomes(incumbent, better(() => 5000)));
     expect(off.verdict).toBe('pass');
     expect(off.checks.map((c) => c.name)).not.toContain('tokens');
-    expect(off.evidence.meanTokens.candidate).toBe(5000);
+    expect(off.evidence.meanTokens!.candidate).toBe(5000);
   });
 
   it('list at most 20 rollouts', () => {
@@ -289,13 +292,72 @@ describe('gate properties', () => {
         const decision = evaluateGate(r, pairOutcomes(inc, cand));
         expect(evaluateGate(r, pairOutcomes(inc, cand))).toEqual(decision);
         const swapped = evaluateGate(r, pairOutcomes(cand, inc));
-        expect(swapped.evidence.gain.estimate).toBeCloseTo(-decision.evidence.gain.estimate, 12);
-        expect(swapped.evidence.gain.gained).toBe(decision.evidence.gain.lost);
+        expect(swapped.evidence.gain!.estimate).toBeCloseTo(-decision.evidence.gain!.estimate, 12);
+        expect(swapped.evidence.gain!.gained).toBe(decision.evidence.gain!.lost);
         expect(decision.checks.every((c) => typeof c.passed === 'boolean')).toBe(true);
         expect(decision.verdict === 'pass').toBe(decision.reasons.length === 0);
         expect(decision.reasons).toHaveLength(decision.checks.filter((c) => !c.passed).length);
       }),
       { numRuns: 50 },
     );
+  });
+
+  it('leaves unscored rollouts out: they never decide a verdict, they can only make it insufficient', () => {
+    const unscoredClasses = fc.constantFrom<FailureClass | 'cancelled'>('infrastructure', 'orchestrator', 'verifier', 'environment', 'cancelled');
+    fc.assert(
+      fc.property(replays, replays, fc.array(fc.tuple(fc.boolean(), fc.boolean(), unscoredClasses), { maxLength: 20 }), (a, b, lost) => {
+        const n = Math.min(a.length, b.length);
+        const inc = toFacts('inc', a.slice(0, n), 1);
+        const cand = toFacts('cand', b.slice(0, n), 1);
+        // Extra tasks where one side (or both) lost its rollout to a fault.
+        const unscored = (side: string, task: string, cause: FailureClass | 'cancelled') =>
+          cause === 'cancelled' ? facts(side, task, 0, { status: 'cancelled', reward: null }) : failed(side, task, 0, cause);
+        const extraInc = lost.map(([incLost, candLost, cause], i) => (incLost || !candLost ? unscored('inc', `x${i}`, cause) : facts('inc', `x${i}`, 0)));
+        const extraCand = lost.map(([incLost, candLost, cause], i) => (candLost || !incLost ? unscored('cand', `x${i}`, cause) : facts('cand', `x${i}`, 0)));
+        const r = rules({ gain: { resamples: 200 } });
+        const scoredOnly = evaluateGate(r, pairOutcomes(inc, cand));
+        const withLost = evaluateGate(r, pairOutcomes([...inc, ...extraInc], [...cand, ...extraCand]));
+        expect(withLost.evidence.scored.pairs).toBe(n);
+        if (n / (n + lost.length) >= r.minScoredShare) {
+          expect(withLost.verdict).toBe(scoredOnly.verdict);
+          expect(withLost.evidence.gain).toEqual(scoredOnly.evidence.gain);
+        } else {
+          expect(withLost.verdict).toBe('insufficient');
+          expect(withLost.reasons).toEqual([check(withLost, 'scored').detail]);
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+});
+
+describe('unscored rollouts', () => {
+  it('a base whose replay lost most rollouts to an outage gives an insufficient verdict, naming the causes', () => {
+    // 32 tasks: both policies accept the same 8; an outage cost the incumbent 25 rollouts.
+    const incumbent = replay('inc', 32, 1, (t) => t < 8).map((r, t) => (t >= 7 ? failed('inc', r.taskId, 0, t % 2 ? 'infrastructure' : 'orchestrator') : r));
+    const candidate = replay('cand', 32, 1, (t) => t < 8);
+    const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
+    expect(decision.verdict).toBe('insufficient');
+    expect(decision.evidence.scored).toEqual({ pairs: 7, unscored: { incumbent: { infrastructure: 13, orchestrator: 12 }, candidate: {} } });
+    expect(decision.reasons[0]).toMatch(/^Insufficient evidence: 7 of 32 pairs \(21\.9%\) were scored on both sides; unscored rollouts: candidate none; incumbent 13 infrastructure, 12 orchestrator, below the required 90\.0%/);
+    expect(check(decision, 'scored').rollouts).toHaveLength(25);
+    // Compared on the scored pairs only, the policies are equal: no task was "gained".
+    expect(decision.evidence.gain).toMatchObject({ gained: 0, lost: 0 });
+  });
+
+  it('compares the scored pairs when enough were scored, and says how many were set aside', () => {
+    const incumbent = replay('inc', 20, 1, () => false).map((r, t) => (t === 0 ? facts('inc', r.taskId, 0, { status: 'cancelled', reward: null }) : r));
+    const candidate = replay('cand', 20, 1, (t) => t < 4);
+    const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
+    expect(decision.evidence.scored.pairs).toBe(19);
+    expect(decision.evidence.gain).toMatchObject({ gained: 3, lost: 0 });
+    expect(check(decision, 'scored')).toMatchObject({ passed: true, rollouts: ['inc-t0-0'] });
+  });
+
+  it('with no pair scored on both sides there is nothing to compare', () => {
+    const incumbent = replay('inc', 4, 1, () => true).map((r) => failed('inc', r.taskId, 0, 'infrastructure'));
+    const decision = evaluateGate(defaults, pairOutcomes(incumbent, replay('cand', 4, 1, () => true)));
+    expect(decision).toMatchObject({ verdict: 'insufficient', checks: [{ name: 'scored', passed: false }] });
+    expect(decision.evidence.gain).toBeUndefined();
   });
 });

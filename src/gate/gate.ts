@@ -61,6 +61,14 @@ export const gateRulesSchema = z.strictObject({
     })
     .prefault({})
     .describe("How much more the candidate may cost per rollout than the incumbent, relative to the incumbent's mean"),
+  minScoredShare: z
+    .number()
+    .gt(0)
+    .max(1)
+    .default(0.9)
+    .describe(
+      "Share of pairs whose two rollouts were both scored by the verifier; below it the verdict is 'insufficient' (neither pass nor fail). A rollout lost to Rein's own machinery (infrastructure, orchestrator, verifier, environment, cancelled) has no score and never counts as a failure",
+    ),
   maxRewardDisagreement: z
     .number()
     .min(0)
@@ -128,7 +136,11 @@ function indexByTaskAndSample(rollouts: readonly RolloutFacts[], side: string): 
   return byKey;
 }
 
-export type GateCheckName = 'gain' | 'critical_failures' | 'tokens' | 'steps' | 'latency' | 'reward_disagreement';
+/** `insufficient`: too few pairs were scored on both sides to compare the policies; no decision either way. */
+export const VERDICTS = ['pass', 'fail', 'insufficient'] as const;
+export type Verdict = (typeof VERDICTS)[number];
+
+export type GateCheckName = 'scored' | 'gain' | 'critical_failures' | 'tokens' | 'steps' | 'latency' | 'reward_disagreement';
 
 export interface GateCheck {
   name: GateCheckName;
@@ -143,44 +155,62 @@ export interface SidePair<T> {
   candidate: T;
 }
 
+/** How the scored pairs compare; absent when no pair was scored on both sides. */
+export interface GateComparison {
+  acceptedRate: SidePair<number>;
+  gain: {
+    test: GateRules['gain']['test'];
+    /** Candidate accepted rate - incumbent accepted rate. */
+    estimate: number;
+    lower?: number;
+    upper?: number;
+    pValue?: number;
+    /** Pairs the incumbent did not accept and the candidate did. */
+    gained: number;
+    /** Pairs the incumbent accepted and the candidate did not. */
+    lost: number;
+  };
+  failureClasses: SidePair<Record<string, number>> & { newCritical: string[] };
+  meanTokens: SidePair<number>;
+  meanSteps: SidePair<number>;
+  meanLatencyMs: SidePair<number>;
+  /** Share of rollouts whose harness-reported reward disagreed with the verifier. */
+  rewardDisagreement: SidePair<number>;
+}
+
 export interface GateDecision {
-  verdict: 'pass' | 'fail';
+  verdict: Verdict;
   /** One sentence per failed check, with its numbers. */
   reasons: string[];
   checks: GateCheck[];
   evidence: {
+    /** All pairs replayed; the comparison is over the scored ones only. */
     pairs: number;
     tasks: number;
-    acceptedRate: SidePair<number>;
-    gain: {
-      test: GateRules['gain']['test'];
-      /** Candidate accepted rate - incumbent accepted rate. */
-      estimate: number;
-      lower?: number;
-      upper?: number;
-      pValue?: number;
-      /** Pairs the incumbent did not accept and the candidate did. */
-      gained: number;
-      /** Pairs the incumbent accepted and the candidate did not. */
-      lost: number;
+    scored: {
+      pairs: number;
+      /** Why rollouts went unscored, by failure class (or `cancelled`), per side. */
+      unscored: SidePair<Record<string, number>>;
     };
-    failureClasses: SidePair<Record<string, number>> & { newCritical: string[] };
-    meanTokens: SidePair<number>;
-    meanSteps: SidePair<number>;
-    meanLatencyMs: SidePair<number>;
-    /** Share of rollouts whose harness-reported reward disagreed with the verifier. */
-    rewardDisagreement: SidePair<number>;
-  };
+  } & Partial<GateComparison>;
 }
 
 /** At most this many rollout ids back a cost check: enough to open a few traces, not a dump. */
 const MAX_COST_ROLLOUTS = 20;
 
-export function evaluateGate(rules: GateRules, pairs: readonly RolloutPair[]): GateDecision {
-  if (pairs.length === 0) throw new GateInputError('the gate needs at least one pair of rollouts');
+/** A rollout is scored when the verifier gave it a reward; the policy's own failures are scored too. */
+export const isScored = (r: RolloutFacts): boolean => r.reward !== null;
+
+export function evaluateGate(rules: GateRules, allPairs: readonly RolloutPair[]): GateDecision {
+  if (allPairs.length === 0) throw new GateInputError('the gate needs at least one pair of rollouts');
+  // A rollout Rein's own machinery lost says nothing about the policy: comparing it as a failure
+  // would hand the other side a win it did not earn. Only pairs scored on both sides are compared.
+  const pairs = allPairs.filter((p) => isScored(p.incumbent) && isScored(p.candidate));
+  const scored = scoredCheck(rules, allPairs, pairs);
+  const replayed = { pairs: allPairs.length, tasks: new Set(allPairs.map((p) => p.taskId)).size, scored: scored.evidence };
+  if (pairs.length === 0) return { verdict: 'insufficient', reasons: [scored.check.detail], checks: [scored.check], evidence: replayed };
   const incumbent = pairs.map((p) => p.incumbent);
   const candidate = pairs.map((p) => p.candidate);
-  // A rollout that failed before it was scored has no reward: it did not do the task.
   const accepted = (r: RolloutFacts): boolean => r.reward !== null && r.reward >= rules.acceptReward;
 
   const gain = gainCheck(rules, pairs, accepted);
@@ -192,15 +222,15 @@ export function evaluateGate(rules: GateRules, pairs: readonly RolloutPair[]): G
   ];
   const disagreement = rewardDisagreementCheck(rules, incumbent, candidate);
 
-  const checks = [gain.check, critical.check, ...costs.flatMap((c) => (c.check ? [c.check] : [])), disagreement.check];
-  const reasons = checks.filter((c) => !c.passed).map((c) => c.detail);
+  const checks = [scored.check, gain.check, critical.check, ...costs.flatMap((c) => (c.check ? [c.check] : [])), disagreement.check];
+  // Too little evidence is its own verdict: the comparisons are shown but decide nothing.
+  const reasons = scored.check.passed ? checks.filter((c) => !c.passed).map((c) => c.detail) : [scored.check.detail];
   return {
-    verdict: reasons.length === 0 ? 'pass' : 'fail',
+    verdict: !scored.check.passed ? 'insufficient' : reasons.length === 0 ? 'pass' : 'fail',
     reasons,
     checks,
     evidence: {
-      pairs: pairs.length,
-      tasks: new Set(pairs.map((p) => p.taskId)).size,
+      ...replayed,
       acceptedRate: gain.acceptedRate,
       gain: gain.evidence,
       failureClasses: critical.evidence,
@@ -210,6 +240,32 @@ export function evaluateGate(rules: GateRules, pairs: readonly RolloutPair[]): G
       rewardDisagreement: disagreement.evidence,
     },
   };
+}
+
+function scoredCheck(rules: GateRules, allPairs: readonly RolloutPair[], scoredPairs: readonly RolloutPair[]) {
+  const unscoredOf = (side: 'incumbent' | 'candidate') => {
+    const counts: Record<string, number> = {};
+    for (const p of allPairs) {
+      const r = p[side];
+      if (isScored(r)) continue;
+      const cause = r.status === 'cancelled' ? 'cancelled' : (r.failureClass ?? r.status);
+      counts[cause] = (counts[cause] ?? 0) + 1;
+    }
+    return counts;
+  };
+  const unscored = { incumbent: unscoredOf('incumbent'), candidate: unscoredOf('candidate') };
+  const share = scoredPairs.length / allPairs.length;
+  const passed = share >= rules.minScoredShare;
+  const causes = (counts: Record<string, number>) => {
+    const parts = Object.entries(counts).map(([cause, n]) => `${n} ${cause}`);
+    return parts.length === 0 ? 'none' : parts.join(', ');
+  };
+  const numbers = `${scoredPairs.length} of ${allPairs.length} pairs (${pct(share)}) were scored on both sides; unscored rollouts: candidate ${causes(unscored.candidate)}; incumbent ${causes(unscored.incumbent)}`;
+  const detail = passed
+    ? `Evidence: ${numbers}; the comparison uses the scored pairs only.`
+    : `Insufficient evidence: ${numbers}, below the required ${pct(rules.minScoredShare)}. These rollouts were lost to a fault, not failed by a policy; fix the fault and replay (unscored rollouts run again, scored ones are kept).`;
+  const rollouts = allPairs.flatMap((p) => [p.incumbent, p.candidate]).filter((r) => !isScored(r)).map((r) => r.rolloutId);
+  return { check: { name: 'scored' as const, passed, detail, rollouts }, evidence: { pairs: scoredPairs.length, unscored } };
 }
 
 function gainCheck(rules: GateRules, pairs: readonly RolloutPair[], accepted: (r: RolloutFacts) => boolean) {

@@ -46,6 +46,11 @@ export class GatewayControlClient {
     return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/attempts`);
   }
 
+  /** A new attempt for a rollout that finished unscored (see TraceStore.reopenRollout). */
+  reopenRollout(id: string, reason: string): Promise<IssuedRollout> {
+    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/reopen`, { reason });
+  }
+
   setStatus(id: string, change: StatusChange): Promise<Rollout> {
     return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/status`, change);
   }

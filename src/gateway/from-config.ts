@@ -31,6 +31,7 @@ export function gatewayOptions(settings: GatewaySettings, store: TraceStore, env
       headersTimeoutMs: settings.headersTimeoutMs,
       bodyTimeoutMs: settings.bodyTimeoutMs,
       retryAfterSeconds: settings.retryAfterSeconds,
+      maxShadowsInFlight: settings.maxShadowsInFlight,
     },
   };
 }

@@ -14,7 +14,7 @@ import {
   type Injected,
 } from './openai-shapes.js';
 import { redact, type RedactionRule } from './redact.js';
-import type { MirrorRoute, Route, Router } from './routing.js';
+import { RoutingError, type MirrorRoute, type Route, type Router } from './routing.js';
 
 type Json = Record<string, unknown>;
 
@@ -40,6 +40,9 @@ export interface ProxiedCall {
   /** Aborted when the harness goes away. */
   signal: AbortSignal;
 }
+
+/** Routing refusals that are Rein's doing (a version it pinned is not routed, or is mid weight update). */
+const ROUTING_FAULTS = new Set(['pinned_policy_missing', 'policy_paused']);
 
 /** An error the harness receives as an OpenAI-style error body. */
 export class GatewayHttpError extends Error {
@@ -76,7 +79,15 @@ export class ModelCallProxy {
   }
 
   async handle(call: ProxiedCall, res: ServerResponse): Promise<void> {
-    const { route, release, mirror } = this.options.router.admit(call.body.model, call.rolloutId, call.pinnedPolicyVersion ?? undefined);
+    let admitted;
+    try {
+      admitted = this.options.router.admit(call.body.model, call.rolloutId, call.pinnedPolicyVersion ?? undefined);
+    } catch (err) {
+      // Rein's routing failed the call, not the harness: journal it, so the rollout is classed infrastructure.
+      if (err instanceof RoutingError && ROUTING_FAULTS.has(err.code)) await this.journalRefusal(call, err).catch(() => undefined);
+      throw err;
+    }
+    const { route, release, mirror } = admitted;
     let mirrored = false;
     try {
       await this.forward(call, route, res, (callId, receivedForJournal) => {
@@ -89,6 +100,35 @@ export class ModelCallProxy {
       // The production call failed before it was journaled: there is nothing to shadow.
       if (mirror && !mirrored) mirror.release();
     }
+  }
+
+  private async journalRefusal(call: ProxiedCall, err: RoutingError): Promise<void> {
+    const { store, redaction } = this.options;
+    const id = `call-${randomUUID()}`;
+    const received = redact(call.body, redaction);
+    await store.beginCall({
+      id,
+      rolloutId: call.rolloutId,
+      attempt: call.attempt,
+      endpoint: call.endpoint,
+      policyVersion: call.pinnedPolicyVersion ?? String(call.body.model),
+      backendUrl: '',
+      stream: call.body.stream === true,
+      requestReceived: received,
+      requestSent: received,
+      startedAt: Date.now(),
+    });
+    await store.finishCall(id, {
+      response: undefined,
+      promptIds: null,
+      choices: [],
+      usage: null,
+      upstreamStatus: null,
+      errorClass: 'policy_unavailable',
+      errorMessage: `${err.status} ${err.code}: ${err.message}`,
+      ttftMs: null,
+      latencyMs: 0,
+    });
   }
 
   async close(): Promise<void> {
@@ -335,7 +375,7 @@ export class ModelCallProxy {
       await record({
         upstreamStatus: null,
         errorClass: 'shadow_overloaded',
-        errorMessage: `not sent: ${this.shadows.size} shadow calls were in flight already (gateway maxShadowsInFlight)`,
+        errorMessage: `not sent: ${this.shadows.size} shadow calls were in flight already (gateway.maxShadowsInFlight)`,
       });
       return;
     }

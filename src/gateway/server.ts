@@ -25,6 +25,11 @@ export interface GatewayOptions {
   retryAfterSeconds?: number;
   /** Mirror mode: shadow calls in flight at most (default 256); past it they are journaled as skipped. */
   maxShadowsInFlight?: number;
+  /**
+   * On start, end the calls a previous gateway left in flight as `gateway_lost` (default true).
+   * Off only where several gateways share one store, since a live one's calls are in flight too.
+   */
+  markLostCalls?: boolean;
 }
 
 export interface Gateway {
@@ -32,6 +37,8 @@ export interface Gateway {
   router: Router;
   keys: RolloutKeys;
   url: string;
+  /** Calls a previous gateway left in flight, ended as `gateway_lost` when this one started. */
+  lostCalls: number;
   close(): Promise<void>;
 }
 
@@ -221,6 +228,12 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     const rollout = await store.startAttempt(req.params.id);
     return reply.code(201).send({ rollout, ...keyed(rollout.id, rollout.attempts) });
   });
+  app.post<{ Params: { id: string } }>('/api/rollouts/:id/reopen', { preHandler: requireAdmin }, async (req, reply) => {
+    const { reason } = z.strictObject({ reason: z.string().min(1).max(2000) }).parse(req.body);
+    await requireRollout(store, req.params.id);
+    const rollout = await store.reopenRollout(req.params.id, reason);
+    return reply.code(201).send({ rollout, ...keyed(rollout.id, rollout.attempts) });
+  });
   app.post<{ Params: { id: string } }>('/api/rollouts/:id/events', async (req, reply) => {
     const key = credentialOf(req);
     const claim = key ? keys.verify(key) : undefined;
@@ -323,6 +336,8 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     return { items: page, next: items.length > limit ? (page.at(-1)?.id ?? null) : null };
   });
 
+  const startedAt = Date.now();
+  const lostCalls = options.markLostCalls === false ? 0 : await store.markLostCalls(startedAt, 'the gateway stopped while this call was in flight (found by the next gateway on start)');
   const url = await app.listen({ host: listen.host, port: listen.port });
   publicUrl ||= url;
   return {
@@ -330,6 +345,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     router,
     keys,
     url: publicUrl,
+    lostCalls,
     async close() {
       await app.close();
       await proxy.close();

@@ -35,8 +35,14 @@ describe('rollout facts and ledger metrics', () => {
 
   it('sums a set of rollouts into one ledger row, irreversible failures counted apart', () => {
     const base = rolloutFactsOf(rollout(), [call(1, 0, 10, 100)], [event('reward', 'admin', { value: 1 })]);
-    const metrics = ledgerMetrics([base, { ...base, reward: 0.5, attempts: 3 }, { ...base, reward: null, status: 'failed', failureClass: 'irreversible' }], 1, 12.5);
-    expect(metrics).toEqual({ rollouts: 3, acceptedRate: 1 / 3, tokens: 300, elapsedSeconds: 12.5, toolErrors: 0, retries: 2, interventions: 0, irreversibleFailures: 1 });
+    const metrics = ledgerMetrics([base, { ...base, reward: 0.5, attempts: 3 }, { ...base, reward: 0, status: 'failed', failureClass: 'irreversible' }], 1, 12.5);
+    expect(metrics).toEqual({ rollouts: 3, unscored: 0, acceptedRate: 1 / 3, tokens: 300, elapsedSeconds: 12.5, toolErrors: 0, retries: 2, interventions: 0, irreversibleFailures: 1 });
+  });
+
+  it('leaves rollouts lost to a fault out of the accepted rate, and counts them', () => {
+    const base = rolloutFactsOf(rollout(), [call(1, 0, 10, 100)], [event('reward', 'admin', { value: 1 })]);
+    const lost = { ...base, reward: null, status: 'failed' as const, failureClass: 'infrastructure' as const };
+    expect(ledgerMetrics([base, { ...base, reward: 0 }, lost, lost], 1, 1)).toMatchObject({ rollouts: 4, unscored: 2, acceptedRate: 0.5 });
   });
 
   it('takes human interventions as an event type harnesses post', () => {

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { isScored } from '../gate/gate.js';
 import type { RolloutFacts } from '../gate/rollout-facts.js';
 import { closingAfter, registryFile } from '../registry/policy-registry.js';
 
@@ -15,7 +16,9 @@ export interface LedgerKeys {
 
 export interface LedgerMetrics {
   rollouts: number;
-  /** Share of rollouts whose reward reached the accept threshold. */
+  /** Rollouts lost to a fault before they were scored (absent in entries recorded before it was counted). */
+  unscored?: number;
+  /** Share of the scored rollouts whose reward reached the accept threshold. */
   acceptedRate: number;
   /** Prompt + completion tokens, summed. */
   tokens: number;
@@ -41,9 +44,12 @@ export interface LedgerEntry extends LedgerKeys {
 }
 
 export function ledgerMetrics(facts: readonly RolloutFacts[], acceptReward: number, elapsedSeconds: number): LedgerMetrics {
+  // The gate's rule: a rollout the machinery lost is not a failure of the policy.
+  const scored = facts.filter(isScored);
   return {
     rollouts: facts.length,
-    acceptedRate: facts.length === 0 ? 0 : facts.filter((f) => f.reward !== null && f.reward >= acceptReward).length / facts.length,
+    unscored: facts.length - scored.length,
+    acceptedRate: scored.length === 0 ? 0 : scored.filter((f) => f.reward !== null && f.reward >= acceptReward).length / scored.length,
     tokens: facts.reduce((s, f) => s + f.tokens, 0),
     elapsedSeconds,
     toolErrors: facts.reduce((s, f) => s + f.toolErrors, 0),

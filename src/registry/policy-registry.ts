@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import type { Verdict } from '../gate/gate.js';
 import { canonicalJson } from '../rollouts/harness-spec.js';
 
 /**
@@ -52,12 +53,19 @@ export interface AliasChange {
 
 export type NewAliasChange = Pick<AliasChange, 'operation' | 'actor'> & Partial<Pick<AliasChange, 'reason' | 'override' | 'decisionId'>>;
 
+/** Versions from the root to `version`, oldest first (just `version` when the registry does not know it). */
+export function lineageOf(registry: Pick<PolicyRegistry, 'get'>, version: string): string[] {
+  const chain = [version];
+  for (let parent = registry.get(version)?.parent; parent && !chain.includes(parent); parent = registry.get(parent)?.parent) chain.push(parent);
+  return chain.reverse();
+}
+
 /** A gate decision as stored: the headline fields to find it, the whole record as JSON. */
 export interface StoredDecision {
   id: string;
   candidate: string;
   incumbent: string;
-  verdict: 'pass' | 'fail';
+  verdict: Verdict;
   record: Record<string, unknown>;
   createdAt: string;
 }
@@ -235,10 +243,16 @@ export class PolicyRegistry {
     }));
   }
 
-  /** Idempotent by id: a retried gate activity finds the decision it already made. */
+  /**
+   * Idempotent by id: a retried gate activity finds the decision it already made. A pass or a fail
+   * is final; an `insufficient` one is replaced once the replays are complete enough to decide.
+   */
   saveDecision(decision: Omit<StoredDecision, 'createdAt'>): StoredDecision {
     this.db
-      .prepare('INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING')
+      .prepare(
+        `INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE
+         SET verdict = excluded.verdict, record = excluded.record, created_at = excluded.created_at WHERE decisions.verdict = 'insufficient'`,
+      )
       .run(decision.id, decision.candidate, decision.incumbent, decision.verdict, JSON.stringify(decision.record), Date.now());
     return this.decision(decision.id) as StoredDecision;
   }
@@ -275,7 +289,7 @@ interface DecisionRow {
   id: string;
   candidate: string;
   incumbent: string;
-  verdict: 'pass' | 'fail';
+  verdict: Verdict;
   record: string;
   created_at: number;
 }

@@ -10,7 +10,7 @@ export interface ClassifiedFailure {
 }
 
 /** Upstream trouble the policy did not cause: the rollout is retried as a new attempt. */
-const INFRASTRUCTURE_CALL_ERRORS = new Set<CallRecord['errorClass']>(['upstream_unreachable', 'upstream_timeout', 'upstream_stream_cut', 'upstream_bad_response', 'gateway_error']);
+const INFRASTRUCTURE_CALL_ERRORS = new Set<CallRecord['errorClass']>(['upstream_unreachable', 'upstream_timeout', 'upstream_stream_cut', 'upstream_bad_response', 'gateway_error', 'policy_unavailable', 'gateway_lost']);
 
 /** Refusals as instruction-tuned models phrase them; the user's own patterns replace these. */
 export const DEFAULT_REFUSAL_PATTERNS = [String.raw`^\s*I(?:'m| am) sorry,? but I (?:can(?:'|no)t|won't|am unable)`, String.raw`^\s*I (?:can(?:'|no)t|won't) (?:help|assist) with`];
@@ -28,7 +28,7 @@ export function classifyFailure(
   events: readonly RolloutEvent[],
   refusalPatterns: readonly RegExp[] = DEFAULT_REFUSAL_PATTERNS.map((p) => new RegExp(p, 'i')),
 ): ClassifiedFailure | null {
-  const exit = { exitCode: run.exitCode, killedBy: run.killedBy, seconds: Number(run.seconds.toFixed(3)), logTail: run.logTail.slice(-1000), ...run.where };
+  const exit = { exitCode: run.exitCode, killedBy: run.killedBy, seconds: Number(run.seconds.toFixed(3)), logTail: run.logTail.slice(-1000), ...(run.logTruncatedBytes ? { logTruncatedBytes: run.logTruncatedBytes } : {}), ...run.where };
   if (run.problem) return { ...run.problem, evidence: exit };
   const irreversible = events.find((e) => e.type === 'span' && e.payload.irreversible === true && e.payload.failure !== undefined);
   if (irreversible) {
@@ -44,7 +44,8 @@ export function classifyFailure(
 
   const how = run.exitCode === null ? `was killed by ${run.killedBy}` : `exited with ${run.exitCode}`;
   const log = run.logTail.trim().split('\n').slice(-3).join(' | ');
-  const broken = calls.find((c) => INFRASTRUCTURE_CALL_ERRORS.has(c.errorClass ?? null) || (c.upstreamStatus ?? 0) >= 500);
+  // The gateway picks the backend's model name, so a backend 404 (it lost the version) is Rein's fault too.
+  const broken = calls.find((c) => INFRASTRUCTURE_CALL_ERRORS.has(c.errorClass ?? null) || (c.upstreamStatus ?? 0) >= 500 || c.upstreamStatus === 404);
   if (broken) {
     return {
       failureClass: 'infrastructure',

@@ -15,6 +15,12 @@ export type RolloutMode = (typeof ROLLOUT_MODES)[number];
 export const FAILURE_CLASSES = ['model', 'tool', 'permission', 'harness', 'verifier', 'environment', 'timeout', 'orchestrator', 'infrastructure', 'irreversible'] as const;
 export type FailureClass = (typeof FAILURE_CLASSES)[number];
 
+/**
+ * Failures of Rein's machinery or the task's environment, not of the policy: such a rollout gets
+ * no reward (it is never scored as a failure), and running its batch again runs it again.
+ */
+export const UNSCORED_FAILURE_CLASSES: readonly FailureClass[] = ['infrastructure', 'orchestrator', 'verifier', 'environment'];
+
 /** Where a rollout may go from each status; finished rollouts go nowhere. */
 const NEXT: Record<RolloutStatus, readonly RolloutStatus[]> = {
   queued: ['running', 'failed', 'cancelled'],
@@ -30,6 +36,11 @@ export function canTransition(from: RolloutStatus, to: RolloutStatus): boolean {
 
 export function isFinished(status: RolloutStatus): boolean {
   return NEXT[status].length === 0;
+}
+
+/** Finished without a score: cancelled, or failed for a reason that is not the policy's. */
+export function isUnscored(rollout: Pick<Rollout, 'status' | 'failureClass'>): boolean {
+  return rollout.status === 'cancelled' || (rollout.status === 'failed' && rollout.failureClass !== null && UNSCORED_FAILURE_CLASSES.includes(rollout.failureClass));
 }
 
 export interface Rollout {

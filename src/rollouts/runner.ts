@@ -9,7 +9,7 @@ import { allowedEnv, withPlaceholders, type ProgramSpec } from './local-executor
 import { runCommand } from './process.js';
 import { launchPacer } from './pacer.js';
 import { recordedRewards, rewardsDisagree } from './rewards.js';
-import { isFinished, type FailureClass, type Rollout, type RolloutEvent, type RolloutMode } from './rollout.js';
+import { isFinished, isUnscored, type FailureClass, type Rollout, type RolloutEvent, type RolloutMode } from './rollout.js';
 import { rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
 
@@ -80,6 +80,17 @@ export interface RunnerDeps {
   verifier: VerifierSpec;
   onFinished?: (outcome: RolloutOutcome, done: number, total: number) => void;
   signal?: AbortSignal;
+  /**
+   * Asked when `signal` aborts: true (the default) when it is a user's cancel, which ends the
+   * rollouts it interrupts as cancelled; false when the worker is going away, which hands them
+   * back instead (RolloutsHandedBack) for another runner to resume.
+   */
+  cancelIsFinal?: () => boolean;
+}
+
+/** The runner stopped because its worker is going away; the rollouts it left stay resumable. */
+export class RolloutsHandedBack extends Error {
+  override name = 'RolloutsHandedBack';
 }
 
 export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Promise<RolloutOutcome[]> {
@@ -148,11 +159,21 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
     metadata: { ...spec.metadata, batchId: spec.batchId, sample, ...(spec.harnessVersion && { harnessVersion: spec.harnessVersion }) },
   });
   const base = { rolloutId, taskId: task.id, sample };
-  if (isFinished(issued.rollout.status)) return outcomeOf(base, issued.rollout, await gateway.listEvents(rolloutId));
+  if (isFinished(issued.rollout.status)) {
+    if (!isUnscored(issued.rollout)) return outcomeOf(base, issued.rollout, await gateway.listEvents(rolloutId));
+    // A batch run again completes what a fault cost it: a replay with unscored rollouts is never reused as is.
+    const was = `${issued.rollout.status}${issued.rollout.failureClass ? `, ${issued.rollout.failureClass}` : ''}: ${issued.rollout.statusReason ?? 'no reason'}`;
+    issued = await gateway.reopenRollout(rolloutId, `run again: attempt ${issued.attempt} was not scored (${was})`);
+  }
 
   const dir = path.join(spec.workDir, rolloutId);
   mkdirSync(dir, { recursive: true });
-  const files = { task: path.join(dir, 'task.json'), fullTask: path.join(dir, 'task-with-answer.json'), output: path.join(dir, 'output.json') };
+  const files = { task: path.join(dir, 'task.json'), fullTask: path.join(dir, 'task-with-answer.json') };
+  // Each attempt writes its own output: a lost attempt's file is never scored for the next one.
+  const outputOf = (attempt: number) => {
+    mkdirSync(path.join(dir, `attempt-${attempt}`), { recursive: true });
+    return path.join(dir, `attempt-${attempt}`, 'output.json');
+  };
   const visible = harnessView(task, spec.hiddenFields);
   writeFileSync(files.task, `${JSON.stringify(visible)}\n`);
   writeFileSync(files.fullTask, `${JSON.stringify(task)}\n`);
@@ -160,7 +181,7 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
     issued: current,
     task: visible,
     taskFile: files.task,
-    outputFile: files.output,
+    outputFile: outputOf(current.attempt),
     dir,
     env: spec.harnessEnv ?? {},
     signal: deps.signal,
@@ -169,6 +190,9 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
   // Left running by a runner that died: follow its run if the executor still can, else that attempt is lost.
   let resumed: HarnessRun | null = null;
   if (issued.rollout.status === 'running') {
+    // Scored, then the runner died before the status write: the score stands, the verifier does not run twice.
+    const scored = (await gateway.listEvents(rolloutId)).filter((e) => e.attempt === issued.attempt && e.type === 'reward' && e.source === 'admin').at(-1);
+    if (scored) return finishScored(gateway, base, issued.attempt, scored);
     resumed = (await deps.harness.resume?.(launch(issued))) ?? null;
     if (!resumed) {
       const reason = `the runner of attempt ${issued.attempt} stopped before it finished (its worker was lost); starting another`;
@@ -184,10 +208,7 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
       if (issued.rollout.status === 'queued') await gateway.setStatus(rolloutId, { status: 'running', reason: `harness started (attempt ${issued.attempt})` });
       run = await deps.harness.run(launch(issued));
     }
-    if (run.cancelled) {
-      await gateway.setStatus(rolloutId, { status: 'cancelled', reason: 'the rollout batch was cancelled' });
-      return { ...base, status: 'cancelled', reward: null, components: {}, harnessReportedReward: null, rewardDisagrees: false, failureClass: null, reason: 'cancelled', attempts: issued.attempt };
-    }
+    if (run.cancelled) return cancelled(deps, base, issued.attempt);
     const attemptEvents = (await gateway.listEvents(rolloutId)).filter((e) => e.attempt === issued.attempt);
     const failure = classifyFailure(
       run,
@@ -206,27 +227,51 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
       return { ...unscored, status: 'failed', reward: null, failureClass: failure.failureClass, reason: failure.reason };
     }
     // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they achieved.
-    const verdict = await runVerifier(deps, spec.rewardWeights, rolloutId, files, dir);
+    const verdict = await runVerifier(deps, spec.rewardWeights, rolloutId, { fullTask: files.fullTask, output: outputOf(issued.attempt) }, dir);
+    if ('cancelled' in verdict) return cancelled(deps, base, issued.attempt);
     if ('error' in verdict) {
       await gateway.setStatus(rolloutId, { status: 'failed', reason: verdict.error, failureClass: 'verifier', evidence: verdict.evidence });
       return { ...unscored, status: 'failed', reward: null, failureClass: 'verifier', reason: verdict.error };
     }
     const reported = recordedRewards(attemptEvents).reported ?? null;
     const disagrees = reported !== null && rewardsDisagree(verdict.reward, reported);
-    await gateway.appendEvent(rolloutId, {
+    // The failure travels with the score, so a runner that dies before the status write can finish it from the event.
+    const event = await gateway.appendEvent(rolloutId, {
       type: 'reward',
       value: verdict.reward,
       components: verdict.components,
-      data: { weights: spec.rewardWeights, ...(reported !== null && { harnessReported: reported, disagrees }) },
+      data: { weights: spec.rewardWeights, ...(reported !== null && { harnessReported: reported, disagrees }), ...(failure && { failure }) },
     });
-    const scored = { ...base, reward: verdict.reward, components: verdict.components, harnessReportedReward: reported, rewardDisagrees: disagrees, attempts: issued.attempt };
-    if (failure) {
-      await gateway.setStatus(rolloutId, { status: 'failed', ...failure });
-      return { ...scored, status: 'failed', failureClass: failure.failureClass, reason: failure.reason };
-    }
-    await gateway.setStatus(rolloutId, { status: 'succeeded', reason: 'verified' });
-    return { ...scored, status: 'succeeded', failureClass: null, reason: null };
+    return finishScored(gateway, base, issued.attempt, event);
   }
+}
+
+/** A cancel ends the rollout; a worker going away leaves it running (its attempt is taken over on resume) and stops the batch. */
+async function cancelled(deps: RunnerDeps, base: { rolloutId: string; taskId: string; sample: number }, attempt: number): Promise<RolloutOutcome> {
+  if (deps.cancelIsFinal && !deps.cancelIsFinal()) {
+    throw new RolloutsHandedBack(`the rollouts were interrupted (their worker is going away) at ${base.rolloutId} attempt ${attempt}; they resume where they stopped`);
+  }
+  await deps.gateway.setStatus(base.rolloutId, { status: 'cancelled', reason: 'the rollout batch was cancelled' });
+  return { ...base, status: 'cancelled', reward: null, components: {}, harnessReportedReward: null, rewardDisagrees: false, failureClass: null, reason: 'cancelled', attempts: attempt };
+}
+
+/** Ends a scored attempt from its reward event: succeeded, or failed with the policy's failure the event carries. */
+async function finishScored(gateway: GatewayControlClient, base: { rolloutId: string; taskId: string; sample: number }, attempt: number, event: RolloutEvent): Promise<RolloutOutcome> {
+  const data = (event.payload.data ?? {}) as { harnessReported?: number; disagrees?: boolean; failure?: { failureClass: FailureClass; reason: string; evidence?: Record<string, unknown> } };
+  const scored = {
+    ...base,
+    reward: event.payload.value as number,
+    components: (event.payload.components as Record<string, number> | undefined) ?? {},
+    harnessReportedReward: data.harnessReported ?? null,
+    rewardDisagrees: data.disagrees ?? false,
+    attempts: attempt,
+  };
+  if (data.failure) {
+    await gateway.setStatus(base.rolloutId, { status: 'failed', ...data.failure });
+    return { ...scored, status: 'failed', failureClass: data.failure.failureClass, reason: data.failure.reason };
+  }
+  await gateway.setStatus(base.rolloutId, { status: 'succeeded', reason: 'verified' });
+  return { ...scored, status: 'succeeded', failureClass: null, reason: null };
 }
 
 async function runVerifier(
@@ -235,7 +280,7 @@ async function runVerifier(
   rolloutId: string,
   files: { fullTask: string; output: string },
   dir: string,
-): Promise<{ reward: number; components: Record<string, number> } | { error: string; evidence: Record<string, unknown> }> {
+): Promise<{ reward: number; components: Record<string, number> } | { error: string; evidence: Record<string, unknown> } | { cancelled: true }> {
   const { verifier } = deps;
   if (!existsSync(files.output)) writeFileSync(files.output, 'null\n');
   const run = await runCommand({
@@ -255,6 +300,8 @@ async function runVerifier(
     logFile: path.join(dir, 'verifier.log'),
     signal: deps.signal,
   });
+  // A verifier stopped by a cancel or a shutdown did not judge anything.
+  if (run.cancelled) return { cancelled: true };
   const evidence = { verifierExitCode: run.exitCode, verifierKilledBy: run.killedBy, verifierLogTail: run.stderrTail.slice(-1000), seconds: Number(run.seconds.toFixed(3)) };
   if (run.spawnError) return { error: `the verifier could not start: ${run.spawnError}`, evidence };
   if (run.timedOut) return { error: `the verifier ran past its timeout (${run.seconds.toFixed(1)} s)`, evidence };

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { taskIdKey } from './rollout-id.js';
 
 /** One task of a task set: an id plus whatever the harness and the verifier need. */
 export interface Task {
@@ -24,6 +25,7 @@ export function loadTaskSet(file: string): TaskSet {
   }
   const tasks: Task[] = [];
   const seen = new Set<string>();
+  const byKey = new Map<string, { id: string; line: number }>();
   text.split('\n').forEach((line, i) => {
     if (line.trim() === '') return;
     let value: unknown;
@@ -38,6 +40,14 @@ export function loadTaskSet(file: string): TaskSet {
     }
     if (seen.has(id)) throw new Error(`${file}:${i + 1}: task id "${id}" appears twice; task ids must be unique`);
     seen.add(id);
+    const key = taskIdKey(id);
+    const other = byKey.get(key);
+    if (other) {
+      throw new Error(
+        `${file}:${i + 1}: task ids "${other.id}" (line ${other.line}) and "${id}" would share rollout ids (both become "${key}": characters other than letters, digits and . _ : - turn into _); rename one`,
+      );
+    }
+    byKey.set(key, { id, line: i + 1 });
     tasks.push(value as Task);
   });
   if (tasks.length === 0) throw new Error(`task set ${file} holds no tasks`);

@@ -68,6 +68,7 @@ export async function runBatchStage(
   const drift: DriftReport = { compared: 0, drifted: 0, retokenized: 0, unusable: 0 };
   const disagreeing: string[] = [];
   let compared = 0;
+  let unscored = 0;
   // One rollout at a time: its calls (whole prompts) are dropped once merged into sequences.
   const prepared: PreparedRollout[] = [];
   for (const id of input.rolloutIds) {
@@ -76,6 +77,7 @@ export async function runBatchStage(
     const events = await store.listEvents(id);
     const { verified, reported, disagrees } = recordedRewards(events);
     if (verified !== undefined && reported !== undefined) compared++;
+    if (verified === undefined) unscored++;
     if (disagrees) disagreeing.push(id);
     const calls = toMergeCalls(await store.listCalls(id, rollout.attempts), tokenizer);
     for (const key of Object.keys(drift) as Array<keyof DriftReport>) drift[key] += calls.drift[key];
@@ -102,9 +104,12 @@ export async function runBatchStage(
   const reportArtifact = artifacts.put(`${name}/batch-report.json`, `${JSON.stringify(report, null, 2)}\n`);
 
   const { thresholds } = settings;
+  const scoredShare = input.rolloutIds.length === 0 ? 1 : (input.rolloutIds.length - unscored) / input.rolloutIds.length;
   const problems = [
     report.drift.rate > thresholds.maxDriftRate && `drift rate ${report.drift.rate.toFixed(3)} is above samples.thresholds.maxDriftRate ${thresholds.maxDriftRate}`,
     report.rollouts.used < thresholds.minRolloutsUsed && `${report.rollouts.used} usable rollouts, fewer than samples.thresholds.minRolloutsUsed ${thresholds.minRolloutsUsed}`,
+    scoredShare < thresholds.minScoredShare &&
+      `only ${input.rolloutIds.length - unscored} of ${input.rolloutIds.length} rollouts were scored (${(100 * scoredShare).toFixed(1)}%, below samples.thresholds.minScoredShare ${thresholds.minScoredShare}); the rest were lost to faults (see the report's excluded counts): fix the fault and resume the run`,
     report.rewardDisagreement.rate > thresholds.maxRewardDisagreementRate &&
       `reward disagreement rate ${report.rewardDisagreement.rate.toFixed(3)} is above samples.thresholds.maxRewardDisagreementRate ${thresholds.maxRewardDisagreementRate}`,
   ].filter((p): p is string => typeof p === 'string');

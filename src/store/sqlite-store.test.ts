@@ -333,6 +333,28 @@ describe('SqliteTraceStore: rollouts and events', () => {
     await store.close();
   });
 
+  it('reopens a rollout lost to a fault in a new attempt, and never a scored or unfinished one', async () => {
+    const store = openStore();
+    for (const id of ['lost', 'scored', 'cancelled', 'running']) {
+      await store.createRollout({ id });
+      await store.setRolloutStatus(id, { status: 'running' }, 'admin');
+    }
+    await store.setRolloutStatus('lost', { status: 'failed', reason: 'backend down', failureClass: 'infrastructure' }, 'admin');
+    await store.setRolloutStatus('scored', { status: 'failed', reason: 'exited 1', failureClass: 'harness' }, 'admin');
+    await store.setRolloutStatus('cancelled', { status: 'cancelled' }, 'admin');
+
+    const reopened = await store.reopenRollout('lost', 'replayed: it was not scored');
+    expect(reopened).toMatchObject({ status: 'queued', attempts: 2, failureClass: null, statusReason: 'replayed: it was not scored' });
+    expect((await store.listEvents('lost')).at(-1)).toMatchObject({
+      attempt: 2,
+      payload: { from: 'failed', to: 'queued', reopened: { failureClass: 'infrastructure', reason: 'backend down' } },
+    });
+    expect(await store.reopenRollout('cancelled', 'again')).toMatchObject({ status: 'queued', attempts: 2 });
+    await expect(store.reopenRollout('scored', 'again')).rejects.toThrow(/cannot be reopened: it was scored \(failed, harness\)/);
+    await expect(store.reopenRollout('running', 'again')).rejects.toMatchObject({ status: 409 });
+    await store.close();
+  });
+
   it('allows only legal status transitions and records each with its reason', async () => {
     const store = openStore();
     await store.createRollout({ id: 'a' });

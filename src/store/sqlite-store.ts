@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import {
   canTransition,
   isFinished,
+  isUnscored,
   newRolloutSchema,
   statusChangeSchema,
   type FailureClass,
@@ -266,6 +267,7 @@ export class SqliteTraceStore implements TraceStore {
       dataVersion: this.db.prepare<[], number>('PRAGMA data_version').pluck(),
       setStatus: this.db.prepare('UPDATE rollouts SET status = ?, status_reason = ?, failure_class = ?, updated_at = ? WHERE id = ?'),
       startAttempt: this.db.prepare('UPDATE rollouts SET attempts = attempts + 1, updated_at = ? WHERE id = ?'),
+      reopen: this.db.prepare("UPDATE rollouts SET attempts = attempts + 1, status = 'queued', status_reason = ?, failure_class = NULL, updated_at = ? WHERE id = ?"),
       beginCall: this.db.prepare(
         `INSERT INTO calls (id, rollout_id, attempt, seq, endpoint, policy_version, backend_url, stream,
                             request_received, request_sent_patch, conversation_field, conversation_ref, conversation_prefix,
@@ -283,6 +285,10 @@ export class SqliteTraceStore implements TraceStore {
            upstream_status = @upstream_status, error_class = @error_class, error_message = @error_message,
            ttft_ms = @ttft_ms, latency_ms = @latency_ms
          WHERE id = @id`,
+      ),
+      markLostCalls: this.db.prepare(
+        `UPDATE calls SET status = 'error', error_class = 'gateway_lost', error_message = ?, latency_ms = ? - started_at
+         WHERE status = 'in_flight' AND started_at < ?`,
       ),
       getCall: this.db.prepare<[string], CallRow>('SELECT * FROM calls WHERE id = ?'),
       rolloutOfCall: this.db.prepare<[string], { rollout_id: string }>('SELECT rollout_id FROM calls WHERE id = ?'),
@@ -423,6 +429,29 @@ export class SqliteTraceStore implements TraceStore {
     })();
   }
 
+  async reopenRollout(id: string, reason: string): Promise<Rollout> {
+    this.rolloutCache.delete(id);
+    return this.db.transaction(() => {
+      const current = this.requireRollout(id);
+      if (!isUnscored(current)) {
+        const why = isFinished(current.status) ? `it was scored (${current.status}${current.failureClass ? `, ${current.failureClass}` : ''})` : `it has not finished (${current.status})`;
+        throw new StoreConflictError(`rollout ${id} cannot be reopened: ${why}; only a rollout lost to a fault before it was scored runs again`);
+      }
+      const now = Date.now();
+      this.statements.reopen.run(reason, now, id);
+      this.statements.insertEvent.get({
+        rollout_id: id,
+        attempt: current.attempts + 1,
+        type: 'status',
+        source: 'admin',
+        action_id: null,
+        payload: JSON.stringify({ from: current.status, to: 'queued', reason, reopened: { failureClass: current.failureClass, reason: current.statusReason } }),
+        at: now,
+      });
+      return this.requireRollout(id);
+    })();
+  }
+
   async beginCall(call: CallStart): Promise<{ seq: number }> {
     return this.write(() => this.beginCallNow(call));
   }
@@ -451,6 +480,10 @@ export class SqliteTraceStore implements TraceStore {
     if (request.items) remember(this.lastConversation, call.rolloutId, { callId: call.id, items: request.items });
     this.inFlight.set(call.id, call.rolloutId);
     return { seq: row.seq };
+  }
+
+  async markLostCalls(before: number, reason: string): Promise<number> {
+    return this.write(() => this.statements.markLostCalls.run(reason, before, before).changes);
   }
 
   async finishCall(id: string, result: CallFinish): Promise<void> {

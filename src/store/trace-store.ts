@@ -23,7 +23,11 @@ export type CallErrorClass =
   | 'upstream_stream_cut'
   | 'upstream_bad_response'
   | 'client_disconnected'
-  | 'gateway_error';
+  | 'gateway_error'
+  /** The gateway had no route for the version the rollout is pinned to (or it was paused for a weight update). */
+  | 'policy_unavailable'
+  /** The gateway process ended while the call was in flight; a later gateway marked it on start. */
+  | 'gateway_lost';
 
 /** One choice's trained tokens. */
 export interface ChoiceTokens {
@@ -145,12 +149,24 @@ export interface TraceStore {
   setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout>;
   /** Starts the next attempt of a rollout that has not finished. */
   startAttempt(id: string): Promise<Rollout>;
+  /**
+   * Runs again a rollout that finished unscored (lost to a fault: see isUnscored) in a new attempt,
+   * back to queued; a scored or unfinished rollout throws StoreConflictError. The status event
+   * keeps what it was reopened from.
+   */
+  reopenRollout(id: string, reason: string): Promise<Rollout>;
 
   /** Durable before it returns; assigns the call's sequence number within its rollout attempt. */
   beginCall(call: CallStart): Promise<{ seq: number }>;
   /** Durable before it returns. */
   finishCall(id: string, result: CallFinish): Promise<void>;
   getCall(id: string): Promise<CallRecord | undefined>;
+  /**
+   * Ends every call still in flight that began before `before` as `gateway_lost` (an
+   * infrastructure error): the gateway that forwarded it is gone, so no answer will be journaled.
+   * Returns how many. A gateway calls it as it starts, when it is the store's only gateway.
+   */
+  markLostCalls(before: number, reason: string): Promise<number>;
   listCalls(rolloutId: string, attempt?: number): Promise<CallRecord[]>;
 
   /** Durable before it returns; the call's rollout and primary call must be journaled already. */

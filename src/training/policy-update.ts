@@ -5,6 +5,7 @@ import type { GatewayControlClient } from '../gateway/control-client.js';
 import { packageRoot, reinCommand } from '../package-root.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import type { PolicyRecord, PolicyRegistry } from '../registry/policy-registry.js';
+import { ensureServed, type Serving } from '../registry/serving.js';
 import { runCommand } from '../rollouts/process.js';
 import { isTrainerRefusal, PolicyLineageError, PolicySetupError, PolicyUpdateError } from './errors.js';
 import { kubernetesPolicyTrainer } from './kubernetes-trainer.js';
@@ -109,7 +110,7 @@ export interface PolicyUpdateDeps {
   trainer: PolicyTrainer;
   gateway: GatewayControlClient;
   /** The gateway backend new versions are served from, and its endpoints (OpenAI-compatible servers with vLLM's adapter API). */
-  serving: { backend: string; endpoints: string[] };
+  serving: Serving;
   policiesDir: string;
   signal?: AbortSignal;
 }
@@ -133,22 +134,6 @@ export async function updatePolicy(job: PolicyUpdateJob, deps: PolicyUpdateDeps)
     baseCheckpointUri: train.format === 'lora' ? (train.base ?? null) : null,
     trainerMetrics: { steps: train.steps, skippedMinibatches: train.skippedMinibatches, seconds: train.seconds, ...train.metrics, ...(train.importanceWeights && { importanceWeights: train.importanceWeights }) },
   });
-  await serve(policy, deps);
+  await ensureServed(policy, deps.gateway, deps.serving);
   return { policy, train };
-}
-
-/** Loads the version on every serving endpoint that lacks it (a retry finds it there), then routes it in the gateway. */
-async function serve(policy: PolicyRecord, deps: PolicyUpdateDeps): Promise<void> {
-  for (const endpoint of deps.serving.endpoints) {
-    const base = endpoint.replace(/\/+$/, '').replace(/\/v1$/, '');
-    const models = (await (await fetch(`${base}/v1/models`)).json()) as { data?: Array<{ id: string }> };
-    if (models.data?.some((m) => m.id === policy.version)) continue;
-    const res = await fetch(`${base}/v1/load_lora_adapter`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ lora_name: policy.version, lora_path: policy.checkpointUri }),
-    });
-    if (!res.ok) throw new PolicyUpdateError(`loading ${policy.version} into ${base} failed (${res.status}): ${(await res.text()).slice(0, 300)}`);
-  }
-  await deps.gateway.registerPolicy(policy.version, { backend: deps.serving.backend, model: policy.version });
 }

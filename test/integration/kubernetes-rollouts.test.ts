@@ -92,7 +92,7 @@ describe('rollouts as Kubernetes Jobs (against the API stand-in)', () => {
     const outcomes = await runRollouts(batch({ batchId: 'jobs', tasks, samplesPerTask: 2, concurrency: 4 }), { gateway, harness, verifier });
     expect(outcomes.map((o) => [o.status, o.reward, o.attempts])).toEqual(Array(6).fill(['succeeded', 1, 1]));
     expect(kube.jobsCreated()).toBe(6);
-    const output = JSON.parse(readFileSync(path.join(dir, 'jobs.m0.1', 'output.json'), 'utf8'));
+    const output = JSON.parse(readFileSync(path.join(dir, 'jobs.m0.1', 'attempt-1', 'output.json'), 'utf8'));
     expect(output).toMatchObject({ taskId: 'm0', answer: expect.stringContaining('14') });
     expect(await t.store.listCalls('jobs.m0.1')).toHaveLength(2);
     // The Job carries the rollout's identity; Kubernetes does no retries of its own.

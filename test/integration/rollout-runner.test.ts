@@ -101,7 +101,7 @@ describe('the local rollout runner', () => {
     });
     delete process.env.RUNNER_SECRET;
     expect(outcome).toMatchObject({ status: 'succeeded', reward: 0 });
-    const seen = JSON.parse(readFileSync(path.join(workDir, 'inspect.q.0', 'output.json'), 'utf8'));
+    const seen = JSON.parse(readFileSync(path.join(workDir, 'inspect.q.0', 'attempt-1', 'output.json'), 'utf8'));
     expect(seen.task).toEqual({ id: 'q', question: 'what?' });
     expect(seen.env).toContain('TOOL_MODE');
     expect(seen.env).toEqual(expect.arrayContaining(['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'REIN_ROLLOUT_ID', 'REIN_TASK_FILE', 'REIN_OUTPUT_FILE']));

@@ -80,7 +80,7 @@ async function rolloutsOf(batchId: string, taskIds: string[]) {
       rollout: await traces.getRollout(id),
       calls: await traces.listCalls(id),
       shadows: await traces.listShadowCalls({ rolloutId: id }),
-      output: JSON.parse(readFileSync(path.join(config.dataDir, 'rollouts', id, 'output.json'), 'utf8')) as { answer: string | null },
+      output: JSON.parse(readFileSync(path.join(config.dataDir, 'rollouts', id, 'attempt-1', 'output.json'), 'utf8')) as { answer: string | null },
     })),
   );
 }

@@ -49,7 +49,7 @@ export function registerReleaseCommands(program: Command): void {
 
   program
     .command('gate')
-    .description('replay the held-out tasks with a candidate and with production, paired, and apply the gate rules (config: gate)')
+    .description('replay the held-out tasks with a candidate and with production, paired, and apply the gate rules (config: gate); exits 1 when the gate refuses the candidate, 3 when too few rollouts were scored to decide')
     .argument('<version>', 'the candidate policy version')
     .option('--promote', 'move production to the candidate when the gate passes')
     .option('--heldout <n>', 'replay only the first n held-out tasks', positiveInteger)
@@ -66,7 +66,9 @@ export function registerReleaseCommands(program: Command): void {
         else if (decision) process.stdout.write(formatDecision(decision));
         if (result.promoted) say(`Promoted: production is ${version} now.`);
         else if (result.gate.verdict === 'pass') say(`Passed. Promote with \`rein promote ${version}\`.`);
-        if (result.gate.verdict !== 'pass') process.exitCode = 1;
+        // Exit 3 tells a script "no decision, try again" apart from a refused candidate (1).
+        if (result.gate.verdict === 'insufficient') say(`No decision: too few rollouts were scored. Fix the fault, then run \`rein release ${version}\` again; only the unscored rollouts run again.`);
+        if (result.gate.verdict !== 'pass') process.exitCode = result.gate.verdict === 'insufficient' ? 3 : 1;
       } finally {
         await close();
       }

@@ -1,0 +1,68 @@
+import type { GatewayControlClient } from '../gateway/control-client.js';
+import type { PolicySpec } from '../gateway/routing.js';
+import type { PolicyRecord, PolicyRegistry } from './policy-registry.js';
+import { restoreAliases } from './promotion.js';
+
+/** Where Rein serves the versions it trains: a gateway backend and its endpoints (vLLM's adapter API). */
+export interface Serving {
+  backend: string;
+  endpoints: string[];
+}
+
+/** A serving endpoint refused to load a version, or could not be asked. */
+export class ServingError extends Error {
+  override name = 'ServingError';
+}
+
+/** Versions Rein trained (they have a parent): the backend loads them at run time, not from its config. */
+export const trainedVersions = (registry: PolicyRegistry): PolicyRecord[] => registry.list().filter((p) => p.parent !== null);
+
+/**
+ * Routes every trained version of the registry to the serving backend and points the aliases
+ * where the registry says: a gateway keeps its routes in memory, so one that starts (or starts
+ * again) learns them here. The one routine for every way a gateway starts.
+ */
+export function restoreRoutes(
+  registry: PolicyRegistry,
+  router: { registerPolicy(version: string, spec: PolicySpec): void; setAlias(alias: string, version: string): void; models(): Array<{ id: string }> },
+  backend: string,
+): { restored: string[]; skippedAliases: string[] } {
+  const routed = new Set(router.models().map((m) => m.id));
+  const restored: string[] = [];
+  for (const policy of trainedVersions(registry)) {
+    if (routed.has(policy.version)) continue;
+    router.registerPolicy(policy.version, { backend, model: policy.version });
+    restored.push(policy.version);
+  }
+  return { restored, skippedAliases: restoreAliases(registry, router) };
+}
+
+/**
+ * Makes a version servable through the gateway: loaded on every serving endpoint that lacks it
+ * (a restarted backend forgot it), then routed by the gateway (a restarted gateway forgot it).
+ * Idempotent; cheap when both already have it.
+ */
+export async function ensureServed(policy: Pick<PolicyRecord, 'version' | 'checkpointUri'>, gateway: GatewayControlClient, serving: Serving): Promise<{ loadedOn: string[] }> {
+  const loadedOn: string[] = [];
+  for (const endpoint of serving.endpoints) {
+    const base = endpoint.replace(/\/+$/, '').replace(/\/v1$/, '');
+    const ask = async (route: string, init?: RequestInit) => {
+      try {
+        return await fetch(`${base}${route}`, init);
+      } catch (err) {
+        throw new ServingError(`serving endpoint ${base} is unreachable (${(err as Error).message}); is the inference server (or \`rein policy serve\`) running?`);
+      }
+    };
+    const models = (await (await ask('/v1/models')).json()) as { data?: Array<{ id: string }> };
+    if (models.data?.some((m) => m.id === policy.version)) continue;
+    const res = await ask('/v1/load_lora_adapter', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ lora_name: policy.version, lora_path: policy.checkpointUri }),
+    });
+    if (!res.ok) throw new ServingError(`loading ${policy.version} into ${base} failed (${res.status}): ${(await res.text()).slice(0, 300)}`);
+    loadedOn.push(base);
+  }
+  await gateway.registerPolicy(policy.version, { backend: serving.backend, model: policy.version });
+  return { loadedOn };
+}
