@@ -57,7 +57,7 @@ export async function startTestGateway(
   const gateway = await startGateway(
     {
       store,
-      routing: routingFor(backend.url, ['fault:500', 'fault:garbage', 'fault:reset', 'fault:cut', 'fault:slow:2500']),
+      routing: routingFor(backend.url, ['fault:500', 'fault:garbage', 'fault:reset', 'fault:cut', 'fault:slow:2500', 'fault:hold']),
       secret: randomBytes(32),
       adminKeyHash: sha256Hex(ADMIN_KEY),
       redaction: DEFAULT_REDACTION_RULES,

@@ -6,7 +6,9 @@ import type { AddressInfo } from 'node:net';
  * SSE streaming with prompt ids on the first chunk and per-chunk completion ids), driven by a
  * deterministic toy "model" so tests know what to expect. Models named `fault:*` misbehave on
  * purpose: `fault:500`, `fault:garbage`, `fault:reset`, `fault:cut` (stream or body broken off
- * midway) and `fault:slow:<ms>` (headers delayed).
+ * midway), `fault:slow:<ms>` (headers delayed) and `fault:hold` (no headers until the test calls
+ * `release()`: a call that stays in flight exactly as long as a test needs, then is answered as
+ * the toy model would).
  *
  * Tokenizer: one token per UTF-16 code unit, id = char code. Chat template:
  * `<|role|>content<|end|>` per message, tool calls as `<tool_call>{json}</tool_call>`, then
@@ -15,6 +17,12 @@ import type { AddressInfo } from 'node:net';
 export interface VllmLikeServer {
   url: string;
   requests: Array<{ path: string; body: Record<string, unknown> }>;
+  /** How many `fault:hold` requests are waiting for `release()`. */
+  held(): number;
+  /** Lets every held request go on; each is answered as the toy model would answer it. */
+  release(): void;
+  /** LoRA adapters loaded through vLLM's /v1/load_lora_adapter; each answers as the toy model. Clear it to play a restarted server. */
+  adapters: Set<string>;
   close(): Promise<void>;
 }
 
@@ -78,6 +86,8 @@ function limit(text: string, body: Json): Completion {
 export async function startVllmLikeServer(options: { chunkSize?: number; chunkDelayMs?: number } = {}): Promise<VllmLikeServer> {
   const chunkSize = options.chunkSize ?? 4;
   const requests: VllmLikeServer['requests'] = [];
+  const holding: Array<() => void> = [];
+  const adapters = new Set<string>();
   const server = http.createServer((req, res) => {
     const pieces: Buffer[] = [];
     req.on('data', (d: Buffer) => pieces.push(d));
@@ -90,12 +100,17 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
   });
 
   async function handle(path: string, text: string, res: http.ServerResponse) {
-    if (path === '/v1/models') return json(res, 200, { object: 'list', data: [{ id: MODEL, object: 'model' }] });
+    if (path === '/v1/models') return json(res, 200, { object: 'list', data: [MODEL, ...adapters].map((id) => ({ id, object: 'model' })) });
     let body: Json;
     try {
       body = JSON.parse(text) as Json;
     } catch {
       return json(res, 400, { error: { message: 'invalid JSON', type: 'BadRequestError', param: null, code: 400 } });
+    }
+    if (path === '/v1/load_lora_adapter') {
+      adapters.add(String(body.lora_name));
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      return res.end(`Success: LoRA adapter '${String(body.lora_name)}' added successfully.`);
     }
     requests.push({ path, body });
     const model = String(body.model);
@@ -106,7 +121,8 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
     }
     if (model === 'fault:reset') return res.socket?.destroy();
     if (model.startsWith('fault:slow:')) await sleep(Number(model.split(':')[2]));
-    else if (model !== MODEL && model !== 'fault:cut') {
+    else if (model === 'fault:hold') await new Promise<void>((resolve) => holding.push(resolve));
+    else if (model !== MODEL && model !== 'fault:cut' && !adapters.has(model)) {
       return json(res, 404, { error: { message: `The model \`${model}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 } });
     }
     if (path === '/v1/chat/completions') return chat(body, res, model === 'fault:cut');
@@ -222,6 +238,9 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
+    held: () => holding.length,
+    release: () => holding.splice(0).forEach((resolve) => resolve()),
+    adapters,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 let t: TestGateway;
@@ -201,25 +201,36 @@ describe('redaction', () => {
 describe('pause and drain for weight updates', () => {
   it('answers 429 with Retry-After while paused, drains in-flight calls, and resumes', async () => {
     const { client } = await t.rollout();
-    const slowCall = client.chat.completions.create({ model: 'fault:slow:2500', messages: [{ role: 'user', content: 'slow' }] });
-    await new Promise((r) => setTimeout(r, 200));
-    expect((await t.admin('GET', '/api/policies')).body.items).toContainEqual(
-      expect.objectContaining({ policyVersion: 'fault:slow:2500', inFlight: 1, paused: false }),
-    );
-    await t.admin('POST', '/api/policies/fault:slow:2500/pause');
+    // The backend holds this call until the test releases it: in flight for exactly as long as needed.
+    const heldCall = client.chat.completions.create({ model: 'fault:hold', messages: [{ role: 'user', content: 'held' }] });
+    await vi.waitFor(() => expect(t.backend.held()).toBe(1), { timeout: 30_000, interval: 20 });
+    expect((await t.admin('GET', '/api/policies')).body.items).toContainEqual(expect.objectContaining({ policyVersion: 'fault:hold', inFlight: 1, paused: false }));
+    await t.admin('POST', '/api/policies/fault:hold/pause');
+    const forwarded = t.backend.requests.length;
     const refused = await fetch(`${t.gateway.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${(await t.rollout()).key}` },
-      body: JSON.stringify({ model: 'fault:slow:2500', messages: [{ role: 'user', content: 'x' }] }),
+      body: JSON.stringify({ model: 'fault:hold', messages: [{ role: 'user', content: 'x' }] }),
     });
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('5');
+    expect(t.backend.requests).toHaveLength(forwarded);
 
-    const drained = await t.admin('POST', '/api/policies/fault:slow:2500/drain?timeoutMs=10000');
-    expect(drained.body).toMatchObject({ drained: true, inFlight: 0, paused: true });
-    await expect(slowCall).resolves.toMatchObject({ choices: [{ message: { content: 'Echo: slow' } }] });
+    // While the call is held, a drain cannot finish: it says so when its wait runs out.
+    expect((await t.admin('POST', '/api/policies/fault:hold/drain?timeoutMs=0')).body).toMatchObject({ drained: false, inFlight: 1, paused: true });
+    // A drain that is waiting when the call ends reports it drained.
+    const drain = vi.spyOn(t.gateway.router, 'drain');
+    try {
+      const draining = t.admin('POST', '/api/policies/fault:hold/drain?timeoutMs=60000');
+      await vi.waitFor(() => expect(drain).toHaveBeenCalledWith('fault:hold'), { timeout: 30_000, interval: 20 });
+      t.backend.release();
+      expect((await draining).body).toMatchObject({ drained: true, inFlight: 0, paused: true });
+    } finally {
+      drain.mockRestore();
+    }
+    await expect(heldCall).resolves.toMatchObject({ choices: [{ message: { content: 'Echo: held' } }] });
 
-    await t.admin('POST', '/api/policies/fault:slow:2500/resume');
+    await t.admin('POST', '/api/policies/fault:hold/resume');
     await expect(ask(client, 'after', 'production')).resolves.toBeTruthy();
   });
 });
