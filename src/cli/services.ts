@@ -10,7 +10,7 @@ import { startGateway, type Gateway } from '../gateway/server.js';
 import type { Logger } from '../log/logger.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
 import { withRegistry } from '../registry/policy-registry.js';
-import { restoreAliases } from '../registry/promotion.js';
+import { restoreRoutes, trainedVersions } from '../registry/serving.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 import { startLocalWorker, type RunningWorker } from './local-worker.js';
 import { bringUpTemporal, type TemporalUp } from './temporal-up.js';
@@ -113,16 +113,12 @@ async function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicySer
   await withRegistry(config.dataDir, (registry) => {
     if (policyServer) {
       const served = new Set(policyServer.models());
-      const restored: string[] = [];
-      for (const policy of registry.list()) {
-        if (served.has(policy.version) || !existsSync(policy.checkpointUri)) continue;
-        policyServer.load(policy.version, policy.checkpointUri);
-        gateway.router.registerPolicy(policy.version, { backend: config.trainer.servingBackend, model: policy.version });
-        restored.push(policy.version);
-      }
-      if (restored.length > 0) logger.info({ restored }, 'serving trained policy versions again');
+      const loaded = trainedVersions(registry).filter((p) => !served.has(p.version) && existsSync(p.checkpointUri));
+      for (const policy of loaded) policyServer.load(policy.version, policy.checkpointUri);
+      if (loaded.length > 0) logger.info({ loaded: loaded.map((p) => p.version) }, 'serving trained policy versions again');
     }
-    const skipped = restoreAliases(registry, gateway.router);
-    if (skipped.length > 0) logger.warn({ skipped }, 'aliases in the registry name versions this gateway does not serve');
+    const { skipped, skippedAliases } = restoreRoutes(registry, gateway.router, config.trainer.servingBackend);
+    if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route');
+    if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
   });
 }

@@ -26,15 +26,21 @@ export function restoreRoutes(
   registry: PolicyRegistry,
   router: { registerPolicy(version: string, spec: PolicySpec): void; setAlias(alias: string, version: string): void; models(): Array<{ id: string }> },
   backend: string,
-): { restored: string[]; skippedAliases: string[] } {
+): { restored: string[]; skipped: string[]; skippedAliases: string[] } {
   const routed = new Set(router.models().map((m) => m.id));
   const restored: string[] = [];
+  const skipped: string[] = [];
   for (const policy of trainedVersions(registry)) {
     if (routed.has(policy.version)) continue;
-    router.registerPolicy(policy.version, { backend, model: policy.version });
-    restored.push(policy.version);
+    try {
+      router.registerPolicy(policy.version, { backend, model: policy.version });
+      restored.push(policy.version);
+    } catch (err) {
+      // A gateway whose config lacks the serving backend still starts, and says why it routes less.
+      skipped.push(`${policy.version}: ${(err as Error).message}`);
+    }
   }
-  return { restored, skippedAliases: restoreAliases(registry, router) };
+  return { restored, skipped, skippedAliases: restoreAliases(registry, router) };
 }
 
 /**

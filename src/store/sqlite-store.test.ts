@@ -333,6 +333,22 @@ describe('SqliteTraceStore: rollouts and events', () => {
     await store.close();
   });
 
+  it('ends the calls a previous gateway left in flight as gateway_lost, and only those', async () => {
+    const store = openStore();
+    await store.createRollout({ id: 'r' });
+    const begin = (id: string, startedAt: number) =>
+      store.beginCall({ id, rolloutId: 'r', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: {}, requestSent: {}, startedAt });
+    await begin('cut-off', 1000);
+    await begin('answered', 1001);
+    await store.finishCall('answered', { response: {}, promptIds: null, choices: [], usage: null, upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 2 });
+    await begin('new', 5000);
+    expect(await store.markLostCalls(2000, 'the gateway stopped')).toBe(1);
+    expect(await store.getCall('cut-off')).toMatchObject({ status: 'error', errorClass: 'gateway_lost', errorMessage: 'the gateway stopped', latencyMs: 1000 });
+    expect(await store.getCall('answered')).toMatchObject({ status: 'ok' });
+    expect(await store.getCall('new')).toMatchObject({ status: 'in_flight' });
+    await store.close();
+  });
+
   it('reopens a rollout lost to a fault in a new attempt, and never a scored or unfinished one', async () => {
     const store = openStore();
     for (const id of ['lost', 'scored', 'cancelled', 'running']) {

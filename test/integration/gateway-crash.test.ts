@@ -79,6 +79,12 @@ describe('gateway durability', () => {
         expect(record?.response.choices[0].message.content).toBe(call.content);
         expect(record?.promptIds?.length).toBeGreaterThan(0);
       }
+      // What was cut off in flight is not left in flight: the new gateway ended it as gateway_lost.
+      const calls = [...journaled.values()] as Array<{ status: string; errorClass?: string | null }>;
+      expect(calls.filter((c) => c.status === 'in_flight')).toEqual([]);
+      const lost = calls.filter((c) => c.errorClass === 'gateway_lost');
+      expect(lost.every((c) => c.status === 'error')).toBe(true);
+      if (lost.length > 0) expect(gateway.output().stdout).toMatch(new RegExp(`${lost.length} calls? left in flight by the previous gateway`));
       // The secret survived too: the rollout keys issued before the crash still work.
       const after = await clients[0]!.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'after restart' }] });
       expect(after.choices[0]?.message.content).toBe('Echo: after restart');

@@ -4,8 +4,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
 import { localExecutor } from '../../src/rollouts/local-executor.js';
-import { RolloutSetupError, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
+import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
 import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { MODEL } from '../helpers/vllm-like-server.js';
 
 const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
 const fixtures = path.resolve(import.meta.dirname, '../fixtures/harnesses');
@@ -236,5 +237,94 @@ describe('the local rollout runner', () => {
     // The openai client retried each call itself before the harness gave up.
     expect(new Set(calls.map((c) => c.attempt))).toEqual(new Set([1, 2]));
     expect(calls.every((c) => c.upstreamStatus === 500)).toBe(true);
+  });
+
+  it('scores each attempt on its own output: a lost attempt\'s answer is never credited to the next', async () => {
+    // Attempt 1 writes the right answer, then its model call fails upstream (infrastructure);
+    // attempt 2 crashes before writing anything. Its score must be its own: no answer, reward 0.
+    const script = `
+      const fs = require('node:fs');
+      if (process.env.REIN_ATTEMPT === '1') {
+        fs.writeFileSync(process.argv[1], JSON.stringify({ answer: 42 }));
+        fetch(process.env.OPENAI_BASE_URL + '/chat/completions', {
+          method: 'POST',
+          headers: { authorization: 'Bearer ' + process.env.OPENAI_API_KEY, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'policy-v1', messages: [{ role: 'user', content: 'hi' }] }),
+        }).then((r) => process.exit(r.ok ? 0 : 1));
+      } else process.exit(1);`;
+    const [outcome] = await runRollouts(batch({ batchId: 'own-output', policyVersion: 'fault:500', tasks: [{ id: 'o', question: '6*7', answer: 42 }] }), {
+      gateway,
+      harness: localExecutor({ command: process.execPath, args: ['-e', script, '{output}'], timeoutMs: 20_000 }),
+      verifier: exampleVerifier,
+    });
+    expect(outcome).toMatchObject({ status: 'failed', failureClass: 'harness', attempts: 2, reward: 0 });
+    expect(JSON.parse(readFileSync(path.join(workDir, 'own-output.o.0', 'attempt-1', 'output.json'), 'utf8'))).toEqual({ answer: 42 });
+  });
+
+  it('runs a rollout lost to a fault again when its batch runs again, and keeps what it was reopened from', async () => {
+    await gateway.registerPolicy('flaky', { backend: 'toy', model: 'fault:500' });
+    const spec = batch({ batchId: 'reopen', policyVersion: 'flaky', maxAttempts: 1, tasks: [{ id: 'r', question: '6*7', answer: 42 }] });
+    const [lost] = await runRollouts(spec, { gateway, harness: exampleHarness, verifier: exampleVerifier });
+    expect(lost).toMatchObject({ status: 'failed', failureClass: 'infrastructure', reward: null, attempts: 1 });
+
+    await gateway.registerPolicy('flaky', { backend: 'toy', model: MODEL }); // the backend is healthy again
+    const [again] = await runRollouts(spec, { gateway, harness: exampleHarness, verifier: exampleVerifier });
+    expect(again).toMatchObject({ status: 'succeeded', reward: 1, attempts: 2 });
+    const reopened = (await t.store.listEvents('reopen.r.0')).find((e) => e.type === 'status' && e.payload.reopened);
+    expect(reopened).toMatchObject({ attempt: 2, payload: { from: 'failed', to: 'queued', reopened: { failureClass: 'infrastructure' } } });
+    // Scored now: a third run reads it back.
+    expect(await runRollouts(spec, { gateway, harness: exampleHarness, verifier: exampleVerifier })).toEqual([again]);
+  });
+
+  it('finishes a rollout scored just before its runner died from the score, without running the verifier again', async () => {
+    await t.store.createRollout({ id: 'scored-then-lost.s.0', taskId: 's', policyVersion: 'policy-v1', metadata: { sample: 0 } });
+    await t.store.setRolloutStatus('scored-then-lost.s.0', { status: 'running' }, 'admin');
+    await t.store.appendEvent('scored-then-lost.s.0', 1, { type: 'reward', value: 0, components: { success: 0 }, data: { failure: { failureClass: 'tool', reason: 'calc failed' } } }, 'admin');
+    const never = localExecutor({ command: process.execPath, args: ['-e', 'process.exit(9)'], timeoutMs: 5000 });
+    const [outcome] = await runRollouts(batch({ batchId: 'scored-then-lost', tasks: [{ id: 's', question: '1', answer: 1 }] }), {
+      gateway,
+      harness: never,
+      verifier: { command: process.execPath, args: ['-e', 'process.exit(9)'], timeoutMs: 5000 },
+    });
+    expect(outcome).toMatchObject({ status: 'failed', failureClass: 'tool', reward: 0, attempts: 1 });
+    expect((await t.store.listEvents('scored-then-lost.s.0')).filter((e) => e.type === 'reward')).toHaveLength(1);
+  });
+
+  it('hands rollouts back when its worker goes away, and cancels them only when the cancel is final', async () => {
+    const sleeper = localExecutor({ command: process.execPath, args: ['-e', 'setTimeout(() => {}, 60_000)'], timeoutMs: 60_000 });
+    const interrupt = async (batchId: string, cancelIsFinal: () => boolean) => {
+      const abort = new AbortController();
+      const running = runRollouts(batch({ batchId, tasks: [{ id: 'h', question: '6*7', answer: 42 }] }), {
+        gateway,
+        harness: sleeper,
+        verifier: exampleVerifier,
+        signal: abort.signal,
+        cancelIsFinal,
+      });
+      for (let i = 0; i < 200 && (await t.store.getRollout(`${batchId}.h.0`))?.status !== 'running'; i++) await new Promise((r) => setTimeout(r, 50));
+      abort.abort();
+      return running;
+    };
+    await expect(interrupt('handed-back', () => false)).rejects.toThrow(RolloutsHandedBack);
+    expect(await t.store.getRollout('handed-back.h.0')).toMatchObject({ status: 'running', attempts: 1 });
+    // Another runner resumes it: the interrupted attempt is recorded as lost, a new one runs.
+    const [resumed] = await runRollouts(batch({ batchId: 'handed-back', tasks: [{ id: 'h', question: '6*7', answer: 42 }] }), { gateway, harness: exampleHarness, verifier: exampleVerifier });
+    expect(resumed).toMatchObject({ status: 'succeeded', reward: 1, attempts: 2 });
+
+    const [cancelled] = await interrupt('cancelled-for-good', () => true);
+    expect(cancelled).toMatchObject({ status: 'cancelled', reward: null });
+    expect(await t.store.getRollout('cancelled-for-good.h.0')).toMatchObject({ status: 'cancelled' });
+  });
+
+  it('journals a call the gateway could not route to the pinned version, and blames the infrastructure', async () => {
+    const [outcome] = await runRollouts(batch({ batchId: 'unrouted', policyVersion: 'never-registered', maxAttempts: 1, tasks: [{ id: 'u', question: '6*7', answer: 42 }] }), {
+      gateway,
+      harness: exampleHarness,
+      verifier: exampleVerifier,
+    });
+    expect(outcome).toMatchObject({ status: 'failed', failureClass: 'infrastructure', reward: null });
+    const calls = await t.store.listCalls('unrouted.u.0');
+    expect(calls.length).toBeGreaterThan(0);
+    expect(calls[0]).toMatchObject({ status: 'error', errorClass: 'policy_unavailable', policyVersion: 'never-registered', errorMessage: expect.stringContaining('not in the routing table') });
   });
 });

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { gatewayOptions } from '../../gateway/from-config.js';
 import { startGateway } from '../../gateway/server.js';
 import { withRegistry } from '../../registry/policy-registry.js';
-import { restoreAliases } from '../../registry/promotion.js';
+import { restoreRoutes } from '../../registry/serving.js';
 import { SqliteTraceStore } from '../../store/sqlite-store.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
 
@@ -17,13 +17,16 @@ export function registerGatewayCommand(program: Command): void {
       try {
         const { options, adminKeySource } = gatewayOptions(settings, store);
         const gateway = await startGateway(options, { host: settings.host, port: settings.port });
-        const skipped = await withRegistry(config.dataDir, (registry) => restoreAliases(registry, gateway.router));
-        if (skipped.length > 0) logger.warn({ skipped }, 'aliases in the registry name versions this gateway does not serve');
+        const { restored, skipped, skippedAliases } = await withRegistry(config.dataDir, (registry) => restoreRoutes(registry, gateway.router, config.trainer.servingBackend));
+        if (restored.length > 0) logger.info({ restored }, 'routing trained policy versions again');
+        if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route (trainer.servingBackend is not among gateway.backends)');
+        if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
         logger.info({ url: gateway.url, traceDb: settings.traceDb }, 'gateway listening');
         process.stdout.write(
           `Gateway ready at ${gateway.url} (OpenAI base URL ${gateway.url}/v1)\n` +
             `Trace store: ${settings.traceDb}\nAdmin key: ${adminKeySource}\n` +
             `Policies: ${gateway.router.status().map((p) => `${p.policyVersion}${p.aliases.length ? ` (${p.aliases.join(', ')})` : ''}`).join(', ') || 'none configured'}\n` +
+            (gateway.lostCalls > 0 ? `${gateway.lostCalls} call${gateway.lostCalls === 1 ? '' : 's'} left in flight by the previous gateway ended as gateway_lost (an infrastructure error)\n` : '') +
             'Press Ctrl-C to stop.\n',
         );
         await untilInterrupted();
