@@ -1,4 +1,5 @@
 import { ApplicationFailure } from '@temporalio/activity';
+import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import type { LocalArtifactStore } from '../src/artifacts/local-store.js';
 import type { SampleSettings } from '../src/config/schema.js';
 import { lineageOf, type PolicyRegistry } from '../src/registry/policy-registry.js';
@@ -17,11 +18,24 @@ export interface BatchActivityDeps {
 
 export function createBatchActivities(deps: BatchActivityDeps) {
   return {
-    /** Journal → batch artifact and data-quality report; untrustworthy evidence fails for good. */
+    /**
+     * Journal → batch artifact and data-quality report; untrustworthy evidence fails for good.
+     * Heartbeats the rollouts read so far: the store's reads and tokenizing keep the event loop
+     * busy, so the stage yields to it now and then for the heartbeat timer to run.
+     */
     async buildBatch(input: BatchStageInput): Promise<BatchStageResult> {
+      const progress = { stage: 'batch', rolloutsRead: 0, rollouts: input.rolloutIds.length };
+      const turn = eventLoopTurns();
+      const onRollout = async (done: number) => {
+        progress.rolloutsRead = done;
+        await turn();
+      };
       try {
         const lineage = input.lineage ?? (deps.samples.maxVersionsBehind !== undefined && deps.registry ? lineageOf(deps.registry, input.policyVersion) : undefined);
-        return await runBatchStage({ ...input, ...(lineage && { lineage }) }, { store: deps.store, artifacts: deps.artifacts, settings: deps.samples, ...(deps.tokenizer && { tokenizer: deps.tokenizer }) });
+        return await whileHeartbeating(
+          () => runBatchStage({ ...input, ...(lineage && { lineage }) }, { store: deps.store, artifacts: deps.artifacts, settings: deps.samples, onRollout, ...(deps.tokenizer && { tokenizer: deps.tokenizer }) }),
+          () => ({ ...progress }),
+        );
       } catch (err) {
         if (err instanceof DataQualityError) {
           throw ApplicationFailure.nonRetryable(err.message, 'DataQualityError', { problems: err.problems, reportUri: err.reportUri });

@@ -1,7 +1,8 @@
 import { ApplicationFailure } from '@temporalio/activity';
+import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import type { GateSettings, RolloutSettings } from '../src/config/schema.js';
 import { evaluateGate, GateInputError, pairOutcomes, type Verdict } from '../src/gate/gate.js';
-import { readRolloutFacts } from '../src/gate/rollout-facts.js';
+import { readRolloutFacts, type RolloutFacts } from '../src/gate/rollout-facts.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { environmentKeys } from '../src/ledger/environment.js';
 import { ledgerMetrics, type Ledger, type LedgerEntry } from '../src/ledger/ledger.js';
@@ -74,90 +75,102 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
      * configured base.
      */
     async productionPolicy(input: { base: { version: string; checkpointUri: string }; candidate: string; actor: string }): Promise<string> {
-      const registry = registryOrFail();
-      if (!registry.get(input.candidate)) {
-        throw ApplicationFailure.nonRetryable(`policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`, 'PromotionError');
-      }
-      const current = registry.alias(PRODUCTION_ALIAS);
-      if (current) return current;
-      if (!registry.get(input.base.version)) {
-        registry.register({ ...input.base, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
-      }
-      registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' });
-      await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.base.version).catch(() => undefined);
-      return input.base.version;
+      return whileHeartbeating(async () => {
+        const registry = registryOrFail();
+        if (!registry.get(input.candidate)) {
+          throw ApplicationFailure.nonRetryable(`policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`, 'PromotionError');
+        }
+        const current = registry.alias(PRODUCTION_ALIAS);
+        if (current) return current;
+        if (!registry.get(input.base.version)) {
+          registry.register({ ...input.base, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+        }
+        registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' });
+        await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.base.version).catch(() => undefined);
+        return input.base.version;
+      });
     },
 
     /** Pairs the two replays, applies the gate's rules and keeps the decision with its evidence. */
     async gateCandidate(input: GateCandidateInput): Promise<GateSummary> {
-      const registry = registryOrFail();
-      const existing = registry.decision(input.decisionId);
-      // An `insufficient` decision is made again: the replays may have been completed since.
-      if (!existing || existing.verdict === 'insufficient') {
-        const [candidate, incumbent] = await Promise.all([readRolloutFacts(deps.store, idsOf(input.candidateSet)), readRolloutFacts(deps.store, idsOf(input.incumbentSet))]);
-        let decision;
-        try {
-          decision = evaluateGate(deps.gate, pairOutcomes(incumbent, candidate));
-        } catch (err) {
-          if (err instanceof GateInputError) throw ApplicationFailure.nonRetryable(err.message, 'GateInputError');
-          throw err;
+      return whileHeartbeating(async () => {
+        const registry = registryOrFail();
+        const existing = registry.decision(input.decisionId);
+        // An `insufficient` decision is made again: the replays may have been completed since.
+        if (!existing || existing.verdict === 'insufficient') {
+          const turn = eventLoopTurns();
+          const candidate = await readRolloutFacts(deps.store, idsOf(input.candidateSet), turn);
+          const incumbent = await readRolloutFacts(deps.store, idsOf(input.incumbentSet), turn);
+          let decision;
+          try {
+            decision = evaluateGate(deps.gate, pairOutcomes(incumbent, candidate));
+          } catch (err) {
+            if (err instanceof GateInputError) throw ApplicationFailure.nonRetryable(err.message, 'GateInputError');
+            throw err;
+          }
+          const { autoPromote: _autoPromote, ...rules } = deps.gate;
+          registry.saveDecision({
+            id: input.decisionId,
+            candidate: input.candidate,
+            incumbent: input.incumbent,
+            verdict: decision.verdict,
+            record: {
+              ...decision,
+              rules,
+              candidate: { version: input.candidate, ...input.candidateSet },
+              incumbent: { version: input.incumbent, ...input.incumbentSet },
+              harnessVersion: deps.harness ? harnessVersion(deps.harness) : null,
+              // Every rollout id resolves to its calls and events: GET /api/rollouts/{id}/calls on the gateway.
+              traces: deps.gateway ? `${deps.gateway.url}/api/rollouts/{rolloutId}` : null,
+            },
+          });
         }
-        const { autoPromote: _autoPromote, ...rules } = deps.gate;
-        registry.saveDecision({
-          id: input.decisionId,
-          candidate: input.candidate,
-          incumbent: input.incumbent,
-          verdict: decision.verdict,
-          record: {
-            ...decision,
-            rules,
-            candidate: { version: input.candidate, ...input.candidateSet },
-            incumbent: { version: input.incumbent, ...input.incumbentSet },
-            harnessVersion: deps.harness ? harnessVersion(deps.harness) : null,
-            // Every rollout id resolves to its calls and events: GET /api/rollouts/{id}/calls on the gateway.
-            traces: deps.gateway ? `${deps.gateway.url}/api/rollouts/{rolloutId}` : null,
-          },
-        });
-      }
-      const stored = registry.decision(input.decisionId)!;
-      const { acceptedRate } = stored.record.evidence as Pick<GateSummary, 'acceptedRate'>;
-      return { decisionId: stored.id, verdict: stored.verdict, reasons: stored.record.reasons as string[], ...(acceptedRate && { acceptedRate }) };
+        const stored = registry.decision(input.decisionId)!;
+        const { acceptedRate } = stored.record.evidence as Pick<GateSummary, 'acceptedRate'>;
+        return { decisionId: stored.id, verdict: stored.verdict, reasons: stored.record.reasons as string[], ...(acceptedRate && { acceptedRate }) };
+      });
     },
 
     /** Moves production to a candidate the gate passed; refused promotions fail for good. */
     async promotePolicy(input: { version: string; decisionId: string; actor: string }): Promise<{ from: string | null; to: string; gatewayUpdated: boolean }> {
-      const registry = registryOrFail();
-      if (registry.alias(PRODUCTION_ALIAS) === input.version) {
-        // A retry after the move: the promotion happened.
-        const last = registry.aliasHistory(PRODUCTION_ALIAS).at(-1)!;
-        return { from: last.from, to: last.to, gatewayUpdated: true };
-      }
-      try {
-        const moved = await promote(registry, deps.gateway, input);
-        return { from: moved.change.from, to: moved.change.to, gatewayUpdated: moved.gatewayUpdated };
-      } catch (err) {
-        if (err instanceof PromotionError) throw ApplicationFailure.nonRetryable(err.message, 'PromotionError');
-        throw err;
-      }
+      return whileHeartbeating(async () => {
+        const registry = registryOrFail();
+        if (registry.alias(PRODUCTION_ALIAS) === input.version) {
+          // A retry after the move: the promotion happened.
+          const last = registry.aliasHistory(PRODUCTION_ALIAS).at(-1)!;
+          return { from: last.from, to: last.to, gatewayUpdated: true };
+        }
+        try {
+          const moved = await promote(registry, deps.gateway, input);
+          return { from: moved.change.from, to: moved.change.to, gatewayUpdated: moved.gatewayUpdated };
+        } catch (err) {
+          if (err instanceof PromotionError) throw ApplicationFailure.nonRetryable(err.message, 'PromotionError');
+          throw err;
+        }
+      });
     },
 
     /** One row in the three ledgers, from the rollouts behind it. */
     async recordLedgerEntry(input: LedgerInput): Promise<void> {
-      const { ledger, harness, verifier } = deps;
-      if (!ledger || !harness || !verifier) throw ApplicationFailure.nonRetryable('this worker has no ledger, harness or verifier configured', 'LedgerError');
-      if (ledger.get(input.id)) return;
-      const facts = (await Promise.all(input.sets.map((set) => readRolloutFacts(deps.store, idsOf(set))))).flat();
-      ledger.record({
-        id: input.id,
-        kind: input.kind,
-        runId: input.runId,
-        iteration: input.iteration,
-        decisionId: input.decisionId,
-        batchIds: input.sets.map((s) => s.batchId),
-        model: { policyVersion: input.policyVersion, parent: input.parent },
-        harness: { version: harnessVersion(harness) },
-        environment: environmentKeys(input.taskSet.sha256, verifier, deps.rollouts, input.harnessEnv),
-        metrics: ledgerMetrics(facts, deps.gate.acceptReward, input.elapsedSeconds),
+      return whileHeartbeating(async () => {
+        const { ledger, harness, verifier } = deps;
+        if (!ledger || !harness || !verifier) throw ApplicationFailure.nonRetryable('this worker has no ledger, harness or verifier configured', 'LedgerError');
+        if (ledger.get(input.id)) return;
+        const turn = eventLoopTurns();
+        const facts: RolloutFacts[] = [];
+        for (const set of input.sets) facts.push(...(await readRolloutFacts(deps.store, idsOf(set), turn)));
+        ledger.record({
+          id: input.id,
+          kind: input.kind,
+          runId: input.runId,
+          iteration: input.iteration,
+          decisionId: input.decisionId,
+          batchIds: input.sets.map((s) => s.batchId),
+          model: { policyVersion: input.policyVersion, parent: input.parent },
+          harness: { version: harnessVersion(harness) },
+          environment: environmentKeys(input.taskSet.sha256, verifier, deps.rollouts, input.harnessEnv),
+          metrics: ledgerMetrics(facts, deps.gate.acceptReward, input.elapsedSeconds),
+        });
       });
     },
   };

@@ -40,7 +40,12 @@ export interface ReleaseCandidateResult {
 export async function releaseCandidate(input: ReleaseCandidateInput): Promise<ReleaseCandidateResult> {
   const startedAt = Date.now();
   const { candidate, heldout, samplesPerTask } = input;
-  const quick = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PromotionError', 'GateInputError', 'LedgerError'] } });
+  // Start-to-close bounds each step; the heartbeat timeout hands a dead worker's step to another one soon.
+  const quick = proxyActivities<Activities>({
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: `${input.heartbeatTimeoutSeconds ?? 60} seconds`,
+    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PromotionError', 'GateInputError', 'LedgerError'] },
+  });
   upsertSearchAttributes([
     { key: ReinStage, value: 'release-replay' },
     { key: ReinPolicyVersion, value: candidate },

@@ -70,8 +70,10 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
   stage('batch');
+  // Start-to-close bounds a stage; the heartbeat timeout hands a dead worker's stage to another one soon.
   const { buildBatch } = proxyActivities<Activities>({
     startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
     retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['DataQualityError'] },
     summary: `batch from ${rollouts.total} rollouts`,
   });
@@ -131,7 +133,11 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     heldout = released.candidateHeldout;
     release = { incumbent: released.incumbent, gate: released.gate, promoted: released.promoted };
   }
-  const { recordLedgerEntry } = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['LedgerError'] } });
+  const { recordLedgerEntry } = proxyActivities<Activities>({
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
+    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['LedgerError'] },
+  });
   await recordLedgerEntry({
     id: batchId,
     kind: 'iteration',

@@ -32,6 +32,11 @@ export interface TrainingRunInput {
   maxIterationTries?: number;
   /** Carried across continue-as-new. */
   progress?: RunProgress;
+  /**
+   * Also continue as new after this many iterations of one execution (never after the last one),
+   * besides when Temporal suggests it. For tests; absent (the default), only Temporal's suggestion.
+   */
+  continueAsNewEvery?: number;
 }
 
 /** A held-out replay's result, paired by task. */
@@ -131,6 +136,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   }
 
   const tasks = input.train.taskIds;
+  let iterationsHere = 0;
   while (input.iterations === null || progress.nextIteration <= input.iterations) {
     if (paused) {
       stage = 'paused';
@@ -190,7 +196,10 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     }
     progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
     progress.nextIteration = iteration + 1;
-    if (workflowInfo().continueAsNewSuggested && !stopping && !paused) {
+    iterationsHere++;
+    const every = input.continueAsNewEvery;
+    const asked = every !== undefined && iterationsHere >= every && (input.iterations === null || progress.nextIteration <= input.iterations);
+    if ((workflowInfo().continueAsNewSuggested || asked) && !stopping && !paused) {
       await continueAsNew<typeof trainingRun>({ ...input, runId, progress });
     }
   }

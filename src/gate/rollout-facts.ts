@@ -31,17 +31,22 @@ export interface RolloutFacts {
   rewardDisagrees: boolean;
 }
 
-/** Reads the facts of finished rollouts; a rollout that is missing or still running is an error (the replay is not done). */
-export async function readRolloutFacts(store: TraceStore, rolloutIds: readonly string[]): Promise<RolloutFacts[]> {
-  return Promise.all(
-    rolloutIds.map(async (id) => {
-      const rollout = await store.getRollout(id);
-      if (!rollout) throw new Error(`rollout ${id} is not in the trace store; was the replay run against this store?`);
-      if (!isFinished(rollout.status)) throw new Error(`rollout ${id} is still ${rollout.status}; facts are read from finished rollouts`);
-      const [calls, events] = await Promise.all([store.listCalls(id), store.listEvents(id)]);
-      return rolloutFactsOf(rollout, calls, events);
-    }),
-  );
+/**
+ * Reads the facts of finished rollouts; a rollout that is missing or still running is an error (the
+ * replay is not done). One rollout at a time, awaiting `beforeEach` first: a hook for the caller,
+ * e.g. a turn for an activity's heartbeat timer between the store's synchronous reads.
+ */
+export async function readRolloutFacts(store: TraceStore, rolloutIds: readonly string[], beforeEach?: () => Promise<void>): Promise<RolloutFacts[]> {
+  const facts: RolloutFacts[] = [];
+  for (const id of rolloutIds) {
+    await beforeEach?.();
+    const rollout = await store.getRollout(id);
+    if (!rollout) throw new Error(`rollout ${id} is not in the trace store; was the replay run against this store?`);
+    if (!isFinished(rollout.status)) throw new Error(`rollout ${id} is still ${rollout.status}; facts are read from finished rollouts`);
+    const [calls, events] = await Promise.all([store.listCalls(id), store.listEvents(id)]);
+    facts.push(rolloutFactsOf(rollout, calls, events));
+  }
+  return facts;
 }
 
 export function rolloutFactsOf(rollout: Rollout, calls: readonly CallRecord[], events: readonly RolloutEvent[]): RolloutFacts {

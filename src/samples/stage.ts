@@ -49,9 +49,16 @@ export class DataQualityError extends Error {
  */
 export async function runBatchStage(
   input: BatchStageInput,
-  deps: { store: TraceStore; artifacts: LocalArtifactStore; settings: SampleSettings; tokenizer?: ChatTokenizer },
+  deps: {
+    store: TraceStore;
+    artifacts: LocalArtifactStore;
+    settings: SampleSettings;
+    tokenizer?: ChatTokenizer;
+    /** Awaited before each rollout is read and once all are (done = total): progress, and a turn for the caller's timers. */
+    onRollout?: (done: number, total: number) => Promise<void> | void;
+  },
 ): Promise<BatchStageResult> {
-  const { store, artifacts, settings, tokenizer } = deps;
+  const { store, artifacts, settings, tokenizer, onRollout } = deps;
   const options: BatchOptions = {
     estimator: settings.estimator,
     zeroVarianceGroups: settings.zeroVarianceGroups,
@@ -71,7 +78,8 @@ export async function runBatchStage(
   let unscored = 0;
   // One rollout at a time: its calls (whole prompts) are dropped once merged into sequences.
   const prepared: PreparedRollout[] = [];
-  for (const id of input.rolloutIds) {
+  for (const [done, id] of input.rolloutIds.entries()) {
+    await onRollout?.(done, input.rolloutIds.length);
     const rollout = await store.getRollout(id);
     if (!rollout) throw new Error(`rollout ${id} is not in the trace store`);
     const events = await store.listEvents(id);
@@ -93,6 +101,7 @@ export async function runBatchStage(
       prepareRollout({ rolloutId: id, groupId: rollout.taskId ?? id, reward: verified ?? null, failureClass, calls: calls.calls }, options, detokenizer),
     );
   }
+  await onRollout?.(input.rolloutIds.length, input.rolloutIds.length);
   const batch = assembleBatch(prepared, options);
 
   const report: DataQualityReport = {
