@@ -55,6 +55,8 @@ export interface RolloutProgress {
   done: number;
   total: number;
   finishedIds: string[];
+  /** What the set is waiting for before it launches more (the gateway or a backend not answering). */
+  waiting?: string;
 }
 
 export function createRolloutActivities(deps: RolloutActivityDeps) {
@@ -88,7 +90,8 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
       const finishedIds: string[] = [];
       const executor = harnessExecutor(harness);
       let done = 0;
-      const progress = (): RolloutProgress => ({ done, total, finishedIds });
+      let waiting: string | null = null;
+      const progress = (): RolloutProgress => ({ done, total, finishedIds, ...(waiting && { waiting }) });
       const stopHeartbeat = keepHeartbeating(context, progress);
       let outcomes: RolloutOutcome[];
       try {
@@ -105,6 +108,7 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
             launchesPerSecond: deps.rollouts.launchesPerSecond,
             ...(deps.rollouts.refusalPatterns && { refusalPatterns: deps.rollouts.refusalPatterns }),
             maxAttempts: deps.rollouts.maxAttempts,
+            dependencyWaitMs: deps.rollouts.dependencyWaitSeconds * 1000,
             workDir: path.join(deps.dataDir, 'rollouts'),
             harnessVersion: version,
             ...(input.harnessEnv && { harnessEnv: input.harnessEnv }),
@@ -115,6 +119,10 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
             verifier: programSpec(verifier),
             signal: context.cancellationSignal,
             cancelIsFinal: () => isFinalCancel(context),
+            onWaiting: (problem) => {
+              waiting = problem;
+              context.heartbeat(progress());
+            },
             onFinished: (outcome, finished) => {
               finishedIds.push(outcome.rolloutId);
               done = finished;

@@ -68,6 +68,16 @@ export class GatewayControlClient {
     return (await this.request<{ items: CallRecord[] }>('GET', `/api/rollouts/${encodeURIComponent(id)}/calls${query}`)).items;
   }
 
+  /** Resolves when the gateway answers. */
+  async health(): Promise<void> {
+    await this.request('GET', '/healthz');
+  }
+
+  /** Whether calls pinned to the version would reach a backend now (see the gateway's /ready route); 404 when it is not routed. */
+  policyReady(version: string): Promise<{ ready: boolean; problems: string[] }> {
+    return this.request('GET', `/api/policies/${encodeURIComponent(version)}/ready`);
+  }
+
   registerPolicy(version: string, spec: PolicySpec): Promise<unknown> {
     return this.request('PUT', `/api/policies/${encodeURIComponent(version)}`, spec);
   }

@@ -227,6 +227,14 @@ export class Router {
     });
   }
 
+  /** Where a version's calls go, one route per backend endpoint; undefined when the table lacks it. */
+  routesOf(policyVersion: string): Route[] | undefined {
+    if (!Object.hasOwn(this.table.policies, policyVersion)) return undefined;
+    const policy = this.table.policies[policyVersion] as PolicySpec;
+    const backend = this.table.backends[policy.backend] as BackendSpec;
+    return backend.endpoints.map((endpoint) => ({ policyVersion, model: policy.model, backendName: policy.backend, backend, endpoint }));
+  }
+
   /** Counts a call in flight on a policy (known to be in the table) and routes it. */
   private enter(policyVersion: string, rolloutId: string): { route: Route; release: () => void } {
     const policy = this.table.policies[policyVersion] as PolicySpec;

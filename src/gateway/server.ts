@@ -7,7 +7,7 @@ import { StoreConflictError, type CallEndpoint, type TraceStore } from '../store
 import { matchesHash, RolloutKeys, type RolloutKeyClaim } from './keys.js';
 import { GatewayHttpError, ModelCallProxy } from './proxy.js';
 import type { RedactionRule } from './redact.js';
-import { Router, RoutingError, type RoutingTable } from './routing.js';
+import { Router, RoutingError, type Route, type RoutingTable } from './routing.js';
 
 export interface GatewayOptions {
   store: TraceStore;
@@ -282,6 +282,14 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     router.registerPolicy(req.params.version, spec);
     return policyStatus(router, req.params.version);
   });
+  // Whether a call pinned to the version would reach a backend that serves it now: the rollout
+  // runner waits on this before it spends an attempt, so a short outage costs a pause, not evidence.
+  app.get<{ Params: { version: string } }>('/api/policies/:version/ready', { preHandler: requireAdmin }, async (req) => {
+    const routes = router.routesOf(req.params.version);
+    if (!routes) throw new GatewayHttpError(404, 'policy_not_found', `policy ${req.params.version} is not in the routing table`);
+    const problems = (await Promise.all(routes.map(backendProblem))).filter((p): p is string => p !== null);
+    return { ready: problems.length < routes.length, problems };
+  });
   app.put<{ Params: { alias: string } }>('/api/aliases/:alias', { preHandler: requireAdmin }, async (req) => {
     const { policyVersion } = z.strictObject({ policyVersion: z.string().min(1) }).parse(req.body);
     router.setAlias(req.params.alias, policyVersion);
@@ -422,4 +430,17 @@ function sendRawError(res: ServerResponse, err: unknown): void {
   const { status, code, message, headers } = describeError(err);
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify(errorBody(status, code, message)));
+}
+
+/** Why a backend endpoint cannot answer now (unreachable or failing); null when it can. */
+async function backendProblem(route: Route): Promise<string | null> {
+  const url = `${route.endpoint.replace(/\/+$/, '')}/models`;
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(3000), headers: route.backend.apiKey ? { authorization: `Bearer ${route.backend.apiKey}` } : {} });
+    if (!res.ok) return `backend ${route.backendName} at ${route.endpoint} answered ${res.status} to GET /models`;
+    // A backend that lost the model answers too: waiting would not bring it back (Rein loads it again).
+    return null;
+  } catch (err) {
+    return `backend ${route.backendName} at ${route.endpoint} is unreachable (${(err as Error).message})`;
+  }
 }

@@ -1,13 +1,14 @@
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { GatewayControlClient, IssuedRollout } from '../gateway/control-client.js';
+import { GatewayRequestError, type GatewayControlClient, type IssuedRollout } from '../gateway/control-client.js';
 import type { HarnessExecutor, HarnessLaunch, HarnessRun } from './executor.js';
 import { classifyFailure, DEFAULT_REFUSAL_PATTERNS } from './failure-class.js';
 import { programProblems } from './harness-spec.js';
 import { allowedEnv, withPlaceholders, type ProgramSpec } from './local-executor.js';
 import { runCommand } from './process.js';
 import { launchPacer } from './pacer.js';
+import { dependencyWaiter } from './readiness.js';
 import { recordedRewards, rewardsDisagree } from './rewards.js';
 import { isFinished, isUnscored, type FailureClass, type Rollout, type RolloutEvent, type RolloutMode } from './rollout.js';
 import { rolloutIdFor } from './rollout-id.js';
@@ -41,6 +42,8 @@ export interface RolloutBatchSpec {
   launchesPerSecond?: number | undefined;
   /** Attempts per rollout; only infrastructure failures start another. */
   maxAttempts: number;
+  /** The most this batch waits, in all, for the gateway and backend to answer before launches (default 0: no wait). */
+  dependencyWaitMs?: number;
   workDir: string;
   /** Recorded on every rollout: the harness ledger's key. */
   harnessVersion?: string;
@@ -79,6 +82,8 @@ export interface RunnerDeps {
   harness: HarnessExecutor;
   verifier: VerifierSpec;
   onFinished?: (outcome: RolloutOutcome, done: number, total: number) => void;
+  /** What the batch is waiting for before it launches more (null: not waiting). */
+  onWaiting?: (problem: string | null) => void;
   signal?: AbortSignal;
   /**
    * Asked when `signal` aborts: true (the default) when it is a user's cancel, which ends the
@@ -109,6 +114,11 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
     spec,
     deps,
     pace: launchPacer(spec.launchesPerSecond),
+    ready: dependencyWaiter(() => dependencyProblems(deps.gateway, spec.policyVersion), {
+      maxWaitMs: spec.dependencyWaitMs ?? 0,
+      onWaiting: deps.onWaiting,
+      signal: deps.signal,
+    }),
     refusalPatterns: (spec.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i')),
   };
   const jobs = spec.tasks.flatMap((task) => Array.from({ length: spec.samplesPerTask }, (_, sample) => ({ task, sample })));
@@ -132,7 +142,23 @@ interface BatchContext {
   spec: RolloutBatchSpec;
   deps: RunnerDeps;
   pace: () => Promise<void>;
+  ready: () => Promise<void>;
   refusalPatterns: RegExp[];
+}
+
+/** What keeps a launch from reaching the model now: the gateway, or the pinned version's backend, not answering. */
+async function dependencyProblems(gateway: GatewayControlClient, policyVersion: string | null): Promise<string[]> {
+  try {
+    if (policyVersion === null) {
+      await gateway.health();
+      return [];
+    }
+    return (await gateway.policyReady(policyVersion)).problems;
+  } catch (err) {
+    // A version the gateway does not route is not an outage: waiting would not bring it (the attempt says so).
+    if (err instanceof GatewayRequestError && err.status === 404) return [];
+    return [(err as Error).message];
+  }
 }
 
 function refusalPatternProblems(patterns: readonly string[]): string[] {
@@ -148,7 +174,7 @@ function refusalPatternProblems(patterns: readonly string[]): string[] {
 
 export { rolloutIdFor };
 
-async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task: Task, sample: number): Promise<RolloutOutcome> {
+async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext, task: Task, sample: number): Promise<RolloutOutcome> {
   const { gateway } = deps;
   const rolloutId = rolloutIdFor(spec.batchId, task.id, sample);
   let issued = await gateway.createRollout({
@@ -204,6 +230,7 @@ async function runOne({ spec, deps, pace, refusalPatterns }: BatchContext, task:
     let run = resumed;
     resumed = null;
     if (!run) {
+      await ready();
       await pace();
       if (issued.rollout.status === 'queued') await gateway.setStatus(rolloutId, { status: 'running', reason: `harness started (attempt ${issued.attempt})` });
       run = await deps.harness.run(launch(issued));

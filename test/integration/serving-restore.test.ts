@@ -64,4 +64,13 @@ describe('serving trained versions again after a restart', () => {
     const [served] = await runRollouts({ ...spec, batchId: 'served-again' }, { gateway, harness, verifier });
     expect(served).toMatchObject({ status: 'succeeded', reward: 1 });
   });
+
+  it('says whether a version\'s backend answers, so launches wait out an outage instead of spending attempts', async () => {
+    expect(await gateway.policyReady('policy-v1')).toEqual({ ready: true, problems: [] });
+    await gateway.registerPolicy('down', { backend: 'dead', model: 'm' }).catch(() => undefined);
+    t.gateway.router.update({ ...routingFor(t.backend.url), backends: { ...routingFor(t.backend.url).backends, dead: { endpoints: ['http://127.0.0.1:9/v1'], tokenIds: true, logprobs: true } }, policies: { ...routingFor(t.backend.url).policies, down: { backend: 'dead', model: 'm' } } });
+    const down = await gateway.policyReady('down');
+    expect(down).toMatchObject({ ready: false, problems: [expect.stringMatching(/^backend dead at http:\/\/127\.0\.0\.1:9\/v1 is unreachable/)] });
+    await expect(gateway.policyReady('never-routed')).rejects.toMatchObject({ status: 404 });
+  });
 });
