@@ -6,7 +6,20 @@ import { ConfigError } from '../config/load.js';
 import type { ReinConfig, RunSettings } from '../config/schema.js';
 import { configHash } from '../config/config-hash.js';
 import { loadTaskSet } from '../rollouts/tasks.js';
-import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingIterationInput, type TrainingRunInput, type trainingRun } from '../../workflows/index.js';
+import type { RunRolloutsInput, RunRolloutsSummary } from '../../activities/run-rollouts.js';
+import {
+  pauseSignal,
+  resumeSignal,
+  statusQuery,
+  stopSignal,
+  type HeldoutResult,
+  type RunProgress,
+  type RunStatus,
+  type TrainingIterationInput,
+  type TrainingIterationResult,
+  type TrainingRunInput,
+  type trainingRun,
+} from '../../workflows/index.js';
 
 /** What the command line may change about the config's `run` section. */
 export interface RunOverrides {
@@ -222,6 +235,309 @@ export async function signalRun(client: Client, runId: string, signal: 'pause' |
     await client.workflow.getHandle(runId).signal(definition);
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
+    throw err;
+  }
+}
+
+/** The run cannot be continued as asked (still running, completed, or started again meanwhile); the message says what to do. */
+export class RunNotResumableError extends Error {}
+
+/** One entry of a run's memo `resumes`: a closed execution continued as a new one with the same id. */
+export interface RunResume {
+  /** The iteration the new execution starts at (1 with `startOver`). */
+  fromIteration: number;
+  policyVersion: string;
+  /** The run never got past its start (base registration, held-out replay of the base): it starts over. */
+  startOver: boolean;
+  previousExecutionRunId: string;
+  /** Temporal's status of the closed execution: FAILED, TERMINATED, TIMED_OUT or CANCELLED. */
+  previousStatus: string;
+  reason: string;
+  progressFrom: 'query' | 'history';
+  at: string;
+}
+
+export interface RunContinuation extends RunResume {
+  runId: string;
+  taskQueue: string;
+  /** The iteration the closed execution was in when it ended (from its ReinStage), if it was in one. */
+  endedInIteration: number | undefined;
+  /** Why the status query was not used, when the progress was rebuilt from the history. */
+  queryProblem: string | undefined;
+  /** The new execution. */
+  executionRunId: string;
+  iterations: number | null;
+  /** How many times this run has been continued, this time included. */
+  resumes: number;
+}
+
+/** How long continueRun waits for a worker to answer the status query of a closed run. */
+const STATUS_QUERY_TIMEOUT_MS = 30_000;
+
+/**
+ * Continues a run whose execution failed, was terminated, timed out or was cancelled: a new
+ * execution with the same workflow id (the run id), on the same task queue, with the run's original
+ * input and its progress, so that it skips the base registration and the base's held-out replay and
+ * starts at the first unfinished iteration from the last policy that iteration trained (a failed
+ * iteration runs again; its finished rollouts are reused, since batch ids are per iteration).
+ *
+ * The progress is the run's own account: its `status` query, answered by a worker replaying the
+ * closed execution. When no worker answers (none polls, or the replay fails, e.g. after an
+ * incompatible code change), it is rebuilt from the execution's history instead (the input's
+ * progress, then each finished iteration's child result: see progressFromHistory). A run that
+ * never reached its first iteration starts over with its original input.
+ *
+ * Refused (RunNotResumableError) for a running run (a paused one is resumed by signal) and a
+ * completed one. The memo's `resumes` records each continuation.
+ */
+export async function continueRun(client: Client, runId: string, options: { queryTimeoutMs?: number } = {}): Promise<RunContinuation> {
+  let described;
+  try {
+    described = await client.workflow.getHandle(runId).describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
+    throw new Error(`cannot describe run ${runId}: ${failureMessage(err)}`, { cause: err });
+  }
+  if (described.type !== 'trainingRun') throw new RunNotResumableError(`${runId} is not a training run (its workflow type is ${described.type})`);
+  const execution = described.status.name;
+  // The execution described, not whichever is latest by the time we ask again.
+  const handle = client.workflow.getHandle<typeof trainingRun>(runId, described.runId);
+  if (execution === 'RUNNING' || execution === 'PAUSED' || execution === 'CONTINUED_AS_NEW') {
+    throw new RunNotResumableError(`run ${runId} is still running: there is nothing to continue. A paused run goes on with \`rein resume ${runId}\` (the resume signal); \`rein status ${runId}\` shows where it is.`);
+  }
+  if (execution === 'COMPLETED') {
+    const final = (await handle.result().catch(() => undefined)) as RunStatus | undefined;
+    throw new RunNotResumableError(completedRunMessage(runId, final));
+  }
+
+  const history = await handle.fetchHistory();
+  const startedEvent = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+  const inputPayload = startedEvent?.input?.payloads?.[0];
+  if (!inputPayload) throw new Error(`run ${runId}: the history of execution ${described.runId} has no input to start it again from`);
+  const input = defaultPayloadConverter.fromPayload<TrainingRunInput>(inputPayload);
+  const taskQueue = startedEvent?.taskQueue?.name || described.taskQueue;
+
+  let progress: RunProgress;
+  let startOver: boolean;
+  let progressFrom: RunResume['progressFrom'];
+  let queryProblem: string | undefined;
+  const fromQuery = await queryClosedRun(client, handle, taskQueue, options.queryTimeoutMs ?? STATUS_QUERY_TIMEOUT_MS);
+  if ('status' in fromQuery) {
+    const { runId: _r, state: _s, stage, currentWorkflowId: _c, ...rest } = fromQuery.status;
+    progress = rest;
+    startOver = !input.progress && (stage === 'starting' || stage === 'heldout-base');
+    progressFrom = 'query';
+  } else {
+    ({ progress, startOver } = progressFromHistory(input, history));
+    progressFrom = 'history';
+    queryProblem = fromQuery.problem;
+  }
+  const fromIteration = startOver ? 1 : progress.nextIteration;
+  // The iteration that ended the run runs again: its `failed` entry goes, or the status would list it twice.
+  const failedEntry = progress.iterations.find((i) => i.iteration === fromIteration && i.failed);
+  progress = { ...progress, iterations: progress.iterations.filter((i) => i.iteration < fromIteration) };
+
+  // Children a terminated or timed-out run leaves are ended by their parent-close policy, but not
+  // at once: end them here, or the iteration that runs again could find its id still taken.
+  await endOpenChildren(client, history, `run ${runId} ended (${execution.toLowerCase()}) and is being continued`);
+
+  const stageAttribute = (described.searchAttributes.ReinStage as string[] | undefined)?.[0];
+  const endedInIteration = /^iteration-(\d+)$/.exec(stageAttribute ?? '')?.[1];
+  const memo = (described.memo ?? {}) as Record<string, unknown>;
+  const earlier = Array.isArray(memo.resumes) ? (memo.resumes as RunResume[]) : [];
+  const resume: RunResume = {
+    fromIteration,
+    policyVersion: startOver ? input.base.version : progress.policyVersion,
+    startOver,
+    previousExecutionRunId: described.runId,
+    previousStatus: execution,
+    reason: failedEntry?.failed ?? closeReason(history),
+    progressFrom,
+    at: new Date().toISOString(),
+  };
+  let started;
+  try {
+    started = await client.workflow.start<typeof trainingRun>('trainingRun', {
+      taskQueue,
+      workflowId: runId,
+      // Only a run that did not complete may be started again under its id.
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      args: [startOver ? input : { ...input, progress }],
+      // Kept small: the last ten continuations.
+      memo: { ...memo, resumes: [...earlier, resume].slice(-10) },
+      staticSummary: `Rein training run ${runId}, continued from iteration ${fromIteration} with ${resume.policyVersion} after it ${execution.toLowerCase()}`,
+    });
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      throw new RunNotResumableError(`run ${runId} was started again meanwhile (another \`rein resume\`?); \`rein status ${runId}\` shows it`);
+    }
+    throw err;
+  }
+  return {
+    ...resume,
+    runId,
+    taskQueue,
+    endedInIteration: endedInIteration === undefined ? undefined : Number(endedInIteration),
+    queryProblem,
+    executionRunId: started.firstExecutionRunId,
+    iterations: input.iterations,
+    resumes: earlier.length + 1,
+  };
+}
+
+/** What `rein resume` says about a completed run: nothing to resume, and how to go on from it. */
+export function completedRunMessage(runId: string, final: RunStatus | undefined): string {
+  const how = final?.state === 'stopped' ? ` (stopped after ${final.iterations.length === 1 ? 'one iteration' : `${final.iterations.length} iterations`})` : '';
+  const fromLast = final ? `; to go on from this run's last policy, \`rein promote ${final.policyVersion}\` first (it needs a passing gate decision, or --override)` : '';
+  return (
+    `run ${runId} completed${how}: there is nothing to resume. To train on, start a new run: ` +
+    `\`rein train\` starts from what production serves (run.startFrom: production, the default)${fromLast}.`
+  );
+}
+
+/** The status query of a closed run, or why it could not be had (no worker polls, none answered in time, the replay failed). */
+async function queryClosedRun(client: Client, handle: ReturnType<Client['workflow']['getHandle']>, taskQueue: string, timeoutMs: number): Promise<{ status: RunStatus } | { problem: string }> {
+  if (!(await workerIsPolling(client, taskQueue))) return { problem: `no worker polls task queue "${taskQueue}"` };
+  try {
+    return { status: await client.withDeadline(Date.now() + timeoutMs, () => handle.query(statusQuery)) };
+  } catch (err) {
+    // A query that runs out of time means no worker answered; a refused connection is Temporal's.
+    if (grpcCode(err) === UNAVAILABLE) throw err;
+    return { problem: `the status query failed: ${failureMessage(err)}` };
+  }
+}
+
+type History = proto.temporal.api.history.v1.IHistory;
+type Failure = proto.temporal.api.failure.v1.IFailure;
+
+/**
+ * A run's progress rebuilt from the history of one of its closed executions, as the workflow
+ * builds it (keep the two in step: the integration test compares them): the input's progress (or
+ * a fresh one), then, when the execution started the run, the production version it started from
+ * and the base's held-out replay, then each finished iteration's child result. A failed iteration
+ * counts only with onFailedIteration `skip` (otherwise it ended the run, and runs again).
+ * `startOver`: the execution started the run and never reached an iteration.
+ */
+export function progressFromHistory(input: TrainingRunInput, history: History): { progress: RunProgress; startOver: boolean } {
+  const progress: RunProgress = input.progress ? structuredClone(input.progress) : { nextIteration: 1, policyVersion: input.base.version, iterations: [] };
+  const fresh = !input.progress;
+  const decode = <T>(payloads: proto.temporal.api.common.v1.IPayloads | null | undefined): T | undefined => {
+    const payload = payloads?.payloads?.[0];
+    return payload ? defaultPayloadConverter.fromPayload<T>(payload) : undefined;
+  };
+  const activities = new Map<string, { type: string; input: unknown }>();
+  const children = new Map<string, TrainingIterationInput | undefined>();
+  let reachedIterations = false;
+  let heldoutBase: RunRolloutsSummary | undefined;
+  const record = (iteration: number) => {
+    progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
+    progress.nextIteration = iteration + 1;
+  };
+  for (const event of history.events ?? []) {
+    const id = String(event.eventId);
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled) activities.set(id, { type: scheduled.activityType?.name ?? '', input: decode(scheduled.input) });
+    const completed = event.activityTaskCompletedEventAttributes;
+    if (completed && fresh && !reachedIterations) {
+      const activity = activities.get(String(completed.scheduledEventId));
+      if (activity?.type === 'productionPolicy') progress.policyVersion = decode<string>(completed.result) ?? progress.policyVersion;
+      // The base's held-out replay (its last round, when unscored rollouts ran again).
+      if (activity?.type === 'runRollouts' && (activity.input as RunRolloutsInput | undefined)?.mode === 'eval') heldoutBase = decode<RunRolloutsSummary>(completed.result);
+    }
+    const initiated = event.startChildWorkflowExecutionInitiatedEventAttributes;
+    if (initiated?.workflowType?.name === 'trainingIteration') {
+      if (!reachedIterations && fresh && input.heldout && heldoutBase) progress.heldout = { base: heldoutResult(progress.policyVersion, heldoutBase), latest: null };
+      reachedIterations = true;
+      children.set(id, decode<TrainingIterationInput>(initiated.input));
+    }
+    const done = event.childWorkflowExecutionCompletedEventAttributes;
+    if (done?.workflowType?.name === 'trainingIteration') {
+      const result = decode<TrainingIterationResult>(done.result);
+      if (!result) continue;
+      const { release } = result;
+      progress.policyVersion = result.candidate;
+      progress.iterations.push({
+        iteration: result.iteration,
+        candidate: result.candidate,
+        meanReward: result.rollouts.meanReward,
+        heldoutMeanReward: result.heldout?.meanReward ?? null,
+        ...(release && { gate: { verdict: release.gate.verdict, decisionId: release.gate.decisionId, incumbent: release.incumbent, promoted: release.promoted, reasons: release.gate.reasons } }),
+      });
+      if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
+      record(result.iteration);
+    }
+    const ended =
+      event.childWorkflowExecutionFailedEventAttributes ??
+      event.childWorkflowExecutionCanceledEventAttributes ??
+      event.childWorkflowExecutionTimedOutEventAttributes ??
+      event.childWorkflowExecutionTerminatedEventAttributes;
+    if (ended?.workflowType?.name === 'trainingIteration' && input.onFailedIteration === 'skip') {
+      const iteration = children.get(String(ended.initiatedEventId))?.iteration;
+      if (iteration === undefined) continue;
+      const failure = event.childWorkflowExecutionFailedEventAttributes?.failure;
+      progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: innermostMessage(failure) ?? 'failed' });
+      record(iteration);
+    }
+  }
+  return { progress, startOver: fresh && !reachedIterations };
+}
+
+/** As workflows/training-run.ts keeps them. */
+const KEPT_ITERATIONS = 50;
+
+function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
+  return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask };
+}
+
+function innermostMessage(failure: Failure | null | undefined): string | undefined {
+  let f = failure;
+  while (f?.cause) f = f.cause;
+  return f?.message ?? undefined;
+}
+
+/** Terminates the child workflows a history leaves open (started, not closed) that still run, and theirs. */
+async function endOpenChildren(client: Client, history: History, reason: string, depth = 0): Promise<void> {
+  if (depth > 3) return;
+  const started = new Map<string, { workflowId: string; runId: string }>();
+  for (const event of history.events ?? []) {
+    const s = event.childWorkflowExecutionStartedEventAttributes;
+    if (s?.workflowExecution?.workflowId && s.workflowExecution.runId) started.set(String(s.initiatedEventId), { workflowId: s.workflowExecution.workflowId, runId: s.workflowExecution.runId });
+    const closed =
+      event.childWorkflowExecutionCompletedEventAttributes ??
+      event.childWorkflowExecutionFailedEventAttributes ??
+      event.childWorkflowExecutionCanceledEventAttributes ??
+      event.childWorkflowExecutionTimedOutEventAttributes ??
+      event.childWorkflowExecutionTerminatedEventAttributes;
+    if (closed) started.delete(String(closed.initiatedEventId));
+  }
+  for (const { workflowId, runId } of started.values()) {
+    const child = client.workflow.getHandle(workflowId, runId);
+    try {
+      if ((await child.describe()).status.name === 'RUNNING') await child.terminate(reason);
+    } catch (err) {
+      // Ended meanwhile (its parent-close policy got there first).
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    }
+    await endOpenChildren(client, await child.fetchHistory(), reason, depth + 1);
+  }
+}
+
+/** Why a closed execution ended, from its last event. */
+function closeReason(history: History): string {
+  const last = history.events?.at(-1);
+  if (last?.workflowExecutionFailedEventAttributes) return innermostMessage(last.workflowExecutionFailedEventAttributes.failure) ?? 'failed';
+  if (last?.workflowExecutionTerminatedEventAttributes) return last.workflowExecutionTerminatedEventAttributes.reason || 'terminated';
+  if (last?.workflowExecutionTimedOutEventAttributes) return 'timed out';
+  if (last?.workflowExecutionCanceledEventAttributes) return 'cancelled';
+  return 'ended';
+}
+
+/** Temporal's status of a run's latest execution (RUNNING, COMPLETED, FAILED, TERMINATED, ...). */
+export async function runExecutionStatus(client: Client, runId: string): Promise<string> {
+  try {
+    return (await client.workflow.getHandle(runId).describe()).status.name;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
     throw err;
   }
 }

@@ -1,11 +1,25 @@
+import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
-import { describeRun, listRuns, signalRun } from '../../client/runs.js';
+import { continueRun, describeRun, listRuns, runExecutionStatus, signalRun, type RunContinuation } from '../../client/runs.js';
 import { withRegistry } from '../../registry/policy-registry.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
-import { cliContext, withClient, type GlobalOptions } from '../context.js';
+import { cliContext, temporalUiUrl, withClient, workflowUrl, type GlobalOptions } from '../context.js';
 import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.js';
+import { connectOrStartServices } from '../services.js';
 import { formatTable } from '../table.js';
 import { addFollowOptions, positiveInteger } from './train.js';
+
+/** What `rein resume` says when it continues a closed run. */
+export function continuationLine(c: RunContinuation): string {
+  const verb = { FAILED: 'failed', TERMINATED: 'was terminated', TIMED_OUT: 'timed out', CANCELLED: 'was cancelled' }[c.previousStatus] ?? `ended (${c.previousStatus.toLowerCase()})`;
+  const where = c.endedInIteration !== undefined ? ` in iteration ${c.endedInIteration}` : c.startOver ? ' before its first iteration' : c.fromIteration > 1 ? ` after iteration ${c.fromIteration - 1}` : '';
+  const of = c.iterations === null ? '' : ` of ${c.iterations}`;
+  const what = c.startOver
+    ? `starting it over from ${c.policyVersion}: the base's registration and held-out replay run again (finished rollouts are reused)`
+    : `continuing from iteration ${c.fromIteration}${of} with policy ${c.policyVersion}`;
+  const source = c.progressFrom === 'history' ? ` Its progress was rebuilt from its history (${c.queryProblem ?? 'the status query failed'}).` : '';
+  return `run ${c.runId} ${verb}${where} (${c.reason}); ${what}.${source}`;
+}
 
 const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 19).replace('T', ' ') : '-');
 
@@ -59,7 +73,6 @@ export function registerRunCommands(program: Command): void {
 
   for (const [signal, description] of [
     ['pause', 'pause a run between iterations'],
-    ['resume', 'resume a paused run'],
     ['stop', 'stop a run after its current iteration'],
   ] as const) {
     program
@@ -72,6 +85,58 @@ export function registerRunCommands(program: Command): void {
         process.stdout.write(`${signal} sent to run ${runId}\n`);
       });
   }
+
+  const resumeCommand = program
+    .command('resume')
+    .description(
+      'resume a paused run (the resume signal), or continue a run that failed, was terminated or timed out from its first unfinished iteration ' +
+        '(a new execution under the same run id; with no worker polling, runs the services in this process until the run ends)',
+    )
+    .argument('<run>', 'run id')
+    .option('--follow', 'show progress per stage until the run ends, then the final table (as `rein status --follow`)');
+  addFollowOptions(resumeCommand).action(async (runId: string, options: { follow?: boolean; reconnectTimeout: number }, command: Command) => {
+    const { config, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
+    const say = (line: string) => process.stdout.write(`${line}\n`);
+    const follow = (client: Client, abandoned?: Promise<string>, waitsForWorker = false) => {
+      const interrupted = abortOnInterrupt();
+      return followToEnd(client, runId, {
+        signal: interrupted.signal,
+        address: temporalConnectionOptions(config.temporal).address,
+        reconnectForMs: options.reconnectTimeout * 1000,
+        afterStop: waitsForWorker
+          ? `run ${runId} waits for a worker: \`rein dev\` picks it up where it was (then \`rein status ${runId} --follow\`); \`rein stop ${runId}\` ends it.`
+          : `run ${runId} goes on: \`rein status ${runId} --follow\` follows it again, \`rein stop ${runId}\` ends it.`,
+        ...(abandoned && { abandoned }),
+      }).finally(() => interrupted.dispose());
+    };
+    const execution = await withClient(config, async (client) => {
+      const status = await runExecutionStatus(client, runId);
+      if (status === 'RUNNING') {
+        await signalRun(client, runId, 'resume');
+        say(`resume sent to run ${runId}`);
+        if (options.follow) process.exitCode = await follow(client);
+      } else if (status === 'COMPLETED') {
+        await continueRun(client, runId); // refuses, saying why and what to do instead
+      }
+      return status;
+    });
+    if (execution === 'RUNNING' || execution === 'COMPLETED') return;
+    // A closed run that did not complete: continued as a new execution, which needs a worker.
+    const { client, services, close } = await connectOrStartServices(config, logger, say);
+    try {
+      const continued = await continueRun(client, runId);
+      say(continuationLine(continued));
+      const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
+      if (ui) say(`Web UI: ${workflowUrl(ui, config.temporal.namespace, runId, continued.executionRunId)}`);
+      if (!options.follow && !services) {
+        say(`Follow it with \`rein status ${runId} --follow\`.`);
+        return;
+      }
+      process.exitCode = await follow(client, services?.failed, services !== undefined);
+    } finally {
+      await close();
+    }
+  });
 
   program
     .command('policies')
