@@ -8,12 +8,19 @@
 //
 // It answers arithmetic word problems with a calculator tool over several turns and writes
 // {"answer": "..."} to OUTPUT (or stdout).
+//
+// AGENT_SEED (optional) makes its sampling reproducible: every request then carries the OpenAI
+// `seed` field (vLLM and Rein's embedded policy server honour it per request), derived from
+// AGENT_SEED, the rollout Rein runs it for ($REIN_ROLLOUT_ID) and the turn, so the rollouts of a
+// group still sample differently and each samples the same way every time.
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 
 const MODEL = process.env.AGENT_MODEL ?? 'production';
 const MAX_TURNS = Number(process.env.AGENT_MAX_TURNS ?? 4);
 const TEMPERATURE = Number(process.env.AGENT_TEMPERATURE ?? 1);
+const SEED = process.env.AGENT_SEED;
 const tools = [
   {
     type: 'function',
@@ -56,6 +63,11 @@ export function calculate(expression) {
   return value;
 }
 
+/** The request seed of a turn: a non-negative 31-bit integer, fixed by AGENT_SEED, the rollout and the turn. */
+export function seedFor(seed, rolloutId, turn) {
+  return createHash('sha256').update(`${seed}\n${rolloutId}\n${turn}`).digest().readUInt32BE(0) >>> 1;
+}
+
 async function main() {
   const [taskFile, outputFile = process.env.REIN_OUTPUT_FILE] = process.argv.slice(2);
   const task = JSON.parse(taskFile ? readFileSync(taskFile, 'utf8') : (process.env.REIN_TASK ?? readFileSync(0, 'utf8')));
@@ -63,7 +75,14 @@ async function main() {
   const messages = [{ role: 'user', content: task.question }];
   let answer = null;
   for (let turn = 0; turn < MAX_TURNS && answer === null; turn++) {
-    const completion = await client.chat.completions.create({ model: MODEL, messages, tools, temperature: TEMPERATURE, max_tokens: 48 });
+    const completion = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      tools,
+      temperature: TEMPERATURE,
+      max_tokens: 48,
+      ...(SEED !== undefined && { seed: seedFor(SEED, process.env.REIN_ROLLOUT_ID ?? '', turn) }),
+    });
     const message = completion.choices[0].message;
     messages.push({ role: 'assistant', content: message.content, ...(message.tool_calls?.length && { tool_calls: message.tool_calls }) });
     if (!message.tool_calls?.length) {

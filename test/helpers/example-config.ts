@@ -10,9 +10,15 @@ export const exampleDir = path.join(packageRoot(), 'examples', 'calculator-agent
 /**
  * A config file for the example agent on the embedded default, pointed at the shared test dev
  * server with its own task queue, data directory and free ports (what examples/calculator-agent/rein.yaml
- * says, made safe to run beside other tests).
+ * says, made safe to run beside other tests). `harnessEnv`: fixed variables for the example harness,
+ * e.g. `AGENT_SEED` for reproducible sampling.
  */
-export async function writeExampleConfig(dir: string, run: Record<string, unknown> = {}, more: Record<string, unknown> = {}): Promise<{ file: string; taskQueue: string; dataDir: string }> {
+export async function writeExampleConfig(
+  dir: string,
+  run: Record<string, unknown> = {},
+  more: Record<string, unknown> = {},
+  options: { harnessEnv?: Record<string, string> } = {},
+): Promise<{ file: string; taskQueue: string; dataDir: string }> {
   mkdirSync(dir, { recursive: true });
   const taskQueue = `rein-${randomUUID()}`;
   const dataDir = path.join(dir, 'state');
@@ -28,7 +34,7 @@ export async function writeExampleConfig(dir: string, run: Record<string, unknow
     temporal: { address: inject('temporalAddress'), taskQueue },
     gateway: { port: await freePort() },
     policyServer: { port: await freePort() },
-    harness: { version: 'calculator-agent-1', local: program('harness.mjs', 60) },
+    harness: { version: 'calculator-agent-1', local: { ...program('harness.mjs', 60), ...(options.harnessEnv && { env: options.harnessEnv }) } },
     verifier: { ...program('verifier.mjs', 30), version: 'calculator-verifier-1' },
     run: {
       trainTasks: path.join(exampleDir, 'train.jsonl'),

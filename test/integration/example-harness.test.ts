@@ -46,6 +46,24 @@ describe('the example calculator agent (not Rein code)', () => {
     expect(calls[1]?.requestReceived).toMatchObject({ messages: [{ role: 'user' }, { role: 'assistant' }, { role: 'tool', content: '42' }] });
   });
 
+  it('sends a seed per rollout and turn with AGENT_SEED, and none without', async () => {
+    const { seedFor } = (await import(path.join(example, 'harness.mjs'))) as { seedFor(seed: string, rolloutId: string, turn: number): number };
+    writeFileSync(path.join(dir, 'seeded.json'), JSON.stringify({ id: 't2', question: '6*7' }));
+    const seedsSent = async (env: Record<string, string>) => {
+      const rollout = await t.rollout({ taskId: 'six-times-seven' });
+      await run(process.execPath, [path.join(example, 'harness.mjs'), path.join(dir, 'seeded.json'), path.join(dir, 'seeded-out.json')], {
+        env: { ...process.env, OPENAI_BASE_URL: rollout.baseUrl, OPENAI_API_KEY: rollout.key, ...env },
+      });
+      return (await t.store.listCalls(rollout.id)).map((c) => (c.requestReceived as { seed?: number }).seed);
+    };
+    expect(await seedsSent({ AGENT_SEED: '7', REIN_ROLLOUT_ID: 'b.t2.0' })).toEqual([seedFor('7', 'b.t2.0', 0), seedFor('7', 'b.t2.0', 1)]);
+    expect(await seedsSent({ AGENT_SEED: '7', REIN_ROLLOUT_ID: 'b.t2.0' })).toEqual([seedFor('7', 'b.t2.0', 0), seedFor('7', 'b.t2.0', 1)]);
+    const other = await seedsSent({ AGENT_SEED: '7', REIN_ROLLOUT_ID: 'b.t2.1' });
+    expect(other[0]).not.toBe(seedFor('7', 'b.t2.0', 0));
+    expect(new Set([seedFor('7', 'b.t2.0', 0), seedFor('7', 'b.t2.0', 1), seedFor('8', 'b.t2.0', 0)]).size).toBe(3);
+    expect(await seedsSent({})).toEqual([undefined, undefined]);
+  });
+
   it('pins its task sets by content hash', async () => {
     const { generate, hashOf } = (await import(path.join(example, 'tasks.mjs'))) as { generate(seed: number, n: number, p: string): unknown[]; hashOf(t: unknown[]): string };
     const lines = (name: string) => readFileSync(path.join(example, `${name}.jsonl`), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
