@@ -39,7 +39,8 @@ function nodeJob(name: string, script: string, options: {
 /** Writes its pid to $PID_FILE, ignores SIGTERM and never exits on its own. */
 const HANG = `require('fs').writeFileSync(process.env.PID_FILE, String(process.pid)); process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);`;
 
-async function waitFor<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 8000): Promise<T> {
+/** Polls for a state; the deadline is only for a hang (starting a process can take seconds on a loaded machine). */
+async function waitFor<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
