@@ -74,6 +74,7 @@ export async function followRun(client: Client, runId: string, options: FollowOp
   let iterationsSeen = 0;
   let baseShown = false;
   let quarterShown = -1;
+  let lastWaiting: string | undefined;
   const stopBar = () => {
     bar?.stop();
     bar = undefined;
@@ -126,6 +127,13 @@ export async function followRun(client: Client, runId: string, options: FollowOp
       say(`${new Date().toISOString().slice(11, 19)}  ${STAGE_NAMES[stage] ?? stage}`);
       lastStage = stage;
       quarterShown = -1;
+    }
+    if (activity?.waiting !== lastWaiting) {
+      if (activity?.waiting) {
+        stopBar();
+        say(`  waiting: ${activity.waiting}`);
+      }
+      lastWaiting = activity?.waiting;
     }
     if (activity?.total !== undefined && activity.done !== undefined) {
       if (tty) {

@@ -162,6 +162,8 @@ export interface StageActivity {
   done: number | undefined;
   total: number | undefined;
   lastFailure: string | undefined;
+  /** What the stage waits for before it goes on (a gateway or backend not answering). */
+  waiting: string | undefined;
 }
 
 /**
@@ -217,7 +219,7 @@ export async function describeStage(client: Client, workflowId: string): Promise
     return child ? describeStage(client, child) : undefined;
   }
   const payload = pending.heartbeatDetails?.payloads?.[0];
-  const beat = payload ? (defaultPayloadConverter.fromPayload(payload) as { done?: number; total?: number } | undefined) : undefined;
+  const beat = payload ? (defaultPayloadConverter.fromPayload(payload) as { done?: number; total?: number; waiting?: string } | undefined) : undefined;
   return {
     workflowId,
     stage: (described.searchAttributes.ReinStage as string[] | undefined)?.[0],
@@ -226,6 +228,7 @@ export async function describeStage(client: Client, workflowId: string): Promise
     done: beat?.done,
     total: beat?.total,
     lastFailure: pending.lastFailure?.message ?? undefined,
+    waiting: beat?.waiting,
   };
 }
 

@@ -67,7 +67,7 @@ export function registerReleaseCommands(program: Command): void {
         if (result.promoted) say(`Promoted: production is ${version} now.`);
         else if (result.gate.verdict === 'pass') say(`Passed. Promote with \`rein promote ${version}\`.`);
         // Exit 3 tells a script "no decision, try again" apart from a refused candidate (1).
-        if (result.gate.verdict === 'insufficient') say(`No decision: too few rollouts were scored. Fix the fault, then run \`rein release ${version}\` again; only the unscored rollouts run again.`);
+        if (result.gate.verdict === 'insufficient') say(`No decision: too few rollouts were scored. Fix the fault, then run \`rein gate ${version}\` again; only the unscored rollouts run again.`);
         if (result.gate.verdict !== 'pass') process.exitCode = result.gate.verdict === 'insufficient' ? 3 : 1;
       } finally {
         await close();
