@@ -24,9 +24,10 @@ export class GatewayRequestError extends Error {
 
 /** The gateway's control API over HTTP, as the rollout runner and the control plane use it. */
 export class GatewayControlClient {
+  /** @param adminKey the key, or where to read it when a request is made (it may not exist yet). */
   constructor(
     readonly url: string,
-    private readonly adminKey: string,
+    private readonly adminKey: string | (() => string),
   ) {}
 
   /** A key the rollout's verifier may use to read its calls and events (and nothing else). */
@@ -113,11 +114,12 @@ export class GatewayControlClient {
   }
 
   private async request<T>(method: string, route: string, body?: unknown): Promise<T> {
+    const key = typeof this.adminKey === 'string' ? this.adminKey : this.adminKey();
     let res: Response;
     try {
       res = await fetch(`${this.url}${route}`, {
         method,
-        headers: { authorization: `Bearer ${this.adminKey}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
         ...(body !== undefined && { body: JSON.stringify(body) }),
       });
     } catch (err) {

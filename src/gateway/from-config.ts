@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GatewaySettings } from '../config/schema.js';
 import type { TraceStore } from '../store/trace-store.js';
-import { GatewayControlClient } from './control-client.js';
+import { GatewayControlClient, GatewayRequestError } from './control-client.js';
 import { loadOrCreateSecret, sha256Hex } from './keys.js';
 import { redactionRules } from './redact.js';
 import type { RoutingTable } from './routing.js';
@@ -70,13 +70,19 @@ export function adminKeyFile(settings: GatewaySettings): string {
 
 /**
  * The control API client for workers: the gateway's URL and the admin key from
- * REIN_GATEWAY_ADMIN_KEY or the generated key file; undefined when neither is there (a gateway
- * configured with only a key hash gives no key to read).
+ * REIN_GATEWAY_ADMIN_KEY or the generated key file. The file is read when a request needs it, so
+ * a worker started before the gateway's first start works once the gateway has written it.
+ * Undefined when no key can ever be read (a gateway configured with only a key hash).
  */
 export function gatewayControlFromConfig(settings: GatewaySettings, env: NodeJS.ProcessEnv = process.env): GatewayControlClient | undefined {
-  const file = adminKeyFile(settings);
-  const key = env.REIN_GATEWAY_ADMIN_KEY ?? (existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined);
-  if (!key) return undefined;
   const url = (settings.publicUrl ?? `http://${settings.host}:${settings.port}`).replace(/\/$/, '');
-  return new GatewayControlClient(url, key);
+  if (env.REIN_GATEWAY_ADMIN_KEY) return new GatewayControlClient(url, env.REIN_GATEWAY_ADMIN_KEY);
+  if (settings.adminKeyHash) return undefined;
+  const file = adminKeyFile(settings);
+  let key: string | undefined;
+  return new GatewayControlClient(url, () => {
+    key ??= existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
+    if (!key) throw new GatewayRequestError(0, 'no_admin_key', `no gateway admin key yet: \`rein gateway\` writes ${file} when it first starts (or set REIN_GATEWAY_ADMIN_KEY)`);
+    return key;
+  });
 }
