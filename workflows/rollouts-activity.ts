@@ -7,7 +7,9 @@ export const rolloutsActivity = (summary: string, heartbeatTimeoutSeconds = 60) 
   proxyActivities<Activities>({
     startToCloseTimeout: '4 hours',
     heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['RolloutSetupError', 'TaskSetChanged', 'UnknownTask'] },
+    // Ten attempts back off (1 s doubling, at most 100 s) over about 5.5 minutes: a gateway or
+    // disk that is back within that loses no set; the pending attempt's failure shows in `rein status`.
+    retry: { maximumAttempts: 10, maximumInterval: '100 seconds', nonRetryableErrorTypes: ['RolloutSetupError', 'TaskSetChanged', 'UnknownTask'] },
     summary,
   }).runRollouts;
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PolicyConflictError, PolicyRegistry } from './policy-registry.js';
+import { lineageOf, PolicyConflictError, PolicyRegistry } from './policy-registry.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-registry-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -25,5 +25,18 @@ describe('the policy registry', () => {
     expect(reopened.list().map((p) => [p.version, p.parent])).toEqual([['v0', null], ['r.v1', 'v0']]);
     expect(reopened.list({ runId: 'r' }).map((p) => p.version)).toEqual(['r.v1']);
     reopened.close();
+  });
+
+  it('gives a version\'s lineage from the root, for samples.maxVersionsBehind', () => {
+    const registry = new PolicyRegistry(path.join(dir, 'lineage.sqlite'));
+    const record = (version: string, parent: string | null, iteration: number | null) =>
+      registry.register({ version, parent, checkpointUri: `/ckpt/${version}`, runId: parent ? 'r' : null, iteration, batchContentHash: parent ? `h-${version}` : null, trainerMetrics: {} });
+    record('v0', null, null);
+    record('r.v1', 'v0', 1);
+    record('r.v2', 'r.v1', 2);
+    expect(lineageOf(registry, 'r.v2')).toEqual(['v0', 'r.v1', 'r.v2']);
+    expect(lineageOf(registry, 'v0')).toEqual(['v0']);
+    expect(lineageOf(registry, 'unknown')).toEqual(['unknown']);
+    registry.close();
   });
 });

@@ -40,7 +40,7 @@ describe('harness and verifier in the config file', () => {
     const { config } = loadConfig({ file, env: {} });
     expect(config.harness?.local).toMatchObject({ command: path.join(dir, 'bin/agent'), cwd: dir, timeoutSeconds: 30, envAllow: expect.arrayContaining(['PATH']) });
     expect(config.verifier).toMatchObject({ command: 'python3', cwd: path.join(dir, 'checks') });
-    expect(config.rollouts).toEqual({ concurrency: 16, maxAttempts: 2, hiddenFields: ['answer'], rewardWeights: { success: 1 } });
+    expect(config.rollouts).toEqual({ concurrency: 16, maxAttempts: 2, dependencyWaitSeconds: 300, hiddenFields: ['answer'], rewardWeights: { success: 1 } });
   });
 
   it('reject a bad spec with the path, the value and what was expected', () => {

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { HarnessLaunch } from './executor.js';
 import { localExecutor } from './local-executor.js';
 import { runCommand, type CommandSpec } from './process.js';
+import { isRunning } from '../../test/helpers/processes.js';
 
 let dir: string;
 beforeEach(() => {
@@ -17,26 +18,12 @@ const bash = (script: string, extra: Partial<CommandSpec> = {}) =>
 
 const pidIn = (file: string) => Number(readFileSync(path.join(dir, file), 'utf8').trim());
 
-/** Dead, or a zombie waiting for whatever init this machine has to reap it. */
-function isGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return true;
-  }
-  try {
-    return /^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return true;
-  }
-}
-
 /** A SIGKILL takes effect when the kernel next schedules the process: wait (generously) for it. */
 async function gone(pid: number): Promise<boolean> {
   for (const deadline = Date.now() + 15_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
-    if (isGone(pid)) return true;
+    if (!isRunning(pid)) return true;
   }
-  return isGone(pid);
+  return !isRunning(pid);
 }
 
 // A grandchild that leaves the process group (a new session) and keeps the harness's stdout open.

@@ -177,6 +177,8 @@ export { rolloutIdFor };
 async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext, task: Task, sample: number): Promise<RolloutOutcome> {
   const { gateway } = deps;
   const rolloutId = rolloutIdFor(spec.batchId, task.id, sample);
+  // A gateway that is down now would fail the whole set at its first write: wait for it first.
+  await ready();
   let issued = await gateway.createRollout({
     id: rolloutId,
     taskId: task.id,

@@ -7,6 +7,7 @@ import { embeddedBaseCheckpoint } from '../../src/config/embedded-default.js';
 import { startRein, type RunningRein } from '../helpers/cli.js';
 import { testClient } from '../helpers/temporal.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
+import { isRunning } from '../helpers/processes.js';
 
 /**
  * The fault suite: Rein's services as separate processes (policy server, gateway, two workers,
@@ -60,11 +61,13 @@ function trainerPid(out: string): number | undefined {
 }
 
 describe('faults never change a verdict', () => {
-  it('a run survives a backend outage, a worker shutdown, a killed trainer and a killed gateway, and scores every rollout once', async () => {
+  it('a run survives a backend outage, a worker shutdown, a misbehaving harness, a killed trainer, and a killed gateway and backend, and scores every rollout once', async () => {
     const runId = 'faulty';
     // A file in holds/ named after a rollout-id prefix keeps those rollouts waiting in their harness.
     const holds = path.join(scratch, 'holds');
     mkdirSync(holds);
+    const pids = path.join(scratch, 'pids');
+    mkdirSync(pids);
     const hold = (prefix: string) => writeFileSync(path.join(holds, prefix), '');
     const release = (prefix: string) => rmSync(path.join(holds, prefix));
     const { file, dataDir } = await writeExampleConfig(
@@ -76,7 +79,7 @@ describe('faults never change a verdict', () => {
         samples: { zeroVarianceGroups: 'keep' },
         harness: {
           version: 'calculator-agent-1',
-          local: { command: process.execPath, args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'], envAllow: ['PATH', 'HOME'], env: { HOLD_DIR: holds }, timeoutSeconds: 120 },
+          local: { command: process.execPath, args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'], envAllow: ['PATH', 'HOME'], env: { HOLD_DIR: holds, PID_DIR: pids, MISBEHAVE_PREFIX: `${runId}.it1.train-0.` }, timeoutSeconds: 120 },
         },
       },
     );
@@ -130,11 +133,14 @@ describe('faults never change a verdict', () => {
     const pid = await until('the iteration 1 trainer to start', () => trainerPid(out));
     process.kill(pid, 'SIGKILL');
 
-    // 4. The gateway is killed and restarted while iteration 2's rollouts, pinned to the trained v1, run.
+    // 4. The gateway and the backend are killed and restarted while iteration 2's rollouts, pinned
+    // to the trained v1, wait: the new gateway must route v1 again, and the new backend, which
+    // serves only the base, must be given v1 again.
     await until('iteration 2 rollouts to run', () => running(`${runId}.it2.`) === 4, 600_000);
-    await gateway.process.stop('SIGKILL');
+    await Promise.all([gateway.process.stop('SIGKILL'), policy.process.stop('SIGKILL')]);
+    policy = policyServer();
     gateway = gatewayProcess();
-    await gateway.ready;
+    await Promise.all([policy.ready, gateway.ready]);
     release(`${runId}.it2.`);
 
     const code = await train.process.exited;
@@ -151,6 +157,20 @@ describe('faults never change a verdict', () => {
     expect(query("SELECT id FROM calls WHERE status = 'in_flight'")).toEqual([]);
     // The shutdown handed iteration 1's rollouts back: the next worker ran them in a new attempt.
     expect(rollouts.filter((r) => r.id.startsWith(`${runId}.it1.`) && r.attempts > 1).length).toBeGreaterThanOrEqual(4);
+    // A harness that flooded its log and left a setsid child holding its output: its exit ended
+    // its run (no timeout), the child is dead, and the log kept head and tail under the cap.
+    const misbehaved = rollouts.filter((r) => r.id.startsWith(`${runId}.it1.train-0.`));
+    expect(misbehaved.map((r) => r.failure_class)).toEqual([null, null]);
+    const escaped = readdirSync(pids).map((f) => Number(readFileSync(path.join(pids, f), 'utf8')));
+    expect(escaped.length).toBeGreaterThanOrEqual(2);
+    for (const pid of escaped) expect(isRunning(pid), `escaped child ${pid}`).toBe(false);
+    for (const r of misbehaved) {
+      const log = readFileSync(path.join(dataDir, 'rollouts', r.id, `harness-${r.attempts}.log`), 'utf8');
+      expect(log.length).toBeLessThan(8 * 1024 * 1024 + 1024);
+      expect(log).toMatch(/\[rein: \d+ bytes cut here/);
+    }
+    // Iteration 2's first attempts met a backend that had forgotten v1; it was loaded again and they ran again.
+    expect(rollouts.filter((r) => r.id.startsWith(`${runId}.it2.`) && r.attempts > 1).length).toBeGreaterThanOrEqual(4);
     // Scored once: at most one verifier reward per rollout.
     expect(query("SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1")).toEqual([]);
     // A fault of Rein's making is never blamed on the policy: no scored rollout's last attempt saw one.

@@ -7,24 +7,11 @@ import { localExecutor } from '../../src/rollouts/local-executor.js';
 import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
 import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { MODEL } from '../helpers/vllm-like-server.js';
+import { isRunning } from '../helpers/processes.js';
 
 const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
 const fixtures = path.resolve(import.meta.dirname, '../fixtures/harnesses');
 const node = (script: string, ...args: string[]) => ({ command: process.execPath, args: [script, ...args] });
-
-/** Alive and not a zombie (an orphan whose exit nobody has collected yet has stopped running). */
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  } catch {
-    return true;
-  }
-}
 
 let t: TestGateway;
 let gateway: GatewayControlClient;
