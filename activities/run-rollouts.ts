@@ -84,7 +84,12 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
 
       const context = Context.current();
       const pinned = input.policyVersion === null ? undefined : deps.registry?.get(input.policyVersion);
-      if (pinned?.parent && deps.serving) await ensureServed(pinned, gateway, deps.serving);
+      const { serving } = deps;
+      const serveAgain = pinned?.parent && serving ? () => ensureServed(pinned, gateway, serving).then(() => undefined) : undefined;
+      if (serveAgain) await serveAgain();
+      // Rollouts that lost the version together (a backend restart) have it loaded again once.
+      let servingAgain: Promise<void> | null = null;
+      const onPolicyLost = serveAgain && (() => (servingAgain ??= serveAgain().finally(() => (servingAgain = null))));
       const version = harnessVersion(harness);
       const total = input.taskIds.length * input.samplesPerTask;
       const finishedIds: string[] = [];
@@ -119,6 +124,7 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
             verifier: programSpec(verifier),
             signal: context.cancellationSignal,
             cancelIsFinal: () => isFinalCancel(context),
+            ...(onPolicyLost && { onPolicyLost }),
             onWaiting: (problem) => {
               waiting = problem;
               context.heartbeat(progress());

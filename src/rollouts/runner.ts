@@ -84,6 +84,11 @@ export interface RunnerDeps {
   onFinished?: (outcome: RolloutOutcome, done: number, total: number) => void;
   /** What the batch is waiting for before it launches more (null: not waiting). */
   onWaiting?: (problem: string | null) => void;
+  /**
+   * Called before the next attempt when an attempt's model call got a 404 or the gateway could not
+   * route the pinned version: the backend or gateway forgot it (a restart). It should serve it again.
+   */
+  onPolicyLost?: () => Promise<void>;
   signal?: AbortSignal;
   /**
    * Asked when `signal` aborts: true (the default) when it is a user's cancel, which ends the
@@ -247,6 +252,8 @@ async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext
     );
     if (failure?.failureClass === 'infrastructure' && issued.attempt < spec.maxAttempts) {
       await gateway.appendEvent(rolloutId, { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, ...failure } });
+      const lost = failure.evidence?.upstreamStatus === 404 || failure.evidence?.errorClass === 'policy_unavailable';
+      if (lost) await deps.onPolicyLost?.().catch(() => undefined); // if it cannot, the next attempt says why
       issued = await gateway.startAttempt(rolloutId);
       continue;
     }
