@@ -5,9 +5,8 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { connectTemporal, ensureSearchAttributes } from '../src/client/temporal.js';
 import { validateConfig } from '../src/config/load.js';
-import { startDevServer } from '../src/devserver/dev-server.js';
-import { findTemporalCli } from '../src/devserver/temporal-cli.js';
 import { workflowsPath } from '../workers/worker.js';
+import { startTestDevServer } from './helpers/dev-server.js';
 import { freePort } from './helpers/ports.js';
 
 declare module 'vitest' {
@@ -23,15 +22,7 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-test-temporal-'));
   const port = await freePort();
-  const server = await startDevServer({
-    ...validateConfig({}, 'test defaults').temporal.devServer,
-    cliPath: findTemporalCli(),
-    ip: '127.0.0.1',
-    port,
-    headless: true,
-    dbFile: path.join(dir, 'dev.sqlite'),
-    readyTimeoutMs: 120_000,
-  });
+  const server = await startTestDevServer(path.join(dir, 'dev.sqlite'), port);
   try {
     const temporal = await connectTemporal({ ...validateConfig({}, 'test defaults').temporal, address: server.address });
     await ensureSearchAttributes(temporal.connection, 'default');

@@ -6,12 +6,12 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { connectTemporal, ensureSearchAttributes } from '../../src/client/temporal.js';
 import { validateConfig } from '../../src/config/load.js';
-import { startDevServer, type DevServer } from '../../src/devserver/dev-server.js';
-import { findTemporalCli } from '../../src/devserver/temporal-cli.js';
+import type { DevServer } from '../../src/devserver/dev-server.js';
 import { createLogger } from '../../src/log/logger.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { pauseSignal, statusQuery, stopSignal, type TrainingRunInput } from '../../workflows/index.js';
 import { startRein, type RunningRein } from '../helpers/cli.js';
+import { startTestDevServer } from '../helpers/dev-server.js';
 import { freePort } from '../helpers/ports.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-follow-reconnect-'));
@@ -24,15 +24,7 @@ afterAll(async () => {
 
 /** This test's own dev server: one it may kill and start again on the same port and database. */
 async function startServer(port: number): Promise<DevServer> {
-  const server = await startDevServer({
-    ...validateConfig({}, 'test').temporal.devServer,
-    cliPath: findTemporalCli(),
-    ip: '127.0.0.1',
-    port,
-    headless: true,
-    dbFile: path.join(dir, 'dev.sqlite'),
-    readyTimeoutMs: 120_000,
-  });
+  const server = await startTestDevServer(path.join(dir, 'dev.sqlite'), port);
   running.push(server);
   return server;
 }
