@@ -137,8 +137,8 @@ describe('rollouts as Kubernetes Jobs (against the API stand-in)', () => {
     const running = runRollouts(batch({ batchId: 'k-evict' }), { gateway, harness, verifier });
     const core = kube.kubeConfig().makeApiClient(CoreV1Api);
     let pod: string | undefined;
-    // Evicted mid-run: once the harness has started working.
-    await waitFor(() => existsSync(launches));
+    // Evicted mid-run: once the harness has started working (its line written: the file exists from the open, before the write).
+    await waitFor(() => existsSync(launches) && readFileSync(launches, 'utf8').includes('k-evict.t.0 1\n'));
     await waitFor(async () => {
       const pods = await core.listNamespacedPod({ namespace: 'default', labelSelector: `job-name=${jobNameFor('k-evict.t.0', 1)}` });
       pod = pods.items.find((p) => p.status?.phase === 'Running')?.metadata?.name;
