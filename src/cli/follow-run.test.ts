@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { RunNotFoundError, type RunReport } from '../client/runs.js';
-import { followRun, StoppedFollowing, TemporalUnreachableError, type FollowOptions } from './follow-run.js';
+import { followRun, formatRunSummary, StoppedFollowing, TemporalUnreachableError, type FollowOptions } from './follow-run.js';
 
 // What the SDK throws when the server is down: its own message, the gRPC status in the cause.
 const unreachable = () => new Error('cannot describe run r: Failed to describe workflow', { cause: Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14 }) });
@@ -12,10 +12,12 @@ const client = {} as Client;
 function follow(describeRun: () => Promise<RunReport>, options: Partial<FollowOptions> = {}) {
   const out = new PassThrough();
   const err = new PassThrough();
+  let printed = '';
+  out.on('data', (d: Buffer) => (printed += d.toString()));
   let notices = '';
   err.on('data', (d: Buffer) => (notices += d.toString()));
   const done = followRun(client, 'r', { out, err, address: 'temporal.test:7233', intervalMs: 5, retryDelayMs: { first: 5, longest: 20 }, describe: describeRun, ...options });
-  return { done, notices: () => notices };
+  return { done, notices: () => notices, printed: () => printed };
 }
 
 /** Resolves once `check` holds (polling), so tests wait for a state rather than a guessed time. */
@@ -65,5 +67,35 @@ describe('followRun while Temporal is unreachable', () => {
     await until(() => notices().includes('attempt 1'));
     interrupt.abort('SIGINT');
     await expect(done).rejects.toBeInstanceOf(StoppedFollowing);
+  });
+});
+
+describe('followRun while a stage is retried', () => {
+  it('says once per failed attempt why it failed (a full disk never stays silent)', async () => {
+    const full = 'only 12.0 MiB free under /data, below the floor of 1.0 GiB: free space there, or lower storage.minFreeMegabytes';
+    const activity = (attempt: number, lastFailure?: string) => ({ workflowId: 'r-it1', stage: 'rollouts', type: 'runRollouts', attempt, done: undefined, total: undefined, lastFailure, waiting: undefined });
+    const answers = [activity(1), activity(2, full), activity(2, full), activity(3, full), undefined];
+    const { done, printed } = follow(() => {
+      const next = answers.shift();
+      return Promise.resolve(next ? { ...report('RUNNING'), activity: next } : report('COMPLETED'));
+    });
+    await done;
+    expect(printed().split('\n').filter((l) => l.includes('failed'))).toEqual([
+      `  attempt 1 of runRollouts failed: ${full}; retrying`,
+      `  attempt 2 of runRollouts failed: ${full}; retrying`,
+    ]);
+  });
+});
+
+describe('formatRunSummary', () => {
+  it('says a run failed (not the state it last reported) and how to continue it', () => {
+    const status = { state: 'running', stage: 'iteration-1', iterations: [] } as unknown as RunReport['status'];
+    const failed = { ...report('FAILED'), status, problem: 'Activity task failed: only 12.0 MiB free under /data' };
+    expect(formatRunSummary(failed).split('\n').slice(0, 2)).toEqual([
+      'run r: failed (Activity task failed: only 12.0 MiB free under /data)',
+      '`rein resume r` continues it from its first unfinished iteration.',
+    ]);
+    expect(formatRunSummary({ ...report('TIMED_OUT'), status })).toMatch(/^run r: timed out\n/);
+    expect(formatRunSummary({ ...report('RUNNING'), status })).toBe('run r: running\n');
   });
 });

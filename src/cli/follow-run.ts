@@ -75,6 +75,7 @@ export async function followRun(client: Client, runId: string, options: FollowOp
   let baseShown = false;
   let quarterShown = -1;
   let lastWaiting: string | undefined;
+  let lastRetrying: string | undefined;
   const stopBar = () => {
     bar?.stop();
     bar = undefined;
@@ -128,6 +129,13 @@ export async function followRun(client: Client, runId: string, options: FollowOp
       lastStage = stage;
       quarterShown = -1;
     }
+    // A stage that keeps failing (a full disk, a dead backend) says why while Temporal retries it.
+    const retrying = activity && activity.attempt > 1 && activity.lastFailure ? `  attempt ${activity.attempt - 1} of ${activity.type} failed: ${activity.lastFailure}; retrying` : undefined;
+    if (retrying && retrying !== lastRetrying) {
+      stopBar();
+      say(retrying);
+    }
+    lastRetrying = retrying;
     if (activity?.waiting !== lastWaiting) {
       if (activity?.waiting) {
         stopBar();
@@ -144,7 +152,7 @@ export async function followRun(client: Client, runId: string, options: FollowOp
           bar.start(activity.total, activity.done, { note: '' });
           barKey = key;
         }
-        bar?.update(activity.done, { note: activity.attempt > 1 ? `(attempt ${activity.attempt}: ${activity.lastFailure ?? ''})` : '' });
+        bar?.update(activity.done, { note: activity.attempt > 1 ? `(attempt ${activity.attempt})` : '' });
       } else {
         const quarter = Math.floor((4 * activity.done) / activity.total);
         if (quarter > quarterShown && quarter > 0 && quarter < 4) {
@@ -298,7 +306,10 @@ const reward = (value: number | null | undefined) => (value === null || value ==
 export function formatRunSummary(report: RunReport): string {
   const lines: string[] = [];
   const status = report.status;
-  lines.push(`run ${report.runId}: ${status?.state ?? report.execution.toLowerCase()}${report.problem ? ` (${report.problem})` : ''}`);
+  // The run's own state is the last it reported; a run that failed or was ended did not report that.
+  const ended = ['FAILED', 'TERMINATED', 'CANCELLED', 'TIMED_OUT'].includes(report.execution);
+  lines.push(`run ${report.runId}: ${ended ? report.execution.toLowerCase().replace('_', ' ') : (status?.state ?? report.execution.toLowerCase())}${report.problem ? ` (${report.problem})` : ''}`);
+  if (ended) lines.push(`\`rein resume ${report.runId}\` continues it from its first unfinished iteration.`);
   if (!status) return `${lines.join('\n')}\n`;
   if (status.iterations.length > 0) {
     const verdict = (it: RunStatus['iterations'][number]) => (it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-');

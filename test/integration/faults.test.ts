@@ -1,8 +1,10 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { embeddedBaseCheckpoint } from '../../src/config/embedded-default.js';
 import { startRein, type RunningRein } from '../helpers/cli.js';
 import { testClient } from '../helpers/temporal.js';
@@ -19,8 +21,11 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-faults-'));
 const fixtures = path.resolve(import.meta.dirname, '../fixtures/harnesses');
 const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined, REIN_GATEWAY_ADMIN_KEY: undefined };
 const processes = new Set<RunningRein>();
-afterAll(async () => {
+// Each test starts its own services; the next one does not share the machine with them.
+afterEach(async () => {
   await Promise.all([...processes].map((p) => p.stop('SIGKILL')));
+});
+afterAll(() => {
   if (!process.env.REIN_KEEP_TEST_DIRS) rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -34,6 +39,65 @@ function start(args: string[], ready?: RegExp): { process: RunningRein; ready: P
 /** The run's own process: a wait for the run's state ends early, with its output, if it exits. */
 let follower: RunningRein | undefined;
 let followerExited = false;
+function followWith(process: RunningRein): void {
+  follower = process;
+  followerExited = false;
+  void process.exited.then(() => {
+    if (follower === process) followerExited = true;
+  });
+}
+
+/** Reads a data directory's traces database as it is now (empty results before it exists). */
+function tracesOf(dataDir: string) {
+  return <T>(sql: string, ...params: unknown[]): T[] => {
+    try {
+      const db = new Database(path.join(dataDir, 'traces.sqlite'), { readonly: true, fileMustExist: true });
+      try {
+        return db.prepare(sql).all(...params) as T[];
+      } finally {
+        db.close();
+      }
+    } catch {
+      return []; // not created yet
+    }
+  };
+}
+
+/**
+ * Stands between a worker and the gateway and never answers the final status write of rollouts
+ * whose id starts with `prefix` (their score is already recorded): killing the worker then is
+ * killing it between a score and its status write.
+ */
+async function holdingFinalStatusWrites(gatewayUrl: string, prefix: string): Promise<{ url: string; held: Set<string>; close: () => Promise<void> }> {
+  const held = new Set<string>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const id = /^\/api\/rollouts\/([^/?]+)\/status$/.exec(req.url ?? '')?.[1];
+      if (req.method === 'POST' && id && decodeURIComponent(id).startsWith(prefix) && (JSON.parse(body.toString()) as { status: string }).status !== 'running') {
+        held.add(decodeURIComponent(id));
+        return;
+      }
+      const upstream = http.request(new URL(req.url ?? '/', gatewayUrl), { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      upstream.on('error', () => res.destroy());
+      upstream.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    held,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 300_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -84,19 +148,7 @@ describe('faults never change a verdict', () => {
       },
     );
     const config = JSON.parse(readFileSync(file, 'utf8')) as { policyServer: { port: number } };
-    const traces = () => new Database(path.join(dataDir, 'traces.sqlite'), { readonly: true, fileMustExist: true });
-    const query = <T>(sql: string, ...params: unknown[]): T[] => {
-      try {
-        const db = traces();
-        try {
-          return db.prepare(sql).all(...params) as T[];
-        } finally {
-          db.close();
-        }
-      } catch {
-        return []; // not created yet
-      }
-    };
+    const query = tracesOf(dataDir);
     const running = (prefix: string) => query<{ id: string }>("SELECT id FROM rollouts WHERE status = 'running' AND id LIKE ?", `${prefix}%`).length;
     const policyServer = () => start(['policy', 'serve', '--model', `v0=${embeddedBaseCheckpoint()}`, '--port', String(config.policyServer.port)], /Policy server ready/);
     const gatewayProcess = () => start(['--config', file, 'gateway'], /Gateway ready/);
@@ -110,8 +162,7 @@ describe('faults never change a verdict', () => {
     let gateway = gatewayProcess();
     await Promise.all([policy.ready, gateway.ready]);
     const train = start(['--config', file, 'train', '--run-id', runId, '--follow']);
-    follower = train.process;
-    void train.process.exited.then(() => (followerExited = true));
+    followWith(train.process);
 
     // 1. The model backend goes away while the base's held-out replay runs, and comes back.
     await until('the base replay to start', () => running('heldout.v0.') === 4);
@@ -215,6 +266,106 @@ describe('faults never change a verdict', () => {
       }
     } finally {
       registry.close();
+    }
+  }, 900_000);
+  it('a full disk stops a run with the reason and it resumes; a worker killed after a lost attempt answered, or between a score and its status write, neither scores the lost answer nor scores twice', async () => {
+    const runId = 'lossy';
+    const dir = path.join(scratch, runId);
+    const holds = path.join(dir, 'holds');
+    mkdirSync(holds, { recursive: true });
+    const { file, dataDir } = await writeExampleConfig(
+      dir,
+      { iterations: 1, tasksPerIteration: 4, samplesPerTask: 2, heldoutLimit: 4, heartbeatTimeoutSeconds: 5, base: { version: 'v0' } },
+      {
+        rollouts: { concurrency: 8 },
+        samples: { zeroVarianceGroups: 'keep' },
+        harness: {
+          version: 'calculator-agent-1',
+          local: { command: process.execPath, args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'], envAllow: ['PATH', 'HOME'], env: { HOLD_DIR: holds, ORPHAN_PREFIX: `${runId}.it1.train-0.` }, timeoutSeconds: 120 },
+        },
+      },
+    );
+    const config = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown> & { policyServer: { port: number }; gateway: Record<string, unknown> & { port: number } };
+    /** The same config with a change: what one worker's host differs in. */
+    const variant = (name: string, change: Partial<typeof config>) => {
+      const variantFile = path.join(dir, `${name}.json`);
+      writeFileSync(variantFile, JSON.stringify({ ...config, ...change }, null, 2));
+      return variantFile;
+    };
+    const query = tracesOf(dataDir);
+    const worker = (configFile: string) => start(['--config', configFile, 'worker'], /Worker polling/);
+    const policy = start(['policy', 'serve', '--model', `v0=${embeddedBaseCheckpoint()}`, '--port', String(config.policyServer.port)], /Policy server ready/);
+    const gateway = start(['--config', file, 'gateway'], /Gateway ready/);
+    await Promise.all([policy.ready, gateway.ready]);
+
+    // 1. The only worker's disk is below its floor: every stage refuses, saying why, and the run
+    // stops with that reason; with space again (another worker), `rein resume` continues it.
+    const fullDisk = worker(variant('full-disk', { storage: { minFreeMegabytes: 2 ** 40 } }));
+    await fullDisk.ready;
+    const train = start(['--config', file, 'train', '--run-id', runId, '--follow']);
+    expect(await train.process.exited).toBe(1);
+    const refused = train.process.output();
+    // Each refused try says why as it happens; the run's end says it again, and what to do next.
+    expect(refused.stdout).toMatch(/attempt 1 of registerBasePolicy failed: only .* free under .*below the floor of 1\.0 EiB: free space there, or lower storage\.minFreeMegabytes/);
+    expect(refused.stdout).toMatch(/run lossy: failed \(.*below the floor of 1\.0 EiB.*\)\n`rein resume lossy` continues it/);
+    await fullDisk.process.stop('SIGTERM');
+
+    // 2. The next worker reaches the gateway through a stand-in that never answers the final status
+    // write of iteration 1's train-1 rollouts, and it is killed once those are scored and once
+    // train-0's first attempts answered (their harnesses stay on, orphaned).
+    const holder = await holdingFinalStatusWrites(`http://127.0.0.1:${config.gateway.port}`, `${runId}.it1.train-1.`);
+    try {
+      writeFileSync(path.join(holds, 'release-orphans'), '');
+      const doomed = worker(variant('proxied', { gateway: { ...config.gateway, publicUrl: holder.url } }));
+      await doomed.ready;
+      const resumed = start(['--config', file, 'resume', runId, '--follow']);
+      followWith(resumed.process);
+      await until('train-1 scored and its status write held, train-0 answered', () => holder.held.size === 2 && answered(`${runId}.it1.train-0.0`) && answered(`${runId}.it1.train-0.1`));
+      expect(query("SELECT rollout_id FROM events WHERE type = 'reward' AND source = 'admin' AND rollout_id LIKE ?", `${runId}.it1.train-1.%`)).toHaveLength(2);
+      await doomed.process.stop('SIGKILL');
+      const next = worker(file);
+      await next.ready;
+      rmSync(path.join(holds, 'release-orphans'));
+
+      expect(await resumed.process.exited, `${resumed.process.output().stdout}\n${resumed.process.output().stderr}`).toBe(0);
+      expect(resumed.process.output().stdout).toMatch(/run lossy: finished/);
+    } finally {
+      await holder.close();
+    }
+
+    const rollouts = query<{ id: string; status: string; failure_class: string | null; attempts: number }>("SELECT id, status, failure_class, attempts FROM rollouts WHERE id LIKE 'lossy.%' OR id LIKE 'heldout.%'");
+    expect(rollouts.filter((r) => r.status === 'cancelled' || r.status === 'running' || r.status === 'queued')).toEqual([]);
+    const rewards = (id: string) => query<{ attempt: number; payload: string }>("SELECT attempt, payload FROM events WHERE type = 'reward' AND source = 'admin' AND rollout_id = ?", id).map((e) => ({ attempt: e.attempt, value: (JSON.parse(e.payload) as { value: number }).value }));
+    // Scored between the kill and the status write: the score stands, the verifier did not run again.
+    for (const id of [`${runId}.it1.train-1.0`, `${runId}.it1.train-1.1`]) {
+      expect(rollouts.find((r) => r.id === id)).toMatchObject({ attempts: 1 });
+      expect(rewards(id)).toHaveLength(1);
+    }
+    // The orphaned first attempt answered, but its answer is not the second attempt's: that one
+    // crashed without an answer, and was scored as it did.
+    for (const id of [`${runId}.it1.train-0.0`, `${runId}.it1.train-0.1`]) {
+      expect(answered(id)).toBe(true);
+      expect(rollouts.find((r) => r.id === id)).toMatchObject({ status: 'failed', failure_class: 'harness', attempts: 2 });
+      expect(rewards(id)).toEqual([{ attempt: 2, value: 0 }]);
+    }
+    expect(query("SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1")).toEqual([]);
+
+    const registry = new Database(path.join(dataDir, 'registry.sqlite'), { readonly: true });
+    try {
+      const decisions = registry.prepare('SELECT verdict, record FROM decisions').all() as Array<{ verdict: string; record: string }>;
+      expect(decisions).toHaveLength(1);
+      const evidence = (JSON.parse(decisions[0]!.record) as { evidence: { pairs: number; scored: { pairs: number } } }).evidence;
+      expect(evidence.scored.pairs).toBe(evidence.pairs);
+    } finally {
+      registry.close();
+    }
+
+    function answered(id: string): boolean {
+      try {
+        return JSON.parse(readFileSync(path.join(dataDir, 'rollouts', id, 'attempt-1', 'output.json'), 'utf8')) !== null;
+      } catch {
+        return false; // not written yet, or half written
+      }
     }
   }, 900_000);
 });

@@ -67,7 +67,9 @@ export function registerRunCommands(program: Command): void {
       const activity = report.activity;
       process.stdout.write(
         formatRunSummary(report) +
-          (report.status && report.execution === 'RUNNING' ? `stage: ${report.status.stage}${activity ? ` (${activity.stage ?? activity.type}${activity.total !== undefined ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.attempt > 1 ? `, attempt ${activity.attempt}` : ''})` : ''}\n` : ''),
+          (report.status && report.execution === 'RUNNING' ? `stage: ${report.status.stage}${activity ? ` (${activity.stage ?? activity.type}${activity.total !== undefined ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.attempt > 1 ? `, attempt ${activity.attempt}` : ''})` : ''}\n` : '') +
+          (activity?.waiting ? `waiting: ${activity.waiting}\n` : '') +
+          (activity && activity.attempt > 1 && activity.lastFailure ? `attempt ${activity.attempt - 1} failed: ${activity.lastFailure}\n` : ''),
       );
     });
 
