@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { keepHeartbeating } from './heartbeat.js';
+import { isFinalCancel, keepHeartbeating } from './heartbeat.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { PolicyConflictError, type PolicyRegistry } from '../src/registry/policy-registry.js';
 import { PolicySetupError } from '../src/training/errors.js';
@@ -55,7 +55,7 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
         const { batchUri, ...job } = input;
         const { policy, train } = await updatePolicy(
           { ...job, batchPath: batchUri.startsWith('file:') ? fileURLToPath(batchUri) : batchUri },
-          { registry, trainer, gateway, serving, policiesDir: deps.policiesDir, signal: context.cancellationSignal },
+          { registry, trainer, gateway, serving, policiesDir: deps.policiesDir, signal: context.cancellationSignal, handedBack: () => !isFinalCancel(context) },
         );
         return {
           version: policy.version,

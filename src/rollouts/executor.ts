@@ -31,6 +31,12 @@ export interface HarnessLaunch {
   /** Extra variables for this run (e.g. greedy decoding for held-out replay). */
   env: Record<string, string>;
   signal?: AbortSignal | undefined;
+  /**
+   * Asked when the signal aborts: true when the work is being handed back (its worker is going
+   * away) rather than ended for good. An executor whose runs outlive their runner (a Kubernetes
+   * Job) leaves them running then, for the next runner to follow.
+   */
+  handedBack?: () => boolean;
 }
 
 export interface HarnessRun {

@@ -218,6 +218,7 @@ async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext
     dir,
     env: spec.harnessEnv ?? {},
     signal: deps.signal,
+    handedBack: () => deps.cancelIsFinal !== undefined && !deps.cancelIsFinal(),
   });
 
   // Left running by a runner that died: follow its run if the executor still can, else that attempt is lost.

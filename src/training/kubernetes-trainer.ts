@@ -9,7 +9,7 @@ import { clusterSettingsShape, dnsLabel, isTransient, loadKubeConfig, messageOf,
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes/template.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { isTrainerRefusal, PolicySetupError, PolicyUpdateError } from './errors.js';
-import { effectiveLearningRate, type PolicyTrainer } from './policy-update.js';
+import { effectiveLearningRate, type PolicyTrainer, type TrainInput } from './policy-update.js';
 
 /**
  * The policy update as a Kubernetes Job (a GPU trainer in the cluster). The Job comes from the
@@ -181,17 +181,23 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
       try {
         return await follow(name, job);
       } catch (err) {
-        if (job.signal?.aborted || err instanceof TrainingTimeout) await deleteJob(name);
+        if (err instanceof TrainingTimeout || (job.signal?.aborted && job.handedBack?.() !== true)) await deleteJob(name);
         throw err;
       }
     },
   };
 
-  async function follow(name: string, job: TrainingJob & { signal?: AbortSignal }): Promise<TrainResult> {
+  async function follow(name: string, job: TrainInput): Promise<TrainResult> {
     const created = Date.now();
     let startedAt: number | undefined;
     for (;;) {
-      if (job.signal?.aborted) throw new PolicyUpdateError(`the policy update was cancelled; Job ${name} deleted`);
+      if (job.signal?.aborted) {
+        throw new PolicyUpdateError(
+          job.handedBack?.() === true
+            ? `the policy update was handed back (its worker is going away); Job ${name} runs on for the next try to follow`
+            : `the policy update was cancelled; Job ${name} deleted`,
+        );
+      }
       const current = await call(`reading Job ${name}`, () => apis().batch.readNamespacedJob({ name, namespace }));
       const pods = (await call(`listing the pods of Job ${name}`, () => apis().core.listNamespacedPod({ namespace, labelSelector: `${TRAIN_JOB_LABEL}=${name}` }))).items;
       const pod = pods.sort((a, b) => String(b.metadata?.creationTimestamp ?? '').localeCompare(String(a.metadata?.creationTimestamp ?? '')))[0];

@@ -28,7 +28,20 @@ export interface PolicyUpdateJob {
 /** Where a policy update runs: the local trainer as a child process, or a Kubernetes Job. */
 export interface PolicyTrainer {
   /** Trains `parent` on the batch into `outputDir`; a retry finds a finished result instead of training again. */
-  train(input: { parentCheckpoint: string; batchPath: string; outputDir: string; signal?: AbortSignal | undefined }): Promise<TrainResult>;
+  train(input: TrainInput): Promise<TrainResult>;
+}
+
+export interface TrainInput {
+  parentCheckpoint: string;
+  batchPath: string;
+  outputDir: string;
+  signal?: AbortSignal | undefined;
+  /**
+   * Asked when the signal aborts: true when the update is handed back (its worker is going away)
+   * rather than cancelled. A trainer that outlives its worker (a Kubernetes Job) runs on then, for
+   * the next try to follow.
+   */
+  handedBack?: (() => boolean) | undefined;
 }
 
 
@@ -113,13 +126,14 @@ export interface PolicyUpdateDeps {
   serving: Serving;
   policiesDir: string;
   signal?: AbortSignal;
+  handedBack?: () => boolean;
 }
 
 export async function updatePolicy(job: PolicyUpdateJob, deps: PolicyUpdateDeps): Promise<{ policy: PolicyRecord; train: TrainResult }> {
   const parent = deps.registry.get(job.parentVersion);
   if (!parent) throw new PolicyLineageError(`policy ${job.parentVersion} is not in the registry; register the base policy before training from it`);
   const outputDir = path.join(deps.policiesDir, job.runId, job.newVersion);
-  const train = await deps.trainer.train({ parentCheckpoint: parent.checkpointUri, batchPath: job.batchPath, outputDir, ...(deps.signal && { signal: deps.signal }) });
+  const train = await deps.trainer.train({ parentCheckpoint: parent.checkpointUri, batchPath: job.batchPath, outputDir, signal: deps.signal, handedBack: deps.handedBack });
   if (train.batchContentHash !== job.batchContentHash) {
     throw new PolicyLineageError(`the trainer read batch ${train.batchContentHash}, the iteration built ${job.batchContentHash}: the batch file changed`);
   }

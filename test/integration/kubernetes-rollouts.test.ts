@@ -9,7 +9,7 @@ import type { HarnessExecutor } from '../../src/rollouts/executor.js';
 import { harnessExecutor, harnessVersion } from '../../src/rollouts/harness-spec.js';
 import { kubernetesExecutor } from '../../src/rollouts/kubernetes/job-executor.js';
 import { jobNameFor, kubernetesHarnessSchema, renderJob, type KubernetesHarnessSettings } from '../../src/rollouts/kubernetes/job-template.js';
-import { RolloutSetupError, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
+import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
 import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startKubeStandIn, type KubeStandIn } from '../helpers/kube-api-stand-in.js';
 
@@ -180,6 +180,23 @@ describe('rollouts as Kubernetes Jobs (against the API stand-in)', () => {
     await waitFor(() => kube.runningPods() === 0);
     const left = await kube.kubeConfig().makeApiClient(BatchV1Api).listNamespacedJob({ namespace: 'default' });
     expect(left.items).toEqual([]);
+  });
+
+  it('leaves the Job running when its worker hands the rollouts back, and the next runner follows it to the end', async () => {
+    const launches = path.join(dir, 'handback-launches.log');
+    const harness = await setup(template('handback', path.join(fixtures, 'counting.mjs'), `          env:\n            - { name: LAUNCH_LOG, value: ${JSON.stringify(launches)} }\n            - { name: LAUNCH_DELAY_MS, value: "2000" }\n`));
+    const shutdown = new AbortController();
+    const first = runRollouts(batch({ batchId: 'k-handback' }), { gateway, harness, verifier, signal: shutdown.signal, cancelIsFinal: () => false });
+    await waitFor(() => existsSync(launches) && readFileSync(launches, 'utf8').includes('k-handback.t.0 1\n'));
+    shutdown.abort();
+    await expect(first).rejects.toBeInstanceOf(RolloutsHandedBack);
+    const jobs = await kube.kubeConfig().makeApiClient(BatchV1Api).listNamespacedJob({ namespace: 'default' });
+    expect(jobs.items.map((j) => j.metadata?.name)).toEqual([jobNameFor('k-handback.t.0', 1)]);
+
+    const [outcome] = await runRollouts(batch({ batchId: 'k-handback' }), { gateway, harness, verifier });
+    expect(outcome).toMatchObject({ status: 'succeeded', reward: 1, attempts: 1 });
+    expect(readFileSync(launches, 'utf8')).toBe('k-handback.t.0 1\n');
+    expect(kube.jobsCreated()).toBe(1);
   });
 
   it('runs from the config file: template and kubeconfig paths relative to it, the template part of the harness version', async () => {

@@ -80,6 +80,19 @@ describe('the policy update as a Kubernetes Job (against the Jobs/Pods API stand
     expect(kube?.jobsCreated()).toBe(1);
   });
 
+  it('leaves the Job training when its worker hands the update back; the next try follows it', { timeout: 120_000 }, async () => {
+    const { trainer: k8s, batchApi } = await setup(template('handback'));
+    const outputDir = path.join(dir, 'policies', 'run-h', 'run-h.v1');
+    const shutdown = new AbortController();
+    const handedBack = k8s.train({ parentCheckpoint: base, batchPath: batch, outputDir, signal: shutdown.signal, handedBack: () => true }).catch((err: unknown) => err);
+    while ((kube?.runningPods() ?? 0) === 0) await new Promise((r) => setTimeout(r, 50));
+    shutdown.abort();
+    expect(((await handedBack) as Error).message).toContain(`handed back (its worker is going away); Job ${trainingJobName(outputDir, 1)} runs on`);
+    expect((await batchApi.listNamespacedJob({ namespace: 'default' })).items.map((j) => j.metadata?.name)).toEqual([trainingJobName(outputDir, 1)]);
+    await expect(k8s.train({ parentCheckpoint: base, batchPath: batch, outputDir })).resolves.toMatchObject({ steps: 2, reused: false });
+    expect(kube?.jobsCreated()).toBe(1);
+  });
+
   it('reports a failed trainer with its exit code and log; the next attempt is a new Job', { timeout: 120_000 }, async () => {
     const { trainer: k8s } = await setup(template('fails'));
     const outputDir = path.join(dir, 'policies', 'run-f', 'run-f.v1');

@@ -108,7 +108,8 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
         const finishedAt = terminated?.finishedAt ? new Date(terminated.finishedAt).getTime() : undefined;
         return { logTail, finishedAt };
       };
-      const onAbort = () => end({ cancelled: true }, newestPod(watch.pods, jobName, namespace), true);
+      // Handed back, the Job runs on: the next runner follows it (resume) instead of starting over.
+      const onAbort = () => end({ cancelled: true }, newestPod(watch.pods, jobName, namespace), launch.handedBack?.() !== true);
 
       const pendingTimer = setTimeout(() => {
         const pod = newestPod(watch.pods, jobName, namespace);
