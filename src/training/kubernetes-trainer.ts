@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Container, type V1Job, type V1Pod } from '@kubernetes/client-node';
@@ -10,6 +10,7 @@ import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes
 import type { TrainResult } from '../policy/local-trainer.js';
 import { isTrainerRefusal, PolicySetupError, PolicyUpdateError } from './errors.js';
 import { effectiveLearningRate, type PolicyTrainer, type TrainInput } from './policy-update.js';
+import { trainerLogFile } from './trainer-log.js';
 
 /**
  * The policy update as a Kubernetes Job (a GPU trainer in the cluster). The Job comes from the
@@ -232,8 +233,7 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
   /** The pod's log, kept beside the local trainer's logs. */
   async function keepLog(podName: string, outputDir: string): Promise<string> {
     const log = await call(`reading the log of pod ${podName}`, () => apis().core.readNamespacedPodLog({ name: podName, namespace, ...(settings.container && { container: settings.container }) })).catch(() => '');
-    mkdirSync(logDir, { recursive: true });
-    writeFileSync(path.join(logDir, `${path.basename(outputDir)}.train.log`), log);
+    writeFileSync(trainerLogFile(logDir, outputDir), log);
     return log;
   }
 }

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { TrainerSettings } from '../config/schema.js';
 import type { GatewayControlClient } from '../gateway/control-client.js';
@@ -9,6 +9,7 @@ import { ensureServed, type Serving } from '../registry/serving.js';
 import { runCommand } from '../rollouts/process.js';
 import { isTrainerRefusal, PolicyLineageError, PolicySetupError, PolicyUpdateError } from './errors.js';
 import { kubernetesPolicyTrainer } from './kubernetes-trainer.js';
+import { trainerLogFile } from './trainer-log.js';
 
 /**
  * The policy update of one iteration: train the parent on the iteration's batch into a new
@@ -98,14 +99,13 @@ export function trainerCommand(settings: TrainerSettings, job: { parentCheckpoin
 export function localPolicyTrainer(settings: TrainerSettings, logDir: string): PolicyTrainer {
   return {
     async train({ parentCheckpoint, batchPath, outputDir, signal }) {
-      mkdirSync(logDir, { recursive: true });
       const { command, args, env } = trainerCommand(settings, { parentCheckpoint, batchPath, outputDir });
       const run = await runCommand({
         command,
         args,
         env,
         timeoutMs: 24 * 3600_000,
-        logFile: path.join(logDir, `${path.basename(outputDir)}.train.log`),
+        logFile: trainerLogFile(logDir, outputDir),
         signal,
       });
       if (run.cancelled) throw new PolicyUpdateError('the policy update was cancelled');

@@ -239,7 +239,9 @@ describe('faults never change a verdict', () => {
     expect(base).toHaveLength(8);
     expect(base.filter((r) => r.failure_class === 'infrastructure' || r.failure_class === 'orchestrator')).toEqual([]);
 
-    // The killed trainer was retried: iteration 1's update took a second attempt, and succeeded.
+    // The killed trainer was retried: iteration 1's update took a second attempt, and succeeded;
+    // the killed try's log is kept beside the one that finished.
+    expect(readFileSync(path.join(dataDir, 'logs', `${runId}.v1.train.log.1`), 'utf8').length).toBeGreaterThan(0);
     const { client, connection } = await testClient();
     try {
       const history = await client.workflow.getHandle(`${runId}-it1`).fetchHistory();
