@@ -98,6 +98,14 @@ export const scheduleListing = z.object({
 
 export const startedRun = z.object({ runId: z.string(), executionRunId: z.string() });
 export const accepted = z.object({ ok: z.literal(true) });
+export const resumedRun = z.object({
+  action: z.enum(['signalled', 'continued']).describe('signalled: a paused run was sent the resume signal; continued: a closed run goes on as a new execution'),
+  fromIteration: z.number().int().optional(),
+  policyVersion: z.string().optional(),
+  previousStatus: z.string().optional().describe("Temporal's status of the execution that was continued"),
+  reason: z.string().optional().describe('Why that execution ended'),
+  executionRunId: z.string().optional(),
+});
 export const errorBody = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
 
 export const versionParams = z.strictObject({ version: z.string().min(1) });

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { z, ZodError, type ZodType } from 'zod';
-import { describeRun, listRuns, newRunId, RunExistsError, RunNotFoundError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
+import { describeRun, listRuns, newRunId, resumeRun, RunExistsError, RunNotFoundError, RunNotResumableError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
 import { releaseInput, startRelease } from '../client/release.js';
 import { changeSchedule, createSchedule, listSchedules, ScheduleError } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
@@ -87,11 +87,11 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       handle: async ({ body }) => startRun(client, taskQueue, { ...trainingRunInput(config, overrides(body)), runId: body.runId ?? newRunId() }),
     }),
     route({ method: 'GET', url: '/api/runs/:runId', summary: "A run's state, stage, iterations, held-out comparison and current activity", params: s.runIdParams, response: s.runReport, handle: async ({ params }) => describeRun(client, params.runId) }),
-    ...(['pause', 'resume', 'stop'] as const).map((signal) =>
+    ...(['pause', 'stop'] as const).map((signal) =>
       route({
         method: 'POST',
         url: `/api/runs/:runId/${signal}`,
-        summary: { pause: 'Pause a run between iterations', resume: 'Resume a paused run', stop: 'Stop a run after its current iteration' }[signal],
+        summary: { pause: 'Pause a run between iterations', stop: 'Stop a run after its current iteration' }[signal],
         params: s.runIdParams,
         status: 202,
         response: s.accepted,
@@ -101,6 +101,20 @@ export function buildApi(options: ApiOptions): FastifyInstance {
         },
       }),
     ),
+    route({
+      method: 'POST',
+      url: '/api/runs/:runId/resume',
+      summary: 'Resume a paused run, or continue one that failed, was terminated, cancelled or timed out from its first unfinished iteration (a new execution under the same run id)',
+      params: s.runIdParams,
+      status: 202,
+      response: s.resumedRun,
+      handle: async ({ params }) => {
+        const resumed = await resumeRun(client, params.runId);
+        if (resumed.action === 'signalled') return resumed;
+        const { fromIteration, policyVersion, previousStatus, reason, executionRunId } = resumed.continuation;
+        return { action: resumed.action, fromIteration, policyVersion, previousStatus, reason, executionRunId };
+      },
+    }),
     route({ method: 'GET', url: '/api/policies', summary: 'Policy versions with their lineage', query: s.listPoliciesQuery, response: z.object({ items: z.array(s.policyRecord) }), handle: async ({ query }) => ({ items: await registry((r) => r.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
     route({ method: 'GET', url: '/api/aliases', summary: 'Where each alias points, and every move (promotions, rollbacks, overrides)', response: s.aliases, handle: async () => registry((r) => ({ aliases: r.aliases(), history: r.aliasHistory() })) }),
     route({
@@ -243,6 +257,7 @@ function describeError(err: unknown): { status: number; code: string; message: s
   if (err instanceof ApiError) return err;
   if (err instanceof RunNotFoundError) return { status: 404, code: 'run_not_found', message: err.message };
   if (err instanceof RunExistsError) return { status: 409, code: 'run_exists', message: err.message };
+  if (err instanceof RunNotResumableError) return { status: 409, code: 'run_not_resumable', message: err.message };
   if (err instanceof ScheduleError) return { status: /^no schedule/.test(err.message) ? 404 : /already exists/.test(err.message) ? 409 : 400, code: 'schedule', message: err.message };
   if (err instanceof PromotionError) return { status: /not registered|no gate decision/.test(err.message) ? 404 : 409, code: 'promotion_refused', message: err.message };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };

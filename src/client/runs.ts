@@ -535,6 +535,19 @@ function closeReason(history: History): string {
   return 'ended';
 }
 
+/**
+ * Resumes a run however it stands: a running (paused) run gets the resume signal; one that failed,
+ * was terminated, cancelled or timed out is continued from its first unfinished iteration
+ * (continueRun); a completed one is refused (RunNotResumableError).
+ */
+export async function resumeRun(client: Client, runId: string): Promise<{ action: 'signalled' } | { action: 'continued'; continuation: RunContinuation }> {
+  if ((await runExecutionStatus(client, runId)) === 'RUNNING') {
+    await signalRun(client, runId, 'resume');
+    return { action: 'signalled' };
+  }
+  return { action: 'continued', continuation: await continueRun(client, runId) };
+}
+
 /** Temporal's status of a run's latest execution (RUNNING, COMPLETED, FAILED, TERMINATED, ...). */
 export async function runExecutionStatus(client: Client, runId: string): Promise<string> {
   try {

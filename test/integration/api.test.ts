@@ -139,6 +139,27 @@ describe('the HTTP API', () => {
     expect(await call('POST', '/api/releases', { candidate: 'api-1.v1', promote: 'yes' })).toMatchObject({ status: 400 });
     expect(await call('POST', '/api/runs', { runId: 'api-1' })).toMatchObject({ status: 409, body: { error: { code: 'run_exists' } } });
     expect(await call('POST', '/api/runs/api-1/stop')).toMatchObject({ status: 404 });
+    expect(await call('POST', '/api/runs/api-1/resume')).toMatchObject({ status: 409, body: { error: { code: 'run_not_resumable', message: expect.stringContaining('completed') } } });
+  });
+
+  it('continues a terminated run from where it stopped, as a new execution under the same id', { timeout: 180_000 }, async () => {
+    const started = await call('POST', '/api/runs', { runId: 'api-2' });
+    expect(started).toMatchObject({ status: 201 });
+    const { client, connection } = await testClient();
+    try {
+      await client.workflow.getHandle('api-2').terminate('api test: an operator ended it');
+    } finally {
+      await connection.close();
+    }
+    const resumed = await call('POST', '/api/runs/api-2/resume');
+    expect(resumed).toMatchObject({ status: 202, body: { action: 'continued', fromIteration: 1, previousStatus: 'TERMINATED', executionRunId: expect.any(String) } });
+    expect(resumed.body.executionRunId).not.toBe(started.body.executionRunId);
+    let report = (await call('GET', '/api/runs/api-2')).body;
+    while (report.execution === 'RUNNING') {
+      await new Promise((r) => setTimeout(r, 500));
+      report = (await call('GET', '/api/runs/api-2')).body;
+    }
+    expect(report).toMatchObject({ execution: 'COMPLETED', status: { state: 'finished', policyVersion: 'api-2.v1' } });
   });
 
   it('creates, lists, pauses and deletes schedules', async () => {
