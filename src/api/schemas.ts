@@ -71,8 +71,11 @@ export const runReport = z.object({
   status: runStatus.optional(),
   problem: z.string().optional().describe('Why the run failed, or why its status could not be read'),
   activity: z
-    .object({ workflowId: z.string(), stage: z.string().optional(), type: z.string(), attempt: z.number().int(), done: z.number().int().optional(), total: z.number().int().optional(), lastFailure: z.string().optional() })
+    .object({ workflowId: z.string(), stage: z.string().optional(), type: z.string(), attempt: z.number().int(), done: z.number().int().optional(), total: z.number().int().optional(), lastFailure: z.string().optional(), waiting: z.string().optional() })
     .optional(),
+  resumes: z
+    .array(z.object({ fromIteration: z.number().int(), policyVersion: z.string(), startOver: z.boolean(), previousExecutionRunId: z.string(), previousStatus: z.string(), reason: z.string(), at: z.string() }))
+    .describe('Each time the run was continued after its execution ended (`rein resume`), oldest first; the last ten'),
 });
 
 export const policyRecord = z.object({

@@ -6,7 +6,7 @@ import { followRun, formatRunSummary, StoppedFollowing, TemporalUnreachableError
 
 // What the SDK throws when the server is down: its own message, the gRPC status in the cause.
 const unreachable = () => new Error('cannot describe run r: Failed to describe workflow', { cause: Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14 }) });
-const report = (execution: string): RunReport => ({ runId: 'r', execution, startTime: new Date(), closeTime: undefined, status: undefined, problem: undefined, activity: undefined });
+const report = (execution: string): RunReport => ({ runId: 'r', execution, startTime: new Date(), closeTime: undefined, status: undefined, problem: undefined, activity: undefined, resumes: [] });
 const client = {} as Client;
 
 function follow(describeRun: () => Promise<RunReport>, options: Partial<FollowOptions> = {}) {
@@ -97,5 +97,9 @@ describe('formatRunSummary', () => {
     ]);
     expect(formatRunSummary({ ...report('TIMED_OUT'), status })).toMatch(/^run r: timed out\n/);
     expect(formatRunSummary({ ...report('RUNNING'), status })).toBe('run r: running\n');
+    const resume = { fromIteration: 2, policyVersion: 'r.v1', startOver: false, previousExecutionRunId: 'e1', previousStatus: 'TIMED_OUT', reason: 'trainer killed', progressFrom: 'query' as const, at: '2026-12-01T10:00:00.000Z' };
+    expect(formatRunSummary({ ...report('RUNNING'), status, resumes: [resume, resume] })).toBe(
+      'run r: running\ncontinued 2 times; last from iteration 2 with r.v1 after it timed out (trainer killed) at 2026-12-01T10:00:00.000Z\n',
+    );
   });
 });

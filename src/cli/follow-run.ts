@@ -309,6 +309,11 @@ export function formatRunSummary(report: RunReport): string {
   // The run's own state is the last it reported; a run that failed or was ended did not report that.
   const ended = ['FAILED', 'TERMINATED', 'CANCELLED', 'TIMED_OUT'].includes(report.execution);
   lines.push(`run ${report.runId}: ${ended ? report.execution.toLowerCase().replace('_', ' ') : (status?.state ?? report.execution.toLowerCase())}${report.problem ? ` (${report.problem})` : ''}`);
+  const lastResume = report.resumes.at(-1);
+  if (lastResume) {
+    const times = report.resumes.length === 1 ? 'once' : `${report.resumes.length} times`;
+    lines.push(`continued ${times}; last from iteration ${lastResume.fromIteration} with ${lastResume.policyVersion} after it ${lastResume.previousStatus.toLowerCase().replace('_', ' ')} (${lastResume.reason}) at ${lastResume.at}`);
+  }
   if (ended) lines.push(`\`rein resume ${report.runId}\` continues it from its first unfinished iteration.`);
   if (!status) return `${lines.join('\n')}\n`;
   if (status.iterations.length > 0) {

@@ -151,6 +151,8 @@ export interface RunReport {
   problem: string | undefined;
   /** What the current stage is doing: its activity and heartbeat progress. */
   activity: StageActivity | undefined;
+  /** Each time the run was continued after its execution ended, oldest first (the memo keeps ten). */
+  resumes: RunResume[];
 }
 
 export interface StageActivity {
@@ -199,7 +201,8 @@ export async function describeRun(client: Client, runId: string): Promise<RunRep
     }
   }
   const activity = execution === 'RUNNING' && status ? await describeStage(client, status.currentWorkflowId ?? runId) : undefined;
-  return { runId, execution, startTime: described.startTime, closeTime: described.closeTime, status, problem, activity };
+  const resumes = Array.isArray(described.memo?.resumes) ? (described.memo.resumes as RunResume[]) : [];
+  return { runId, execution, startTime: described.startTime, closeTime: described.closeTime, status, problem, activity, resumes };
 }
 
 /** The running activity of a workflow (the run itself or its current iteration) and its heartbeat. */

@@ -136,6 +136,7 @@ describe('continuing a run that did not complete', () => {
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(resumed.stdout).toContain(`run ${runId} failed in iteration 2 (trainer killed (exit 137) on its last try); continuing from iteration 2 of 3 with policy ${runId}.v1.`);
     expect(resumed.stdout).toContain(`run ${runId}: finished`);
+    expect(resumed.stdout).toMatch(new RegExp(`continued once; last from iteration 2 with ${runId}\\.v1 after it failed \\(trainer killed \\(exit 137\\) on its last try\\)`));
 
     // Iteration 1 ran once; iteration 2 ran again from the policy iteration 1 made; base registration once.
     expect(count('registerBasePolicy v0')).toBe(1);
