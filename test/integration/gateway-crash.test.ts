@@ -20,7 +20,10 @@ describe('gateway durability', () => {
     const backend = await startVllmLikeServer({ chunkDelayMs: 1 });
     const port = await freePort();
     const config = path.join(scratch, 'rein.yaml');
-    writeFileSync(config, stringify(gatewayConfigFile(backend.url, port)));
+    // A version whose backend holds its calls: one of them is surely in flight at the kill.
+    const file = gatewayConfigFile(backend.url, port) as { gateway: { policies: Record<string, unknown> } };
+    file.gateway.policies.held = { backend: 'toy', model: 'fault:hold' };
+    writeFileSync(config, stringify(file));
     const url = `http://127.0.0.1:${port}`;
     const admin = async (method: string, route: string, body?: unknown) => {
       const res = await fetch(`${url}${route}`, {
@@ -58,10 +61,13 @@ describe('gateway durability', () => {
       }
     };
     const workers = Array.from({ length: 16 }, (_, w) => worker(w));
-    while (completed.length < 150) await new Promise((r) => setTimeout(r, 5));
+    const heldCall = clients[0]!.chat.completions.create({ model: 'held', messages: [{ role: 'user', content: 'held at the kill' }] }).catch(() => 'cut off');
+    while (completed.length < 150 || backend.held() === 0) await new Promise((r) => setTimeout(r, 5));
     killed = true;
     await gateway.stop('SIGKILL');
     await Promise.all(workers);
+    expect(await heldCall).toBe('cut off');
+    backend.release();
     const acknowledged = [...completed];
     expect(acknowledged.length).toBeGreaterThanOrEqual(150);
 
@@ -83,8 +89,9 @@ describe('gateway durability', () => {
       const calls = [...journaled.values()] as Array<{ status: string; errorClass?: string | null }>;
       expect(calls.filter((c) => c.status === 'in_flight')).toEqual([]);
       const lost = calls.filter((c) => c.errorClass === 'gateway_lost');
+      expect(lost.length).toBeGreaterThanOrEqual(1); // the held call, at least
       expect(lost.every((c) => c.status === 'error')).toBe(true);
-      if (lost.length > 0) expect(gateway.output().stdout).toMatch(new RegExp(`${lost.length} calls? left in flight by the previous gateway`));
+      expect(gateway.output().stdout).toMatch(new RegExp(`${lost.length} calls? left in flight by the previous gateway`));
       // The secret survived too: the rollout keys issued before the crash still work.
       const after = await clients[0]!.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'after restart' }] });
       expect(after.choices[0]?.message.content).toBe('Echo: after restart');
