@@ -1,11 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z, ZodError } from 'zod';
-import { isFinished, newEventSchema, newRolloutSchema, ROLLOUT_MODES, ROLLOUT_STATUSES, statusChangeSchema } from '../rollouts/rollout.js';
+import { newEventSchema, newRolloutSchema, ROLLOUT_MODES, ROLLOUT_STATUSES, statusChangeSchema } from '../rollouts/rollout.js';
+import { ROLLOUT_ID_MAX_LENGTH } from '../rollouts/rollout-id.js';
 import { StoreConflictError, type CallEndpoint, type TraceStore } from '../store/trace-store.js';
+import { refuseClosedAttempt } from './admission.js';
 import { matchesHash, RolloutKeys, type RolloutKeyClaim } from './keys.js';
-import { GatewayHttpError, ModelCallProxy } from './proxy.js';
+import { createLogger, type Logger } from '../log/logger.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
+import { GatewayCallError, GatewayHttpError, ModelCallProxy } from './proxy.js';
 import type { RedactionRule } from './redact.js';
 import { Router, RoutingError, type Route, type RoutingTable } from './routing.js';
 
@@ -19,6 +25,10 @@ export interface GatewayOptions {
   /** How harnesses reach this gateway; default: the address it listens on. */
   publicUrl?: string;
   bodyLimitBytes?: number;
+  /** Longest a harness may take to send one whole request (headers and body); default 60 s. A slow sender holds a connection, not the gateway. */
+  requestTimeoutMs?: number;
+  /** Where the gateway's own failures are logged (default: warnings and errors to stderr). */
+  logger?: Logger;
   redaction?: readonly RedactionRule[];
   headersTimeoutMs?: number;
   bodyTimeoutMs?: number;
@@ -81,7 +91,21 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     bodyTimeoutMs: options.bodyTimeoutMs ?? 120_000,
     ...(options.maxShadowsInFlight !== undefined && { maxShadowsInFlight: options.maxShadowsInFlight }),
   });
-  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false });
+  // Route parameters as long as the longest rollout id (Fastify's default, 100, answered 414).
+  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 60_000), maxParamLength: ROLLOUT_ID_MAX_LENGTH });
+  const log = options.logger ?? createLogger('warn', 'gateway');
+  // The bytes each JSON body arrived as: the backend gets them, not a re-serialisation.
+  const rawBodies = new WeakMap<IncomingMessage, string>();
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
+    try {
+      const body = parseJsonBody(text as string);
+      rawBodies.set(req.raw, text as string);
+      done(null, body);
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
   let publicUrl = options.publicUrl ?? '';
   const { store } = options;
 
@@ -92,10 +116,18 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     if (!isAdmin(key)) throw new GatewayHttpError(403, 'forbidden', 'this key may not use the control API');
   };
 
-  app.setErrorHandler((err, _req, reply) => {
+  /** A failure of the gateway itself: logged with what leads to it, answered without its internals. */
+  const internal = (err: unknown, req: { method: string; url: string }, res: ServerResponse) => {
+    const callId = err instanceof GatewayCallError ? err.callId : (res.getHeader('x-rein-call-id') as string | undefined);
+    log.error({ err, callId, method: req.method, url: req.url }, 'gateway error');
+    return callId;
+  };
+  app.setErrorHandler((err, req, reply) => {
     const { status, code, message, headers } = describeError(err);
-    void reply.code(status).headers(headers).send(errorBody(status, code, message));
+    const callId = status >= 500 && code === 'gateway_error' ? internal(err, req, reply.raw) : undefined;
+    void reply.code(status).headers(headers).send(errorBody(status, code, callId === undefined ? message : `${message} (call ${callId})`));
   });
+  // Errors Fastify raises before any route (a URL it cannot decode, a parameter too long) in Rein's shape too.
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send(errorBody(404, 'not_found', `no route ${req.method} ${req.url}`));
   });
@@ -106,8 +138,9 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   const proxyCall = async (req: FastifyRequest, reply: FastifyReply, endpoint: CallEndpoint, pathClaim?: RolloutKeyClaim) => {
     const claim = await authorizeCall(req, pathClaim);
     const body = req.body;
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-      throw new GatewayHttpError(400, 'invalid_body', 'the request body must be a JSON object');
+    const text = rawBodies.get(req.raw);
+    if (body === null || typeof body !== 'object' || Array.isArray(body) || text === undefined) {
+      throw new GatewayHttpError(400, 'invalid_body', 'the request body must be a JSON object (sent as content-type application/json)');
     }
     const rollout = await admitRollout(claim);
     const controller = new AbortController();
@@ -123,13 +156,16 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
           attempt: claim.attempt,
           endpoint,
           body: body as Record<string, unknown>,
+          text,
+          headers: req.headers,
           pinnedPolicyVersion: rollout.policyVersion,
           signal: controller.signal,
         },
         res,
       );
     } catch (err) {
-      sendRawError(res, err);
+      const { status, code } = describeError(err);
+      sendRawError(res, err, status >= 500 && code === 'gateway_error' ? internal(err, req, res) : undefined);
     }
   };
 
@@ -161,15 +197,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   const admitRollout = async (claim: RolloutKeyClaim) => {
     const rollout = await store.getRollout(claim.rolloutId);
     if (!rollout) throw new GatewayHttpError(404, 'rollout_not_found', `rollout ${claim.rolloutId} does not exist`);
-    if (isFinished(rollout.status)) {
-      throw new GatewayHttpError(409, 'rollout_finished', `rollout ${rollout.id} has finished (${rollout.status}); it takes no more calls`);
-    }
-    if (claim.attempt > rollout.attempts) {
-      throw new GatewayHttpError(404, 'attempt_not_found', `rollout ${rollout.id} has no attempt ${claim.attempt}`);
-    }
-    if (claim.attempt < rollout.attempts) {
-      throw new GatewayHttpError(409, 'attempt_superseded', `attempt ${claim.attempt} of rollout ${rollout.id} was superseded by attempt ${rollout.attempts}`);
-    }
+    refuseClosedAttempt(rollout, claim);
     if (rollout.status === 'queued') {
       try {
         await store.setRolloutStatus(rollout.id, { status: 'running', reason: 'first model call' }, 'gateway');
@@ -244,9 +272,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
       throw new GatewayHttpError(403, 'forbidden', 'a rollout key may append events to its own rollout only');
     }
     const rollout = await requireRollout(store, req.params.id);
-    if (isFinished(rollout.status) && claim) {
-      throw new GatewayHttpError(409, 'rollout_finished', `rollout ${rollout.id} has finished (${rollout.status})`);
-    }
+    if (claim) refuseClosedAttempt(rollout, claim);
     const event = newEventSchema.parse(req.body);
     const recorded = await store.appendEvent(rollout.id, claim?.attempt ?? rollout.attempts, event, claim ? 'rollout' : 'admin');
     return reply.code(201).send(recorded);
@@ -389,6 +415,49 @@ function credentialOf(req: FastifyRequest): string | undefined {
   return typeof header === 'string' && header ? header : undefined;
 }
 
+/** How long a request may take to arrive, and Rein's error shape for what fails before a route. */
+function connectionOptions(requestTimeoutMs: number) {
+  return {
+    requestTimeout: requestTimeoutMs,
+    // Node checks for timed-out requests this often (its default, 30 s, would let a short limit run long).
+    http: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(60_000, requestTimeoutMs), connectionsCheckingInterval: Math.min(1000, requestTimeoutMs) },
+    clientErrorHandler: answerClientError,
+    frameworkErrors: (err: Error, _req: FastifyRequest, reply: FastifyReply) => {
+      const { status, code, message } = describeError(err);
+      void reply.code(status).send(errorBody(status, code, message));
+    },
+  };
+}
+
+/** A request body: one JSON value, nested no deeper than the gateway (and its journal) can walk. */
+function parseJsonBody(text: string): unknown {
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw new GatewayHttpError(400, 'json_too_deep', `the JSON body nests deeper than ${MAX_JSON_DEPTH} levels; send a flatter one`);
+  }
+  try {
+    // A key named __proto__ stays a plain key here (JSON.parse makes it an own property), as it does for the backend.
+    return JSON.parse(text);
+  } catch (err) {
+    throw new GatewayHttpError(400, 'malformed_json', `malformed JSON body (${(err as Error).message}); send one JSON object`);
+  }
+}
+
+/** Errors on a connection before any request reached a route (a timed-out or malformed request), in Rein's shape. */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'request_timeout', 'the request was not received in time (gateway.requestTimeoutMs); send it whole, faster']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'headers_too_large', 'the request headers are too large']
+        : [400, 'bad_request', `the request is not valid HTTP (${err.code ?? err.message})`];
+  const body = JSON.stringify(errorBody(status, code, message));
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
+
 function errorBody(status: number, code: string, message: string) {
   return { error: { message, type: status >= 500 ? 'api_error' : 'invalid_request_error', code, param: null } };
 }
@@ -418,18 +487,21 @@ function describeError(err: unknown): { status: number; code: string; message: s
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return { status, code: e.code ?? 'bad_request', message: e.message ?? 'bad request', headers: {} };
   }
-  return { status: 500, code: 'gateway_error', message: `gateway error: ${e.message ?? String(err)}`, headers: {} };
+  if (e.code === 'FST_ERR_MAX_PARAM_LENGTH') return { status: 414, code: 'uri_too_long', message: 'a part of the URL is too long', headers: {} };
+  if (e.code === 'FST_ERR_BAD_URL') return { status: 400, code: 'bad_url', message: 'the URL is not valid (it does not decode)', headers: {} };
+  // The details are in the gateway's log, not in the answer: they are internals.
+  return { status: 500, code: 'gateway_error', message: 'the gateway failed to handle the request; its log has the details', headers: {} };
 }
 
 /** For hijacked proxy replies: an error before any byte went out becomes an OpenAI error body. */
-function sendRawError(res: ServerResponse, err: unknown): void {
+function sendRawError(res: ServerResponse, err: unknown, callId?: string): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const { status, code, message, headers } = describeError(err);
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify(errorBody(status, code, message)));
+  res.end(JSON.stringify(errorBody(status, code, callId === undefined ? message : `${message} (call ${callId})`)));
 }
 
 /** Why a backend endpoint cannot answer now (unreachable or failing); null when it can. */

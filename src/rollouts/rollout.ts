@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ROLLOUT_ID_PATTERN, ROLLOUT_ID_RULE } from './rollout-id.js';
 
 export const ROLLOUT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
@@ -64,7 +65,7 @@ export interface Rollout {
 export const newRolloutSchema = z.strictObject({
   id: z
     .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, 'letters, digits and . _ : - (at most 128, starting with a letter or digit)')
+    .regex(ROLLOUT_ID_PATTERN, ROLLOUT_ID_RULE)
     .optional(),
   taskId: z.string().min(1).max(512).optional(),
   mode: z.enum(ROLLOUT_MODES).default('train'),

@@ -11,7 +11,7 @@ import { launchPacer } from './pacer.js';
 import { dependencyWaiter } from './readiness.js';
 import { recordedRewards, rewardsDisagree } from './rewards.js';
 import { isFinished, isUnscored, type FailureClass, type Rollout, type RolloutEvent, type RolloutMode } from './rollout.js';
-import { rolloutIdFor } from './rollout-id.js';
+import { batchRolloutIdProblems, rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
 
 /**
@@ -105,7 +105,7 @@ export class RolloutsHandedBack extends Error {
 
 export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Promise<RolloutOutcome[]> {
   const problems = [
-    ...(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(spec.batchId) ? [] : [`batch id "${spec.batchId}" may hold letters, digits and . _ : - only`]),
+    ...batchRolloutIdProblems(spec.batchId, spec.tasks.map((task) => task.id), spec.samplesPerTask),
     ...refusalPatternProblems(spec.refusalPatterns ?? []),
     // Training must know which version produced its samples; only a pin guarantees that.
     ...(spec.policyVersion === null && spec.mode === 'train' ? ['train rollouts must be pinned to a policy version (policyVersion is null)'] : []),
