@@ -1,9 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { withEmbeddedDefault } from './embedded-default.js';
 import { reinConfigSchema, type ReinConfig } from './schema.js';
+import { MAX_CONFIG_DEPTH, valueProblems } from './value-limits.js';
 
 /** A config that cannot be used; the message lists every problem with its path, value and expectation. */
 export class ConfigError extends Error {
@@ -60,24 +61,62 @@ function findConfigFile(explicit: string | undefined, cwd: string): string | und
   return DEFAULT_FILES.map((name) => path.join(cwd, name)).find((f) => existsSync(f));
 }
 
-function readConfigFile(file: string): unknown {
-  const text = readFileSync(file, 'utf8');
-  if (file.endsWith('.json')) {
-    try {
-      return JSON.parse(text) as unknown;
-    } catch (err) {
-      throw new ConfigError(file, [`not valid JSON: ${(err as Error).message}`]);
-    }
+/** A config file is a few KiB; past this it is the wrong file (or an attack), refused before parsing, which would take long. */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+
+function readConfigFile(file: string): Record<string, unknown> {
+  const size = statSync(file).size;
+  if (size > MAX_CONFIG_BYTES) {
+    throw new ConfigError(file, [`the file is ${size} bytes, larger than 1 MiB: a config file is small, so this is likely the wrong file`]);
   }
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(readFileSync(file));
+  } catch {
+    throw new ConfigError(file, ['not valid UTF-8; save the file as UTF-8']);
+  }
+  const value = file.endsWith('.json') ? parseJson(file, text) : parseYaml(file, text);
+  if (value === undefined || (value === null && !file.endsWith('.json'))) return {}; // an empty YAML file: all defaults
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new ConfigError(file, [`(top level): got ${JSON.stringify(value)}; expected a mapping of settings (e.g. "dataDir: .rein"), not a list or a single value`]);
+  }
+  // Checked here, before merging and cloning walk the value recursively.
+  const problems = valueProblems(value);
+  if (problems.length > 0) throw new ConfigError(file, problems);
+  return value as Record<string, unknown>;
+}
+
+function parseJson(file: string, text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new ConfigError(file, [`not valid JSON: ${(err as Error).message}`]);
+  }
+}
+
+function parseYaml(file: string, text: string): unknown {
   const doc = parseDocument(text, { prettyErrors: true });
   if (doc.errors.length > 0) {
     throw new ConfigError(
       file,
-      doc.errors.map((e) => `not valid YAML: ${e.message.split('\n')[0]}`),
+      doc.errors.map((e) => {
+        const at = e.linePos ? ` (line ${e.linePos[0].line}, column ${e.linePos[0].col})` : '';
+        // The yaml package's name for a collection it could not build: the stack ran out on the nesting.
+        if (e.code === 'RESOURCE_EXHAUSTION') return `nested more than ${MAX_CONFIG_DEPTH} levels deep${at}; a config's settings nest a few levels at most`;
+        return `not valid YAML: ${e.message.split('\n')[0]}`;
+      }),
     );
   }
-  return doc.toJS() ?? {};
+  try {
+    return doc.toJS({ maxAliasCount: MAX_ALIAS_USES });
+  } catch (err) {
+    // toJS throws a ReferenceError past maxAliasCount: aliases expanding into aliases (a "billion laughs").
+    throw new ConfigError(file, [`not usable YAML: ${(err as Error).message}; a config may use aliases (*name) ${MAX_ALIAS_USES} times at most`]);
+  }
 }
+
+/** The yaml package's own default, named: a hand-written config never comes near it. */
+const MAX_ALIAS_USES = 100;
 
 /** Validates a config object; every zod issue becomes one line naming path, value and expectation. */
 export function validateConfig(
@@ -85,6 +124,8 @@ export function validateConfig(
   source: string,
   fromEnv: ReadonlyMap<string, string> = new Map(),
 ): ReinConfig {
+  const hostile = valueProblems(input);
+  if (hostile.length > 0) throw new ConfigError(source, hostile);
   const result = reinConfigSchema.safeParse(input);
   if (result.success) return result.data;
   throw new ConfigError(

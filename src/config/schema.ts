@@ -8,6 +8,18 @@ import { DEFAULT_MIN_FREE_MEGABYTES } from '../preflight/disk-space.js';
 
 const port = z.number().int().min(1).max(65535);
 
+/** A regular expression, compiled at check time so `rein config check` finds a broken one, not the first call. */
+const regexSource = z
+  .string()
+  .min(1)
+  .superRefine((source, ctx) => {
+    try {
+      new RegExp(source);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: `a valid regular expression (${(err as Error).message})` });
+    }
+  });
+
 const tlsFiles = z.strictObject({
   clientCertPath: z.string().optional().describe('PEM client certificate for mTLS (relative to the config file)'),
   clientKeyPath: z.string().optional().describe('PEM private key of the client certificate'),
@@ -85,7 +97,7 @@ const gateway = z
       .strictObject({
         defaults: z.boolean().default(true).describe('Redact API keys, bearer tokens, rollout keys, private keys'),
         rules: z
-          .array(z.strictObject({ name: z.string().min(1), regex: z.string().min(1) }))
+          .array(z.strictObject({ name: z.string().min(1), regex: regexSource }))
           .default([])
           .describe('Extra patterns to redact before anything is journaled'),
       })
@@ -181,7 +193,7 @@ const rollouts = z.strictObject({
     .default({ success: 1 })
     .describe("reward = sum of weight x the verifier's component; every component is stored"),
   refusalPatterns: z
-    .array(z.string().min(1))
+    .array(regexSource)
     .optional()
     .describe("Regular expressions (case-insensitive) that mark a model reply as a refusal, for the 'model' failure class; a few common English refusals when unset"),
 });
