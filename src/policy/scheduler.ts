@@ -42,10 +42,20 @@ export class GenerationScheduler {
   private readonly decoding = new Map<Checkpoint, { decoder: Decoder; rows: Map<number, Active> }>();
   private nextKey = 0;
   private running = false;
+  /** Rows not yet finished, by model, and who waits for a model to have none. */
+  private readonly pending = new Map<Checkpoint, number>();
+  private readonly idleWaiters = new Map<Checkpoint, Array<() => void>>();
 
   constructor(private readonly maxRows = 64) {}
 
+  /** Resolves when no row of this model is waiting or decoding (at once if none is). */
+  idle(checkpoint: Checkpoint): Promise<void> {
+    if (!this.pending.get(checkpoint)) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.set(checkpoint, [...(this.idleWaiters.get(checkpoint) ?? []), resolve]));
+  }
+
   generate(row: GenerationRow): Promise<GenerationState> {
+    this.pending.set(row.checkpoint, (this.pending.get(row.checkpoint) ?? 0) + 1);
     return new Promise((resolve, reject) => {
       this.waiting.push({ key: this.nextKey++, row, state: { ids: [], logprobs: [], finishReason: null, stopReason: null }, random: seededRandom(row.seed), resolve, reject });
       if (!this.running) {
@@ -143,5 +153,13 @@ export class GenerationScheduler {
   private finish(a: Active, err?: unknown): void {
     if (err) a.reject(err);
     else a.resolve(a.state);
+    const left = (this.pending.get(a.row.checkpoint) ?? 1) - 1;
+    if (left > 0) {
+      this.pending.set(a.row.checkpoint, left);
+      return;
+    }
+    this.pending.delete(a.row.checkpoint);
+    for (const resolve of this.idleWaiters.get(a.row.checkpoint) ?? []) resolve();
+    this.idleWaiters.delete(a.row.checkpoint);
   }
 }

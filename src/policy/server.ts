@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { z, ZodError } from 'zod';
+import { matchesHash, sha256Hex } from '../gateway/keys.js';
 import { END_OF_TURN, parseToolCalls, specialTokenId } from './chat-format.js';
 import { loadCheckpoint, type Checkpoint } from './checkpoint.js';
 import { readyBackend } from './model.js';
@@ -48,6 +49,8 @@ const completionRequest = z
   .object({ ...sampling, prompt: z.union([z.string(), z.array(z.number().int().min(0))]), logprobs: z.number().int().min(0).max(20).nullish() })
   .passthrough();
 
+const BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+
 class HttpError extends Error {
   constructor(
     readonly status: number,
@@ -58,7 +61,24 @@ class HttpError extends Error {
   }
 }
 
-export async function startPolicyServer(options: { host: string; port: number; models?: Record<string, string>; maxBatchRows?: number }): Promise<PolicyServer> {
+export interface PolicyServerOptions {
+  host: string;
+  port: number;
+  models?: Record<string, string>;
+  maxBatchRows?: number;
+  /**
+   * The key loading and unloading versions needs (`Authorization: Bearer <key>`); without one,
+   * those endpoints refuse: anyone on the host could otherwise unload what production serves.
+   */
+  adminKey?: string | undefined;
+}
+
+/** The error body of every answer that is not a success: vLLM's shape, which holds Rein's {code, message}. */
+function errorBody(status: number, type: string, message: string) {
+  return { error: { message, type, param: null, code: status } };
+}
+
+export async function startPolicyServer(options: PolicyServerOptions): Promise<PolicyServer> {
   await readyBackend();
   const models = new Map<string, Checkpoint>();
   const load = (name: string, dir: string) => {
@@ -67,20 +87,55 @@ export async function startPolicyServer(options: { host: string; port: number; m
   };
   for (const [name, dir] of Object.entries(options.models ?? {})) load(name, dir);
   const scheduler = new GenerationScheduler(options.maxBatchRows);
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
-
-  app.setErrorHandler((err, _req, reply) => {
-    const { status, type, message } =
-      err instanceof HttpError
-        ? err
-        : err instanceof ZodError
-          ? { status: 400, type: 'BadRequestError', message: err.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ') }
-          : (err as { statusCode?: number }).statusCode === 400
-            ? { status: 400, type: 'BadRequestError', message: (err as Error).message }
-            : { status: 500, type: 'InternalServerError', message: (err as Error).message };
-    void reply.code(status).send({ error: { message, type, param: null, code: status } });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT_BYTES,
+    // Errors the router meets before any route (a URL that does not decode) answer in the same shape.
+    frameworkErrors: (err, _req, reply) => {
+      const status = err.statusCode ?? 400;
+      void (reply as FastifyReply).code(status).send(errorBody(status, 'BadRequestError', err.message));
+    },
+    // So do requests Node's HTTP parser refuses (a URL or headers over its limit: 431, bad framing: 400).
+    clientErrorHandler: (err: Error & { code?: string }, socket) => {
+      const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+      const reason = status === 431 ? 'the request line and headers are over the size limit; send a shorter URL' : `the request could not be parsed (${err.code ?? err.message})`;
+      const body = JSON.stringify(errorBody(status, 'BadRequestError', reason));
+      if (socket.writable) socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      else socket.destroy();
+    },
   });
 
+  app.setErrorHandler((err, _req, reply) => {
+    const status = (err as { statusCode?: number }).statusCode;
+    const { code, type, message } =
+      err instanceof HttpError
+        ? { code: err.status, type: err.type, message: err.message }
+        : err instanceof ZodError
+          ? { code: 400, type: 'BadRequestError', message: err.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ') }
+          : status === 413
+            ? { code: 413, type: 'BadRequestError', message: `the request body is over the limit of ${BODY_LIMIT_BYTES} bytes; send a shorter prompt` }
+            : status !== undefined && status >= 400 && status < 500
+              ? { code: status, type: 'BadRequestError', message: (err as Error).message }
+              : { code: 500, type: 'InternalServerError', message: (err as Error).message };
+    void reply.code(code).send(errorBody(code, type, message));
+  });
+  app.setNotFoundHandler((req, reply) => void reply.code(404).send(errorBody(404, 'NotFoundError', `no route ${req.method} ${req.url.split('?')[0] ?? ''}`)));
+
+  const adminKeyHash = options.adminKey ? sha256Hex(options.adminKey) : undefined;
+  const requireAdmin = (authorization: string | undefined) => {
+    if (!adminKeyHash) {
+      throw new HttpError(403, 'PermissionDeniedError', 'loading and unloading versions is off on this server: start it with an admin key (REIN_POLICY_SERVER_KEY, or `rein policy serve --admin-key-env NAME`)');
+    }
+    const given = /^Bearer (.+)$/.exec(authorization ?? '')?.[1] ?? '';
+    if (!matchesHash(given, adminKeyHash)) throw new HttpError(401, 'AuthenticationError', 'loading and unloading versions needs the admin key: send Authorization: Bearer <key>');
+  };
+
+  /** New requests no longer find the version; those generating with it finish first, then its weights go. */
+  const unload = (name: string) => {
+    const checkpoint = modelOf(name);
+    models.delete(name);
+    void scheduler.idle(checkpoint).then(() => checkpoint.model.dispose());
+  };
   const modelOf = (name: string) => {
     const checkpoint = models.get(name);
     if (!checkpoint) throw new HttpError(404, 'NotFoundError', `The model \`${name}\` does not exist.`);
@@ -89,6 +144,9 @@ export async function startPolicyServer(options: { host: string; port: number; m
 
   /** Generates n rows for one prompt, checking the context limit as vLLM does. */
   const run = (checkpoint: Checkpoint, prompt: number[], body: z.infer<typeof chatRequest> | z.infer<typeof completionRequest>, onToken?: (choice: number, state: GenerationState) => void) => {
+    const { vocabSize } = checkpoint.config;
+    const outside = prompt.find((id) => id >= vocabSize);
+    if (outside !== undefined) throw new HttpError(400, 'BadRequestError', `prompt: token id ${outside} is outside the vocabulary of ${body.model} (ids 0 to ${vocabSize - 1})`);
     const context = checkpoint.config.maxPositions;
     const requested = body.max_tokens ?? body.max_completion_tokens ?? undefined;
     const maxTokens = requested ?? context - prompt.length;
@@ -142,7 +200,8 @@ export async function startPolicyServer(options: { host: string; port: number; m
 
     if (body.stream) {
       let res: ServerResponse | undefined;
-      const send = (chunk: object) => res?.write(`data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', ...chunk })}\n\n`);
+      // Rows of a failed stream may still be going: nothing goes out after its end.
+      const send = (chunk: object) => !res?.writableEnded && res?.write(`data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', ...chunk })}\n\n`);
       const n = body.n ?? 1;
       const emitted = Array.from({ length: n }, () => ({ chars: 0, tokens: 0 }));
       const holdBack = Math.max(0, ...([] as string[]).concat(body.stop ?? []).map((s) => s.length - 1));
@@ -169,40 +228,41 @@ export async function startPolicyServer(options: { host: string; port: number; m
       });
       // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
       res = startStream(reply);
-      send({
-        choices: Array.from({ length: n }, (_, index) => ({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })),
-        ...(body.return_token_ids && { prompt_token_ids: prompt }),
-      });
-      let completionTokens = 0;
-      await Promise.all(
-        rows.map(async (row, choice) => {
-          const state = await row;
-          completionTokens += state.ids.length;
-          const mark = emitted[choice] as { chars: number; tokens: number };
-          const { parsed, finish } = message(state);
-          const ids = state.ids.slice(mark.tokens);
-          const rest = (parsed.content ?? '').slice(mark.chars);
-          send({
-            choices: [
-              {
-                index: choice,
-                delta: {
-                  ...(rest && { content: rest }),
-                  ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls.map((call, index) => ({ index, ...call })) }),
+      await streamed(res, async () => {
+        send({
+          choices: Array.from({ length: n }, (_, index) => ({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })),
+          ...(body.return_token_ids && { prompt_token_ids: prompt }),
+        });
+        let completionTokens = 0;
+        await Promise.all(
+          rows.map(async (row, choice) => {
+            const state = await row;
+            completionTokens += state.ids.length;
+            const mark = emitted[choice] as { chars: number; tokens: number };
+            const { parsed, finish } = message(state);
+            const ids = state.ids.slice(mark.tokens);
+            const rest = (parsed.content ?? '').slice(mark.chars);
+            send({
+              choices: [
+                {
+                  index: choice,
+                  delta: {
+                    ...(rest && { content: rest }),
+                    ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls.map((call, index) => ({ index, ...call })) }),
+                  },
+                  logprobs: logprobsOf(ids, state.logprobs.slice(mark.tokens)),
+                  finish_reason: finish,
+                  stop_reason: state.stopReason,
+                  ...(body.return_token_ids && { token_ids: ids }),
                 },
-                logprobs: logprobsOf(ids, state.logprobs.slice(mark.tokens)),
-                finish_reason: finish,
-                stop_reason: state.stopReason,
-                ...(body.return_token_ids && { token_ids: ids }),
-              },
-            ],
-          });
-        }),
-      );
-      if (body.stream_options?.include_usage) {
-        send({ choices: [], usage: { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens } });
-      }
-      res.end('data: [DONE]\n\n');
+              ],
+            });
+          }),
+        );
+        if (body.stream_options?.include_usage) {
+          send({ choices: [], usage: { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens } });
+        }
+      });
       return;
     }
 
@@ -254,7 +314,7 @@ export async function startPolicyServer(options: { host: string; port: number; m
 
     // Token by token, as vLLM streams completions: the prompt ids ride on each choice's first chunk.
     let res: ServerResponse | undefined;
-    const send = (choice: object) => res?.write(`data: ${JSON.stringify({ ...head, choices: [choice] })}\n\n`);
+    const send = (choice: object) => !res?.writableEnded && res?.write(`data: ${JSON.stringify({ ...head, choices: [choice] })}\n\n`);
     const emitted = Array.from({ length: body.n ?? 1 }, () => ({ chars: 0, tokens: 0 }));
     const holdBack = Math.max(0, ...([] as string[]).concat(body.stop ?? []).map((st) => st.length - 1));
     const piece = (index: number, state: GenerationState, final: boolean) => {
@@ -278,23 +338,26 @@ export async function startPolicyServer(options: { host: string; port: number; m
       if (!state.finishReason) send(piece(index, state, false));
     });
     // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
-    res = startStream(reply);
-    const done = await Promise.all(rows.map(async (row, index) => {
-      const state = await row;
-      send(piece(index, state, true));
-      return state;
-    }));
-    if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(done) })}\n\n`);
-    res.end('data: [DONE]\n\n');
+    const stream = startStream(reply);
+    res = stream;
+    await streamed(stream, async () => {
+      const done = await Promise.all(rows.map(async (row, index) => {
+        const state = await row;
+        send(piece(index, state, true));
+        return state;
+      }));
+      if (body.stream_options?.include_usage) stream.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(done) })}\n\n`);
+    });
   });
 
   app.get('/v1/models', async () => ({
     object: 'list',
-    data: [...models.entries()].map(([id, c]) => ({ id, object: 'model', created: 0, owned_by: 'rein', root: c.dir, max_model_len: c.config.maxPositions })),
+    data: [...models.entries()].map(([id, c]) => ({ id, object: 'model', created: 0, owned_by: 'rein', root: id, parent: null, max_model_len: c.config.maxPositions })),
   }));
 
   const loadBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1) });
   app.post('/v1/load_lora_adapter', async (req) => {
+    requireAdmin(req.headers.authorization);
     const { lora_name, lora_path } = loadBody.parse(req.body);
     try {
       load(lora_name, lora_path);
@@ -305,10 +368,9 @@ export async function startPolicyServer(options: { host: string; port: number; m
     return `Success: model ${lora_name} loaded from ${lora_path}`;
   });
   app.post('/v1/unload_lora_adapter', async (req) => {
+    requireAdmin(req.headers.authorization);
     const { lora_name } = z.object({ lora_name: z.string().min(1) }).parse(req.body);
-    const checkpoint = modelOf(lora_name);
-    models.delete(lora_name);
-    checkpoint.model.dispose();
+    unload(lora_name);
     return `Success: model ${lora_name} unloaded`;
   });
   app.get('/health', async () => ({ ok: true }));
@@ -319,10 +381,7 @@ export async function startPolicyServer(options: { host: string; port: number; m
     url: `${url}/v1`,
     models: () => [...models.keys()],
     load,
-    unload(name) {
-      modelOf(name).model.dispose();
-      models.delete(name);
-    },
+    unload,
     async close() {
       await app.close();
       for (const c of models.values()) c.model.dispose();
@@ -339,6 +398,19 @@ function settledLength(text: string, holdBack: number): number {
   let end = text.length - holdBack;
   while (end > 0 && text[end - 1] === '\ufffd') end--;
   return end;
+}
+
+/**
+ * Writes a stream's events, then its end. A failure once the stream has begun (its 200 is sent)
+ * ends it with an error event, as vLLM does, so no client waits for an end that never comes.
+ */
+async function streamed(res: ServerResponse, write: () => Promise<void>): Promise<void> {
+  try {
+    await write();
+  } catch (err) {
+    res.write(`data: ${JSON.stringify(errorBody(500, 'InternalServerError', `generation failed: ${(err as Error).message}`))}\n\n`);
+  }
+  res.end('data: [DONE]\n\n');
 }
 
 function startStream(reply: FastifyReply): ServerResponse {

@@ -5,6 +5,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelConfig, saveCheckpoint } from '../../src/policy/checkpoint.js';
 import { Qwen3Model, readyBackend } from '../../src/policy/model.js';
+import { VOCAB_SIZE } from '../../src/policy/chat-format.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
 import { ChatTokenizer } from '../../src/tokenizer/chat-tokenizer.js';
 import { startTestGateway } from '../helpers/gateway.js';
@@ -22,7 +23,7 @@ beforeAll(async () => {
     saveCheckpoint(path.join(dir, name), model);
     model.dispose();
   }
-  server = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { 'policy-v1': path.join(dir, 'v1') } });
+  server = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { 'policy-v1': path.join(dir, 'v1') }, adminKey: ADMIN });
   client = new OpenAI({ apiKey: 'unused', baseURL: server.url, maxRetries: 0 });
   tokenizer = ChatTokenizer.fromDirectory(path.join(dir, 'v1'));
 });
@@ -31,6 +32,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+const ADMIN = 'policy-admin-key';
+const asAdmin = { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` };
 const messages = [{ role: 'user' as const, content: 'hi' }];
 const extra = (fields: object) => fields as object;
 
@@ -105,16 +108,99 @@ describe('the embedded policy server, through the openai client', () => {
 
   it('loads and unloads policy versions at runtime, and names unknown models', async () => {
     await expect(client.chat.completions.create({ model: 'policy-v2', messages, max_tokens: 2 })).rejects.toMatchObject({ status: 404, message: expect.stringContaining('policy-v2') });
-    const loaded = await fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'policy-v2', lora_path: path.join(dir, 'v2') }) });
+    const loaded = await fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: asAdmin, body: JSON.stringify({ lora_name: 'policy-v2', lora_path: path.join(dir, 'v2') }) });
     expect(loaded.status).toBe(200);
     expect((await client.models.list()).data.map((m) => m.id).sort()).toEqual(['policy-v1', 'policy-v2']);
     const [one, two] = await Promise.all(['policy-v1', 'policy-v2'].map((model) => client.chat.completions.create({ model, messages, max_tokens: 6, seed: 9, temperature: 0 })));
     expect(one?.choices[0]?.message.content).not.toBe(two?.choices[0]?.message.content);
-    const unloaded = await fetch(`${server.url}/unload_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'policy-v2' }) });
+    const unloaded = await fetch(`${server.url}/unload_lora_adapter`, { method: 'POST', headers: asAdmin, body: JSON.stringify({ lora_name: 'policy-v2' }) });
     expect(unloaded.status).toBe(200);
     await expect(client.chat.completions.create({ model: 'policy-v2', messages, max_tokens: 2 })).rejects.toMatchObject({ status: 404 });
-    const bad = await fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'x', lora_path: path.join(dir, 'nowhere') }) });
+    const bad = await fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: asAdmin, body: JSON.stringify({ lora_name: 'x', lora_path: path.join(dir, 'nowhere') }) });
     expect(bad.status).toBe(400);
+  });
+
+  it('loads and unloads only for its admin key, and refuses both when it has none', async () => {
+    const post = (url: string, route: string, headers: Record<string, string>, body: object) => fetch(`${url}/${route}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: ADMIN }] as Array<Record<string, string>>) {
+      const unload = await post(server.url, 'unload_lora_adapter', headers, { lora_name: 'policy-v1' });
+      expect(unload.status).toBe(401);
+      expect(await unload.json()).toMatchObject({ error: { code: 401, message: expect.stringContaining('Authorization: Bearer') } });
+      expect((await post(server.url, 'load_lora_adapter', headers, { lora_name: 'x', lora_path: path.join(dir, 'v2') })).status).toBe(401);
+    }
+    expect(server.models()).toEqual(['policy-v1']);
+
+    const keyless = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { 'policy-v1': path.join(dir, 'v1') } });
+    try {
+      const refused = await post(keyless.url, 'unload_lora_adapter', { authorization: 'Bearer anything' }, { lora_name: 'policy-v1' });
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toMatchObject({ error: { code: 403, message: expect.stringContaining('admin key') } });
+      expect(keyless.models()).toEqual(['policy-v1']);
+    } finally {
+      await keyless.close();
+    }
+  });
+
+  it('lists its models by name, never by where their checkpoints lie', async () => {
+    const listed = await (await fetch(`${server.url}/models`)).text();
+    expect(listed).not.toContain(dir);
+    expect(JSON.parse(listed)).toMatchObject({ data: [{ id: 'policy-v1', root: 'policy-v1' }] });
+  });
+
+  it('answers a prompt that is only the end token, streamed or not, and refuses ids outside the vocabulary', async () => {
+    const endOfText = tokenizer.encode('<|endoftext|>');
+    for (const prompt of ['<|endoftext|>', endOfText as unknown as string]) {
+      const whole = await client.completions.create({ model: 'policy-v1', prompt, max_tokens: 3, seed: 1 });
+      expect(['stop', 'length']).toContain(whole.choices[0]?.finish_reason);
+      const stream = await client.completions.create({ model: 'policy-v1', prompt, max_tokens: 3, seed: 1, stream: true });
+      const finishes: Array<string | null> = [];
+      for await (const chunk of stream) finishes.push(chunk.choices[0]?.finish_reason ?? null);
+      expect(finishes.at(-1)).toBe(whole.choices[0]?.finish_reason);
+    }
+    // One past the last id (the vocabulary's end), and far outside it: a bad request, streamed or not.
+    for (const id of [VOCAB_SIZE, 100_000]) {
+      for (const stream of [false, true]) {
+        const answer = await fetch(`${server.url}/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'policy-v1', prompt: [id], max_tokens: 2, stream }) });
+        expect(answer.status).toBe(400);
+        expect(await answer.json()).toMatchObject({ error: { code: 400, message: expect.stringContaining(`token id ${id} is outside the vocabulary`) } });
+      }
+    }
+  });
+
+  it('finishes the replies a version is generating when it is unloaded, then serves it no more', async () => {
+    const load = () => fetch(`${server.url}/load_lora_adapter`, { method: 'POST', headers: asAdmin, body: JSON.stringify({ lora_name: 'leaving', lora_path: path.join(dir, 'v2') }) });
+    const body = { model: 'leaving', prompt: '<|user|>x', max_tokens: 30, seed: 4 };
+    await load();
+    const whole = await client.completions.create(body);
+    const stream = await client.completions.create({ ...body, stream: true });
+    const parts: string[] = [];
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      // Its weights used to be freed under the running generation, which then never ended.
+      if (server.models().includes('leaving')) expect((await fetch(`${server.url}/unload_lora_adapter`, { method: 'POST', headers: asAdmin, body: JSON.stringify({ lora_name: 'leaving' }) })).status).toBe(200);
+      parts.push(chunk.choices[0]?.text ?? '');
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(parts.join('')).toBe(whole.choices[0]?.text);
+    expect(finish).toBe(whole.choices[0]?.finish_reason);
+    await expect(client.completions.create(body)).rejects.toMatchObject({ status: 404 });
+    expect((await load()).status).toBe(200);
+    expect((await client.completions.create(body)).choices[0]?.text).toBe(whole.choices[0]?.text);
+  });
+
+  it('answers bad URLs, unknown routes and bodies over the limit in its error shape', async () => {
+    const badUrl = await fetch(`${server.url.replace(/\/v1$/, '')}/v1/%E0%A4%A`);
+    expect(badUrl.status).toBe(400);
+    expect(await badUrl.json()).toMatchObject({ error: { code: 400, message: expect.any(String) } });
+    const unknown = await fetch(`${server.url}/nothing-here`);
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ error: { code: 404, message: expect.stringContaining('/v1/nothing-here') } });
+    const huge = await fetch(`${server.url}/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'policy-v1', prompt: 'x'.repeat(17 * 1024 * 1024) }) });
+    expect(huge.status).toBe(413);
+    expect(await huge.json()).toMatchObject({ error: { code: 413, message: expect.stringContaining('over the limit') } });
+    const longUrl = await fetch(`${server.url}/models?${'a'.repeat(40_000)}`);
+    expect(longUrl.status).toBe(431);
+    expect(await longUrl.json()).toMatchObject({ error: { code: 431, message: expect.stringContaining('shorter URL') } });
   });
 
   it('refuses a prompt over the context naming the limit, and bad parameters', async () => {
