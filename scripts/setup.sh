@@ -33,6 +33,29 @@ install_python_tools() {
   fi
 
   install_trainer_python
+  install_conformance_python
+}
+
+# The official Python openai SDK for the conformance suite (small; cached per machine like the trainer's).
+install_conformance_python() {
+  local lock=test/conformance/requirements.lock
+  local hash
+  hash=$(sha256sum "$lock" | cut -c1-16)
+  local cache="${REIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rein}"
+  local env_dir="$cache/conformance-python-$hash"
+  mkdir -p "$cache"
+  (
+    flock 9
+    if [ -f "$env_dir/.complete" ] && "$env_dir/bin/python" -c 'import openai' 2>/dev/null; then
+      echo "setup: conformance Python environment cached at $env_dir"
+    else
+      rm -rf "$env_dir"
+      python3 -m venv "$env_dir"
+      "$env_dir/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir -r "$lock"
+      touch "$env_dir/.complete"
+    fi
+  ) 9>"$cache/conformance-python.lock"
+  ln -sfn "$env_dir" .tools/conformance
 }
 
 # The PyTorch trainer's pinned environment (trainer/requirements.lock: torch with its CUDA
