@@ -98,5 +98,5 @@ describe('rein config check', () => {
     const [nested, regex] = await Promise.all([runRein(['config', 'check', deepFile]), runRein(['config', 'check', regexFile])]);
     expect(nested).toMatchObject({ code: 2, stderr: expect.stringContaining(deepFile) });
     expect(regex).toMatchObject({ code: 2, stderr: expect.stringContaining('gateway.redact.rules.0.regex') });
-  });
+  }, 180_000); // two CLI starts through tsx, on a busy machine
 });

@@ -142,6 +142,8 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown, fromEnv: Readonl
     const allowed = allowedKeysAt(issue.path);
     return `${where}: unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}; expected one of: ${allowed.join(', ')}`;
   }
+  // A map's key (a backend or policy name) that its rule refuses: say why, not the value under it.
+  if (issue.code === 'invalid_key') return `${where}: ${issue.issues.map((i) => i.message).join('; ')}`;
   const value = valueAt(input, issue.path);
   const shown = value === undefined ? 'nothing' : JSON.stringify(value);
   return `${where}: got ${shown}; expected ${expectation(issue)}`;

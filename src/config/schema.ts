@@ -5,6 +5,7 @@ import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
 import { kubernetesTrainerSchema } from '../training/kubernetes-trainer.js';
 import { gateRulesSchema } from '../gate/gate.js';
 import { DEFAULT_MIN_FREE_MEGABYTES } from '../preflight/disk-space.js';
+import { routingNameProblem } from '../gateway/routing.js';
 
 const port = z.number().int().min(1).max(65535);
 
@@ -19,6 +20,12 @@ const regexSource = z
       ctx.addIssue({ code: 'custom', message: `a valid regular expression (${(err as Error).message})` });
     }
   });
+
+/** A backend, policy version or alias name: the gateway's one rule, so a config cannot hold a name its admin API refuses. */
+const routingName = z.string().superRefine((name, ctx) => {
+  const problem = routingNameProblem(name);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
 
 const tlsFiles = z.strictObject({
   clientCertPath: z.string().optional().describe('PEM client certificate for mTLS (relative to the config file)'),
@@ -102,16 +109,16 @@ const gateway = z
           .describe('Extra patterns to redact before anything is journaled'),
       })
       .prefault({}),
-    backends: z.record(z.string(), backend).default({}).describe('Inference servers by name'),
+    backends: z.record(routingName, backend).default({}).describe('Inference servers by name'),
     policies: z
-      .record(z.string(), z.strictObject({ backend: z.string(), model: z.string().min(1) }))
+      .record(routingName, z.strictObject({ backend: z.string(), model: z.string().min(1) }))
       .default({})
       .describe('Policy version -> the backend and model name serving it'),
-    aliases: z.record(z.string(), z.string()).default({}).describe('Model alias a harness asks for -> policy version'),
+    aliases: z.record(routingName, z.string()).default({}).describe('Model alias a harness asks for -> policy version'),
   })
   .superRefine((g, ctx) => {
     for (const [version, policy] of Object.entries(g.policies)) {
-      if (!g.backends[policy.backend]) {
+      if (!Object.hasOwn(g.backends, policy.backend)) {
         ctx.addIssue({
           code: 'custom',
           path: ['policies', version, 'backend'],
@@ -120,7 +127,7 @@ const gateway = z
       }
     }
     for (const [alias, version] of Object.entries(g.aliases)) {
-      if (!g.policies[version]) {
+      if (!Object.hasOwn(g.policies, version)) {
         ctx.addIssue({
           code: 'custom',
           path: ['aliases', alias],
@@ -231,7 +238,7 @@ const trainer = z.strictObject({
   maxGradNorm: z.number().positive().default(1).describe('Gradient norm limit'),
   seed: z.number().int().default(1).describe('Seed for minibatch order (the same batch and seed train the same policy)'),
   pytorch: pytorchTrainer.prefault({}).describe('Settings of the PyTorch trainer (engine: pytorch)'),
-  servingBackend: z.string().min(1).default('embedded').describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
+  servingBackend: routingName.default('embedded').describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
   kubernetes: kubernetesTrainerSchema.optional().describe('Run each policy update (either engine) as a Kubernetes Job from a template instead of a local process'),
 });
 
@@ -261,7 +268,7 @@ const storage = z.strictObject({
 const run = z.strictObject({
   base: z
     .strictObject({
-      version: z.string().min(1).default('v0').describe('Name of the policy version the run starts from'),
+      version: routingName.default('v0').describe('Name of the policy version the run starts from'),
       checkpoint: z
         .string()
         .optional()

@@ -3,7 +3,7 @@ export const MAX_CONFIG_DEPTH = 64;
 
 /**
  * What no setting may hold, found before anything recursive (validation, cloning, printing)
- * touches the value: nesting past `maxDepth`, NUL bytes (a path with one names another file, or
+ * touches the value: nesting past `maxDepth`, a `__proto__` key, NUL bytes (a path with one names another file, or
  * none) and text that is not valid Unicode (lone surrogates, e.g. from a JSON "\ud800").
  * Iterative, so a hostile depth cannot overflow the stack here either.
  */
@@ -23,7 +23,8 @@ export function valueProblems(value: unknown, maxDepth = MAX_CONFIG_DEPTH): stri
       continue;
     }
     for (const [key, child] of Object.entries(next.value)) {
-      const problem = textProblem(key);
+      // No setting is called so, and as a name in a map it would reach objects' prototypes.
+      const problem = key === '__proto__' ? 'is "__proto__", which no setting or name may be' : textProblem(key);
       if (problem) problems.push(`${[...next.path, JSON.stringify(key)].join('.')}: the key ${problem}`);
       pending.push({ value: child, path: [...next.path, key] });
     }

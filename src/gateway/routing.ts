@@ -63,6 +63,25 @@ export class RoutingError extends Error {
   }
 }
 
+/**
+ * Names of policy versions, aliases and backends: what model names look like (`Qwen/Qwen3-0.6B`,
+ * `llama3.1:8b`, `run-…-it2`). A version name goes out in the x-rein-policy-version header, so
+ * control characters and non-ASCII cannot be allowed; the leading letter or digit keeps
+ * `__proto__` out of every table.
+ */
+export const ROUTING_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$/;
+
+/** Why a policy version, alias or backend name cannot be used; undefined when it can. */
+export function routingNameProblem(name: string): string | undefined {
+  if (ROUTING_NAME_PATTERN.test(name)) return undefined;
+  return `${JSON.stringify(name)} is not a usable name: use 1 to 200 ASCII letters, digits and . _ : / @ + -, starting with a letter or digit`;
+}
+
+/** A table entry the table itself holds: a name like "constructor" must not find Object's. */
+function own<T>(record: Record<string, T> | undefined, name: string): T | undefined {
+  return record !== undefined && Object.hasOwn(record, name) ? record[name] : undefined;
+}
+
 interface PolicyState {
   paused: boolean;
   inFlight: number;
@@ -155,18 +174,17 @@ export class Router {
    * mirror.release() runs.
    */
   admit(model: unknown, rolloutId: string, pinnedVersion?: string): { route: Route; release: () => void; mirror?: MirrorRoute } {
+    // As vLLM serves a request without a model with its one model: the rollout's pinned version, else production.
+    if (model === undefined || model === null) model = pinnedVersion ?? (Object.hasOwn(this.table.aliases, 'production') ? 'production' : undefined);
     if (typeof model !== 'string' || model === '') {
       throw new RoutingError('the request names no model; set "model" to a policy alias or version', 400, 'model_missing');
     }
     // Own properties only: a model named "constructor" is unknown, not Object's.
     const viaAlias = Object.hasOwn(this.table.aliases, model);
-    const requested = viaAlias ? this.table.aliases[model] : Object.hasOwn(this.table.policies, model) ? model : undefined;
+    const requested = viaAlias ? own(this.table.aliases, model) : Object.hasOwn(this.table.policies, model) ? model : undefined;
     if (!requested) {
-      throw new RoutingError(
-        `model "${model}" is not served here; known: ${this.models().map((m) => m.id).join(', ') || '(none)'}`,
-        404,
-        'model_not_found',
-      );
+      // The backend's words: what else is served is for those who may list the models to ask.
+      throw new RoutingError(`The model \`${model}\` does not exist.`, 404, 'model_not_found');
     }
     // A rollout Rein pinned to a version (training, held-out replay) gets it whatever name its harness uses.
     const policyVersion = pinnedVersion ?? requested;
@@ -229,16 +247,16 @@ export class Router {
 
   /** Where a version's calls go, one route per backend endpoint; undefined when the table lacks it. */
   routesOf(policyVersion: string): Route[] | undefined {
-    if (!Object.hasOwn(this.table.policies, policyVersion)) return undefined;
-    const policy = this.table.policies[policyVersion] as PolicySpec;
-    const backend = this.table.backends[policy.backend] as BackendSpec;
+    const policy = own(this.table.policies, policyVersion);
+    if (!policy) return undefined;
+    const backend = own(this.table.backends, policy.backend) as BackendSpec;
     return backend.endpoints.map((endpoint) => ({ policyVersion, model: policy.model, backendName: policy.backend, backend, endpoint }));
   }
 
   /** Counts a call in flight on a policy (known to be in the table) and routes it. */
   private enter(policyVersion: string, rolloutId: string): { route: Route; release: () => void } {
-    const policy = this.table.policies[policyVersion] as PolicySpec;
-    const backend = this.table.backends[policy.backend] as BackendSpec;
+    const policy = own(this.table.policies, policyVersion) as PolicySpec;
+    const backend = own(this.table.backends, policy.backend) as BackendSpec;
     const state = this.stateOf(policyVersion);
     state.inFlight++;
     let released = false;
@@ -260,14 +278,13 @@ export class Router {
   }
 
   private mirrorOf(alias: string): Mirror | undefined {
-    const mirrors = this.table.mirrors ?? {};
-    if (!Object.hasOwn(mirrors, alias)) return undefined;
-    const { candidate, sampleRate } = mirrors[alias] as { candidate: string; sampleRate: number };
-    return { alias, incumbent: this.table.aliases[alias] as string, candidate, sampleRate };
+    const mirror = own(this.table.mirrors, alias);
+    if (!mirror) return undefined;
+    return { alias, incumbent: own(this.table.aliases, alias) as string, candidate: mirror.candidate, sampleRate: mirror.sampleRate };
   }
 
   private requirePolicy(policyVersion: string): void {
-    if (!this.table.policies[policyVersion]) {
+    if (!own(this.table.policies, policyVersion)) {
       throw new RoutingError(`policy ${policyVersion} is not in the routing table`, 404, 'policy_not_found');
     }
   }
@@ -293,19 +310,29 @@ export function stickyEndpoint(endpoints: readonly string[], rolloutId: string):
 }
 
 function validateTable(table: RoutingTable): void {
+  // Names first, and on their own: a name that cannot be used is the caller's one mistake.
+  const badNames = [
+    ...Object.keys(table.backends).map((name) => ['backend', name]),
+    ...Object.keys(table.policies).map((name) => ['policy version', name]),
+    ...Object.keys(table.aliases).map((name) => ['alias', name]),
+  ].flatMap(([kind, name]) => {
+    const problem = routingNameProblem(name as string);
+    return problem ? [`${kind} ${problem}`] : [];
+  });
+  if (badNames.length) throw new RoutingError(badNames.join('; '), 400, 'invalid_name');
   const problems: string[] = [];
   for (const [name, backend] of Object.entries(table.backends)) {
     if (backend.endpoints.length === 0) problems.push(`backend ${name} has no endpoints`);
   }
   for (const [version, policy] of Object.entries(table.policies)) {
-    if (!table.backends[policy.backend]) problems.push(`policy ${version} names unknown backend ${policy.backend}`);
+    if (!own(table.backends, policy.backend)) problems.push(`policy ${version} names unknown backend ${policy.backend}`);
   }
   for (const [alias, version] of Object.entries(table.aliases)) {
-    if (!table.policies[version]) problems.push(`alias ${alias} points at unknown policy ${version}`);
+    if (!own(table.policies, version)) problems.push(`alias ${alias} points at unknown policy ${version}`);
   }
   for (const [alias, { candidate }] of Object.entries(table.mirrors ?? {})) {
     if (!Object.hasOwn(table.aliases, alias)) problems.push(`mirror of alias ${alias}, which does not exist (clear it first: DELETE /api/mirrors/${alias})`);
-    if (!table.policies[candidate]) problems.push(`alias ${alias} is mirrored to unknown policy ${candidate}`);
+    if (!own(table.policies, candidate)) problems.push(`alias ${alias} is mirrored to unknown policy ${candidate}`);
   }
   if (problems.length) throw new RoutingError(`invalid gateway routing: ${problems.join('; ')}`, 400, 'invalid_routing');
 }
