@@ -1,14 +1,27 @@
 import path from 'node:path';
 import type { ActivityDeps } from '../activities/index.js';
 import { LocalArtifactStore } from '../src/artifacts/local-store.js';
+import { EMBEDDED_BACKEND } from '../src/config/embedded-default.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
 import { Ledger } from '../src/ledger/ledger.js';
+import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
 import { PolicyRegistry, registryFile } from '../src/registry/policy-registry.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { policyTrainer } from '../src/training/policy-update.js';
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
+
+/**
+ * The key for loading versions into the serving backend: the embedded policy server's admin key,
+ * else the backend's API key (vLLM guards /v1/load_lora_adapter with its --api-key).
+ */
+function servingKey(config: ReinConfig): string | undefined {
+  const { servingBackend } = config.trainer;
+  if (servingBackend === EMBEDDED_BACKEND && config.policyServer.enabled) return policyServerKey(config.dataDir);
+  const keyEnv = config.gateway.backends[servingBackend]?.apiKeyEnv;
+  return keyEnv ? process.env[keyEnv] : undefined;
+}
 
 /** The activities' dependencies for a worker, from the config: the trace store, artifacts, tokenizer. */
 export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps; close(): Promise<void> } {
@@ -30,7 +43,7 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
     gate: config.gate,
     trainer: policyTrainer(config.trainer, path.join(config.dataDir, 'logs')),
     policiesDir: path.join(config.dataDir, 'policies'),
-    ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints } }),
+    ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints, apiKey: () => servingKey(config) } }),
     ...(config.harness && { harness: config.harness }),
     ...(config.verifier && { verifier: config.verifier }),
     ...(config.samples.tokenizerDir && { tokenizer: ChatTokenizer.fromDirectory(config.samples.tokenizerDir) }),

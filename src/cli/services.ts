@@ -8,6 +8,7 @@ import { startApi, type ApiServer } from '../api/server.js';
 import { adminKeyHash, gatewayOptions } from '../gateway/from-config.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import type { Logger } from '../log/logger.js';
+import { policyServerKey } from '../policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
 import { withRegistry } from '../registry/policy-registry.js';
 import { restoreRoutes, trainedVersions } from '../registry/serving.js';
@@ -45,7 +46,13 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
     let policyServer: PolicyServer | undefined;
     if (config.policyServer.enabled) {
       const { base } = config.run;
-      policyServer = await startPolicyServer({ host: config.policyServer.host, port: config.policyServer.port, models: { [base.version]: base.checkpoint as string } });
+      policyServer = await startPolicyServer({
+        host: config.policyServer.host,
+        port: config.policyServer.port,
+        models: { [base.version]: base.checkpoint as string },
+        // Workers load the versions they train with it (activity deps read the same key).
+        adminKey: policyServerKey(config.dataDir),
+      });
       const server = policyServer;
       closers.push(() => server.close());
       logger.info({ url: policyServer.url, base: base.version }, 'embedded policy server listening');

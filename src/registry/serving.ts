@@ -7,6 +7,11 @@ import { restoreAliases } from './promotion.js';
 export interface Serving {
   backend: string;
   endpoints: string[];
+  /**
+   * The key the endpoints want for loading versions (vLLM's --api-key, the embedded policy
+   * server's admin key); read when needed, so a key written after this worker started is found.
+   */
+  apiKey?: () => string | undefined;
 }
 
 /** A serving endpoint refused to load a version, or could not be asked. */
@@ -52,9 +57,10 @@ export async function ensureServed(policy: Pick<PolicyRecord, 'version' | 'check
   const loadedOn: string[] = [];
   for (const endpoint of serving.endpoints) {
     const base = endpoint.replace(/\/+$/, '').replace(/\/v1$/, '');
+    const key = serving.apiKey?.();
     const ask = async (route: string, init?: RequestInit) => {
       try {
-        return await fetch(`${base}${route}`, init);
+        return await fetch(`${base}${route}`, { ...init, headers: { ...(init?.headers as Record<string, string> | undefined), ...(key && { authorization: `Bearer ${key}` }) } });
       } catch (err) {
         throw new ServingError(`serving endpoint ${base} is unreachable (${(err as Error).message}); is the inference server (or \`rein policy serve\`) running?`);
       }

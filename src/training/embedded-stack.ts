@@ -5,6 +5,7 @@ import { GatewayControlClient } from '../gateway/control-client.js';
 import { sha256Hex } from '../gateway/keys.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
+import type { Serving } from '../registry/serving.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 
 
@@ -14,6 +15,8 @@ export interface EmbeddedStack {
   gateway: Gateway;
   /** The gateway's control API, with an admin key made for this stack. */
   control: GatewayControlClient;
+  /** Where new versions are loaded: the policy server, with the admin key made for this stack. */
+  serving: Serving;
   close(): Promise<void>;
 }
 
@@ -25,7 +28,8 @@ export async function startEmbeddedStack(options: { workDir: string; baseCheckpo
   const store = new SqliteTraceStore(path.join(options.workDir, 'traces.sqlite'));
   let policyServer: PolicyServer | undefined;
   try {
-    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { v0: options.baseCheckpoint } });
+    const servingKey = randomBytes(24).toString('base64url');
+    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { v0: options.baseCheckpoint }, adminKey: servingKey });
     const adminKey = randomBytes(24).toString('base64url');
     const gateway = await startGateway(
       {
@@ -46,6 +50,7 @@ export async function startEmbeddedStack(options: { workDir: string; baseCheckpo
       policyServer: server,
       gateway,
       control: new GatewayControlClient(gateway.url, adminKey),
+      serving: { backend: EMBEDDED_BACKEND, endpoints: [server.url], apiKey: () => servingKey },
       async close() {
         await gateway.close();
         await server.close();

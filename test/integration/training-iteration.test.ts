@@ -14,7 +14,6 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { PolicyRegistry } from '../../src/registry/policy-registry.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
-import { EMBEDDED_BACKEND } from '../../src/config/embedded-default.js';
 import { localPolicyTrainer } from '../../src/training/policy-update.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
@@ -75,7 +74,7 @@ async function startWorker(prefix: string, trainer = localPolicyTrainer(config.t
     ledger,
     gate: { ...config.gate, autoPromote: true },
     trainer,
-    serving: { backend: EMBEDDED_BACKEND, endpoints: [stack.policyServer.url] },
+    serving: stack.serving,
     policiesDir: path.join(dir, 'policies'),
   });
   const close = async () => {

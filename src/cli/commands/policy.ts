@@ -1,8 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { POLICY_SERVER_KEY_ENV, policyServerKey, policyServerKeyFile } from '../../policy/admin-key.js';
 import { runTrainJob } from '../../policy/local-trainer.js';
 import { startPolicyServer } from '../../policy/server.js';
-import { untilInterrupted } from '../context.js';
+import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
 
 export function registerPolicyCommands(program: Command): void {
   const policy = program.command('policy').description('the embedded policy: serve it, train it');
@@ -12,15 +13,17 @@ export function registerPolicyCommands(program: Command): void {
     .option('--model <name=dir...>', 'a checkpoint directory to serve under a model name (repeatable)', [])
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <port>', 'port to listen on', '8500')
-    .action(async (options: { model: string[]; host: string; port: string }) => {
+    .option('--admin-key-env <name>', `variable holding the key that loading and unloading versions needs (default ${POLICY_SERVER_KEY_ENV}; unset: the key generated into dataDir/policy-server/admin-key)`)
+    .action(async (options: { model: string[]; host: string; port: string; adminKeyEnv?: string }) => {
       const models: Record<string, string> = {};
       for (const spec of options.model) {
         const [name, dir] = spec.split('=');
         if (!name || !dir) throw new Error(`--model expects name=dir, got "${spec}"`);
         models[name] = dir;
       }
-      const server = await startPolicyServer({ host: options.host, port: Number(options.port), models });
-      process.stdout.write(`Policy server ready at ${server.url} serving ${server.models().join(', ') || 'nothing yet'}\nPress Ctrl-C to stop.\n`);
+      const adminKey = adminKeyFor(options.adminKeyEnv, () => cliContext(program.opts<GlobalOptions>()).config.dataDir);
+      const server = await startPolicyServer({ host: options.host, port: Number(options.port), models, adminKey: adminKey.key });
+      process.stdout.write(`Policy server ready at ${server.url} serving ${server.models().join(', ') || 'nothing yet'}\nLoading and unloading versions needs the admin key (${adminKey.source}).\nPress Ctrl-C to stop.\n`);
       await untilInterrupted();
       await server.close();
     });
@@ -54,4 +57,15 @@ export function registerPolicyCommands(program: Command): void {
       // In a Kubernetes Job Rein reads the result from the termination message file it names.
       if (process.env.REIN_RESULT_FILE) writeFileSync(process.env.REIN_RESULT_FILE, JSON.stringify(result));
     });
+}
+
+/** The admin key `rein policy serve` asks for: the named variable's, else the data directory's (what workers read). */
+function adminKeyFor(envName: string | undefined, dataDir: () => string): { key: string; source: string } {
+  if (envName !== undefined) {
+    const key = process.env[envName];
+    if (!key) throw new Error(`--admin-key-env names ${envName}, which is not set: export it (the key workers send) or leave the option out`);
+    return { key, source: `$${envName}` };
+  }
+  const dir = dataDir();
+  return { key: policyServerKey(dir), source: process.env[POLICY_SERVER_KEY_ENV] ? `$${POLICY_SERVER_KEY_ENV}` : policyServerKeyFile(dir) };
 }
