@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RolloutKeys } from './keys.js';
-import { DEFAULT_REDACTION_RULES, redact, redactionRules } from './redact.js';
+import { DEFAULT_REDACTION_RULES, redact, redactionRules, redactText } from './redact.js';
 
 describe('redact', () => {
   it('replaces secrets in every string of a nested value and leaves the rest alone', () => {
@@ -56,4 +56,39 @@ describe('redact', () => {
       { numRuns: 500 },
     );
   });
+
+  it('runs every default rule in time linear in its input, even on text built to make a backtracking engine stall', () => {
+    // For each rule, its prefix repeated and near-misses of a full match repeated: a backtracking
+    // engine rescans the rest of the text from every occurrence (90k characters of "rk-" took 15 s).
+    const adversarial: Record<string, string[]> = {
+      'bearer-token': ['Bearer ', 'Bearer abcdefgh '],
+      'openai-key': ['sk-', 'sk-abcdefghijklmnopq '],
+      'rollout-key': ['rk-', 'rk-a.1.', 'rk-a.1.b'],
+      'verifier-key': ['vk-', 'vk-a.', 'vk-a.b'],
+      'aws-access-key': ['AKIA', 'AKIAAAAAAAAAAAAAAAAA_'],
+      'github-token': ['ghp_', `ghp_${'a'.repeat(29)}_`],
+      'private-key': ['-----BEGIN PRIVATE KEY-----', '-----BEGIN '],
+    };
+    expect(Object.keys(adversarial).sort()).toEqual(DEFAULT_REDACTION_RULES.map((r) => r.name).sort());
+    const MiB = 1024 * 1024;
+    const slow: Array<{ rule: string; unit: string; ms: number }> = [];
+    for (const rule of DEFAULT_REDACTION_RULES) {
+      for (const unit of adversarial[rule.name] ?? []) {
+        const text = unit.repeat(Math.ceil(MiB / unit.length)).slice(0, MiB);
+        const started = performance.now();
+        redactText(text, [rule]);
+        const ms = performance.now() - started;
+        // Generous: linear takes well under a second here, quadratic takes minutes.
+        if (ms > 10_000) slow.push({ rule: rule.name, unit, ms });
+      }
+    }
+    expect(slow).toEqual([]);
+  });
+
+  it('refuses, naming the rule, a custom rule that needs backtracking (backreferences, lookaround)', () => {
+    expect(() => redactionRules([{ name: 'repeat', regex: '(a+)\\1' }])).toThrow(/gateway\.redact: rule "repeat" has an invalid regex.*linear time: no backreferences or lookaround/);
+    expect(() => redactionRules([{ name: 'ahead', regex: 'key(?=[0-9])' }])).toThrow(/rule "ahead"/);
+    expect(redactionRules([{ name: 'ok', regex: '(?i)ticket-\\d+' }], false).map((r) => redactText('TICKET-1 x', [r]))).toEqual(['[REDACTED:ok] x']);
+  });
 });
+

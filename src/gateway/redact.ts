@@ -1,33 +1,48 @@
+import { RE2JS } from 're2js';
+
 /**
- * Redaction runs on everything before it is journaled: request bodies (as received and as sent)
- * and responses. Secrets a harness puts in prompts (API keys, bearer tokens, its own rollout
+ * Redaction runs on everything before it is journaled: request bodies (as received and as sent),
+ * responses, and what the control API records (rollout metadata, status reasons and evidence,
+ * events). Secrets a harness puts in prompts or logs (API keys, bearer tokens, its own rollout
  * key) never reach the trace store.
+ *
+ * Every rule runs on RE2 (re2js): time linear in the text, whatever the pattern and the text. A
+ * backtracking engine let a chat of "rk-rk-rk-…" stall the gateway for minutes; RE2 has no
+ * backreferences or lookaround, which is what makes that guarantee possible.
  */
 export interface RedactionRule {
   name: string;
-  pattern: RegExp;
+  pattern: RE2JS;
 }
 
+function rule(name: string, regex: string): RedactionRule {
+  try {
+    return { name, pattern: RE2JS.compile(regex) };
+  } catch (err) {
+    throw new Error(
+      `gateway.redact: rule "${name}" has an invalid regex ${JSON.stringify(regex)}: ${(err as Error).message} (rules use RE2 syntax, which runs in linear time: no backreferences or lookaround; flags inline, as (?i))`,
+    );
+  }
+}
+
+// Key rules end in an open-ended run rather than a lookahead (which RE2 lacks): a key's MAC is
+// 32 characters, and a longer look-alike is better redacted too.
 export const DEFAULT_REDACTION_RULES: RedactionRule[] = [
-  { name: 'bearer-token', pattern: /\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/g },
-  { name: 'openai-key', pattern: /\bsk-[A-Za-z0-9_-]{16,}/g },
-  // Not `\b` at the end: a base64url MAC may end in '-' or '_', where no word boundary exists.
-  { name: 'rollout-key', pattern: /\brk-[A-Za-z0-9_-]+\.\d+\.[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g },
-  { name: 'verifier-key', pattern: /\bvk-[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g },
-  { name: 'aws-access-key', pattern: /\bAKIA[0-9A-Z]{16}\b/g },
-  { name: 'github-token', pattern: /\bgh[pousr]_[A-Za-z0-9]{30,}\b/g },
-  { name: 'private-key', pattern: /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g },
+  rule('bearer-token', String.raw`\bBearer\s+[A-Za-z0-9._~+/=-]{8,}`),
+  rule('openai-key', String.raw`\bsk-[A-Za-z0-9_-]{16,}`),
+  rule('rollout-key', String.raw`\brk-[A-Za-z0-9_-]+\.\d+\.[A-Za-z0-9_-]{32,}`),
+  rule('verifier-key', String.raw`\bvk-[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{32,}`),
+  rule('aws-access-key', String.raw`\bAKIA[0-9A-Z]{16}\b`),
+  rule('github-token', String.raw`\bgh[pousr]_[A-Za-z0-9]{30,}\b`),
+  rule('private-key', String.raw`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
 ];
 
-/** Builds rules from config: `{ name, regex }` pairs, always global. */
+/**
+ * Builds rules from config: `{ name, regex }` pairs in RE2 syntax (flags inline, as `(?i)`). A
+ * regex RE2 cannot run (a backreference, a lookaround) is refused here, at load, naming the rule.
+ */
 export function redactionRules(custom: Array<{ name: string; regex: string }>, includeDefaults = true): RedactionRule[] {
-  const rules = custom.map(({ name, regex }) => {
-    try {
-      return { name, pattern: new RegExp(regex, 'g') };
-    } catch (err) {
-      throw new Error(`gateway.redact: rule "${name}" has an invalid regex ${JSON.stringify(regex)}: ${(err as Error).message}`);
-    }
-  });
+  const rules = custom.map(({ name, regex }) => rule(name, regex));
   return includeDefaults ? [...DEFAULT_REDACTION_RULES, ...rules] : rules;
 }
 
@@ -67,9 +82,9 @@ function redacted(v: unknown, rules: readonly RedactionRule[]): unknown {
 
 export function redactText(text: string, rules: readonly RedactionRule[]): string {
   let out = text;
-  for (const rule of rules) {
-    rule.pattern.lastIndex = 0;
-    out = out.replace(rule.pattern, `[REDACTED:${rule.name}]`);
+  for (const { name, pattern } of rules) {
+    // test() alone runs on RE2's DFA: the common case, nothing to redact, costs one fast pass.
+    if (pattern.test(out)) out = pattern.matcher(out).replaceAll(() => `[REDACTED:${name}]`);
   }
   return out;
 }
