@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { extractTokens, SseParser, StreamAssembler, stripInjected, upstreamRequest } from './openai-shapes.js';
+import { extractTokens, responseProblem, SseParser, StreamAssembler, stripInjected, stripInjectedText, upstreamRequest } from './openai-shapes.js';
 
 const backend = { endpoints: ['http://x/v1'], tokenIds: true, logprobs: true };
 
@@ -45,19 +45,61 @@ describe('SseParser', () => {
 });
 
 describe('upstreamRequest and stripInjected', () => {
-  it('asks for what training needs and takes it out again', () => {
-    const { sent, injected } = upstreamRequest('chat.completions', { model: 'production', stream: true, messages: [] }, 'base', backend);
-    expect(sent).toEqual({ model: 'base', stream: true, messages: [], return_token_ids: true, logprobs: true, stream_options: { include_usage: true } });
-    const chunk = { prompt_token_ids: [1], choices: [{ index: 0, delta: { content: 'x' }, token_ids: [5], logprobs: { content: [] } }], usage: null };
-    expect(stripInjected(chunk, injected)).toBe(true);
-    expect(chunk).toEqual({ choices: [{ index: 0, delta: { content: 'x' }, logprobs: null }] });
-    expect(stripInjected({ choices: [], usage: { prompt_tokens: 3 } }, injected)).toBe(false);
+  const request = (endpoint: 'chat.completions' | 'completions', text: string) => upstreamRequest(endpoint, JSON.parse(text) as Record<string, unknown>, text, 'base', backend);
+
+  it('asks for what training needs and takes it out again, every other byte as it was', () => {
+    const text = '{"model": "production", "stream": true, "seed": 9007199254740993, "temperature": 1.0, "top_p": -0.0, "messages": []}';
+    const { sent, sentText, injected } = request('chat.completions', text);
+    expect(sentText).toBe('{"model": "base", "stream": true, "seed": 9007199254740993, "temperature": 1.0, "top_p": -0.0, "messages": [],"return_token_ids":true,"logprobs":true}');
+    expect(sent).toEqual({ model: 'base', stream: true, seed: 9007199254740992, temperature: 1, top_p: -0, messages: [], return_token_ids: true, logprobs: true });
+    const chunk = '{"id":"c","prompt_token_ids":[1],"choices":[{"index":0,"delta":{"content":"x"},"token_ids":[5],"logprobs":{"content":[]},"x":0.0}],"usage":null}';
+    expect(stripInjectedText(chunk, injected)).toBe('{"id":"c","choices":[{"index":0,"delta":{"content":"x"},"logprobs":null,"x":0.0}],"usage":null}');
+    const parsed = JSON.parse(chunk) as Record<string, unknown>;
+    stripInjected(parsed, injected);
+    expect(parsed).toEqual({ id: 'c', choices: [{ index: 0, delta: { content: 'x' }, logprobs: null, x: 0 }], usage: null });
   });
 
-  it('leaves alone what the harness asked for itself', () => {
-    const { sent, injected } = upstreamRequest('completions', { model: 'p', prompt: 'hi', logprobs: 2, return_token_ids: true }, 'base', backend);
-    expect(sent).toMatchObject({ logprobs: 2, return_token_ids: true });
-    expect(injected).toEqual({ tokenIds: false, logprobs: false, usage: false });
+  it('adds no key the backend did not send', () => {
+    const injected = { tokenIds: true, logprobs: true };
+    expect(stripInjectedText('{"choices":[{"index":0,"text":"a"}, null, 7]}', injected)).toBe('{"choices":[{"index":0,"text":"a"}, null, 7]}');
+  });
+
+  it('leaves alone what the harness asked for itself, even of a wrong type, for the backend to judge', () => {
+    for (const text of [
+      '{"model":"p","prompt":"hi","logprobs":2,"return_token_ids":true}',
+      '{"model":"p","prompt":"hi","logprobs":"yes","return_token_ids":"yes"}',
+    ]) {
+      const { sentText, injected } = request('completions', text);
+      expect(sentText).toBe(text.replace('"p"', '"base"'));
+      expect(injected).toEqual({ tokenIds: false, logprobs: false });
+    }
+    const chat = request('chat.completions', '{"model":"p","messages":[],"logprobs":1,"return_token_ids":1}');
+    expect(chat.sentText).toBe('{"model":"base","messages":[],"logprobs":1,"return_token_ids":1}');
+    // top_logprobs without logprobs is refused by the backend; asking for log-probs would make it pass.
+    expect(request('chat.completions', '{"model":"p","messages":[],"top_logprobs":2}').sentText).toBe('{"model":"base","messages":[],"top_logprobs":2,"return_token_ids":true}');
+    // Off said explicitly is still off: the gateway may ask and take it out again.
+    expect(request('chat.completions', '{"model":"p","messages":[],"logprobs":false}').sentText).toBe('{"model":"base","messages":[],"logprobs":true,"return_token_ids":true}');
+  });
+});
+
+describe('responseProblem', () => {
+  it.each([
+    [{ choices: [{ index: 0 }, null, 7] }, 'choices[1] is not an object'],
+    [{ choices: 'notarray' }, 'choices is not an array'],
+    [{ choices: [{ index: 0, logprobs: { content: [null] } }] }, 'logprobs.content'],
+    [{ choices: [{ index: 0, token_ids: ['a', null, 4294967297, 7.9] }] }, 'token_ids'],
+    [{ choices: [{ index: 0, token_ids: [4294967296] }] }, 'token_ids'],
+    [{ choices: [{ index: 0, logprobs: { content: [{ logprob: 1e40 }] } }] }, 'logprobs.content'],
+    [{ choices: [{ index: 0, logprobs: { content: [{ logprob: 'nan' }] } }] }, 'logprobs.content'],
+    [{ choices: [], prompt_token_ids: [1, -1] }, 'prompt_token_ids'],
+  ])('refuses %j', (response, problem) => {
+    expect(responseProblem('chat.completions', response as Record<string, unknown>)).toContain(problem);
+  });
+
+  it('accepts what vLLM sends', () => {
+    expect(responseProblem('chat.completions', { choices: [{ index: 0, token_ids: [0, 4294967295], logprobs: { content: [{ logprob: -0.5 }, { logprob: 0 }] } }], prompt_token_ids: [1] })).toBeNull();
+    expect(responseProblem('completions', { choices: [{ index: 0, logprobs: { token_logprobs: [null, -1] } }] })).toBeNull();
+    expect(responseProblem('chat.completions', { id: 'x', usage: {} }, true)).toBeNull();
   });
 });
 

@@ -1,4 +1,5 @@
 import type { CallEndpoint, ChoiceTokens } from '../store/trace-store.js';
+import { addition, applyEdits, elementsOf, membersOf, removals, skipSpace, type Edit } from './json-text.js';
 import type { BackendSpec } from './routing.js';
 
 /**
@@ -13,60 +14,167 @@ type Json = Record<string, unknown>;
 export interface Injected {
   tokenIds: boolean;
   logprobs: boolean;
-  usage: boolean;
 }
 
-export const NOTHING_INJECTED: Injected = { tokenIds: false, logprobs: false, usage: false };
+export const NOTHING_INJECTED: Injected = { tokenIds: false, logprobs: false };
 
+/**
+ * The request for the backend: the harness's own bytes with only the gateway's additions made
+ * (the served model's name, and token ids and log-probs where the harness did not ask for them).
+ * What the harness sent itself, even of a wrong type, reaches the backend untouched, so the
+ * backend decides about it as it would without the gateway. `sent` is the same request parsed,
+ * for the journal. `unstreamed` asks for one whole body whatever the harness asked (shadow calls).
+ */
 export function upstreamRequest(
   endpoint: CallEndpoint,
   body: Json,
+  text: string,
   model: string,
   backend: BackendSpec,
-): { sent: Json; injected: Injected } {
-  const sent: Json = { ...body, model };
-  if (endpoint === 'responses') return { sent, injected: NOTHING_INJECTED };
-  const injected: Injected = { tokenIds: false, logprobs: false, usage: false };
-  if (backend.tokenIds && body.return_token_ids !== true) {
-    sent.return_token_ids = true;
+  unstreamed = false,
+): { sent: Json; sentText: string; injected: Injected } {
+  const object = membersOf(text, skipSpace(text, 0));
+  const edits: Edit[] = [];
+  const sent: Json = { ...body };
+  const set = (key: string, value: unknown) => {
+    Object.defineProperty(sent, key, { value, enumerable: true, writable: true, configurable: true });
+    const json = JSON.stringify(value);
+    const present = object.members.filter((m) => m.key === key);
+    if (present.length === 0) edits.push(addition(object, key, json));
+    for (const member of present) edits.push({ start: member.valueStart, end: member.valueEnd, text: json });
+  };
+  set('model', model);
+  if (unstreamed) {
+    set('stream', false);
+    // null, not removed: the backend reads both as none, and only edits that never overlap are simple.
+    if (Object.hasOwn(body, 'stream_options')) set('stream_options', null);
+  }
+  const injected: Injected = { tokenIds: false, logprobs: false };
+  if (endpoint === 'responses') return { sent, sentText: applyEdits(text, edits), injected };
+  // Off, said any way the backend reads as off; anything else is the harness's to have refused or granted.
+  const off = (key: string, ...offValues: unknown[]) => !Object.hasOwn(body, key) || offValues.includes(body[key]);
+  if (backend.tokenIds && off('return_token_ids', false, null)) {
+    set('return_token_ids', true);
     injected.tokenIds = true;
   }
-  const asked = endpoint === 'chat.completions' ? body.logprobs === true : typeof body.logprobs === 'number';
-  if (backend.logprobs && !asked) {
-    sent.logprobs = endpoint === 'chat.completions' ? true : 0;
+  const chat = endpoint === 'chat.completions';
+  // top_logprobs without logprobs is the backend's to refuse: asking for log-probs would make it valid.
+  const topLogprobs = body.top_logprobs !== undefined && body.top_logprobs !== null;
+  if (backend.logprobs && !topLogprobs && (chat ? off('logprobs', false, null) : off('logprobs', null))) {
+    set('logprobs', chat ? true : 0);
     injected.logprobs = true;
   }
-  const streamOptions = body.stream_options as Json | undefined;
-  if (body.stream === true && streamOptions?.include_usage !== true) {
-    sent.stream_options = { ...streamOptions, include_usage: true };
-    injected.usage = true;
-  }
-  return { sent, injected };
+  return { sent, sentText: applyEdits(text, edits), injected };
 }
 
 export function anythingInjected(injected: Injected): boolean {
-  return injected.tokenIds || injected.logprobs || injected.usage;
+  return injected.tokenIds || injected.logprobs;
 }
 
 /**
- * Removes what the gateway injected from a response or stream chunk, in place. Returns false
- * for a chunk the harness would not have received at all (the usage-only final chunk).
+ * Removes what the gateway injected from a parsed response or stream chunk, in place (for the
+ * journal, which keeps what the harness got). Adds nothing the backend did not send.
  */
-export function stripInjected(message: Json, injected: Injected): boolean {
-  const choices = (message.choices as Json[] | undefined) ?? [];
-  if (injected.usage) {
-    if (choices.length === 0 && message.usage) return false;
-    delete message.usage;
+export function stripInjected(message: Json, injected: Injected): void {
+  const choices = Array.isArray(message.choices) ? (message.choices as unknown[]) : [];
+  if (injected.tokenIds) delete message.prompt_token_ids;
+  for (const choice of choices) {
+    if (choice === null || typeof choice !== 'object') continue;
+    const c = choice as Json;
+    if (injected.tokenIds) {
+      delete c.token_ids;
+      delete c.prompt_token_ids;
+    }
+    if (injected.logprobs && Object.hasOwn(c, 'logprobs')) c.logprobs = null;
   }
-  if (injected.tokenIds) {
-    delete message.prompt_token_ids;
-    for (const choice of choices) {
-      delete choice.token_ids;
-      delete choice.prompt_token_ids;
+}
+
+/**
+ * The same removal on the response's text, byte for byte otherwise: the harness gets the
+ * backend's numbers and key order exactly as the backend wrote them.
+ */
+export function stripInjectedText(text: string, injected: Injected): string {
+  if (!anythingInjected(injected)) return text;
+  const object = membersOf(text, skipSpace(text, 0));
+  const edits: Edit[] = [];
+  if (injected.tokenIds) edits.push(...removals(object.members, (m) => m.key === 'prompt_token_ids'));
+  for (const member of object.members) {
+    if (member.key !== 'choices' || text[member.valueStart] !== '[') continue;
+    for (const element of elementsOf(text, member.valueStart)) {
+      if (text[element.start] !== '{') continue;
+      const choice = membersOf(text, element.start);
+      if (injected.tokenIds) edits.push(...removals(choice.members, (m) => m.key === 'token_ids' || m.key === 'prompt_token_ids'));
+      for (const field of choice.members) {
+        if (injected.logprobs && field.key === 'logprobs') edits.push({ start: field.valueStart, end: field.valueEnd, text: 'null' });
+      }
     }
   }
-  if (injected.logprobs) for (const choice of choices) choice.logprobs = null;
-  return true;
+  return applyEdits(text, edits);
+}
+
+/**
+ * What is wrong with a response (or stream chunk) the gateway is about to read tokens from, or
+ * null: the journal stores ids and log-probs as the backend gave them, never coerced, so a value
+ * that is not one is the backend's fault (`upstream_bad_response`), not data.
+ */
+export function responseProblem(endpoint: CallEndpoint, message: Json, chunk = false): string | null {
+  if (endpoint === 'responses') return null;
+  const problems: string[] = [];
+  const ids = (value: unknown, where: string) => {
+    if (value === undefined || value === null) return;
+    if (!Array.isArray(value)) problems.push(`${where} is not an array`);
+    else if (!value.every(isTokenId)) problems.push(`${where} holds a value that is not a token id (an integer in [0, 2^32))`);
+  };
+  ids(message.prompt_token_ids, 'prompt_token_ids');
+  if (!Array.isArray(message.choices)) {
+    if (!(chunk && message.choices === undefined)) problems.push('choices is not an array');
+    return problems[0] ?? null;
+  }
+  (message.choices as unknown[]).forEach((choice, i) => {
+    if (choice === null || typeof choice !== 'object' || Array.isArray(choice)) {
+      problems.push(`choices[${i}] is not an object`);
+      return;
+    }
+    const c = choice as Json;
+    if (c.index !== undefined && !(Number.isSafeInteger(c.index) && (c.index as number) >= 0)) problems.push(`choices[${i}].index is not a non-negative integer`);
+    ids(c.token_ids, `choices[${i}].token_ids`);
+    ids(c.prompt_token_ids, `choices[${i}].prompt_token_ids`);
+    const logprobs = c.logprobs;
+    if (logprobs === undefined || logprobs === null) return;
+    if (typeof logprobs !== 'object' || Array.isArray(logprobs)) {
+      problems.push(`choices[${i}].logprobs is not an object`);
+      return;
+    }
+    const { content, token_logprobs: tokenLogprobs } = logprobs as Json;
+    if (endpoint === 'chat.completions' && content !== undefined && content !== null) {
+      if (!Array.isArray(content)) problems.push(`choices[${i}].logprobs.content is not an array`);
+      else if (!content.every((e) => e !== null && typeof e === 'object' && isLogprob((e as Json).logprob))) {
+        problems.push(`choices[${i}].logprobs.content holds an entry without a log-prob (a finite number ≤ 0)`);
+      }
+    }
+    if (endpoint === 'completions' && tokenLogprobs !== undefined && tokenLogprobs !== null) {
+      // null is a real entry: the first prompt token's when the prompt is echoed.
+      if (!Array.isArray(tokenLogprobs) || !tokenLogprobs.every((v) => v === null || isLogprob(v))) {
+        problems.push(`choices[${i}].logprobs.token_logprobs is not an array of log-probs (finite numbers ≤ 0)`);
+      }
+    }
+  });
+  return problems[0] ?? null;
+}
+
+function isTokenId(value: unknown): boolean {
+  return Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) < 2 ** 32;
+}
+
+function isLogprob(value: unknown): boolean {
+  return typeof value === 'number' && Number.isFinite(value) && value <= 0;
+}
+
+/** Usage as the backend counts it, from the token ids, for a response that carries none (a stream not asked for it). */
+export function usageFromTokens(promptIds: number[] | null, choices: ChoiceTokens[]): Json | null {
+  if (promptIds === null || choices.some((c) => c.completionIds === null)) return null;
+  const completion = choices.reduce((sum, c) => sum + (c.completionIds as number[]).length, 0);
+  return { prompt_tokens: promptIds.length, completion_tokens: completion, total_tokens: promptIds.length + completion };
 }
 
 /** Token ids, log-probs and finish reasons of a complete (non-streamed or assembled) response. */
@@ -123,27 +231,41 @@ export interface SseEvent {
   data: string | null;
 }
 
-/** Splits a text/event-stream into events as bytes arrive. */
+/**
+ * Splits a text/event-stream into events as bytes arrive. Each piece is searched once: an event
+ * of many megabytes costs one pass over its pieces, not one pass over all of it per piece.
+ */
 export class SseParser {
-  private buffer = '';
+  /** The pieces of the event not yet ended. */
+  private pending: string[] = [];
+  /** Their last characters: the start of an event end ("\r\n\r\n" at most) split across pieces. */
+  private tail = '';
 
   push(text: string): SseEvent[] {
-    this.buffer += text;
     const events: SseEvent[] = [];
+    let rest = text;
     for (;;) {
-      const match = /\r?\n\r?\n/.exec(this.buffer);
-      if (!match) break;
-      const end = match.index + match[0].length;
-      const raw = this.buffer.slice(0, end);
-      this.buffer = this.buffer.slice(end);
+      const probe = this.tail + rest;
+      const match = /\r?\n\r?\n/.exec(probe);
+      if (!match) {
+        if (rest !== '') this.pending.push(rest);
+        this.tail = probe.slice(-3);
+        return events;
+      }
+      // No event end lies wholly in the pending pieces (it would have ended an event already), so this one ends in `rest`.
+      const end = match.index + match[0].length - this.tail.length;
+      this.pending.push(rest.slice(0, end));
+      const raw = this.pending.join('');
       events.push({ raw, data: dataOf(raw) });
+      this.pending = [];
+      this.tail = '';
+      rest = rest.slice(end);
     }
-    return events;
   }
 
   /** Whatever arrived after the last complete event (non-empty means the stream was cut mid-event). */
   rest(): string {
-    return this.buffer;
+    return this.pending.join('');
   }
 }
 

@@ -1,19 +1,24 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { errors as undiciErrors, Pool } from 'undici';
 import type { CallEndpoint, CallErrorClass, CallFinish, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
 import {
   anythingInjected,
   extractTokens,
+  responseProblem,
   SseParser,
   StreamAssembler,
   stripInjected,
+  stripInjectedText,
   upstreamRequest,
+  usageFromTokens,
   withoutTokenIds,
   type Injected,
 } from './openai-shapes.js';
 import { redact, type RedactionRule } from './redact.js';
+import { withoutSecretIds } from './secret-ids.js';
 import { RoutingError, type MirrorRoute, type Route, type Router } from './routing.js';
 
 type Json = Record<string, unknown>;
@@ -35,6 +40,10 @@ export interface ProxiedCall {
   attempt: number;
   endpoint: CallEndpoint;
   body: Json;
+  /** The body as the harness sent it: the backend gets these bytes, with only the gateway's additions made. */
+  text: string;
+  /** The harness's request headers; those that are not about this hop or the harness's key reach the backend. */
+  headers: IncomingHttpHeaders;
   /** The policy version the rollout is pinned to, if any (then the requested model only has to exist). */
   pinnedPolicyVersion?: string | null;
   /** Aborted when the harness goes away. */
@@ -55,6 +64,39 @@ export class GatewayHttpError extends Error {
     super(message);
   }
 }
+
+/** A failure of the gateway itself while it handled a journaled call: the call id leads to its journal row. */
+export class GatewayCallError extends Error {
+  constructor(
+    readonly callId: string,
+    cause: unknown,
+  ) {
+    super(`call ${callId} failed in the gateway: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+/** Request headers that belong to the hop to the gateway or to the harness's key, not to the backend. */
+const NOT_FORWARDED = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'content-length',
+  'authorization',
+  'api-key',
+  'x-api-key',
+  // The gateway reads the response: it has to arrive uncompressed.
+  'accept-encoding',
+]);
+
+/** Response headers that belong to the hop from the backend (or that the gateway sets itself). */
+const NOT_RELAYED = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'content-length']);
 
 const PATHS: Record<CallEndpoint, string> = {
   'chat.completions': '/chat/completions',
@@ -148,16 +190,14 @@ export class ModelCallProxy {
     journaled: (callId: string, receivedForJournal: Json) => void,
   ): Promise<void> {
     const { store, redaction } = this.options;
-    const { sent, injected } = upstreamRequest(call.endpoint, call.body, route.model, route.backend);
+    const { sent, sentText, injected } = upstreamRequest(call.endpoint, call.body, call.text, route.model, route.backend);
     const callId = `call-${randomUUID()}`;
     const startedAt = Date.now();
     const t0 = performance.now();
     // Sent shares most values (the whole conversation) with received: redact those once and keep
     // them the same objects, so the journal recognises them without comparing their contents.
     const receivedForJournal = redact(call.body, redaction);
-    const sentForJournal = Object.fromEntries(
-      Object.entries(sent).map(([key, value]) => [key, value === call.body[key] ? receivedForJournal[key] : redact(value, redaction)]),
-    );
+    const sentForJournal = journalShare(sent, call.body, receivedForJournal, redaction);
     await store.beginCall({
       id: callId,
       rolloutId: call.rolloutId,
@@ -171,8 +211,9 @@ export class ModelCallProxy {
       startedAt,
     });
     journaled(callId, receivedForJournal);
-    const finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) =>
-      store.finishCall(callId, {
+    let finished = false;
+    const finish: Finish = async (result) => {
+      await store.finishCall(callId, {
         response: undefined,
         promptIds: null,
         choices: [],
@@ -181,15 +222,27 @@ export class ModelCallProxy {
         errorMessage: null,
         ttftMs: null,
         latencyMs: performance.now() - t0,
-        ...result,
-        ...(result.response !== undefined && { response: redact(result.response, redaction) }),
+        ...withoutSecretIds(result, receivedForJournal !== call.body, redaction),
       });
+      finished = true;
+    };
     res.setHeader('x-rein-call-id', callId);
     res.setHeader('x-rein-policy-version', route.policyVersion);
+    try {
+      await this.exchange(call, route, res, sentText, injected, finish, t0);
+    } catch (err) {
+      if (finished) throw err;
+      // Whatever went wrong, the row must not stay in flight: a call in flight forever looks alive to everyone who reads the journal.
+      const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      await finish({ upstreamStatus: null, errorClass: 'gateway_error', errorMessage: message }).catch(() => undefined);
+      throw err instanceof GatewayHttpError ? err : new GatewayCallError(callId, err);
+    }
+  }
 
+  private async exchange(call: ProxiedCall, route: Route, res: ServerResponse, sentText: string, injected: Injected, finish: Finish, t0: number): Promise<void> {
     let upstream;
     try {
-      upstream = await this.send(route, call.endpoint, sent, call.body.stream === true, call.signal);
+      upstream = await this.send(route, call.endpoint, sentText, call.headers, call.body.stream === true, call.signal);
     } catch (err) {
       const failure = classify(err, call.signal, false);
       await finish({ upstreamStatus: null, errorClass: failure.errorClass, errorMessage: failure.message });
@@ -220,95 +273,101 @@ export class ModelCallProxy {
         errorMessage: `backend answered ${upstream.statusCode}`,
         ttftMs: ttft,
       });
-      res.writeHead(upstream.statusCode, { 'content-type': contentType || 'application/json' });
+      res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(text)));
       res.end(text);
       return;
     }
     const response = parseJson(text);
-    if (!response) {
+    const problem = response ? responseProblem(call.endpoint, response) : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
+    if (!response || problem) {
       await finish({
         upstreamStatus: upstream.statusCode,
         errorClass: 'upstream_bad_response',
-        errorMessage: `backend returned ${text.length} bytes that are not a JSON object`,
+        errorMessage: `the backend's response is not one the gateway can read: ${problem}`,
         ttftMs: ttft,
       });
-      throw new GatewayHttpError(502, 'upstream_bad_response', `backend ${route.backendName} returned a body that is not JSON`);
+      throw badResponse(route);
     }
     const tokens = extractTokens(call.endpoint, response);
-    if (anythingInjected(injected)) stripInjected(response, injected);
-    await finish({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), ...tokens, ttftMs: ttft });
-    res.writeHead(upstream.statusCode, { 'content-type': 'application/json' });
-    res.end(anythingInjected(injected) ? JSON.stringify(response) : text);
+    stripInjected(response, injected);
+    await finish({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), ...tokens, usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices), ttftMs: ttft });
+    const out = stripInjectedText(text, injected);
+    res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(out)));
+    res.end(out);
   }
 
   private async relayStream(
     call: ProxiedCall,
-    upstream: { statusCode: number; body: AsyncIterable<Buffer> & { setEncoding(e: string): void } },
+    upstream: { statusCode: number; headers: IncomingHttpHeaders; body: AsyncIterable<Buffer> },
     res: ServerResponse,
     injected: Injected,
-    finish: (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) => Promise<void>,
+    finish: Finish,
     t0: number,
   ): Promise<void> {
-    res.writeHead(upstream.statusCode, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-    });
+    res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers));
     res.flushHeaders();
     const parser = new SseParser();
     const assembler = new StreamAssembler(call.endpoint);
-    const strip = anythingInjected(injected);
+    // One decoder for the whole stream: a character split across two reads is decoded whole.
+    const decoder = new TextDecoder();
     let done: string | undefined;
     let ttftMs: number | null = null;
-    let failure: ReturnType<typeof classify> | undefined;
-    upstream.body.setEncoding('utf8');
+    let failure: { errorClass: CallErrorClass; message: string } | undefined;
+    let badChunk: string | undefined;
     try {
       for await (const piece of upstream.body) {
         // The events that arrived together go out together: one write (one syscall), not one each.
         let out = '';
-        for (const event of parser.push(piece as unknown as string)) {
+        for (const event of parser.push(decoder.decode(piece, { stream: true }))) {
           if (event.data === '[DONE]') {
             // Held back until the call is journaled: the harness's stream ends only after that.
             done = event.raw;
             continue;
           }
-          const chunk = event.data === null ? undefined : parseJson(event.data);
-          if (chunk) {
-            assembler.add(chunk);
-            if (strip) {
-              if (stripInjected(chunk, injected)) out += `data: ${JSON.stringify(chunk)}\n\n`;
-              continue;
-            }
+          if (event.data === null) {
+            out += event.raw;
+            continue;
           }
-          out += event.raw;
+          const chunk = parseJson(event.data);
+          const problem = chunk ? responseProblem(call.endpoint, chunk, true) : 'an event whose data is not a JSON object';
+          if (!chunk || problem) {
+            // Relayed as it came (the harness would have had it without the gateway); the call is not one to learn from.
+            badChunk ??= problem ?? undefined;
+            out += event.raw;
+            continue;
+          }
+          assembler.add(chunk);
+          out += anythingInjected(injected) ? withData(event, stripInjectedText(event.data, injected)) : event.raw;
         }
         if (out !== '') {
           ttftMs ??= performance.now() - t0;
           res.write(out);
         }
       }
+      const tail = decoder.decode();
+      if (tail !== '') parser.push(tail);
       if (done === undefined && call.endpoint !== 'responses') {
-        failure = {
-          errorClass: 'upstream_stream_cut',
-          message: 'the backend ended the stream without [DONE]',
-          httpError: () => new GatewayHttpError(502, 'upstream_stream_cut', 'stream cut'),
-        };
+        failure = { errorClass: 'upstream_stream_cut', message: 'the backend ended the stream without [DONE]' };
       }
     } catch (err) {
       failure = classify(err, call.signal, true);
     }
+    if (!failure && badChunk !== undefined) {
+      failure = { errorClass: 'upstream_bad_response', message: `the backend's stream holds a chunk the gateway cannot read: ${badChunk}` };
+    }
     const assembled = assembler.response();
     const tokens = extractTokens(call.endpoint, assembled);
-    if (strip) stripInjected(assembled, injected);
+    stripInjected(assembled, injected);
     await finish({
       upstreamStatus: upstream.statusCode,
       response: withoutTokenIds(assembled),
       ...tokens,
+      usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices),
       ttftMs,
       errorClass: failure?.errorClass ?? null,
       errorMessage: failure?.message ?? null,
     });
-    if (failure) {
+    if (failure && failure.errorClass !== 'upstream_bad_response') {
       // The harness sees a broken stream, as it would have from the backend directly.
       res.destroy();
       return;
@@ -345,13 +404,10 @@ export class ModelCallProxy {
   ): Promise<void> {
     const { store, redaction } = this.options;
     // Always non-streamed: nobody reads it as it arrives, and one body is simpler to time out and journal.
-    const { stream: _stream, stream_options: _streamOptions, ...unstreamed } = call.body;
-    const { sent, injected } = upstreamRequest(call.endpoint, { ...unstreamed, stream: false }, candidate.model, candidate.backend);
+    const { sent, sentText, injected } = upstreamRequest(call.endpoint, call.body, call.text, candidate.model, candidate.backend, true);
     const startedAt = Date.now();
     const t0 = performance.now();
-    const sentForJournal = Object.fromEntries(
-      Object.entries(sent).map(([key, value]) => [key, value === call.body[key] ? receivedForJournal[key] : redact(value, redaction)]),
-    );
+    const sentForJournal = journalShare(sent, call.body, receivedForJournal, redaction);
     const record = (result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>) =>
       store.recordShadowCall({
         id: `shadow-${randomUUID()}`,
@@ -389,7 +445,7 @@ export class ModelCallProxy {
     };
     let upstream;
     try {
-      upstream = await this.send(candidate, call.endpoint, sent, false, signal);
+      upstream = await this.send(candidate, call.endpoint, sentText, call.headers, false, signal);
     } catch (err) {
       await failed(err, false, null);
       return;
@@ -411,32 +467,37 @@ export class ModelCallProxy {
       return;
     }
     const response = parseJson(text);
-    if (!response) {
+    const problem = response ? responseProblem(call.endpoint, response) : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
+    if (!response || problem) {
       await record({
         upstreamStatus: upstream.statusCode,
         errorClass: 'upstream_bad_response',
-        errorMessage: `candidate backend returned ${text.length} bytes that are not a JSON object`,
+        errorMessage: `the candidate's response is not one the gateway can read: ${problem}`,
       });
       return;
     }
     const { choices } = extractTokens(call.endpoint, response);
-    if (anythingInjected(injected)) stripInjected(response, injected);
+    stripInjected(response, injected);
     await record({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), choices, errorClass: null, errorMessage: null });
   }
 
-  /** The connection pool of an endpoint's origin, and the endpoint's path (parsed once per endpoint). */
   /** The request to a route's backend, for a production call and its shadow alike. */
-  private send(route: Route, endpoint: CallEndpoint, sent: Json, stream: boolean, signal: AbortSignal) {
+  private send(route: Route, endpoint: CallEndpoint, text: string, harnessHeaders: IncomingHttpHeaders, stream: boolean, signal: AbortSignal) {
     const { pool, basePath } = this.upstream(route.endpoint);
+    const headers: Record<string, string | string[]> = {};
+    const hopHeaders = new Set(String(harnessHeaders.connection ?? '').toLowerCase().split(',').map((h) => h.trim()));
+    for (const [name, value] of Object.entries(harnessHeaders)) {
+      if (value !== undefined && !NOT_FORWARDED.has(name) && !hopHeaders.has(name)) headers[name] = value;
+    }
+    headers['content-type'] ??= 'application/json';
+    if (stream) headers.accept ??= 'text/event-stream';
+    else headers.accept = 'application/json';
+    if (route.backend.apiKey) headers.authorization = `Bearer ${route.backend.apiKey}`;
     return pool.request({
       method: 'POST',
       path: `${basePath}${PATHS[endpoint]}`,
-      headers: {
-        'content-type': 'application/json',
-        accept: stream ? 'text/event-stream' : 'application/json',
-        ...(route.backend.apiKey && { authorization: `Bearer ${route.backend.apiKey}` }),
-      },
-      body: JSON.stringify(sent),
+      headers,
+      body: text,
       signal,
       headersTimeout: this.options.headersTimeoutMs,
       bodyTimeout: this.options.bodyTimeoutMs,
@@ -459,7 +520,42 @@ export class ModelCallProxy {
   }
 }
 
+type Finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) => Promise<void>;
+
+/** The request as sent, for the journal: the values it shares with the received one are the same (already redacted) objects. */
+function journalShare(sent: Json, received: Json, receivedForJournal: Json, redaction: readonly RedactionRule[]): Json {
+  const out: Json = {};
+  for (const [key, value] of Object.entries(sent)) {
+    const shared = value === received[key] ? receivedForJournal[key] : redact(value, redaction);
+    // As a data property, so that even a key named __proto__ stays a plain key.
+    Object.defineProperty(out, key, { value: shared, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+/** The backend's response headers for the harness, less those of the hop (and content-length, which the body being sent sets). */
+function relayedHeaders(headers: IncomingHttpHeaders, contentLength?: number): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !NOT_RELAYED.has(name)) out[name] = value;
+  }
+  if (contentLength !== undefined) out['content-length'] = contentLength;
+  return out;
+}
+
+/** An SSE event with its data replaced, every other line as it was. */
+function withData(event: { raw: string }, data: string): string {
+  if (event.raw.startsWith('data: ') && event.raw.indexOf('\n') === event.raw.length - 2) return `data: ${data}\n\n`;
+  const lines = event.raw.split(/\r?\n/).filter((line) => line !== '');
+  const first = lines.findIndex((line) => line.startsWith('data:'));
+  const kept = lines.filter((line) => !line.startsWith('data:'));
+  kept.splice(first, 0, `data: ${data}`);
+  return `${kept.join('\n')}\n\n`;
+}
+
+/** A JSON object, or undefined for anything else (including nesting deeper than the gateway walks). */
 function parseJson(text: string): Json | undefined {
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) return undefined;
   try {
     const value: unknown = JSON.parse(text);
     return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : undefined;
@@ -468,6 +564,14 @@ function parseJson(text: string): Json | undefined {
   }
 }
 
+function badResponse(route: Route): GatewayHttpError {
+  return new GatewayHttpError(502, 'upstream_bad_response', `backend ${route.backendName} returned a response the gateway cannot read; the call's journal entry says why`);
+}
+
+/**
+ * Why the backend exchange failed: the journal gets the details, the harness a message that
+ * names the backend by its configured name only (its address and the exception are internals).
+ */
 function classify(
   err: unknown,
   signal: AbortSignal,
@@ -485,8 +589,7 @@ function classify(
     return {
       errorClass: 'upstream_timeout',
       message,
-      httpError: (route) =>
-        new GatewayHttpError(504, 'upstream_timeout', `backend ${route.backendName} (${route.endpoint}) did not answer in time`),
+      httpError: (route) => new GatewayHttpError(504, 'upstream_timeout', `backend ${route.backendName} did not answer in time`),
     };
   }
   return {
@@ -496,7 +599,7 @@ function classify(
       new GatewayHttpError(
         502,
         afterHeaders ? 'upstream_stream_cut' : 'upstream_unreachable',
-        `backend ${route.backendName} at ${route.endpoint} ${afterHeaders ? 'broke off its response' : 'is unreachable'}: ${message}`,
+        `backend ${route.backendName} ${afterHeaders ? 'broke off its response' : 'is unreachable'}`,
       ),
   };
 }

@@ -13,8 +13,12 @@ describe('Router', () => {
     const router = new Router(table);
     expect(router.admit('production', 'r1').route).toMatchObject({ policyVersion: 'v1', model: 'base', backendName: 'vllm' });
     expect(router.admit('v2', 'r1').route).toMatchObject({ policyVersion: 'v2', model: 'lora-2' });
-    expect(() => router.admit('gpt-4', 'r1')).toThrow(/model "gpt-4" is not served here; known: production, candidate, v1, v2/);
-    expect(() => router.admit(undefined, 'r1')).toThrow(/names no model/);
+    expect(() => router.admit('gpt-4', 'r1')).toThrow('The model `gpt-4` does not exist.');
+    // No model, as vLLM takes it: the rollout's pinned version, else production.
+    expect(router.admit(undefined, 'r1').route.policyVersion).toBe('v1');
+    expect(router.admit(undefined, 'r1', 'v2').route.policyVersion).toBe('v2');
+    expect(() => new Router({ ...table, aliases: {} }).admit(undefined, 'r1')).toThrow(/names no model/);
+    expect(() => router.admit(7, 'r1')).toThrow(/names no model/);
   });
 
   it('keeps a rollout on one endpoint and spreads rollouts over all of them', () => {
@@ -77,7 +81,7 @@ describe('Router', () => {
     expect(() => router.setMirror('staging', 'v2')).toThrow(expect.objectContaining({ status: 404, message: expect.stringContaining('known aliases: production, candidate') }));
     expect(() => router.setMirror('production', 'v9')).toThrow(expect.objectContaining({ status: 404, message: expect.stringContaining('PUT /api/policies/v9') }));
     expect(() => router.setMirror('constructor', 'v2')).toThrow(/alias constructor does not exist/);
-    expect(() => router.admit('constructor', 'r1')).toThrow(/is not served here/);
+    expect(() => router.admit('constructor', 'r1')).toThrow(/does not exist/);
     expect(router.mirrors()).toEqual([]);
   });
 

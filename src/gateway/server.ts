@@ -221,10 +221,17 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
       throw new GatewayHttpError(401, 'invalid_key', 'send a rollout key (or the admin key) to list models');
     }
     if (pathClaim) await authorizeCall(req, pathClaim);
-    return {
-      object: 'list',
-      data: router.models().map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: 'rein', policy_version: m.policyVersion })),
-    };
+    // Each name with its backend's model card (context length, root, …) as the backend lists it, under the name the harness uses.
+    const cards = new Map<string, Promise<Map<string, Record<string, unknown>>>>();
+    const data = await Promise.all(
+      router.models().map(async (m) => {
+        const route = router.routesOf(m.policyVersion)?.[0];
+        if (route && !cards.has(route.endpoint)) cards.set(route.endpoint, backendModels(route));
+        const card = route ? (await cards.get(route.endpoint))?.get(route.model) : undefined;
+        return { object: 'model', created: 0, owned_by: 'rein', ...card, id: m.id, policy_version: m.policyVersion };
+      }),
+    );
+    return { object: 'list', data };
   };
   app.get('/v1/models', (req) => listModels(req));
   app.get<{ Params: { rolloutId: string; attempt: string } }>('/rollouts/:rolloutId/attempts/:attempt/v1/models', (req) =>
@@ -459,6 +466,8 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
 }
 
 function errorBody(status: number, code: string, message: string) {
+  // An unknown model is answered as the backend (vLLM) answers it, so a harness handles it the same.
+  if (code === 'model_not_found') return { error: { message, type: 'NotFoundError', param: null, code: 404 } };
   return { error: { message, type: status >= 500 ? 'api_error' : 'invalid_request_error', code, param: null } };
 }
 
@@ -502,6 +511,21 @@ function sendRawError(res: ServerResponse, err: unknown, callId?: string): void 
   const { status, code, message, headers } = describeError(err);
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify(errorBody(status, code, callId === undefined ? message : `${message} (call ${callId})`)));
+}
+
+/** A backend endpoint's model cards by id; none when it cannot say (the list then shows what the gateway knows). */
+async function backendModels(route: Route): Promise<Map<string, Record<string, unknown>>> {
+  try {
+    const res = await fetch(`${route.endpoint.replace(/\/+$/, '')}/models`, {
+      signal: AbortSignal.timeout(3000),
+      headers: route.backend.apiKey ? { authorization: `Bearer ${route.backend.apiKey}` } : {},
+    });
+    const body = (await res.json()) as { data?: unknown };
+    const cards = Array.isArray(body.data) ? body.data.filter((c): c is Record<string, unknown> => c !== null && typeof c === 'object' && typeof (c as { id?: unknown }).id === 'string') : [];
+    return new Map(cards.map((c) => [c.id as string, c]));
+  } catch {
+    return new Map();
+  }
 }
 
 /** Why a backend endpoint cannot answer now (unreachable or failing); null when it can. */

@@ -16,7 +16,14 @@ import type { AddressInfo } from 'node:net';
  */
 export interface VllmLikeServer {
   url: string;
-  requests: Array<{ path: string; body: Record<string, unknown> }>;
+  /** Every model call as it arrived: its body parsed and as bytes (text), and its headers. */
+  requests: Array<{ path: string; body: Record<string, unknown>; text: string; headers: http.IncomingHttpHeaders }>;
+  /**
+   * Models answered by a test's own script instead of the toy model, for replies the toy model
+   * never gives (raw bytes, split characters, malformed JSON, extra headers). Register the model
+   * with the gateway too.
+   */
+  scripts: Map<string, (res: http.ServerResponse, body: Record<string, unknown>) => void | Promise<void>>;
   /** How many `fault:hold` requests are waiting for `release()`. */
   held(): number;
   /** Lets every held request go on; each is answered as the toy model would answer it. */
@@ -88,19 +95,24 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
   const requests: VllmLikeServer['requests'] = [];
   const holding: Array<() => void> = [];
   const adapters = new Set<string>();
+  const scripts: VllmLikeServer['scripts'] = new Map();
   const server = http.createServer((req, res) => {
     const pieces: Buffer[] = [];
     req.on('data', (d: Buffer) => pieces.push(d));
     req.on('end', () => {
       // Like vLLM, a request it cannot serve gets a 400, never a hang.
-      handle(req.url ?? '', Buffer.concat(pieces).toString(), res).catch((err: Error) => {
+      handle(req.url ?? '', Buffer.concat(pieces).toString(), res, req.headers).catch((err: Error) => {
         if (!res.headersSent) json(res, 400, { error: { message: err.message, type: 'BadRequestError', param: null, code: 400 } });
       });
     });
   });
 
-  async function handle(path: string, text: string, res: http.ServerResponse) {
-    if (path === '/v1/models') return json(res, 200, { object: 'list', data: [MODEL, ...adapters].map((id) => ({ id, object: 'model' })) });
+  async function handle(path: string, text: string, res: http.ServerResponse, headers: http.IncomingHttpHeaders) {
+    if (path === '/v1/models') {
+      // vLLM's model cards: what a harness may read (the context length above all) lies beyond the id.
+      const card = (id: string) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'vllm', root: MODEL, parent: id === MODEL ? null : MODEL, max_model_len: 4096, permission: [{ id: `modelperm-${id}`, object: 'model_permission', allow_sampling: true }] });
+      return json(res, 200, { object: 'list', data: [MODEL, ...adapters].map(card) });
+    }
     let body: Json;
     try {
       body = JSON.parse(text) as Json;
@@ -112,8 +124,12 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
       res.writeHead(200, { 'content-type': 'text/plain' });
       return res.end(`Success: LoRA adapter '${String(body.lora_name)}' added successfully.`);
     }
-    requests.push({ path, body });
+    requests.push({ path, body, text, headers });
+    const invalid = wrongType(path, body);
+    if (invalid) return json(res, 400, { error: { message: invalid, type: 'BadRequestError', param: null, code: 400 } });
     const model = String(body.model);
+    const script = scripts.get(model);
+    if (script) return script(res, body);
     if (model === 'fault:500') return json(res, 500, { error: { message: 'engine crashed', type: 'InternalServerError', param: null, code: 500 } });
     if (model === 'fault:garbage') {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -238,6 +254,7 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
+    scripts,
     held: () => holding.length,
     release: () => holding.splice(0).forEach((resolve) => resolve()),
     adapters,
@@ -247,6 +264,22 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
         server.close(() => resolve());
       }),
   };
+}
+
+/** What vLLM's request validation refuses (with a 400) among the parameters the gateway might add. */
+function wrongType(path: string, body: Json): string | undefined {
+  const present = (key: string) => body[key] !== undefined && body[key] !== null;
+  if (present('return_token_ids') && typeof body.return_token_ids !== 'boolean') return 'return_token_ids: Input should be a valid boolean';
+  const options = body.stream_options as Json | null | undefined;
+  if (options && options.include_usage !== undefined && options.include_usage !== null && typeof options.include_usage !== 'boolean') {
+    return 'stream_options.include_usage: Input should be a valid boolean';
+  }
+  if (path === '/v1/chat/completions') {
+    if (present('logprobs') && typeof body.logprobs !== 'boolean') return 'logprobs: Input should be a valid boolean';
+    if (present('top_logprobs') && body.logprobs !== true) return 'when using `top_logprobs`, `logprobs` must be set to true.';
+  }
+  if (path === '/v1/completions' && present('logprobs') && !Number.isInteger(body.logprobs)) return 'logprobs: Input should be a valid integer';
+  return undefined;
 }
 
 function json(res: http.ServerResponse, status: number, body: unknown) {
