@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { GatewayRequestError, type GatewayControlClient, type IssuedRollout } from '../gateway/control-client.js';
 import type { HarnessExecutor, HarnessLaunch, HarnessRun } from './executor.js';
@@ -199,17 +200,19 @@ async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext
     issued = await gateway.reopenRollout(rolloutId, `run again: attempt ${issued.attempt} was not scored (${was})`);
   }
 
+  // The rollout's folder is the harness's: only the user the runner runs as may open it.
   const dir = path.join(spec.workDir, rolloutId);
-  mkdirSync(dir, { recursive: true });
-  const files = { task: path.join(dir, 'task.json'), fullTask: path.join(dir, 'task-with-answer.json') };
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const files = { task: path.join(dir, 'task.json') };
   // Each attempt writes its own output: a lost attempt's file is never scored for the next one.
   const outputOf = (attempt: number) => {
-    mkdirSync(path.join(dir, `attempt-${attempt}`), { recursive: true });
+    mkdirSync(path.join(dir, `attempt-${attempt}`), { recursive: true, mode: 0o700 });
     return path.join(dir, `attempt-${attempt}`, 'output.json');
   };
   const visible = harnessView(task, spec.hiddenFields);
   writeFileSync(files.task, `${JSON.stringify(visible)}\n`);
-  writeFileSync(files.fullTask, `${JSON.stringify(task)}\n`);
+  // Hidden fields are never written where a harness runs; earlier Rein versions put the whole task here.
+  rmSync(path.join(dir, 'task-with-answer.json'), { force: true });
   const launch = (current: IssuedRollout): HarnessLaunch => ({
     issued: current,
     task: visible,
@@ -264,7 +267,7 @@ async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext
       return { ...unscored, status: 'failed', reward: null, failureClass: failure.failureClass, reason: failure.reason };
     }
     // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they achieved.
-    const verdict = await runVerifier(deps, spec.rewardWeights, rolloutId, { fullTask: files.fullTask, output: outputOf(issued.attempt) }, dir);
+    const verdict = await runVerifier(deps, spec.rewardWeights, rolloutId, { task, output: outputOf(issued.attempt) }, dir);
     if ('cancelled' in verdict) return cancelled(deps, base, issued.attempt);
     if ('error' in verdict) {
       await gateway.setStatus(rolloutId, { status: 'failed', reason: verdict.error, failureClass: 'verifier', evidence: verdict.evidence });
@@ -311,18 +314,27 @@ async function finishScored(gateway: GatewayControlClient, base: { rolloutId: st
   return { ...scored, status: 'succeeded', failureClass: null, reason: null };
 }
 
+/**
+ * Runs the verifier on the whole task, hidden fields included. It runs only after the harness and
+ * everything it started are gone, and gets the task on its standard input or in a file (0600, in a
+ * private 0700 folder outside the rollouts tree) that is removed as soon as it exits.
+ */
 async function runVerifier(
   deps: RunnerDeps,
   weights: Record<string, number>,
   rolloutId: string,
-  files: { fullTask: string; output: string },
+  inputs: { task: Task; output: string },
   dir: string,
 ): Promise<{ reward: number; components: Record<string, number> } | { error: string; evidence: Record<string, unknown> } | { cancelled: true }> {
   const { verifier } = deps;
-  if (!existsSync(files.output)) writeFileSync(files.output, 'null\n');
+  if (!existsSync(inputs.output)) writeFileSync(inputs.output, 'null\n');
+  const taskJson = `${JSON.stringify(inputs.task)}\n`;
+  const taskDir = verifier.args.some((a) => a.includes('{task}')) ? mkdtempSync(path.join(os.tmpdir(), 'rein-verifier-')) : null;
+  const taskFile = taskDir ? path.join(taskDir, 'task.json') : '';
+  if (taskDir) writeFileSync(taskFile, taskJson, { mode: 0o600, flag: 'wx' });
   const run = await runCommand({
     command: verifier.command,
-    args: withPlaceholders(verifier.args, { task: files.fullTask, output: files.output, rollout: rolloutId }),
+    args: withPlaceholders(verifier.args, { task: taskFile, output: inputs.output, rollout: rolloutId }),
     cwd: verifier.cwd,
     env: {
       ...allowedEnv(verifier.envAllow),
@@ -333,10 +345,10 @@ async function runVerifier(
       REIN_VERIFIER_KEY: await deps.gateway.verifierKey(rolloutId),
     },
     timeoutMs: verifier.timeoutMs,
-    ...(verifier.taskOnStdin && { stdin: readFileSync(files.fullTask, 'utf8') }),
+    ...(verifier.taskOnStdin && { stdin: taskJson }),
     logFile: path.join(dir, 'verifier.log'),
     signal: deps.signal,
-  });
+  }).finally(() => taskDir && rmSync(taskDir, { recursive: true, force: true }));
   // A verifier stopped by a cancel or a shutdown did not judge anything.
   if (run.cancelled) return { cancelled: true };
   const evidence = { verifierExitCode: run.exitCode, verifierKilledBy: run.killedBy, verifierLogTail: run.stderrTail.slice(-1000), seconds: Number(run.seconds.toFixed(3)) };

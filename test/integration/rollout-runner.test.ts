@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,6 +102,35 @@ describe('the local rollout runner', () => {
       verifier: exampleVerifier,
     });
     expect(fromStdin).toMatchObject({ status: 'succeeded', reward: 1 });
+  });
+
+  it('leaves the hidden answer nowhere a harness can read it, and still gives it to the verifier', async () => {
+    const answer = 'hidden-answer-5d1f0c';
+    const rolloutsTree = path.join(workDir, 'snoop-tree');
+    const tasks = [{ id: 'a', question: 'what is hidden?', answer }, { id: 'b', question: 'and here?', answer }];
+    const harness = localExecutor({ ...node(path.join(fixtures, 'snoop.mjs'), answer, rolloutsTree), timeoutMs: 20_000 });
+    // The verifier scores from the hidden field, says where its task lay, and how that file was kept.
+    const judge = `const { readFileSync, statSync } = require('node:fs');
+      const [taskFile, outputFile] = process.argv.slice(1);
+      const task = taskFile ? JSON.parse(readFileSync(taskFile, 'utf8')) : JSON.parse(readFileSync(0, 'utf8'));
+      if (taskFile) process.stderr.write(JSON.stringify({ taskFile, mode: statSync(taskFile).mode & 0o777, dirMode: statSync(require('node:path').dirname(taskFile)).mode & 0o777 }) + '\\n');
+      const output = JSON.parse(readFileSync(outputFile, 'utf8'));
+      console.log(JSON.stringify({ components: { knows: task.answer === '${answer}' ? 1 : 0, leaked: output.found.length } }));`;
+    const fromFile: VerifierSpec = { command: process.execPath, args: ['-e', judge, '{task}', '{output}'], timeoutMs: 20_000 };
+    const fromStdin: VerifierSpec = { command: process.execPath, args: ['-e', judge, '', '{output}'], taskOnStdin: true, timeoutMs: 20_000 };
+    for (const [batchId, verifier] of [['snoop-file', fromFile], ['snoop-stdin', fromStdin]] as const) {
+      // Three at a time: one rollout's verifier runs while the others' harnesses search.
+      const outcomes = await runRollouts(batch({ batchId, tasks, samplesPerTask: 3, concurrency: 3, workDir: rolloutsTree, rewardWeights: { knows: 1, leaked: -1 } }), { gateway, harness, verifier });
+      expect(outcomes.map((o) => [o.status, o.components])).toEqual(Array.from({ length: 6 }, () => ['succeeded', { knows: 1, leaked: 0 }]));
+    }
+    const rolloutDir = path.join(rolloutsTree, 'snoop-file.a.0');
+    expect(statSync(rolloutDir).mode & 0o777).toBe(0o700);
+    expect(statSync(path.join(rolloutDir, 'attempt-1')).mode & 0o777).toBe(0o700);
+    const where = JSON.parse(readFileSync(path.join(rolloutDir, 'verifier.log'), 'utf8').trim().split('\n')[0] ?? '') as { taskFile: string; mode: number; dirMode: number };
+    expect(where).toMatchObject({ mode: 0o600, dirMode: 0o700 });
+    expect(path.relative(rolloutsTree, where.taskFile).startsWith('..')).toBe(true);
+    expect(existsSync(where.taskFile)).toBe(false);
+    expect(existsSync(path.dirname(where.taskFile))).toBe(false);
   });
 
   it('classifies a crash, a timeout (killing the whole process group), a missing command and a broken verifier', async () => {
