@@ -25,7 +25,7 @@ export interface GatewayOptions {
   /** How harnesses reach this gateway; default: the address it listens on. */
   publicUrl?: string;
   bodyLimitBytes?: number;
-  /** Longest a harness may take to send one whole request (headers and body); default 60 s. A slow sender holds a connection, not the gateway. */
+  /** Longest a harness may take to send one whole request (headers and body); default 30 s. A slow sender holds a connection, not the gateway. */
   requestTimeoutMs?: number;
   /** Where the gateway's own failures are logged (default: warnings and errors to stderr). */
   logger?: Logger;
@@ -92,7 +92,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     ...(options.maxShadowsInFlight !== undefined && { maxShadowsInFlight: options.maxShadowsInFlight }),
   });
   // Route parameters as long as the longest rollout id (Fastify's default, 100, answered 414).
-  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 60_000), maxParamLength: ROLLOUT_ID_MAX_LENGTH });
+  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), maxParamLength: ROLLOUT_ID_MAX_LENGTH });
   const log = options.logger ?? createLogger('warn', 'gateway');
   // The bytes each JSON body arrived as: the backend gets them, not a re-serialisation.
   const rawBodies = new WeakMap<IncomingMessage, string>();
