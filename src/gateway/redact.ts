@@ -80,11 +80,14 @@ function redacted(v: unknown, rules: readonly RedactionRule[]): unknown {
   return v;
 }
 
+/** What every redacted span becomes, followed by its rule's name and `]`. */
+export const REDACTION_MARK = '[REDACTED:';
+
 export function redactText(text: string, rules: readonly RedactionRule[]): string {
   let out = text;
   for (const { name, pattern } of rules) {
     // test() alone runs on RE2's DFA: the common case, nothing to redact, costs one fast pass.
-    if (pattern.test(out)) out = pattern.matcher(out).replaceAll(() => `[REDACTED:${name}]`);
+    if (pattern.test(out)) out = pattern.matcher(out).replaceAll(() => `${REDACTION_MARK}${name}]`);
   }
   return out;
 }

@@ -60,3 +60,22 @@ describe('toMergeCalls', () => {
     expect(drift.unusable).toBe(2);
   });
 });
+
+describe('toMergeCalls on calls the gateway redacted', () => {
+  it('re-renders a redacted prompt, and never trains on a reply whose text was redacted', () => {
+    const leakyRequest = { ...request, messages: [{ role: 'user', content: 'my key is [REDACTED:openai-key]' }] };
+    const withheld = { promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }] };
+    const { calls, drift } = toMergeCalls(
+      [
+        // The request had the secret, the reply did not: the prompt is re-rendered from the redacted text.
+        record({ id: 'prompt-only', requestSent: leakyRequest, ...withheld }),
+        // The reply had it: re-rendering "[REDACTED:…]" would teach the policy to write it.
+        record({ id: 'reply', requestSent: leakyRequest, ...withheld, response: { choices: [{ index: 0, message: { role: 'assistant', content: 'Echo: [REDACTED:openai-key]' }, finish_reason: 'stop' }] } }),
+      ],
+      qwen3,
+    );
+    expect(calls.map((c) => c.callId)).toEqual(['prompt-only']);
+    expect(qwen3.decode(calls[0]?.promptIds ?? [])).toContain('my key is [REDACTED:openai-key]');
+    expect(drift).toMatchObject({ retokenized: 1, unusable: 1 });
+  });
+});

@@ -1,3 +1,4 @@
+import { REDACTION_MARK } from '../gateway/redact.js';
 import type { ChatTokenizer, ChatRequest } from '../tokenizer/chat-tokenizer.js';
 import type { CallRecord } from '../store/trace-store.js';
 import { commonPrefixLength } from '../store/token-codec.js';
@@ -51,10 +52,18 @@ export function toMergeCalls(calls: readonly CallRecord[], tokenizer: ChatTokeni
   return { calls: out, drift };
 }
 
+/**
+ * A reply the gateway redacted (see withoutSecretIds): it journaled no ids for it, and its text
+ * is not what the policy wrote, so its call is not trained on.
+ */
+function redactedReply(choice: Json): boolean {
+  return JSON.stringify(choice.message ?? choice.text ?? null).includes(REDACTION_MARK);
+}
+
 function retokenize(call: CallRecord, request: Json, tokenizer: ChatTokenizer): MergeCall | undefined {
   const response = call.response as Json | undefined;
   const choices = (response?.choices as Json[] | undefined) ?? [];
-  if (choices.length === 0) return undefined;
+  if (choices.length === 0 || choices.some(redactedReply)) return undefined;
   if (call.endpoint === 'chat.completions' && Array.isArray(request.messages)) {
     const chat = request as unknown as ChatRequest;
     return {

@@ -62,3 +62,40 @@ describe('rollout ids', () => {
     expect(res.body.error.message).toContain(`at most ${ROLLOUT_ID_MAX_LENGTH}`);
   });
 });
+
+describe('redacted text keeps no token ids that spell it', () => {
+  const secret = 'sk-live-abcdefghijklmnopqrstuvwx';
+  // The test backend's tokenizer is one id per character: ids decode by String.fromCharCode.
+  const decodes = (ids: readonly number[] | null | undefined) => String.fromCharCode(...(ids ?? []));
+
+  it('drops the prompt ids of a request with a secret, and the completion ids and log-probs of a reply with one', async () => {
+    const { id, client } = await t.rollout();
+    await ask(client, `my key is ${secret}`);
+    await ask(client, 'nothing secret here');
+    const [leaky, clean] = await t.store.listCalls(id);
+    expect(JSON.stringify(leaky)).not.toContain(secret);
+    expect(decodes(leaky?.promptIds)).not.toContain(secret);
+    for (const choice of leaky?.choices ?? []) expect(decodes(choice.completionIds)).not.toContain(secret);
+    expect(leaky).toMatchObject({ promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }] });
+    expect(leaky?.response).toMatchObject({ choices: [{ message: { content: 'Echo: my key is [REDACTED:openai-key]' } }] });
+    // What had nothing to redact keeps every id.
+    expect(decodes(clean?.choices?.[0]?.completionIds)).toBe('Echo: nothing secret here');
+    expect(clean?.promptIds?.length).toBeGreaterThan(0);
+  });
+
+  it('does the same for a streamed reply and for the completions endpoint', async () => {
+    const { id, client } = await t.rollout();
+    const stream = await client.chat.completions.create({ model: 'production', stream: true, messages: [{ role: 'user', content: `key ${secret}` }] });
+    for await (const _ of stream);
+    await client.completions.create({ model: 'production', prompt: `key ${secret}`, max_tokens: 64 });
+    const [streamed, completion] = await t.store.listCalls(id);
+    for (const call of [streamed, completion]) {
+      expect(call?.status).toBe('ok');
+      expect(call?.promptIds).toBeNull();
+      expect(JSON.stringify(call)).not.toContain(secret);
+    }
+    // The chat reply echoes the key; the completion's (the prompt's last characters, upper-cased) does not.
+    expect(streamed?.choices).toEqual([{ completionIds: null, logprobs: null, finishReason: 'stop' }]);
+    expect(decodes(completion?.choices?.[0]?.completionIds)).toBe(' -> OPQRSTUVWX');
+  });
+});
