@@ -8,6 +8,7 @@ import { newEventSchema, newRolloutSchema, ROLLOUT_MODES, ROLLOUT_STATUSES, stat
 import { ROLLOUT_ID_MAX_LENGTH } from '../rollouts/rollout-id.js';
 import { StoreConflictError, type CallEndpoint, type TraceStore } from '../store/trace-store.js';
 import { refuseClosedAttempt } from './admission.js';
+import { RedactingStore } from './redacting-store.js';
 import { matchesHash, RolloutKeys, type RolloutKeyClaim } from './keys.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
@@ -83,8 +84,10 @@ const shadowCallsQuery = z.strictObject({
 export async function startGateway(options: GatewayOptions, listen: { host: string; port: number }): Promise<Gateway> {
   const router = new Router(options.routing, options.retryAfterSeconds);
   const keys = new RolloutKeys(options.secret);
+  // Every write the gateway journals goes through redaction (see RedactingStore).
+  const store = new RedactingStore(options.store, options.redaction ?? []);
   const proxy = new ModelCallProxy({
-    store: options.store,
+    store,
     router,
     redaction: options.redaction ?? [],
     headersTimeoutMs: options.headersTimeoutMs ?? 600_000,
@@ -107,7 +110,6 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     }
   });
   let publicUrl = options.publicUrl ?? '';
-  const { store } = options;
 
   const isAdmin = (key: string | undefined) => key !== undefined && matchesHash(key, options.adminKeyHash);
   const requireAdmin = async (req: FastifyRequest) => {

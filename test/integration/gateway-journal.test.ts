@@ -99,3 +99,39 @@ describe('redacted text keeps no token ids that spell it', () => {
     expect(decodes(completion?.choices?.[0]?.completionIds)).toBe(' -> OPQRSTUVWX');
   });
 });
+
+describe('redaction of what the control API journals', () => {
+  const secret = 'sk-live-abcdefghijklmnopqrstuvwx';
+  const aws = 'AKIAABCDEFGHIJKLMNOP';
+
+  it('removes secrets from rollout metadata, status reasons and evidence, reopen reasons and every kind of event', async () => {
+    const created = await t.admin('POST', '/api/rollouts', { metadata: { env: { OPENAI_API_KEY: secret }, note: `aws ${aws}` } });
+    expect(created.status).toBe(201);
+    const { id } = created.body.rollout as { id: string };
+    const key = created.body.key as string;
+    const events = [
+      { type: 'span', actionId: 'a-1', name: 'shell', input: { command: `curl -H "Authorization: Bearer ${secret}"` }, output: `ok ${aws}`, failure: `denied ${secret}` },
+      { type: 'custom', name: 'env', data: { dump: [`KEY=${secret}`] } },
+      { type: 'reward', value: 1, data: { judge: `used ${secret}` } },
+      { type: 'intervention', reason: `pasted ${secret}`, data: { by: aws } },
+    ];
+    for (const event of events) expect((await postEvent(id, event, key)).status).toBe(201);
+    // The runner sends a crashed harness's log tail as evidence.
+    const failed = await t.admin('POST', `/api/rollouts/${id}/status`, {
+      status: 'failed',
+      failureClass: 'infrastructure',
+      reason: `harness exited 1: invalid key ${secret}`,
+      evidence: { exitCode: 1, stderrTail: `Error: 401 for key ${secret}\nAWS ${aws}` },
+    });
+    expect(failed.status).toBe(200);
+    expect((await t.admin('POST', `/api/rollouts/${id}/reopen`, { reason: `run again, key was ${secret}` })).status).toBe(201);
+
+    const journaled = JSON.stringify([await t.store.getRollout(id), await t.store.listEvents(id)]);
+    expect(journaled).not.toContain(secret);
+    expect(journaled).not.toContain(aws);
+    expect(journaled).toContain('harness exited 1: invalid key [REDACTED:openai-key]');
+    expect(journaled).toContain('Error: 401 for key [REDACTED:openai-key]');
+    expect(journaled.match(/\[REDACTED:/g)?.length).toBeGreaterThanOrEqual(12);
+    expect((await t.store.getRollout(id))?.metadata).toEqual({ env: { OPENAI_API_KEY: '[REDACTED:openai-key]' }, note: 'aws [REDACTED:aws-access-key]' });
+  });
+});
