@@ -100,6 +100,13 @@ describe('responseProblem', () => {
     expect(responseProblem('chat.completions', { choices: [{ index: 0, token_ids: [0, 4294967295], logprobs: { content: [{ logprob: -0.5 }, { logprob: 0 }] } }], prompt_token_ids: [1] })).toBeNull();
     expect(responseProblem('completions', { choices: [{ index: 0, logprobs: { token_logprobs: [null, -1] } }] })).toBeNull();
     expect(responseProblem('chat.completions', { id: 'x', usage: {} }, true)).toBeNull();
+    expect(responseProblem('chat.completions', { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{' } }] } }] }, true)).toBeNull();
+  });
+
+  it('refuses a stream chunk the assembler would misread', () => {
+    expect(responseProblem('chat.completions', { choices: [{ index: 0, delta: 'x' }] }, true)).toContain('delta is not an object');
+    expect(responseProblem('chat.completions', { choices: [{ index: 0, delta: { tool_calls: 'abc' } }] }, true)).toContain('tool_calls');
+    expect(responseProblem('chat.completions', { choices: [{ index: 0, delta: { tool_calls: [null] } }] }, true)).toContain('tool_calls');
   });
 });
 

@@ -137,6 +137,13 @@ export function responseProblem(endpoint: CallEndpoint, message: Json, chunk = f
     }
     const c = choice as Json;
     if (c.index !== undefined && !(Number.isSafeInteger(c.index) && (c.index as number) >= 0)) problems.push(`choices[${i}].index is not a non-negative integer`);
+    if (chunk && c.delta !== undefined && c.delta !== null) {
+      const delta = c.delta as Json;
+      if (typeof delta !== 'object' || Array.isArray(delta)) problems.push(`choices[${i}].delta is not an object`);
+      else if (delta.tool_calls !== undefined && delta.tool_calls !== null && !(Array.isArray(delta.tool_calls) && delta.tool_calls.every(isObject))) {
+        problems.push(`choices[${i}].delta.tool_calls is not an array of objects`);
+      }
+    }
     ids(c.token_ids, `choices[${i}].token_ids`);
     ids(c.prompt_token_ids, `choices[${i}].prompt_token_ids`);
     const logprobs = c.logprobs;
@@ -160,6 +167,10 @@ export function responseProblem(endpoint: CallEndpoint, message: Json, chunk = f
     }
   });
   return problems[0] ?? null;
+}
+
+function isObject(value: unknown): boolean {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 function isTokenId(value: unknown): boolean {

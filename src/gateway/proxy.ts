@@ -336,7 +336,11 @@ export class ModelCallProxy {
             out += event.raw;
             continue;
           }
-          assembler.add(chunk);
+          try {
+            assembler.add(chunk);
+          } catch (err) {
+            badChunk ??= `a chunk the gateway cannot assemble (${(err as Error).message})`;
+          }
           out += anythingInjected(injected) ? withData(event, stripInjectedText(event.data, injected)) : event.raw;
         }
         if (out !== '') {
@@ -427,6 +431,22 @@ export class ModelCallProxy {
         ...result,
         ...(result.response !== undefined && result.response !== null && { response: redact(result.response, redaction) }),
       });
+    try {
+      await this.shadowExchange(call, candidate, sentText, injected, record, overloaded);
+    } catch (err) {
+      // Whatever went wrong, the mirrored call is counted: the report must see every one.
+      await record({ upstreamStatus: null, errorClass: 'gateway_error', errorMessage: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
+    }
+  }
+
+  private async shadowExchange(
+    call: ProxiedCall,
+    candidate: MirrorRoute,
+    sentText: string,
+    injected: Injected,
+    record: (result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>) => Promise<void>,
+    overloaded: boolean,
+  ): Promise<void> {
     if (overloaded) {
       await record({
         upstreamStatus: null,
