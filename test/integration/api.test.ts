@@ -10,6 +10,7 @@ import { adminKeyFile, gatewayOptions } from '../../src/gateway/from-config.js';
 import { sha256Hex } from '../../src/gateway/keys.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
 import { createLogger } from '../../src/log/logger.js';
+import { policyServerKey } from '../../src/policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
 import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
 import { activityDepsFromConfig } from '../../workers/activity-deps.js';
@@ -26,7 +27,7 @@ const closers: Array<() => Promise<unknown> | unknown> = [];
 beforeAll(async () => {
   const { file } = await writeExampleConfig(dir, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
   const { config } = loadConfig({ file, env: {} });
-  const policyServer: PolicyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string } });
+  const policyServer: PolicyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
   closers.push(() => policyServer.close());
   const store = new SqliteTraceStore(config.gateway.traceDb);
   closers.push(() => store.close());

@@ -7,6 +7,7 @@ import { listSchedules, type ScheduleListing } from '../../src/client/schedules.
 import { loadConfig } from '../../src/config/load.js';
 import { gatewayOptions } from '../../src/gateway/from-config.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
+import { policyServerKey } from '../../src/policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
 import { PolicyRegistry } from '../../src/registry/policy-registry.js';
 import { rolloutIdFor } from '../../src/rollouts/rollout-id.js';
@@ -33,7 +34,7 @@ beforeAll(async () => {
     { samples: { zeroVarianceGroups: 'keep' } },
   ));
   const { config } = loadConfig({ file: configFile, env: {} });
-  policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string } });
+  policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
   store = new SqliteTraceStore(config.gateway.traceDb);
   gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
 });
