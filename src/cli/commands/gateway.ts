@@ -16,7 +16,7 @@ export function registerGatewayCommand(program: Command): void {
       const store = new SqliteTraceStore(settings.traceDb);
       try {
         const { options, adminKeySource } = gatewayOptions(settings, store);
-        const gateway = await startGateway(options, { host: settings.host, port: settings.port });
+        const gateway = await startGateway({ ...options, logger }, { host: settings.host, port: settings.port });
         const { restored, skipped, skippedAliases } = await withRegistry(config.dataDir, (registry) => restoreRoutes(registry, gateway.router, config.trainer.servingBackend));
         if (restored.length > 0) logger.info({ restored }, 'routing trained policy versions again');
         if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route (trainer.servingBackend is not among gateway.backends)');
