@@ -1,5 +1,7 @@
 import type { Client } from '@temporalio/client';
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z, ZodError, type ZodType } from 'zod';
 import { describeRun, listRuns, newRunId, resumeRun, RunExistsError, RunNotFoundError, RunNotResumableError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
 import { releaseInput, startRelease } from '../client/release.js';
@@ -205,10 +207,22 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     }),
   ];
 
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
-  app.setErrorHandler((err, _req, reply) => {
-    const { status, code, message } = describeError(err);
-    void reply.code(status).send({ error: { code, message } });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT_BYTES,
+    // A malformed URL or an over-long path parameter, refused before any route: Rein's shape too.
+    frameworkErrors: (err, _req, reply) => sendError(reply as FastifyReply, err),
+    clientErrorHandler: answerClientError,
+  });
+  app.setErrorHandler((err, _req, reply) => sendError(reply, err));
+  const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
+    void defaultJsonParser(req, text as string, (err, body) => {
+      if (err) return done(err);
+      if (nestedDeeperThan(body, MAX_BODY_DEPTH)) return done(new ApiError(400, 'invalid_request', `the JSON body is nested deeper than ${MAX_BODY_DEPTH} levels; the API's requests nest a few levels at most`));
+      done(null, body);
+    });
   });
   app.setNotFoundHandler((req, reply) => void reply.code(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url}; GET /openapi.json lists them` } }));
 
@@ -240,6 +254,45 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   return app;
 }
 
+/** The API's requests are small settings objects. */
+const BODY_LIMIT_BYTES = 1024 * 1024;
+/** Deeper than any request of the API, shallow enough that nothing recursive (validation, error messages) can overflow. */
+const MAX_BODY_DEPTH = 32;
+
+function sendError(reply: FastifyReply, err: unknown): void {
+  const { status, code, message } = describeError(err);
+  void reply.code(status).send({ error: { code, message } });
+}
+
+/**
+ * Requests Node's HTTP parser refuses before Fastify sees them (a URL or headers over its limit,
+ * broken framing): answered on the socket, in Rein's shape, and the connection closed.
+ */
+function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'request_too_large', 'the request line and headers are over the size limit; send a shorter URL (fewer or shorter query parameters)']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'the request did not arrive in time']
+        : [400, 'invalid_request', `the request could not be parsed as HTTP (${err.code ?? err.message})`];
+  const body = JSON.stringify({ error: { code, message } });
+  if (!socket.writable) return void socket.destroy();
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+/** Whether a parsed JSON value nests arrays and objects deeper than `max`; iterative, so any depth is safe to measure. */
+function nestedDeeperThan(value: unknown, max: number): boolean {
+  const pending: Array<[unknown, number]> = [[value, 0]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [node, depth] = next;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth >= max) return true;
+    for (const child of Object.values(node)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
+
 export async function startApi(options: ApiOptions, listen: { host: string; port: number }): Promise<ApiServer> {
   const app = buildApi(options);
   const address = await app.listen(listen);
@@ -262,8 +315,13 @@ function describeError(err: unknown): { status: number; code: string; message: s
   if (err instanceof PromotionError) return { status: /not registered|no gate decision/.test(err.message) ? 404 : 409, code: 'promotion_refused', message: err.message };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
   if (err instanceof ZodError) return { status: 400, code: 'invalid_request', message: err.issues.map((i) => i.message).join('; ') };
-  const e = err as { statusCode?: number; message?: string };
-  if (e.statusCode === 400 || e.statusCode === 415) return { status: e.statusCode, code: 'invalid_request', message: e.message ?? 'bad request' };
+  const e = err as { statusCode?: number; code?: string; message?: string };
+  // Fastify's own refusals: the caller's mistake, so its 4xx, named and explained.
+  if (e.code === 'FST_ERR_BAD_URL') return { status: 400, code: 'invalid_request', message: `${e.message ?? 'the URL is not valid'}: a path segment has broken percent-encoding; encode it with encodeURIComponent` };
+  if (e.code === 'FST_ERR_MAX_PARAM_LENGTH') return { status: 414, code: 'uri_too_long', message: 'a path parameter (run, schedule, version or decision id) is over 100 characters; no id is that long' };
+  if (e.statusCode === 413) return { status: 413, code: 'body_too_large', message: `the request body is over the API's limit of ${BODY_LIMIT_BYTES / 1024 / 1024} MiB` };
+  if (e.statusCode === 415) return { status: 415, code: 'unsupported_media_type', message: 'send the body as JSON, with content-type: application/json' };
+  if (e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500) return { status: e.statusCode, code: 'invalid_request', message: e.message ?? 'bad request' };
   return { status: 500, code: 'internal', message: e.message ?? String(err) };
 }
 
