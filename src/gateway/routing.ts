@@ -69,12 +69,13 @@ export class RoutingError extends Error {
  * control characters and non-ASCII cannot be allowed; the leading letter or digit keeps
  * `__proto__` out of every table.
  */
-export const ROUTING_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$/;
+export const ROUTING_NAME_MAX_LENGTH = 200;
+export const ROUTING_NAME_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,${ROUTING_NAME_MAX_LENGTH - 1}}$`);
 
 /** Why a policy version, alias or backend name cannot be used; undefined when it can. */
 export function routingNameProblem(name: string): string | undefined {
   if (ROUTING_NAME_PATTERN.test(name)) return undefined;
-  return `${JSON.stringify(name)} is not a usable name: use 1 to 200 ASCII letters, digits and . _ : / @ + -, starting with a letter or digit`;
+  return `${JSON.stringify(name)} is not a usable name: use 1 to ${ROUTING_NAME_MAX_LENGTH} ASCII letters, digits and . _ : / @ + -, starting with a letter or digit`;
 }
 
 /** A table entry the table itself holds: a name like "constructor" must not find Object's. */

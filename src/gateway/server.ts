@@ -14,7 +14,7 @@ import { createLogger, type Logger } from '../log/logger.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
 import { GatewayCallError, GatewayHttpError, ModelCallProxy } from './proxy.js';
 import type { RedactionRule } from './redact.js';
-import { Router, RoutingError, type Route, type RoutingTable } from './routing.js';
+import { Router, ROUTING_NAME_MAX_LENGTH, RoutingError, type Route, type RoutingTable } from './routing.js';
 
 export interface GatewayOptions {
   store: TraceStore;
@@ -94,8 +94,8 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     bodyTimeoutMs: options.bodyTimeoutMs ?? 120_000,
     ...(options.maxShadowsInFlight !== undefined && { maxShadowsInFlight: options.maxShadowsInFlight }),
   });
-  // Route parameters as long as the longest rollout id (Fastify's default, 100, answered 414).
-  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), maxParamLength: ROLLOUT_ID_MAX_LENGTH });
+  // Route parameters as long as the longest rollout id and routing name (Fastify's default, 100, answered 414).
+  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), maxParamLength: Math.max(ROLLOUT_ID_MAX_LENGTH, ROUTING_NAME_MAX_LENGTH) });
   const log = options.logger ?? createLogger('warn', 'gateway');
   // The bytes each JSON body arrived as: the backend gets them, not a re-serialisation.
   const rawBodies = new WeakMap<IncomingMessage, string>();

@@ -56,6 +56,14 @@ describe('rollout ids', () => {
     expect((await t.admin('GET', `/api/rollouts/${encodeURIComponent(id)}/calls`)).body.items).toHaveLength(1);
   });
 
+  it('serves the control routes of a policy version or alias of the longest name the routing table takes', async () => {
+    const version = `v${'x'.repeat(199)}`;
+    expect((await t.admin('PUT', `/api/policies/${version}`, { backend: 'toy', model: 'toy-model' })).status).toBe(200);
+    expect((await t.admin('GET', `/api/policies/${version}/ready`)).status).toBe(200);
+    const alias = `a${'y'.repeat(199)}`;
+    expect((await t.admin('PUT', `/api/aliases/${alias}`, { policyVersion: version })).status).toBe(200);
+  });
+
   it('refuses a longer id at creation, naming the limit', async () => {
     const res = await t.admin('POST', '/api/rollouts', { id: 'x'.repeat(ROLLOUT_ID_MAX_LENGTH + 1) });
     expect(res.status).toBe(400);
