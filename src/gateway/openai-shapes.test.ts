@@ -59,6 +59,15 @@ describe('upstreamRequest and stripInjected', () => {
     expect(parsed).toEqual({ id: 'c', choices: [{ index: 0, delta: { content: 'x' }, logprobs: null, x: 0 }], usage: null });
   });
 
+  it('asks a shadow call for one whole body, whatever the harness streamed', () => {
+    for (const text of ['{"stream_options":{"include_usage":true},"stream":true}', '{"messages":[],"stream":true,"stream_options":{}}', '{"stream_options":{}}']) {
+      const { sent, sentText } = upstreamRequest('chat.completions', JSON.parse(text) as Record<string, unknown>, text, 'base', backend, true);
+      expect(JSON.parse(sentText)).toEqual(sent);
+      expect(sent).toMatchObject({ model: 'base', stream: false });
+      expect(sent).not.toHaveProperty('stream_options');
+    }
+  });
+
   it('adds no key the backend did not send', () => {
     const injected = { tokenIds: true, logprobs: true };
     expect(stripInjectedText('{"choices":[{"index":0,"text":"a"}, null, 7]}', injected)).toBe('{"choices":[{"index":0,"text":"a"}, null, 7]}');

@@ -44,13 +44,9 @@ export function upstreamRequest(
     for (const member of present) edits.push({ start: member.valueStart, end: member.valueEnd, text: json });
   };
   set('model', model);
-  if (unstreamed) {
-    set('stream', false);
-    // null, not removed: the backend reads both as none, and only edits that never overlap are simple.
-    if (Object.hasOwn(body, 'stream_options')) set('stream_options', null);
-  }
+  if (unstreamed) set('stream', false);
   const injected: Injected = { tokenIds: false, logprobs: false };
-  if (endpoint === 'responses') return { sent, sentText: applyEdits(text, edits), injected };
+  if (endpoint === 'responses') return { sent, sentText: withoutStreamOptions(applyEdits(text, edits)), injected };
   // Off, said any way the backend reads as off; anything else is the harness's to have refused or granted.
   const off = (key: string, ...offValues: unknown[]) => !Object.hasOwn(body, key) || offValues.includes(body[key]);
   if (backend.tokenIds && off('return_token_ids', false, null)) {
@@ -64,7 +60,15 @@ export function upstreamRequest(
     set('logprobs', chat ? true : 0);
     injected.logprobs = true;
   }
-  return { sent, sentText: applyEdits(text, edits), injected };
+  return { sent, sentText: withoutStreamOptions(applyEdits(text, edits)), injected };
+
+  // Stream options belong to a stream (vLLM refuses them without one). Removed on the edited text,
+  // so the removal never meets an addition at the same place.
+  function withoutStreamOptions(edited: string): string {
+    if (!unstreamed || !Object.hasOwn(body, 'stream_options')) return edited;
+    delete sent.stream_options;
+    return applyEdits(edited, removals(membersOf(edited, skipSpace(edited, 0)).members, (m) => m.key === 'stream_options'));
+  }
 }
 
 export function anythingInjected(injected: Injected): boolean {
