@@ -41,6 +41,9 @@ export function buildProgram(): Command {
 
 /** Exit codes: 0 success, 1 the work failed, 2 bad usage or configuration. */
 export async function main(argv: string[]): Promise<number> {
+  // Everything Rein writes (traces, rollout folders and harness logs with rollout keys, checkpoints)
+  // and every program it starts gets owner-only modes; the stores set theirs explicitly as well.
+  process.umask(0o077);
   try {
     await buildProgram().parseAsync(argv);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;

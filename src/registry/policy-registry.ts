@@ -1,8 +1,8 @@
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Verdict } from '../gate/gate.js';
 import { canonicalJson } from '../rollouts/harness-spec.js';
+import { makePrivateDatabaseFile } from '../store/private-files.js';
 
 /**
  * Every policy version Rein made or was given, with where it came from: its parent, the run and
@@ -86,8 +86,9 @@ interface Row {
 
 /** The registry (and the ledgers beside it) of a data directory, created on first use. */
 export function registryFile(dataDir: string): string {
-  mkdirSync(dataDir, { recursive: true });
-  return path.join(dataDir, 'registry.sqlite');
+  const file = path.join(dataDir, 'registry.sqlite');
+  makePrivateDatabaseFile(file);
+  return file;
 }
 
 /** Runs one piece of work with a store and closes it after, also when the work fails. */
@@ -108,6 +109,7 @@ export class PolicyRegistry {
   private readonly db: Database.Database;
 
   constructor(file: string) {
+    makePrivateDatabaseFile(file);
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');

@@ -1,5 +1,3 @@
-import { mkdirSync } from 'node:fs';
-import path from 'node:path';
 import Database from 'better-sqlite3';
 import {
   canTransition,
@@ -17,6 +15,7 @@ import {
 } from '../rollouts/rollout.js';
 import { decodeRequest, encodeRequest, type ConversationBase } from './request-codec.js';
 import { decodePrompt, encodePrompt, packNumbers, packSegments, unpackNumbers, unpackSegments } from './token-codec.js';
+import { makePrivateDatabaseFile } from './private-files.js';
 import {
   StoreConflictError,
   StoreInputError,
@@ -248,7 +247,7 @@ export class SqliteTraceStore implements TraceStore {
   private rolloutCacheVersion = -1;
 
   constructor(file: string) {
-    if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+    if (file !== ':memory:') makePrivateDatabaseFile(file);
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     // NORMAL in WAL mode: a committed call survives a killed process (not a power cut) without an fsync per call.
