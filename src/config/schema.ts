@@ -5,6 +5,7 @@ import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
 import { kubernetesTrainerSchema } from '../training/kubernetes-trainer.js';
 import { gateRulesSchema } from '../gate/gate.js';
 import { DEFAULT_MIN_FREE_MEGABYTES } from '../preflight/disk-space.js';
+import { redactionRegexProblem } from '../gateway/redact.js';
 import { routingNameProblem } from '../gateway/routing.js';
 
 const port = z.number().int().min(1).max(65535);
@@ -19,6 +20,15 @@ const regexSource = z
     } catch (err) {
       ctx.addIssue({ code: 'custom', message: `a valid regular expression (${(err as Error).message})` });
     }
+  });
+
+/** Redaction rules run on RE2 (linear time), whose syntax differs from JavaScript's: checked as RE2 reads them. */
+const redactionRegex = z
+  .string()
+  .min(1)
+  .superRefine((source, ctx) => {
+    const problem = redactionRegexProblem(source);
+    if (problem) ctx.addIssue({ code: 'custom', message: `a valid regular expression (Invalid regular expression: ${problem})` });
   });
 
 /** A backend, policy version or alias name: the gateway's one rule, so a config cannot hold a name its admin API refuses. */
@@ -104,7 +114,7 @@ const gateway = z
       .strictObject({
         defaults: z.boolean().default(true).describe('Redact API keys, bearer tokens, rollout keys, private keys'),
         rules: z
-          .array(z.strictObject({ name: z.string().min(1), regex: regexSource }))
+          .array(z.strictObject({ name: z.string().min(1), regex: redactionRegex }))
           .default([])
           .describe('Extra patterns to redact before anything is journaled'),
       })

@@ -15,13 +15,23 @@ export interface RedactionRule {
   pattern: RE2JS;
 }
 
+const RE2_SYNTAX = 'rules use RE2 syntax, which runs in linear time: no backreferences or lookaround; flags inline, as (?i)';
+
 function rule(name: string, regex: string): RedactionRule {
   try {
     return { name, pattern: RE2JS.compile(regex) };
   } catch (err) {
-    throw new Error(
-      `gateway.redact: rule "${name}" has an invalid regex ${JSON.stringify(regex)}: ${(err as Error).message} (rules use RE2 syntax, which runs in linear time: no backreferences or lookaround; flags inline, as (?i))`,
-    );
+    throw new Error(`gateway.redact: rule "${name}" has an invalid regex ${JSON.stringify(regex)}: ${(err as Error).message} (${RE2_SYNTAX})`);
+  }
+}
+
+/** Why a rule's regex cannot be used (for config validation); undefined when it can. */
+export function redactionRegexProblem(regex: string): string | undefined {
+  try {
+    RE2JS.compile(regex);
+    return undefined;
+  } catch (err) {
+    return `${(err as Error).message}; ${RE2_SYNTAX}`;
   }
 }
 
