@@ -85,6 +85,10 @@ describe('redact', () => {
     expect(slow).toEqual([]);
   });
 
+  it('keeps the text around a secret as it was, astral characters and lone surrogates included', () => {
+    expect(redactText('\uD800 sk-abcdefghijklmnopqrstuv 😀 中文 \uDC00', DEFAULT_REDACTION_RULES)).toBe('\uD800 [REDACTED:openai-key] 😀 中文 \uDC00');
+  });
+
   it('refuses, naming the rule, a custom rule that needs backtracking (backreferences, lookaround)', () => {
     expect(() => redactionRules([{ name: 'repeat', regex: '(a+)\\1' }])).toThrow(/gateway\.redact: rule "repeat" has an invalid regex.*linear time: no backreferences or lookaround/);
     expect(() => redactionRules([{ name: 'ahead', regex: 'key(?=[0-9])' }])).toThrow(/rule "ahead"/);
