@@ -81,6 +81,13 @@ describe('loadConfig refuses hostile files with the file named', () => {
     expect(refusal(() => load(write('surrogate.json', '{"run": {"heldoutTasks": "h\\ud800.jsonl"}}'))).problems).toEqual([expect.stringMatching(/^run\.heldoutTasks: .*not valid Unicode/)]);
   });
 
+  it('names that are also Object property names are plain names', () => {
+    expect(refusal(() => validateConfig({ gateway: { backends: { constructor: { endpoints: ['http://a/v1'], bogus: 1 } } } }, 'test')).problems).toEqual([
+      'gateway.backends.constructor: unknown key "bogus"; expected one of: endpoints, apiKeyEnv, tokenIds, logprobs',
+    ]);
+    expect(refusal(() => validateConfig({ toString: 1 }, 'test')).problems).toEqual([expect.stringMatching(/^\(top level\): unknown key "toString"; expected one of: \$schema, dataDir/)]);
+  });
+
   it('an invalid regular expression, at check time', () => {
     expect(refusal(() => validateConfig({ gateway: { redact: { rules: [{ name: 'x', regex: '([a-z' }] } } }, 'test')).problems).toEqual([
       expect.stringMatching(/^gateway\.redact\.rules\.0\.regex: got "\(\[a-z"; expected a valid regular expression \(Invalid regular expression/),

@@ -178,12 +178,18 @@ function valueAt(input: unknown, keys: readonly PropertyKey[]): unknown {
 }
 
 function allowedKeysAt(keys: readonly PropertyKey[]): string[] {
-  let shape = objectShapeOf(reinConfigSchema);
-  for (const key of keys) {
-    const next = shape?.[String(key)];
-    shape = next && objectShapeOf(next);
-  }
-  return Object.keys(shape ?? {});
+  let schema: z.core.$ZodType | undefined = reinConfigSchema;
+  for (const key of keys) schema = schema && childSchema(schema, String(key));
+  return Object.keys((schema && objectShapeOf(schema)) ?? {});
+}
+
+/** The schema of what lies at `key`: an object's own property, or the values of a record or array (a backend's name is any name). */
+function childSchema(schema: z.core.$ZodType, key: string): z.core.$ZodType | undefined {
+  const shape = objectShapeOf(schema);
+  if (shape) return Object.hasOwn(shape, key) ? shape[key] : undefined;
+  let def = schema._zod.def as { innerType?: z.core.$ZodType; valueType?: z.core.$ZodType; element?: z.core.$ZodType };
+  while (def.innerType) def = def.innerType._zod.def as typeof def;
+  return def.valueType ?? def.element;
 }
 
 /** The object shape behind defaults, optionals and unions (e.g. `tls: boolean | {...}`). */
