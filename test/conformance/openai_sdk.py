@@ -6,9 +6,10 @@ Prints one JSON object on stdout: scenario name -> what the SDK gave the caller 
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from openai import APIStatusError, OpenAI
 
@@ -24,9 +25,17 @@ def substitute(params: dict[str, Any], model: str) -> dict[str, Any]:
     return json.loads(json.dumps(params).replace('"$MODEL"', json.dumps(model)))
 
 
+def with_extra_body(method: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters the SDK does not know (vLLM's return_token_ids) go in extra_body, as a harness would send them."""
+    known = inspect.signature(method).parameters
+    extra = {k: v for k, v in params.items() if k not in known}
+    kwargs = {k: v for k, v in params.items() if k in known}
+    return {**kwargs, "extra_body": extra} if extra else kwargs
+
+
 def run(client: OpenAI, scenario: dict[str, Any], model: str) -> Any:
-    params = substitute(scenario["params"], model)
     api = client.chat.completions if scenario["endpoint"] == "chat" else client.completions
+    params = with_extra_body(api.create, substitute(scenario["params"], model))
     kind = scenario["kind"]
     if kind == "create":
         result = api.create(**params)

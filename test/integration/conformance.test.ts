@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import type { ServerResponse } from 'node:http';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,9 +15,43 @@ import { MODEL } from '../helpers/vllm-like-server.js';
 const python = path.resolve(import.meta.dirname, '../../.tools/conformance/bin/python');
 const pythonRunner = path.resolve(import.meta.dirname, '../conformance/openai_sdk.py');
 
+/** Replies the toy model never gives, scripted on the backend stand-in (scenarios that name these models). */
+const head = (model: string, object: string) => ({ id: `chatcmpl-${model}`, object, created: 1_700_000_000, model });
+const SCRIPTS: Record<string, (res: ServerResponse) => Promise<void> | void> = {
+  'script-split-utf8': async (res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const first = Buffer.from(`data: ${JSON.stringify({ ...head('script-split-utf8', 'chat.completion.chunk'), choices: [{ index: 0, delta: { role: 'assistant', content: 'héllo 🌍 wörld' }, logprobs: null, finish_reason: null }] })}\n\n`);
+    const inside = first.indexOf(Buffer.from('🌍')) + 2;
+    // Two writes apart in time: the gateway reads them separately, the character cut in two.
+    await new Promise((resolve) => res.write(first.subarray(0, inside), resolve));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    res.write(first.subarray(inside));
+    res.write(`data: ${JSON.stringify({ ...head('script-split-utf8', 'chat.completion.chunk'), choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }] })}\n\n`);
+    res.end('data: [DONE]\n\n');
+  },
+  'script-numbers': (res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(
+      '{"id":"chatcmpl-n","object":"chat.completion","created":1700000000,"model":"script-numbers","choices":[{"index":0,"message":{"role":"assistant","content":"n"},"logprobs":null,"finish_reason":"stop","score":1.0,"big":9007199254740993,"neg":-0.0}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}',
+    );
+  },
+  'script-forced-usage': (res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const chunk = (rest: object) => `data: ${JSON.stringify({ ...head('script-forced-usage', 'chat.completion.chunk'), ...rest })}\n\n`;
+    res.write(chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'used' }, logprobs: null, finish_reason: 'stop' }] }));
+    res.write(chunk({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } }));
+    res.end('data: [DONE]\n\n');
+  },
+};
+
 let t: TestGateway;
 beforeAll(async () => {
   t = await startTestGateway();
+  for (const [model, script] of Object.entries(SCRIPTS)) {
+    t.backend.scripts.set(model, script);
+    const routed = await t.admin('PUT', `/api/policies/${model}`, { backend: 'toy', model });
+    if (routed.status >= 300) throw new Error(`routing ${model}: ${JSON.stringify(routed.body)}`);
+  }
 });
 afterAll(() => t.close());
 
@@ -38,6 +73,8 @@ describe.each([
 
   it.each(loadScenarios().map((s) => s.name))('%s', (name) => {
     expect(direct[name], `the scenario ran directly`).toBeDefined();
+    // An error scenario must fail directly too (else it tests nothing), and only those may.
+    expect(JSON.stringify(direct[name]).startsWith('{"error":'), JSON.stringify(direct[name])).toBe(name.startsWith('error-'));
     expect(viaGateway[name]).toEqual(direct[name]);
   });
 });
