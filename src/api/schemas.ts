@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { VERDICTS } from '../gate/gate.js';
 import { OVERLAP_POLICIES } from '../client/schedules.js';
+import { RUN_ID_PATTERN, RUN_ID_RULE } from '../client/runs.js';
 
 /** The HTTP API's request and response shapes: validation at the edge, and the OpenAPI document. */
 
@@ -14,7 +15,7 @@ export const runSizes = z.strictObject({
 });
 
 export const startRunBody = runSizes.extend({
-  runId: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, dot, dash, underscore').optional().describe('Default: run-<time>-<random>'),
+  runId: z.string().regex(RUN_ID_PATTERN, RUN_ID_RULE).optional().describe('Default: run-<time>-<random>'),
 });
 
 export const runIdParams = z.strictObject({ runId: z.string().min(1) });

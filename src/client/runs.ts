@@ -33,6 +33,13 @@ export interface RunOverrides {
 export type RunStart = TrainingRunInput & { runId: string };
 
 /** A run id that sorts by start time and does not collide: run-20261201-0531-a3f9. */
+/**
+ * What a run id may be. It names the run's workflows, its policy versions (`<run>.v<n>`) and its
+ * rollouts (`<run>.it<n>.<task>.<sample>`, at most 128 characters), so it is short and plain.
+ */
+export const RUN_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const RUN_ID_RULE = '1 to 64 letters, digits, dots, dashes and underscores, starting with a letter or digit';
+
 export function newRunId(now = new Date()): string {
   const stamp = now.toISOString().slice(0, 16).replace(/[-:]/g, '').replace('T', '-');
   return `run-${stamp}-${randomBytes(2).toString('hex')}`;

@@ -32,6 +32,12 @@ describe('rein config', () => {
     expect(stderr).toContain('log.level: got "loud"; expected one of: "trace"');
   });
 
+  it('refuses a run id that could not name its versions and rollouts, before starting anything', async () => {
+    const { code, stderr } = await runRein(['train', '--run-id', 'my run'], { cwd: scratch, env: clean });
+    expect(code).toBe(2);
+    expect(stderr).toContain('"my run" is not a run id: use 1 to 64 letters, digits, dots, dashes and underscores');
+  });
+
   it('names a missing config file', async () => {
     const { code, stderr } = await runRein(['--config', 'nope.yaml', 'config', 'check'], { cwd: scratch, env: clean });
     expect(code).toBe(2);

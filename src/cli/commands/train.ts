@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { newRunId, startRun, trainingRunInput, type RunOverrides } from '../../client/runs.js';
+import { newRunId, RUN_ID_PATTERN, RUN_ID_RULE, startRun, trainingRunInput, type RunOverrides } from '../../client/runs.js';
 import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { abortOnInterrupt, followToEnd } from '../follow-run.js';
@@ -49,7 +49,10 @@ export function registerTrainCommand(program: Command): void {
       "start a training run (the trainingRun workflow) from the config's harness, verifier and run section; " +
         'with no worker polling, runs Temporal, the gateway, the policy server and a worker in this process until the run ends',
     )
-    .option('--run-id <id>', 'name of the run (its workflow id); default run-<time>-<random>')
+    .option('--run-id <id>', `name of the run (its workflow id; ${RUN_ID_RULE}); default run-<time>-<random>`, (id: string) => {
+      if (!RUN_ID_PATTERN.test(id)) throw new InvalidArgumentError(`${JSON.stringify(id)} is not a run id: use ${RUN_ID_RULE} (it names the run's policy versions and rollouts)`);
+      return id;
+    })
     .option('--follow', 'show progress per stage until the run ends, then a final table');
   addRunSizeOptions(addFollowOptions(train)).action(async (options: TrainOptions, command: Command) => {
       const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
