@@ -101,6 +101,7 @@ const gateway = z
       .describe('Secret rollout keys are derived from, relative to dataDir; created on first start'),
     traceDb: z.string().default('traces.sqlite').describe('SQLite trace store, relative to dataDir'),
     bodyLimitBytes: z.number().int().min(1024).default(32 * 1024 * 1024).describe('Largest request body accepted'),
+    requestTimeoutMs: z.number().int().min(100).default(30_000).describe('Longest a request may take to arrive whole (a slower one gets 408); the answer may take as long as the backend needs'),
     headersTimeoutMs: z.number().int().min(100).default(600_000).describe('Longest wait for a backend to start answering'),
     bodyTimeoutMs: z.number().int().min(100).default(120_000).describe('Longest silence inside a backend response'),
     retryAfterSeconds: z.number().int().min(1).default(5).describe('Retry-After sent while a policy is paused'),

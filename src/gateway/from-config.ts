@@ -27,6 +27,7 @@ export function gatewayOptions(settings: GatewaySettings, store: TraceStore, env
       adminKeyHash: hash,
       ...(settings.publicUrl && { publicUrl: settings.publicUrl.replace(/\/$/, '') }),
       bodyLimitBytes: settings.bodyLimitBytes,
+      requestTimeoutMs: settings.requestTimeoutMs,
       redaction: redactionRules(settings.redact.rules, settings.redact.defaults),
       headersTimeoutMs: settings.headersTimeoutMs,
       bodyTimeoutMs: settings.bodyTimeoutMs,
