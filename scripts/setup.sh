@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a Rein checkout on a fresh machine: npm packages, the pinned `temporal` CLI (for the
-# embedded dev server) in .tools/, the PyTorch trainer's pinned Python environment (cached per
-# machine), and the compiled CLI in dist/.
+# embedded dev server) in .tools/, the PyTorch trainer's and the conformance tests' pinned Python
+# environments (cached per machine), and the compiled CLI in dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,57 +32,37 @@ install_python_tools() {
     echo "setup: installed $("$TEMPORAL_DIR/bin/temporal" --version) in $TEMPORAL_DIR"
   fi
 
-  install_trainer_python
-  install_conformance_python
+  # The PyTorch trainer's pinned environment (torch with its CUDA libraries, transformers, peft,
+  # accelerate, safetensors, pytest; ~5.6 GB, minutes to install); the tests use it too
+  # (cross-engine log-probs, both trainers on one batch, batch reading).
+  install_cached_python trainer trainer/requirements.lock
+  # The official Python openai SDK for the conformance suite (small).
+  install_cached_python conformance test/conformance/requirements.lock
 }
 
-# The official Python openai SDK for the conformance suite (small; cached per machine like the trainer's).
-install_conformance_python() {
-  local lock=test/conformance/requirements.lock
+# A pinned Python environment lives once per machine in a cache keyed by its lock file's hash;
+# .tools/NAME links to it.
+install_cached_python() {
+  local name=$1 lock=$2
   local hash
   hash=$(sha256sum "$lock" | cut -c1-16)
   local cache="${REIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rein}"
-  local env_dir="$cache/conformance-python-$hash"
-  mkdir -p "$cache"
-  (
-    flock 9
-    if [ -f "$env_dir/.complete" ] && "$env_dir/bin/python" -c 'import openai' 2>/dev/null; then
-      echo "setup: conformance Python environment cached at $env_dir"
-    else
-      rm -rf "$env_dir"
-      python3 -m venv "$env_dir"
-      "$env_dir/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir -r "$lock"
-      touch "$env_dir/.complete"
-    fi
-  ) 9>"$cache/conformance-python.lock"
-  ln -sfn "$env_dir" .tools/conformance
-}
-
-# The PyTorch trainer's pinned environment (trainer/requirements.lock: torch with its CUDA
-# libraries, transformers, peft, accelerate, safetensors, pytest; ~5.6 GB, minutes to install)
-# lives once per machine in a cache keyed by the lock file's hash; .tools/trainer links to it.
-# The tests use it too (cross-engine log-probs, both trainers on one batch, batch reading).
-install_trainer_python() {
-  local lock=trainer/requirements.lock
-  local hash
-  hash=$(sha256sum "$lock" | cut -c1-16)
-  local cache="${REIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rein}"
-  local env_dir="$cache/trainer-python-$hash"
+  local env_dir="$cache/$name-python-$hash"
   mkdir -p "$cache"
   (
     # One install at a time per machine; a second setup waits and then finds it done.
     flock 9
     if [ -f "$env_dir/.complete" ] && "$env_dir/bin/python" -c 'import sys' 2>/dev/null; then
-      echo "setup: trainer Python environment cached at $env_dir"
+      echo "setup: $name Python environment cached at $env_dir"
     else
-      echo "setup: installing the trainer's Python environment into $env_dir (once per machine; torch is large)"
+      echo "setup: installing the $name Python environment into $env_dir (once per machine)"
       rm -rf "$env_dir"
       python3 -m venv "$env_dir"
       "$env_dir/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir -r "$lock"
       touch "$env_dir/.complete"
     fi
-  ) 9>"$cache/trainer-python.lock"
-  ln -sfn "$env_dir" .tools/trainer
+  ) 9>"$cache/$name-python.lock"
+  ln -sfn "$env_dir" ".tools/$name"
 }
 
 # The Python tools download while npm compiles (better-sqlite3 builds from source where its prebuilt binary is unreachable).
