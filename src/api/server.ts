@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
-import { STATUS_CODES } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { clientErrorAnswer } from '../http/client-error.js';
+import { nestedDeeperThan } from '../gateway/json-text.js';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z, ZodError, type ZodType } from 'zod';
 import { describeRun, listRuns, newRunId, resumeRun, RunExistsError, RunNotFoundError, RunNotResumableError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
@@ -212,17 +212,14 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     bodyLimit: BODY_LIMIT_BYTES,
     // A malformed URL or an over-long path parameter, refused before any route: Rein's shape too.
     frameworkErrors: (err, _req, reply) => sendError(reply as FastifyReply, err),
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswer({ body: (_status, code, message) => ({ error: { code, message } }) }),
   });
   app.setErrorHandler((err, _req, reply) => sendError(reply, err));
   const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
-    void defaultJsonParser(req, text as string, (err, body) => {
-      if (err) return done(err);
-      if (nestedDeeperThan(body, MAX_BODY_DEPTH)) return done(new ApiError(400, 'invalid_request', `the JSON body is nested deeper than ${MAX_BODY_DEPTH} levels; the API's requests nest a few levels at most`));
-      done(null, body);
-    });
+    if (nestedDeeperThan(text as string, MAX_BODY_DEPTH)) return done(new ApiError(400, 'invalid_request', `the JSON body is nested deeper than ${MAX_BODY_DEPTH} levels; the API's requests nest a few levels at most`));
+    void defaultJsonParser(req, text as string, done);
   });
   app.setNotFoundHandler((req, reply) => void reply.code(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url}; GET /openapi.json lists them` } }));
 
@@ -268,31 +265,6 @@ function sendError(reply: FastifyReply, err: unknown): void {
  * Requests Node's HTTP parser refuses before Fastify sees them (a URL or headers over its limit,
  * broken framing): answered on the socket, in Rein's shape, and the connection closed.
  */
-function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, code, message] =
-    err.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'request_too_large', 'the request line and headers are over the size limit; send a shorter URL (fewer or shorter query parameters)']
-      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'request_timeout', 'the request did not arrive in time']
-        : [400, 'invalid_request', `the request could not be parsed as HTTP (${err.code ?? err.message})`];
-  const body = JSON.stringify({ error: { code, message } });
-  if (!socket.writable) return void socket.destroy();
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-}
-
-/** Whether a parsed JSON value nests arrays and objects deeper than `max`; iterative, so any depth is safe to measure. */
-function nestedDeeperThan(value: unknown, max: number): boolean {
-  const pending: Array<[unknown, number]> = [[value, 0]];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const [node, depth] = next;
-    if (node === null || typeof node !== 'object') continue;
-    if (depth >= max) return true;
-    for (const child of Object.values(node)) pending.push([child, depth + 1]);
-  }
-  return false;
-}
-
 export async function startApi(options: ApiOptions, listen: { host: string; port: number }): Promise<ApiServer> {
   const app = buildApi(options);
   const address = await app.listen(listen);

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { clientErrorAnswer } from '../http/client-error.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
-import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z, ZodError } from 'zod';
 import { newEventSchema, newRolloutSchema, ROLLOUT_MODES, ROLLOUT_STATUSES, statusChangeSchema } from '../rollouts/rollout.js';
@@ -430,7 +429,7 @@ function connectionOptions(requestTimeoutMs: number) {
     requestTimeout: requestTimeoutMs,
     // Node checks for timed-out requests this often (its default, 30 s, would let a short limit run long).
     http: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(60_000, requestTimeoutMs), connectionsCheckingInterval: Math.min(1000, requestTimeoutMs) },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswer({ body: errorBody, timeoutSetting: 'gateway.requestTimeoutMs' }),
     frameworkErrors: (err: Error, _req: FastifyRequest, reply: FastifyReply) => {
       const { status, code, message } = describeError(err);
       void reply.code(status).send(errorBody(status, code, message));
@@ -449,22 +448,6 @@ function parseJsonBody(text: string): unknown {
   } catch (err) {
     throw new GatewayHttpError(400, 'malformed_json', `malformed JSON body (${(err as Error).message}); send one JSON object`);
   }
-}
-
-/** Errors on a connection before any request reached a route (a timed-out or malformed request), in Rein's shape. */
-function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, code, message] =
-    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'request_timeout', 'the request was not received in time (gateway.requestTimeoutMs); send it whole, faster']
-      : err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'headers_too_large', 'the request headers are too large']
-        : [400, 'bad_request', `the request is not valid HTTP (${err.code ?? err.message})`];
-  const body = JSON.stringify(errorBody(status, code, message));
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
-  }
-  socket.destroy();
 }
 
 function errorBody(status: number, code: string, message: string) {

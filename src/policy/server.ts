@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { clientErrorAnswer } from '../http/client-error.js';
 import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { z, ZodError } from 'zod';
@@ -96,13 +97,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
       void (reply as FastifyReply).code(status).send(errorBody(status, 'BadRequestError', err.message));
     },
     // So do requests Node's HTTP parser refuses (a URL or headers over its limit: 431, bad framing: 400).
-    clientErrorHandler: (err: Error & { code?: string }, socket) => {
-      const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
-      const reason = status === 431 ? 'the request line and headers are over the size limit; send a shorter URL' : `the request could not be parsed (${err.code ?? err.message})`;
-      const body = JSON.stringify(errorBody(status, 'BadRequestError', reason));
-      if (socket.writable) socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-      else socket.destroy();
-    },
+    clientErrorHandler: clientErrorAnswer({ body: (status, _code, message) => errorBody(status, 'BadRequestError', message) }),
   });
 
   app.setErrorHandler((err, _req, reply) => {
