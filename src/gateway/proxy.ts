@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { errors as undiciErrors, Pool } from 'undici';
+import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import type { CallEndpoint, CallErrorClass, CallFinish, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
 import {
@@ -33,6 +34,8 @@ export interface ProxyOptions {
   bodyTimeoutMs: number;
   /** Shadow calls (mirror mode) in flight at most; past it a mirrored call is journaled as skipped. Default 256. */
   maxShadowsInFlight?: number;
+  /** Where each journaled call is counted and timed for /metrics. */
+  metrics?: GatewayMetrics;
 }
 
 export interface ProxiedCall {
@@ -171,6 +174,7 @@ export class ModelCallProxy {
       ttftMs: null,
       latencyMs: 0,
     });
+    this.options.metrics?.callFinished(call.endpoint, 'policy_unavailable', 0, null, null);
   }
 
   async close(): Promise<void> {
@@ -189,7 +193,7 @@ export class ModelCallProxy {
     res: ServerResponse,
     journaled: (callId: string, receivedForJournal: Json) => void,
   ): Promise<void> {
-    const { store, redaction } = this.options;
+    const { store, redaction, metrics } = this.options;
     const { sent, sentText, injected } = upstreamRequest(call.endpoint, call.body, call.text, route.model, route.backend);
     const callId = `call-${randomUUID()}`;
     const startedAt = Date.now();
@@ -198,6 +202,7 @@ export class ModelCallProxy {
     // them the same objects, so the journal recognises them without comparing their contents.
     const receivedForJournal = redact(call.body, redaction);
     const sentForJournal = journalShare(sent, call.body, receivedForJournal, redaction);
+    const beginAt = performance.now();
     await store.beginCall({
       id: callId,
       rolloutId: call.rolloutId,
@@ -210,9 +215,11 @@ export class ModelCallProxy {
       requestSent: sentForJournal,
       startedAt,
     });
+    metrics?.journalWrite('begin', performance.now() - beginAt);
     journaled(callId, receivedForJournal);
     let finished = false;
     const finish: Finish = async (result) => {
+      const latencyMs = performance.now() - t0;
       await store.finishCall(callId, {
         response: undefined,
         promptIds: null,
@@ -221,13 +228,18 @@ export class ModelCallProxy {
         errorClass: null,
         errorMessage: null,
         ttftMs: null,
-        latencyMs: performance.now() - t0,
+        latencyMs,
         ...withoutSecretIds(result, receivedForJournal !== call.body, redaction),
       });
       finished = true;
+      if (metrics) {
+        metrics.journalWrite('finish', performance.now() - t0 - latencyMs);
+        metrics.callFinished(call.endpoint, result.errorClass ?? null, latencyMs, result.ttftMs ?? null, result.usage);
+      }
     };
     res.setHeader('x-rein-call-id', callId);
     res.setHeader('x-rein-policy-version', route.policyVersion);
+    metrics?.callStarted();
     try {
       await this.exchange(call, route, res, sentText, injected, finish, t0);
     } catch (err) {
@@ -236,6 +248,8 @@ export class ModelCallProxy {
       const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
       await finish({ upstreamStatus: null, errorClass: 'gateway_error', errorMessage: message }).catch(() => undefined);
       throw err instanceof GatewayHttpError ? err : new GatewayCallError(callId, err);
+    } finally {
+      metrics?.callEnded();
     }
   }
 

@@ -10,6 +10,8 @@ import { refuseClosedAttempt } from './admission.js';
 import { RedactingStore } from './redacting-store.js';
 import { matchesHash, RolloutKeys, type RolloutKeyClaim } from './keys.js';
 import { createLogger, type Logger } from '../log/logger.js';
+import { GatewayMetrics } from '../metrics/gateway-metrics.js';
+import { exposition } from '../metrics/registry.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
 import { GatewayCallError, GatewayHttpError, ModelCallProxy } from './proxy.js';
 import type { RedactionRule } from './redact.js';
@@ -85,6 +87,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   const keys = new RolloutKeys(options.secret);
   // Every write the gateway journals goes through redaction (see RedactingStore).
   const store = new RedactingStore(options.store, options.redaction ?? []);
+  const metrics = new GatewayMetrics();
   const proxy = new ModelCallProxy({
     store,
     router,
@@ -92,6 +95,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     headersTimeoutMs: options.headersTimeoutMs ?? 600_000,
     bodyTimeoutMs: options.bodyTimeoutMs ?? 120_000,
     ...(options.maxShadowsInFlight !== undefined && { maxShadowsInFlight: options.maxShadowsInFlight }),
+    metrics,
   });
   // Route parameters as long as the longest rollout id and routing name (Fastify's default, 100, answered 414).
   const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), maxParamLength: Math.max(ROLLOUT_ID_MAX_LENGTH, ROUTING_NAME_MAX_LENGTH) });
@@ -134,6 +138,11 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   });
 
   app.get('/healthz', async () => ({ ok: true }));
+  // Prometheus scrapes with the admin key (a bearer token): this port faces the harnesses, code the trained model drives.
+  app.get('/metrics', { preHandler: requireAdmin }, async (_req, reply) => {
+    const { contentType, text } = await exposition(metrics.registry);
+    return reply.type(contentType).send(text);
+  });
 
   // --- the OpenAI-compatible proxy ---------------------------------------------------------
   const proxyCall = async (req: FastifyRequest, reply: FastifyReply, endpoint: CallEndpoint, pathClaim?: RolloutKeyClaim) => {
