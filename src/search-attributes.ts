@@ -10,6 +10,8 @@ export const REIN_SEARCH_ATTRIBUTES = {
   ReinPolicyVersion: 'Keyword',
   ReinMeanReward: 'Double',
   ReinVerdict: 'Keyword',
+  /** Held-out success (share of held-out tasks accepted): the candidate's on an iteration or release, production's on a run. */
+  ReinHeldoutSuccess: 'Double',
 } as const satisfies Record<string, SearchAttributeKind>;
 
 export type SearchAttributeKind = 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'Text' | 'KeywordList';

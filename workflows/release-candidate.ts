@@ -1,9 +1,10 @@
-import { ApplicationFailure, proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
-import { ReinIteration, ReinPolicyVersion, ReinRunId, ReinStage, ReinVerdict } from './search-attributes.js';
+import { ReinHeldoutSuccess, ReinIteration, ReinPolicyVersion, ReinRunId, ReinStage, ReinVerdict } from './search-attributes.js';
+import { gateLine } from './summaries.js';
 import { scoredRollouts } from './rollouts-activity.js';
 import type { TaskSelection } from './training-iteration.js';
 
@@ -74,12 +75,11 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
   const gate = await quick.gateCandidate({ decisionId: decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask), candidate, incumbent, candidateSet, incumbentSet });
   upsertSearchAttributes([{ key: ReinVerdict, value: gate.verdict }]);
-  let promoted = false;
-  if (gate.verdict === 'pass' && input.promote) {
-    upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
-    await quick.promotePolicy({ version: candidate, decisionId: gate.decisionId, actor: input.actor });
-    promoted = true;
-    await quick.recordLedgerEntry({
+  if (gate.acceptedRate && patched('heldout-success-attribute')) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: gate.acceptedRate.candidate }]);
+  // Refused releases are rows in the ledgers too: what was tried, and what it measured.
+  const ledgerEveryRelease = patched('ledger-every-release');
+  const recordRelease = () =>
+    quick.recordLedgerEntry({
       id: `release.${candidate}`,
       kind: 'release',
       runId: input.runId ?? null,
@@ -92,7 +92,15 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
       elapsedSeconds: (Date.now() - startedAt) / 1000,
       decisionId: gate.decisionId,
     });
+  let promoted = false;
+  if (gate.verdict === 'pass' && input.promote) {
+    upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
+    await quick.promotePolicy({ version: candidate, decisionId: gate.decisionId, actor: input.actor });
+    promoted = true;
+    if (!ledgerEveryRelease) await recordRelease();
   }
+  if (ledgerEveryRelease) await recordRelease();
+  setCurrentDetails(`${candidate} against production ${incumbent}: ${gateLine({ ...gate, promoted })}`);
   upsertSearchAttributes([{ key: ReinStage, value: 'done' }]);
   return { candidate, incumbent, candidateHeldout, incumbentHeldout, gate, promoted };
 }

@@ -21,3 +21,4 @@ export const ReinIteration = key('ReinIteration');
 export const ReinPolicyVersion = key('ReinPolicyVersion');
 export const ReinMeanReward = key('ReinMeanReward');
 export const ReinVerdict = key('ReinVerdict');
+export const ReinHeldoutSuccess = key('ReinHeldoutSuccess');

@@ -1,4 +1,4 @@
-import { executeChild, patched, proxyActivities, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { executeChild, patched, proxyActivities, setCurrentDetails, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
@@ -6,7 +6,8 @@ import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
 import { rolloutsActivity, scoredRollouts } from './rollouts-activity.js';
-import { ReinIteration, ReinMeanReward, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
+import { ReinHeldoutSuccess, ReinIteration, ReinMeanReward, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
+import { iterationSummary } from './summaries.js';
 
 /** A set of tasks by reference: the file, its pinned hash, and which of its tasks. */
 export interface TaskSelection {
@@ -37,7 +38,8 @@ export interface TrainingIterationResult {
   batch: { uri: string; contentHash: string; reportUri: string } & BatchStageResult['summary'];
   update: UpdatePolicySummary;
   heldout: RunRolloutsSummary | null;
-  release: Pick<ReleaseCandidateResult, 'incumbent' | 'gate' | 'promoted'> | null;
+  /** `incumbentHeldout`: production's replay of the same held-out tasks (absent from iterations run before it was kept). */
+  release: (Pick<ReleaseCandidateResult, 'incumbent' | 'gate' | 'promoted'> & Partial<Pick<ReleaseCandidateResult, 'incumbentHeldout'>>) | null;
 }
 
 /**
@@ -115,6 +117,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
     const released = await executeChild(releaseCandidate, {
       workflowId: `${runId}-it${iteration}-release`,
+      staticSummary: `it${iteration}: release ${candidate}, held-out replay against production and the gate`,
       args: [
         {
           candidate,
@@ -131,8 +134,11 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
       ],
     });
     heldout = released.candidateHeldout;
-    release = { incumbent: released.incumbent, gate: released.gate, promoted: released.promoted };
+    release = { incumbent: released.incumbent, gate: released.gate, promoted: released.promoted, incumbentHeldout: released.incumbentHeldout };
+    const success = released.gate.acceptedRate?.candidate;
+    if (success !== undefined && patched('heldout-success-attribute')) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
   }
+  setCurrentDetails(iterationSummary({ iteration, candidate, meanReward: rollouts.meanReward, ...(release && { gate: { ...release.gate, promoted: release.promoted } }) }));
   const { recordLedgerEntry } = proxyActivities<Activities>({
     startToCloseTimeout: '5 minutes',
     heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,

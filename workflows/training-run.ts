@@ -1,8 +1,9 @@
-import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, patched, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, patched, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
-import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
+import { ReinHeldoutSuccess, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
+import { failuresByStage, iterationSummary } from './summaries.js';
 import { heldoutBatchId } from '../src/gate/release-ids.js';
 import { scoredRollouts } from './rollouts-activity.js';
 import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
@@ -44,6 +45,8 @@ export interface HeldoutResult {
   policyVersion: string;
   meanReward: number | null;
   meanRewardByTask: Record<string, number>;
+  /** Failed rollouts of the replay by failure class; absent when none failed. */
+  byFailureClass?: Record<string, number>;
 }
 
 /** What a run has done so far: small, since it travels through continue-as-new. */
@@ -56,11 +59,17 @@ export interface RunProgress {
     meanReward: number | null;
     heldoutMeanReward: number | null;
     /** The gate's verdict on the candidate against production, and whether production moved to it. */
-    gate?: { verdict: GateSummary['verdict']; decisionId: string; incumbent: string; promoted: boolean; reasons: string[] };
+    gate?: { verdict: GateSummary['verdict']; decisionId: string; incumbent: string; promoted: boolean; reasons: string[]; acceptedRate?: GateSummary['acceptedRate'] };
+    /** Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed. */
+    failures?: Record<string, Record<string, number>>;
     failed?: string;
   }>;
-  /** With held-out tasks: the base policy's replay and the latest candidate's, for the paired comparison. */
-  heldout?: { base: HeldoutResult; latest: HeldoutResult | null };
+  /**
+   * With held-out tasks: the starting policy's replay, the latest candidate's, and the replay of
+   * what production serves after the latest gate (the candidate when it was promoted, else the
+   * incumbent it was compared with); `production` is absent until a gate ran.
+   */
+  heldout?: { base: HeldoutResult; latest: HeldoutResult | null; production?: HeldoutResult };
 }
 
 export interface RunStatus extends RunProgress {
@@ -110,7 +119,8 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   if (!input.progress) {
     const { registerBasePolicy, productionPolicy } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PolicyUpdateError', 'PromotionError'] }, summary: `register ${input.base.version}` });
     await registerBasePolicy(input.base);
-    if (input.startFrom === 'production' && patched('start-from-production')) {
+    const fromProduction = input.startFrom === 'production' && patched('start-from-production');
+    if (fromProduction) {
       // A recurring run goes on from what serves production now, not from the first base again.
       progress.policyVersion = await productionPolicy({ base: input.base, candidate: input.base.version, actor: `run:${runId}` });
       upsertSearchAttributes([{ key: ReinPolicyVersion, value: progress.policyVersion }]);
@@ -131,7 +141,8 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
         policyVersion: start,
         ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
       });
-      progress.heldout = { base: heldoutResult(start, base), latest: null };
+      // Starting from production, the yardstick is what production serves until a gate moves it.
+      progress.heldout = { base: heldoutResult(start, base), latest: null, ...(fromProduction && { production: heldoutResult(start, base) }) };
     }
   }
 
@@ -160,6 +171,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
       try {
         result = await executeChild(trainingIteration, {
           workflowId: currentWorkflowId,
+          staticSummary: `it${iteration}: train ${progress.policyVersion} on ${taskIds.length} tasks x ${input.train.samplesPerTask}${replayHeldout ? ', then the held-out gate' : ''}`,
           args: [
             {
               runId,
@@ -173,21 +185,20 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
           ],
         });
       } catch (err) {
+        // A cancelled run ends cancelled, not as a failed iteration (and is not tried again).
+        if (isCancellation(err) && patched('cancel-is-cancelled')) throw err;
         failure = rootCause(err);
       }
     }
     if (result) {
       progress.policyVersion = result.candidate;
       const { release } = result;
-      progress.iterations.push({
-        iteration,
-        candidate: result.candidate,
-        meanReward: result.rollouts.meanReward,
-        heldoutMeanReward: result.heldout?.meanReward ?? null,
-        ...(release && { gate: { verdict: release.gate.verdict, decisionId: release.gate.decisionId, incumbent: release.incumbent, promoted: release.promoted, reasons: release.gate.reasons } }),
-      });
+      progress.iterations.push(iterationEntry(result));
       upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
       if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
+      if (progress.heldout) progress.heldout.production = productionHeldout(result) ?? progress.heldout.production;
+      const success = release && (release.promoted ? release.gate.acceptedRate?.candidate : release.gate.acceptedRate?.incumbent);
+      if (success !== undefined && success !== null && patched('heldout-success-attribute')) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
     } else {
       progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: failure ?? 'failed' });
       if (input.onFailedIteration !== 'skip') {
@@ -196,6 +207,8 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     }
     progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
     progress.nextIteration = iteration + 1;
+    // The Web UI shows these lines at a glance, oldest first (the last ten).
+    setCurrentDetails(progress.iterations.slice(-10).map(iterationSummary).join('\n'));
     iterationsHere++;
     const every = input.continueAsNewEvery;
     const asked = every !== undefined && iterationsHere >= every && (input.iterations === null || progress.nextIteration <= input.iterations);
@@ -209,8 +222,40 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   return status(stopping ? 'stopped' : 'finished');
 }
 
-function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
-  return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask };
+export function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
+  const failed = Object.keys(summary.byFailureClass ?? {}).length > 0;
+  return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask, ...(failed && { byFailureClass: summary.byFailureClass }) };
+}
+
+/** A finished iteration as the run's progress keeps it (also rebuilt from history: src/client/runs.ts). */
+export function iterationEntry(result: TrainingIterationResult): RunProgress['iterations'][number] {
+  const { release } = result;
+  const failures = failuresByStage(result);
+  return {
+    iteration: result.iteration,
+    candidate: result.candidate,
+    meanReward: result.rollouts.meanReward,
+    heldoutMeanReward: result.heldout?.meanReward ?? null,
+    ...(release && {
+      gate: {
+        verdict: release.gate.verdict,
+        decisionId: release.gate.decisionId,
+        incumbent: release.incumbent,
+        promoted: release.promoted,
+        reasons: release.gate.reasons,
+        ...(release.gate.acceptedRate && { acceptedRate: release.gate.acceptedRate }),
+      },
+    }),
+    ...(Object.keys(failures).length > 0 && { failures }),
+  };
+}
+
+/** What production serves after the iteration's gate, with its held-out replay: the candidate when promoted, else the incumbent. */
+export function productionHeldout(result: TrainingIterationResult): HeldoutResult | undefined {
+  const { release } = result;
+  if (!release) return undefined;
+  if (release.promoted) return result.heldout ? heldoutResult(result.candidate, result.heldout) : undefined;
+  return release.incumbentHeldout ? heldoutResult(release.incumbent, release.incumbentHeldout) : undefined;
 }
 
 /** The innermost message of a failure chain (child workflow → activity → the error the activity threw). */

@@ -12,7 +12,6 @@ import {
   resumeSignal,
   statusQuery,
   stopSignal,
-  type HeldoutResult,
   type RunProgress,
   type RunStatus,
   type TrainingIterationInput,
@@ -20,6 +19,7 @@ import {
   type TrainingRunInput,
   type trainingRun,
 } from '../../workflows/index.js';
+import { heldoutResult, iterationEntry, productionHeldout } from '../../workflows/training-run.js';
 
 /** What the command line may change about the config's `run` section. */
 export interface RunOverrides {
@@ -442,6 +442,7 @@ export function progressFromHistory(input: TrainingRunInput, history: History): 
   const children = new Map<string, TrainingIterationInput | undefined>();
   let reachedIterations = false;
   let heldoutBase: RunRolloutsSummary | undefined;
+  let fromProduction = false;
   const record = (iteration: number) => {
     progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
     progress.nextIteration = iteration + 1;
@@ -453,13 +454,19 @@ export function progressFromHistory(input: TrainingRunInput, history: History): 
     const completed = event.activityTaskCompletedEventAttributes;
     if (completed && fresh && !reachedIterations) {
       const activity = activities.get(String(completed.scheduledEventId));
-      if (activity?.type === 'productionPolicy') progress.policyVersion = decode<string>(completed.result) ?? progress.policyVersion;
+      if (activity?.type === 'productionPolicy') {
+        progress.policyVersion = decode<string>(completed.result) ?? progress.policyVersion;
+        fromProduction = true;
+      }
       // The base's held-out replay (its last round, when unscored rollouts ran again).
       if (activity?.type === 'runRollouts' && (activity.input as RunRolloutsInput | undefined)?.mode === 'eval') heldoutBase = decode<RunRolloutsSummary>(completed.result);
     }
     const initiated = event.startChildWorkflowExecutionInitiatedEventAttributes;
     if (initiated?.workflowType?.name === 'trainingIteration') {
-      if (!reachedIterations && fresh && input.heldout && heldoutBase) progress.heldout = { base: heldoutResult(progress.policyVersion, heldoutBase), latest: null };
+      if (!reachedIterations && fresh && input.heldout && heldoutBase) {
+        const base = heldoutResult(progress.policyVersion, heldoutBase);
+        progress.heldout = { base, latest: null, ...(fromProduction && { production: base }) };
+      }
       reachedIterations = true;
       children.set(id, decode<TrainingIterationInput>(initiated.input));
     }
@@ -467,16 +474,10 @@ export function progressFromHistory(input: TrainingRunInput, history: History): 
     if (done?.workflowType?.name === 'trainingIteration') {
       const result = decode<TrainingIterationResult>(done.result);
       if (!result) continue;
-      const { release } = result;
       progress.policyVersion = result.candidate;
-      progress.iterations.push({
-        iteration: result.iteration,
-        candidate: result.candidate,
-        meanReward: result.rollouts.meanReward,
-        heldoutMeanReward: result.heldout?.meanReward ?? null,
-        ...(release && { gate: { verdict: release.gate.verdict, decisionId: release.gate.decisionId, incumbent: release.incumbent, promoted: release.promoted, reasons: release.gate.reasons } }),
-      });
+      progress.iterations.push(iterationEntry(result));
       if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
+      if (progress.heldout) progress.heldout.production = productionHeldout(result) ?? progress.heldout.production;
       record(result.iteration);
     }
     const ended =
@@ -497,10 +498,6 @@ export function progressFromHistory(input: TrainingRunInput, history: History): 
 
 /** As workflows/training-run.ts keeps them. */
 const KEPT_ITERATIONS = 50;
-
-function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
-  return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask };
-}
 
 function innermostMessage(failure: Failure | null | undefined): string | undefined {
   let f = failure;
