@@ -4,6 +4,8 @@ import type { ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { z, ZodError } from 'zod';
 import { matchesHash, sha256Hex } from '../gateway/keys.js';
+import { PolicyServerMetrics } from '../metrics/policy-server-metrics.js';
+import { exposition } from '../metrics/registry.js';
 import { END_OF_TURN, parseToolCalls, specialTokenId } from './chat-format.js';
 import { loadCheckpoint, type Checkpoint } from './checkpoint.js';
 import { readyBackend } from './model.js';
@@ -88,6 +90,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
   };
   for (const [name, dir] of Object.entries(options.models ?? {})) load(name, dir);
   const scheduler = new GenerationScheduler(options.maxBatchRows);
+  const metrics = new PolicyServerMetrics();
   const app = Fastify({
     logger: false,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -113,6 +116,10 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
               ? { code: status, type: 'BadRequestError', message: (err as Error).message }
               : { code: 500, type: 'InternalServerError', message: (err as Error).message };
     void reply.code(code).send(errorBody(code, type, message));
+  });
+  // Streams are answered on the raw response (hijacked), which Fastify's onResponse hook never sees.
+  app.addHook('onRequest', async (req, reply) => {
+    reply.raw.once('finish', () => metrics.answered(req.routeOptions.url ?? '', reply.raw.statusCode));
   });
   app.setNotFoundHandler((req, reply) => void reply.code(404).send(errorBody(404, 'NotFoundError', `no route ${req.method} ${req.url.split('?')[0] ?? ''}`)));
 
@@ -154,7 +161,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
     }
     const seed = body.seed ?? Math.floor(Math.random() * 2 ** 31);
     return Array.from({ length: body.n ?? 1 }, (_, choice) =>
-      scheduler.generate({
+      metrics.row(prompt.length, scheduler.generate({
         checkpoint,
         prompt,
         maxTokens,
@@ -164,7 +171,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
         stopIds: [specialTokenId(END_OF_TURN), specialTokenId('<|endoftext|>')],
         stopStrings: body.stop === undefined || body.stop === null ? [] : ([] as string[]).concat(body.stop),
         ...(onToken && { onToken: (state) => onToken(choice, state) }),
-      }),
+      })),
     );
   };
 
@@ -369,6 +376,11 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
     return `Success: model ${lora_name} unloaded`;
   });
   app.get('/health', async () => ({ ok: true }));
+  // Open like vLLM's /metrics: the server listens where only Rein and its harnesses reach it.
+  app.get('/metrics', async (_req, reply) => {
+    const { contentType, text } = await exposition(metrics.registry);
+    return reply.type(contentType).send(text);
+  });
 
   const url = await app.listen({ host: options.host, port: options.port });
   return {
