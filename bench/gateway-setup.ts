@@ -3,7 +3,7 @@
  * bare proxy hop beside it (each its own process), targets to load, and the load generator.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,8 +18,8 @@ export const root = path.resolve(import.meta.dirname, '..');
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 const ADMIN = 'bench-admin-key';
 
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = []): Promise<{ child: ChildProcess; output: string }> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', tsx, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = [], cwd = root): Promise<{ child: ChildProcess; output: string }> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', tsx, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let output = '';
     child.stdout?.on('data', (d: Buffer) => {
@@ -44,23 +44,23 @@ export interface GatewayBench {
   direct: Target;
   hop: Target;
   viaGateway: Target;
+  /** Through a second gateway run from another checkout (`beforeTree`), on the same upstream. */
+  viaBefore?: Target;
   /** A control-API call with the admin key. */
   admin(route: string, body: unknown): Promise<any>;
   /** Stops the three processes (the gateway with SIGTERM, so a CPU profile is written) and removes the folder. */
   stop(): Promise<void>;
 }
 
-export async function startGatewayBench(options: { gatewayNodeArgs?: string[] } = {}): Promise<GatewayBench> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-gateway-'));
-  const upstream = await start(['bench/upstream.ts'], {}, /\/v1\n/);
-  const upstreamUrl = upstream.output.trim();
+/** `rein gateway` from the checkout at `tree` in front of `upstreamUrl`, its data under `dir`. */
+async function startGateway(tree: string, dir: string, upstreamUrl: string, nodeArgs: string[] = []) {
+  mkdirSync(dir, { recursive: true });
   const port = await freePort();
   writeFileSync(path.join(dir, 'rein.yaml'), stringify(gatewayConfigFile(upstreamUrl, port)));
-  const gateway = await start(['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'], { REIN_GATEWAY_ADMIN_KEY: ADMIN }, /Gateway ready/, options.gatewayNodeArgs);
-  const gatewayUrl = `http://127.0.0.1:${port}`;
-  const bare = await start(['bench/bare-proxy.ts', upstreamUrl], {}, /\n/);
+  const gateway = await start(['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'], { REIN_GATEWAY_ADMIN_KEY: ADMIN }, /Gateway ready/, nodeArgs, tree);
+  const url = `http://127.0.0.1:${port}`;
   const admin = async (route: string, body: unknown): Promise<any> => {
-    const res = await fetch(`${gatewayUrl}${route}`, {
+    const res = await fetch(`${url}${route}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -68,6 +68,23 @@ export async function startGatewayBench(options: { gatewayNodeArgs?: string[] } 
     return res.json();
   };
   const rollout = (await admin('/api/rollouts', { id: 'bench' })) as { key: string };
+  const target: Target = { pool: new Pool(url, { connections: 512 }), headers: { authorization: `Bearer ${rollout.key}` }, model: 'production' };
+  return { child: gateway.child, url, admin, target };
+}
+
+/**
+ * @param options.beforeTree another checkout of Rein (see checkoutBefore in before.ts) whose gateway runs beside
+ *   this one, for before/after numbers from one run
+ */
+export async function startGatewayBench(options: { gatewayNodeArgs?: string[]; beforeTree?: string } = {}): Promise<GatewayBench> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-gateway-'));
+  const upstream = await start(['bench/upstream.ts'], {}, /\/v1\n/);
+  const upstreamUrl = upstream.output.trim();
+  const gateway = await startGateway(root, dir, upstreamUrl, options.gatewayNodeArgs);
+  const before = options.beforeTree ? await startGateway(options.beforeTree, path.join(dir, 'before'), upstreamUrl) : undefined;
+  const gatewayUrl = gateway.url;
+  const admin = gateway.admin;
+  const bare = await start(['bench/bare-proxy.ts', upstreamUrl], {}, /\n/);
   const direct: Target = { pool: new Pool(new URL(upstreamUrl).origin, { connections: 512 }), headers: {}, model: MODEL };
   return {
     dir,
@@ -75,11 +92,13 @@ export async function startGatewayBench(options: { gatewayNodeArgs?: string[] } 
     gatewayUrl,
     direct,
     hop: { ...direct, pool: new Pool(bare.output.trim(), { connections: 512 }) },
-    viaGateway: { pool: new Pool(gatewayUrl, { connections: 512 }), headers: { authorization: `Bearer ${rollout.key}` }, model: 'production' },
+    viaGateway: gateway.target,
+    viaBefore: before?.target,
     admin,
     async stop() {
       const exited = new Promise((r) => gateway.child.once('exit', r));
       gateway.child.kill('SIGTERM');
+      before?.child.kill('SIGTERM');
       bare.child.kill('SIGTERM');
       upstream.child.kill('SIGTERM');
       await exited;
@@ -119,3 +138,4 @@ export async function load(target: Target, stream: boolean, concurrency: number,
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] as number;
   return { p50: at(0.5), p99: at(0.99), rps: total / seconds };
 }
+

@@ -1,18 +1,25 @@
 /**
  * Gateway overhead: latency (p50, p99) and throughput of calls through the gateway versus straight
  * to the same upstream, measured in one run, streaming and not, at several concurrencies, with
- * the journal on. Also the journal's bytes per call for a long multi-turn rollout.
+ * the journal on; with --before REF, also through the gateway of git REF in the same run. Also the
+ * journal's bytes per call for a long multi-turn rollout, and redaction's cost on 1 MiB texts
+ * built to stall a backtracking engine.
  *
- *   npm run bench:gateway [-- --quick]
+ *   npm run bench:gateway [-- --quick] [-- --before REF]
  */
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { DEFAULT_REDACTION_RULES, redactText } from '../src/gateway/redact.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
-import { load, startGatewayBench } from './gateway-setup.js';
+import { ADVERSARIAL_UNITS, repeatedTo } from '../test/helpers/redaction-adversarial.js';
+import { checkoutBefore } from './before.js';
+import { load, startGatewayBench, type Target } from './gateway-setup.js';
 
-const quick = process.argv.includes('--quick');
-const bench = await startGatewayBench();
-const { dir, gatewayUrl, direct, hop: bareProxy, viaGateway, admin } = bench;
+const { values: args } = parseArgs({ options: { quick: { type: 'boolean', default: false }, before: { type: 'string' } } });
+const quick = args.quick;
+const bench = await startGatewayBench({ beforeTree: args.before ? checkoutBefore(args.before) : undefined });
+const { dir, gatewayUrl, direct, hop: bareProxy, viaGateway, viaBefore, admin } = bench;
 
 try {
   const scale = quick ? 0.2 : 1;
@@ -22,13 +29,25 @@ try {
     { concurrency: 256, total: Math.round(4000 * scale) },
   ];
   const rows: string[] = [];
+  const beforeRows: string[] = [];
+  const ms = (x: number) => x.toFixed(2);
   for (const stream of [false, true]) {
     for (const { concurrency, total } of scenarios) {
-      for (const target of [direct, bareProxy, viaGateway]) await load(target, stream, Math.min(concurrency, 16), 100); // warm-up
+      const targets: Target[] = [direct, bareProxy, viaGateway, ...(viaBefore ? [viaBefore] : [])];
+      for (const target of targets) await load(target, stream, Math.min(concurrency, 16), 100); // warm-up
       const d = await load(direct, stream, concurrency, total);
       const b = await load(bareProxy, stream, concurrency, total);
-      const g = await load(viaGateway, stream, concurrency, total);
-      const ms = (x: number) => x.toFixed(2);
+      // Before and after alternate, in halves, so drift in the machine's load falls on both.
+      const [g1, o1] = viaBefore ? [await load(viaGateway, stream, concurrency, total / 2), await load(viaBefore, stream, concurrency, total / 2)] : [await load(viaGateway, stream, concurrency, total)];
+      const [o2, g2] = viaBefore ? [await load(viaBefore, stream, concurrency, total / 2), await load(viaGateway, stream, concurrency, total / 2)] : [];
+      const g = g2 ? mean(g1, g2) : g1;
+      if (o1 && o2) {
+        const o = mean(o1, o2);
+        beforeRows.push(
+          `| ${stream ? 'stream' : 'non-stream'} | ${concurrency} | ${total} | ${ms(o.p50 - b.p50)} / ${ms(g.p50 - b.p50)} | ${ms(o.p99 - b.p99)} / ${ms(g.p99 - b.p99)} | ${o.rps.toFixed(0)} / ${g.rps.toFixed(0)} | ${(g.rps / o.rps).toFixed(2)} |`,
+        );
+        process.stderr.write(`${beforeRows.at(-1)}\n`);
+      }
       rows.push(
         `| ${stream ? 'stream' : 'non-stream'} | ${concurrency} | ${total} | ${ms(d.p50)} / ${ms(b.p50)} / ${ms(g.p50)} | ${ms(g.p50 - d.p50)} | ${ms(g.p50 - b.p50)} | ` +
           `${ms(d.p99)} / ${ms(b.p99)} / ${ms(g.p99)} | ${ms(g.p99 - d.p99)} | ${ms(g.p99 - b.p99)} | ${d.rps.toFixed(0)} / ${b.rps.toFixed(0)} / ${g.rps.toFixed(0)} | ${(g.rps / d.rps).toFixed(2)} | ${(g.rps / b.rps).toFixed(2)} |`,
@@ -63,11 +82,49 @@ try {
   console.log('| mode | concurrency | calls | p50 ms | added p50 vs direct | added p50 vs hop | p99 ms | added p99 vs direct | added p99 vs hop | req/s | rps ratio vs direct | rps ratio vs hop |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
+  if (beforeRows.length > 0) {
+    console.log(`\nThe gateway before (${args.before}) and now, same upstream and load, alternating. Added latency is over the bare hop, in ms.\n`);
+    console.log('| mode | concurrency | calls | added p50 before / now | added p99 before / now | req/s before / now | rps ratio now / before |');
+    console.log('|---|---|---|---|---|---|---|');
+    for (const row of beforeRows) console.log(row);
+  }
   console.log(
     `\nJournal for a ${turns}-turn rollout (last prompt ${lastPromptTokens} tokens): ${(bytes / turns / 1024).toFixed(1)} KiB per call in all ` +
       `(requests as received and as sent, response, token ids, log-probs); the prompt token ids alone, stored whole, ` +
       `would take ${(tokenBytesIfWhole / turns / 1024).toFixed(1)} KiB per call.`,
   );
+  console.log(`\n${redactionCost()}`);
 } finally {
   await bench.stop();
+}
+
+function mean(a: { p50: number; p99: number; rps: number }, b: { p50: number; p99: number; rps: number }) {
+  return { p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2, rps: (a.rps + b.rps) / 2 };
+}
+
+/**
+ * Redaction of 1 MiB of each default rule's adversarial text (its prefix or near-misses repeated),
+ * against the same rules over 1 MiB of ordinary prose in the same run.
+ */
+function redactionCost(): string {
+  const MiB = 1024 * 1024;
+  const timed = (text: string) => {
+    redactText(text, DEFAULT_REDACTION_RULES); // warm-up
+    const started = performance.now();
+    redactText(text, DEFAULT_REDACTION_RULES);
+    return performance.now() - started;
+  };
+  const prose = timed(repeatedTo('The quick brown fox jumps over the lazy dog; tools said ok. ', MiB));
+  const lines = ['Redaction, every default rule over 1 MiB, ms (ratio to 1 MiB of prose, ' + `${prose.toFixed(1)} ms):`, ''];
+  lines.push('| rule | adversarial unit | ms | ratio to prose |', '|---|---|---|---|');
+  let worst = 0;
+  for (const [rule, units] of Object.entries(ADVERSARIAL_UNITS)) {
+    for (const unit of units) {
+      const took = timed(repeatedTo(unit, MiB));
+      worst = Math.max(worst, took);
+      lines.push(`| ${rule} | \`${unit.length > 24 ? `${unit.slice(0, 21)}…` : unit}\` | ${took.toFixed(1)} | ${(took / prose).toFixed(1)} |`);
+    }
+  }
+  lines.push('', `Worst: ${worst.toFixed(1)} ms per MiB, ${(worst / prose).toFixed(1)}× prose.`);
+  return lines.join('\n');
 }

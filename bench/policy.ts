@@ -7,8 +7,6 @@
  *
  *   npm run bench:policy [-- --before <git ref>] [-- --quick]
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
@@ -18,6 +16,7 @@ import { readyBackend } from '../src/policy/model.js';
 import { GenerationScheduler } from '../src/policy/scheduler.js';
 import { ppoStep } from '../src/policy/train.js';
 import { demonstration } from '../src/policy/warm-start.js';
+import { checkoutBefore } from './before.js';
 
 /** The last commit with the previous architecture. */
 const BEFORE = '04c1d99';
@@ -79,9 +78,7 @@ function after(): Engine {
 
 /** The previous architecture from git, sized as it shipped (d 64, 2 layers, 4 heads, FF 256) with a context long enough for the long prompt. */
 async function before(ref: string): Promise<Engine> {
-  const dir = path.join(root, '.bench', 'before');
-  if (!existsSync(dir)) execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: root, stdio: 'ignore' });
-  else execFileSync('git', ['checkout', '--detach', ref], { cwd: dir, stdio: 'ignore' });
+  const dir = checkoutBefore(ref);
   const old = (await import(pathToFileURL(path.join(dir, 'src/policy/model.ts')).href)) as {
     TinyDecoder: { init(config: object, seed: number): { generate(p: number[][], o: object): unknown } };
   };

@@ -31,18 +31,26 @@ export interface Edit {
 /** Whether the text nests arrays and objects deeper than `max` (strings are skipped, not counted). */
 export function nestedDeeperThan(text: string, max: number): boolean {
   let depth = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) i = stringEnd(text, i) - 1;
-    else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+  const structuralAt = structuralScan(text);
+  for (let at = structuralAt(0); at >= 0; ) {
+    const c = text.charCodeAt(at);
+    if (c === QUOTE) {
+      at = structuralAt(stringEnd(text, at));
+      continue;
+    }
+    if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       if (++depth > max) return true;
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) depth--;
+    } else depth--;
+    at = structuralAt(at + 1);
   }
   return false;
 }
 
-/** The members of the object that starts at `at` (its `{`), in order, and where it ends. */
-export function membersOf(text: string, at: number): { members: Member[]; end: number } {
+/**
+ * The members of the object that starts at `at` (its `{`), in order, and where it ends. Pass the
+ * same `scan` to every call on one text, so that no part of it is searched twice.
+ */
+export function membersOf(text: string, at: number, scan = structuralScan(text)): { members: Member[]; end: number } {
   const members: Member[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACE) return { members, end: i + 1 };
@@ -51,7 +59,7 @@ export function membersOf(text: string, at: number): { members: Member[]; end: n
     const keyEnd = stringEnd(text, i);
     const key = JSON.parse(text.slice(start, keyEnd)) as string;
     const valueStart = skipSpace(text, skipSpace(text, keyEnd) + 1);
-    const valueEnd = valueEndOf(text, valueStart);
+    const valueEnd = valueEndOf(text, valueStart, scan);
     members.push({ key, start, valueStart, valueEnd });
     i = skipSpace(text, valueEnd);
     if (text.charCodeAt(i) === CLOSE_BRACE) return { members, end: i + 1 };
@@ -59,13 +67,13 @@ export function membersOf(text: string, at: number): { members: Member[]; end: n
   }
 }
 
-/** The elements of the array that starts at `at` (its `[`). */
-export function elementsOf(text: string, at: number): Span[] {
+/** The elements of the array that starts at `at` (its `[`); `scan` as for membersOf. */
+export function elementsOf(text: string, at: number, scan = structuralScan(text)): Span[] {
   const elements: Span[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACKET) return elements;
   for (;;) {
-    const end = valueEndOf(text, i);
+    const end = valueEndOf(text, i, scan);
     elements.push({ start: i, end });
     i = skipSpace(text, end);
     if (text.charCodeAt(i) === CLOSE_BRACKET) return elements;
@@ -124,6 +132,49 @@ const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
+/** The characters that open or close a string, an object or an array. */
+const STRUCTURAL = ['"', '{', '}', '[', ']'] as const;
+
+/** The position of the first quote, brace or bracket at or after `from` in one text, or -1. */
+export type StructuralScan = (from: number) => number;
+
+/**
+ * A StructuralScan for `text`. Each character is looked for with indexOf, which skips the digits
+ * of a long token-id array many times faster than a loop over characters or a regex, and its next
+ * position is kept until a walk passes it. A walk that goes back into a value it skipped (the
+ * choices of a response, then each choice) searches only up to where it had been, so no part of
+ * the text is searched more than a few times: hostile nesting stays linear.
+ */
+export function structuralScan(text: string): StructuralScan {
+  // Per character: `next` is its first position at or after `searchedFrom` (Infinity: none).
+  const next: number[] = STRUCTURAL.map(() => -1);
+  const searchedFrom: number[] = STRUCTURAL.map(() => 0);
+  const firstFrom = (k: number, from: number): number => {
+    const known = next[k] as number;
+    const base = searchedFrom[k] as number;
+    let at: number;
+    if (from >= base) {
+      if (known >= from) return known;
+      at = text.indexOf(STRUCTURAL[k] as string, from);
+      at = at < 0 ? Infinity : at;
+    } else {
+      // Back before where it looked: only [from, base) is unknown (a slice shares the text's memory).
+      const local = text.slice(from, base).indexOf(STRUCTURAL[k] as string);
+      at = local < 0 ? known : from + local;
+    }
+    next[k] = at;
+    searchedFrom[k] = from;
+    return at;
+  };
+  return (from) => {
+    let first = Infinity;
+    for (let k = 0; k < STRUCTURAL.length; k++) {
+      const at = firstFrom(k, from);
+      if (at < first) first = at;
+    }
+    return first === Infinity ? -1 : first;
+  };
+}
 
 /** One past the closing quote of the string whose opening quote is at `i`. */
 function stringEnd(text: string, i: number): number {
@@ -139,16 +190,20 @@ function stringEnd(text: string, i: number): number {
 }
 
 /** One past the last character of the value that starts at `i`. */
-function valueEndOf(text: string, i: number): number {
+function valueEndOf(text: string, i: number, scan: StructuralScan): number {
   const c = text.charCodeAt(i);
   if (c === QUOTE) return stringEnd(text, i);
   if (c === OPEN_BRACE || c === OPEN_BRACKET) {
     let depth = 0;
-    for (let at = i; at < text.length; at++) {
+    for (let at = scan(i); at >= 0; ) {
       const d = text.charCodeAt(at);
-      if (d === QUOTE) at = stringEnd(text, at) - 1;
-      else if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
-      else if ((d === CLOSE_BRACE || d === CLOSE_BRACKET) && --depth === 0) return at + 1;
+      if (d === QUOTE) {
+        at = scan(stringEnd(text, at));
+        continue;
+      }
+      if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
+      else if (--depth === 0) return at + 1;
+      at = scan(at + 1);
     }
     return text.length;
   }

@@ -1,5 +1,5 @@
 import type { CallEndpoint, ChoiceTokens } from '../store/trace-store.js';
-import { addition, applyEdits, elementsOf, membersOf, removals, skipSpace, type Edit } from './json-text.js';
+import { addition, applyEdits, elementsOf, membersOf, removals, skipSpace, structuralScan, type Edit } from './json-text.js';
 import type { BackendSpec } from './routing.js';
 
 /**
@@ -99,14 +99,15 @@ export function stripInjected(message: Json, injected: Injected): void {
  */
 export function stripInjectedText(text: string, injected: Injected): string {
   if (!anythingInjected(injected)) return text;
-  const object = membersOf(text, skipSpace(text, 0));
+  const scan = structuralScan(text);
+  const object = membersOf(text, skipSpace(text, 0), scan);
   const edits: Edit[] = [];
   if (injected.tokenIds) edits.push(...removals(object.members, (m) => m.key === 'prompt_token_ids'));
   for (const member of object.members) {
     if (member.key !== 'choices' || text[member.valueStart] !== '[') continue;
-    for (const element of elementsOf(text, member.valueStart)) {
+    for (const element of elementsOf(text, member.valueStart, scan)) {
       if (text[element.start] !== '{') continue;
-      const choice = membersOf(text, element.start);
+      const choice = membersOf(text, element.start, scan);
       if (injected.tokenIds) edits.push(...removals(choice.members, (m) => m.key === 'token_ids' || m.key === 'prompt_token_ids'));
       for (const field of choice.members) {
         if (injected.logprobs && field.key === 'logprobs') edits.push({ start: field.valueStart, end: field.valueEnd, text: 'null' });

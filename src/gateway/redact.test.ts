@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RolloutKeys } from './keys.js';
 import { DEFAULT_REDACTION_RULES, redact, redactionRules, redactText } from './redact.js';
+import { ADVERSARIAL_UNITS, repeatedTo } from '../../test/helpers/redaction-adversarial.js';
 
 describe('redact', () => {
   it('replaces secrets in every string of a nested value and leaves the rest alone', () => {
@@ -58,23 +59,13 @@ describe('redact', () => {
   });
 
   it('runs every default rule in time linear in its input, even on text built to make a backtracking engine stall', () => {
-    // For each rule, its prefix repeated and near-misses of a full match repeated: a backtracking
-    // engine rescans the rest of the text from every occurrence (90k characters of "rk-" took 15 s).
-    const adversarial: Record<string, string[]> = {
-      'bearer-token': ['Bearer ', 'Bearer abcdefgh '],
-      'openai-key': ['sk-', 'sk-abcdefghijklmnopq '],
-      'rollout-key': ['rk-', 'rk-a.1.', 'rk-a.1.b'],
-      'verifier-key': ['vk-', 'vk-a.', 'vk-a.b'],
-      'aws-access-key': ['AKIA', 'AKIAAAAAAAAAAAAAAAAA_'],
-      'github-token': ['ghp_', `ghp_${'a'.repeat(29)}_`],
-      'private-key': ['-----BEGIN PRIVATE KEY-----', '-----BEGIN '],
-    };
+    const adversarial = ADVERSARIAL_UNITS;
     expect(Object.keys(adversarial).sort()).toEqual(DEFAULT_REDACTION_RULES.map((r) => r.name).sort());
     const MiB = 1024 * 1024;
     const slow: Array<{ rule: string; unit: string; ms: number }> = [];
     for (const rule of DEFAULT_REDACTION_RULES) {
       for (const unit of adversarial[rule.name] ?? []) {
-        const text = unit.repeat(Math.ceil(MiB / unit.length)).slice(0, MiB);
+        const text = repeatedTo(unit, MiB);
         const started = performance.now();
         redactText(text, [rule]);
         const ms = performance.now() - started;
