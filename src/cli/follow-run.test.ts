@@ -103,3 +103,70 @@ describe('formatRunSummary', () => {
     );
   });
 });
+
+describe('followRun progress', () => {
+  const rollouts = (done: number, stage = 'rollouts', type = 'runRollouts') => ({ workflowId: 'r-it1', stage, type, attempt: 1, done, total: 8, lastFailure: undefined, waiting: undefined });
+  const running = (activity: RunReport['activity'], stage = 'iteration 1') => ({ ...report('RUNNING'), status: { runId: 'r', state: 'running', stage, nextIteration: 1, policyVersion: 'v0', iterations: [] } as RunReport['status'], activity });
+
+  it('ends the progress bar at its total when the stage moves on (a poll rarely sees the last rollout)', async () => {
+    const answers = [running(rollouts(3)), running(rollouts(5)), running({ ...rollouts(0, 'batch', 'buildBatch'), done: undefined, total: undefined }), report('COMPLETED')];
+    const out = Object.assign(new PassThrough(), { isTTY: true });
+    let printed = '';
+    out.on('data', (d: Buffer) => (printed += d.toString()));
+    const { done } = follow(() => Promise.resolve(answers.shift() as RunReport), { out });
+    await done;
+    expect(printed).toContain('8/8 rollouts');
+  });
+
+  it('off a terminal, says the stage reached its total too', async () => {
+    const answers = [running(rollouts(3)), running({ ...rollouts(0, 'batch', 'buildBatch'), done: undefined, total: undefined }), report('COMPLETED')];
+    const { done, printed } = follow(() => Promise.resolve(answers.shift() as RunReport));
+    await done;
+    expect(printed().split('\n').filter((l) => l.includes('rollouts') && l.includes('/'))).toEqual(['  3/8 rollouts', '  8/8 rollouts']);
+  });
+
+  it('shows failed rollouts by class per stage as each iteration ends, and for the starting policy', async () => {
+    const status = {
+      runId: 'r',
+      state: 'running',
+      stage: 'iteration 2',
+      nextIteration: 2,
+      policyVersion: 'r.v1',
+      iterations: [{ iteration: 1, candidate: 'r.v1', meanReward: 0.5, heldoutMeanReward: 0.25, failures: { rollouts: { harness: 2 }, heldout: { harness: 1, infrastructure: 1 } } }],
+      heldout: { base: { policyVersion: 'v0', meanReward: 0.2, meanRewardByTask: {}, byFailureClass: { verifier: 3 } }, latest: null },
+    } as RunReport['status'];
+    const answers = [{ ...report('RUNNING'), status }, report('COMPLETED')];
+    const { done, printed } = follow(() => Promise.resolve(answers.shift() as RunReport));
+    await done;
+    expect(printed()).toContain('held-out v0: mean reward 0.200; failed rollouts: verifier 3');
+    expect(printed()).toContain('iteration 1: r.v1  train mean reward 0.500, held-out 0.250; failed rollouts: training rollouts harness 2; held-out replay of the candidate harness 1, infrastructure 1');
+  });
+});
+
+describe('formatRunSummary of held-out results', () => {
+  const heldout = (policyVersion: string, byTask: Record<string, number>) => ({ policyVersion, meanReward: Object.values(byTask).reduce((a, b) => a + b, 0) / 4, meanRewardByTask: byTask });
+  const base = heldout('v0', { a: 1, b: 0, c: 0, d: 0 });
+  const v2 = heldout('r.v2', { a: 1, b: 1, c: 1, d: 0 });
+  const gate = (verdict: 'pass' | 'fail', promoted: boolean) => ({ verdict, decisionId: 'd', incumbent: 'v0', promoted, reasons: [], acceptedRate: { incumbent: 0.25, candidate: 0.75 } });
+  const statusWith = (iterations: NonNullable<RunReport['status']>['iterations'], held: NonNullable<RunReport['status']>['heldout']) =>
+    ({ runId: 'r', state: 'finished', stage: 'done', nextIteration: 3, policyVersion: 'r.v2', iterations, heldout: held }) as RunReport['status'];
+
+  it('reports as final what production serves, and the last candidate apart when it was not promoted', () => {
+    const iterations = [
+      { iteration: 1, candidate: 'r.v1', meanReward: 0.5, heldoutMeanReward: 0.25, gate: { ...gate('fail', false), acceptedRate: { incumbent: 0.25, candidate: 0.25 } } },
+      { iteration: 2, candidate: 'r.v2', meanReward: 0.6, heldoutMeanReward: 0.75, gate: gate('fail', false), failures: { rollouts: { harness: 1 } } },
+    ];
+    const text = formatRunSummary({ ...report('COMPLETED'), status: statusWith(iterations, { base, latest: v2, production: base }) });
+    expect(text).toMatch(/^final +v0 +25\.0% +0\.250 +- +production$/m);
+    expect(text).toMatch(/^last candidate +r\.v2 +75\.0% +0\.750 +- +not promoted \(gate fail\)$/m);
+    expect(text).toMatch(/^2 +r\.v2 +0\.600 +0\.750 +fail +training rollouts harness 1$/m);
+  });
+
+  it('is one final row when the last candidate is what production serves', () => {
+    const iterations = [{ iteration: 2, candidate: 'r.v2', meanReward: 0.6, heldoutMeanReward: 0.75, gate: gate('pass', true) }];
+    const text = formatRunSummary({ ...report('COMPLETED'), status: statusWith(iterations, { base, latest: v2, production: v2 }) });
+    expect(text).toMatch(/^final +r\.v2 +75\.0% +0\.750 +- +production$/m);
+    expect(text).not.toContain('last candidate');
+    expect(text).toContain('2 tasks gained, 0 lost (paired by task)');
+  });
+});

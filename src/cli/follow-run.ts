@@ -51,6 +51,7 @@ const STAGE_NAMES: Record<string, string> = {
   'release-replay': 'held-out replay of the candidate and of production',
   gate: 'release gate',
   promote: 'promotion',
+  'heldout-production': 'held-out replay of production',
 };
 
 /**
@@ -76,7 +77,15 @@ export async function followRun(client: Client, runId: string, options: FollowOp
   let quarterShown = -1;
   let lastWaiting: string | undefined;
   let lastRetrying: string | undefined;
-  const stopBar = () => {
+  // The running activity's progress as last shown: a poll rarely sees the last rollout, so a stage
+  // that moved on is shown at its total.
+  let shown: { done: number; total: number } | undefined;
+  const stopBar = (finished = false) => {
+    if (finished && shown) {
+      if (bar) bar.update(shown.total);
+      else if (!tty) say(`  ${shown.total}/${shown.total} rollouts`);
+    }
+    shown = undefined;
     bar?.stop();
     bar = undefined;
     barKey = '';
@@ -111,20 +120,21 @@ export async function followRun(client: Client, runId: string, options: FollowOp
     const status = report.status;
     if (status) {
       for (const it of status.iterations.filter((i) => i.iteration > iterationsSeen)) {
-        stopBar();
+        stopBar(!it.failed);
         say(iterationLine(it));
       }
       iterationsSeen = Math.max(iterationsSeen, ...status.iterations.map((i) => i.iteration));
       if (status.heldout && !baseShown) {
-        stopBar();
-        say(`held-out ${status.heldout.base.policyVersion}: mean reward ${reward(status.heldout.base.meanReward)}`);
+        stopBar(true);
+        const { base } = status.heldout;
+        say(`held-out ${base.policyVersion}: mean reward ${reward(base.meanReward)}${base.byFailureClass ? `; failed rollouts: ${classes(base.byFailureClass)}` : ''}`);
         baseShown = true;
       }
     }
     const activity = report.activity;
     const stage = stageLabel(status, activity);
     if (stage && stage !== lastStage) {
-      stopBar();
+      stopBar(true);
       say(`${new Date().toISOString().slice(11, 19)}  ${STAGE_NAMES[stage] ?? stage}`);
       lastStage = stage;
       quarterShown = -1;
@@ -147,13 +157,15 @@ export async function followRun(client: Client, runId: string, options: FollowOp
       if (tty) {
         const key = `${activity.workflowId}/${activity.type}/${activity.stage ?? ''}`;
         if (key !== barKey) {
-          stopBar();
+          stopBar(barKey !== '');
           bar = new cliProgress.SingleBar({ format: '  {bar} {value}/{total} rollouts {note}', hideCursor: true, stream: out as NodeJS.WriteStream }, cliProgress.Presets.shades_classic);
           bar.start(activity.total, activity.done, { note: '' });
           barKey = key;
         }
         bar?.update(activity.done, { note: activity.attempt > 1 ? `(attempt ${activity.attempt})` : '' });
+        shown = { done: activity.done, total: activity.total };
       } else {
+        shown = { done: activity.done, total: activity.total };
         const quarter = Math.floor((4 * activity.done) / activity.total);
         if (quarter > quarterShown && quarter > 0 && quarter < 4) {
           say(`  ${activity.done}/${activity.total} rollouts`);
@@ -162,7 +174,7 @@ export async function followRun(client: Client, runId: string, options: FollowOp
       }
     }
     if (report.execution !== 'RUNNING') {
-      stopBar();
+      stopBar(report.execution === 'COMPLETED');
       return report;
     }
     if (!(await pause(options.intervalMs ?? 1000, signal))) throw stopped();
@@ -291,7 +303,23 @@ function stageLabel(status: RunStatus | undefined, activity: StageActivity | und
 
 function iterationLine(it: RunStatus['iterations'][number]): string {
   if (it.failed) return `iteration ${it.iteration}: failed (${it.failed})`;
-  return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${reward(it.meanReward)}, held-out ${reward(it.heldoutMeanReward)}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
+  const failures = it.failures && Object.keys(it.failures).length > 0 ? `; failed rollouts: ${failuresByStage(it.failures)}` : '';
+  return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${reward(it.meanReward)}, held-out ${reward(it.heldoutMeanReward)}${failures}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
+}
+
+/** "harness 2, infrastructure 1": failed rollouts by failure class, most first. */
+export function classes(byClass: Record<string, number>): string {
+  return Object.entries(byClass)
+    .sort(([a, x], [b, y]) => y - x || a.localeCompare(b))
+    .map(([name, n]) => `${name} ${n}`)
+    .join(', ');
+}
+
+/** "training rollouts harness 2; held-out replay of the candidate harness 1": failed rollouts by class per stage. */
+export function failuresByStage(byStage: Record<string, Record<string, number>>): string {
+  return Object.entries(byStage)
+    .map(([stage, byClass]) => `${STAGE_NAMES[stage] ?? stage} ${classes(byClass)}`)
+    .join('; ');
 }
 
 function gateLabel(gate: NonNullable<RunStatus['iterations'][number]['gate']>): string {
@@ -318,22 +346,31 @@ export function formatRunSummary(report: RunReport): string {
   if (!status) return `${lines.join('\n')}\n`;
   if (status.iterations.length > 0) {
     const verdict = (it: RunStatus['iterations'][number]) => (it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-');
-    const rows = status.iterations.map((it) => [String(it.iteration), it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'), reward(it.meanReward), reward(it.heldoutMeanReward), verdict(it)]);
-    lines.push('', formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate'], rows));
+    const failed = (it: RunStatus['iterations'][number]) => (it.failures && Object.keys(it.failures).length > 0 ? failuresByStage(it.failures) : '-');
+    const rows = status.iterations.map((it) => [String(it.iteration), it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'), reward(it.meanReward), reward(it.heldoutMeanReward), verdict(it), failed(it)]);
+    lines.push('', formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows));
   }
   const heldout = status.heldout;
   if (heldout?.latest) {
     const { base, latest } = heldout;
+    // "final" is what production serves; runs from before the run kept it know it only when the last candidate was promoted.
+    const lastGate = status.iterations.filter((i) => i.gate).at(-1)?.gate;
+    const production = heldout.production ?? (lastGate?.promoted && lastGate && status.iterations.at(-1)?.candidate === latest.policyVersion ? latest : undefined);
+    const final = production ?? latest;
     // Only tasks scored in both replays are compared; a task a fault cost one side is set aside.
-    const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in latest.meanRewardByTask);
-    const setAside = new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(latest.meanRewardByTask)]).size - tasks.length;
+    const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in final.meanRewardByTask);
+    const setAside = new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(final.meanRewardByTask)]).size - tasks.length;
     const byTask = (r: typeof base) => Object.fromEntries(tasks.map((t) => [t, r.meanRewardByTask[t] as number]));
-    const success = (r: typeof base) => tasks.filter((t) => (r.meanRewardByTask[t] as number) > 0).length / Math.max(1, tasks.length);
-    const { gained, lost } = discordantPairs(byTask(base), byTask(latest));
+    const success = (r: typeof base) => tasks.filter((t) => ((r.meanRewardByTask[t] ?? 0) as number) > 0).length / Math.max(1, tasks.length);
+    const { gained, lost } = discordantPairs(byTask(base), byTask(final));
     const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
-    const row = (label: string, r: typeof base) => [label, r.policyVersion, percent(success(r)), reward(r.meanReward)];
-    lines.push('', formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward'], [row('base', base), row('final', latest)]));
-    lines.push(`${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`);
+    const row = (label: string, r: typeof base, note: string) => [label, r.policyVersion, percent(success(r)), reward(r.meanReward), r.byFailureClass ? classes(r.byFailureClass) : '-', note];
+    const candidateGate = status.iterations.find((i) => i.candidate === latest.policyVersion)?.gate;
+    const rows = [row('base', base, 'starting policy')];
+    if (production) rows.push(row('final', production, 'production'));
+    if (production?.policyVersion !== latest.policyVersion) rows.push(row('last candidate', latest, candidateGate ? `not promoted (gate ${candidateGate.verdict})` : 'not promoted'));
+    lines.push('', formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows));
+    lines.push(`${final.policyVersion} against ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`);
     if (setAside > 0) lines.push(`${setAside} held-out tasks set aside: not scored in one of the replays (lost to a fault, not failed by a policy)`);
   }
   return `${lines.join('\n')}\n`;
