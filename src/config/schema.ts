@@ -7,6 +7,7 @@ import { gateRulesSchema } from '../gate/gate.js';
 import { DEFAULT_MIN_FREE_MEGABYTES } from '../preflight/disk-space.js';
 import { redactionRegexProblem } from '../gateway/redact.js';
 import { routingNameProblem } from '../gateway/routing.js';
+import { tracingSettings } from '../telemetry/settings.js';
 
 const port = z.number().int().min(1).max(65535);
 
@@ -120,6 +121,7 @@ const gateway = z
           .describe('Extra patterns to redact before anything is journaled'),
       })
       .prefault({}),
+    tracing: tracingSettings.prefault({}),
     backends: z.record(routingName, backend).default({}).describe('Inference servers by name'),
     policies: z
       .record(routingName, z.strictObject({ backend: z.string(), model: z.string().min(1) }))

@@ -9,6 +9,8 @@ export interface IssuedRollout {
   key: string;
   baseUrl: string;
   pathBaseUrl: string;
+  /** W3C trace context of the attempt's trace, when the gateway exports traces: the harness gets it as TRACEPARENT. */
+  traceparent?: string;
 }
 
 export class GatewayRequestError extends Error {

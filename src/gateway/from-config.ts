@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GatewaySettings } from '../config/schema.js';
 import type { TraceStore } from '../store/trace-store.js';
+import { tracingOptions } from '../telemetry/settings.js';
 import { GatewayControlClient, GatewayRequestError } from './control-client.js';
 import { loadOrCreateSecret, sha256Hex } from './keys.js';
 import { redactionRules } from './redact.js';
@@ -33,6 +34,7 @@ export function gatewayOptions(settings: GatewaySettings, store: TraceStore, env
       bodyTimeoutMs: settings.bodyTimeoutMs,
       retryAfterSeconds: settings.retryAfterSeconds,
       maxShadowsInFlight: settings.maxShadowsInFlight,
+      tracing: tracingOptions(settings.tracing, env),
     },
   };
 }

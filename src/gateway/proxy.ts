@@ -4,6 +4,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'n
 import { errors as undiciErrors, Pool } from 'undici';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import type { CallEndpoint, CallErrorClass, CallFinish, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
+import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
 import {
   anythingInjected,
@@ -36,6 +37,8 @@ export interface ProxyOptions {
   maxShadowsInFlight?: number;
   /** Where each journaled call is counted and timed for /metrics. */
   metrics?: GatewayMetrics;
+  /** Where each call becomes an OpenTelemetry span (gateway.tracing). */
+  tracing?: GatewayTracing | undefined;
 }
 
 export interface ProxiedCall {
@@ -175,6 +178,9 @@ export class ModelCallProxy {
       latencyMs: 0,
     });
     this.options.metrics?.callFinished(call.endpoint, 'policy_unavailable', 0, null, null);
+    this.options.tracing
+      ?.callStarted({ callId: id, rolloutId: call.rolloutId, attempt: call.attempt, endpoint: call.endpoint, request: received, headers: call.headers, policyVersion: call.pinnedPolicyVersion ?? String(call.body.model), startedAt: Date.now() })
+      ?.end({ upstreamStatus: null, errorClass: 'policy_unavailable', errorMessage: `${err.status} ${err.code}: ${err.message}` }, 0);
   }
 
   async close(): Promise<void> {
@@ -217,9 +223,13 @@ export class ModelCallProxy {
     });
     metrics?.journalWrite('begin', performance.now() - beginAt);
     journaled(callId, receivedForJournal);
+    const span = this.options.tracing?.callStarted({ callId, rolloutId: call.rolloutId, attempt: call.attempt, endpoint: call.endpoint, request: receivedForJournal, headers: call.headers, policyVersion: route.policyVersion, route, startedAt });
+    // The backend's own spans (vLLM traces too) become children of the call's span.
+    if (span) call = { ...call, headers: span.forwardedHeaders(call.headers) };
     let finished = false;
     const finish: Finish = async (result) => {
       const latencyMs = performance.now() - t0;
+      span?.end(result, latencyMs);
       await store.finishCall(callId, {
         response: undefined,
         promptIds: null,

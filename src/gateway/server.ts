@@ -16,6 +16,7 @@ import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
 import { GatewayCallError, GatewayHttpError, ModelCallProxy } from './proxy.js';
 import type { RedactionRule } from './redact.js';
 import { Router, ROUTING_NAME_MAX_LENGTH, RoutingError, type Route, type RoutingTable } from './routing.js';
+import { GatewayTracing, type TracingOptions } from '../telemetry/gateway-tracing.js';
 
 export interface GatewayOptions {
   store: TraceStore;
@@ -42,12 +43,16 @@ export interface GatewayOptions {
    * Off only where several gateways share one store, since a live one's calls are in flight too.
    */
   markLostCalls?: boolean;
+  /** OpenTelemetry traces over OTLP/HTTP (gateway.tracing); none when unset. */
+  tracing?: TracingOptions | undefined;
 }
 
 export interface Gateway {
   app: FastifyInstance;
   router: Router;
   keys: RolloutKeys;
+  /** Present when traces are exported: its stats() count exported and dropped spans. */
+  tracing: GatewayTracing | undefined;
   url: string;
   /** Calls a previous gateway left in flight, ended as `gateway_lost` when this one started. */
   lostCalls: number;
@@ -88,6 +93,8 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   // Every write the gateway journals goes through redaction (see RedactingStore).
   const store = new RedactingStore(options.store, options.redaction ?? []);
   const metrics = new GatewayMetrics();
+  const log = options.logger ?? createLogger('warn', 'gateway');
+  const tracing = options.tracing && new GatewayTracing(options.tracing, { store, redaction: options.redaction ?? [], log });
   const proxy = new ModelCallProxy({
     store,
     router,
@@ -96,10 +103,10 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     bodyTimeoutMs: options.bodyTimeoutMs ?? 120_000,
     ...(options.maxShadowsInFlight !== undefined && { maxShadowsInFlight: options.maxShadowsInFlight }),
     metrics,
+    tracing,
   });
   // Route parameters as long as the longest rollout id and routing name (Fastify's default, 100, answered 414).
   const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), maxParamLength: Math.max(ROLLOUT_ID_MAX_LENGTH, ROUTING_NAME_MAX_LENGTH) });
-  const log = options.logger ?? createLogger('warn', 'gateway');
   // The bytes each JSON body arrived as: the backend gets them, not a re-serialisation.
   const rawBodies = new WeakMap<IncomingMessage, string>();
   app.removeContentTypeParser('application/json');
@@ -254,6 +261,8 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     key: keys.issue(rolloutId, attempt),
     baseUrl: `${publicUrl}/v1`,
     pathBaseUrl: `${publicUrl}/rollouts/${encodeURIComponent(rolloutId)}/attempts/${attempt}/v1`,
+    // The harness gets it as TRACEPARENT: its own spans then join the attempt's trace.
+    ...(tracing && { traceparent: tracing.traceparentOf(rolloutId, attempt) }),
   });
 
   app.post('/api/rollouts', { preHandler: requireAdmin }, async (req, reply) => {
@@ -266,11 +275,14 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   app.post<{ Params: { id: string } }>('/api/rollouts/:id/status', { preHandler: requireAdmin }, async (req) => {
     const change = statusChangeSchema.parse(req.body);
     await requireRollout(store, req.params.id);
-    return store.setRolloutStatus(req.params.id, change, 'admin');
+    const rollout = await store.setRolloutStatus(req.params.id, change, 'admin');
+    tracing?.statusChanged(rollout);
+    return rollout;
   });
   app.post<{ Params: { id: string } }>('/api/rollouts/:id/attempts', { preHandler: requireAdmin }, async (req, reply) => {
     await requireRollout(store, req.params.id);
     const rollout = await store.startAttempt(req.params.id);
+    tracing?.attemptStarted(rollout);
     return reply.code(201).send({ rollout, ...keyed(rollout.id, rollout.attempts) });
   });
   app.post<{ Params: { id: string } }>('/api/rollouts/:id/reopen', { preHandler: requireAdmin }, async (req, reply) => {
@@ -280,6 +292,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     return reply.code(201).send({ rollout, ...keyed(rollout.id, rollout.attempts) });
   });
   app.post<{ Params: { id: string } }>('/api/rollouts/:id/events', async (req, reply) => {
+    const receivedAt = Date.now();
     const key = credentialOf(req);
     const claim = key ? keys.verify(key) : undefined;
     if (!claim && !isAdmin(key)) {
@@ -292,6 +305,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     if (claim) refuseClosedAttempt(rollout, claim);
     const event = newEventSchema.parse(req.body);
     const recorded = await store.appendEvent(rollout.id, claim?.attempt ?? rollout.attempts, event, claim ? 'rollout' : 'admin');
+    tracing?.eventRecorded(recorded, req.headers, receivedAt);
     return reply.code(201).send(recorded);
   });
   // The verifier reads what it judges with its own key, which can read one rollout and write nothing.
@@ -397,9 +411,11 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     keys,
     url: publicUrl,
     lostCalls,
+    tracing,
     async close() {
       await app.close();
       await proxy.close();
+      await tracing?.close();
     },
   };
 }

@@ -44,6 +44,8 @@ export function localExecutor(spec: ProgramSpec): HarnessExecutor {
           OPENAI_API_KEY: issued.key,
           REIN_ROLLOUT_ID: issued.rollout.id,
           REIN_ATTEMPT: String(issued.attempt),
+          // OpenTelemetry's variable for a process's parent span: a traced harness joins the rollout's trace.
+          ...(issued.traceparent && { TRACEPARENT: issued.traceparent }),
           REIN_TASK_FILE: launch.taskFile,
           REIN_OUTPUT_FILE: launch.outputFile,
         },

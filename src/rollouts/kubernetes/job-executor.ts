@@ -257,6 +257,7 @@ function harnessEnv(launch: HarnessLaunch): Record<string, string> {
     OPENAI_API_KEY: launch.issued.key,
     REIN_ROLLOUT_ID: launch.issued.rollout.id,
     REIN_ATTEMPT: String(launch.issued.attempt),
+    ...(launch.issued.traceparent && { TRACEPARENT: launch.issued.traceparent }),
     REIN_TASK: JSON.stringify(launch.task),
   };
 }
