@@ -4,6 +4,8 @@ import { NativeConnection, Worker, type WorkflowBundleOption } from '@temporalio
 import { createActivities, type ActivityDeps } from '../activities/index.js';
 import type { TemporalSettings } from '../src/config/schema.js';
 import { temporalConnectionOptions } from '../src/config/temporal-connection.js';
+import type { WorkerMetrics } from '../src/metrics/worker-metrics.js';
+import { metricsInterceptor } from './metrics.js';
 
 export interface ReinWorkerOptions extends ActivityDeps {
   connection: NativeConnection;
@@ -11,16 +13,19 @@ export interface ReinWorkerOptions extends ActivityDeps {
   taskQueue: string;
   /** A prebuilt bundle (tests build one and share it); default: bundle workflows/ at start. */
   workflowBundle?: WorkflowBundleOption;
+  /** Where each activity is timed and its outcomes counted, for /metrics. */
+  metrics?: WorkerMetrics;
 }
 
 /** The worker that runs Rein's workflows and activities on one task queue. */
 export async function createReinWorker(options: ReinWorkerOptions): Promise<Worker> {
-  const { connection, namespace, taskQueue, workflowBundle, ...deps } = options;
+  const { connection, namespace, taskQueue, workflowBundle, metrics, ...deps } = options;
   return Worker.create({
     connection,
     namespace,
     taskQueue,
     activities: createActivities(deps),
+    ...(metrics && { interceptors: { activity: [metricsInterceptor(metrics, deps.registry)] } }),
     // Heartbeats carry stage progress (rollouts done of total) that `rein train --follow` and the
     // Web UI show; the SDK's default throttle would hold it back for up to a minute.
     maxHeartbeatThrottleInterval: '1 second',

@@ -269,6 +269,13 @@ const api = z.strictObject({
   port: port.default(8402).describe('Port of the HTTP API (runs, schedules, policies; OpenAPI at /openapi.json)'),
 });
 
+const worker = z.strictObject({
+  metricsHost: z.string().default('127.0.0.1').describe('Address the worker\'s /metrics server binds to (0.0.0.0 for a Prometheus elsewhere)'),
+  metricsPort: port
+    .optional()
+    .describe('Port of the worker\'s Prometheus /metrics (stage durations, rollouts by outcome, trainer metrics); unset: no metrics server'),
+});
+
 const storage = z.strictObject({
   minFreeMegabytes: z
     .number()
@@ -342,6 +349,7 @@ export const reinConfigSchema = z
     policyServer: policyServer.prefault({}).describe('The embedded CPU policy server'),
     run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
     api: api.prefault({}).describe("Rein's HTTP API; its key is the gateway's admin key"),
+    worker: worker.prefault({}).describe('The Rein worker (`rein worker`, and the one `rein dev` runs)'),
     gate: gate.prefault({}).describe('When a candidate may replace production: held-out replay of both, paired, and the rules it must pass'),
   })
   .describe('Rein configuration');

@@ -10,7 +10,7 @@ export function registerWorkerCommand(program: Command): void {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
       const running = await startLocalWorker(config, logger);
       process.stdout.write(
-        `Worker polling task queue ${config.temporal.taskQueue} on ${config.temporal.address ?? `${config.temporal.devServer.ip}:${config.temporal.devServer.port}`} (namespace ${config.temporal.namespace}). Press Ctrl-C to stop.\n`,
+        `Worker polling task queue ${config.temporal.taskQueue} on ${config.temporal.address ?? `${config.temporal.devServer.ip}:${config.temporal.devServer.port}`} (namespace ${config.temporal.namespace}).${running.metricsUrl ? ` Metrics at ${running.metricsUrl}.` : ''} Press Ctrl-C to stop.\n`,
       );
       await Promise.race([untilInterrupted(), running.done]);
       await running.stop();
