@@ -174,3 +174,38 @@ export const ledgerEntry = z.object({
   }),
   at: timestamp,
 });
+
+// The console's reads: a run's iterations joined, a decision's pairs, a rollout with its journal.
+
+const numberOrNull = z.number().nullable();
+const counts = z.record(z.string(), z.number());
+const gateSummary = z.object({ verdict: z.enum(VERDICTS), decisionId: z.string(), incumbent: z.string(), promoted: z.boolean(), reasons: z.array(z.string()) });
+export const iterationView = z.object({
+  iteration: z.number().int(),
+  candidate: z.string().nullable(),
+  execution: z.string().nullable().describe("Temporal's status of the iteration's workflow"),
+  failed: z.string().nullable(),
+  meanReward: numberOrNull.describe('Mean verifier reward of the training rollouts'),
+  heldout: z
+    .object({ candidate: numberOrNull, production: numberOrNull, lower: numberOrNull, upper: numberOrNull, incumbent: z.string().nullable(), meanReward: numberOrNull })
+    .describe("Accepted rates over the gate's scored pairs; lower/upper: production's rate plus the gate's interval on the gain"),
+  trainer: z.object({ loss: numberOrNull, approxKl: numberOrNull, clipFraction: numberOrNull, entropy: numberOrNull, gradNorm: numberOrNull }),
+  tokens: z.object({ rollouts: numberOrNull, trained: numberOrNull }),
+  stageSeconds: counts.describe('Seconds per stage (rollouts, batch, update, heldout, ledger) from the workflow history'),
+  failures: z.object({ train: counts, heldout: counts }).describe('Rollouts by failure class'),
+  gate: gateSummary.nullable(),
+  workflows: z.array(z.object({ label: z.string(), workflowId: z.string(), executionRunId: z.string(), url: z.string().nullable().describe('In the Temporal Web UI, when its address is known') })),
+});
+export const runView = z.object({ runId: z.string(), iterations: z.array(iterationView), workflowUrl: z.string().nullable() });
+
+const pairSide = z.object({ rolloutId: z.string(), status: z.string().nullable(), reward: numberOrNull, failureClass: z.string().nullable() });
+export const decisionPair = z.object({ taskId: z.string(), sample: z.number().int(), incumbent: pairSide, candidate: pairSide, outcome: z.enum(['gained', 'lost', 'both', 'neither', 'unscored']) });
+
+export const rolloutIdParams = z.strictObject({ rolloutId: z.string().min(1) });
+export const rolloutView = z.object({
+  rollout: z.record(z.string(), z.unknown()).describe('The rollout: task, mode, status, failure class, policy version, attempts, metadata'),
+  calls: z.array(z.record(z.string(), z.unknown())).describe('Each model call as journaled (request and response redacted as stored), with latency, time to first token and token counts'),
+  events: z.array(z.record(z.string(), z.unknown())).describe('Status changes (with failure evidence), tool spans, rewards, interventions'),
+  rewards: z.object({ verified: numberOrNull, reported: numberOrNull, disagrees: z.boolean() }).describe("The verifier's reward and the one the harness reported"),
+  logs: z.array(z.object({ name: z.string(), text: z.string(), truncatedBytes: z.number().int() })).describe("The end of the harness's and verifier's logs"),
+});

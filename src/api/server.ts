@@ -15,12 +15,21 @@ import { withLedger } from '../ledger/ledger.js';
 import { withRegistry, type PolicyRegistry } from '../registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError, rollback } from '../registry/promotion.js';
 import * as s from './schemas.js';
+import { iterationWorkflows } from '../client/iterations.js';
+import { workflowUrl } from '../cli/context.js';
+import { registerConsole } from '../console/serve.js';
+import { decisionPairs } from '../console/decision-pairs.js';
+import { rolloutView } from '../console/rollout-view.js';
+import { runView } from '../console/run-view.js';
+import { GatewayRequestError } from '../gateway/control-client.js';
 
 export interface ApiOptions {
   config: ReinConfig;
   client: Client;
   /** SHA-256 (hex) of the key callers send as `Authorization: Bearer <key>`. */
   keyHash: string;
+  /** The Temporal Web UI's address, when known (the console links each workflow there). */
+  temporalUiUrl?: string;
 }
 
 export interface ApiServer {
@@ -75,6 +84,12 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   const { config, client } = options;
   const taskQueue = config.temporal.taskQueue;
   const registry = <T>(use: (r: PolicyRegistry) => T | Promise<T>) => withRegistry(config.dataDir, use);
+  // The console reads rollouts from the gateway's journal, with the admin key workers use.
+  const gateway = () => {
+    const control = gatewayControlFromConfig(config.gateway);
+    if (!control) throw new ApiError(503, 'gateway_unavailable', 'rollouts are read from the gateway, and no admin key for it can be read here: set REIN_GATEWAY_ADMIN_KEY (the gateway has only gateway.adminKeyHash)');
+    return control;
+  };
   const overrides = (b: z.output<typeof s.runSizes>) => ({ iterations: b.iterations, tasksPerIteration: b.tasksPerIteration, samplesPerTask: b.samplesPerTask, heldoutLimit: b.heldoutLimit });
 
   const routes: Route[] = [
@@ -89,6 +104,30 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       handle: async ({ body }) => startRun(client, taskQueue, { ...trainingRunInput(config, overrides(body)), runId: body.runId ?? newRunId() }),
     }),
     route({ method: 'GET', url: '/api/runs/:runId', summary: "A run's state, stage, iterations, held-out comparison and current activity", params: s.runIdParams, response: s.runReport, handle: async ({ params }) => describeRun(client, params.runId) }),
+    route({
+      method: 'GET',
+      url: '/api/runs/:runId/iterations',
+      summary: "A run's iterations joined with their workflows, trainer metrics, ledger rows and gate decisions: what the console plots",
+      params: s.runIdParams,
+      response: s.runView,
+      handle: async ({ params }) => {
+        const report = await describeRun(client, params.runId);
+        const through = Math.max(report.status?.nextIteration ?? 1, ...(report.status?.iterations.map((i) => i.iteration) ?? []));
+        const [workflows, executionRunId] = await Promise.all([iterationWorkflows(client, params.runId, through), client.workflow.getHandle(params.runId).describe().then((d) => d.runId)]);
+        const ledger = await withLedger(config.dataDir, (l) => l.list({ runId: params.runId }));
+        return registry((r) =>
+          runView({
+            report,
+            executionRunId,
+            workflows,
+            policies: r.list({ runId: params.runId }),
+            ledger,
+            decision: (id) => r.decision(id),
+            workflowUrl: (id, run) => (options.temporalUiUrl ? workflowUrl(options.temporalUiUrl, config.temporal.namespace, id, run) : null),
+          }),
+        );
+      },
+    }),
     ...(['pause', 'stop'] as const).map((signal) =>
       route({
         method: 'POST',
@@ -164,6 +203,26 @@ export function buildApi(options: ApiOptions): FastifyInstance {
         return found;
       },
     }),
+    route({
+      method: 'GET',
+      url: '/api/decisions/:decisionId/pairs',
+      summary: "A gate decision's held-out pairs, task by task: each side's rollout, reward and whether the candidate gained or lost the task",
+      params: s.decisionParams,
+      response: z.object({ items: z.array(s.decisionPair) }),
+      handle: async ({ params }) => {
+        const found = await registry((r) => r.decision(params.decisionId));
+        if (!found) throw new ApiError(404, 'decision_not_found', `no gate decision ${params.decisionId}`);
+        return { items: await decisionPairs(gateway(), found) };
+      },
+    }),
+    route({
+      method: 'GET',
+      url: '/api/rollouts/:rolloutId',
+      summary: "A rollout as the gateway journaled it (calls redacted as stored, without token ids), its events, and the harness's and verifier's logs",
+      params: s.rolloutIdParams,
+      response: s.rolloutView,
+      handle: async ({ params }) => rolloutView(gateway(), config.dataDir, params.rolloutId),
+    }),
     route({ method: 'GET', url: '/api/ledger', summary: 'The model, harness and environment ledgers: a row per iteration and release', query: s.ledgerQuery, response: z.object({ items: z.array(s.ledgerEntry) }), handle: async ({ query }) => ({ items: await withLedger(config.dataDir, (l) => l.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
     route({ method: 'GET', url: '/api/schedules', summary: 'Training schedules with their next and recent runs', response: z.object({ items: z.array(s.scheduleListing) }), handle: async () => ({ items: await listSchedules(client) }) }),
     route({
@@ -230,6 +289,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     if (!matchesHash(key, options.keyHash)) throw new ApiError(403, 'forbidden', 'this key may not use the API');
   };
   app.get('/healthz', async () => ({ ok: true }));
+  registerConsole(app);
   const document = openApiDocument(routes);
   app.get('/openapi.json', async () => document);
   for (const r of routes) {
@@ -286,6 +346,8 @@ function describeError(err: unknown): { status: number; code: string; message: s
   if (err instanceof ScheduleError) return { status: /^no schedule/.test(err.message) ? 404 : /already exists/.test(err.message) ? 409 : 400, code: 'schedule', message: err.message };
   if (err instanceof PromotionError) return { status: /not registered|no gate decision/.test(err.message) ? 404 : 409, code: 'promotion_refused', message: err.message };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
+  // The console's rollouts come from the gateway: an unknown rollout is the caller's 404, a gateway down is a 502.
+  if (err instanceof GatewayRequestError) return err.status === 404 ? { status: 404, code: 'rollout_not_found', message: err.message } : { status: 502, code: err.code, message: err.message };
   if (err instanceof ZodError) return { status: 400, code: 'invalid_request', message: err.issues.map((i) => i.message).join('; ') };
   const e = err as { statusCode?: number; code?: string; message?: string };
   // Fastify's own refusals: the caller's mistake, so its 4xx, named and explained.

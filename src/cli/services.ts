@@ -14,6 +14,7 @@ import { withRegistry } from '../registry/policy-registry.js';
 import { restoreRoutes, trainedVersions } from '../registry/serving.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 import { startLocalWorker, type RunningWorker } from './local-worker.js';
+import { listenAs } from './port-in-use.js';
 import { bringUpTemporal, type TemporalUp } from './temporal-up.js';
 
 export interface RunningServices {
@@ -46,13 +47,15 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
     let policyServer: PolicyServer | undefined;
     if (config.policyServer.enabled) {
       const { base } = config.run;
-      policyServer = await startPolicyServer({
-        host: config.policyServer.host,
-        port: config.policyServer.port,
-        models: { [base.version]: base.checkpoint as string },
-        // Workers load the versions they train with it (activity deps read the same key).
-        adminKey: policyServerKey(config.dataDir),
-      });
+      policyServer = await listenAs('embedded policy server', 'policyServer.port', config.policyServer, () =>
+        startPolicyServer({
+          host: config.policyServer.host,
+          port: config.policyServer.port,
+          models: { [base.version]: base.checkpoint as string },
+          // Workers load the versions they train with it (activity deps read the same key).
+          adminKey: policyServerKey(config.dataDir),
+        }),
+      );
       const server = policyServer;
       closers.push(() => server.close());
       logger.info({ url: policyServer.url, base: base.version }, 'embedded policy server listening');
@@ -60,7 +63,7 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
 
     const store = new SqliteTraceStore(config.gateway.traceDb);
     closers.push(() => store.close());
-    const gateway = await startGateway(gatewayOptions(config.gateway, store).options, { host: config.gateway.host, port: config.gateway.port });
+    const gateway = await listenAs('gateway', 'gateway.port', config.gateway, () => startGateway(gatewayOptions(config.gateway, store).options, { host: config.gateway.host, port: config.gateway.port }));
     closers.push(() => gateway.close());
     logger.info({ url: gateway.url }, 'gateway listening');
     await restoreRegistryRoutes(config, policyServer, gateway, logger);
@@ -69,7 +72,7 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
     closers.push(() => worker.stop());
     let api: ApiServer | undefined;
     if (options.api) {
-      api = await startApi({ config, client: temporal.temporal.client, keyHash: adminKeyHash(config.gateway, process.env).hash }, config.api);
+      api = await listenAs('HTTP API', 'api.port', config.api, () => startApi({ config, client: temporal.temporal.client, keyHash: adminKeyHash(config.gateway, process.env).hash, ...(temporal.uiUrl && { temporalUiUrl: temporal.uiUrl }) }, config.api));
       const server = api;
       closers.push(() => server.close());
       logger.info({ url: api.url }, 'HTTP API listening');

@@ -22,6 +22,7 @@ export function registerDevCommand(program: Command): void {
             `  Temporal      ${temporal.connection.options.address}${uiUrl ? ` (Web UI ${uiUrl})` : ''}, worker on task queue "${config.temporal.taskQueue}"`,
             `  Gateway       ${services.gateway.url} (OpenAI base URL ${services.gateway.url}/v1)`,
             ...(services.api ? [`  HTTP API      ${services.api.url} (OpenAPI at ${services.api.url}/openapi.json; key: the gateway admin key)`] : []),
+            ...(services.api ? [`  Console       ${services.api.url}/console/ (log in with the gateway admin key)`] : []),
             ...(services.policyServer ? [`  Policy server ${services.policyServer.url} serving ${services.policyServer.models().join(', ')}`] : []),
             'Start a run from another terminal: rein train --config FILE --follow. Press Ctrl-C to stop.',
             '',

@@ -1,0 +1,41 @@
+import uPlot from 'uplot';
+import { h } from './dom.js';
+
+export interface Series {
+  label: string;
+  values: Array<number | null>;
+}
+
+/** Distinct colours, in order of series. */
+const COLOURS = ['#2f6fdf', '#137333', '#b3261e', '#a15c00', '#7b3fbf', '#0f7d8a', '#667085', '#c2185b'];
+
+/** Where the browser test (and anyone in the devtools) finds a chart's plotted data: `element.uplot.data`. */
+export type ChartElement = HTMLElement & { uplot?: uPlot };
+
+/**
+ * A line chart over iterations. `band`: two series' indexes (upper, lower) whose gap is shaded,
+ * e.g. the gate's interval. Points are drawn, since a run has few iterations.
+ */
+export function iterationChart(id: string, title: string, iterations: number[], series: Series[], options: { band?: [number, number]; percent?: boolean } = {}): ChartElement {
+  const element: ChartElement = h('div', { class: 'chart', 'data-chart': id }, h('h3', {}, title));
+  const format = (v: number | null) => (v === null ? '–' : options.percent ? `${(v * 100).toFixed(1)}%` : Number.isInteger(v) ? String(v) : v.toPrecision(4));
+  const opts: uPlot.Options = {
+    width: 420,
+    height: 200,
+    scales: { x: { time: false }, ...(options.percent && { y: { range: [0, 1] } }) },
+    axes: [{ label: 'iteration', values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) }, { values: (_u, ticks) => ticks.map((t) => format(t)), size: 60 }],
+    series: [
+      { label: 'iteration' },
+      ...series.map((s, i) => {
+        const inBand = options.band?.includes(i + 1);
+        const colour = inBand ? '#9aa4b2' : (COLOURS[i % COLOURS.length] as string);
+        return { label: s.label, stroke: colour, width: inBand ? 1 : 2, dash: inBand ? [4, 4] : undefined, points: { show: true, size: inBand ? 3 : 7 }, spanGaps: true, value: (_u: uPlot, v: number | null) => format(v) };
+      }),
+    ],
+    ...(options.band && { bands: [{ series: options.band, fill: 'rgba(47, 111, 223, 0.12)' }] }),
+    legend: { show: true },
+  };
+  const data: uPlot.AlignedData = [iterations, ...series.map((s) => s.values)];
+  element.uplot = new uPlot(opts, data, element);
+  return element;
+}

@@ -1,0 +1,85 @@
+import { ApiError, forgetKey, get, saveKey, storedKey } from './api.js';
+import { h } from './dom.js';
+import { decisionPage } from './pages/decision.js';
+import { releasesPage } from './pages/releases.js';
+import { rolloutPage } from './pages/rollout.js';
+import { runPage } from './pages/run.js';
+import { runsPage } from './pages/runs.js';
+
+/** What a page gets: where to render, and a way to learn it was left (to stop polling). */
+export interface PageContext {
+  root: HTMLElement;
+  left(): boolean;
+}
+
+type Page = (context: PageContext, ...params: string[]) => Promise<void>;
+
+/** Hash routes: the key never travels in a URL, and the server serves one page. */
+const ROUTES: Array<[RegExp, Page]> = [
+  [/^#\/runs\/([^/]+)$/, runPage],
+  [/^#\/decisions\/([^/]+)$/, decisionPage],
+  [/^#\/rollouts\/([^/]+)$/, rolloutPage],
+  [/^#\/releases$/, releasesPage],
+  [/^#?\/?(runs)?$/, runsPage],
+];
+
+let visit = 0;
+
+async function render(): Promise<void> {
+  const root = document.getElementById('page') as HTMLElement;
+  const mine = ++visit;
+  const context: PageContext = { root, left: () => mine !== visit };
+  (document.getElementById('logout') as HTMLElement).hidden = !storedKey();
+  if (!storedKey()) return login(root);
+  const hash = location.hash || '#/runs';
+  const found = ROUTES.map(([pattern, page]) => [pattern.exec(hash), page] as const).find(([match]) => match);
+  root.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  try {
+    if (!found) throw new Error(`no page ${hash}`);
+    const [match, page] = found;
+    await page(context, ...match!.slice(1).filter((p): p is string => p !== undefined && p !== 'runs').map(decodeURIComponent));
+  } catch (err) {
+    if (context.left()) return;
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+      forgetKey();
+      return login(root, err.message);
+    }
+    root.replaceChildren(h('p', { class: 'error', 'data-error': '' }, (err as Error).message));
+  }
+}
+
+/** The admin key, asked once per tab and kept in sessionStorage. */
+function login(root: HTMLElement, problem?: string): void {
+  const input = h('input', { type: 'password', name: 'key', autocomplete: 'current-password', placeholder: 'rein-admin-…', required: true }) as HTMLInputElement;
+  const message = h('p', { class: 'error' }, problem ?? '');
+  const form = h(
+    'form',
+    { class: 'login', id: 'login' },
+    h('h1', {}, 'Rein console'),
+    h('label', {}, "The gateway's admin key (the file `rein dev` names, or REIN_GATEWAY_ADMIN_KEY)"),
+    input,
+    h('button', { type: 'submit' }, 'Open'),
+    message,
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const key = input.value.trim();
+    get('/api/runs?limit=1', key).then(
+      () => {
+        saveKey(key);
+        void render();
+      },
+      (err: Error) => {
+        message.textContent = err.message;
+      },
+    );
+  });
+  root.replaceChildren(form);
+}
+
+document.getElementById('logout')?.addEventListener('click', () => {
+  forgetKey();
+  void render();
+});
+window.addEventListener('hashchange', () => void render());
+void render();

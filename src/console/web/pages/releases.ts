@@ -1,0 +1,56 @@
+import { get } from '../api.js';
+import { h, link, pct, table, when } from '../dom.js';
+import type { PageContext } from '../main.js';
+import type { AliasChange, LedgerEntry } from '../types.js';
+
+/** Production's history (promotions, rollbacks, overrides) and the model, harness and environment ledgers with what changed. */
+export async function releasesPage({ root }: PageContext): Promise<void> {
+  const [aliases, { items: ledger }] = await Promise.all([get<{ aliases: Record<string, string>; history: AliasChange[] }>('/api/aliases'), get<{ items: LedgerEntry[] }>('/api/ledger')]);
+  const history = [...aliases.history].reverse();
+  // Oldest first to compare each row with the one before it; shown newest first.
+  const chronological = [...ledger].sort((a, b) => a.at.localeCompare(b.at));
+  const rows = chronological.map((entry, i) => ({ entry, changes: changesFrom(chronological[i - 1], entry) })).reverse();
+  root.replaceChildren(
+    h('h1', {}, 'Releases and ledgers'),
+    h('p', {}, 'Production serves ', h('b', { 'data-production': aliases.aliases.production ?? '' }, aliases.aliases.production ?? 'the base policy (never promoted)'), '.'),
+    h('h2', {}, 'Production history'),
+    history.length === 0
+      ? h('p', { class: 'muted' }, 'Production never moved.')
+      : table(
+          ['When', 'Alias', 'Operation', 'From', 'To', 'By', 'Override', 'Reason', 'Decision'],
+          history.map((c) => [when(c.at), c.alias, c.operation, c.from ?? '–', c.to, c.actor, c.override ? h('span', { class: 'fail' }, 'override') : '–', c.reason ?? '–', c.decisionId ? link(`#/decisions/${encodeURIComponent(c.decisionId)}`, 'decision') : '–']),
+          { id: 'history' },
+        ),
+    h('h2', {}, 'Ledgers'),
+    table(
+      ['When', 'Row', 'Model', 'Harness', 'Environment', 'What changed', 'Rollouts', 'Accepted', 'Tokens', 'Tool errors', 'Decision'],
+      rows.map(({ entry: e, changes }) => [
+        when(e.at),
+        `${e.kind} ${e.id}`,
+        `${e.model.policyVersion} ← ${e.model.parent ?? '–'}`,
+        e.harness.version,
+        `tasks ${e.environment.taskSet.slice(0, 8)}, verifier ${e.environment.verifier.slice(0, 20)}, config ${e.environment.config.slice(0, 8)}`,
+        changes.length === 0 ? '–' : h('ul', {}, changes.map((c) => h('li', {}, c))),
+        String(e.metrics.rollouts),
+        pct(e.metrics.acceptedRate),
+        String(e.metrics.tokens),
+        String(e.metrics.toolErrors),
+        e.decisionId ? link(`#/decisions/${encodeURIComponent(e.decisionId)}`, 'decision') : '–',
+      ]),
+      { id: 'ledger' },
+    ),
+  );
+}
+
+/** What differs from the previous row, ledger by ledger. */
+function changesFrom(previous: LedgerEntry | undefined, entry: LedgerEntry): string[] {
+  if (!previous) return [];
+  const fields: Array<[string, string, string]> = [
+    ['model', previous.model.policyVersion, entry.model.policyVersion],
+    ['harness', previous.harness.version, entry.harness.version],
+    ['environment: task set', previous.environment.taskSet, entry.environment.taskSet],
+    ['environment: verifier', previous.environment.verifier, entry.environment.verifier],
+    ['environment: config', previous.environment.config, entry.environment.config],
+  ];
+  return fields.filter(([, a, b]) => a !== b).map(([name, a, b]) => `${name}: ${a.slice(0, 16)} → ${b.slice(0, 16)}`);
+}

@@ -1,0 +1,97 @@
+import { enc, get } from '../api.js';
+import { facts, h, json, ms, num, table, when } from '../dom.js';
+import type { PageContext } from '../main.js';
+import type { Call, RolloutEvent, RolloutView } from '../types.js';
+
+interface Message {
+  role?: string;
+  content?: unknown;
+  tool_calls?: Array<{ id?: string; function?: { name?: string; arguments?: string } }>;
+  tool_call_id?: string;
+  name?: string;
+}
+
+/** A rollout as the harness saw it: the conversation, tool spans, rewards, failure evidence, logs and each model call. */
+export async function rolloutPage({ root }: PageContext, rolloutId: string): Promise<void> {
+  const view = await get<RolloutView>(`/api/rollouts/${enc(rolloutId)}`);
+  const { rollout, calls, events, rewards } = view;
+  const reward = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1);
+  const failed = events.filter((e) => e.type === 'status' && e.payload.failureClass).at(-1);
+  const spans = events.filter((e) => e.type === 'span');
+  root.replaceChildren(
+    h('h1', {}, `Rollout ${rollout.id}`),
+    facts([
+      ['Task', rollout.taskId ?? '–'],
+      ['Mode', rollout.mode],
+      ['Status', h('span', { class: rollout.status === 'succeeded' ? 'pass' : rollout.status === 'failed' ? 'fail' : '', 'data-status': rollout.status }, `${rollout.status}${rollout.statusReason ? `: ${rollout.statusReason}` : ''}`)],
+      ['Policy version', rollout.policyVersion ?? '–'],
+      ['Attempts', String(rollout.attempts)],
+      ['Reward (verifier)', h('span', { 'data-reward': rewards.verified ?? '' }, num(rewards.verified))],
+      ['Reward (harness reported)', `${num(rewards.reported)}${rewards.disagrees ? ' — disagrees with the verifier' : ''}`],
+      ['Failure class', rollout.failureClass ?? '–'],
+      ['Started', when(rollout.createdAt)],
+    ]),
+    h('h2', {}, 'Reward components'),
+    reward ? table(['Component', 'Value'], Object.entries((reward.payload.components ?? {}) as Record<string, number>).map(([k, v]) => [k, num(v)]), { id: 'components' }) : h('p', { class: 'muted' }, 'Not scored.'),
+    ...(failed ? [h('h2', {}, `Failure: ${String(failed.payload.failureClass)}`), h('p', {}, String(failed.payload.reason ?? '')), json(failed.payload.evidence ?? {})] : []),
+    h('h2', {}, 'Conversation'),
+    h('div', { id: 'conversation' }, conversation(calls)),
+    h('h2', {}, 'Tool spans'),
+    spans.length === 0
+      ? h('p', { class: 'muted' }, 'The harness reported no tool spans.')
+      : table(
+          ['Tool', 'Kind', 'Latency', 'Permission', 'Failure', 'Input', 'Output'],
+          spans.map((s) => [String(s.payload.name), String(s.payload.kind ?? ''), ms(s.payload.latencyMs as number | undefined), String(s.payload.permission ?? ''), String(s.payload.failure ?? '–'), short(s.payload.input), short(s.payload.output)]),
+          { id: 'spans' },
+        ),
+    h('h2', {}, 'Model calls'),
+    table(
+      ['#', 'Attempt', 'Policy', 'Status', 'Latency', 'Time to first token', 'Prompt tokens', 'Completion tokens', 'Error'],
+      calls.map((c) => [String(c.seq), String(c.attempt), c.policyVersion, c.status, ms(c.latencyMs), c.stream ? ms(c.ttftMs) : '– (not streamed)', num(c.promptTokens), num(c.completionTokens), c.errorClass ? `${c.errorClass}: ${c.errorMessage ?? ''}` : '–']),
+      { id: 'calls' },
+    ),
+    h('h2', {}, 'Logs'),
+    ...(view.logs.length === 0
+      ? [h('p', { class: 'muted' }, 'No harness or verifier log on this machine.')]
+      : view.logs.flatMap((log) => [h('h3', {}, `${log.name}${log.truncatedBytes > 0 ? ` (last part; ${log.truncatedBytes} bytes before it)` : ''}`), h('pre', { 'data-log': log.name }, log.text || '(empty)')])),
+    h('h2', {}, 'Events'),
+    table(
+      ['Attempt', 'Type', 'Source', 'At', 'Payload'],
+      events.map((e: RolloutEvent) => [String(e.attempt), e.type, e.source, when(e.at), short(e.payload)]),
+    ),
+  );
+}
+
+/** The last call's messages and its answer: the conversation as the harness had it at the end. */
+function conversation(calls: Call[]): HTMLElement[] {
+  const last = [...calls].reverse().find((c) => c.status === 'ok') ?? calls.at(-1);
+  if (!last) return [h('p', { class: 'muted' }, 'No model calls.')];
+  const request = last.requestReceived as { messages?: Message[]; prompt?: unknown };
+  const response = last.response as { choices?: Array<{ message?: Message; text?: string }> } | undefined;
+  const messages: Message[] = [...(request.messages ?? (request.prompt !== undefined ? [{ role: 'prompt', content: request.prompt }] : []))];
+  const answer = response?.choices?.[0];
+  if (answer?.message) messages.push(answer.message);
+  else if (answer?.text !== undefined) messages.push({ role: 'completion', content: answer.text });
+  return messages.map((m) =>
+    h(
+      'div',
+      { class: `message ${m.role ?? ''}`, 'data-role': m.role ?? '' },
+      h('div', { class: 'role' }, `${m.role ?? '?'}${m.tool_call_id ? ` (result of ${m.tool_call_id})` : ''}${m.name ? ` ${m.name}` : ''}`),
+      text(m.content) ? h('pre', {}, text(m.content)) : null,
+      (m.tool_calls ?? []).map((t) => h('div', { class: 'tool-call' }, h('b', {}, `→ ${t.function?.name ?? 'tool'}`), ` ${t.function?.arguments ?? ''}`, t.id ? h('span', { class: 'muted' }, ` (${t.id})`) : null)),
+    ),
+  );
+}
+
+function text(content: unknown): string {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.map((part: { text?: string }) => part.text ?? JSON.stringify(part)).join('\n');
+  return JSON.stringify(content);
+}
+
+function short(value: unknown): string {
+  if (value === undefined) return '–';
+  const s = typeof value === 'string' ? value : JSON.stringify(value);
+  return s.length > 300 ? `${s.slice(0, 300)}…` : s;
+}

@@ -1,0 +1,93 @@
+import { enc, get } from '../api.js';
+import { iterationChart, type Series } from '../charts.js';
+import { facts, h, link, num, pct, table, verdict, when } from '../dom.js';
+import type { PageContext } from '../main.js';
+import type { IterationView, RunReport, RunView } from '../types.js';
+
+/** How often a running run's page asks again. */
+const POLL_MS = 3000;
+
+/** A run: its curves per iteration, the gate's verdicts and links to its workflows; refreshed while it runs. */
+export async function runPage(context: PageContext, runId: string): Promise<void> {
+  let shown = '';
+  for (;;) {
+    const [report, view] = await Promise.all([get<RunReport>(`/api/runs/${enc(runId)}`), get<RunView>(`/api/runs/${enc(runId)}/iterations`)]);
+    if (context.left()) return;
+    // Charts are drawn again only when a number changed, so a page being read does not jump.
+    const snapshot = JSON.stringify([report.status, report.execution, report.activity, view]);
+    if (snapshot !== shown) {
+      shown = snapshot;
+      context.root.replaceChildren(...render(report, view));
+    }
+    if (report.execution !== 'RUNNING') return;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    if (context.left()) return;
+  }
+}
+
+function render(report: RunReport, view: RunView): HTMLElement[] {
+  const its = view.iterations;
+  const xs = its.map((i) => i.iteration);
+  const values = (pick: (i: IterationView) => number | null | undefined) => its.map((i) => pick(i) ?? null);
+  const keyed = (records: (i: IterationView) => Record<string, number>, prefix = ''): Series[] => {
+    const keys = [...new Set(its.flatMap((i) => Object.keys(records(i))))].sort();
+    return keys.map((k) => ({ label: `${prefix}${k}`, values: its.map((i) => records(i)[k] ?? 0) }));
+  };
+  const status = report.status;
+  const activity = report.activity;
+  const charts = [
+    iterationChart('reward', 'Training mean reward', xs, [{ label: 'mean reward', values: values((i) => i.meanReward) }]),
+    iterationChart(
+      'heldout',
+      "Held-out success: candidate and production (band: the gate's interval)",
+      xs,
+      [
+        { label: 'candidate', values: values((i) => i.heldout.candidate) },
+        { label: 'production', values: values((i) => i.heldout.production) },
+        { label: 'interval high', values: values((i) => i.heldout.upper) },
+        { label: 'interval low', values: values((i) => i.heldout.lower) },
+      ],
+      { band: [3, 4], percent: true },
+    ),
+    iterationChart('loss', 'Trainer: loss', xs, [{ label: 'loss', values: values((i) => i.trainer.loss) }]),
+    iterationChart('approxKl', 'Trainer: approx KL', xs, [{ label: 'approx KL', values: values((i) => i.trainer.approxKl) }]),
+    iterationChart('clipFraction', 'Trainer: clip fraction', xs, [{ label: 'clip fraction', values: values((i) => i.trainer.clipFraction) }]),
+    iterationChart('entropy', 'Trainer: entropy', xs, [{ label: 'entropy', values: values((i) => i.trainer.entropy) }]),
+    iterationChart('gradNorm', 'Trainer: grad norm', xs, [{ label: 'grad norm', values: values((i) => i.trainer.gradNorm) }]),
+    iterationChart('tokens', 'Tokens', xs, [
+      { label: 'rollouts', values: values((i) => i.tokens.rollouts) },
+      { label: 'trained', values: values((i) => i.tokens.trained) },
+    ]),
+    iterationChart('stages', 'Elapsed seconds per stage', xs, keyed((i) => i.stageSeconds)),
+    iterationChart('failures', 'Failures by class (train, held-out candidate)', xs, [...keyed((i) => i.failures.train, 'train: '), ...keyed((i) => i.failures.heldout, 'held-out: ')]),
+  ];
+  return [
+    h('h1', {}, `Run ${report.runId}`),
+    facts([
+      ['State', h('span', { 'data-state': status?.state ?? report.execution }, status?.state ?? report.execution.toLowerCase())],
+      ['Stage', `${status?.stage ?? '–'}${activity ? ` — ${activity.type}${activity.total ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.waiting ? `, waiting: ${activity.waiting}` : ''}` : ''}`],
+      ['Policy', status?.policyVersion ?? '–'],
+      ['Held-out mean reward', status?.heldout ? `${num(status.heldout.base.meanReward)} (${status.heldout.base.policyVersion}) → ${num(status.heldout.latest?.meanReward)} (${status.heldout.latest?.policyVersion ?? '–'})` : '–'],
+      ['Started', when(report.startTime)],
+      ...(report.problem ? [['Problem', h('span', { class: 'error' }, report.problem)] as [string, HTMLElement]] : []),
+      ...(activity?.lastFailure ? [['Last failure', h('span', { class: 'error' }, activity.lastFailure)] as [string, HTMLElement]] : []),
+      ['Temporal', view.workflowUrl ? link(view.workflowUrl, 'the run in the Web UI', { target: '_blank' }) : h('span', { class: 'muted' }, 'Web UI address not known (headless dev server or a remote Temporal)')],
+    ]),
+    h('h2', {}, 'Per iteration'),
+    h('div', { class: 'charts' }, charts),
+    h('h2', {}, 'Gate verdicts'),
+    table(
+      ['It', 'Candidate', 'Held-out (candidate / production)', 'Verdict', 'Promoted', 'Reasons', 'Workflows'],
+      its.map((i) => [
+        String(i.iteration),
+        i.candidate ?? '–',
+        `${pct(i.heldout.candidate)} / ${pct(i.heldout.production)}`,
+        i.gate ? h('a', { href: `#/decisions/${enc(i.gate.decisionId)}`, 'data-decision': i.gate.decisionId }, verdict(i.gate.verdict)) : i.failed ? h('span', { class: 'fail' }, `failed: ${i.failed}`) : '–',
+        i.gate ? (i.gate.promoted ? 'yes' : 'no') : '–',
+        i.gate && i.gate.reasons.length > 0 ? h('ul', {}, i.gate.reasons.map((r) => h('li', {}, r))) : '–',
+        i.workflows.map((w) => h('div', {}, w.url ? link(w.url, w.label, { target: '_blank', 'data-workflow': w.workflowId }) : h('span', { 'data-workflow': w.workflowId }, w.workflowId))),
+      ]),
+      { id: 'iterations' },
+    ),
+  ];
+}
