@@ -65,6 +65,18 @@ install_cached_python() {
   ln -sfn "$env_dir" ".tools/$name"
 }
 
+# Debian's Chromium, which the console's browser test drives (puppeteer's own download needs the internet).
+install_chromium() {
+  if [ -x /usr/bin/chromium ] || command -v chromium >/dev/null; then return; fi
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+  else
+    echo "setup: no Chromium for the console's browser test: install Debian's chromium (apt-get install chromium), or point REIN_CHROMIUM at a Chrome" >&2
+  fi
+}
+# Before the background jobs: apt must not run twice at once.
+install_chromium
+
 # The Python tools download while npm compiles (better-sqlite3 builds from source where its prebuilt binary is unreachable).
 install_python_tools &
 python_tools=$!
