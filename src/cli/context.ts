@@ -3,6 +3,7 @@ import { connectTemporal } from '../client/temporal.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { ReinConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../log/logger.js';
+import { prettyDestination } from './pretty-log.js';
 
 export interface GlobalOptions {
   config?: string;
@@ -12,9 +13,18 @@ export interface CliContext extends LoadedConfig {
   logger: Logger;
 }
 
+/** Whether the last command read a config file; its errors say so when it did not (see main.ts). */
+export let configFileUsed: string | undefined | null = null;
+
 export function cliContext(options: GlobalOptions): CliContext {
   const loaded = loadConfig({ file: options.config });
-  return { ...loaded, logger: createLogger(loaded.config.log.level) };
+  configFileUsed = loaded.file;
+  return { ...loaded, logger: loggerFor(loaded.config.log.level) };
+}
+
+/** Pretty lines on a terminal, JSON lines (for log collectors) everywhere else. */
+export function loggerFor(level: ReinConfig['log']['level'], err: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr): Logger {
+  return err.isTTY ? createLogger(level, 'rein', prettyDestination(err)) : createLogger(level, 'rein', err === process.stderr ? undefined : { write: (line: string) => void err.write(line) });
 }
 
 /** Resolves on the first SIGINT or SIGTERM, so a command can shut down in order. */

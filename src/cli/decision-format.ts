@@ -1,4 +1,6 @@
-import type { StoredDecision } from '../registry/policy-registry.js';
+import type { PolicyRegistry, StoredDecision } from '../registry/policy-registry.js';
+import { PRODUCTION_ALIAS } from '../registry/promotion.js';
+import { formatTable } from './table.js';
 import type { GateDecision } from '../gate/gate.js';
 
 const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -24,4 +26,55 @@ export function formatDecision(stored: StoredDecision, options: { rolloutsPerChe
   ];
   if (record.traces) lines.push(`  traces: ${record.traces.replace('{rolloutId}', '<rollout>')}/calls (gateway admin key)`);
   return `${lines.join('\n')}\n`;
+}
+
+export interface DecisionListing {
+  id: string;
+  candidate: string;
+  incumbent: string;
+  verdict: string;
+  /** Held-out success of production and of the candidate over the scored pairs; absent when none was scored. */
+  acceptedRate: { incumbent: number; candidate: number } | undefined;
+  gained: number | undefined;
+  lost: number | undefined;
+  /** Whether production moved to the candidate on this decision. */
+  promoted: boolean;
+  createdAt: string;
+}
+
+/** Every gate decision about the registry's versions (or one run's), newest first. */
+export function listDecisions(registry: PolicyRegistry, filter: { runId?: string }): DecisionListing[] {
+  const promotedBy = new Set(registry.aliasHistory(PRODUCTION_ALIAS).flatMap((c) => (c.decisionId ? [c.decisionId] : [])));
+  return registry
+    .list(filter)
+    .flatMap((p) => registry.decisionsFor(p.version))
+    .sort((a, b) => b.createdAt.localeCompare(a.createdAt))
+    .map((d) => {
+      const evidence = (d.record as unknown as Partial<GateDecision>).evidence;
+      return {
+        id: d.id,
+        candidate: d.candidate,
+        incumbent: d.incumbent,
+        verdict: d.verdict,
+        acceptedRate: evidence?.acceptedRate,
+        gained: evidence?.gain?.gained,
+        lost: evidence?.gain?.lost,
+        promoted: promotedBy.has(d.id),
+        createdAt: d.createdAt,
+      };
+    });
+}
+
+export function formatDecisionList(decisions: readonly DecisionListing[]): string {
+  const rows = decisions.map((d) => [
+    d.id,
+    d.candidate,
+    d.incumbent,
+    d.verdict.toUpperCase(),
+    d.acceptedRate ? `${percent(d.acceptedRate.incumbent)} → ${percent(d.acceptedRate.candidate)}` : '-',
+    d.gained === undefined ? '-' : `+${d.gained} −${d.lost ?? 0}`,
+    d.promoted ? 'promoted' : 'not promoted',
+    d.createdAt.slice(0, 19).replace('T', ' '),
+  ]);
+  return `${formatTable(['decision', 'candidate', 'production', 'verdict', 'held-out success', 'tasks', 'production moved', 'decided'], rows)}\n\`rein decision ID\` shows one with its checks and rollouts.\n`;
 }

@@ -5,8 +5,11 @@ import { ledgerChanges, type LedgerEntry, type LedgerName } from '../ledger/ledg
 const short = (text: string, n = 12) => (text.length > n ? text.slice(0, n) : text);
 const environmentId = (e: LedgerEntry['environment']) => createHash('sha256').update(`${e.taskSet}|${e.verifier}|${e.config}`).digest('hex').slice(0, 8);
 
-/** The three ledgers as one table (a row per iteration and release), with what each environment id stands for. */
-export function formatLedger(entries: readonly LedgerEntry[]): string {
+/**
+ * The three ledgers as one table (a row per iteration and release, refused releases included),
+ * with what each environment id stands for. `verdicts`: the gate's verdict by decision id.
+ */
+export function formatLedger(entries: readonly LedgerEntry[], verdicts: ReadonlyMap<string, string> = new Map()): string {
   const rows = entries.map((e) => [
     e.id,
     e.kind,
@@ -21,8 +24,9 @@ export function formatLedger(entries: readonly LedgerEntry[]): string {
     String(e.metrics.retries),
     String(e.metrics.interventions),
     String(e.metrics.irreversibleFailures),
+    e.decisionId ? (verdicts.get(e.decisionId) ?? '?') : '-',
   ]);
-  const table = formatTable(['entry', 'kind', 'model', 'harness', 'environment', 'accepted', 'rollouts', 'tokens', 'elapsed', 'tool errors', 'retries', 'interventions', 'irreversible'], rows);
+  const table = formatTable(['entry', 'kind', 'model', 'harness', 'environment', 'accepted', 'rollouts', 'tokens', 'elapsed', 'tool errors', 'retries', 'interventions', 'irreversible', 'gate'], rows);
   const environments = new Map(entries.map((e) => [environmentId(e.environment), e.environment]));
   const legend = [...environments].map(([id, env]) => `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}`);
   const releases = entries.filter((e) => e.kind === 'release');

@@ -16,12 +16,16 @@ import { registerServerCommand } from './commands/server.js';
 import { registerShadowCommands } from './commands/shadow.js';
 import { registerTrainCommand } from './commands/train.js';
 import { registerWorkerCommand } from './commands/worker.js';
+import { configFileUsed } from './context.js';
+import { PortInUseError } from './port-in-use.js';
 
 export function buildProgram(): Command {
   const program = new Command('rein')
     .description("Reinforcement learning for the model behind an agent, inside the agent's own harness")
     .option('-c, --config <file>', 'config file, YAML or JSON (default: REIN_CONFIG, or rein.yaml in this folder)')
     .showHelpAfterError()
+    // Each command's help lists --config too: it is given before or after the command name.
+    .configureHelp({ showGlobalOptions: true })
     .exitOverride();
   registerDevCommand(program);
   registerServerCommand(program);
@@ -49,8 +53,10 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError || err instanceof ScheduleError || err instanceof TrainerInputError;
+    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError || err instanceof ScheduleError || err instanceof TrainerInputError || err instanceof PortInUseError;
     process.stderr.write(`rein: ${(err as Error).message}\n`);
+    // Without a config file the command talked to the defaults; Rein running elsewhere with its own config is the usual cause.
+    if (configFileUsed === undefined) process.stderr.write(`rein: no config file was read (no --config, REIN_CONFIG or rein.yaml in ${process.cwd()}), so this used the defaults; if Rein runs with a config elsewhere, pass it: rein --config FILE …\n`);
     return usage ? 2 : 1;
   }
 }

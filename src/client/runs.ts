@@ -128,11 +128,15 @@ export interface RunListing {
   policyVersion: string | undefined;
 }
 
-/** The newest training runs first, from Temporal's visibility store. */
+/**
+ * The newest training runs first (by start), from Temporal's visibility store. The store lists
+ * open executions first and closed ones by close time, and its SQL flavours take no ORDER BY:
+ * all runs are read and sorted here.
+ */
 export async function listRuns(client: Client, limit = 20): Promise<RunListing[]> {
   const runs: RunListing[] = [];
   const query = `WorkflowType = 'trainingRun' AND ExecutionStatus != 'ContinuedAsNew'`;
-  for await (const wf of client.workflow.list({ query, pageSize: Math.min(limit, 100) })) {
+  for await (const wf of client.workflow.list({ query, pageSize: 100 })) {
     const attribute = (name: string) => (wf.searchAttributes[name] as string[] | undefined)?.[0];
     runs.push({
       runId: attribute('ReinRunId') ?? wf.workflowId,
@@ -142,9 +146,8 @@ export async function listRuns(client: Client, limit = 20): Promise<RunListing[]
       stage: attribute('ReinStage'),
       policyVersion: attribute('ReinPolicyVersion'),
     });
-    if (runs.length >= limit) break;
   }
-  return runs;
+  return runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime()).slice(0, limit);
 }
 
 export interface RunReport {
@@ -250,6 +253,32 @@ export async function signalRun(client: Client, runId: string, signal: 'pause' |
     if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
     throw err;
   }
+}
+
+/**
+ * Cancels a run: Temporal cancels its current iteration and that iteration's running activity
+ * (rollouts, the update), and the run ends CANCELLED. Waits for that when a worker polls the
+ * task queue ('cancelled'); otherwise the request waits for one ('requested').
+ */
+export async function cancelRun(client: Client, runId: string, taskQueue: string): Promise<'cancelled' | 'requested'> {
+  const handle = client.workflow.getHandle(runId);
+  try {
+    const { status } = await handle.describe();
+    if (status.name !== 'RUNNING') throw new RunNotFoundError(`run ${runId} is not running (it ${status.name === 'CANCELLED' ? 'was cancelled' : status.name.toLowerCase().replace('_', ' ')}); \`rein status ${runId}\` shows it`);
+    await handle.cancel();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
+    throw err;
+  }
+  if (!(await workerIsPolling(client, taskQueue))) return 'requested';
+  try {
+    await handle.result();
+  } catch (err) {
+    if (isTemporalUnreachable(err)) throw err;
+  }
+  const { status } = await handle.describe();
+  if (status.name !== 'CANCELLED') throw new Error(`run ${runId} did not end cancelled: it ${status.name.toLowerCase()}; \`rein status ${runId}\` says why`);
+  return 'cancelled';
 }
 
 /** The run cannot be continued as asked (still running, completed, or started again meanwhile); the message says what to do. */

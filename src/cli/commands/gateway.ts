@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { gatewayOptions } from '../../gateway/from-config.js';
 import { startGateway } from '../../gateway/server.js';
+import { listenAs } from '../port-in-use.js';
 import { withRegistry } from '../../registry/policy-registry.js';
 import { restoreRoutes } from '../../registry/serving.js';
 import { SqliteTraceStore } from '../../store/sqlite-store.js';
@@ -16,7 +17,7 @@ export function registerGatewayCommand(program: Command): void {
       const store = new SqliteTraceStore(settings.traceDb);
       try {
         const { options, adminKeySource } = gatewayOptions(settings, store);
-        const gateway = await startGateway({ ...options, logger }, { host: settings.host, port: settings.port });
+        const gateway = await listenAs('gateway', 'gateway.port', settings, () => startGateway({ ...options, logger }, { host: settings.host, port: settings.port }));
         const { restored, skipped, skippedAliases } = await withRegistry(config.dataDir, (registry) => restoreRoutes(registry, gateway.router, config.trainer.servingBackend));
         if (restored.length > 0) logger.info({ restored }, 'routing trained policy versions again');
         if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route (trainer.servingBackend is not among gateway.backends)');

@@ -7,7 +7,7 @@ import { withLedger, type LedgerEntry } from '../../ledger/ledger.js';
 import { withRegistry } from '../../registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, rollback, type AliasMove } from '../../registry/promotion.js';
 import { cliContext, type GlobalOptions } from '../context.js';
-import { formatDecision } from '../decision-format.js';
+import { formatDecision, formatDecisionList, listDecisions } from '../decision-format.js';
 import { formatLedger, formatLedgerChanges } from '../ledger-format.js';
 import { connectOrStartServices } from '../services.js';
 import { positiveInteger } from './train.js';
@@ -116,6 +116,18 @@ export function registerReleaseCommands(program: Command): void {
     });
 
   program
+    .command('decisions')
+    .description('gate decisions, newest first: candidate against production, verdict, held-out success, and whether production moved')
+    .option('--run <id>', "only decisions about this run's candidates")
+    .option('--json', 'print JSON')
+    .action(async (options: { run?: string; json?: boolean }, command: Command) => {
+      const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const decisions = await withRegistry(config.dataDir, (r) => listDecisions(r, options.run === undefined ? {} : { runId: options.run }));
+      if (options.json) return void say(JSON.stringify(decisions, null, 2));
+      process.stdout.write(decisions.length === 0 ? '(no gate decisions yet: each held-out gate records one)\n' : formatDecisionList(decisions));
+    });
+
+  program
     .command('ledger')
     .description('the model, harness and environment ledgers: a row per iteration and release, and what changed between releases')
     .option('--run <id>', "only this run's rows")
@@ -138,7 +150,8 @@ export function registerReleaseCommands(program: Command): void {
       }
       const entries = await withLedger(config.dataDir, (ledger) => ledger.list(options.run === undefined ? {} : { runId: options.run }));
       if (options.json) return void say(JSON.stringify(entries, null, 2));
-      process.stdout.write(entries.length === 0 ? '(the ledgers are empty: each training iteration and release adds a row)\n' : formatLedger(entries));
+      const verdicts = await withRegistry(config.dataDir, (r) => new Map(entries.flatMap((e) => (e.decisionId ? [[e.decisionId, r.decision(e.decisionId)?.verdict ?? '?'] as const] : []))));
+      process.stdout.write(entries.length === 0 ? '(the ledgers are empty: each training iteration and release adds a row)\n' : formatLedger(entries, verdicts));
       const production = await withRegistry(config.dataDir, (r) => r.alias(PRODUCTION_ALIAS));
       if (production) say(`production: ${production}`);
     });

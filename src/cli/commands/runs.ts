@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
-import { continueRun, describeRun, listRuns, runExecutionStatus, signalRun, type RunContinuation } from '../../client/runs.js';
+import { cancelRun, continueRun, describeRun, listRuns, runExecutionStatus, signalRun, type RunContinuation } from '../../client/runs.js';
+import { describePolicies } from '../policy-status.js';
 import { withRegistry } from '../../registry/policy-registry.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { cliContext, temporalUiUrl, withClient, workflowUrl, type GlobalOptions } from '../context.js';
@@ -63,6 +64,8 @@ export function registerRunCommands(program: Command): void {
         return;
       }
       const report = await withClient(config, (client) => describeRun(client, runId));
+      // A script can tell a run that did not complete (failed, cancelled, terminated, timed out) by the exit code.
+      if (report.execution !== 'RUNNING' && report.execution !== 'COMPLETED') process.exitCode = 1;
       if (options.json) return void process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       const activity = report.activity;
       process.stdout.write(
@@ -87,6 +90,20 @@ export function registerRunCommands(program: Command): void {
         process.stdout.write(`${signal} sent to run ${runId}\n`);
       });
   }
+
+  program
+    .command('cancel')
+    .description('cancel a run now: its running stage is cancelled (rollouts, the update) and the run ends cancelled; `rein stop` ends it after the current iteration instead')
+    .argument('<run>', 'run id')
+    .action(async (runId: string, _options: unknown, command: Command) => {
+      const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const outcome = await withClient(config, (client) => cancelRun(client, runId, config.temporal.taskQueue));
+      process.stdout.write(
+        outcome === 'cancelled'
+          ? `run ${runId} cancelled\n`
+          : `cancel requested for run ${runId}; no worker polls task queue "${config.temporal.taskQueue}", so it ends when one picks the run up (\`rein dev\` or \`rein worker\`)\n`,
+      );
+    });
 
   const resumeCommand = program
     .command('resume')
@@ -142,28 +159,28 @@ export function registerRunCommands(program: Command): void {
 
   program
     .command('policies')
-    .description('policy versions in the registry with their lineage')
+    .description('policy versions in the registry: lineage, real status (production, refused by the gate, ...), held-out success at their gate, trainer metrics')
     .option('--run <id>', 'only versions a run trained')
     .option('--json', 'print JSON')
     .action(async (options: { run?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const policies = await withRegistry(config.dataDir, (registry) => {
-        const aliases = Object.entries(registry.aliases());
-        const aliasesOf = (version: string) => aliases.filter(([, v]) => v === version).map(([a]) => a);
-        return registry.list(options.run === undefined ? {} : { runId: options.run }).map((p) => ({ ...p, aliases: aliasesOf(p.version) }));
-      });
+      const policies = await withRegistry(config.dataDir, (registry) => describePolicies(registry, options.run === undefined ? {} : { runId: options.run }));
       if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
       const rows = policies.map((p) => [
         p.version,
         p.aliases.join(', ') || '-',
         p.parent ?? '-',
-        p.status,
+        p.state,
         p.format === 'lora' ? `lora on ${p.baseCheckpointUri ?? '?'}` : 'full',
         p.runId ?? '-',
         p.iteration === null ? '-' : String(p.iteration),
         p.batchContentHash?.slice(0, 12) ?? '-',
+        p.heldout ?? '-',
+        p.trainer ?? '-',
         p.createdAt.slice(0, 19).replace('T', ' '),
       ]);
-      process.stdout.write(`${formatTable(['version', 'aliases', 'parent', 'status', 'weights', 'run', 'iteration', 'batch', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`);
+      process.stdout.write(
+        `${formatTable(['version', 'aliases', 'parent', 'status', 'weights', 'run', 'iteration', 'batch', 'held-out success', 'trainer', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`,
+      );
     });
 }

@@ -1,0 +1,54 @@
+import type { GateDecision } from '../gate/gate.js';
+import type { PolicyRecord, PolicyRegistry, StoredDecision } from '../registry/policy-registry.js';
+import { PRODUCTION_ALIAS } from '../registry/promotion.js';
+
+export interface PolicyView extends PolicyRecord {
+  aliases: string[];
+  /**
+   * What became of the version, from the aliases and its newest gate decision (the registry's own
+   * status moves only on promotion and rollback): promoted, retired, refused (gate fail),
+   * undecided (gate insufficient), passed (not promoted), not gated.
+   */
+  state: string;
+  /** The newest gate decision about it, if any. */
+  decision: { id: string; verdict: string; incumbent: string } | undefined;
+  /** Held-out success at that gate: the candidate's, and production's on the same tasks. */
+  heldout: string | undefined;
+  /** The trainer's numeric metrics of the update that made it (loss, KL, clip fraction, ...). */
+  trainer: string | undefined;
+}
+
+const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
+const number = (x: number) => (Number.isInteger(x) ? String(x) : x.toPrecision(3));
+
+export function describePolicies(registry: PolicyRegistry, filter: { runId?: string }): PolicyView[] {
+  const aliases = Object.entries(registry.aliases());
+  const production = registry.alias(PRODUCTION_ALIAS);
+  return registry.list(filter).map((p) => {
+    const newest: StoredDecision | undefined = registry.decisionsFor(p.version)[0];
+    const rate = (newest?.record as Partial<GateDecision> | undefined)?.evidence?.acceptedRate;
+    return {
+      ...p,
+      aliases: aliases.filter(([, v]) => v === p.version).map(([a]) => a),
+      state: stateOf(p, production, newest),
+      decision: newest && { id: newest.id, verdict: newest.verdict, incumbent: newest.incumbent },
+      heldout: rate ? `${percent(rate.candidate)} (production ${newest?.incumbent} ${percent(rate.incumbent)})` : undefined,
+      trainer: trainerSummary(p.trainerMetrics),
+    };
+  });
+}
+
+function stateOf(p: PolicyRecord, production: string | undefined, newest: StoredDecision | undefined): string {
+  if (p.version === production) return 'promoted';
+  if (p.status === 'retired') return 'retired';
+  if (p.status === 'promoted') return 'promoted, no longer production';
+  if (!newest) return p.runId === null ? 'registered' : 'not gated';
+  if (newest.verdict === 'fail') return 'refused (gate fail)';
+  if (newest.verdict === 'insufficient') return 'undecided (gate insufficient)';
+  return 'passed, not promoted';
+}
+
+function trainerSummary(metrics: Record<string, unknown>): string | undefined {
+  const numbers = Object.entries(metrics).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1]));
+  return numbers.length === 0 ? undefined : numbers.map(([k, v]) => `${k} ${number(v)}`).join(', ');
+}

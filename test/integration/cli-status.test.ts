@@ -1,0 +1,145 @@
+import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describeStage } from '../../src/client/runs.js';
+import { loadConfig } from '../../src/config/load.js';
+import { gatewayOptions } from '../../src/gateway/from-config.js';
+import { startGateway, type Gateway } from '../../src/gateway/server.js';
+import { policyServerKey } from '../../src/policy/admin-key.js';
+import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
+import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { runRein, startRein, type RunningRein } from '../helpers/cli.js';
+import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
+import { testClient } from '../helpers/temporal.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-cli-status-'));
+const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined };
+let configFile: string;
+let taskQueue: string;
+let store: SqliteTraceStore;
+let gateway: Gateway;
+let policyServer: PolicyServer;
+let worker: RunningRein;
+const rein = (...args: string[]) => runRein(['--config', configFile, ...args], { env });
+
+// One `rein worker` serves every run here; the gateway and the policy server stay up in this process.
+beforeAll(async () => {
+  ({ file: configFile, taskQueue } = await writeExampleConfig(
+    dir,
+    { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 4 },
+    // No candidate can gain more than 100 points: every gate refuses, so production stays at the base.
+    { samples: { zeroVarianceGroups: 'keep' }, gate: { autoPromote: true, gain: { test: 'mcnemar', minGain: 1 }, maxRegression: { tokens: 1.0, steps: 1.0, latency: null } } },
+  ));
+  const { config } = loadConfig({ file: configFile, env: {} });
+  policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
+  store = new SqliteTraceStore(config.gateway.traceDb);
+  gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
+  worker = startRein(['--config', configFile, 'worker'], { env });
+  await worker.waitFor(/Worker polling task queue/, 120_000);
+}, 180_000);
+afterAll(async () => {
+  await worker?.stop('SIGTERM');
+  await gateway?.close();
+  await store?.close();
+  await policyServer?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('honest status of a run whose candidates the gate refuses', () => {
+  it('reports production as final, the last candidate apart, every release in the ledger, the decisions, the policies, and summaries for the Web UI', { timeout: 400_000 }, async () => {
+    const runId = 'refused-1';
+    const train = await rein('train', '--run-id', runId, '--iterations', '2', '--follow');
+    expect(train.code, `${train.stdout}\n${train.stderr}`).toBe(0);
+    expect(train.stdout).toMatch(/iteration 2: refused-1\.v2 .*gate FAIL against v0/);
+
+    const status = await rein('status', runId);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/^final +v0 +\d+\.\d% +\d\.\d{3} +\S+ +production$/m);
+    expect(status.stdout).toMatch(/^last candidate +refused-1\.v2 +\d+\.\d% +\d\.\d{3} +\S+ +not promoted \(gate fail\)$/m);
+    expect(status.stdout).toContain('v0 against v0: 0 tasks gained, 0 lost');
+
+    const ledger = await rein('ledger', '--run', runId);
+    expect(ledger.stdout).toMatch(/^release\.refused-1\.v1 +release +refused-1\.v1 .* fail$/m);
+    expect(ledger.stdout).toMatch(/^release\.refused-1\.v2 +release +refused-1\.v2 .* fail$/m);
+
+    const decisions = await rein('decisions', '--run', runId);
+    expect(decisions.code, decisions.stderr).toBe(0);
+    const rows = decisions.stdout.split('\n').filter((l) => l.includes('refused-1.v'));
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toMatch(/refused-1\.v2 +v0 +FAIL +\d+\.\d% → \d+\.\d% +\+\d+ −\d+ +not promoted/);
+
+    const policies = await rein('policies', '--run', runId);
+    expect(policies.stdout).toMatch(/^refused-1\.v1 +- +v0 +refused \(gate fail\) +full +refused-1 +1 +\w+ +\d+\.\d% \(production v0 \d+\.\d%\) +steps \d+/m);
+
+    const { client, connection } = await testClient();
+    try {
+      const run = client.workflow.getHandle(runId);
+      const { currentDetails } = await run.query<{ currentDetails: string }>('__temporal_workflow_metadata');
+      expect(currentDetails.split('\n')).toEqual([expect.stringMatching(/^it1: refused-1\.v1 train reward \d\.\d{3}; gate FAIL \d+\.\d% → \d+\.\d%, not promoted$/), expect.stringMatching(/^it2: refused-1\.v2 /)]);
+      expect(await (await client.workflow.getHandle(`${runId}-it2`).describe()).staticSummary()).toBe('it2: train refused-1.v1 on 2 tasks x 2, then the held-out gate');
+      const release = await client.workflow.getHandle(`${runId}-it2-release`).describe();
+      expect(release.searchAttributes.ReinHeldoutSuccess).toEqual([expect.any(Number)]);
+      const withSuccess: string[] = [];
+      for await (const wf of client.workflow.list({ query: `ReinRunId = '${runId}' AND ReinHeldoutSuccess >= 0` })) withSuccess.push(wf.workflowId);
+      expect(withSuccess.sort()).toEqual([runId, `${runId}-it1`, `${runId}-it1-release`, `${runId}-it2`, `${runId}-it2-release`]);
+    } finally {
+      await connection.close();
+    }
+  });
+});
+
+describe('honest status of failed and cancelled runs', () => {
+  it('says failed with the root cause (exit 1), cancels at once and says cancelled, follows again, and lists runs newest first', { timeout: 400_000 }, async () => {
+    const { client, connection } = await testClient();
+    try {
+      // A long run, started first and ended last.
+      expect((await rein('train', '--run-id', 'cancel-1', '--iterations', '5', '--tasks', '8', '--samples', '4')).code).toBe(0);
+      // A run whose training task set changes under it: it fails for a reason `rein status` must name.
+      const tasks = path.join(dir, 'changing.jsonl');
+      copyFileSync(path.join(exampleDir, 'train.jsonl'), tasks);
+      const { file: failing } = await writeExampleConfig(path.join(dir, 'failing'), { trainTasks: tasks, heldoutTasks: undefined, iterations: 1, tasksPerIteration: 2, samplesPerTask: 2 });
+      // Served by this file's worker: the same task queue.
+      const sameQueue = JSON.parse(readFileSync(failing, 'utf8')) as { temporal: { taskQueue: string } };
+      sameQueue.temporal.taskQueue = taskQueue;
+      writeFileSync(failing, JSON.stringify(sameQueue));
+      expect((await runRein(['--config', failing, 'train', '--run-id', 'fail-1'], { env })).code).toBe(0);
+      appendFileSync(tasks, '{"id":"added-later","prompt":"1+1"}\n');
+      const failed = await client.workflow.getHandle('fail-1').result().catch((e: unknown) => e);
+      expect(failed).toBeInstanceOf(Error);
+
+      const status = await runRein(['--config', failing, 'status', 'fail-1'], { env });
+      expect(status.code).toBe(1);
+      expect(status.stdout).toMatch(/^run fail-1: failed \(.*task set .*changing\.jsonl changed/m);
+
+      // Followed again from another process, then cancelled mid-way through its first rollouts.
+      const follower = startRein(['--config', configFile, 'status', 'cancel-1', '--follow'], { env });
+      for (;;) {
+        const activity = await describeStage(client, 'cancel-1-it1');
+        if (activity?.type === 'runRollouts' && (activity.done ?? 0) >= 1) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await follower.waitFor(/iteration 1: training rollouts/);
+      const cancelled = await rein('cancel', 'cancel-1');
+      expect(cancelled.code, cancelled.stderr).toBe(0);
+      expect(cancelled.stdout).toBe('run cancel-1 cancelled\n');
+      expect((await client.workflow.getHandle('cancel-1').describe()).status.name).toBe('CANCELLED');
+      expect((await client.workflow.getHandle('cancel-1-it1').describe()).status.name).toBe('CANCELLED');
+      expect(await follower.exited).toBe(1);
+      expect(follower.output().stdout).toMatch(/^run cancel-1: cancelled/m);
+      const after = await rein('status', 'cancel-1');
+      expect(after.code).toBe(1);
+      expect(after.stdout).toMatch(/^run cancel-1: cancelled/);
+      expect((await rein('policies', '--run', 'cancel-1')).stdout).toContain('(no policies registered yet)'); // it stopped before any candidate
+
+      // Newest first by start: fail-1 started after cancel-1, though it ended before it.
+      const runs = (await rein('runs', '--limit', '200')).stdout.split('\n');
+      const at = (id: string) => runs.findIndex((l) => l.startsWith(`${id} `));
+      expect(runs[at('fail-1')]).toMatch(/^fail-1 +failed /);
+      expect(runs[at('cancel-1')]).toMatch(/^cancel-1 +cancelled /);
+      expect(at('fail-1')).toBeLessThan(at('cancel-1'));
+    } finally {
+      await connection.close();
+    }
+  });
+});
