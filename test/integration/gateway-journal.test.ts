@@ -75,6 +75,12 @@ describe('redacted text keeps no token ids that spell it', () => {
   const secret = 'sk-live-abcdefghijklmnopqrstuvwx';
   // The test backend's tokenizer is one id per character: ids decode by String.fromCharCode.
   const decodes = (ids: readonly number[] | null | undefined) => String.fromCharCode(...(ids ?? []));
+  // The per-token strings of the journaled response's log-probs, joined (one token per character there too).
+  const tokenText = (response: unknown) =>
+    JSON.stringify(response)
+      .match(/"token":"((?:[^"\\]|\\.)*)"/g)
+      ?.map((t) => JSON.parse(t.slice('"token":'.length)) as string)
+      .join('') ?? '';
 
   it('drops the prompt ids of a request with a secret, and the completion ids and log-probs of a reply with one', async () => {
     const { id, client } = await t.rollout();
@@ -83,6 +89,7 @@ describe('redacted text keeps no token ids that spell it', () => {
     const [leaky, clean] = await t.store.listCalls(id);
     expect(JSON.stringify(leaky)).not.toContain(secret);
     expect(decodes(leaky?.promptIds)).not.toContain(secret);
+    expect(tokenText(leaky?.response)).not.toContain(secret.slice(3));
     for (const choice of leaky?.choices ?? []) expect(decodes(choice.completionIds)).not.toContain(secret);
     expect(leaky).toMatchObject({ promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }] });
     expect(leaky?.response).toMatchObject({ choices: [{ message: { content: 'Echo: my key is [REDACTED:openai-key]' } }] });
@@ -93,14 +100,16 @@ describe('redacted text keeps no token ids that spell it', () => {
 
   it('does the same for a streamed reply and for the completions endpoint', async () => {
     const { id, client } = await t.rollout();
-    const stream = await client.chat.completions.create({ model: 'production', stream: true, messages: [{ role: 'user', content: `key ${secret}` }] });
+    // The harness asks for log-probs here, so the journaled reply would hold the per-token strings.
+    const stream = await client.chat.completions.create({ model: 'production', stream: true, logprobs: true, messages: [{ role: 'user', content: `key ${secret}` }] });
     for await (const _ of stream);
-    await client.completions.create({ model: 'production', prompt: `key ${secret}`, max_tokens: 64 });
+    await client.completions.create({ model: 'production', prompt: `key ${secret}`, max_tokens: 64, logprobs: 1 });
     const [streamed, completion] = await t.store.listCalls(id);
     for (const call of [streamed, completion]) {
       expect(call?.status).toBe('ok');
       expect(call?.promptIds).toBeNull();
       expect(JSON.stringify(call)).not.toContain(secret);
+      expect(tokenText(call?.response)).not.toContain(secret.slice(3));
     }
     // The chat reply echoes the key; the completion's (the prompt's last characters, upper-cased) does not.
     expect(streamed?.choices).toEqual([{ completionIds: null, logprobs: null, finishReason: 'stop' }]);
