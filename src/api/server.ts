@@ -346,8 +346,11 @@ function describeError(err: unknown): { status: number; code: string; message: s
   if (err instanceof ScheduleError) return { status: /^no schedule/.test(err.message) ? 404 : /already exists/.test(err.message) ? 409 : 400, code: 'schedule', message: err.message };
   if (err instanceof PromotionError) return { status: /not registered|no gate decision/.test(err.message) ? 404 : 409, code: 'promotion_refused', message: err.message };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
-  // The console's rollouts come from the gateway: an unknown rollout is the caller's 404, a gateway down is a 502.
-  if (err instanceof GatewayRequestError) return err.status === 404 ? { status: 404, code: 'rollout_not_found', message: err.message } : { status: 502, code: err.code, message: err.message };
+  // The console's rollouts come from the gateway: its refusals of the caller's input are the caller's (404 an unknown rollout), a gateway down or failing is a 502.
+  if (err instanceof GatewayRequestError) {
+    if (err.status === 404) return { status: 404, code: 'rollout_not_found', message: err.message };
+    return err.status >= 400 && err.status < 500 ? { status: err.status, code: err.code, message: err.message } : { status: 502, code: err.code, message: err.message };
+  }
   if (err instanceof ZodError) return { status: 400, code: 'invalid_request', message: err.issues.map((i) => i.message).join('; ') };
   const e = err as { statusCode?: number; code?: string; message?: string };
   // Fastify's own refusals: the caller's mistake, so its 4xx, named and explained.

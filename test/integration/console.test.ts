@@ -126,6 +126,7 @@ describe('the Rein console', () => {
     const { paths } = (await (await fetch(`${api.url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
     expect(Object.keys(paths)).toEqual(expect.arrayContaining(['/api/runs/{runId}/iterations', '/api/rollouts/{rolloutId}', '/api/decisions/{decisionId}/pairs']));
     expect(await call('GET', '/api/rollouts/no-such-rollout')).toMatchObject({ status: 404, body: { error: { code: 'rollout_not_found' } } });
+    expect(await call('GET', `/api/rollouts/${'x'.repeat(200)}`)).toMatchObject({ status: 414 });
   });
 
   it('after a real run, plots the run’s numbers, follows a decision to a rollout, and shows releases and ledgers', { timeout: 240_000 }, async () => {
