@@ -1,13 +1,14 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { assertFreeSpace, DEFAULT_MIN_FREE_MEGABYTES, DiskSpaceError, megabytes } from '../src/preflight/disk-space.js';
 import { createBatchActivities, type BatchActivityDeps } from './build-batch.js';
+import { createNotifyActivities, type NotifyActivityDeps } from './notify.js';
 import { createPreflightActivities, type PreflightActivityDeps } from './preflight.js';
 import { createReleaseActivities, type ReleaseActivityDeps } from './release.js';
 import { createRolloutActivities, type RolloutActivityDeps } from './run-rollouts.js';
 import { createShadowActivities, type ShadowActivityDeps } from './shadow.js';
 import { createPolicyActivities, type PolicyActivityDeps } from './update-policy.js';
 
-export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutActivityDeps & PolicyActivityDeps & ReleaseActivityDeps & ShadowActivityDeps;
+export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutActivityDeps & PolicyActivityDeps & ReleaseActivityDeps & ShadowActivityDeps & NotifyActivityDeps;
 
 /** Every activity the Rein worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
@@ -19,6 +20,7 @@ export function createActivities(deps: ActivityDeps) {
       ...createPolicyActivities(deps),
       ...createReleaseActivities(deps),
       ...createShadowActivities(deps),
+      ...createNotifyActivities(deps),
     },
     deps,
   );
@@ -26,8 +28,11 @@ export function createActivities(deps: ActivityDeps) {
 
 export type Activities = ReturnType<typeof createActivities>;
 
-/** Preflight measures free space and reports it; refusing would hide the report. */
-const REPORTS_DISK_SPACE = new Set(['checkWorkerHost']);
+/**
+ * Preflight measures free space and reports it; refusing would hide the report. A notification
+ * writes nothing here, and a run that fails for want of space is one to tell about.
+ */
+const REPORTS_DISK_SPACE = new Set(['checkWorkerHost', 'notify']);
 
 /**
  * Each activity first checks the free space in dataDir: on a full disk, SQLite and artifact

@@ -23,6 +23,13 @@ function servingKey(config: ReinConfig): string | undefined {
   return keyEnv ? process.env[keyEnv] : undefined;
 }
 
+/** The notification settings, with links to the embedded dev server's Web UI when Rein runs it and none was set. */
+export function notificationsFromConfig(config: ReinConfig): ReinConfig['notifications'] {
+  const { temporal, notifications } = config;
+  if (notifications.temporalUiUrl || temporal.address || temporal.devServer.headless) return notifications;
+  return { ...notifications, temporalUiUrl: `http://${temporal.devServer.ip}:${temporal.devServer.uiPort}` };
+}
+
 /** The activities' dependencies for a worker, from the config: the trace store, artifacts, tokenizer. */
 export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps; close(): Promise<void> } {
   const store = new SqliteTraceStore(config.gateway.traceDb);
@@ -41,6 +48,7 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
     registry,
     ledger,
     gate: config.gate,
+    notifications: notificationsFromConfig(config),
     trainer: policyTrainer(config.trainer, path.join(config.dataDir, 'logs')),
     policiesDir: path.join(config.dataDir, 'policies'),
     ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints, apiKey: () => servingKey(config) } }),

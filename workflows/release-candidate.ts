@@ -6,6 +6,7 @@ import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
 import { ReinHeldoutSuccess, ReinIteration, ReinPolicyVersion, ReinRunId, ReinStage, ReinVerdict } from './search-attributes.js';
 import { gateLine } from './summaries.js';
 import { scoredRollouts } from './rollouts-activity.js';
+import { sendNotification } from './notify.js';
 import type { TaskSelection } from './training-iteration.js';
 
 export interface ReleaseCandidateInput {
@@ -101,6 +102,19 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   }
   if (ledgerEveryRelease) await recordRelease();
   setCurrentDetails(`${candidate} against production ${incumbent}: ${gateLine({ ...gate, promoted })}`);
+  if (promoted || gate.verdict !== 'pass') {
+    await sendNotification({
+      event: promoted ? 'promotion' : 'refusal',
+      runId: input.runId ?? null,
+      iteration: input.iteration ?? null,
+      versions: { candidate, incumbent, production: promoted ? candidate : incumbent },
+      verdict: gate.verdict,
+      reasons: gate.reasons,
+      decisionId: gate.decisionId,
+      ...(gate.acceptedRate && { heldout: gate.acceptedRate }),
+      actor: input.actor,
+    });
+  }
   upsertSearchAttributes([{ key: ReinStage, value: 'done' }]);
   return { candidate, incumbent, candidateHeldout, incumbentHeldout, gate, promoted };
 }

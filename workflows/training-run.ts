@@ -1,4 +1,4 @@
-import { ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, patched, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, ContinueAsNew, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, patched, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
@@ -6,6 +6,7 @@ import { ReinHeldoutSuccess, ReinPolicyVersion, ReinRunId, ReinStage } from './s
 import { failuresByStage, iterationSummary } from './summaries.js';
 import { heldoutBatchId } from '../src/gate/release-ids.js';
 import { scoredRollouts } from './rollouts-activity.js';
+import { sendNotification } from './notify.js';
 import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
 
 export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
@@ -94,6 +95,32 @@ const KEPT_ITERATIONS = 50;
  * after the current one. The history starts afresh (continue-as-new) when Temporal suggests it.
  */
 export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
+  const at: RunPosition = {};
+  try {
+    return await runIterations(input, at);
+  } catch (err) {
+    // A failed run is told about; a cancelled one, or one continuing as new, is not failed.
+    if (!(err instanceof ContinueAsNew) && !isCancellation(err)) {
+      await sendNotification({
+        event: 'run_failed',
+        runId: input.runId ?? workflowInfo().workflowId,
+        iteration: at.iteration ?? null,
+        versions: { ...(at.policyVersion && { parent: at.policyVersion }) },
+        error: rootCause(err),
+      });
+    }
+    throw err;
+  }
+}
+
+/** Where a run is, for the notification if it fails there. */
+interface RunPosition {
+  iteration?: number;
+  /** The policy the run trains from at that point (the last candidate it produced). */
+  policyVersion?: string;
+}
+
+async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<RunStatus> {
   const runId = input.runId ?? workflowInfo().workflowId;
   const progress: RunProgress = input.progress ?? { nextIteration: 1, policyVersion: input.base.version, iterations: [] };
   let paused = false;
@@ -157,6 +184,8 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
     }
     if (stopping) break;
     const iteration = progress.nextIteration;
+    at.iteration = iteration;
+    at.policyVersion = progress.policyVersion;
     const first = ((iteration - 1) * input.train.tasksPerIteration) % tasks.length;
     const taskIds = Array.from({ length: Math.min(input.train.tasksPerIteration, tasks.length) }, (_, i) => tasks[(first + i) % tasks.length] as string);
     stage = `iteration ${iteration}`;

@@ -7,6 +7,7 @@ import { gateRulesSchema } from '../gate/gate.js';
 import { DEFAULT_MIN_FREE_MEGABYTES } from '../preflight/disk-space.js';
 import { redactionRegexProblem } from '../gateway/redact.js';
 import { routingNameProblem } from '../gateway/routing.js';
+import { notificationsSchema } from '../notify/events.js';
 import { tracingSettings } from '../telemetry/settings.js';
 
 const port = z.number().int().min(1).max(65535);
@@ -350,6 +351,7 @@ export const reinConfigSchema = z
     run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
     api: api.prefault({}).describe("Rein's HTTP API; its key is the gateway's admin key"),
     worker: worker.prefault({}).describe('The Rein worker (`rein worker`, and the one `rein dev` runs)'),
+    notifications: notificationsSchema.prefault({}).describe('Where Rein tells people about promotions, refusals, rollbacks and failed runs'),
     gate: gate.prefault({}).describe('When a candidate may replace production: held-out replay of both, paired, and the rules it must pass'),
   })
   .describe('Rein configuration');
