@@ -452,8 +452,8 @@ export class ModelCallProxy {
         status: result.errorClass ? 'error' : 'ok',
         latencyMs: performance.now() - t0,
         startedAt,
-        ...result,
-        ...(result.response !== undefined && result.response !== null && { response: redact(result.response, redaction) }),
+        // Redacted as a primary call is, token ids and log-probs of what was redacted included.
+        ...withoutSecretIds(result, receivedForJournal !== call.body, redaction),
       });
     try {
       await this.shadowExchange(call, candidate, sentText, injected, record, overloaded);

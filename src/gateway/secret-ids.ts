@@ -15,7 +15,7 @@ type Json = Record<string, unknown>;
  *
  * @param requestRedacted whether redaction changed anything in the request as journaled
  */
-export function withoutSecretIds<T extends Partial<CallFinish>>(result: T, requestRedacted: boolean, rules: readonly RedactionRule[]): T {
+export function withoutSecretIds<T extends Partial<Pick<CallFinish, 'response' | 'promptIds' | 'choices'>>>(result: T, requestRedacted: boolean, rules: readonly RedactionRule[]): T {
   const out: T = { ...result };
   if (requestRedacted && out.promptIds) out.promptIds = null;
   if (result.response === undefined) return out;
