@@ -15,7 +15,7 @@ import { withLedger } from '../ledger/ledger.js';
 import { withRegistry, type PolicyRegistry } from '../registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError, rollback } from '../registry/promotion.js';
 import * as s from './schemas.js';
-import { iterationWorkflows } from '../client/iterations.js';
+import { iterationWorkflows, type IterationWorkflow } from '../client/iterations.js';
 import { workflowUrl } from '../cli/context.js';
 import { registerConsole } from '../console/serve.js';
 import { decisionPairs } from '../console/decision-pairs.js';
@@ -84,6 +84,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   const { config, client } = options;
   const taskQueue = config.temporal.taskQueue;
   const registry = <T>(use: (r: PolicyRegistry) => T | Promise<T>) => withRegistry(config.dataDir, use);
+  const completedIterations = new Map<string, IterationWorkflow>();
   // The console reads rollouts from the gateway's journal, with the admin key workers use.
   const gateway = () => {
     const control = gatewayControlFromConfig(config.gateway);
@@ -113,7 +114,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       handle: async ({ params }) => {
         const report = await describeRun(client, params.runId);
         const through = Math.max(report.status?.nextIteration ?? 1, ...(report.status?.iterations.map((i) => i.iteration) ?? []));
-        const [workflows, executionRunId] = await Promise.all([iterationWorkflows(client, params.runId, through), client.workflow.getHandle(params.runId).describe().then((d) => d.runId)]);
+        const [workflows, executionRunId] = await Promise.all([iterationWorkflows(client, params.runId, through, { completed: completedIterations }), client.workflow.getHandle(params.runId).describe().then((d) => d.runId)]);
         const ledger = await withLedger(config.dataDir, (l) => l.list({ runId: params.runId }));
         return registry((r) =>
           runView({

@@ -20,6 +20,9 @@ export interface IterationWorkflow {
   release: { workflowId: string; executionRunId: string } | undefined;
 }
 
+/** Completed iterations remembered by a caller's cache before it starts afresh (a few KiB each). */
+const COMPLETED_KEPT = 10_000;
+
 /** Which stage each of the iteration's activities and children is. */
 const STAGE_OF: Record<string, string> = { runRollouts: 'rollouts', buildBatch: 'batch', updatePolicy: 'update', releaseCandidate: 'heldout', recordLedgerEntry: 'ledger' };
 
@@ -27,9 +30,16 @@ const STAGE_OF: Record<string, string> = { runRollouts: 'rollouts', buildBatch: 
  * The workflows of a run's iterations 1..`through` (the run's `<runId>-it<n>` children; a retried
  * iteration's last try). Iterations never started are left out.
  */
-export async function iterationWorkflows(client: Client, runId: string, through: number, now = Date.now()): Promise<IterationWorkflow[]> {
+export async function iterationWorkflows(client: Client, runId: string, through: number, options: { completed?: Map<string, IterationWorkflow>; now?: number } = {}): Promise<IterationWorkflow[]> {
+  const { completed, now = Date.now() } = options;
   const found: IterationWorkflow[] = [];
   for (let iteration = 1; iteration <= through; iteration++) {
+    // A completed iteration never changes: a page polling a long run asks Temporal only about the rest.
+    const known = completed?.get(`${runId}-it${iteration}`);
+    if (known) {
+      found.push(known);
+      continue;
+    }
     const workflow = (await lastTry(client, `${runId}-it${iteration}`)) ?? undefined;
     if (!workflow) continue;
     const { workflowId, described } = workflow;
@@ -37,7 +47,12 @@ export async function iterationWorkflows(client: Client, runId: string, through:
     const result = described.status.name === 'COMPLETED' ? await handle.result().catch(() => undefined) : undefined;
     const history = await handle.fetchHistory();
     const { stageSeconds, release } = stagesOf(history.events ?? [], now);
-    found.push({ iteration, workflowId, executionRunId: described.runId, execution: described.status.name, result: result as TrainingIterationResult | undefined, stageSeconds, release });
+    const view: IterationWorkflow = { iteration, workflowId, executionRunId: described.runId, execution: described.status.name, result: result as TrainingIterationResult | undefined, stageSeconds, release };
+    if (completed && view.execution === 'COMPLETED' && view.result) {
+      if (completed.size >= COMPLETED_KEPT) completed.clear();
+      completed.set(`${runId}-it${iteration}`, view);
+    }
+    found.push(view);
   }
   return found;
 }

@@ -22,7 +22,8 @@ export function iterationChart(id: string, title: string, iterations: number[], 
   const opts: uPlot.Options = {
     width: 420,
     height: 200,
-    scales: { x: { time: false }, ...(options.percent && { y: { range: [0, 1] } }) },
+    // A flat series (a loss of 0 throughout) gets a small range around it, not uPlot's 0..100.
+    scales: { x: { time: false }, y: options.percent ? { range: [0, 1] } : { range: (_u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)) } },
     axes: [{ label: 'iteration', values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) }, { values: (_u, ticks) => ticks.map((t) => format(t)), size: 60 }],
     series: [
       { label: 'iteration' },

@@ -7,9 +7,10 @@ import type { AliasChange, LedgerEntry } from '../types.js';
 export async function releasesPage({ root }: PageContext): Promise<void> {
   const [aliases, { items: ledger }] = await Promise.all([get<{ aliases: Record<string, string>; history: AliasChange[] }>('/api/aliases'), get<{ items: LedgerEntry[] }>('/api/ledger')]);
   const history = [...aliases.history].reverse();
-  // Oldest first to compare each row with the one before it; shown newest first.
+  // Oldest first to compare each row with the one before it of its kind (a release replays held-out
+  // tasks, an iteration trains on others: across kinds everything would differ); shown newest first.
   const chronological = [...ledger].sort((a, b) => a.at.localeCompare(b.at));
-  const rows = chronological.map((entry, i) => ({ entry, changes: changesFrom(chronological[i - 1], entry) })).reverse();
+  const rows = chronological.map((entry, i) => ({ entry, changes: changesFrom(chronological.slice(0, i).findLast((e) => e.kind === entry.kind), entry) })).reverse();
   root.replaceChildren(
     h('h1', {}, 'Releases and ledgers'),
     h('p', {}, 'Production serves ', h('b', { 'data-production': aliases.aliases.production ?? '' }, aliases.aliases.production ?? 'the base policy (never promoted)'), '.'),
@@ -29,7 +30,7 @@ export async function releasesPage({ root }: PageContext): Promise<void> {
         `${e.kind} ${e.id}`,
         `${e.model.policyVersion} ← ${e.model.parent ?? '–'}`,
         e.harness.version,
-        `tasks ${e.environment.taskSet.slice(0, 8)}, verifier ${e.environment.verifier.slice(0, 20)}, config ${e.environment.config.slice(0, 8)}`,
+        `tasks ${e.environment.taskSet.slice(0, 8)}, verifier ${e.environment.verifier.slice(0, 40)}, config ${e.environment.config.slice(0, 8)}`,
         changes.length === 0 ? '–' : h('ul', {}, changes.map((c) => h('li', {}, c))),
         String(e.metrics.rollouts),
         pct(e.metrics.acceptedRate),
