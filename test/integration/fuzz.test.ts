@@ -1,11 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Connection } from '@temporalio/client';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as apiSchemas from '../../src/api/schemas.js';
+import { startApi, type ApiServer } from '../../src/api/server.js';
+import { validateConfig } from '../../src/config/load.js';
+import { adminKeyFile } from '../../src/gateway/from-config.js';
 import { sha256Hex } from '../../src/gateway/keys.js';
 import { DEFAULT_REDACTION_RULES } from '../../src/gateway/redact.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
@@ -14,6 +19,7 @@ import { Qwen3Model, readyBackend } from '../../src/policy/model.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
 import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
 import { ADMIN_KEY, routingFor, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { testClient } from '../helpers/temporal.js';
 
 /**
  * Bounded fuzzing of what harnesses, callers and backends send: whatever arrives, Rein answers
@@ -104,6 +110,71 @@ describe('fuzz: the gateway, from the harness side and from the admin side', () 
         expect(status, text).toBeLessThan(500);
       }),
       { numRuns: RUNS },
+    );
+  });
+});
+
+describe('fuzz: the HTTP API (rein api, rein dev), every route in its OpenAPI document', () => {
+  const API_KEY = 'fuzz-api-key';
+  let t: TestGateway;
+  let api: ApiServer;
+  let connection: Connection;
+  let routes: Array<{ method: string; template: string }>;
+  beforeAll(async () => {
+    t = await startTestGateway();
+    await t.rollout({ taskId: 'api-fuzz' });
+    const base = validateConfig({}, 'test');
+    const dataDir = mkdtempSync(path.join(scratch, 'api-'));
+    // The console's rollout routes read the test gateway, with its admin key.
+    const gateway = { ...base.gateway, host: '127.0.0.1', port: Number(new URL(t.gateway.url).port), secretFile: path.join(dataDir, 'gateway-secret') };
+    mkdirSync(path.dirname(adminKeyFile(gateway)), { recursive: true });
+    writeFileSync(adminKeyFile(gateway), ADMIN_KEY);
+    const temporal = await testClient();
+    connection = temporal.connection;
+    api = await startApi({ config: { ...base, dataDir, gateway }, client: temporal.client, keyHash: sha256Hex(API_KEY) }, { host: '127.0.0.1', port: 0 });
+    const document = (await (await fetch(`${api.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    routes = Object.entries(document.paths).flatMap(([template, methods]) => Object.keys(methods).map((method) => ({ method: method.toUpperCase(), template })));
+  });
+  afterAll(async () => {
+    await api?.close();
+    await connection?.close();
+    await t?.close();
+  });
+
+  // Bodies that would start real work on the shared Temporal server (a run, a release, a schedule) are not sent.
+  const startsWork: Record<string, { safeParse(v: unknown): { success: boolean } }> = {
+    'POST /api/runs': apiSchemas.startRunBody,
+    'POST /api/releases': apiSchemas.releaseBody,
+    'POST /api/schedules': apiSchemas.createScheduleBody,
+  };
+  const segment = fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom('__proto__', 'constructor', 'production', 'api-fuzz', 'v\r\nX: 1', 'é', 'a'.repeat(300), '..', '%'));
+
+  it('answers any request to any route in its own error shape, without a 5xx or a hang', async () => {
+    expect(routes.length).toBeGreaterThan(15);
+    const requests = fc.record({
+      route: fc.constantFrom(...routes),
+      params: fc.array(segment, { minLength: 4, maxLength: 4 }),
+      query: fc.dictionary(fc.constantFrom('limit', 'runId', 'after', 'attempt', 'x'), fc.oneof(fc.string({ maxLength: 10 }), fc.constantFrom('-1', '0', '1e9', '[]'))),
+      body: bodies(fc.record({ runId: fc.string({ maxLength: 70 }), iterations: fc.integer(), version: fc.string(), reason: fc.string(), cron: fc.string() })),
+    });
+    await fc.assert(
+      fc.asyncProperty(requests, async ({ route, params, query, body }) => {
+        let i = 0;
+        const url = `${route.template.replace(/\{[^}]+\}/g, () => encodeURIComponent(params[i++] ?? ''))}?${new URLSearchParams(query)}`;
+        const withBody = route.method !== 'GET' && route.method !== 'DELETE';
+        const parsed = (() => {
+          try {
+            return JSON.parse(body) as unknown;
+          } catch {
+            return undefined;
+          }
+        })();
+        if (withBody && startsWork[`${route.method} ${route.template}`]?.safeParse(parsed).success) return;
+        const { status, text } = await send(`${api.url}${url}`, { method: route.method, headers: { authorization: `Bearer ${API_KEY}`, ...(withBody && { 'content-type': 'application/json' }) }, ...(withBody && { body }) });
+        expect(status, `${route.method} ${url}: ${text}`).toBeLessThan(500);
+        if (status >= 400) expect(JSON.parse(text), text).toMatchObject({ error: { code: expect.any(String), message: expect.any(String) } });
+      }),
+      { numRuns: RUNS * 3 },
     );
   });
 });
