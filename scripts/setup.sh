@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a Rein checkout on a fresh machine: npm packages, the pinned `temporal` CLI (for the
 # embedded dev server) in .tools/, the PyTorch trainer's and the conformance tests' pinned Python
-# environments (cached per machine), and the compiled CLI in dist/.
+# environments (cached per machine), Jaeger for the tracing test (built from Go, cached per machine), and
+# the compiled CLI in dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,8 +81,12 @@ install_chromium
 # The Python tools download while npm compiles (better-sqlite3 builds from source where its prebuilt binary is unreachable).
 install_python_tools &
 python_tools=$!
+# Jaeger, the OTLP backend the tracing test exports to: built from its pinned Go module once per machine.
+scripts/build-jaeger.sh &
+jaeger=$!
 # JOBS: node-gyp compiles native modules on every core.
 JOBS=max npm ci --no-audit --no-fund
 wait "$python_tools"
+wait "$jaeger"
 
 npm run build
