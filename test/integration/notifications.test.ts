@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowFailedError } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -8,11 +6,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Activities } from '../../activities/index.js';
 import { createNotifyActivities } from '../../activities/notify.js';
 import { createLogger } from '../../src/log/logger.js';
-import { notificationsSchema, type NotificationEvent } from '../../src/notify/events.js';
+import { notificationsSchema } from '../../src/notify/events.js';
 import { signature } from '../../src/notify/webhook.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import type { RunStatus, TrainingRunInput } from '../../workflows/index.js';
 import { testClient } from '../helpers/temporal.js';
+import { startReceiver, type Received, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
  * Webhook notifications through the real workflows, the real notify activity and Temporal's
@@ -20,41 +19,8 @@ import { testClient } from '../helpers/temporal.js';
  * activities are stubs: which verdict the gate gives and whether training fails is the test's choice.
  */
 
-interface Received {
-  headers: http.IncomingHttpHeaders;
-  text: string;
-  body: NotificationEvent;
-  answered: number;
-}
-
-/** A webhook receiver: answers 503 to the first `failFirst` deliveries (or all, with Infinity), then 204. */
-async function startReceiver() {
-  const received: Received[] = [];
-  let failFirst = 0;
-  const server = http.createServer((req, res) => {
-    let text = '';
-    req.on('data', (d: Buffer) => (text += d.toString()));
-    req.on('end', () => {
-      const answered = received.length < failFirst ? 503 : 204;
-      received.push({ headers: req.headers, text, body: JSON.parse(text) as NotificationEvent, answered });
-      res.writeHead(answered).end(answered === 503 ? 'receiver down' : undefined);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/rein?token=abc`,
-    received,
-    failing: (n: number) => (failFirst = n),
-    reset: () => {
-      received.length = 0;
-      failFirst = 0;
-    },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
 const SECRET = 'webhook-secret-for-tests';
-let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let receiver: WebhookReceiver;
 beforeAll(async () => {
   receiver = await startReceiver();
   process.env.REIN_TEST_WEBHOOK_SECRET = SECRET;

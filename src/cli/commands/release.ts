@@ -5,6 +5,7 @@ import { releaseInput, runRelease } from '../../client/release.js';
 import { gatewayControlFromConfig } from '../../gateway/from-config.js';
 import { withLedger, type LedgerEntry } from '../../ledger/ledger.js';
 import { withRegistry } from '../../registry/policy-registry.js';
+import { notifyAliasMove } from '../../notify/alias-move.js';
 import { PRODUCTION_ALIAS, promote, rollback, type AliasMove } from '../../registry/promotion.js';
 import { cliContext, type GlobalOptions } from '../context.js';
 import { formatDecision, formatDecisionList, listDecisions } from '../decision-format.js';
@@ -14,6 +15,9 @@ import { positiveInteger } from './train.js';
 
 const actor = () => `cli:${os.userInfo().username}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
+
+/** A webhook delivery problem: the move is made, so it is a warning, not a failure. */
+const warn = (problem: string) => void process.stderr.write(`warning: ${problem}\n`);
 
 function reportMove(move: AliasMove): void {
   const { change } = move;
@@ -91,6 +95,7 @@ export function registerReleaseCommands(program: Command): void {
         }),
       );
       reportMove(move);
+      await notifyAliasMove(config.notifications, move, warn);
     });
 
   program
@@ -99,7 +104,9 @@ export function registerReleaseCommands(program: Command): void {
     .option('--reason <text>', 'why; recorded with the change')
     .action(async (options: { reason?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      reportMove(await withRegistry(config.dataDir, (registry) => rollback(registry, gatewayControlFromConfig(config.gateway), { actor: actor(), ...(options.reason && { reason: options.reason }) })));
+      const move = await withRegistry(config.dataDir, (registry) => rollback(registry, gatewayControlFromConfig(config.gateway), { actor: actor(), ...(options.reason && { reason: options.reason }) }));
+      reportMove(move);
+      await notifyAliasMove(config.notifications, move, warn);
     });
 
   program
