@@ -48,7 +48,13 @@ function stateOf(p: PolicyRecord, production: string | undefined, newest: Stored
   return 'passed, not promoted';
 }
 
+// What people who train models look at first; the rest follow in the trainer's order.
+const FIRST = ['loss', 'approxKl', 'clipFraction', 'entropy', 'gradNorm', 'steps'];
+
 function trainerSummary(metrics: Record<string, unknown>): string | undefined {
-  const numbers = Object.entries(metrics).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1]));
+  const rank = (key: string) => (FIRST.includes(key) ? FIRST.indexOf(key) : FIRST.length);
+  const numbers = Object.entries(metrics)
+    .filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1]))
+    .sort(([a], [b]) => rank(a) - rank(b));
   return numbers.length === 0 ? undefined : numbers.map(([k, v]) => `${k} ${number(v)}`).join(', ');
 }

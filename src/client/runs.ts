@@ -77,6 +77,10 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
   ].filter((p): p is string => typeof p === 'string');
   if (problems.length > 0) throw new ConfigError(source, problems);
   const train = loadTaskSet(run.trainTasks as string);
+  if (run.tasksPerIteration > train.tasks.length) {
+    // Taking the same task twice in one iteration would only repeat its group.
+    throw new ConfigError(source, [`run.tasksPerIteration (or --tasks): ${run.tasksPerIteration} is more than the ${train.tasks.length} tasks in ${train.file}; use at most ${train.tasks.length}`]);
+  }
   const heldout = heldoutSelection(run);
   return {
     ...(overrides.runId && { runId: overrides.runId }),

@@ -1,8 +1,8 @@
-import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeStage } from '../../src/client/runs.js';
+import { describeRun, startRun, trainingRunInput } from '../../src/client/runs.js';
 import { loadConfig } from '../../src/config/load.js';
 import { gatewayOptions } from '../../src/gateway/from-config.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
@@ -10,7 +10,7 @@ import { policyServerKey } from '../../src/policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
 import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
 import { runRein, startRein, type RunningRein } from '../helpers/cli.js';
-import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
+import { writeExampleConfig } from '../helpers/example-config.js';
 import { testClient } from '../helpers/temporal.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-cli-status-'));
@@ -70,7 +70,7 @@ describe('honest status of a run whose candidates the gate refuses', () => {
     expect(rows[0]).toMatch(/refused-1\.v2 +v0 +FAIL +\d+\.\d% → \d+\.\d% +\+\d+ −\d+ +not promoted/);
 
     const policies = await rein('policies', '--run', runId);
-    expect(policies.stdout).toMatch(/^refused-1\.v1 +- +v0 +refused \(gate fail\) +full +refused-1 +1 +\w+ +\d+\.\d% \(production v0 \d+\.\d%\) +steps \d+/m);
+    expect(policies.stdout).toMatch(/^refused-1\.v1 +- +v0 +refused \(gate fail\) +full +refused-1 +1 +\w+ +\d+\.\d% \(production v0 \d+\.\d%\) +loss [-\d.e]+, approxKl [-\d.e]+, clipFraction [-\d.e]+/m);
 
     const { client, connection } = await testClient();
     try {
@@ -95,42 +95,40 @@ describe('honest status of failed and cancelled runs', () => {
     try {
       // A long run, started first and ended last.
       expect((await rein('train', '--run-id', 'cancel-1', '--iterations', '5', '--tasks', '8', '--samples', '4')).code).toBe(0);
-      // A run whose training task set changes under it: it fails for a reason `rein status` must name.
-      const tasks = path.join(dir, 'changing.jsonl');
-      copyFileSync(path.join(exampleDir, 'train.jsonl'), tasks);
-      const { file: failing } = await writeExampleConfig(path.join(dir, 'failing'), { trainTasks: tasks, heldoutTasks: undefined, iterations: 1, tasksPerIteration: 2, samplesPerTask: 2 });
-      // Served by this file's worker: the same task queue.
-      const sameQueue = JSON.parse(readFileSync(failing, 'utf8')) as { temporal: { taskQueue: string } };
-      sameQueue.temporal.taskQueue = taskQueue;
-      writeFileSync(failing, JSON.stringify(sameQueue));
-      expect((await runRein(['--config', failing, 'train', '--run-id', 'fail-1'], { env })).code).toBe(0);
-      appendFileSync(tasks, '{"id":"added-later","prompt":"1+1"}\n');
+      // A run whose training task set no longer has the content it pinned: it fails for a reason `rein status` must name.
+      const { config } = loadConfig({ file: configFile, env: {} });
+      const input = trainingRunInput(config, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2 });
+      await startRun(client, taskQueue, { ...input, heldout: undefined, runId: 'fail-1', train: { ...input.train, taskSet: { ...input.train.taskSet, sha256: 'the-hash-it-had' } } });
       const failed = await client.workflow.getHandle('fail-1').result().catch((e: unknown) => e);
       expect(failed).toBeInstanceOf(Error);
 
-      const status = await runRein(['--config', failing, 'status', 'fail-1'], { env });
+      const status = await rein('status', 'fail-1');
       expect(status.code).toBe(1);
-      expect(status.stdout).toMatch(/^run fail-1: failed \(.*task set .*changing\.jsonl changed/m);
+      expect(status.stdout).toMatch(/^run fail-1: failed \(.*iteration 1 of run fail-1 failed: .*task set .*train\.jsonl changed: sha256 \w+, the run pinned the-hash-it-had/m);
 
-      // Followed again from another process, then cancelled mid-way through its first rollouts.
+      // Followed again from another process, then cancelled in the middle of training rollouts.
       const follower = startRein(['--config', configFile, 'status', 'cancel-1', '--follow'], { env });
-      for (;;) {
-        const activity = await describeStage(client, 'cancel-1-it1');
-        if (activity?.type === 'runRollouts' && (activity.done ?? 0) >= 1) break;
-        await new Promise((r) => setTimeout(r, 200));
+      let iterationWorkflow: string | undefined;
+      while (!iterationWorkflow) {
+        const { activity, execution } = await describeRun(client, 'cancel-1');
+        expect(execution).toBe('RUNNING');
+        if (activity?.type === 'runRollouts' && activity.stage === 'rollouts' && (activity.done ?? 0) >= 1) iterationWorkflow = activity.workflowId;
+        else await new Promise((r) => setTimeout(r, 200));
       }
-      await follower.waitFor(/iteration 1: training rollouts/);
+      await follower.waitFor(/iteration \d+: training rollouts/);
       const cancelled = await rein('cancel', 'cancel-1');
       expect(cancelled.code, cancelled.stderr).toBe(0);
       expect(cancelled.stdout).toBe('run cancel-1 cancelled\n');
       expect((await client.workflow.getHandle('cancel-1').describe()).status.name).toBe('CANCELLED');
-      expect((await client.workflow.getHandle('cancel-1-it1').describe()).status.name).toBe('CANCELLED');
+      expect((await client.workflow.getHandle(iterationWorkflow).describe()).status.name).toBe('CANCELLED');
       expect(await follower.exited).toBe(1);
       expect(follower.output().stdout).toMatch(/^run cancel-1: cancelled/m);
       const after = await rein('status', 'cancel-1');
       expect(after.code).toBe(1);
       expect(after.stdout).toMatch(/^run cancel-1: cancelled/);
-      expect((await rein('policies', '--run', 'cancel-1')).stdout).toContain('(no policies registered yet)'); // it stopped before any candidate
+      // It stopped in the middle of the iteration: that iteration registered no candidate.
+      const iteration = Number(/-it(\d+)$/.exec(iterationWorkflow)?.[1]);
+      expect((await rein('policies', '--run', 'cancel-1')).stdout).not.toContain(`cancel-1.v${iteration} `);
 
       // Newest first by start: fail-1 started after cancel-1, though it ended before it.
       const runs = (await rein('runs', '--limit', '200')).stdout.split('\n');

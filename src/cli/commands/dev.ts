@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { runPreflight } from '../../client/preflight.js';
+import { adminKeyHash } from '../../gateway/from-config.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
 import { startServices } from '../services.js';
 import { formatPreflight } from './doctor.js';
@@ -9,7 +10,7 @@ export function registerDevCommand(program: Command): void {
     .command('dev')
     .description('start everything the embedded default needs (Temporal dev server, policy server, gateway, a worker, the HTTP API), check it, and keep it running')
     .action(async () => {
-      const { config, logger } = cliContext(program.opts<GlobalOptions>());
+      const { config, file, logger } = cliContext(program.opts<GlobalOptions>());
       const services = await startServices(config, logger, { api: true });
       try {
         const { temporal, uiUrl } = services.temporal;
@@ -19,6 +20,8 @@ export function registerDevCommand(program: Command): void {
         process.stdout.write(
           [
             `Rein is ready.`,
+            `  Config        ${file ?? `none found (no --config, REIN_CONFIG or rein.yaml in ${process.cwd()}): the defaults`}`,
+            `  Admin key     ${adminKeyHash(config.gateway, process.env).source} (the gateway's, the API's and the console's)`,
             `  Temporal      ${temporal.connection.options.address}${uiUrl ? ` (Web UI ${uiUrl})` : ''}, worker on task queue "${config.temporal.taskQueue}"`,
             `  Gateway       ${services.gateway.url} (OpenAI base URL ${services.gateway.url}/v1)`,
             ...(services.api ? [`  HTTP API      ${services.api.url} (OpenAPI at ${services.api.url}/openapi.json; key: the gateway admin key)`] : []),
