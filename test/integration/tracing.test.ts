@@ -135,14 +135,14 @@ describe('OpenTelemetry traces, in Jaeger', () => {
     const forwarded = t.backend.requests.filter((r) => r.headers.traceparent?.includes(traceId)).map((r) => r.headers.traceparent);
     expect(forwarded).toEqual(callSpans.map((s) => `00-${traceId}-${s.spanID}-01`));
 
-    // Tool spans: children of the root (their reports carried no traceparent), with latency, permission and failure category.
+    // Tool spans, with latency, permission and failure category: the child of the root, or of the span the report names in its traceparent.
     const calc = one(trace, 'execute_tool calc');
     expect(parentOf(calc)).toBe(rootSpanId);
     expect(tagsOf(calc)).toMatchObject({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'calc', 'rein.tool.permission': 'allowed', 'rein.tool.reported_by': 'harness' });
     expect(JSON.parse(String(tagsOf(calc)['gen_ai.tool.call.arguments']))).toEqual({ x: '6*7' });
     const deploy = one(trace, 'execute_tool deploy');
     expect(deploy.spanID).toBe(toolSpanId(rolloutId, 1, 'deploy-1'));
-    expect(parentOf(deploy)).toBe(rootSpanId);
+    expect(parentOf(deploy)).toBe(seen.agentSpanId);
     expect(deploy.duration).toBe(3000);
     expect(tagsOf(deploy)).toMatchObject({ 'rein.tool.permission': 'denied', 'rein.tool.failure': 'permission_denied', 'error.type': 'permission_denied', 'otel.status_code': 'ERROR' });
   }, 60_000);
