@@ -191,7 +191,9 @@ describe('OpenTelemetry traces, in Jaeger', () => {
 
     const { default: OpenAI } = await import('openai');
     const second = new OpenAI({ apiKey: next.body.key, baseURL: next.body.baseUrl, maxRetries: 0 });
-    await second.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'second try' }] });
+    // Streamed: the span has the time to the first chunk, and usage counted from the token ids.
+    const stream = await second.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'second try' }], stream: true });
+    for await (const _chunk of stream);
     await t.admin('POST', `/api/rollouts/${rollout.id}/status`, { status: 'failed', failureClass: 'model', reason: 'wrong answer' });
     const trace = await traceWhen(rolloutTraceIds(rollout.id, 2).traceId, (tr) => tr.spans.length >= 2);
     const root = one(trace, 'rein.rollout');
@@ -199,6 +201,10 @@ describe('OpenTelemetry traces, in Jaeger', () => {
     expect(tagsOf(root)).toMatchObject({ 'rein.rollout.attempt': 2, 'rein.rollout.status': 'failed', 'rein.rollout.failure_class': 'model', 'otel.status_code': 'ERROR' });
     // A later attempt starts at its first record: here its call.
     expect(root.startTime).toBe(call.startedAt * 1000);
-    expect(parentOf(one(trace, 'chat production'))).toBe(root.spanID);
+    const streamed = one(trace, 'chat production');
+    expect(parentOf(streamed)).toBe(root.spanID);
+    const usage = call.usage as { prompt_tokens: number; completion_tokens: number };
+    expect(tagsOf(streamed)).toMatchObject({ 'gen_ai.request.stream': true, 'gen_ai.usage.input_tokens': usage.prompt_tokens, 'gen_ai.usage.output_tokens': usage.completion_tokens, 'rein.call.ttft_ms': call.ttftMs });
+    expect(tagsOf(streamed)['gen_ai.response.time_to_first_chunk']).toBeCloseTo(call.ttftMs! / 1000, 6);
   }, 60_000);
 });
