@@ -17,11 +17,12 @@ export interface RunningWorker {
 }
 
 /** Starts a Rein worker inside this process (what `rein dev` and `rein doctor` use). */
-export async function startLocalWorker(config: ReinConfig, logger: Logger): Promise<RunningWorker> {
+export async function startLocalWorker(config: ReinConfig, logger: Logger, options: { serveMetrics?: boolean } = {}): Promise<RunningWorker> {
   installTemporalRuntime(logger);
   const connection = await connectWorker(config.temporal);
   const activities = activityDepsFromConfig(config);
-  const metrics = config.worker.metricsPort === undefined ? undefined : new WorkerMetrics();
+  // A short-lived worker (`rein doctor`'s) leaves worker.metricsPort to the long-running one.
+  const metrics = config.worker.metricsPort === undefined || options.serveMetrics === false ? undefined : new WorkerMetrics();
   let metricsServer: MetricsServer | undefined;
   let worker: Worker;
   try {

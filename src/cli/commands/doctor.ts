@@ -12,7 +12,7 @@ export function registerDoctorCommand(program: Command): void {
     .action(async (options: { localWorker: boolean }) => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
       const temporal = await connectTemporal(config.temporal);
-      const worker = options.localWorker ? await startLocalWorker(config, logger) : undefined;
+      const worker = options.localWorker ? await startLocalWorker(config, logger, { serveMetrics: false }) : undefined;
       try {
         const run = await runPreflight(temporal.client, config.temporal.taskQueue);
         const ui = temporalUiUrl(config);
