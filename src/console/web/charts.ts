@@ -24,7 +24,11 @@ export function iterationChart(id: string, title: string, iterations: number[], 
     height: 200,
     // A flat series (a loss of 0 throughout) gets a small range around it, not uPlot's 0..100.
     scales: { x: { time: false }, y: options.percent ? { range: [0, 1] } : { range: (_u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)) } },
-    axes: [{ label: 'iteration', values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) }, { values: (_u, ticks) => ticks.map((t) => format(t)), size: 60 }],
+    // Ticks short enough for the axis (three significant digits); the legend shows the values whole.
+    axes: [
+      { label: 'iteration', values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) },
+      { values: (_u, ticks) => ticks.map((t) => (options.percent ? `${Math.round(t * 100)}%` : String(Number(t.toPrecision(3))))), size: 64 },
+    ],
     series: [
       { label: 'iteration' },
       ...series.map((s, i) => {
