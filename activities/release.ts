@@ -85,7 +85,8 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
         if (!registry.get(input.base.version)) {
           registry.register({ ...input.base, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
         }
-        registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' });
+        // Only if still unset: another release may have set it meanwhile (then this retried activity returns that).
+        registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' }, { expectedFrom: null });
         await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.base.version).catch(() => undefined);
         return input.base.version;
       });

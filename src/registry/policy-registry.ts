@@ -34,6 +34,18 @@ export interface PolicyRecord extends PolicyLineage {
 
 export class PolicyConflictError extends Error {}
 
+/** An alias was not where a compare-and-set move expected it. */
+export class AliasMovedError extends PolicyConflictError {
+  override name = 'AliasMovedError';
+  constructor(
+    readonly alias: string,
+    readonly expected: string | null,
+    readonly actual: string | null,
+  ) {
+    super(`${alias} moved from ${expected ?? 'unset'} to ${actual ?? 'unset'}`);
+  }
+}
+
 /** A named pointer moved: by hand, by a promotion the gate passed (or an override), or by a rollback. */
 export interface AliasChange {
   id: number;
@@ -213,17 +225,25 @@ export class PolicyRegistry {
     return Object.fromEntries(rows.map((r) => [r.alias, r.version]));
   }
 
-  /** Moves an alias and records who, why and on what evidence, in one transaction. */
-  setAlias(alias: string, version: string, change: NewAliasChange): AliasChange {
+  /**
+   * Moves an alias and records who, why and on what evidence, in one transaction that also sets
+   * `statuses`. With `expectedFrom`, it moves only if the alias still points there (null: unset)
+   * and throws AliasMovedError otherwise: a decision made against one version says nothing about
+   * another that another process put there meanwhile.
+   */
+  setAlias(alias: string, version: string, change: NewAliasChange, options: { expectedFrom?: string | null; statuses?: Record<string, PolicyStatus> } = {}): AliasChange {
+    // IMMEDIATE: the alias is read and moved under one write lock, so no other connection moves it in between.
     return this.db.transaction(() => {
       if (!this.get(version)) throw new PolicyConflictError(`policy ${version} is not registered; an alias can only point at a registered version`);
       const from = this.alias(alias) ?? null;
+      if (options.expectedFrom !== undefined && from !== options.expectedFrom) throw new AliasMovedError(alias, options.expectedFrom, from);
+      for (const [name, status] of Object.entries(options.statuses ?? {})) this.setStatus(name, status);
       this.db.prepare('INSERT INTO aliases VALUES (?, ?) ON CONFLICT(alias) DO UPDATE SET version = excluded.version').run(alias, version);
       const { lastInsertRowid } = this.db
         .prepare('INSERT INTO alias_changes (alias, from_version, to_version, operation, actor, reason, override, decision_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
         .run(alias, from, version, change.operation, change.actor, change.reason ?? null, change.override ? 1 : 0, change.decisionId ?? null, Date.now());
       return this.aliasHistory(alias).find((c) => c.id === Number(lastInsertRowid)) as AliasChange;
-    })();
+    }).immediate();
   }
 
   /** Changes of one alias (or all), oldest first. */

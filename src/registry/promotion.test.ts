@@ -19,6 +19,41 @@ const decide = (registry: PolicyRegistry, candidate: string, incumbent: string, 
   registry.saveDecision({ id, candidate, incumbent, verdict, record: { reasons: verdict === 'fail' ? ['gain too small'] : [] } });
 
 describe('promotion and rollback', () => {
+  it('lets only one of two promotions decided against the same production through, when another process moves it in between', async () => {
+    const file = path.join(dir, 'race.sqlite');
+    // Two connections to one registry file, as the CLI and the API (or two runs' workers) have.
+    const first = new PolicyRegistry(file);
+    const other = new PolicyRegistry(file);
+    for (const version of ['v0', 'v1', 'v2']) first.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
+    first.setAlias(PRODUCTION_ALIAS, 'v0', { operation: 'set', actor: 'test' });
+    decide(first, 'v1', 'v0', 'pass');
+    decide(first, 'v2', 'v0', 'pass');
+    // The other promotion lands after this one has checked its decision against production (v0) and before it moves it.
+    let raced = false;
+    const racing = new Proxy(first, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if (key !== 'decisionsFor' || raced) return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        return (...args: unknown[]) => {
+          const found = (value as (...a: unknown[]) => unknown).apply(target, args);
+          raced = true;
+          void promote(other, undefined, { version: 'v2', actor: 'other' });
+          return found;
+        };
+      },
+    });
+    await expect(promote(racing, undefined, { version: 'v1', actor: 'test' })).rejects.toThrow(/production moved from v0 to v2 .*gate v1 against v2/);
+    expect(raced).toBe(true);
+    expect(first.alias(PRODUCTION_ALIAS)).toBe('v2');
+    expect(first.aliasHistory(PRODUCTION_ALIAS).map((c) => [c.operation, c.from, c.to])).toEqual([
+      ['set', null, 'v0'],
+      ['promote', 'v0', 'v2'],
+    ]);
+    expect([first.get('v1')?.status, first.get('v2')?.status, first.get('v0')?.status]).toEqual(['candidate', 'promoted', 'retired']);
+    first.close();
+    other.close();
+  });
+
   it('moves production only on a passing decision against the current production, and tells the gateway', async () => {
     const registry = registryWith('v0', 'v1', 'v2');
     const told: string[] = [];

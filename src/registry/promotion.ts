@@ -1,4 +1,4 @@
-import type { AliasChange, PolicyRegistry, StoredDecision } from './policy-registry.js';
+import { AliasMovedError, type AliasChange, type PolicyRegistry, type StoredDecision } from './policy-registry.js';
 
 /** The alias production traffic asks for; only a promotion or a rollback moves it. */
 export const PRODUCTION_ALIAS = 'production';
@@ -52,15 +52,20 @@ export async function promote(registry: PolicyRegistry, gateway: AliasTarget | u
       throw new PromotionError(`the gate refused ${version} (decision ${decision.id}): ${reasons}; fix the candidate, or promote with --override "<reason>"`);
     }
   }
-  const change = registry.setAlias(PRODUCTION_ALIAS, version, {
-    operation: 'promote',
-    actor: request.actor,
-    reason: request.override?.reason ?? `gate decision ${decision?.id ?? ''} passed`,
-    override: request.override !== undefined,
-    decisionId: decision?.id ?? null,
-  });
-  registry.setStatus(version, 'promoted');
-  if (incumbent) registry.setStatus(incumbent, 'retired');
+  const change = movedOnlyFrom(incumbent, `${version} was being promoted`, `gate ${version} against it (\`rein gate ${version}\`), or promote with --override "<reason>"`, () =>
+    registry.setAlias(
+      PRODUCTION_ALIAS,
+      version,
+      {
+        operation: 'promote',
+        actor: request.actor,
+        reason: request.override?.reason ?? `gate decision ${decision?.id ?? ''} passed`,
+        override: request.override !== undefined,
+        decisionId: decision?.id ?? null,
+      },
+      { expectedFrom: incumbent ?? null, statuses: { [version]: 'promoted', ...(incumbent && { [incumbent]: 'retired' }) } },
+    ),
+  );
   return { change, ...(await tellGateway(gateway, version)) };
 }
 
@@ -76,10 +81,21 @@ export async function rollback(registry: PolicyRegistry, gateway: AliasTarget | 
     .reverse()
     .find((c) => c.to === current && c.operation !== 'rollback' && c.from !== null);
   if (!arrival?.from) throw new PromotionError(`production (${current}) has no earlier version to roll back to`);
-  const change = registry.setAlias(PRODUCTION_ALIAS, arrival.from, { operation: 'rollback', actor: request.actor, reason: request.reason ?? `roll back ${current}` });
-  registry.setStatus(arrival.from, 'promoted');
-  registry.setStatus(current, 'retired');
-  return { change, ...(await tellGateway(gateway, arrival.from)) };
+  const from = arrival.from;
+  const change = movedOnlyFrom(current, `it was being rolled back`, 'look at `rein policies` and roll back again if you still want to', () =>
+    registry.setAlias(PRODUCTION_ALIAS, from, { operation: 'rollback', actor: request.actor, reason: request.reason ?? `roll back ${current}` }, { expectedFrom: current, statuses: { [from]: 'promoted', [current]: 'retired' } }),
+  );
+  return { change, ...(await tellGateway(gateway, from)) };
+}
+
+/** `move()`, with a compare-and-set refusal (production moved meanwhile) said as a PromotionError naming both versions. */
+function movedOnlyFrom(expected: string | undefined, what: string, fix: string, move: () => AliasChange): AliasChange {
+  try {
+    return move();
+  } catch (err) {
+    if (!(err instanceof AliasMovedError)) throw err;
+    throw new PromotionError(`production moved from ${expected ?? 'unset'} to ${err.actual ?? 'unset'} while ${what}, by another promotion or rollback; ${fix.replace('against it', `against ${err.actual ?? 'it'}`)}`);
+  }
 }
 
 async function tellGateway(gateway: AliasTarget | undefined, version: string): Promise<Omit<AliasMove, 'change'>> {
