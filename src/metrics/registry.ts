@@ -1,19 +1,32 @@
 import { collectDefaultMetrics, Registry } from 'prom-client';
 
 /**
- * A registry of its own for one Rein server (gateway, policy server, worker), with Node's process
- * metrics (CPU, memory, event loop lag, GC) in it: several servers in one process (`rein dev`, the
- * tests) each answer for themselves, and none sees the metrics of another.
+ * A registry of its own for one Rein server (gateway, policy server, worker): several servers in
+ * one process (`rein dev`, the tests) each count for themselves, and none sees another's metrics.
  */
 export function serverRegistry(): Registry {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  return registry;
+  return new Registry();
 }
 
-/** The registry in Prometheus's text exposition format, with the content type to send it as. */
+let processMetrics: Registry | undefined;
+
+/**
+ * Node's process metrics (CPU, memory, event loop lag, GC), collected once per process: each
+ * collection keeps an event loop monitor and a GC observer for good, so one per server would
+ * add up in a process that starts many.
+ */
+function processRegistry(): Registry {
+  if (!processMetrics) {
+    processMetrics = new Registry();
+    collectDefaultMetrics({ register: processMetrics });
+  }
+  return processMetrics;
+}
+
+/** A server's metrics and its process's, in Prometheus's text exposition format, with the content type to send them as. */
 export async function exposition(registry: Registry): Promise<{ contentType: string; text: string }> {
-  return { contentType: registry.contentType, text: await registry.metrics() };
+  const [own, processWide] = await Promise.all([registry.metrics(), processRegistry().metrics()]);
+  return { contentType: registry.contentType, text: `${own}${processWide}` };
 }
 
 /** Buckets (seconds) for model calls: from a cached reply to a long agentic generation. */
