@@ -20,7 +20,7 @@ import { ATTR_ERROR_TYPE, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVER_ADDRESS, A
 import { redact, type RedactionRule } from '../gateway/redact.js';
 import type { Route } from '../gateway/routing.js';
 import type { Logger } from '../log/logger.js';
-import type { Rollout, RolloutEvent } from '../rollouts/rollout.js';
+import { isFinished, type Rollout, type RolloutEvent } from '../rollouts/rollout.js';
 import type { CallEndpoint, CallFinish, TraceStore } from '../store/trace-store.js';
 import { CountedExportQueue, type ExportStats } from './export-queue.js';
 import { callSpanName, inputMessages, outputMessages, requestAttributes, responseAttributes } from './genai.js';
@@ -122,7 +122,7 @@ export class GatewayTracing {
 
   /** A rollout changed status: a final status ends its attempt's trace. */
   statusChanged(rollout: Rollout): void {
-    if (rollout.status === 'succeeded' || rollout.status === 'failed' || rollout.status === 'cancelled') this.emitRoot(rollout.id, rollout.attempts, 'finished');
+    if (isFinished(rollout.status)) this.emitRoot(rollout.id, rollout.attempts, 'finished');
   }
 
   /** A rollout started another attempt: the one before it ended without a final status. */

@@ -145,6 +145,10 @@ describe('OpenTelemetry traces, in Jaeger', () => {
     expect(parentOf(deploy)).toBe(seen.agentSpanId);
     expect(deploy.duration).toBe(3000);
     expect(tagsOf(deploy)).toMatchObject({ 'rein.tool.permission': 'denied', 'rein.tool.failure': 'permission_denied', 'error.type': 'permission_denied', 'otel.status_code': 'ERROR' });
+    // The deploy span was reported twice and sent once: Rein sent the rollout, 2 calls and 2 tool spans, nothing more.
+    const tracer = t.gateway.tracing!;
+    while (tracer.stats().queued > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(tracer.stats()).toEqual({ exported: 5, dropped: 0, queued: 0 });
   }, 60_000);
 
   it('records messages only when enabled, and then redacted; without a traceparent a call is the rollout root span’s child', async () => {
