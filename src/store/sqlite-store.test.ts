@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteTraceStore } from './sqlite-store.js';
 import type { Rollout } from '../rollouts/rollout.js';
-import type { CallFinish, ShadowCallRecord, TraceStore } from './trace-store.js';
+import { StoreConflictError, type CallFinish, type ShadowCallRecord, type TraceStore } from './trace-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -323,13 +323,18 @@ describe('SqliteTraceStore: shadow calls', () => {
 });
 
 describe('SqliteTraceStore: rollouts and events', () => {
-  it('creates rollouts idempotently by id', async () => {
+  it('creates rollouts idempotently by id, and refuses the same id with a different body instead of answering with the old rollout', async () => {
     const store = openStore();
-    const first = await store.createRollout({ id: 'a', taskId: 't1', metadata: { k: 1 } });
-    const again = await store.createRollout({ id: 'a', taskId: 'other' });
+    const first = await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { k: 1, j: [2] } });
+    const again = await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { j: [2], k: 1 } });
     expect(first.created).toBe(true);
     expect(again).toEqual({ rollout: first.rollout, created: false });
-    expect(first.rollout).toMatchObject({ status: 'queued', attempts: 1, mode: 'train', taskId: 't1', metadata: { k: 1 } });
+    expect(first.rollout).toMatchObject({ status: 'queued', attempts: 1, mode: 'train', taskId: 't1', metadata: { k: 1, j: [2] } });
+    await expect(store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v2', metadata: { k: 1, j: [2] } })).rejects.toThrow(
+      /rollout a exists with another policyVersion \("v1", not "v2"\); send the same body to retry, or use a new id/,
+    );
+    await expect(store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' })).rejects.toBeInstanceOf(StoreConflictError);
+    await expect(store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' })).rejects.toThrow(/another taskId \("t1", not "other"\), mode \("train", not "eval"\), metadata/);
     await store.close();
   });
 

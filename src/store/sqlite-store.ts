@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import {
   canTransition,
@@ -339,7 +340,9 @@ export class SqliteTraceStore implements TraceStore {
       now,
     });
     this.rolloutCache.delete(input.id);
-    return { rollout: this.requireRollout(input.id), created: info.changes === 1 };
+    const rollout = this.requireRollout(input.id);
+    if (info.changes === 0) refuseOtherBody(rollout, parsed);
+    return { rollout, created: info.changes === 1 };
   }
 
   async getRollout(id: string): Promise<Rollout | undefined> {
@@ -910,4 +913,23 @@ function decodeCursor(cursor: string): number {
   const seq = Number(text.slice(1));
   if (!text.startsWith('r') || !Number.isInteger(seq)) throw new StoreInputError(`invalid page cursor "${cursor}"`);
   return seq;
+}
+
+/**
+ * Creating a rollout that exists is a retry only with the same body: the same id with another
+ * task, mode, pinned version or metadata would otherwise get the old rollout back as if it were
+ * what was asked for.
+ */
+function refuseOtherBody(existing: Rollout, asked: ReturnType<typeof newRolloutSchema.parse>): void {
+  const fields = {
+    taskId: [existing.taskId, asked.taskId ?? null],
+    mode: [existing.mode, asked.mode],
+    keyless: [existing.keyless, asked.keyless],
+    policyVersion: [existing.policyVersion, asked.policyVersion ?? null],
+    metadata: [existing.metadata, asked.metadata],
+  } as const;
+  const differing = Object.entries(fields).filter(([, [was, now]]) => !isDeepStrictEqual(was, now));
+  if (differing.length === 0) return;
+  const said = differing.map(([name, [was, now]]) => (name === 'metadata' ? name : `${name} (${JSON.stringify(was)}, not ${JSON.stringify(now)})`));
+  throw new StoreConflictError(`rollout ${existing.id} exists with another ${said.join(', ')}; send the same body to retry, or use a new id`);
 }

@@ -23,9 +23,12 @@ async function post(path: string, body: string, key?: string) {
 describe('rollout API', () => {
   it('creates a rollout idempotently by id, with the same key both times', async () => {
     const first = await t.admin('POST', '/api/rollouts', { id: 'task-7-sample-0', taskId: 'task-7', mode: 'eval', metadata: { seed: 3 } });
-    const again = await t.admin('POST', '/api/rollouts', { id: 'task-7-sample-0', taskId: 'task-7' });
+    const again = await t.admin('POST', '/api/rollouts', { id: 'task-7-sample-0', taskId: 'task-7', mode: 'eval', metadata: { seed: 3 } });
     expect(first.status).toBe(201);
     expect(again.status).toBe(200);
+    // The same id with another body is not a retry: it would otherwise get the old rollout, pinned elsewhere.
+    const other = await t.admin('POST', '/api/rollouts', { id: 'task-7-sample-0', taskId: 'task-7', mode: 'eval', metadata: { seed: 3 }, policyVersion: 'policy-v2' });
+    expect(other).toMatchObject({ status: 409, body: { error: { code: 'conflict', message: expect.stringContaining('another policyVersion (null, not "policy-v2")') } } });
     expect(again.body.key).toBe(first.body.key);
     expect(first.body).toMatchObject({
       attempt: 1,
