@@ -13,7 +13,9 @@ import { decisionIdFor } from '../gate/release-ids.js';
 import { gatewayControlFromConfig } from '../gateway/from-config.js';
 import { withLedger } from '../ledger/ledger.js';
 import { withRegistry, type PolicyRegistry } from '../registry/policy-registry.js';
-import { PRODUCTION_ALIAS, promote, PromotionError, rollback } from '../registry/promotion.js';
+import { PRODUCTION_ALIAS, promote, PromotionError, rollback, type AliasMove } from '../registry/promotion.js';
+import { notifyAliasMove } from '../notify/alias-move.js';
+import { createLogger } from '../log/logger.js';
 import * as s from './schemas.js';
 import { iterationWorkflows, type IterationWorkflow } from '../client/iterations.js';
 import { workflowUrl } from '../cli/context.js';
@@ -91,6 +93,12 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     if (!control) throw new ApiError(503, 'gateway_unavailable', 'rollouts are read from the gateway, and no admin key for it can be read here: set REIN_GATEWAY_ADMIN_KEY (the gateway has only gateway.adminKeyHash)');
     return control;
   };
+  // The webhook hears of a move made here after the answer: its retries must not hold the caller.
+  const notifyLog = createLogger(config.log.level, 'api');
+  const told = (move: AliasMove) => {
+    void notifyAliasMove(config.notifications, move, (problem) => notifyLog.warn(problem));
+    return move;
+  };
   const overrides = (b: z.output<typeof s.runSizes>) => ({ iterations: b.iterations, tasksPerIteration: b.tasksPerIteration, samplesPerTask: b.samplesPerTask, heldoutLimit: b.heldoutLimit });
 
   const routes: Route[] = [
@@ -167,8 +175,10 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       body: s.promoteBody,
       response: s.aliasMove,
       handle: async ({ params, body }) =>
-        registry((r) =>
-          promote(r, gatewayControlFromConfig(config.gateway), { version: params.version, actor: 'api', ...(body?.decisionId && { decisionId: body.decisionId }), ...(body?.override && { override: body.override }) }),
+        told(
+          await registry((r) =>
+            promote(r, gatewayControlFromConfig(config.gateway), { version: params.version, actor: 'api', ...(body?.decisionId && { decisionId: body.decisionId }), ...(body?.override && { override: body.override }) }),
+          ),
         ),
     }),
     route({
@@ -177,7 +187,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       summary: 'Move production back to the version it served before the current one',
       body: s.rollbackBody,
       response: s.aliasMove,
-      handle: async ({ body }) => registry((r) => rollback(r, gatewayControlFromConfig(config.gateway), { actor: 'api', ...(body?.reason && { reason: body.reason }) })),
+      handle: async ({ body }) => told(await registry((r) => rollback(r, gatewayControlFromConfig(config.gateway), { actor: 'api', ...(body?.reason && { reason: body.reason }) }))),
     }),
     route({
       method: 'POST',

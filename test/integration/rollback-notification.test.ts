@@ -1,8 +1,12 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startApi } from '../../src/api/server.js';
+import { loadConfig } from '../../src/config/load.js';
+import { sha256Hex } from '../../src/gateway/keys.js';
 import { PolicyRegistry, registryFile } from '../../src/registry/policy-registry.js';
+import { testClient } from '../helpers/temporal.js';
 import { signature } from '../../src/notify/webhook.js';
 import { runRein } from '../helpers/cli.js';
 import { startReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -64,5 +68,21 @@ describe('`rein promote` and `rein rollback` tell the webhook', () => {
     expect(promoted.stderr).toContain('warning: the promotion notification');
     expect(promoted.stderr).toContain('notifications.webhook.secretEnv names UNSET_WEBHOOK_SECRET, which is not set in the environment');
     expect(receiver.received).toHaveLength(0);
+  });
+
+  it('the API: POST /api/production/rollback answers at once and the webhook gets the rollback', { timeout: 120_000 }, async () => {
+    receiver.reset();
+    writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), notifications: { webhook: { url: receiver.url, events: ['rollback'] } } }));
+    const { client, connection } = await testClient();
+    const api = await startApi({ config: loadConfig({ file }).config, client, keyHash: sha256Hex('api-key') }, { host: '127.0.0.1', port: 0 });
+    try {
+      const res = await fetch(`${api.url}/api/production/rollback`, { method: 'POST', headers: { authorization: 'Bearer api-key', 'content-type': 'application/json' }, body: JSON.stringify({ reason: 'from the api' }) });
+      expect(res.status).toBe(200);
+      await vi.waitFor(() => expect(receiver.received).toHaveLength(1), { timeout: 30_000, interval: 50 });
+      expect(receiver.received[0]?.body).toMatchObject({ event: 'rollback', versions: { from: 'v1', to: 'v0' }, reasons: ['from the api'], actor: 'api' });
+    } finally {
+      await api.close();
+      await connection.close();
+    }
   });
 });
