@@ -94,9 +94,9 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     return control;
   };
   // The webhook hears of a move made here after the answer: its retries must not hold the caller.
-  const notifyLog = createLogger(config.log.level, 'api');
+  let notifyLog: ReturnType<typeof createLogger> | undefined;
   const told = (move: AliasMove) => {
-    void notifyAliasMove(config.notifications, move, (problem) => notifyLog.warn(problem));
+    void notifyAliasMove(config.notifications, move, (problem) => (notifyLog ??= createLogger(config.log.level, 'api')).warn(problem));
     return move;
   };
   const overrides = (b: z.output<typeof s.runSizes>) => ({ iterations: b.iterations, tasksPerIteration: b.tasksPerIteration, samplesPerTask: b.samplesPerTask, heldoutLimit: b.heldoutLimit });
