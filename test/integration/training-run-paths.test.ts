@@ -250,6 +250,8 @@ describe('training run paths, with stub activities', () => {
       expect(result.heldout).toEqual({
         base: { policyVersion: 'v0', meanReward: rewardOf('v0'), meanRewardByTask: { h1: rewardOf('v0'), h2: rewardOf('v0') } },
         latest: { policyVersion: v3, meanReward: rewardOf(v3), meanRewardByTask: { h1: rewardOf(v3), h2: rewardOf(v3) } },
+        // v3 was promoted: production serves it.
+        production: { policyVersion: v3, meanReward: rewardOf(v3), meanRewardByTask: { h1: rewardOf(v3), h2: rewardOf(v3) } },
       });
 
       // Every stage of an iteration and of a release, not only rollouts and the update, has the
