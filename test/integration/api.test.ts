@@ -126,7 +126,12 @@ describe('the HTTP API', () => {
     expect(gate).toMatchObject({ incumbent: 'v0', decisionId: expect.any(String) });
     expect((await call('GET', `/api/decisions/${gate.decisionId}`)).body).toMatchObject({ candidate: 'api-1.v1', incumbent: 'v0', verdict: gate.verdict, record: { checks: expect.any(Array) } });
     expect(await call('GET', '/api/decisions/nope')).toMatchObject({ status: 404, body: { error: { code: 'decision_not_found' } } });
-    expect((await call('GET', '/api/ledger?runId=api-1')).body.items).toEqual([expect.objectContaining({ id: 'api-1.it1', kind: 'iteration', model: { policyVersion: 'api-1.v1', parent: 'v0' } })]);
+    // A row for the iteration and one for its release (every release is one, refused or not).
+    const ledger = (await call('GET', '/api/ledger?runId=api-1')).body.items as Array<{ id: string }>;
+    expect([...ledger].sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+      expect.objectContaining({ id: 'api-1.it1', kind: 'iteration', model: { policyVersion: 'api-1.v1', parent: 'v0' } }),
+      expect.objectContaining({ id: 'release.api-1.v1', kind: 'release', model: { policyVersion: 'api-1.v1', parent: 'v0' }, decisionId: expect.any(String) }),
+    ]);
 
     // Promotion by override (whatever the gate said), then rollback; both audited.
     if (!gate.promoted) {

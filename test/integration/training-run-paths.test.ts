@@ -273,6 +273,8 @@ describe('training run paths, with stub activities', () => {
         ['gateCandidate', 7],
         ['promotePolicy', 7],
         ['recordLedgerEntry', 7],
+        // A one-shot HTTP post bounded by its start-to-close timeout (a minute), retried by Temporal.
+        ['notify', 0],
       ]);
     });
   });
