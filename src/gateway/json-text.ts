@@ -48,9 +48,11 @@ export function nestedDeeperThan(text: string, max: number): boolean {
 
 /**
  * The members of the object that starts at `at` (its `{`), in order, and where it ends. Pass the
- * same `scan` to every call on one text, so that no part of it is searched twice.
+ * same `scan` to every call on one text, so that no part of it is searched twice. `enter` may walk
+ * a member's value itself (one pass over the text instead of one to skip it and one to go back
+ * into it) and return where the value ends; undefined: skip it here.
  */
-export function membersOf(text: string, at: number, scan = structuralScan(text)): { members: Member[]; end: number } {
+export function membersOf(text: string, at: number, scan = structuralScan(text), enter?: (key: string, valueStart: number) => number | undefined): { members: Member[]; end: number } {
   const members: Member[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACE) return { members, end: i + 1 };
@@ -59,7 +61,7 @@ export function membersOf(text: string, at: number, scan = structuralScan(text))
     const keyEnd = stringEnd(text, i);
     const key = JSON.parse(text.slice(start, keyEnd)) as string;
     const valueStart = skipSpace(text, skipSpace(text, keyEnd) + 1);
-    const valueEnd = valueEndOf(text, valueStart, scan);
+    const valueEnd = enter?.(key, valueStart) ?? valueEndOf(text, valueStart, scan);
     members.push({ key, start, valueStart, valueEnd });
     i = skipSpace(text, valueEnd);
     if (text.charCodeAt(i) === CLOSE_BRACE) return { members, end: i + 1 };
@@ -67,13 +69,16 @@ export function membersOf(text: string, at: number, scan = structuralScan(text))
   }
 }
 
-/** The elements of the array that starts at `at` (its `[`); `scan` as for membersOf. */
-export function elementsOf(text: string, at: number, scan = structuralScan(text)): Span[] {
+/**
+ * The elements of the array that starts at `at` (its `[`); `scan` and `enter` as for membersOf.
+ * The array ends one past the first `]` after the last element's end.
+ */
+export function elementsOf(text: string, at: number, scan = structuralScan(text), enter?: (valueStart: number) => number | undefined): Span[] {
   const elements: Span[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACKET) return elements;
   for (;;) {
-    const end = valueEndOf(text, i, scan);
+    const end = enter?.(i) ?? valueEndOf(text, i, scan);
     elements.push({ start: i, end });
     i = skipSpace(text, end);
     if (text.charCodeAt(i) === CLOSE_BRACKET) return elements;
@@ -135,6 +140,9 @@ const CLOSE_BRACKET = 0x5d;
 /** The characters that open or close a string, an object or an array. */
 const STRUCTURAL = ['"', '{', '}', '[', ']'] as const;
 
+/** How far a structural scan looks character by character before it searches. */
+const NEAR = 32;
+
 /** The position of the first quote, brace or bracket at or after `from` in one text, or -1. */
 export type StructuralScan = (from: number) => number;
 
@@ -167,6 +175,14 @@ export function structuralScan(text: string): StructuralScan {
     return at;
   };
   return (from) => {
+    // Most JSON is dense with quotes and brackets: a short look character by character finds the
+    // next one sooner than five searches would; only a long run without any (digits) goes to them.
+    const near = Math.min(text.length, from + NEAR);
+    for (let at = from; at < near; at++) {
+      const c = text.charCodeAt(at);
+      if (c === QUOTE || c === OPEN_BRACE || c === CLOSE_BRACE || c === OPEN_BRACKET || c === CLOSE_BRACKET) return at;
+    }
+    if (near === text.length) return -1;
     let first = Infinity;
     for (let k = 0; k < STRUCTURAL.length; k++) {
       const at = firstFrom(k, from);

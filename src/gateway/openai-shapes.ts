@@ -100,20 +100,23 @@ export function stripInjected(message: Json, injected: Injected): void {
 export function stripInjectedText(text: string, injected: Injected): string {
   if (!anythingInjected(injected)) return text;
   const scan = structuralScan(text);
-  const object = membersOf(text, skipSpace(text, 0), scan);
   const edits: Edit[] = [];
-  if (injected.tokenIds) edits.push(...removals(object.members, (m) => m.key === 'prompt_token_ids'));
-  for (const member of object.members) {
-    if (member.key !== 'choices' || text[member.valueStart] !== '[') continue;
-    for (const element of elementsOf(text, member.valueStart, scan)) {
-      if (text[element.start] !== '{') continue;
-      const choice = membersOf(text, element.start, scan);
-      if (injected.tokenIds) edits.push(...removals(choice.members, (m) => m.key === 'token_ids' || m.key === 'prompt_token_ids'));
-      for (const field of choice.members) {
-        if (injected.logprobs && field.key === 'logprobs') edits.push({ start: field.valueStart, end: field.valueEnd, text: 'null' });
-      }
+  const editChoice = (start: number): number | undefined => {
+    if (text[start] !== '{') return undefined;
+    const choice = membersOf(text, start, scan);
+    if (injected.tokenIds) edits.push(...removals(choice.members, (m) => m.key === 'token_ids' || m.key === 'prompt_token_ids'));
+    for (const field of choice.members) {
+      if (injected.logprobs && field.key === 'logprobs') edits.push({ start: field.valueStart, end: field.valueEnd, text: 'null' });
     }
-  }
+    return choice.end;
+  };
+  // The choices are edited as the top level is walked: one pass over the text.
+  const object = membersOf(text, skipSpace(text, 0), scan, (key, valueStart) => {
+    if (key !== 'choices' || text[valueStart] !== '[') return undefined;
+    const last = elementsOf(text, valueStart, scan, editChoice).at(-1);
+    return skipSpace(text, last ? last.end : valueStart + 1) + 1;
+  });
+  if (injected.tokenIds) edits.push(...removals(object.members, (m) => m.key === 'prompt_token_ids'));
   return applyEdits(text, edits);
 }
 
