@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { addition, applyEdits, elementsOf, membersOf, nestedDeeperThan, removals, structuralScan, type Span } from './json-text.js';
+import { addition, applyEdits, elementsOf, membersOf, nestedDeeperThan, removals, StructuralScan, type Span } from './json-text.js';
 
 /** A JSON object's text as some writer might lay it out (any whitespace, escapes, number spellings). */
 const objectText = fc
@@ -51,12 +51,12 @@ describe('json-text', () => {
   });
 
   it('finds the same values when one scan walks back into values it skipped (as a response is walked, choices then each choice)', () => {
-    const spans = (text: string, at: number, scan?: ReturnType<typeof structuralScan>): Span[] =>
+    const spans = (text: string, at: number, scan?: StructuralScan): Span[] =>
       text[at] === '{' ? membersOf(text, at, scan).members.map((m) => ({ start: m.valueStart, end: m.valueEnd })) : elementsOf(text, at, scan);
     fc.assert(
       fc.property(fc.oneof(fc.array(fc.jsonValue()), fc.dictionary(fc.string(), fc.jsonValue())), fc.constantFrom(undefined, 1), (value, indent) => {
         const text = JSON.stringify(value, null, indent);
-        const shared = structuralScan(text);
+        const shared = new StructuralScan(text);
         // Walk the top level first (skipping over every nested value), then go back into each one.
         const top = spans(text, 0, shared);
         expect(top).toEqual(spans(text, 0));

@@ -31,17 +31,17 @@ export interface Edit {
 /** Whether the text nests arrays and objects deeper than `max` (strings are skipped, not counted). */
 export function nestedDeeperThan(text: string, max: number): boolean {
   let depth = 0;
-  const structuralAt = structuralScan(text);
-  for (let at = structuralAt(0); at >= 0; ) {
+  const scan = new StructuralScan(text);
+  for (let at = scan.at(0); at >= 0; ) {
     const c = text.charCodeAt(at);
     if (c === QUOTE) {
-      at = structuralAt(stringEnd(text, at));
+      at = scan.at(stringEnd(text, at));
       continue;
     }
     if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       if (++depth > max) return true;
     } else depth--;
-    at = structuralAt(at + 1);
+    at = scan.at(at + 1);
   }
   return false;
 }
@@ -52,7 +52,7 @@ export function nestedDeeperThan(text: string, max: number): boolean {
  * a member's value itself (one pass over the text instead of one to skip it and one to go back
  * into it) and return where the value ends; undefined: skip it here.
  */
-export function membersOf(text: string, at: number, scan = structuralScan(text), enter?: (key: string, valueStart: number) => number | undefined): { members: Member[]; end: number } {
+export function membersOf(text: string, at: number, scan = new StructuralScan(text), enter?: (key: string, valueStart: number) => number | undefined): { members: Member[]; end: number } {
   const members: Member[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACE) return { members, end: i + 1 };
@@ -73,7 +73,7 @@ export function membersOf(text: string, at: number, scan = structuralScan(text),
  * The elements of the array that starts at `at` (its `[`); `scan` and `enter` as for membersOf.
  * The array ends one past the first `]` after the last element's end.
  */
-export function elementsOf(text: string, at: number, scan = structuralScan(text), enter?: (valueStart: number) => number | undefined): Span[] {
+export function elementsOf(text: string, at: number, scan = new StructuralScan(text), enter?: (valueStart: number) => number | undefined): Span[] {
   const elements: Span[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACKET) return elements;
@@ -143,38 +143,23 @@ const STRUCTURAL = ['"', '{', '}', '[', ']'] as const;
 /** How far a structural scan looks character by character before it searches. */
 const NEAR = 32;
 
-/** The position of the first quote, brace or bracket at or after `from` in one text, or -1. */
-export type StructuralScan = (from: number) => number;
-
 /**
- * A StructuralScan for `text`. Each character is looked for with indexOf, which skips the digits
- * of a long token-id array many times faster than a loop over characters or a regex, and its next
- * position is kept until a walk passes it. A walk that goes back into a value it skipped (the
- * choices of a response, then each choice) searches only up to where it had been, so no part of
- * the text is searched more than a few times: hostile nesting stays linear.
+ * Finds the first quote, brace or bracket at or after a position in one text. Each character is
+ * looked for with indexOf, which skips the digits of a long token-id array many times faster than
+ * a loop over characters or a regex, and its next position is kept until a walk passes it. A walk
+ * that goes back into a value it skipped searches only up to where it had been, so no part of the
+ * text is searched more than a few times: hostile nesting stays linear.
  */
-export function structuralScan(text: string): StructuralScan {
+export class StructuralScan {
   // Per character: `next` is its first position at or after `searchedFrom` (Infinity: none).
-  const next: number[] = STRUCTURAL.map(() => -1);
-  const searchedFrom: number[] = STRUCTURAL.map(() => 0);
-  const firstFrom = (k: number, from: number): number => {
-    const known = next[k] as number;
-    const base = searchedFrom[k] as number;
-    let at: number;
-    if (from >= base) {
-      if (known >= from) return known;
-      at = text.indexOf(STRUCTURAL[k] as string, from);
-      at = at < 0 ? Infinity : at;
-    } else {
-      // Back before where it looked: only [from, base) is unknown (a slice shares the text's memory).
-      const local = text.slice(from, base).indexOf(STRUCTURAL[k] as string);
-      at = local < 0 ? known : from + local;
-    }
-    next[k] = at;
-    searchedFrom[k] = from;
-    return at;
-  };
-  return (from) => {
+  private readonly next = [-1, -1, -1, -1, -1];
+  private readonly searchedFrom = [0, 0, 0, 0, 0];
+
+  constructor(private readonly text: string) {}
+
+  /** The position of the first quote, brace or bracket at or after `from`, or -1. */
+  at(from: number): number {
+    const text = this.text;
     // Most JSON is dense with quotes and brackets: a short look character by character finds the
     // next one sooner than five searches would; only a long run without any (digits) goes to them.
     const near = Math.min(text.length, from + NEAR);
@@ -185,11 +170,29 @@ export function structuralScan(text: string): StructuralScan {
     if (near === text.length) return -1;
     let first = Infinity;
     for (let k = 0; k < STRUCTURAL.length; k++) {
-      const at = firstFrom(k, from);
+      const at = this.firstFrom(k, from);
       if (at < first) first = at;
     }
     return first === Infinity ? -1 : first;
-  };
+  }
+
+  private firstFrom(k: number, from: number): number {
+    const known = this.next[k] as number;
+    const base = this.searchedFrom[k] as number;
+    let at: number;
+    if (from >= base) {
+      if (known >= from) return known;
+      at = this.text.indexOf(STRUCTURAL[k] as string, from);
+      at = at < 0 ? Infinity : at;
+    } else {
+      // Back before where it looked: only [from, base) is unknown (a slice shares the text's memory).
+      const local = this.text.slice(from, base).indexOf(STRUCTURAL[k] as string);
+      at = local < 0 ? known : from + local;
+    }
+    this.next[k] = at;
+    this.searchedFrom[k] = from;
+    return at;
+  }
 }
 
 /** One past the closing quote of the string whose opening quote is at `i`. */
@@ -211,15 +214,15 @@ function valueEndOf(text: string, i: number, scan: StructuralScan): number {
   if (c === QUOTE) return stringEnd(text, i);
   if (c === OPEN_BRACE || c === OPEN_BRACKET) {
     let depth = 0;
-    for (let at = scan(i); at >= 0; ) {
+    for (let at = scan.at(i); at >= 0; ) {
       const d = text.charCodeAt(at);
       if (d === QUOTE) {
-        at = scan(stringEnd(text, at));
+        at = scan.at(stringEnd(text, at));
         continue;
       }
       if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
       else if (--depth === 0) return at + 1;
-      at = scan(at + 1);
+      at = scan.at(at + 1);
     }
     return text.length;
   }

@@ -1,5 +1,5 @@
 import type { CallEndpoint, ChoiceTokens } from '../store/trace-store.js';
-import { addition, applyEdits, elementsOf, membersOf, removals, skipSpace, structuralScan, type Edit } from './json-text.js';
+import { addition, applyEdits, elementsOf, membersOf, removals, skipSpace, StructuralScan, type Edit } from './json-text.js';
 import type { BackendSpec } from './routing.js';
 
 /**
@@ -99,7 +99,7 @@ export function stripInjected(message: Json, injected: Injected): void {
  */
 export function stripInjectedText(text: string, injected: Injected): string {
   if (!anythingInjected(injected)) return text;
-  const scan = structuralScan(text);
+  const scan = new StructuralScan(text);
   const edits: Edit[] = [];
   const editChoice = (start: number): number | undefined => {
     if (text[start] !== '{') return undefined;
