@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import {
   canTransition,
@@ -916,9 +915,10 @@ function decodeCursor(cursor: string): number {
 }
 
 /**
- * Creating a rollout that exists is a retry only with the same body: the same id with another
- * task, mode, pinned version or metadata would otherwise get the old rollout back as if it were
- * what was asked for.
+ * Creating a rollout that exists is a retry only if it asks for the same rollout: the same id with
+ * another task, mode, keylessness or pinned version would otherwise get the old rollout back as
+ * if it were what was asked for. Metadata describes a rollout and the first write keeps it: a
+ * runner of a newer Rein that resumes a batch may describe its rollouts differently.
  */
 function refuseOtherBody(existing: Rollout, asked: ReturnType<typeof newRolloutSchema.parse>): void {
   const fields = {
@@ -926,10 +926,9 @@ function refuseOtherBody(existing: Rollout, asked: ReturnType<typeof newRolloutS
     mode: [existing.mode, asked.mode],
     keyless: [existing.keyless, asked.keyless],
     policyVersion: [existing.policyVersion, asked.policyVersion ?? null],
-    metadata: [existing.metadata, asked.metadata],
   } as const;
-  const differing = Object.entries(fields).filter(([, [was, now]]) => !isDeepStrictEqual(was, now));
+  const differing = Object.entries(fields).filter(([, [was, now]]) => was !== now);
   if (differing.length === 0) return;
-  const said = differing.map(([name, [was, now]]) => (name === 'metadata' ? name : `${name} (${JSON.stringify(was)}, not ${JSON.stringify(now)})`));
+  const said = differing.map(([name, [was, now]]) => `${name} (${JSON.stringify(was)}, not ${JSON.stringify(now)})`);
   throw new StoreConflictError(`rollout ${existing.id} exists with another ${said.join(', ')}; send the same body to retry, or use a new id`);
 }
