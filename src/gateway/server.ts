@@ -106,7 +106,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     tracing,
   });
   // Route parameters as long as the longest rollout id and routing name (Fastify's default, 100, answered 414).
-  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), maxParamLength: Math.max(ROLLOUT_ID_MAX_LENGTH, ROUTING_NAME_MAX_LENGTH) });
+  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), routerOptions: { maxParamLength: Math.max(ROLLOUT_ID_MAX_LENGTH, ROUTING_NAME_MAX_LENGTH) } });
   // The bytes each JSON body arrived as: the backend gets them, not a re-serialisation.
   const rawBodies = new WeakMap<IncomingMessage, string>();
   app.removeContentTypeParser('application/json');

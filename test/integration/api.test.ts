@@ -1,23 +1,12 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startApi, type ApiServer } from '../../src/api/server.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ApiServer } from '../../src/api/server.js';
 import { loadConfig } from '../../src/config/load.js';
-import { adminKeyFile, gatewayOptions } from '../../src/gateway/from-config.js';
-import { sha256Hex } from '../../src/gateway/keys.js';
-import { startGateway, type Gateway } from '../../src/gateway/server.js';
-import { createLogger } from '../../src/log/logger.js';
-import { policyServerKey } from '../../src/policy/admin-key.js';
-import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
-import { activityDepsFromConfig } from '../../workers/activity-deps.js';
-import { installTemporalRuntime } from '../../workers/runtime.js';
-import { createReinWorker } from '../../workers/worker.js';
-import { writeExampleConfig } from '../helpers/example-config.js';
+import { startApiStack } from '../helpers/api-stack.js';
 import { testClient } from '../helpers/temporal.js';
+import { writeExampleConfig } from '../helpers/example-config.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-api-'));
 let api: ApiServer;
@@ -27,29 +16,9 @@ const closers: Array<() => Promise<unknown> | unknown> = [];
 beforeAll(async () => {
   const { file } = await writeExampleConfig(dir, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
   const { config } = loadConfig({ file, env: {} });
-  const policyServer: PolicyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
-  closers.push(() => policyServer.close());
-  const store = new SqliteTraceStore(config.gateway.traceDb);
-  closers.push(() => store.close());
-  const gateway: Gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
-  closers.push(() => gateway.close());
-  key = readFileSync(adminKeyFile(config.gateway), 'utf8').trim();
-
-  installTemporalRuntime(createLogger('warn'));
-  const nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
-  const activities = activityDepsFromConfig(config);
-  const worker: Worker = await createReinWorker({ connection: nativeConnection, namespace: 'default', taskQueue: config.temporal.taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, ...activities.deps });
-  const running = worker.run();
-  closers.push(async () => {
-    worker.shutdown();
-    await running;
-    await nativeConnection.close();
-    await activities.close();
-  });
-  const { client, connection }: { client: Client; connection: Connection } = await testClient();
-  closers.push(() => connection.close());
-  api = await startApi({ config, client, keyHash: sha256Hex(key) }, { host: '127.0.0.1', port: 0 });
-  closers.push(() => api.close());
+  const stack = await startApiStack(config);
+  closers.push(() => stack.close());
+  ({ api, key } = stack);
 });
 afterAll(async () => {
   for (const close of closers.reverse()) await close();

@@ -1,25 +1,13 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startApi, type ApiServer } from '../../src/api/server.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ApiServer } from '../../src/api/server.js';
 import { loadConfig } from '../../src/config/load.js';
-import { adminKeyFile, gatewayOptions } from '../../src/gateway/from-config.js';
-import { sha256Hex } from '../../src/gateway/keys.js';
-import { startGateway } from '../../src/gateway/server.js';
-import { createLogger } from '../../src/log/logger.js';
 import { packageRoot } from '../../src/package-root.js';
-import { policyServerKey } from '../../src/policy/admin-key.js';
-import { startPolicyServer } from '../../src/policy/server.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
-import { activityDepsFromConfig } from '../../workers/activity-deps.js';
-import { installTemporalRuntime } from '../../workers/runtime.js';
-import { createReinWorker } from '../../workers/worker.js';
+import { startApiStack } from '../helpers/api-stack.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
-import { testClient } from '../helpers/temporal.js';
 
 /** Debian's Chromium (scripts/setup.sh installs it): puppeteer's own download needs the internet. */
 const CHROMIUM = process.env.REIN_CHROMIUM ?? '/usr/bin/chromium';
@@ -45,29 +33,9 @@ beforeAll(async () => {
   // Two iterations, so every curve has two points; two held-out tasks for the gate.
   const { file } = await writeExampleConfig(dir, { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
   const { config } = loadConfig({ file, env: {} });
-  const policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
-  closers.push(() => policyServer.close());
-  const store = new SqliteTraceStore(config.gateway.traceDb);
-  closers.push(() => store.close());
-  const gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
-  closers.push(() => gateway.close());
-  key = readFileSync(adminKeyFile(config.gateway), 'utf8').trim();
-
-  installTemporalRuntime(createLogger('warn'));
-  const nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
-  const activities = activityDepsFromConfig(config);
-  const worker: Worker = await createReinWorker({ connection: nativeConnection, namespace: 'default', taskQueue: config.temporal.taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, ...activities.deps });
-  const running = worker.run();
-  closers.push(async () => {
-    worker.shutdown();
-    await running;
-    await nativeConnection.close();
-    await activities.close();
-  });
-  const { client, connection }: { client: Client; connection: Connection } = await testClient();
-  closers.push(() => connection.close());
-  api = await startApi({ config, client, keyHash: sha256Hex(key), temporalUiUrl: TEMPORAL_UI }, { host: '127.0.0.1', port: 0 });
-  closers.push(() => api.close());
+  const stack = await startApiStack(config, { temporalUiUrl: TEMPORAL_UI });
+  closers.push(() => stack.close());
+  ({ api, key } = stack);
   browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
   closers.push(() => browser.close());
   mkdirSync(ARTIFACTS, { recursive: true });
