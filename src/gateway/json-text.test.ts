@@ -48,6 +48,8 @@ describe('json-text', () => {
     expect(elementsOf('[]', 0)).toEqual([]);
     expect(nestedDeeperThan('[[["[[[[[["]]]', 3)).toBe(false);
     expect(nestedDeeperThan('[[[{}]]]', 3)).toBe(true);
+    expect(nestedDeeperThan('[[[]]]', 3)).toBe(false);
+    expect(nestedDeeperThan('[[[[]]]]', 3)).toBe(true);
   });
 
   it('finds the same values when one scan walks back into values it skipped (as a response is walked, choices then each choice)', () => {

@@ -30,6 +30,8 @@ export interface Edit {
 
 /** Whether the text nests arrays and objects deeper than `max` (strings are skipped, not counted). */
 export function nestedDeeperThan(text: string, max: number): boolean {
+  // Each level opens with a character of its own: a text no longer than `max` cannot nest deeper (a stream's chunks).
+  if (text.length <= max) return false;
   let depth = 0;
   const scan = new StructuralScan(text);
   for (let at = scan.at(0); at >= 0; ) {
