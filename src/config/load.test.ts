@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, validateConfig } from './load.js';
 import { configJsonSchema } from './schema.js';
+import { configProblems as problems } from '../../test/helpers/config-problems.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -12,16 +13,6 @@ function write(name: string, text: string): string {
   const file = path.join(dir, name);
   writeFileSync(file, text);
   return file;
-}
-
-function problems(fn: () => unknown): string[] {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  throw new Error('expected a ConfigError');
 }
 
 describe('loadConfig', () => {

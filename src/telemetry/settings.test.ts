@@ -1,16 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, validateConfig } from '../config/load.js';
+import { validateConfig } from '../config/load.js';
 import { tracingOptions } from './settings.js';
-
-function problems(fn: () => unknown): string[] {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  throw new Error('expected a ConfigError');
-}
+import { configProblems as problems } from '../../test/helpers/config-problems.js';
 
 describe('gateway.tracing', () => {
   it('is off by default', () => {
