@@ -87,6 +87,7 @@ jaeger=$!
 # JOBS: node-gyp compiles native modules on every core.
 JOBS=max npm ci --no-audit --no-fund
 wait "$python_tools"
-wait "$jaeger"
+# Only the tracing test needs Jaeger: without Go it fails saying how to build it, and Rein itself still sets up.
+wait "$jaeger" || echo "setup: Jaeger was not built (see above); only test/integration/tracing.test.ts needs it: run scripts/build-jaeger.sh once Go is installed" >&2
 
 npm run build
