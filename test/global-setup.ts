@@ -7,6 +7,7 @@ import { connectTemporal, ensureSearchAttributes } from '../src/client/temporal.
 import { validateConfig } from '../src/config/load.js';
 import { workflowsPath } from '../workers/worker.js';
 import { startTestDevServer } from './helpers/dev-server.js';
+import { startTestPostgres } from './helpers/embedded-postgres.js';
 import { freePort } from './helpers/ports.js';
 
 declare module 'vitest' {
@@ -15,6 +16,8 @@ declare module 'vitest' {
     temporalAddress: string;
     /** The workflows bundled once, for the workers tests create. */
     workflowBundleCode: string;
+    /** postgres://… of the superuser of the one PostgreSQL server every test shares (freshPostgresUrl makes a database on it). */
+    postgresAdminUrl: string;
   }
 }
 
@@ -22,8 +25,16 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-test-temporal-'));
   const port = await freePort();
-  const server = await startTestDevServer(path.join(dir, 'dev.sqlite'), port);
+  // Started alongside the dev server; each test file makes its own database on it.
+  const postgresStarting = startTestPostgres();
+  const server = await startTestDevServer(path.join(dir, 'dev.sqlite'), port).catch(async (err: unknown) => {
+    await (await postgresStarting.catch(() => undefined))?.stop();
+    throw err;
+  });
+  let postgres: Awaited<typeof postgresStarting> | undefined;
   try {
+    postgres = await postgresStarting;
+    project.provide('postgresAdminUrl', postgres.adminUrl);
     const temporal = await connectTemporal({ ...validateConfig({}, 'test defaults').temporal, address: server.address });
     await ensureSearchAttributes(temporal.connection, 'default');
     await temporal.close();
@@ -32,10 +43,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     project.provide('workflowBundleCode', bundle.code);
   } catch (err) {
     await server.stop();
+    await postgres?.stop();
     throw err;
   }
   return async () => {
     await server.stop();
+    await postgres.stop();
     rmSync(dir, { recursive: true, force: true });
   };
 }

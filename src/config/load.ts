@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { withEmbeddedDefault } from './embedded-default.js';
+import { redactedStoreUrl } from '../store/location.js';
 import { reinConfigSchema, type ReinConfig } from './schema.js';
 import { MAX_CONFIG_DEPTH, valueProblems } from './value-limits.js';
 
@@ -145,7 +146,8 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown, fromEnv: Readonl
   // A map's key (a backend or policy name) that its rule refuses: say why, not the value under it.
   if (issue.code === 'invalid_key') return `${where}: ${issue.issues.map((i) => i.message).join('; ')}`;
   const value = valueAt(input, issue.path);
-  const shown = value === undefined ? 'nothing' : JSON.stringify(value);
+  // A store URL may carry a password: shown without it.
+  const shown = value === undefined ? 'nothing' : JSON.stringify(at === 'store.url' && typeof value === 'string' ? redactedStoreUrl(value) : value);
   return `${where}: got ${shown}; expected ${expectation(issue)}`;
 }
 
@@ -212,6 +214,7 @@ function objectShapeOf(schema: z.core.$ZodType): Record<string, z.core.$ZodType>
 export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean' | 'integer']> = [
   ['REIN_DATA_DIR', ['dataDir'], 'path'],
   ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
+  ['REIN_STORE_URL', ['store', 'url'], 'string'],
   ['REIN_TRAINER_ENGINE', ['trainer', 'engine'], 'string'],
   ['TEMPORAL_ADDRESS', ['temporal', 'address'], 'string'],
   ['TEMPORAL_NAMESPACE', ['temporal', 'namespace'], 'string'],

@@ -49,7 +49,7 @@ describe('rein config', () => {
     mkdirSync(project, { recursive: true });
     writeFileSync(path.join(project, 'rein.json'), JSON.stringify({ dataDir: 'state', temporal: { taskQueue: 'agents' } }));
     const { code, stdout } = await runRein(['--config', path.join(project, 'rein.json'), 'config', 'check'], {
-      env: { ...clean, TEMPORAL_NAMESPACE: 'training', TEMPORAL_API_KEY: 'secret-key' },
+      env: { ...clean, TEMPORAL_NAMESPACE: 'training', TEMPORAL_API_KEY: 'secret-key', REIN_STORE_URL: 'postgres://rein:secret-password@db:5432/rein' },
     });
 
     expect(code).toBe(0);
@@ -58,6 +58,8 @@ describe('rein config', () => {
     expect(stdout).toContain('taskQueue: agents');
     expect(stdout).toContain(`dbFile: ${path.join(project, 'state', 'temporal', 'dev.sqlite')}`);
     expect(stdout).not.toContain('secret-key');
+    expect(stdout).toContain('url: postgres://rein:***@db:5432/rein');
+    expect(stdout).not.toContain('secret-password');
   });
 
   it('finds rein.yaml in the working directory', async () => {

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { stringify } from 'yaml';
 import { configJsonSchema } from '../../config/schema.js';
 import { loadConfig } from '../../config/load.js';
+import { redactedStoreUrl } from '../../store/location.js';
 import type { GlobalOptions } from '../context.js';
 
 export function registerConfigCommands(program: Command): void {
@@ -22,6 +23,7 @@ export function registerConfigCommands(program: Command): void {
       const redacted = {
         ...loaded.config,
         temporal: { ...loaded.config.temporal, ...(loaded.config.temporal.apiKey && { apiKey: '***' }) },
+        store: { ...loaded.config.store, ...(loaded.config.store.url && { url: redactedStoreUrl(loaded.config.store.url) }) },
       };
       process.stdout.write(`# ${loaded.file ?? 'no config file: defaults and environment'}\n${stringify(redacted)}`);
     });
