@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
-import type { LocalArtifactStore } from '../src/artifacts/local-store.js';
+import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import type { SampleSettings } from '../src/config/schema.js';
 import { lineageOf, type PolicyRegistry } from '../src/registry/policy-registry.js';
 import { DataQualityError, runBatchStage, type BatchStageInput, type BatchStageResult } from '../src/samples/stage.js';
@@ -9,7 +9,7 @@ import type { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 
 export interface BatchActivityDeps {
   store: TraceStore;
-  artifacts: LocalArtifactStore;
+  artifacts: ArtifactStore;
   samples: SampleSettings;
   tokenizer?: ChatTokenizer;
   /** For samples.maxVersionsBehind: the lineage of the policy the batch trains. */

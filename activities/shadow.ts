@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { LocalArtifactStore } from '../src/artifacts/local-store.js';
+import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import { GatewayRequestError, type GatewayControlClient } from '../src/gateway/control-client.js';
 import type { Mirror } from '../src/gateway/routing.js';
 import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
@@ -8,7 +8,7 @@ import type { TraceStore } from '../src/store/trace-store.js';
 
 export interface ShadowActivityDeps {
   store: TraceStore;
-  artifacts: LocalArtifactStore;
+  artifacts: ArtifactStore;
   /** Absent when the worker's config names no gateway admin key: mirrors cannot be set there. */
   gateway?: GatewayControlClient;
 }
@@ -110,7 +110,7 @@ export function createShadowActivities(deps: ShadowActivityDeps) {
     async shadowReport(input: ShadowReportInput): Promise<ShadowReportSummary> {
       const rolloutIds = input.taskIds.flatMap((task) => Array.from({ length: input.samplesPerTask }, (_, sample) => rolloutIdFor(input.batchId, task, sample)));
       const report = await shadowReport(deps.store, { candidate: input.candidate, rolloutIds });
-      const stored = deps.artifacts.put(`shadow/${input.batchId}/shadow-report.json`, `${JSON.stringify(report, null, 2)}\n`);
+      const stored = await deps.artifacts.put(`shadow/${input.batchId}/shadow-report.json`, `${JSON.stringify(report, null, 2)}\n`);
       return {
         uri: stored.uri,
         sha256: stored.sha256,

@@ -39,6 +39,8 @@ install_python_tools() {
   install_cached_python trainer trainer/requirements.lock
   # The official Python openai SDK for the conformance suite (small).
   install_cached_python conformance test/conformance/requirements.lock
+  # moto in server mode: the S3-compatible server the S3 artifact-store tests run against.
+  install_cached_python s3 test/s3/requirements.lock
 }
 
 # A pinned Python environment lives once per machine in a cache keyed by its lock file's hash;

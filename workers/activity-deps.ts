@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { ActivityDeps } from '../activities/index.js';
-import { LocalArtifactStore } from '../src/artifacts/local-store.js';
+import { artifactStoreFromConfig, stagingDir } from '../src/artifacts/from-config.js';
 import { EMBEDDED_BACKEND } from '../src/config/embedded-default.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
@@ -10,6 +10,7 @@ import { megabytes } from '../src/preflight/disk-space.js';
 import { PolicyRegistry, registryFile } from '../src/registry/policy-registry.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { policyTrainer } from '../src/training/policy-update.js';
+import { stagedPolicyTrainer } from '../src/training/staged-trainer.js';
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 
 /**
@@ -34,6 +35,7 @@ export function notificationsFromConfig(config: ReinConfig): ReinConfig['notific
 export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps; close(): Promise<void> } {
   const store = new SqliteTraceStore(config.gateway.traceDb);
   const gateway = gatewayControlFromConfig(config.gateway);
+  const artifacts = artifactStoreFromConfig(config);
   const registry = new PolicyRegistry(registryFile(config.dataDir));
   const ledger = new Ledger(registryFile(config.dataDir));
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
@@ -42,14 +44,15 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
     dataDir: config.dataDir,
     minFreeBytes: megabytes(config.storage.minFreeMegabytes),
     store,
-    artifacts: new LocalArtifactStore(path.join(config.dataDir, 'artifacts')),
+    artifacts,
     samples: config.samples,
     rollouts: config.rollouts,
     registry,
     ledger,
     gate: config.gate,
     notifications: notificationsFromConfig(config),
-    trainer: policyTrainer(config.trainer, path.join(config.dataDir, 'logs')),
+    // s3:// batches and checkpoints are staged for the trainer, its output uploaded (src/training/staged-trainer.ts).
+    trainer: stagedPolicyTrainer(policyTrainer(config.trainer, path.join(config.dataDir, 'logs')), { artifacts, stagingDir: stagingDir(config.dataDir), policiesDir: path.join(config.dataDir, 'policies') }),
     policiesDir: path.join(config.dataDir, 'policies'),
     ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints, apiKey: () => servingKey(config) } }),
     ...(config.harness && { harness: config.harness }),

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { artifactStoreFromConfig, stagingDir } from '../artifacts/from-config.js';
 import type { Client } from '@temporalio/client';
 import { workerIsPolling } from '../client/runs.js';
 import { connectTemporal, type TemporalClient } from '../client/temporal.js';
@@ -54,6 +55,7 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
           models: { [base.version]: base.checkpoint as string },
           // Workers load the versions they train with it (activity deps read the same key).
           adminKey: policyServerKey(config.dataDir),
+          artifacts: { store: artifactStoreFromConfig(config), stagingDir: stagingDir(config.dataDir) },
         }),
       );
       const server = policyServer;

@@ -214,6 +214,8 @@ function objectShapeOf(schema: z.core.$ZodType): Record<string, z.core.$ZodType>
 export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean' | 'integer']> = [
   ['REIN_DATA_DIR', ['dataDir'], 'path'],
   ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
+  ['REIN_ARTIFACTS_URL', ['artifacts', 'url'], 'string'],
+  ['REIN_S3_ENDPOINT', ['artifacts', 's3', 'endpoint'], 'string'],
   ['REIN_STORE_URL', ['store', 'url'], 'string'],
   ['REIN_TRAINER_ENGINE', ['trainer', 'engine'], 'string'],
   ['TEMPORAL_ADDRESS', ['temporal', 'address'], 'string'],

@@ -298,6 +298,21 @@ const store = z.strictObject({
     .describe('postgres://user:password@host:5432/database: every store (traces, registry, decisions, ledgers) lives in that PostgreSQL database, so services on other hosts and several gateways share them; unset: SQLite files in dataDir (env REIN_STORE_URL)'),
 });
 
+const artifacts = z.strictObject({
+  url: z
+    .string()
+    .regex(/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/, 'write s3://bucket/optional/prefix (a bucket name is 3-63 lowercase letters, digits, dots, hyphens)')
+    .optional()
+    .describe('s3://bucket/prefix: batches, reports, checkpoints and adapters live in that bucket of S3-compatible storage, so services on other hosts read the same URIs (credentials: the standard AWS environment or config); unset: the folder dataDir/artifacts (env REIN_ARTIFACTS_URL)'),
+  s3: z
+    .strictObject({
+      endpoint: z.url().optional().describe("An S3-compatible server's URL (MinIO, Ceph, …); unset: AWS S3 (env REIN_S3_ENDPOINT)"),
+      region: z.string().min(1).optional().describe('Region of the bucket; unset: AWS_REGION, else us-east-1'),
+      forcePathStyle: z.boolean().optional().describe('Address the bucket in the path (most S3-compatible servers want this); default: true with an endpoint, false for AWS'),
+    })
+    .prefault({}),
+});
+
 const run = z.strictObject({
   base: z
     .strictObject({
@@ -347,6 +362,7 @@ export const reinConfigSchema = z
       .default('.rein')
       .describe("Rein's data directory (traces, artifacts, dev server state), relative to the config file"),
     storage: storage.prefault({}).describe('The free space Rein needs in dataDir'),
+    artifacts: artifacts.prefault({}).describe('Where batches, reports, checkpoints and adapters live: dataDir/artifacts, or an S3 bucket'),
     store: store.prefault({}).describe("Where Rein's stores live: SQLite files in dataDir, or one PostgreSQL database"),
     log: z
       .strictObject({

@@ -7,6 +7,8 @@ import { matchesHash, sha256Hex } from '../gateway/keys.js';
 import { PolicyServerMetrics } from '../metrics/policy-server-metrics.js';
 import { exposition } from '../metrics/registry.js';
 import { END_OF_TURN, parseToolCalls, specialTokenId } from './chat-format.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.js';
+import { isLocalReference, localPath, stageFolder } from '../artifacts/folders.js';
 import { loadCheckpoint, type Checkpoint } from './checkpoint.js';
 import { readyBackend } from './model.js';
 import { GenerationScheduler, type GenerationState } from './scheduler.js';
@@ -22,6 +24,8 @@ export interface PolicyServer {
   url: string;
   models(): string[];
   load(name: string, dir: string): void;
+  /** Loads a checkpoint by path or URI: one in the artifact store (s3://) is staged to a local folder first. */
+  loadFrom(name: string, ref: string): Promise<void>;
   unload(name: string): void;
   close(): Promise<void>;
 }
@@ -74,6 +78,11 @@ export interface PolicyServerOptions {
    * those endpoints refuse: anyone on the host could otherwise unload what production serves.
    */
   adminKey?: string | undefined;
+  /**
+   * Where s3:// checkpoints and adapters are read from (the config's artifact store), and the
+   * local folder they are staged into: the model code reads files. Without it, only paths load.
+   */
+  artifacts?: { store: ArtifactStore; stagingDir: string } | undefined;
 }
 
 /** The error body of every answer that is not a success: vLLM's shape, which holds Rein's {code, message}. */
@@ -88,7 +97,16 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
     if (models.has(name)) throw new HttpError(400, 'BadRequestError', `model ${name} is already loaded; unload it first`);
     models.set(name, loadCheckpoint(dir));
   };
-  for (const [name, dir] of Object.entries(options.models ?? {})) load(name, dir);
+  const localFolder = async (ref: string): Promise<string> => {
+    if (isLocalReference(ref)) return localPath(ref);
+    if (!options.artifacts) throw new HttpError(400, 'BadRequestError', `${ref} is not a local folder, and this policy server has no artifact store to read it from: set artifacts.url (and artifacts.s3) in its config`);
+    return stageFolder(options.artifacts.store, ref, options.artifacts.stagingDir);
+  };
+  const loadFrom = async (name: string, ref: string) => {
+    if (models.has(name)) throw new HttpError(400, 'BadRequestError', `model ${name} is already loaded; unload it first`);
+    load(name, await localFolder(ref));
+  };
+  for (const [name, ref] of Object.entries(options.models ?? {})) await loadFrom(name, ref);
   const scheduler = new GenerationScheduler(options.maxBatchRows);
   const metrics = new PolicyServerMetrics();
   const app = Fastify({
@@ -362,7 +380,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
     requireAdmin(req.headers.authorization);
     const { lora_name, lora_path } = loadBody.parse(req.body);
     try {
-      load(lora_name, lora_path);
+      await loadFrom(lora_name, lora_path);
     } catch (err) {
       if (err instanceof HttpError) throw err;
       throw new HttpError(400, 'BadRequestError', (err as Error).message);
@@ -388,6 +406,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
     url: `${url}/v1`,
     models: () => [...models.keys()],
     load,
+    loadFrom,
     unload,
     async close() {
       await app.close();

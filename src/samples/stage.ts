@@ -1,4 +1,4 @@
-import type { LocalArtifactStore, StoredArtifact } from '../artifacts/local-store.js';
+import type { ArtifactStore, StoredArtifact } from '../artifacts/artifact-store.js';
 import type { SampleSettings } from '../config/schema.js';
 import { recordedRewards } from '../rollouts/rewards.js';
 import type { TraceStore } from '../store/trace-store.js';
@@ -51,7 +51,7 @@ export async function runBatchStage(
   input: BatchStageInput,
   deps: {
     store: TraceStore;
-    artifacts: LocalArtifactStore;
+    artifacts: ArtifactStore;
     settings: SampleSettings;
     tokenizer?: ChatTokenizer;
     /** Awaited before each rollout is read and once all are (done = total): progress, and a turn for the caller's timers. */
@@ -110,7 +110,7 @@ export async function runBatchStage(
     rewardDisagreement: { compared, disagreeing: disagreeing.length, rate: compared === 0 ? 0 : disagreeing.length / compared, rolloutIds: disagreeing },
   };
   const name = `${input.runId === undefined ? '' : `runs/${input.runId}/`}iterations/${input.iteration}`;
-  const reportArtifact = artifacts.put(`${name}/batch-report.json`, `${JSON.stringify(report, null, 2)}\n`);
+  const reportArtifact = await artifacts.put(`${name}/batch-report.json`, `${JSON.stringify(report, null, 2)}\n`);
 
   const { thresholds } = settings;
   const scoredShare = input.rolloutIds.length === 0 ? 1 : (input.rolloutIds.length - unscored) / input.rolloutIds.length;
@@ -131,7 +131,7 @@ export async function runBatchStage(
     ...(settings.importanceWeightCap !== undefined && { importanceWeightCap: settings.importanceWeightCap }),
     ...(tokenizer?.fileSha256 && { tokenizerSha256: tokenizer.fileSha256 }),
   });
-  const batchArtifact = artifacts.put(`${name}/batch-${encoded.contentHash.slice(0, 16)}.safetensors`, encoded.bytes);
+  const batchArtifact = await artifacts.put(`${name}/batch-${encoded.contentHash.slice(0, 16)}.safetensors`, encoded.bytes);
   const excludedCount = Object.values(report.rollouts.excluded).reduce((a, b) => a + (b ?? 0), 0);
   return {
     batch: { ...batchArtifact, contentHash: encoded.contentHash },

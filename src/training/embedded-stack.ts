@@ -4,7 +4,7 @@ import { EMBEDDED_BACKEND } from '../config/embedded-default.js';
 import { GatewayControlClient } from '../gateway/control-client.js';
 import { sha256Hex } from '../gateway/keys.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
-import { startPolicyServer, type PolicyServer } from '../policy/server.js';
+import { startPolicyServer, type PolicyServer, type PolicyServerOptions } from '../policy/server.js';
 import type { Serving } from '../registry/serving.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 
@@ -24,12 +24,12 @@ export interface EmbeddedStack {
  * The embedded default's serving side in this process: the policy server with the base checkpoint
  * as `v0` (alias `production`), and the gateway in front of it journaling into workDir.
  */
-export async function startEmbeddedStack(options: { workDir: string; baseCheckpoint: string }): Promise<EmbeddedStack> {
+export async function startEmbeddedStack(options: { workDir: string; baseCheckpoint: string; artifacts?: PolicyServerOptions['artifacts'] }): Promise<EmbeddedStack> {
   const store = new SqliteTraceStore(path.join(options.workDir, 'traces.sqlite'));
   let policyServer: PolicyServer | undefined;
   try {
     const servingKey = randomBytes(24).toString('base64url');
-    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { v0: options.baseCheckpoint }, adminKey: servingKey });
+    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { v0: options.baseCheckpoint }, adminKey: servingKey, artifacts: options.artifacts });
     const adminKey = randomBytes(24).toString('base64url');
     const gateway = await startGateway(
       {

@@ -142,7 +142,7 @@ export async function updatePolicy(job: PolicyUpdateJob, deps: PolicyUpdateDeps)
     parent: job.parentVersion,
     runId: job.runId,
     iteration: job.iteration,
-    checkpointUri: outputDir,
+    checkpointUri: train.checkpointUri ?? outputDir,
     batchContentHash: job.batchContentHash,
     format: train.format ?? 'full',
     baseCheckpointUri: train.format === 'lora' ? (train.base ?? null) : null,

@@ -53,7 +53,7 @@ describe('the batch stage on a journal written by the gateway', () => {
     );
 
     expect(result.summary).toMatchObject({ rolloutsUsed: 3, rolloutsExcluded: 0, sequences: 3, mergeRate: 1 });
-    const decoded = decodeBatch(artifacts.get(result.batch.uri));
+    const decoded = decodeBatch(await artifacts.get(result.batch.uri, result.batch));
     expect(decoded.metadata).toMatchObject({ iteration: '1', policy_version: 'policy-v1', content_hash: result.batch.contentHash });
     // Each sequence is the second call's prompt followed by its completion: the first call merged into it.
     for (const sequence of decoded.sequences) {

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { POLICY_SERVER_KEY_ENV, policyServerKey, policyServerKeyFile } from '../../policy/admin-key.js';
 import { runTrainJob } from '../../policy/local-trainer.js';
+import { artifactStoreFromConfig, stagingDir } from '../../artifacts/from-config.js';
 import { startPolicyServer } from '../../policy/server.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
 
@@ -22,7 +23,10 @@ export function registerPolicyCommands(program: Command): void {
         models[name] = dir;
       }
       const adminKey = adminKeyFor(options.adminKeyEnv, () => cliContext(program.opts<GlobalOptions>()).config.dataDir);
-      const server = await startPolicyServer({ host: options.host, port: Number(options.port), models, adminKey: adminKey.key });
+      // s3:// checkpoints (--model or loaded later) come from the config's artifact store.
+      const { config } = cliContext(program.opts<GlobalOptions>());
+      const artifacts = { store: artifactStoreFromConfig(config), stagingDir: stagingDir(config.dataDir) };
+      const server = await startPolicyServer({ host: options.host, port: Number(options.port), models, adminKey: adminKey.key, artifacts });
       process.stdout.write(`Policy server ready at ${server.url} serving ${server.models().join(', ') || 'nothing yet'}\nLoading and unloading versions needs the admin key (${adminKey.source}).\nPress Ctrl-C to stop.\n`);
       await untilInterrupted();
       await server.close();

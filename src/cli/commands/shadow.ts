@@ -1,6 +1,6 @@
-import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
-import { LocalArtifactStore } from '../../artifacts/local-store.js';
+import { ArtifactNameError, ArtifactNotFoundError } from '../../artifacts/artifact-store.js';
+import { artifactStoreFromConfig } from '../../artifacts/from-config.js';
 import { runShadow, shadowRunInput } from '../../client/shadow.js';
 import type { GatewayControlClient } from '../../gateway/control-client.js';
 import { adminKeyFile, gatewayControlFromConfig } from '../../gateway/from-config.js';
@@ -22,12 +22,16 @@ function controlOrFail(config: ReinConfig): GatewayControlClient {
   return control;
 }
 
-/** The full report from its artifact; undefined when this machine cannot read the worker's artifact store. */
-function readReport(config: ReinConfig, uri: string): ShadowReport | undefined {
+/**
+ * The full report from its artifact; undefined when this machine's artifact store is not the
+ * worker's (another folder, another bucket). A report that changed after it was written is an error.
+ */
+async function readReport(config: ReinConfig, stored: { uri: string; sha256: string }): Promise<ShadowReport | undefined> {
   try {
-    return JSON.parse(new LocalArtifactStore(path.join(config.dataDir, 'artifacts')).get(uri).toString('utf8')) as ShadowReport;
-  } catch {
-    return undefined;
+    return JSON.parse((await artifactStoreFromConfig(config).get(stored.uri, stored)).toString('utf8')) as ShadowReport;
+  } catch (err) {
+    if (err instanceof ArtifactNotFoundError || err instanceof ArtifactNameError) return undefined;
+    throw err;
   }
 }
 
@@ -58,7 +62,7 @@ export function registerShadowCommands(program: Command): void {
       try {
         if (!options.json) say(`Running ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${input.alias} acting, every call mirrored to ${candidate}…`);
         const result = await runShadow(client, config.temporal.taskQueue, input);
-        const report = readReport(config, result.report.uri);
+        const report = await readReport(config, result.report);
         if (options.json) return void say(JSON.stringify({ result, report: report ?? null }, null, 2));
         const { rollouts } = result;
         say(`${rollouts.total} rollouts (${Object.entries(rollouts.byStatus).map(([status, n]) => `${status} ${n}`).join(', ')}) acted by ${result.incumbent}; the mirror on ${result.alias} is cleared.`);

@@ -1,0 +1,44 @@
+import path from 'node:path';
+import type { ArtifactStore } from '../artifacts/artifact-store.js';
+import { folderExists, getFolderFile, isLocalReference, localPath, putFolder, stageFile, stageFolder } from '../artifacts/folders.js';
+import type { TrainResult } from '../policy/local-trainer.js';
+import { readBatch } from '../policy/trainer-input.js';
+import { PolicyLineageError } from './errors.js';
+import type { PolicyTrainer } from './policy-update.js';
+
+/**
+ * A trainer whose inputs and outputs may live in an artifact store (s3://). Trainers read and
+ * write local folders, so the worker stages what they read — the batch and the parent checkpoint
+ * — into `stagingDir`, lets the trainer write its usual local output folder, and, when the store
+ * is remote, uploads that folder as `policies/<run>/<version>`: the URI the registry records and
+ * the serving side loads. The trainers themselves (tfjs and PyTorch, whose pinned environment has
+ * no S3 client) never see an s3:// URI. A version already uploaded whole is not trained again.
+ */
+export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts: ArtifactStore; stagingDir: string; policiesDir: string }): PolicyTrainer {
+  const { artifacts, stagingDir, policiesDir } = options;
+  const remote = !isLocalReference(artifacts.url);
+  return {
+    async train(input) {
+      const batchPath = isLocalReference(input.batchPath) ? localPath(input.batchPath) : await stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches'));
+      const parentCheckpoint = isLocalReference(input.parentCheckpoint)
+        ? localPath(input.parentCheckpoint)
+        : await stageFolder(artifacts, input.parentCheckpoint, path.join(stagingDir, 'checkpoints'));
+      if (!remote) return trainer.train({ ...input, batchPath, parentCheckpoint });
+
+      const name = ['policies', ...path.relative(policiesDir, input.outputDir).split(path.sep)].join('/');
+      const uri = artifacts.uriOf(name);
+      if (await folderExists(artifacts, uri)) {
+        // A retry (maybe on another worker) after the upload: the stored result, when it is this batch's.
+        const previous = JSON.parse((await getFolderFile(artifacts, uri, 'metrics.json')).toString('utf8')) as TrainResult;
+        const batchContentHash = readBatch(batchPath).metadata.content_hash;
+        if (previous.batchContentHash !== batchContentHash) {
+          throw new PolicyLineageError(`${uri} already holds a checkpoint trained from batch ${previous.batchContentHash}, not ${batchContentHash}; choose a new version name`);
+        }
+        return { ...previous, reused: true, checkpointUri: uri };
+      }
+      const result = await trainer.train({ ...input, batchPath, parentCheckpoint });
+      await putFolder(artifacts, name, input.outputDir);
+      return { ...result, checkpointUri: uri };
+    },
+  };
+}
