@@ -1,9 +1,9 @@
 import path from 'node:path';
-import type { ArtifactStore } from '../artifacts/artifact-store.js';
+import { ArtifactNameError, type ArtifactStore } from '../artifacts/artifact-store.js';
 import { folderExists, getFolderFile, isLocalReference, localPath, putFolder, stageFile, stageFolder } from '../artifacts/folders.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { readBatch } from '../policy/trainer-input.js';
-import { PolicyLineageError } from './errors.js';
+import { PolicyLineageError, PolicySetupError } from './errors.js';
 import type { PolicyTrainer } from './policy-update.js';
 
 /**
@@ -17,12 +17,21 @@ import type { PolicyTrainer } from './policy-update.js';
 export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts: ArtifactStore; stagingDir: string; policiesDir: string }): PolicyTrainer {
   const { artifacts, stagingDir, policiesDir } = options;
   const remote = !isLocalReference(artifacts.url);
+  // A URI of another store (a worker configured apart from the one that wrote it) cannot be fixed by a retry.
+  const staged = async (what: string, uri: string, stage: () => Promise<string>) => {
+    try {
+      return await stage();
+    } catch (err) {
+      if (!(err instanceof ArtifactNameError)) throw err;
+      throw new PolicySetupError(`the ${what} ${uri} is not in this worker's artifact store (${artifacts.url}): give every worker and policy server the artifacts.url that wrote it`);
+    }
+  };
   return {
     async train(input) {
-      const batchPath = isLocalReference(input.batchPath) ? localPath(input.batchPath) : await stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches'));
+      const batchPath = isLocalReference(input.batchPath) ? localPath(input.batchPath) : await staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches')));
       const parentCheckpoint = isLocalReference(input.parentCheckpoint)
         ? localPath(input.parentCheckpoint)
-        : await stageFolder(artifacts, input.parentCheckpoint, path.join(stagingDir, 'checkpoints'));
+        : await staged('parent checkpoint', input.parentCheckpoint, () => stageFolder(artifacts, input.parentCheckpoint, path.join(stagingDir, 'checkpoints')));
       if (!remote) return trainer.train({ ...input, batchPath, parentCheckpoint });
 
       const name = ['policies', ...path.relative(policiesDir, input.outputDir).split(path.sep)].join('/');
