@@ -5,7 +5,7 @@ import { evaluateGate, GateInputError, pairOutcomes, type Verdict } from '../src
 import { readRolloutFacts, type RolloutFacts } from '../src/gate/rollout-facts.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { environmentKeys } from '../src/ledger/environment.js';
-import { ledgerMetrics, type Ledger, type LedgerEntry } from '../src/ledger/ledger.js';
+import { ledgerMetrics, type LedgerEntry, type LedgerStore } from '../src/ledger/ledger.js';
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError } from '../src/registry/promotion.js';
 import { harnessVersion, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
@@ -15,7 +15,7 @@ import type { TraceStore } from '../src/store/trace-store.js';
 export interface ReleaseActivityDeps {
   store: TraceStore;
   registry?: PolicyRegistry;
-  ledger?: Ledger;
+  ledger?: LedgerStore;
   gateway?: GatewayControlClient;
   harness?: HarnessSettings;
   verifier?: VerifierSettings;
@@ -77,16 +77,16 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     async productionPolicy(input: { base: { version: string; checkpointUri: string }; candidate: string; actor: string }): Promise<string> {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
-        if (!registry.get(input.candidate)) {
+        if (!(await registry.get(input.candidate))) {
           throw ApplicationFailure.nonRetryable(`policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`, 'PromotionError');
         }
-        const current = registry.alias(PRODUCTION_ALIAS);
+        const current = await registry.alias(PRODUCTION_ALIAS);
         if (current) return current;
-        if (!registry.get(input.base.version)) {
-          registry.register({ ...input.base, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+        if (!(await registry.get(input.base.version))) {
+          await registry.register({ ...input.base, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
         }
         // Only if still unset: another release may have set it meanwhile (then this retried activity returns that).
-        registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' }, { expectedFrom: null });
+        await registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' }, { expectedFrom: null });
         await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.base.version).catch(() => undefined);
         return input.base.version;
       });
@@ -96,7 +96,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     async gateCandidate(input: GateCandidateInput): Promise<GateSummary> {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
-        const existing = registry.decision(input.decisionId);
+        const existing = await registry.decision(input.decisionId);
         // An `insufficient` decision is made again: the replays may have been completed since.
         if (!existing || existing.verdict === 'insufficient') {
           const turn = eventLoopTurns();
@@ -110,7 +110,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
             throw err;
           }
           const { autoPromote: _autoPromote, ...rules } = deps.gate;
-          registry.saveDecision({
+          await registry.saveDecision({
             id: input.decisionId,
             candidate: input.candidate,
             incumbent: input.incumbent,
@@ -126,7 +126,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
             },
           });
         }
-        const stored = registry.decision(input.decisionId)!;
+        const stored = (await registry.decision(input.decisionId))!;
         const { acceptedRate } = stored.record.evidence as Pick<GateSummary, 'acceptedRate'>;
         return { decisionId: stored.id, verdict: stored.verdict, reasons: stored.record.reasons as string[], ...(acceptedRate && { acceptedRate }) };
       });
@@ -136,9 +136,9 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     async promotePolicy(input: { version: string; decisionId: string; actor: string }): Promise<{ from: string | null; to: string; gatewayUpdated: boolean }> {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
-        if (registry.alias(PRODUCTION_ALIAS) === input.version) {
+        if ((await registry.alias(PRODUCTION_ALIAS)) === input.version) {
           // A retry after the move: the promotion happened.
-          const last = registry.aliasHistory(PRODUCTION_ALIAS).at(-1)!;
+          const last = (await registry.aliasHistory(PRODUCTION_ALIAS)).at(-1)!;
           return { from: last.from, to: last.to, gatewayUpdated: true };
         }
         try {
@@ -156,11 +156,11 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
       return whileHeartbeating(async () => {
         const { ledger, harness, verifier } = deps;
         if (!ledger || !harness || !verifier) throw ApplicationFailure.nonRetryable('this worker has no ledger, harness or verifier configured', 'LedgerError');
-        if (ledger.get(input.id)) return;
+        if (await ledger.get(input.id)) return;
         const turn = eventLoopTurns();
         const facts: RolloutFacts[] = [];
         for (const set of input.sets) facts.push(...(await readRolloutFacts(deps.store, idsOf(set), turn)));
-        ledger.record({
+        await ledger.record({
           id: input.id,
           kind: input.kind,
           runId: input.runId,

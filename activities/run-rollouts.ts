@@ -83,7 +83,7 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
       if (unknown.length > 0) throw ApplicationFailure.nonRetryable(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`, 'UnknownTask');
 
       const context = Context.current();
-      const pinned = input.policyVersion === null ? undefined : deps.registry?.get(input.policyVersion);
+      const pinned = input.policyVersion === null ? undefined : await deps.registry?.get(input.policyVersion);
       const { serving } = deps;
       const serveAgain = pinned?.parent && serving ? () => ensureServed(pinned, gateway, serving).then(() => undefined) : undefined;
       if (serveAgain) await serveAgain();

@@ -36,7 +36,7 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
     async registerBasePolicy(input: { version: string; checkpointUri: string }): Promise<void> {
       if (!deps.registry) throw ApplicationFailure.nonRetryable('this worker has no policy registry', 'PolicyUpdateError');
       try {
-        deps.registry.register({ ...input, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+        await deps.registry.register({ ...input, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
       } catch (err) {
         if (err instanceof PolicyConflictError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
         throw err;

@@ -4,10 +4,10 @@ import { artifactStoreFromConfig, stagingDir } from '../src/artifacts/from-confi
 import { EMBEDDED_BACKEND } from '../src/config/embedded-default.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
-import { Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
-import { PolicyRegistry, registryFile } from '../src/registry/policy-registry.js';
+import { openRegistry } from '../src/registry/open.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { policyTrainer } from '../src/training/policy-update.js';
 import { stagedPolicyTrainer } from '../src/training/staged-trainer.js';
@@ -36,8 +36,8 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
   const store = new SqliteTraceStore(config.gateway.traceDb);
   const gateway = gatewayControlFromConfig(config.gateway);
   const artifacts = artifactStoreFromConfig(config);
-  const registry = new PolicyRegistry(registryFile(config.dataDir));
-  const ledger = new Ledger(registryFile(config.dataDir));
+  const registry = openRegistry(config.dataDir);
+  const ledger = openLedger(config.dataDir);
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
   const deps: ActivityDeps = {
     ...(gateway && { gateway }),
@@ -62,8 +62,8 @@ export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps
   return {
     deps,
     close: async () => {
-      registry.close();
-      ledger.close();
+      await registry.close();
+      await ledger.close();
       await store.close();
     },
   };

@@ -21,7 +21,7 @@ export function metricsInterceptor(metrics: WorkerMetrics, registry: PolicyRegis
         try {
           const result = await next(input);
           outcome = 'ok';
-          observe(activity, input.args, result);
+          await observe(activity, input.args, result);
           return result;
         } catch (err) {
           if (err instanceof CancelledFailure) outcome = 'cancelled';
@@ -33,12 +33,12 @@ export function metricsInterceptor(metrics: WorkerMetrics, registry: PolicyRegis
     },
   });
 
-  function observe(activity: string, args: unknown[], result: unknown): void {
+  async function observe(activity: string, args: unknown[], result: unknown): Promise<void> {
     if (activity === 'runRollouts') {
       metrics.rolloutSetDone((args[0] as RunRolloutsInput).mode, result as RunRolloutsSummary);
     } else if (activity === 'updatePolicy') {
       const { version } = result as UpdatePolicySummary;
-      metrics.policyUpdated(registry?.get(version)?.trainerMetrics ?? (result as unknown as Record<string, unknown>));
+      metrics.policyUpdated((await registry?.get(version))?.trainerMetrics ?? (result as unknown as Record<string, unknown>));
     }
   }
 }

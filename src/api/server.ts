@@ -11,8 +11,9 @@ import type { ReinConfig } from '../config/schema.js';
 import { matchesHash } from '../gateway/keys.js';
 import { decisionIdFor } from '../gate/release-ids.js';
 import { gatewayControlFromConfig } from '../gateway/from-config.js';
-import { withLedger } from '../ledger/ledger.js';
-import { withRegistry, type PolicyRegistry } from '../registry/policy-registry.js';
+import { withLedger } from '../ledger/open.js';
+import { withRegistry } from '../registry/open.js';
+import type { PolicyRegistry } from '../registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError, rollback, type AliasMove } from '../registry/promotion.js';
 import { notifyAliasMove } from '../notify/alias-move.js';
 import { createLogger } from '../log/logger.js';
@@ -124,17 +125,21 @@ export function buildApi(options: ApiOptions): FastifyInstance {
         const through = Math.max(report.status?.nextIteration ?? 1, ...(report.status?.iterations.map((i) => i.iteration) ?? []));
         const [workflows, executionRunId] = await Promise.all([iterationWorkflows(client, params.runId, through, { completed: completedIterations }), client.workflow.getHandle(params.runId).describe().then((d) => d.runId)]);
         const ledger = await withLedger(config.dataDir, (l) => l.list({ runId: params.runId }));
-        return registry((r) =>
-          runView({
-            report,
-            executionRunId,
-            workflows,
-            policies: r.list({ runId: params.runId }),
-            ledger,
-            decision: (id) => r.decision(id),
-            workflowUrl: (id, run) => (options.temporalUiUrl ? workflowUrl(options.temporalUiUrl, config.temporal.namespace, id, run) : null),
-          }),
-        );
+        // The view joins in memory: the run's policies and the decisions its gates cite, read here.
+        const { policies, decisions } = await registry(async (r) => {
+          const ids = [...new Set((report.status?.iterations ?? []).flatMap((i) => (i.gate ? [i.gate.decisionId] : [])))];
+          const found = await Promise.all(ids.map((id) => r.decision(id)));
+          return { policies: await r.list({ runId: params.runId }), decisions: new Map(found.flatMap((d) => (d ? [[d.id, d] as const] : []))) };
+        });
+        return runView({
+          report,
+          executionRunId,
+          workflows,
+          policies,
+          ledger,
+          decision: (id) => decisions.get(id),
+          workflowUrl: (id, run) => (options.temporalUiUrl ? workflowUrl(options.temporalUiUrl, config.temporal.namespace, id, run) : null),
+        });
       },
     }),
     ...(['pause', 'stop'] as const).map((signal) =>
@@ -166,7 +171,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       },
     }),
     route({ method: 'GET', url: '/api/policies', summary: 'Policy versions with their lineage', query: s.listPoliciesQuery, response: z.object({ items: z.array(s.policyRecord) }), handle: async ({ query }) => ({ items: await registry((r) => r.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
-    route({ method: 'GET', url: '/api/aliases', summary: 'Where each alias points, and every move (promotions, rollbacks, overrides)', response: s.aliases, handle: async () => registry((r) => ({ aliases: r.aliases(), history: r.aliasHistory() })) }),
+    route({ method: 'GET', url: '/api/aliases', summary: 'Where each alias points, and every move (promotions, rollbacks, overrides)', response: s.aliases, handle: async () => registry(async (r) => ({ aliases: await r.aliases(), history: await r.aliasHistory() })) }),
     route({
       method: 'POST',
       url: '/api/policies/:version/promote',

@@ -43,11 +43,11 @@ export interface DecisionListing {
 }
 
 /** Every gate decision about the registry's versions (or one run's), newest first. */
-export function listDecisions(registry: PolicyRegistry, filter: { runId?: string }): DecisionListing[] {
-  const promotedBy = new Set(registry.aliasHistory(PRODUCTION_ALIAS).flatMap((c) => (c.decisionId ? [c.decisionId] : [])));
-  return registry
-    .list(filter)
-    .flatMap((p) => registry.decisionsFor(p.version))
+export async function listDecisions(registry: PolicyRegistry, filter: { runId?: string }): Promise<DecisionListing[]> {
+  const promotedBy = new Set((await registry.aliasHistory(PRODUCTION_ALIAS)).flatMap((c) => (c.decisionId ? [c.decisionId] : [])));
+  const policies = await registry.list(filter);
+  return (await Promise.all(policies.map((p) => registry.decisionsFor(p.version))))
+    .flat()
     .sort((a, b) => b.createdAt.localeCompare(a.createdAt))
     .map((d) => {
       const evidence = (d.record as unknown as Partial<GateDecision>).evidence;

@@ -21,11 +21,13 @@ export interface PolicyView extends PolicyRecord {
 const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
 const number = (x: number) => (Number.isInteger(x) ? String(x) : x.toPrecision(3));
 
-export function describePolicies(registry: PolicyRegistry, filter: { runId?: string }): PolicyView[] {
-  const aliases = Object.entries(registry.aliases());
-  const production = registry.alias(PRODUCTION_ALIAS);
-  return registry.list(filter).map((p) => {
-    const newest: StoredDecision | undefined = registry.decisionsFor(p.version)[0];
+export async function describePolicies(registry: PolicyRegistry, filter: { runId?: string }): Promise<PolicyView[]> {
+  const aliases = Object.entries(await registry.aliases());
+  const production = await registry.alias(PRODUCTION_ALIAS);
+  const policies = await registry.list(filter);
+  const newestDecisions = await Promise.all(policies.map(async (p) => (await registry.decisionsFor(p.version))[0]));
+  return policies.map((p, i) => {
+    const newest: StoredDecision | undefined = newestDecisions[i];
     const rate = (newest?.record as Partial<GateDecision> | undefined)?.evidence?.acceptedRate;
     return {
       ...p,

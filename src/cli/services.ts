@@ -11,7 +11,7 @@ import { startGateway, type Gateway } from '../gateway/server.js';
 import type { Logger } from '../log/logger.js';
 import { policyServerKey } from '../policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
-import { withRegistry } from '../registry/policy-registry.js';
+import { withRegistry } from '../registry/open.js';
 import { restoreRoutes, trainedVersions } from '../registry/serving.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
 import { startLocalWorker, type RunningWorker } from './local-worker.js';
@@ -122,14 +122,14 @@ export async function connectOrStartServices(
  * policy server and the gateway's routes live in memory).
  */
 async function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | undefined, gateway: Gateway, logger: Logger): Promise<void> {
-  await withRegistry(config.dataDir, (registry) => {
+  await withRegistry(config.dataDir, async (registry) => {
     if (policyServer) {
       const served = new Set(policyServer.models());
-      const loaded = trainedVersions(registry).filter((p) => !served.has(p.version) && existsSync(p.checkpointUri));
+      const loaded = (await trainedVersions(registry)).filter((p) => !served.has(p.version) && existsSync(p.checkpointUri));
       for (const policy of loaded) policyServer.load(policy.version, policy.checkpointUri);
       if (loaded.length > 0) logger.info({ loaded: loaded.map((p) => p.version) }, 'serving trained policy versions again');
     }
-    const { skipped, skippedAliases } = restoreRoutes(registry, gateway.router, config.trainer.servingBackend);
+    const { skipped, skippedAliases } = await restoreRoutes(registry, gateway.router, config.trainer.servingBackend);
     if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route');
     if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
   });

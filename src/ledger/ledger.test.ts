@@ -5,7 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { rolloutFactsOf } from '../gate/rollout-facts.js';
 import { newEventSchema, type Rollout, type RolloutEvent } from '../rollouts/rollout.js';
 import type { CallRecord } from '../store/trace-store.js';
-import { Ledger, ledgerChanges, ledgerMetrics, type LedgerKeys } from './ledger.js';
+import { ledgerChanges, ledgerMetrics, type LedgerKeys } from './ledger.js';
+import { SqliteLedger } from './sqlite-ledger.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-ledger-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -63,15 +64,15 @@ describe('the ledgers', () => {
     expect(ledgerChanges(keys(), keys({ harness: 'h-2', taskSet: 'ts2' }))).toMatchObject({ model: [], harness: [{ field: 'version' }], environment: [{ field: 'taskSet', from: 'ts1', to: 'ts2' }] });
   });
 
-  it('records a row once per id and lists them by run', () => {
-    const ledger = new Ledger(path.join(dir, 'registry.sqlite'));
+  it('records a row once per id and lists them by run', async () => {
+    const ledger = new SqliteLedger(path.join(dir, 'registry.sqlite'));
     const metrics = ledgerMetrics([], 1, 1);
     const row = { id: 'r.it1', kind: 'iteration' as const, runId: 'r', iteration: 1, decisionId: null, batchIds: ['r.it1'], metrics, ...keys() };
-    ledger.record(row);
-    ledger.record({ ...row, metrics: { ...metrics, tokens: 999 } });
-    ledger.record({ ...row, id: 'other.it1', runId: 'other' });
-    expect(ledger.list({ runId: 'r' })).toEqual([expect.objectContaining({ id: 'r.it1', metrics: expect.objectContaining({ tokens: 0 }), model: { policyVersion: 'v1', parent: 'v0' } })]);
-    expect(ledger.list()).toHaveLength(2);
-    ledger.close();
+    await ledger.record(row);
+    await ledger.record({ ...row, metrics: { ...metrics, tokens: 999 } });
+    await ledger.record({ ...row, id: 'other.it1', runId: 'other' });
+    expect(await ledger.list({ runId: 'r' })).toEqual([expect.objectContaining({ id: 'r.it1', metrics: expect.objectContaining({ tokens: 0 }), model: { policyVersion: 'v1', parent: 'v0' } })]);
+    expect(await ledger.list()).toHaveLength(2);
+    await ledger.close();
   });
 });

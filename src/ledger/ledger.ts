@@ -1,7 +1,5 @@
-import Database from 'better-sqlite3';
 import { isScored } from '../gate/gate.js';
 import type { RolloutFacts } from '../gate/rollout-facts.js';
-import { closingAfter, registryFile } from '../registry/policy-registry.js';
 
 /**
  * Three ledgers, one row per iteration and per release, so that a change in results can be put
@@ -74,64 +72,28 @@ export function ledgerChanges(a: LedgerKeys, b: LedgerKeys): Record<LedgerName, 
   };
 }
 
-interface Row {
+/** The ledgers' operations, the same on every backend (an SQLite file, PostgreSQL). */
+export interface LedgerStore {
+  /** Idempotent by id: a retried activity records its entry once (the first one stays). */
+  record(entry: Omit<LedgerEntry, 'at'>): Promise<LedgerEntry>;
+  get(id: string): Promise<LedgerEntry | undefined>;
+  /** Oldest first. */
+  list(filter?: { runId?: string; kind?: LedgerEntry['kind'] }): Promise<LedgerEntry[]>;
+  close(): Promise<void>;
+}
+
+/** A ledger row as stored: the keys to find it by, the rest as JSON; `at` in milliseconds (PostgreSQL's BIGINT arrives as text). */
+export interface LedgerRow {
   id: string;
   kind: LedgerEntry['kind'];
   run_id: string | null;
   iteration: number | null;
   decision_id: string | null;
   entry: string;
-  at: number;
+  at: number | string;
 }
 
-/** Opens the data directory's ledgers (beside the registry) for one piece of work and closes them after. */
-export function withLedger<T>(dataDir: string, use: (ledger: Ledger) => T | Promise<T>): Promise<T> {
-  return closingAfter(new Ledger(registryFile(dataDir)), use);
-}
-
-export class Ledger {
-  private readonly db: Database.Database;
-
-  constructor(file: string) {
-    this.db = new Database(file);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('busy_timeout = 5000');
-    this.db.exec(`CREATE TABLE IF NOT EXISTS ledger (
-      id TEXT PRIMARY KEY,
-      kind TEXT NOT NULL,
-      run_id TEXT,
-      iteration INTEGER,
-      decision_id TEXT,
-      entry TEXT NOT NULL,
-      at INTEGER NOT NULL
-    )`);
-  }
-
-  /** Idempotent by id: a retried activity records its entry once. */
-  record(entry: Omit<LedgerEntry, 'at'>): LedgerEntry {
-    const { id, kind, runId, iteration, decisionId, ...rest } = entry;
-    this.db.prepare('INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING').run(id, kind, runId, iteration, decisionId, JSON.stringify(rest), Date.now());
-    return this.get(id) as LedgerEntry;
-  }
-
-  get(id: string): LedgerEntry | undefined {
-    const row = this.db.prepare('SELECT * FROM ledger WHERE id = ?').get(id) as Row | undefined;
-    return row && toEntry(row);
-  }
-
-  list(filter: { runId?: string; kind?: LedgerEntry['kind'] } = {}): LedgerEntry[] {
-    const rows = this.db
-      .prepare('SELECT * FROM ledger WHERE (@runId IS NULL OR run_id = @runId) AND (@kind IS NULL OR kind = @kind) ORDER BY at, rowid')
-      .all({ runId: filter.runId ?? null, kind: filter.kind ?? null }) as Row[];
-    return rows.map(toEntry);
-  }
-
-  close(): void {
-    this.db.close();
-  }
-}
-
-function toEntry(row: Row): LedgerEntry {
+export function toEntry(row: LedgerRow): LedgerEntry {
   const rest = JSON.parse(row.entry) as Omit<LedgerEntry, 'id' | 'kind' | 'runId' | 'iteration' | 'decisionId' | 'at'>;
-  return { id: row.id, kind: row.kind, runId: row.run_id, iteration: row.iteration, decisionId: row.decision_id, ...rest, at: new Date(row.at).toISOString() };
+  return { id: row.id, kind: row.kind, runId: row.run_id, iteration: row.iteration, decisionId: row.decision_id, ...rest, at: new Date(Number(row.at)).toISOString() };
 }

@@ -2,16 +2,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PolicyRegistry } from './policy-registry.js';
+import type { PolicyRegistry } from './policy-registry.js';
+import { SqlitePolicyRegistry } from './sqlite-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError, restoreAliases, rollback } from './promotion.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-promotion-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function registryWith(...versions: string[]): PolicyRegistry {
-  const registry = new PolicyRegistry(path.join(dir, `${Math.random().toString(36).slice(2)}.sqlite`));
-  for (const version of versions) registry.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
-  registry.setAlias(PRODUCTION_ALIAS, versions[0] as string, { operation: 'set', actor: 'test' });
+async function registryWith(...versions: string[]): Promise<PolicyRegistry> {
+  const registry = new SqlitePolicyRegistry(path.join(dir, `${Math.random().toString(36).slice(2)}.sqlite`));
+  for (const version of versions) await registry.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
+  await registry.setAlias(PRODUCTION_ALIAS, versions[0] as string, { operation: 'set', actor: 'test' });
   return registry;
 }
 
@@ -22,62 +23,62 @@ describe('promotion and rollback', () => {
   it('lets only one of two promotions decided against the same production through, when another process moves it in between', async () => {
     const file = path.join(dir, 'race.sqlite');
     // Two connections to one registry file, as the CLI and the API (or two runs' workers) have.
-    const first = new PolicyRegistry(file);
-    const other = new PolicyRegistry(file);
-    for (const version of ['v0', 'v1', 'v2']) first.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
-    first.setAlias(PRODUCTION_ALIAS, 'v0', { operation: 'set', actor: 'test' });
-    decide(first, 'v1', 'v0', 'pass');
-    decide(first, 'v2', 'v0', 'pass');
+    const first = new SqlitePolicyRegistry(file);
+    const other = new SqlitePolicyRegistry(file);
+    for (const version of ['v0', 'v1', 'v2']) await first.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
+    await first.setAlias(PRODUCTION_ALIAS, 'v0', { operation: 'set', actor: 'test' });
+    await decide(first, 'v1', 'v0', 'pass');
+    await decide(first, 'v2', 'v0', 'pass');
     // The other promotion lands after this one has checked its decision against production (v0) and before it moves it.
     let raced = false;
     const racing = new Proxy(first, {
       get(target, key, receiver) {
         const value = Reflect.get(target, key, receiver) as unknown;
         if (key !== 'decisionsFor' || raced) return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        return (...args: unknown[]) => {
-          const found = (value as (...a: unknown[]) => unknown).apply(target, args);
+        return async (...args: unknown[]) => {
+          const found = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
           raced = true;
-          void promote(other, undefined, { version: 'v2', actor: 'other' });
+          await promote(other, undefined, { version: 'v2', actor: 'other' });
           return found;
         };
       },
     });
     await expect(promote(racing, undefined, { version: 'v1', actor: 'test' })).rejects.toThrow(/production moved from v0 to v2 .*gate v1 against v2/);
     expect(raced).toBe(true);
-    expect(first.alias(PRODUCTION_ALIAS)).toBe('v2');
-    expect(first.aliasHistory(PRODUCTION_ALIAS).map((c) => [c.operation, c.from, c.to])).toEqual([
+    expect(await first.alias(PRODUCTION_ALIAS)).toBe('v2');
+    expect((await first.aliasHistory(PRODUCTION_ALIAS)).map((c) => [c.operation, c.from, c.to])).toEqual([
       ['set', null, 'v0'],
       ['promote', 'v0', 'v2'],
     ]);
-    expect([first.get('v1')?.status, first.get('v2')?.status, first.get('v0')?.status]).toEqual(['candidate', 'promoted', 'retired']);
-    first.close();
-    other.close();
+    expect(await Promise.all(['v1', 'v2', 'v0'].map(async (v) => (await first.get(v))?.status))).toEqual(['candidate', 'promoted', 'retired']);
+    await first.close();
+    await other.close();
   });
 
   it('moves production only on a passing decision against the current production, and tells the gateway', async () => {
-    const registry = registryWith('v0', 'v1', 'v2');
+    const registry = await registryWith('v0', 'v1', 'v2');
     const told: string[] = [];
     const gateway = { setAlias: async (_alias: string, version: string) => void told.push(version) };
     await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(/no gate decision compares v1 with production \(v0\); run `rein gate v1`/);
-    decide(registry, 'v1', 'v0', 'fail');
+    await decide(registry, 'v1', 'v0', 'fail');
     await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(/the gate refused v1 .*gain too small.*--override/);
-    decide(registry, 'v1', 'v0', 'pass', 'second-look');
+    await decide(registry, 'v1', 'v0', 'pass', 'second-look');
     const moved = await promote(registry, gateway, { version: 'v1', actor: 'test', decisionId: 'second-look' });
     expect(moved).toMatchObject({ change: { from: 'v0', to: 'v1', operation: 'promote', decisionId: 'second-look', override: false }, gatewayUpdated: true });
     expect(told).toEqual(['v1']);
-    expect(registry.get('v1')?.status).toBe('promoted');
-    expect(registry.get('v0')?.status).toBe('retired');
+    expect((await registry.get('v1'))?.status).toBe('promoted');
+    expect((await registry.get('v0'))?.status).toBe('retired');
     // A pass against v0 says nothing about v2 against v1.
-    decide(registry, 'v2', 'v0', 'pass');
+    await decide(registry, 'v2', 'v0', 'pass');
     await expect(promote(registry, gateway, { version: 'v2', actor: 'test', decisionId: 'v2.vs.v0' })).rejects.toThrow(/compared v2 with v0, but production is now v1/);
     await expect(promote(registry, gateway, { version: 'v9', actor: 'test' })).rejects.toBeInstanceOf(PromotionError);
-    registry.close();
+    await registry.close();
   });
 
   it('records an override as one, and rolls back step by step, never forth', async () => {
-    const registry = registryWith('v0', 'v1', 'v2');
+    const registry = await registryWith('v0', 'v1', 'v2');
     await promote(registry, undefined, { version: 'v1', actor: 'ops', override: { reason: 'incident 7' } });
-    decide(registry, 'v2', 'v1', 'pass');
+    await decide(registry, 'v2', 'v1', 'pass');
     const unreachable = { setAlias: async () => Promise.reject(new Error('connection refused')) };
     const moved = await promote(registry, unreachable, { version: 'v2', actor: 'test' });
     // The registry moved; the gateway learns it when it starts.
@@ -85,20 +86,20 @@ describe('promotion and rollback', () => {
     expect((await rollback(registry, undefined, { actor: 'ops', reason: 'pager' })).change).toMatchObject({ from: 'v2', to: 'v1', operation: 'rollback', reason: 'pager' });
     expect((await rollback(registry, undefined, { actor: 'ops' })).change).toMatchObject({ from: 'v1', to: 'v0' });
     await expect(rollback(registry, undefined, { actor: 'ops' })).rejects.toThrow(/production \(v0\) has no earlier version to roll back to/);
-    expect(registry.aliasHistory(PRODUCTION_ALIAS).map((c) => [c.operation, c.to, c.override])).toEqual([
+    expect((await registry.aliasHistory(PRODUCTION_ALIAS)).map((c) => [c.operation, c.to, c.override])).toEqual([
       ['set', 'v0', false],
       ['promote', 'v1', true],
       ['promote', 'v2', false],
       ['rollback', 'v1', false],
       ['rollback', 'v0', false],
     ]);
-    expect(registry.aliasHistory(PRODUCTION_ALIAS)[1]?.reason).toBe('incident 7');
-    registry.close();
+    expect((await registry.aliasHistory(PRODUCTION_ALIAS))[1]?.reason).toBe('incident 7');
+    await registry.close();
   });
 
-  it("points a gateway's aliases where the registry says, skipping versions it does not serve", () => {
-    const registry = registryWith('v0', 'v1');
-    registry.setAlias('canary', 'v1', { operation: 'set', actor: 'test' });
+  it("points a gateway's aliases where the registry says, skipping versions it does not serve", async () => {
+    const registry = await registryWith('v0', 'v1');
+    await registry.setAlias('canary', 'v1', { operation: 'set', actor: 'test' });
     const set: string[] = [];
     const router = {
       setAlias(alias: string, version: string) {
@@ -106,8 +107,8 @@ describe('promotion and rollback', () => {
         set.push(`${alias}=${version}`);
       },
     };
-    expect(restoreAliases(registry, router)).toEqual(['canary → v1: policy v1 is not in the routing table']);
+    expect(await restoreAliases(registry, router)).toEqual(['canary → v1: policy v1 is not in the routing table']);
     expect(set).toEqual(['production=v0']);
-    registry.close();
+    await registry.close();
   });
 });

@@ -20,22 +20,22 @@ export class ServingError extends Error {
 }
 
 /** Versions Rein trained (they have a parent): the backend loads them at run time, not from its config. */
-export const trainedVersions = (registry: PolicyRegistry): PolicyRecord[] => registry.list().filter((p) => p.parent !== null);
+export const trainedVersions = async (registry: PolicyRegistry): Promise<PolicyRecord[]> => (await registry.list()).filter((p) => p.parent !== null);
 
 /**
  * Routes every trained version of the registry to the serving backend and points the aliases
  * where the registry says: a gateway keeps its routes in memory, so one that starts (or starts
  * again) learns them here. The one routine for every way a gateway starts.
  */
-export function restoreRoutes(
+export async function restoreRoutes(
   registry: PolicyRegistry,
   router: { registerPolicy(version: string, spec: PolicySpec): void; setAlias(alias: string, version: string): void; models(): Array<{ id: string }> },
   backend: string,
-): { restored: string[]; skipped: string[]; skippedAliases: string[] } {
+): Promise<{ restored: string[]; skipped: string[]; skippedAliases: string[] }> {
   const routed = new Set(router.models().map((m) => m.id));
   const restored: string[] = [];
   const skipped: string[] = [];
-  for (const policy of trainedVersions(registry)) {
+  for (const policy of await trainedVersions(registry)) {
     if (routed.has(policy.version)) continue;
     try {
       router.registerPolicy(policy.version, { backend, model: policy.version });
@@ -45,7 +45,7 @@ export function restoreRoutes(
       skipped.push(`${policy.version}: ${(err as Error).message}`);
     }
   }
-  return { restored, skipped, skippedAliases: restoreAliases(registry, router) };
+  return { restored, skipped, skippedAliases: await restoreAliases(registry, router) };
 }
 
 /**

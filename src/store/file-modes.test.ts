@@ -3,8 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runRein } from '../../test/helpers/cli.js';
-import { withLedger } from '../ledger/ledger.js';
-import { registryFile, withRegistry } from '../registry/policy-registry.js';
+import { withLedger } from '../ledger/open.js';
+import { withRegistry } from '../registry/open.js';
+import { registryFile } from '../registry/sqlite-registry.js';
 import { SqliteTraceStore } from './sqlite-store.js';
 
 // Traces hold prompts and completions, the registry and ledgers what was trained and released:
@@ -30,8 +31,8 @@ describe("Rein's data files", () => {
 
   it('the data directory, the registry and the ledgers are private', async () => {
     const dataDir = path.join(scratch, 'data', '.rein');
-    await withRegistry(dataDir, (r) => {
-      r.register({ version: 'v1', parent: null, runId: null, iteration: null, checkpointUri: '/ckpt', batchContentHash: null, trainerMetrics: {} });
+    await withRegistry(dataDir, async (r) => {
+      await r.register({ version: 'v1', parent: null, runId: null, iteration: null, checkpointUri: '/ckpt', batchContentHash: null, trainerMetrics: {} });
       for (const f of sqliteFiles(registryFile(dataDir))) expect(mode(f), f).toBe(0o600);
     });
     await withLedger(dataDir, (l) => l.list({}));

@@ -130,14 +130,14 @@ export interface PolicyUpdateDeps {
 }
 
 export async function updatePolicy(job: PolicyUpdateJob, deps: PolicyUpdateDeps): Promise<{ policy: PolicyRecord; train: TrainResult }> {
-  const parent = deps.registry.get(job.parentVersion);
+  const parent = await deps.registry.get(job.parentVersion);
   if (!parent) throw new PolicyLineageError(`policy ${job.parentVersion} is not in the registry; register the base policy before training from it`);
   const outputDir = path.join(deps.policiesDir, job.runId, job.newVersion);
   const train = await deps.trainer.train({ parentCheckpoint: parent.checkpointUri, batchPath: job.batchPath, outputDir, signal: deps.signal, handedBack: deps.handedBack });
   if (train.batchContentHash !== job.batchContentHash) {
     throw new PolicyLineageError(`the trainer read batch ${train.batchContentHash}, the iteration built ${job.batchContentHash}: the batch file changed`);
   }
-  const policy = deps.registry.register({
+  const policy = await deps.registry.register({
     version: job.newVersion,
     parent: job.parentVersion,
     runId: job.runId,

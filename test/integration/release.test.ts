@@ -7,7 +7,7 @@ import { startServices, type RunningServices } from '../../src/cli/services.js';
 import { loadConfig } from '../../src/config/load.js';
 import { gatewayControlFromConfig } from '../../src/gateway/from-config.js';
 import { createLogger } from '../../src/log/logger.js';
-import { PolicyRegistry, registryFile } from '../../src/registry/policy-registry.js';
+import { openRegistry, withRegistry } from '../../src/registry/open.js';
 import { runRein } from '../helpers/cli.js';
 import { exampleDir } from '../helpers/example-config.js';
 import { freePort } from '../helpers/ports.js';
@@ -64,9 +64,9 @@ beforeAll(async () => {
   writeFileSync(file, JSON.stringify(config, null, 2));
   // A long-lived gateway and worker, as `rein dev` would run them: the CLI finds the worker polling.
   services = await startServices(loadConfig({ file }).config, createLogger('warn'));
-  const registry = new PolicyRegistry(registryFile(dataDir));
-  for (const version of ['degraded', 'risky']) registry.register({ version, parent: 'v0', runId: null, iteration: null, checkpointUri: `scripted:${version}`, batchContentHash: null, trainerMetrics: {} });
-  registry.close();
+  await withRegistry(dataDir, async (registry) => {
+    for (const version of ['degraded', 'risky']) await registry.register({ version, parent: 'v0', runId: null, iteration: null, checkpointUri: `scripted:${version}`, batchContentHash: null, trainerMetrics: {} });
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -76,14 +76,7 @@ afterAll(async () => {
 });
 
 const rein = (...args: string[]) => runRein(['--config', file, ...args], { env });
-const production = () => {
-  const registry = new PolicyRegistry(registryFile(dataDir));
-  try {
-    return registry.alias('production');
-  } finally {
-    registry.close();
-  }
-};
+const production = () => withRegistry(dataDir, (registry) => registry.alias('production'));
 
 /** What the gateway serves for `production` right now: a real call through it, as a harness makes one. */
 async function servedByGateway(): Promise<string> {
@@ -102,7 +95,7 @@ describe('gated promotion, rollback and the release ledger', () => {
     console.log(gate.stdout); // the decision as a user sees it
     expect(gate.stdout).toMatch(/FAIL — degraded against production v0/);
     expect(gate.stdout).toMatch(/FAIL gain: /);
-    expect(production()).toBe('v0');
+    expect(await production()).toBe('v0');
 
     const promote = await rein('promote', 'degraded');
     expect(promote.code).toBe(1);
@@ -126,7 +119,7 @@ describe('gated promotion, rollback and the release ledger', () => {
     expect(critical?.rollouts.length).toBeGreaterThan(0);
     expect(critical?.rollouts.every((id) => id.startsWith('heldout.risky.'))).toBe(true);
     expect(decision.record.checks.find((c) => c.name === 'gain')?.passed).toBe(true);
-    expect(production()).toBe('v0');
+    expect(await production()).toBe('v0');
   });
 
   it('promotes a better candidate, routes production to it at once, and rolls back to the previous version', { timeout: 180_000 }, async () => {
@@ -136,14 +129,14 @@ describe('gated promotion, rollback and the release ledger', () => {
     expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(0);
     expect(gate.stdout).toMatch(/PASS — better against production v0/);
     expect(gate.stdout).toContain('Promoted: production is better now.');
-    expect(production()).toBe('better');
+    expect(await production()).toBe('better');
     expect(await servedByGateway()).toBe('better');
 
     const back = await rein('rollback', '--reason', 'pager went off');
     expect(back.code, back.stderr).toBe(0);
     expect(back.stdout).toContain('production: better → v0 (rollback)');
     expect(back.stdout).toContain('The gateway routes production to it now.');
-    expect(production()).toBe('v0');
+    expect(await production()).toBe('v0');
     expect(await servedByGateway()).toBe('v0');
 
     // An override is possible, and recorded as one; rolling it back returns to v0.
@@ -151,19 +144,19 @@ describe('gated promotion, rollback and the release ledger', () => {
     expect(forced.code, forced.stderr).toBe(0);
     expect(forced.stdout).toContain('production: v0 → degraded (promote, OVERRIDE)');
     expect((await rein('rollback')).code).toBe(0);
-    expect(production()).toBe('v0');
-    const registry = new PolicyRegistry(registryFile(dataDir));
+    expect(await production()).toBe('v0');
+    const registry = openRegistry(dataDir);
     try {
-      expect(registry.aliasHistory('production').map((c) => [c.operation, c.from, c.to, c.override])).toEqual([
+      expect((await registry.aliasHistory('production')).map((c) => [c.operation, c.from, c.to, c.override])).toEqual([
         ['set', null, 'v0', false],
         ['promote', 'v0', 'better', false],
         ['rollback', 'better', 'v0', false],
         ['promote', 'v0', 'degraded', true],
         ['rollback', 'degraded', 'v0', false],
       ]);
-      expect(registry.aliasHistory('production')[3]?.reason).toBe('incident 42: the vendor asked for it');
+      expect((await registry.aliasHistory('production'))[3]?.reason).toBe('incident 42: the vendor asked for it');
     } finally {
-      registry.close();
+      await registry.close();
     }
 
     // The release is in the ledgers with what it was measured on.

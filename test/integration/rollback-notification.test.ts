@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startApi } from '../../src/api/server.js';
 import { loadConfig } from '../../src/config/load.js';
 import { sha256Hex } from '../../src/gateway/keys.js';
-import { PolicyRegistry, registryFile } from '../../src/registry/policy-registry.js';
+import { withRegistry } from '../../src/registry/open.js';
 import { testClient } from '../helpers/temporal.js';
 import { signature } from '../../src/notify/webhook.js';
 import { runRein } from '../helpers/cli.js';
@@ -20,12 +20,12 @@ beforeAll(async () => {
   receiver = await startReceiver();
   const dataDir = path.join(dir, 'data');
   writeFileSync(file, JSON.stringify({ dataDir, log: { level: 'warn' }, notifications: { webhook: { url: receiver.url, secretEnv: 'ROLLBACK_WEBHOOK_SECRET', events: ['promotion', 'rollback'] } } }));
-  const registry = new PolicyRegistry(registryFile(dataDir));
-  for (const [version, parent] of [['v0', null], ['v1', 'v0']] as const) {
-    registry.register({ version, parent, runId: null, iteration: null, checkpointUri: `file:///stub/${version}`, batchContentHash: null, trainerMetrics: {} });
-  }
-  registry.setAlias('production', 'v0', { operation: 'set', actor: 'test', reason: null, override: false, decisionId: null });
-  registry.close();
+  await withRegistry(dataDir, async (registry) => {
+    for (const [version, parent] of [['v0', null], ['v1', 'v0']] as const) {
+      await registry.register({ version, parent, runId: null, iteration: null, checkpointUri: `file:///stub/${version}`, batchContentHash: null, trainerMetrics: {} });
+    }
+    await registry.setAlias('production', 'v0', { operation: 'set', actor: 'test', reason: null, override: false, decisionId: null });
+  });
 });
 afterAll(async () => {
   await receiver?.close();

@@ -9,7 +9,7 @@ import { gatewayOptions } from '../../src/gateway/from-config.js';
 import { startGateway, type Gateway } from '../../src/gateway/server.js';
 import { policyServerKey } from '../../src/policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
-import { PolicyRegistry } from '../../src/registry/policy-registry.js';
+import { withRegistry } from '../../src/registry/open.js';
 import { rolloutIdFor } from '../../src/rollouts/rollout-id.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
@@ -97,12 +97,8 @@ describe('training runs from the command line, against `rein worker` processes',
 
       // The batch was trained once: the retried update found the first trainer's result; one version registered.
       expect(iteration.update).toMatchObject({ version: `${runId}.v1`, reused: true });
-      const registry = new PolicyRegistry(path.join(dir, 'state', 'registry.sqlite'));
-      try {
-        expect(registry.list({ runId }).map((p) => [p.version, p.batchContentHash])).toEqual([[`${runId}.v1`, iteration.batch.contentHash]]);
-      } finally {
-        registry.close();
-      }
+      const registered = await withRegistry(path.join(dir, 'state'), (registry) => registry.list({ runId }));
+      expect(registered.map((p) => [p.version, p.batchContentHash])).toEqual([[`${runId}.v1`, iteration.batch.contentHash]]);
     } finally {
       await connection.close();
       await worker.stop('SIGTERM');

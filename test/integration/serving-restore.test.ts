@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
-import { PolicyRegistry } from '../../src/registry/policy-registry.js';
+import { openRegistry } from '../../src/registry/open.js';
+import type { PolicyRegistry } from '../../src/registry/policy-registry.js';
 import { ensureServed, restoreRoutes } from '../../src/registry/serving.js';
 import { localExecutor } from '../../src/rollouts/local-executor.js';
 import { runRollouts } from '../../src/rollouts/runner.js';
@@ -21,34 +22,34 @@ beforeAll(async () => {
   t = await startTestGateway();
   gateway = new GatewayControlClient(t.gateway.url, ADMIN_KEY);
   dir = mkdtempSync(path.join(os.tmpdir(), 'rein-serving-'));
-  registry = new PolicyRegistry(path.join(dir, 'registry.sqlite'));
+  registry = openRegistry(dir);
   const lineage = { runId: 'r', batchContentHash: 'h', trainerMetrics: {} };
-  registry.register({ version: 'policy-v1', checkpointUri: dir, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
-  registry.register({ version: 'r.v1', checkpointUri: path.join(dir, 'r.v1'), parent: 'policy-v1', iteration: 1, ...lineage });
-  registry.register({ version: 'r.v2', checkpointUri: path.join(dir, 'r.v2'), parent: 'r.v1', iteration: 2, ...lineage });
-  registry.setAlias('production', 'r.v1', { operation: 'set', actor: 'test', reason: 'test' });
+  await registry.register({ version: 'policy-v1', checkpointUri: dir, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+  await registry.register({ version: 'r.v1', checkpointUri: path.join(dir, 'r.v1'), parent: 'policy-v1', iteration: 1, ...lineage });
+  await registry.register({ version: 'r.v2', checkpointUri: path.join(dir, 'r.v2'), parent: 'r.v1', iteration: 2, ...lineage });
+  await registry.setAlias('production', 'r.v1', { operation: 'set', actor: 'test', reason: 'test' });
 });
 afterAll(async () => {
-  registry.close();
+  await registry.close();
   await t.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe('serving trained versions again after a restart', () => {
-  it('a starting gateway routes every trained version and the aliases the registry names', () => {
+  it('a starting gateway routes every trained version and the aliases the registry names', async () => {
     expect(t.gateway.router.models().map((m) => m.id)).not.toContain('r.v2');
-    const first = restoreRoutes(registry, t.gateway.router, 'toy');
+    const first = await restoreRoutes(registry, t.gateway.router, 'toy');
     expect(first).toEqual({ restored: ['r.v1', 'r.v2'], skipped: [], skippedAliases: [] });
     expect(t.gateway.router.status().find((p) => p.policyVersion === 'r.v1')?.aliases).toContain('production');
-    expect(restoreRoutes(registry, t.gateway.router, 'toy').restored).toEqual([]);
+    expect((await restoreRoutes(registry, t.gateway.router, 'toy')).restored).toEqual([]);
     // A gateway whose config lacks the serving backend still starts, and says which versions it cannot route.
-    const elsewhere = restoreRoutes(registry, new Router(routingFor(t.backend.url)), 'nowhere');
+    const elsewhere = await restoreRoutes(registry, new Router(routingFor(t.backend.url)), 'nowhere');
     expect(elsewhere.skipped).toEqual([expect.stringMatching(/^r\.v1: .*nowhere/), expect.stringMatching(/^r\.v2: /)]);
     expect(elsewhere.skippedAliases).toEqual([expect.stringMatching(/^production → r\.v1/)]);
   });
 
   it('loads a version a restarted backend forgot and routes it again before rollouts pin it', async () => {
-    const v2 = registry.get('r.v2')!;
+    const v2 = (await registry.get('r.v2'))!;
     await ensureServed(v2, gateway, { backend: 'toy', endpoints: [t.backend.url] });
     expect([...t.backend.adapters]).toEqual(['r.v2']);
     t.backend.adapters.clear(); // the inference server restarted

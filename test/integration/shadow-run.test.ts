@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { ReinConfig } from '../../src/config/schema.js';
 import { gatewayControlFromConfig } from '../../src/gateway/from-config.js';
 import { createLogger } from '../../src/log/logger.js';
-import { PolicyRegistry, registryFile } from '../../src/registry/policy-registry.js';
+import { withRegistry } from '../../src/registry/open.js';
 import { rolloutIdFor } from '../../src/rollouts/rollout-id.js';
 import { decodeSafetensors, encodeSafetensors } from '../../src/samples/safetensors.js';
 import { actionOf, compareActions, formatShadowReport, type ShadowReport } from '../../src/shadow/report.js';
@@ -56,9 +56,9 @@ beforeAll(async () => {
   const candidateDir = path.join(dir, 'candidate');
   writePerturbedBase(candidateDir, 0.5);
   // Registered with its checkpoint folder, the services serve it beside the base when they start.
-  const registry = new PolicyRegistry(registryFile(written.dataDir));
-  registry.register({ version: CANDIDATE, parent: 'v0', runId: null, iteration: null, checkpointUri: candidateDir, batchContentHash: null, trainerMetrics: {} });
-  registry.close();
+  await withRegistry(written.dataDir, (registry) =>
+    registry.register({ version: CANDIDATE, parent: 'v0', runId: null, iteration: null, checkpointUri: candidateDir, batchContentHash: null, trainerMetrics: {} }),
+  );
   config = loadConfig({ file }).config;
   services = await startServices(config, createLogger('warn'));
   traces = new SqliteTraceStore(config.gateway.traceDb);

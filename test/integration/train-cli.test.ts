@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RunReport } from '../../src/client/runs.js';
 import { discordantPairs, mcnemarExactP } from '../../src/gate/paired-tests.js';
-import { PolicyRegistry } from '../../src/registry/policy-registry.js';
+import { withRegistry } from '../../src/registry/open.js';
 import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
 import { runRein } from '../helpers/cli.js';
 import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
@@ -73,22 +73,18 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
     }
 
     // What produced each version is in the registry: its parent, the run, the batch.
-    const registry = new PolicyRegistry(path.join(dataDir, 'registry.sqlite'));
-    try {
-      // What to compare between two runs of this test: seeded, they train on the same batches into the same weights.
-      for (const r of registry.list({ runId })) {
-        const weights = path.join(r.checkpointUri.startsWith('file:') ? fileURLToPath(r.checkpointUri) : r.checkpointUri, 'model.safetensors');
-        const digest = existsSync(weights) ? createHash('sha256').update(readFileSync(weights)).digest('hex').slice(0, 16) : 'none';
-        console.log(`${r.version}: batch ${r.batchContentHash?.slice(0, 16)}, weights ${digest}, trainer ${JSON.stringify(r.trainerMetrics)}`);
-      }
-      expect(registry.list({ runId }).map((r) => [r.version, r.parent, r.iteration])).toEqual([
-        ['learn-1.v1', 'v0', 1],
-        ['learn-1.v2', 'learn-1.v1', 2],
-        ['learn-1.v3', 'learn-1.v2', 3],
-      ]);
-    } finally {
-      registry.close();
+    const registered = await withRegistry(dataDir, (registry) => registry.list({ runId }));
+    // What to compare between two runs of this test: seeded, they train on the same batches into the same weights.
+    for (const r of registered) {
+      const weights = path.join(r.checkpointUri.startsWith('file:') ? fileURLToPath(r.checkpointUri) : r.checkpointUri, 'model.safetensors');
+      const digest = existsSync(weights) ? createHash('sha256').update(readFileSync(weights)).digest('hex').slice(0, 16) : 'none';
+      console.log(`${r.version}: batch ${r.batchContentHash?.slice(0, 16)}, weights ${digest}, trainer ${JSON.stringify(r.trainerMetrics)}`);
     }
+    expect(registered.map((r) => [r.version, r.parent, r.iteration])).toEqual([
+      ['learn-1.v1', 'v0', 1],
+      ['learn-1.v2', 'learn-1.v1', 2],
+      ['learn-1.v3', 'learn-1.v2', 3],
+    ]);
     const policies = await runRein(['--config', file, 'policies', '--run', runId], { env });
     // The gate compared v3 with production (the base) on the same held-out replays and promoted it.
     expect(train.stdout).toMatch(/iteration 3: learn-1\.v3 .*; gate pass, promoted over v0/);

@@ -10,8 +10,10 @@ import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
 import { reinConfigSchema } from '../../src/config/schema.js';
 import { createLogger } from '../../src/log/logger.js';
 import { packageRoot } from '../../src/package-root.js';
-import { Ledger } from '../../src/ledger/ledger.js';
-import { PolicyRegistry } from '../../src/registry/policy-registry.js';
+import type { LedgerStore } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
+import { openRegistry } from '../../src/registry/open.js';
+import type { PolicyRegistry } from '../../src/registry/policy-registry.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
 import { localPolicyTrainer } from '../../src/training/policy-update.js';
@@ -29,7 +31,7 @@ const config = reinConfigSchema.parse({});
 const samples = { ...config.samples, zeroVarianceGroups: 'keep' as const };
 let stack: EmbeddedStack;
 let registry: PolicyRegistry;
-let ledger: Ledger;
+let ledger: LedgerStore;
 
 /** Replays a history with the current workflow code; with REIN_RECORD_HISTORIES=1 keeps it for replay.test.ts. */
 async function replayAndRecord(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, name: string): Promise<void> {
@@ -39,13 +41,13 @@ async function replayAndRecord(history: Awaited<ReturnType<WorkflowHandle['fetch
 
 beforeAll(async () => {
   stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base') });
-  registry = new PolicyRegistry(path.join(dir, 'registry.sqlite'));
-  ledger = new Ledger(path.join(dir, 'registry.sqlite'));
-  registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: path.join(packageRoot(), 'models', 'base'), batchContentHash: null, trainerMetrics: {} });
+  registry = openRegistry(dir);
+  ledger = openLedger(dir);
+  await registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: path.join(packageRoot(), 'models', 'base'), batchContentHash: null, trainerMetrics: {} });
 });
 afterAll(async () => {
-  registry.close();
-  ledger.close();
+  await registry.close();
+  await ledger.close();
   await stack.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -108,13 +110,13 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const result = await handle.result();
         expect(result).toMatchObject({ iteration: 1, parent: 'v0', candidate: 'run-a.v1', rollouts: { total: 24 }, heldout: { total: 8 }, update: { version: 'run-a.v1', reused: false } });
         // Registered with its lineage and served behind the gateway; the gate compared it with production (the base).
-        expect(registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash });
+        expect(await registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash });
         expect(stack.policyServer.models()).toContain('run-a.v1');
         expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.v1.vs.v0.c0nf1g.8x1' } });
-        const decision = registry.decision('run-a.v1.vs.v0.c0nf1g.8x1');
+        const decision = await registry.decision('run-a.v1.vs.v0.c0nf1g.8x1');
         expect(decision?.record).toMatchObject({ checks: expect.any(Array), rules: { acceptReward: 1 }, candidate: { version: 'run-a.v1' }, incumbent: { version: 'v0' } });
         // Production moved only if the gate passed.
-        expect(registry.alias('production')).toBe(result.release?.gate.verdict === 'pass' ? 'run-a.v1' : 'v0');
+        expect(await registry.alias('production')).toBe(result.release?.gate.verdict === 'pass' ? 'run-a.v1' : 'v0');
         expect(result.release?.promoted).toBe(result.release?.gate.verdict === 'pass');
         const replayed = await stack.store.listRollouts({ mode: 'eval' });
         expect(replayed.items.length).toBe(16);
@@ -123,7 +125,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
           expect((await stack.store.listCalls(one?.id as string)).every((c) => c.policyVersion === version)).toBe(true);
         }
         // The iteration's ledger row: which policy, harness and environment, and what it measured.
-        expect(ledger.get('run-a.it1')).toMatchObject({ kind: 'iteration', model: { policyVersion: 'run-a.v1', parent: 'v0' }, harness: { version: result.rollouts.harnessVersion }, metrics: { rollouts: 24 } });
+        expect(await ledger.get('run-a.it1')).toMatchObject({ kind: 'iteration', model: { policyVersion: 'run-a.v1', parent: 'v0' }, harness: { version: result.rollouts.harnessVersion }, metrics: { rollouts: 24 } });
         // Filterable in the UI: the run, the iteration, the stage; the memo says what produced it.
         const described = await handle.describe();
         expect(described.searchAttributes).toMatchObject({ ReinRunId: ['run-a'], ReinIteration: [1], ReinStage: ['done'], ReinPolicyVersion: ['run-a.v1'] });
@@ -134,7 +136,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const again = await client.workflow.execute('trainingIteration', { taskQueue, workflowId: `run-a-it1-again-${randomUUID()}`, args: [input] });
         expect(again.update).toMatchObject({ version: 'run-a.v1', reused: true });
         expect(again.batch.contentHash).toBe(result.batch.contentHash);
-        expect(registry.list({ runId: 'run-a' })).toHaveLength(1);
+        expect(await registry.list({ runId: 'run-a' })).toHaveLength(1);
       });
     } finally {
       await close();
@@ -150,8 +152,8 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         const result = await client.workflow.execute('trainingIteration', { taskQueue, workflowId: `run-torch-it1-${randomUUID()}`, args: [input] });
         expect(result.update).toMatchObject({ version: 'run-torch.v1', reused: false });
         const base = path.join(packageRoot(), 'models', 'base');
-        expect(registry.get('run-torch.v1')).toMatchObject({ parent: 'v0', format: 'lora', baseCheckpointUri: base });
-        const checkpoint = registry.get('run-torch.v1')?.checkpointUri as string;
+        expect(await registry.get('run-torch.v1')).toMatchObject({ parent: 'v0', format: 'lora', baseCheckpointUri: base });
+        const checkpoint = (await registry.get('run-torch.v1'))?.checkpointUri as string;
         expect(JSON.parse(readFileSync(path.join(checkpoint, 'adapter_config.json'), 'utf8'))).toMatchObject({ peft_type: 'LORA', r: 4, base_model_name_or_path: base });
         expect(stack.policyServer.models()).toContain('run-torch.v1');
         const replayed = (await stack.store.listRollouts({ mode: 'eval' })).items.find((r) => r.id.startsWith('heldout.run-torch.v1.'));
@@ -172,7 +174,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         for (let err = failure as { message?: string; cause?: unknown } | undefined; err; err = err.cause as typeof err) messages.push(err.message ?? '');
         expect(messages.join(' <- ')).toMatch(/refused the update: rein-trainer: .*attn_qkv/);
         expect(Date.now() - started).toBeLessThan(120_000);
-        expect(registry.list({ runId: 'run-bad' })).toHaveLength(0);
+        expect(await registry.list({ runId: 'run-bad' })).toHaveLength(0);
       });
     } finally {
       await refused.close();
@@ -182,7 +184,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
   it('runs iterations as child workflows from production and then from the policy each one produced; pauses, resumes and stops on signals', { timeout: 240_000 }, async () => {
     const { worker, client, taskQueue, close } = await startWorker('run');
     // What serves production now (say an earlier run's candidate was promoted) is where this run starts.
-    registry.setAlias('production', 'run-a.v1', { operation: 'promote', actor: 'test', override: true, reason: 'set up the test' });
+    await registry.setAlias('production', 'run-a.v1', { operation: 'promote', actor: 'test', override: true, reason: 'set up the test' });
     const train = loadTaskSet(path.join(example, 'train.jsonl'));
     const input: TrainingRunInput = {
       runId: 'run-b',
@@ -215,7 +217,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         expect(final.state).toBe('stopped');
         expect(final.iterations.map((i: RunStatus["iterations"][number]) => i.candidate)).toEqual(['run-b.v1', 'run-b.v2']);
         // Each iteration trained from the one before: the registry's lineage is a chain from production.
-        expect(registry.list({ runId: 'run-b' }).map((p) => [p.version, p.parent, p.iteration])).toEqual([['run-b.v1', 'run-a.v1', 1], ['run-b.v2', 'run-b.v1', 2]]);
+        expect((await registry.list({ runId: 'run-b' })).map((p) => [p.version, p.parent, p.iteration])).toEqual([['run-b.v1', 'run-a.v1', 1], ['run-b.v2', 'run-b.v1', 2]]);
         // The iterations are child workflows the UI can list by the run's search attribute.
         const children: string[] = [];
         for await (const w of client.workflow.list({ query: `ReinRunId = 'run-b' AND WorkflowType = 'trainingIteration'` })) children.push(w.workflowId);

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { gatewayOptions } from '../../gateway/from-config.js';
 import { startGateway } from '../../gateway/server.js';
 import { listenAs } from '../port-in-use.js';
-import { withRegistry } from '../../registry/policy-registry.js';
+import { withRegistry } from '../../registry/open.js';
 import { restoreRoutes } from '../../registry/serving.js';
 import { SqliteTraceStore } from '../../store/sqlite-store.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';

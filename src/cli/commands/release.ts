@@ -3,8 +3,9 @@ import type { Command } from 'commander';
 import { adapterBaseOf } from '../../policy/checkpoint.js';
 import { releaseInput, runRelease } from '../../client/release.js';
 import { gatewayControlFromConfig } from '../../gateway/from-config.js';
-import { withLedger, type LedgerEntry } from '../../ledger/ledger.js';
-import { withRegistry } from '../../registry/policy-registry.js';
+import type { LedgerEntry } from '../../ledger/ledger.js';
+import { withLedger } from '../../ledger/open.js';
+import { withRegistry } from '../../registry/open.js';
 import { notifyAliasMove } from '../../notify/alias-move.js';
 import { PRODUCTION_ALIAS, promote, rollback, type AliasMove } from '../../registry/promotion.js';
 import { cliContext, type GlobalOptions } from '../context.js';
@@ -117,7 +118,7 @@ export function registerReleaseCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (id: string | undefined, options: { candidate?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const decision = await withRegistry(config.dataDir, (r) => (id ? r.decision(id) : options.candidate ? r.decisionsFor(options.candidate)[0] : undefined));
+      const decision = await withRegistry(config.dataDir, async (r) => (id ? r.decision(id) : options.candidate ? (await r.decisionsFor(options.candidate))[0] : undefined));
       if (!decision) throw new Error(id ? `no gate decision ${id}` : 'name a decision id or --candidate VERSION');
       process.stdout.write(options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }));
     });
@@ -146,18 +147,23 @@ export function registerReleaseCommands(program: Command): void {
         const ids = options.diff;
         if (ids.length !== 2) throw new Error('--diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3');
         const [a, b] = await withLedger(config.dataDir, (ledger) =>
-          ids.map((id) => {
-            const entry = ledger.get(id) ?? ledger.get(`release.${id}`);
-            if (!entry) throw new Error(`no ledger entry ${id}; \`rein ledger\` lists them`);
-            return entry;
-          }),
+          Promise.all(
+            ids.map(async (id) => {
+              const entry = (await ledger.get(id)) ?? (await ledger.get(`release.${id}`));
+              if (!entry) throw new Error(`no ledger entry ${id}; \`rein ledger\` lists them`);
+              return entry;
+            }),
+          ),
         );
         process.stdout.write(options.json ? `${JSON.stringify({ a, b }, null, 2)}\n` : formatLedgerChanges(a as LedgerEntry, b as LedgerEntry));
         return;
       }
       const entries = await withLedger(config.dataDir, (ledger) => ledger.list(options.run === undefined ? {} : { runId: options.run }));
       if (options.json) return void say(JSON.stringify(entries, null, 2));
-      const verdicts = await withRegistry(config.dataDir, (r) => new Map(entries.flatMap((e) => (e.decisionId ? [[e.decisionId, r.decision(e.decisionId)?.verdict ?? '?'] as const] : []))));
+      const verdicts = await withRegistry(config.dataDir, async (r) => {
+        const ids = [...new Set(entries.flatMap((e) => (e.decisionId ? [e.decisionId] : [])))];
+        return new Map(await Promise.all(ids.map(async (id) => [id, (await r.decision(id))?.verdict ?? '?'] as const)));
+      });
       process.stdout.write(entries.length === 0 ? '(the ledgers are empty: each training iteration and release adds a row)\n' : formatLedger(entries, verdicts));
       const production = await withRegistry(config.dataDir, (r) => r.alias(PRODUCTION_ALIAS));
       if (production) say(`production: ${production}`);

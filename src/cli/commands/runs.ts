@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { cancelRun, continueRun, describeRun, listRuns, runExecutionStatus, signalRun, type RunContinuation } from '../../client/runs.js';
 import { describePolicies } from '../policy-status.js';
-import { withRegistry } from '../../registry/policy-registry.js';
+import { withRegistry } from '../../registry/open.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { cliContext, temporalUiUrl, withClient, workflowUrl, type GlobalOptions } from '../context.js';
 import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.js';
