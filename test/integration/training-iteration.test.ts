@@ -6,7 +6,9 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { ArtifactStore } from '../../src/artifacts/artifact-store.js';
 import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
+import { S3ArtifactStore } from '../../src/artifacts/s3-store.js';
 import { reinConfigSchema } from '../../src/config/schema.js';
 import { createLogger } from '../../src/log/logger.js';
 import { packageRoot } from '../../src/package-root.js';
@@ -17,10 +19,12 @@ import type { PolicyRegistry } from '../../src/registry/policy-registry.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
 import { localPolicyTrainer } from '../../src/training/policy-update.js';
+import { stagedPolicyTrainer } from '../../src/training/staged-trainer.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
 import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingIterationInput, type TrainingRunInput } from '../../workflows/index.js';
 import { setupPython } from '../helpers/python.js';
+import { startTestS3, type TestS3 } from '../helpers/s3.js';
 import { testClient } from '../helpers/temporal.js';
 
 const example = path.join(packageRoot(), 'examples', 'calculator-agent');
@@ -30,6 +34,8 @@ const config = reinConfigSchema.parse({});
 // whose rewards happen to be all equal within each task still make a batch and a version.
 const samples = { ...config.samples, zeroVarianceGroups: 'keep' as const };
 let stack: EmbeddedStack;
+let s3: TestS3;
+let s3Artifacts: S3ArtifactStore;
 let registry: PolicyRegistry;
 let ledger: LedgerStore;
 
@@ -40,7 +46,10 @@ async function replayAndRecord(history: Awaited<ReturnType<WorkflowHandle['fetch
 }
 
 beforeAll(async () => {
-  stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base') });
+  // The first iteration below keeps its artifacts in S3 (moto standing in): the policy server stages the checkpoints it loads from there.
+  s3 = await startTestS3();
+  s3Artifacts = new S3ArtifactStore(`s3://${await s3.bucket()}/rein`, { endpoint: s3.endpoint });
+  stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base'), artifacts: { store: s3Artifacts, stagingDir: path.join(dir, 'policy-server-staging') } });
   registry = openRegistry(dir);
   ledger = openLedger(dir);
   await registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: path.join(packageRoot(), 'models', 'base'), batchContentHash: null, trainerMetrics: {} });
@@ -49,11 +58,15 @@ afterAll(async () => {
   await registry.close();
   await ledger.close();
   await stack.close();
+  await s3.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** A Rein worker on a fresh task queue of the shared dev server, with the embedded stack as its gateway and serving backend. */
-async function startWorker(prefix: string, trainer = localPolicyTrainer(config.trainer, path.join(dir, 'logs'))) {
+/**
+ * A Rein worker on a fresh task queue of the shared dev server, with the embedded stack as its
+ * gateway and serving backend; its trainer staged as the worker's is (s3:// in, s3:// out).
+ */
+async function startWorker(prefix: string, trainer = localPolicyTrainer(config.trainer, path.join(dir, 'logs')), artifacts: ArtifactStore = new LocalArtifactStore(path.join(dir, 'artifacts'))) {
   installTemporalRuntime(createLogger('warn'));
   const taskQueue = `${prefix}-${randomUUID()}`;
   const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
@@ -66,7 +79,7 @@ async function startWorker(prefix: string, trainer = localPolicyTrainer(config.t
     workflowBundle: { code: inject('workflowBundleCode') },
     dataDir: dir,
     store: stack.store,
-    artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
+    artifacts,
     samples,
     rollouts: { ...config.rollouts, concurrency: 8 },
     harness: { version: 'example', local: program('harness.mjs') },
@@ -75,7 +88,7 @@ async function startWorker(prefix: string, trainer = localPolicyTrainer(config.t
     registry,
     ledger,
     gate: { ...config.gate, autoPromote: true },
-    trainer,
+    trainer: stagedPolicyTrainer(trainer, { artifacts, stagingDir: path.join(dir, 'staging'), policiesDir: path.join(dir, 'policies') }),
     serving: stack.serving,
     policiesDir: path.join(dir, 'policies'),
   });
@@ -101,8 +114,8 @@ function iterationInput(runId: string, [from, to]: [number, number], heldoutTask
 }
 
 describe('the trainingIteration and trainingRun workflows (real dev server, embedded policy)', () => {
-  it('runs rollouts, builds a batch, trains and serves a candidate with its lineage, replays held-out tasks; a rerun trains nothing twice', { timeout: 240_000 }, async () => {
-    const { worker, client, taskQueue, close } = await startWorker('iteration');
+  it('runs rollouts, builds a batch into S3, trains and serves a candidate from S3 with its lineage, replays held-out tasks; a rerun trains nothing twice', { timeout: 240_000 }, async () => {
+    const { worker, client, taskQueue, close } = await startWorker('iteration', undefined, s3Artifacts);
     const input = iterationInput('run-a', [0, 6], 8);
     try {
       await worker.runUntil(async () => {
@@ -112,6 +125,9 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         // Registered with its lineage and served behind the gateway; the gate compared it with production (the base).
         expect(await registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash });
         expect(stack.policyServer.models()).toContain('run-a.v1');
+        // Batch and checkpoint live in S3: the trainer read and wrote local copies the worker staged, the policy server loaded its own.
+        expect(result.batch.uri).toMatch(new RegExp(`^${s3Artifacts.url}/runs/run-a/iterations/1/batch-[0-9a-f]{16}\\.safetensors$`));
+        expect((registry.get('run-a.v1'))?.checkpointUri).toBe(`${s3Artifacts.url}/policies/run-a/run-a.v1`);
         expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.v1.vs.v0.c0nf1g.8x1' } });
         const decision = await registry.decision('run-a.v1.vs.v0.c0nf1g.8x1');
         expect(decision?.record).toMatchObject({ checks: expect.any(Array), rules: { acceptReward: 1 }, candidate: { version: 'run-a.v1' }, incumbent: { version: 'v0' } });
@@ -182,7 +198,8 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
   });
 
   it('runs iterations as child workflows from production and then from the policy each one produced; pauses, resumes and stops on signals', { timeout: 240_000 }, async () => {
-    const { worker, client, taskQueue, close } = await startWorker('run');
+    // Production's version (run-a.v1) is in S3: this worker shares that store and stages it as the parent.
+    const { worker, client, taskQueue, close } = await startWorker('run', undefined, s3Artifacts);
     // What serves production now (say an earlier run's candidate was promoted) is where this run starts.
     await registry.setAlias('production', 'run-a.v1', { operation: 'promote', actor: 'test', override: true, reason: 'set up the test' });
     const train = loadTaskSet(path.join(example, 'train.jsonl'));
