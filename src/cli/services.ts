@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { isLocalReference } from '../artifacts/folders.js';
 import { artifactStoreFromConfig, stagingDir } from '../artifacts/from-config.js';
 import type { Client } from '@temporalio/client';
 import { workerIsPolling } from '../client/runs.js';
@@ -125,8 +126,8 @@ async function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicySer
   await withRegistry(config.dataDir, async (registry) => {
     if (policyServer) {
       const served = new Set(policyServer.models());
-      const loaded = (await trainedVersions(registry)).filter((p) => !served.has(p.version) && existsSync(p.checkpointUri));
-      for (const policy of loaded) policyServer.load(policy.version, policy.checkpointUri);
+      const loaded = (await trainedVersions(registry)).filter((p) => !served.has(p.version) && (!isLocalReference(p.checkpointUri) || existsSync(p.checkpointUri)));
+      for (const policy of loaded) await policyServer.loadFrom(policy.version, policy.checkpointUri);
       if (loaded.length > 0) logger.info({ loaded: loaded.map((p) => p.version) }, 'serving trained policy versions again');
     }
     const { skipped, skippedAliases } = await restoreRoutes(registry, gateway.router, config.trainer.servingBackend);
