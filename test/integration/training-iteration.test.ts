@@ -127,7 +127,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         expect(stack.policyServer.models()).toContain('run-a.v1');
         // Batch and checkpoint live in S3: the trainer read and wrote local copies the worker staged, the policy server loaded its own.
         expect(result.batch.uri).toMatch(new RegExp(`^${s3Artifacts.url}/runs/run-a/iterations/1/batch-[0-9a-f]{16}\\.safetensors$`));
-        expect((registry.get('run-a.v1'))?.checkpointUri).toBe(`${s3Artifacts.url}/policies/run-a/run-a.v1`);
+        expect((await registry.get('run-a.v1'))?.checkpointUri).toBe(`${s3Artifacts.url}/policies/run-a/run-a.v1`);
         expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.v1.vs.v0.c0nf1g.8x1' } });
         const decision = await registry.decision('run-a.v1.vs.v0.c0nf1g.8x1');
         expect(decision?.record).toMatchObject({ checks: expect.any(Array), rules: { acceptReward: 1 }, candidate: { version: 'run-a.v1' }, incumbent: { version: 'v0' } });
