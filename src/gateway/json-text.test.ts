@@ -50,6 +50,19 @@ describe('json-text', () => {
     expect(nestedDeeperThan('[[[{}]]]', 3)).toBe(true);
     expect(nestedDeeperThan('[[[]]]', 3)).toBe(false);
     expect(nestedDeeperThan('[[[[]]]]', 3)).toBe(true);
+    // More openers than the limit, but side by side.
+    expect(nestedDeeperThan('[{}, {}, {"a": [1]}, {}]', 3)).toBe(false);
+  });
+
+  it('measures nesting as deep as the parsed value is, for any JSON', () => {
+    const depthOf = (value: unknown): number =>
+      value !== null && typeof value === 'object' ? 1 + Math.max(0, ...Object.values(value).map(depthOf)) : 0;
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }), fc.integer({ min: 0, max: 6 }), (value, max) => {
+        const text = JSON.stringify(value);
+        expect(nestedDeeperThan(text, max)).toBe(depthOf(value) > max);
+      }),
+    );
   });
 
   it('finds the same values when one scan walks back into values it skipped (as a response is walked, choices then each choice)', () => {

@@ -30,8 +30,9 @@ export interface Edit {
 
 /** Whether the text nests arrays and objects deeper than `max` (strings are skipped, not counted). */
 export function nestedDeeperThan(text: string, max: number): boolean {
-  // Each level opens with a character of its own: a text no longer than `max` cannot nest deeper (a stream's chunks).
-  if (text.length <= max) return false;
+  // Each level opens with a character of its own: a text with no more than `max` of them cannot
+  // nest deeper (a stream's chunks, most requests). Counting them is native indexOf, not a walk.
+  if (text.length <= max || openersAtMost(text, max)) return false;
   let depth = 0;
   const scan = new StructuralScan(text);
   for (let at = scan.at(0); at >= 0; ) {
@@ -46,6 +47,14 @@ export function nestedDeeperThan(text: string, max: number): boolean {
     at = scan.at(at + 1);
   }
   return false;
+}
+
+function openersAtMost(text: string, max: number): boolean {
+  let count = 0;
+  for (const opener of ['{', '[']) {
+    for (let at = text.indexOf(opener); at >= 0; at = text.indexOf(opener, at + 1)) if (++count > max) return false;
+  }
+  return true;
 }
 
 /**
