@@ -70,7 +70,9 @@ export function membersOf(text: string, at: number, scan = new StructuralScan(te
   for (;;) {
     const start = i;
     const keyEnd = stringEnd(text, i);
-    const key = JSON.parse(text.slice(start, keyEnd)) as string;
+    // Only a key with an escape needs decoding: the others are their own text, without a parse per key.
+    const raw = text.slice(start + 1, keyEnd - 1);
+    const key = raw.includes('\\') ? (JSON.parse(`"${raw}"`) as string) : raw;
     const valueStart = skipSpace(text, skipSpace(text, keyEnd) + 1);
     const valueEnd = enter?.(key, valueStart) ?? valueEndOf(text, valueStart, scan);
     members.push({ key, start, valueStart, valueEnd });
