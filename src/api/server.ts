@@ -3,7 +3,7 @@ import { clientErrorAnswer } from '../http/client-error.js';
 import { nestedDeeperThan } from '../gateway/json-text.js';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z, ZodError, type ZodType } from 'zod';
-import { describeRun, listRuns, newRunId, resumeRun, RunExistsError, RunNotFoundError, RunNotResumableError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
+import { describeRun, listRuns, newRunId, PromotionConflictError, promotionGuard, promotionMemo, resumeRun, RunExistsError, RunNotFoundError, RunNotResumableError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
 import { releaseInput, startRelease } from '../client/release.js';
 import { changeSchedule, createSchedule, listSchedules, ScheduleError } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
@@ -111,7 +111,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       body: s.startRunBody,
       status: 201,
       response: s.startedRun,
-      handle: async ({ body }) => startRun(client, taskQueue, { ...trainingRunInput(config, overrides(body)), runId: body.runId ?? newRunId() }),
+      handle: async ({ body }) => startRun(client, taskQueue, { ...trainingRunInput(config, overrides(body)), runId: body.runId ?? newRunId() }, promotionGuard(config)),
     }),
     route({ method: 'GET', url: '/api/runs/:runId', summary: "A run's state, stage, iterations, held-out comparison and current activity", params: s.runIdParams, response: s.runReport, handle: async ({ params }) => describeRun(client, params.runId) }),
     route({
@@ -164,7 +164,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       status: 202,
       response: s.resumedRun,
       handle: async ({ params }) => {
-        const resumed = await resumeRun(client, params.runId);
+        const resumed = await resumeRun(client, params.runId, { allowConcurrentPromotion: config.gate.concurrentRuns === 'allow' });
         if (resumed.action === 'signalled') return resumed;
         const { fromIteration, policyVersion, previousStatus, reason, executionRunId } = resumed.continuation;
         return { action: resumed.action, fromIteration, policyVersion, previousStatus, reason, executionRunId };
@@ -250,7 +250,8 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       response: s.accepted,
       handle: async ({ body }) => {
         const { scheduleId, every, cron, overlap, paused, note } = body;
-        await createSchedule(client, taskQueue, { scheduleId, every, cron, overlap, paused, note, input: trainingRunInput(config, overrides(body)) });
+        const input = trainingRunInput(config, overrides(body));
+        await createSchedule(client, taskQueue, { scheduleId, every, cron, overlap, paused, note, input, ...promotionMemo(input, promotionGuard(config)) });
         return { ok: true };
       },
     }),
@@ -358,6 +359,7 @@ function describeError(err: unknown): { status: number; code: string; message: s
   if (err instanceof ApiError) return err;
   if (err instanceof RunNotFoundError) return { status: 404, code: 'run_not_found', message: err.message };
   if (err instanceof RunExistsError) return { status: 409, code: 'run_exists', message: err.message };
+  if (err instanceof PromotionConflictError) return { status: 409, code: 'promotion_conflict', message: err.message };
   if (err instanceof RunNotResumableError) return { status: 409, code: 'run_not_resumable', message: err.message };
   if (err instanceof ScheduleError) return { status: /^no schedule/.test(err.message) ? 404 : /already exists/.test(err.message) ? 409 : 400, code: 'schedule', message: err.message };
   if (err instanceof PromotionError) return { status: /not registered|no gate decision/.test(err.message) ? 404 : 409, code: 'promotion_refused', message: err.message };

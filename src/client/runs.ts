@@ -5,7 +5,9 @@ import proto from '@temporalio/proto';
 import { ConfigError } from '../config/load.js';
 import type { ReinConfig, RunSettings } from '../config/schema.js';
 import { configHash } from '../config/config-hash.js';
+import { PRODUCTION_ALIAS } from '../registry/promotion.js';
 import { loadTaskSet } from '../rollouts/tasks.js';
+import { storeIdentity, storeLocation } from '../store/location.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../../activities/run-rollouts.js';
 import {
   pauseSignal,
@@ -100,9 +102,55 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
 
 export class RunNotFoundError extends Error {}
 export class RunExistsError extends Error {}
+/** Another running run promotes into the same alias of the same store. */
+export class PromotionConflictError extends Error {}
 
-/** Starts a training run; its workflow id is the run id. */
-export async function startRun(client: Client, taskQueue: string, input: RunStart): Promise<{ runId: string; executionRunId: string }> {
+/**
+ * Which production a run may move: its store and alias, kept in the run's memo (`promotes`) so
+ * that the next start can see it. Two runs gating into one alias at once would each measure
+ * their candidate against a production the other may move.
+ */
+export interface PromotionGuard {
+  /** storeIdentity() of the store whose alias the run moves. */
+  store: string;
+  /** Start even when another running run promotes into the same alias (config gate.concurrentRuns: allow). */
+  allowConcurrent: boolean;
+}
+
+export function promotionGuard(config: ReinConfig): PromotionGuard {
+  return { store: storeIdentity(storeLocation(config)), allowConcurrent: config.gate.concurrentRuns === 'allow' };
+}
+
+/** The memo entry that says what a run promotes into: none for a run that does not promote. */
+export function promotionMemo(input: Pick<TrainingRunInput, 'release'>, guard: PromotionGuard | undefined): { promotes?: string } {
+  return guard && input.release?.promote ? { promotes: `${PRODUCTION_ALIAS} of ${guard.store}` } : {};
+}
+
+/**
+ * Refuses a start while another run promotes into the same alias. Read from Temporal's visibility
+ * store, which may lag a start by a moment: two starts at the same instant can both pass, and then
+ * the promotion's compare-and-set (the alias moves only from where the gate measured it) still
+ * keeps the second from overwriting the first.
+ */
+async function refuseConcurrentPromotion(client: Client, runId: string, promotes: string): Promise<void> {
+  const query = `WorkflowType = 'trainingRun' AND ExecutionStatus = 'Running'`;
+  for await (const wf of client.workflow.list({ query, pageSize: 100 })) {
+    if (wf.workflowId === runId || wf.memo?.promotes !== promotes) continue;
+    throw new PromotionConflictError(
+      `run ${wf.workflowId} (started ${wf.startTime.toISOString()}) is still running and promotes into ${promotes}; two runs gating into one alias at once would each judge ` +
+        `their candidate against a production the other may move. Wait for it (\`rein status ${wf.workflowId}\`), stop it (\`rein stop ${wf.workflowId}\` or \`rein cancel ${wf.workflowId}\`), ` +
+        `start this one with gate.autoPromote: false, or set gate.concurrentRuns: allow`,
+    );
+  }
+}
+
+/**
+ * Starts a training run; its workflow id is the run id. With a guard, a run that promotes is
+ * refused while another run promotes into the same alias (PromotionConflictError).
+ */
+export async function startRun(client: Client, taskQueue: string, input: RunStart, guard?: PromotionGuard): Promise<{ runId: string; executionRunId: string }> {
+  const { promotes } = promotionMemo(input, guard);
+  if (promotes && !guard?.allowConcurrent) await refuseConcurrentPromotion(client, input.runId, promotes);
   try {
     const handle = await client.workflow.start<typeof trainingRun>('trainingRun', {
       taskQueue,
@@ -110,7 +158,7 @@ export async function startRun(client: Client, taskQueue: string, input: RunStar
       // A run id names one run: its candidates and rollouts are named after it.
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       args: [input],
-      memo: { configHash: input.configHash },
+      memo: { configHash: input.configHash, ...(promotes && { promotes }) },
       staticSummary: `Rein training run ${input.runId}: ${input.iterations ?? 'unbounded'} iterations from ${input.base.version}`,
     });
     return { runId: input.runId, executionRunId: handle.firstExecutionRunId };
@@ -336,7 +384,7 @@ const STATUS_QUERY_TIMEOUT_MS = 30_000;
  * Refused (RunNotResumableError) for a running run (a paused one is resumed by signal) and a
  * completed one. The memo's `resumes` records each continuation.
  */
-export async function continueRun(client: Client, runId: string, options: { queryTimeoutMs?: number } = {}): Promise<RunContinuation> {
+export async function continueRun(client: Client, runId: string, options: { queryTimeoutMs?: number; allowConcurrentPromotion?: boolean } = {}): Promise<RunContinuation> {
   let described;
   try {
     described = await client.workflow.getHandle(runId).describe();
@@ -355,6 +403,9 @@ export async function continueRun(client: Client, runId: string, options: { quer
     const final = (await handle.result().catch(() => undefined)) as RunStatus | undefined;
     throw new RunNotResumableError(completedRunMessage(runId, final));
   }
+
+  const memo = (described.memo ?? {}) as Record<string, unknown>;
+  if (typeof memo.promotes === 'string' && !options.allowConcurrentPromotion) await refuseConcurrentPromotion(client, runId, memo.promotes);
 
   const history = await handle.fetchHistory();
   const startedEvent = history.events?.[0]?.workflowExecutionStartedEventAttributes;
@@ -389,7 +440,6 @@ export async function continueRun(client: Client, runId: string, options: { quer
 
   const stageAttribute = (described.searchAttributes.ReinStage as string[] | undefined)?.[0];
   const endedInIteration = /^iteration-(\d+)$/.exec(stageAttribute ?? '')?.[1];
-  const memo = (described.memo ?? {}) as Record<string, unknown>;
   const earlier = Array.isArray(memo.resumes) ? (memo.resumes as RunResume[]) : [];
   const resume: RunResume = {
     fromIteration,
@@ -580,12 +630,12 @@ function closeReason(history: History): string {
  * was terminated, cancelled or timed out is continued from its first unfinished iteration
  * (continueRun); a completed one is refused (RunNotResumableError).
  */
-export async function resumeRun(client: Client, runId: string): Promise<{ action: 'signalled' } | { action: 'continued'; continuation: RunContinuation }> {
+export async function resumeRun(client: Client, runId: string, options: { allowConcurrentPromotion?: boolean } = {}): Promise<{ action: 'signalled' } | { action: 'continued'; continuation: RunContinuation }> {
   if ((await runExecutionStatus(client, runId)) === 'RUNNING') {
     await signalRun(client, runId, 'resume');
     return { action: 'signalled' };
   }
-  return { action: 'continued', continuation: await continueRun(client, runId) };
+  return { action: 'continued', continuation: await continueRun(client, runId, options) };
 }
 
 /** Temporal's status of a run's latest execution (RUNNING, COMPLETED, FAILED, TERMINATED, ...). */

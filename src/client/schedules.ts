@@ -16,6 +16,8 @@ export interface ScheduleRequest {
   note?: string | undefined;
   /** Each fire starts a run with this input; its run id is the schedule id and the fire time. */
   input: Omit<TrainingRunInput, 'runId'>;
+  /** What its runs promote into (promotionMemo), so that a run started by hand meanwhile is refused. */
+  promotes?: string | undefined;
 }
 
 export interface ScheduleListing {
@@ -43,7 +45,7 @@ export async function createSchedule(client: Client, taskQueue: string, request:
         taskQueue,
         workflowId: request.scheduleId,
         args: [request.input],
-        memo: { configHash: request.input.configHash },
+        memo: { configHash: request.input.configHash, ...(request.promotes && { promotes: request.promotes }) },
       },
       policies: { overlap: overlapPolicy(request.overlap ?? 'skip'), catchupWindow: '1 hour' },
       state: { paused: request.paused ?? false, ...(request.note && { note: request.note }) },

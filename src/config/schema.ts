@@ -351,6 +351,10 @@ const run = z.strictObject({
 
 const gate = gateRulesSchema.extend({
   autoPromote: z.boolean().default(true).describe("A training run moves the production alias to a candidate the gate passes; false: promote by hand (`rein promote`)"),
+  concurrentRuns: z
+    .enum(['refuse', 'allow'])
+    .default('refuse')
+    .describe("refuse: a run that promotes is not started (nor continued) while another run promotes into the same store's production; allow: both run (each promotion still moves the alias only from where its gate measured it)"),
 });
 
 export const reinConfigSchema = z

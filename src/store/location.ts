@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { ReinConfig } from '../config/schema.js';
 
 /**
@@ -46,4 +47,16 @@ export function redactedStoreUrl(url: string): string {
   if (parsed.password !== '') parsed.password = '***';
   if (parsed.searchParams.has('password')) parsed.searchParams.set('password', '***');
   return parsed.toString();
+}
+
+/**
+ * What names one set of stores, wherever it is opened from: the PostgreSQL server and database
+ * (no user, no password), or the absolute dataDir of SQLite files. Two runs with the same
+ * identity share a registry, and so a production alias.
+ */
+export function storeIdentity(location: StoreLocation): string {
+  if (location.postgresUrl === null) return `sqlite:${path.resolve(location.dataDir)}`;
+  const url = new URL(location.postgresUrl);
+  const host = url.hostname || url.searchParams.get('host') || 'localhost';
+  return `postgres://${host}:${url.port || '5432'}${url.pathname || '/'}`;
 }

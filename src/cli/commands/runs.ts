@@ -143,7 +143,7 @@ export function registerRunCommands(program: Command): void {
     // A closed run that did not complete: continued as a new execution, which needs a worker.
     const { client, services, close } = await connectOrStartServices(config, logger, say);
     try {
-      const continued = await continueRun(client, runId);
+      const continued = await continueRun(client, runId, { allowConcurrentPromotion: config.gate.concurrentRuns === 'allow' });
       say(continuationLine(continued));
       const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
       if (ui) say(`Web UI: ${workflowUrl(ui, config.temporal.namespace, runId, continued.executionRunId)}`);

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { trainingRunInput } from '../../client/runs.js';
+import { promotionGuard, promotionMemo, trainingRunInput } from '../../client/runs.js';
 import { changeSchedule, createSchedule, listSchedules, OVERLAP_POLICIES, type OverlapPolicy } from '../../client/schedules.js';
 import { cliContext, withClient, type GlobalOptions } from '../context.js';
 import { formatTable } from '../table.js';
@@ -25,7 +25,7 @@ export function registerScheduleCommands(program: Command): void {
       const { config, file } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const input = trainingRunInput(config, runOverrides(options), file ?? 'config');
       await withClient(config, (client) =>
-        createSchedule(client, config.temporal.taskQueue, { scheduleId: name, every: options.every, cron: options.cron, overlap: options.overlap, paused: options.paused, note: options.note, input }),
+        createSchedule(client, config.temporal.taskQueue, { scheduleId: name, every: options.every, cron: options.cron, overlap: options.overlap, paused: options.paused, note: options.note, input, ...promotionMemo(input, promotionGuard(config)) }),
       );
       process.stdout.write(`schedule ${name} created${options.paused ? ' (paused)' : ''}; \`rein schedule list\` shows its next runs\n`);
     },

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { newRunId, RUN_ID_PATTERN, RUN_ID_RULE, startRun, trainingRunInput, type RunOverrides } from '../../client/runs.js';
+import { newRunId, promotionGuard, RUN_ID_PATTERN, RUN_ID_RULE, startRun, trainingRunInput, type RunOverrides } from '../../client/runs.js';
 import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { abortOnInterrupt, followToEnd } from '../follow-run.js';
@@ -65,7 +65,7 @@ export function registerTrainCommand(program: Command): void {
       const { client, services, close } = await connectOrStartServices(config, logger, say);
       const interrupted = abortOnInterrupt();
       try {
-        const started = await startRun(client, taskQueue, input);
+        const started = await startRun(client, taskQueue, input, promotionGuard(config));
         const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
         say(`Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.startFrom === 'production' ? `production (${input.base.version} until a promotion)` : input.base.version}` +
           (input.heldout
