@@ -32,7 +32,7 @@ async function openDatabase(backend: StoreBackend): Promise<TestDatabase> {
         statement.run();
         return [];
       },
-      close: async () => db.close(),
+      close: async () => void db.close(),
     };
   }
   const pool = openPostgresPool(await freshPostgresUrl());
@@ -111,7 +111,10 @@ describe('schema migrations on PostgreSQL', () => {
   it('says where the server is and what to check when it cannot be reached, without the password', async () => {
     const pool = openPostgresPool('postgres://rein:hunter2@127.0.0.1:1/rein');
     try {
-      const refused = await applyPostgresMigrations(pool, 'notes', [v1]).catch((err: unknown) => err as Error);
+      const refused = (await applyPostgresMigrations(pool, 'notes', [v1]).then(
+        () => new Error('connected'),
+        (err: unknown) => err,
+      )) as Error;
       expect(refused.message).toMatch(/^cannot connect to PostgreSQL at 127\.0\.0\.1:1\/rein: .*ECONNREFUSED.*; the server is unreachable: check that PostgreSQL runs there and that store\.url \(REIN_STORE_URL\) names its host and port$/);
       expect(refused.message).not.toContain('hunter2');
     } finally {

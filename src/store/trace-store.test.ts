@@ -1,0 +1,477 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SqliteTraceStore } from './sqlite-store.js';
+import { PostgresTraceStore } from './postgres-store.js';
+import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
+import type { Rollout } from '../rollouts/rollout.js';
+import { StoreConflictError, type CallFinish, type ShadowCallRecord, type TraceStore } from './trace-store.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The journal named `name` on a backend: opened again by name, as a restarted process (or another one) would. */
+const databases = new Map<string, Promise<string>>();
+async function openOn(backend: StoreBackend, name: string): Promise<TraceStore> {
+  if (backend === 'sqlite') return new SqliteTraceStore(path.join(dir, `${name}.sqlite`));
+  if (!databases.has(name)) databases.set(name, freshPostgresUrl());
+  return PostgresTraceStore.open(await (databases.get(name) as Promise<string>));
+}
+
+/** What a store keeps of its shadow calls' requests, in bytes. */
+async function storedShadowRequestBytes(store: TraceStore): Promise<number> {
+  const sql = 'SELECT SUM(LENGTH(request_sent)) AS bytes FROM shadow_calls';
+  if (store instanceof SqliteTraceStore) return (store['db'] as { prepare(sql: string): { get(): { bytes: number } } }).prepare(sql).get().bytes;
+  return Number((await ((store as PostgresTraceStore)['pool'] as { query(sql: string): Promise<{ rows: Array<{ bytes: string }> }> }).query(sql)).rows[0]?.bytes);
+}
+
+describe.each(storeBackends)('trace store contract (%s)', (backend) => {
+  const openStore = (name: string = randomUUID()) => openOn(backend, name);
+
+  function finish(promptIds: number[], completionIds: number[]): CallFinish {
+    return {
+      response: { choices: [{ message: { role: 'assistant', content: 'x' } }] },
+      promptIds,
+      choices: [{ completionIds, logprobs: completionIds.map((id) => -id / 1000), finishReason: 'stop' }],
+      usage: { prompt_tokens: promptIds.length, completion_tokens: completionIds.length },
+      upstreamStatus: 200,
+      errorClass: null,
+      errorMessage: null,
+      ttftMs: 1,
+      latencyMs: 2,
+    };
+  }
+
+  /** The request a harness sends on turn t of a conversation that grows by two messages a turn. */
+  function requestAt(t: number) {
+    const messages = [{ role: 'system', content: 'You use tools.' }];
+    for (let i = 0; i <= t; i++) {
+      messages.push({ role: 'user', content: `tool output ${i}: ${'data '.repeat(20)}` });
+      if (i < t) messages.push({ role: 'assistant', content: `step ${i}` });
+    }
+    return { model: 'production', temperature: 1, messages };
+  }
+
+  async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prompt: number[]; completion: number[] }>, firstTurn = 0) {
+    for (const [i, turn] of turns.entries()) {
+      const id = randomUUID();
+      const received = requestAt(firstTurn + i);
+      await store.beginCall({
+        id,
+        rolloutId,
+        attempt: 1,
+        endpoint: 'chat.completions',
+        policyVersion: 'v1',
+        backendUrl: 'http://backend',
+        stream: false,
+        requestReceived: received,
+        requestSent: { ...received, model: 'Qwen/Qwen3-0.6B', return_token_ids: true },
+        startedAt: Date.now(),
+      });
+      await store.finishCall(id, finish(turn.prompt, turn.completion));
+    }
+  }
+
+  /** A multi-turn conversation: each prompt is the previous prompt + completion + inserted tool output. */
+  function conversation(turns: number, seed = 1): Array<{ prompt: number[]; completion: number[] }> {
+    let next = seed;
+    const token = () => (next = (next * 1103515245 + 12345) % 150_000);
+    const out: Array<{ prompt: number[]; completion: number[] }> = [];
+    let context = Array.from({ length: 200 }, token);
+    for (let t = 0; t < turns; t++) {
+      const completion = Array.from({ length: 40 }, token);
+      out.push({ prompt: context, completion });
+      context = [...context, ...completion, ...Array.from({ length: 30 }, token)];
+    }
+    return out;
+  }
+
+  describe('calls', () => {
+    it('round-trips a 100-turn rollout exactly while storing each prompt as a delta', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'long' });
+      const turns = conversation(100);
+      await journal(store, 'long', turns);
+
+      const calls = await store.listCalls('long');
+      expect(calls.map((c) => c.seq)).toEqual(turns.map((_, i) => i + 1));
+      calls.forEach((call, i) => {
+        expect(call.promptIds).toEqual(turns[i]?.prompt);
+        expect(call.choices?.[0]?.completionIds).toEqual(turns[i]?.completion);
+        expect(call.choices?.[0]?.logprobs?.[0]).toBeCloseTo(-(turns[i]?.completion[0] ?? 0) / 1000, 5);
+      });
+      calls.forEach((call, t) => {
+        expect(call.requestReceived).toEqual(requestAt(t));
+        expect(call.requestSent).toEqual({ ...requestAt(t), model: 'Qwen/Qwen3-0.6B', return_token_ids: true });
+      });
+      expect(await store.getCall(calls[99]!.id)).toEqual(calls[99]);
+
+      // Stored whole, prompts and requests would grow with the square of the rollout's length.
+      const wholeBytes = turns.reduce((sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length, 0);
+      const { bytes } = await store.rolloutFootprint('long');
+      expect(bytes).toBeLessThan(wholeBytes / 20);
+      await store.close();
+    });
+
+    it('keeps encoding deltas after a restart, from the journal alone', async () => {
+      const name = randomUUID();
+      const turns = conversation(6, 7);
+      let store = await openStore(name);
+      await store.createRollout({ id: 'r' });
+      await journal(store, 'r', turns.slice(0, 3));
+      await store.close();
+
+      store = await openStore(name);
+      await journal(store, 'r', turns.slice(3), 3);
+      const calls = await store.listCalls('r');
+      expect(calls.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
+      expect(calls.map((c) => c.requestReceived)).toEqual(turns.map((_, t) => requestAt(t)));
+      // Decoding one call alone follows its references back across the restart.
+      const afterRestart = await store.getCall(calls[3]!.id);
+      expect(afterRestart?.promptIds).toEqual(turns[3]?.prompt);
+      const small = await store.rolloutFootprint('r');
+      expect(small.bytes).toBeLessThan(turns.reduce((sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length, 0) / 2);
+      await store.close();
+    });
+
+    it('round-trips any sequence of prompts, whether or not they extend the previous call', async () => {
+      const store = await openStore();
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.record({
+              keep: fc.nat({ max: 400 }),
+              added: fc.array(fc.integer({ min: 0, max: 200_000 }), { maxLength: 50 }),
+              completion: fc.array(fc.integer({ min: 0, max: 200_000 }), { maxLength: 30 }),
+            }),
+            { minLength: 1, maxLength: 12 },
+          ),
+          async (steps) => {
+            const rolloutId = randomUUID();
+            await store.createRollout({ id: rolloutId });
+            let previous: number[] = [];
+            const turns = steps.map((step) => {
+              // Keep some prefix of the previous sequence (possibly all of it, possibly none) and add tokens.
+              const prompt = [...previous.slice(0, step.keep), ...step.added];
+              previous = [...prompt, ...step.completion];
+              return { prompt, completion: step.completion };
+            });
+            await journal(store, rolloutId, turns);
+            const calls = await store.listCalls(rolloutId);
+            expect(calls.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
+            expect(calls.map((c) => c.requestReceived)).toEqual(turns.map((_, t) => requestAt(t)));
+            expect(calls.map((c) => c.choices?.[0]?.completionIds)).toEqual(turns.map((t) => t.completion));
+          },
+        ),
+        { numRuns: 60 },
+      );
+      await store.close();
+    });
+
+    it('keeps an in-flight call as such until it finishes', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'r' });
+      const { seq } = await store.beginCall({
+        id: 'c1',
+        rolloutId: 'r',
+        attempt: 1,
+        endpoint: 'completions',
+        policyVersion: 'v1',
+        backendUrl: 'http://b',
+        stream: true,
+        requestReceived: { prompt: 'hi' },
+        requestSent: { prompt: 'hi', return_token_ids: true },
+        startedAt: 1,
+      });
+      expect(seq).toBe(1);
+      expect(await store.getCall('c1')).toMatchObject({ status: 'in_flight', requestSent: { return_token_ids: true } });
+      await store.finishCall('c1', { ...finish([], []), promptIds: null, choices: [], errorClass: 'upstream_stream_cut', errorMessage: 'cut' });
+      expect(await store.getCall('c1')).toMatchObject({ status: 'error', errorClass: 'upstream_stream_cut', promptIds: null });
+      await store.close();
+    });
+  });
+
+  describe('group commit', () => {
+    const start = (id: string, rolloutId: string, content: string) => ({
+      id,
+      rolloutId,
+      attempt: 1,
+      endpoint: 'chat.completions' as const,
+      policyVersion: 'v1',
+      backendUrl: 'http://b',
+      stream: false,
+      requestReceived: { messages: [{ role: 'system', content: 'shared' }, { role: 'user', content }] },
+      requestSent: { messages: [{ role: 'system', content: 'shared' }, { role: 'user', content }] },
+      startedAt: 1,
+    });
+
+    it('commits writes requested together in one go, each durable when its promise resolves', async () => {
+      const name = randomUUID();
+      const store = await openStore(name);
+      await store.createRollout({ id: 'r' });
+      const seqs = await Promise.all(Array.from({ length: 20 }, (_, i) => store.beginCall(start(`c${i}`, 'r', `turn ${i}`))));
+      expect(seqs.map((s) => s.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+      await Promise.all(Array.from({ length: 20 }, (_, i) => store.finishCall(`c${i}`, finish([1, 2, 3, i], [9]))));
+      // Another connection (another process, after a crash) sees every write whose promise resolved.
+      const reader = await openStore(name);
+      const calls = await reader.listCalls('r');
+      expect(calls).toHaveLength(20);
+      expect(calls.every((c) => c.status === 'ok')).toBe(true);
+      expect(calls.map((c) => c.promptIds)).toEqual(Array.from({ length: 20 }, (_, i) => [1, 2, 3, i]));
+      expect(calls.map((c) => (c.requestReceived as { messages: Array<{ content: string }> }).messages[1]?.content)).toEqual(
+        Array.from({ length: 20 }, (_, i) => `turn ${i}`),
+      );
+      await reader.close();
+      await store.close();
+    });
+
+    it('fails only the bad write of a batch, and the good ones still commit', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'r' });
+      const results = await Promise.allSettled([
+        store.beginCall(start('ok-1', 'r', 'one')),
+        store.beginCall(start('orphan', 'no-such-rollout', 'two')),
+        store.finishCall('never-begun', finish([1], [2])),
+        store.beginCall(start('ok-2', 'r', 'three')),
+      ]);
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'fulfilled']);
+      expect((await store.listCalls('r')).map((c) => c.id)).toEqual(['ok-1', 'ok-2']);
+      // The caches the failed batch touched were rebuilt from the journal: later calls still decode.
+      await store.finishCall('ok-2', finish([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [11]));
+      await store.beginCall(start('ok-3', 'r', 'four'));
+      await store.finishCall('ok-3', finish([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13]));
+      const calls = await store.listCalls('r');
+      expect(calls.map((c) => c.promptIds)).toEqual([undefined, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]);
+      expect(calls[2]?.promptExtends).toMatchObject({ ref: 'ok-2' });
+      await store.close();
+    });
+
+    it('commits what was requested before close', async () => {
+      const name = randomUUID();
+      const store = await openStore(name);
+      await store.createRollout({ id: 'r' });
+      const begun = store.beginCall(start('c1', 'r', 'last words'));
+      await store.close();
+      await expect(begun).resolves.toEqual({ seq: 1 });
+      const reader = await openStore(name);
+      expect(await reader.getCall('c1')).toMatchObject({ status: 'in_flight' });
+      await reader.close();
+    });
+  });
+
+  describe('shadow calls', () => {
+    /** The candidate's copy of a journaled call: its request as sent to the candidate, and its answer. */
+    function shadowOf(primaryId: string, t: number, candidate: string, overrides: Partial<ShadowCallRecord> = {}): ShadowCallRecord {
+      return {
+        id: `shadow-${candidate}-${t}`,
+        primaryCallId: primaryId,
+        rolloutId: 'r',
+        attempt: 1,
+        candidateVersion: candidate,
+        incumbentVersion: 'v1',
+        endpoint: 'chat.completions',
+        backendUrl: 'http://candidate/v1',
+        requestSent: { ...requestAt(t), model: candidate, stream: false, return_token_ids: true },
+        response: { choices: [{ index: 0, message: { role: 'assistant', content: `candidate step ${t}` } }] },
+        choices: [{ completionIds: [t, t + 1], logprobs: [-0.5, -0.25], finishReason: 'stop' }],
+        status: 'ok',
+        errorClass: null,
+        errorMessage: null,
+        upstreamStatus: 200,
+        latencyMs: 3,
+        startedAt: 1000 + t,
+        ...overrides,
+      };
+    }
+
+    it('keeps shadow calls apart from calls, storing their conversation as a reference into the journal', async () => {
+      const name = randomUUID();
+      let store = await openStore(name);
+      await store.createRollout({ id: 'r' });
+      const turns = 30;
+      await journal(store, 'r', conversation(turns));
+      const primaries = await store.listCalls('r');
+      for (const [t, call] of primaries.entries()) {
+        await store.recordShadowCall(shadowOf(call.id, t, 'v2'));
+        if (t % 10 === 0) {
+          await store.recordShadowCall(
+            shadowOf(call.id, t, 'v3', { response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable', errorMessage: 'refused', upstreamStatus: null }),
+          );
+        }
+      }
+      expect(await store.listCalls('r')).toEqual(primaries);
+
+      // After a restart, decoded from the journal alone.
+      await store.close();
+      store = await openStore(name);
+      const shadows = await store.listShadowCalls({ candidate: 'v2' });
+      expect(shadows).toHaveLength(turns);
+      shadows.forEach((shadow, t) => expect(shadow).toEqual(shadowOf(primaries[t]!.id, t, 'v2')));
+      expect(await store.listShadowCalls({ candidate: 'v3' })).toEqual([0, 10, 20].map((t) =>
+        shadowOf(primaries[t]!.id, t, 'v3', { response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable', errorMessage: 'refused', upstreamStatus: null }),
+      ));
+      expect(await store.listShadowCalls({ rolloutId: 'r' })).toHaveLength(turns + 3);
+      expect(await store.listShadowCalls({ rolloutId: 'other' })).toEqual([]);
+
+      // Stored whole, the shadows' requests would grow with the square of the rollout's length.
+      const stored = await storedShadowRequestBytes(store);
+      const whole = shadows.reduce((sum, s) => sum + JSON.stringify(s.requestSent).length, 0);
+      expect(stored).toBeLessThan(whole / 5);
+      await store.close();
+    });
+
+    it('pages through shadow calls after the last one seen', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'r' });
+      await journal(store, 'r', conversation(5));
+      const primaries = await store.listCalls('r');
+      for (const [t, call] of primaries.entries()) await store.recordShadowCall(shadowOf(call.id, t, 'v2'));
+      const first = await store.listShadowCalls({ candidate: 'v2', limit: 2 });
+      const second = await store.listShadowCalls({ candidate: 'v2', limit: 2, after: first.at(-1)!.id });
+      const third = await store.listShadowCalls({ candidate: 'v2', limit: 2, after: second.at(-1)!.id });
+      expect([...first, ...second, ...third].map((s) => s.id)).toEqual([0, 1, 2, 3, 4].map((t) => `shadow-v2-${t}`));
+      await expect(store.listShadowCalls({ after: 'shadow-unknown' })).rejects.toThrow(/no shadow call "shadow-unknown" to continue after/);
+      await store.close();
+    });
+  });
+
+  describe('rollouts and events', () => {
+    it('creates rollouts idempotently by id, and refuses the same id for another rollout instead of answering with the old one', async () => {
+      const store = await openStore();
+      const first = await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { k: 1, j: [2] } });
+      const again = await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { j: [2], k: 1 } });
+      expect(first.created).toBe(true);
+      expect(again).toEqual({ rollout: first.rollout, created: false });
+      expect(first.rollout).toMatchObject({ status: 'queued', attempts: 1, mode: 'train', taskId: 't1', metadata: { k: 1, j: [2] } });
+      await expect(store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v2', metadata: { k: 1, j: [2] } })).rejects.toThrow(
+        /rollout a exists with another policyVersion \("v1", not "v2"\); send the same body to retry, or use a new id/,
+      );
+      await expect(store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' })).rejects.toBeInstanceOf(StoreConflictError);
+      await expect(store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' })).rejects.toThrow(/another taskId \("t1", not "other"\), mode \("train", not "eval"\);/);
+      // Metadata describes it; the first write keeps it (a newer runner may describe rollouts differently).
+      expect(await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { k: 2 } })).toEqual({ rollout: first.rollout, created: false });
+      await store.close();
+    });
+
+    it('ends the calls a previous gateway left in flight as gateway_lost, and only those', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'r' });
+      const begin = (id: string, startedAt: number) =>
+        store.beginCall({ id, rolloutId: 'r', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: {}, requestSent: {}, startedAt });
+      await begin('cut-off', 1000);
+      await begin('answered', 1001);
+      await store.finishCall('answered', { response: {}, promptIds: null, choices: [], usage: null, upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 2 });
+      await begin('new', 5000);
+      expect(await store.markLostCalls(2000, 'the gateway stopped')).toBe(1);
+      expect(await store.getCall('cut-off')).toMatchObject({ status: 'error', errorClass: 'gateway_lost', errorMessage: 'the gateway stopped', latencyMs: 1000 });
+      expect(await store.getCall('answered')).toMatchObject({ status: 'ok' });
+      expect(await store.getCall('new')).toMatchObject({ status: 'in_flight' });
+      await store.close();
+    });
+
+    it('reopens a rollout lost to a fault in a new attempt, and never a scored or unfinished one', async () => {
+      const store = await openStore();
+      for (const id of ['lost', 'scored', 'cancelled', 'running']) {
+        await store.createRollout({ id });
+        await store.setRolloutStatus(id, { status: 'running' }, 'admin');
+      }
+      await store.setRolloutStatus('lost', { status: 'failed', reason: 'backend down', failureClass: 'infrastructure' }, 'admin');
+      await store.setRolloutStatus('scored', { status: 'failed', reason: 'exited 1', failureClass: 'harness' }, 'admin');
+      await store.setRolloutStatus('cancelled', { status: 'cancelled' }, 'admin');
+
+      const reopened = await store.reopenRollout('lost', 'replayed: it was not scored');
+      expect(reopened).toMatchObject({ status: 'queued', attempts: 2, failureClass: null, statusReason: 'replayed: it was not scored' });
+      expect((await store.listEvents('lost')).at(-1)).toMatchObject({
+        attempt: 2,
+        payload: { from: 'failed', to: 'queued', reopened: { failureClass: 'infrastructure', reason: 'backend down' } },
+      });
+      expect(await store.reopenRollout('cancelled', 'again')).toMatchObject({ status: 'queued', attempts: 2 });
+      await expect(store.reopenRollout('scored', 'again')).rejects.toThrow(/cannot be reopened: it was scored \(failed, harness\)/);
+      await expect(store.reopenRollout('running', 'again')).rejects.toMatchObject({ status: 409 });
+      await store.close();
+    });
+
+    it('allows only legal status transitions and records each with its reason', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'a' });
+      await expect(store.setRolloutStatus('a', { status: 'succeeded' }, 'admin')).rejects.toThrow(/queued; it cannot become succeeded/);
+      await store.setRolloutStatus('a', { status: 'running', reason: 'started' }, 'admin');
+      const done = await store.setRolloutStatus('a', { status: 'failed', reason: 'harness exited 1', failureClass: 'harness' }, 'admin');
+      expect(done).toMatchObject({ status: 'failed', statusReason: 'harness exited 1', failureClass: 'harness' });
+      await expect(store.setRolloutStatus('a', { status: 'running' }, 'admin')).rejects.toMatchObject({ status: 409 });
+      await expect(store.startAttempt('a')).rejects.toThrow(/has finished/);
+      const events = await store.listEvents('a');
+      expect(events.map((e) => e.payload)).toEqual([
+        { from: 'queued', to: 'running', reason: 'started' },
+        { from: 'running', to: 'failed', reason: 'harness exited 1', failureClass: 'harness' },
+      ]);
+      await store.close();
+    });
+
+    it('answers getRollout from memory only while nothing changed it, in this process or another', async () => {
+      const name = randomUUID();
+      const gateway = await openStore(name);
+      const other = await openStore(name);
+      await gateway.createRollout({ id: 'a', metadata: { tags: ['x'] } });
+      const first = (await gateway.getRollout('a')) as Rollout;
+      first.status = 'succeeded';
+      (first.metadata.tags as string[]).push('mutated');
+      expect(await gateway.getRollout('a')).toMatchObject({ status: 'queued', attempts: 1, metadata: { tags: ['x'] } });
+
+      // Another connection (the control API of another process, an operator's CLI) moves it on.
+      await other.setRolloutStatus('a', { status: 'running' }, 'admin');
+      expect(await gateway.getRollout('a')).toMatchObject({ status: 'running', attempts: 1 });
+      await other.startAttempt('a');
+      expect(await gateway.getRollout('a')).toMatchObject({ status: 'running', attempts: 2 });
+      await other.setRolloutStatus('a', { status: 'succeeded' }, 'admin');
+      expect(await gateway.getRollout('a')).toMatchObject({ status: 'succeeded' });
+
+      // And this connection's own changes.
+      await gateway.createRollout({ id: 'b' });
+      expect(await gateway.getRollout('b')).toMatchObject({ status: 'queued' });
+      await gateway.setRolloutStatus('b', { status: 'running' }, 'gateway');
+      expect(await gateway.getRollout('b')).toMatchObject({ status: 'running' });
+      await gateway.startAttempt('b');
+      expect(await gateway.getRollout('b')).toMatchObject({ attempts: 2 });
+      await gateway.setRolloutStatus('b', { status: 'cancelled' }, 'admin');
+      expect(await gateway.getRollout('b')).toMatchObject({ status: 'cancelled' });
+      expect(await gateway.getRollout('never')).toBeUndefined();
+      await other.close();
+      await gateway.close();
+    });
+
+    it('records a span once however often its action is appended', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'a' });
+      const span = { type: 'span', actionId: 'act-1', name: 'calculator', kind: 'tool', permission: 'allowed', input: { x: 1 } } as const;
+      const first = await store.appendEvent('a', 1, span, 'rollout');
+      const again = await store.appendEvent('a', 1, span, 'rollout');
+      expect(again.id).toBe(first.id);
+      await store.appendEvent('a', 1, { type: 'reward', value: 0.5, components: { success: 1, cost: -0.5 } }, 'admin');
+      const events = await store.listEvents('a');
+      expect(events.map((e) => [e.type, e.source])).toEqual([
+        ['span', 'rollout'],
+        ['reward', 'admin'],
+      ]);
+      expect(events[1]?.payload).toEqual({ value: 0.5, components: { success: 1, cost: -0.5 } });
+      await store.close();
+    });
+
+    it('pages through rollouts newest first, with filters', async () => {
+      const store = await openStore();
+      for (let i = 0; i < 7; i++) await store.createRollout({ id: `r${i}`, taskId: i % 2 ? 'odd' : 'even' });
+      const first = await store.listRollouts({ limit: 3 });
+      expect(first.items.map((r) => r.id)).toEqual(['r6', 'r5', 'r4']);
+      const second = await store.listRollouts({ limit: 3, after: first.next ?? undefined });
+      expect(second.items.map((r) => r.id)).toEqual(['r3', 'r2', 'r1']);
+      const third = await store.listRollouts({ limit: 3, after: second.next ?? undefined });
+      expect(third).toEqual({ items: [expect.objectContaining({ id: 'r0' })], next: null });
+      expect((await store.listRollouts({ taskId: 'odd' })).items.map((r) => r.id)).toEqual(['r5', 'r3', 'r1']);
+      await expect(store.listRollouts({ after: 'garbage' })).rejects.toMatchObject({ status: 400 });
+      await store.close();
+    });
+  });
+});
