@@ -13,8 +13,9 @@ import type { Logger } from '../log/logger.js';
 import { policyServerKey } from '../policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
 import { withRegistry } from '../registry/open.js';
+import { storeLocation } from '../store/location.js';
 import { restoreRoutes, trainedVersions } from '../registry/serving.js';
-import { SqliteTraceStore } from '../store/sqlite-store.js';
+import { gatewayInstanceName, traceStoreFromConfig } from '../store/open.js';
 import { startLocalWorker, type RunningWorker } from './local-worker.js';
 import { listenAs } from './port-in-use.js';
 import { bringUpTemporal, type TemporalUp } from './temporal-up.js';
@@ -64,7 +65,7 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
       logger.info({ url: policyServer.url, base: base.version }, 'embedded policy server listening');
     }
 
-    const store = new SqliteTraceStore(config.gateway.traceDb);
+    const store = await traceStoreFromConfig(config, { gateway: gatewayInstanceName(config.gateway) });
     closers.push(() => store.close());
     const gateway = await listenAs('gateway', 'gateway.port', config.gateway, () => startGateway(gatewayOptions(config.gateway, store).options, { host: config.gateway.host, port: config.gateway.port }));
     closers.push(() => gateway.close());
@@ -123,7 +124,7 @@ export async function connectOrStartServices(
  * policy server and the gateway's routes live in memory).
  */
 async function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | undefined, gateway: Gateway, logger: Logger): Promise<void> {
-  await withRegistry(config.dataDir, async (registry) => {
+  await withRegistry(storeLocation(config), async (registry) => {
     if (policyServer) {
       const served = new Set(policyServer.models());
       const loaded = (await trainedVersions(registry)).filter((p) => !served.has(p.version) && (!isLocalReference(p.checkpointUri) || existsSync(p.checkpointUri)));

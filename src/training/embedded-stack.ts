@@ -6,11 +6,12 @@ import { sha256Hex } from '../gateway/keys.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import { startPolicyServer, type PolicyServer, type PolicyServerOptions } from '../policy/server.js';
 import type { Serving } from '../registry/serving.js';
-import { SqliteTraceStore } from '../store/sqlite-store.js';
+import { openTraceStore } from '../store/open.js';
+import type { TraceStore } from '../store/trace-store.js';
 
 
 export interface EmbeddedStack {
-  store: SqliteTraceStore;
+  store: TraceStore;
   policyServer: PolicyServer;
   gateway: Gateway;
   /** The gateway's control API, with an admin key made for this stack. */
@@ -24,8 +25,9 @@ export interface EmbeddedStack {
  * The embedded default's serving side in this process: the policy server with the base checkpoint
  * as `v0` (alias `production`), and the gateway in front of it journaling into workDir.
  */
-export async function startEmbeddedStack(options: { workDir: string; baseCheckpoint: string; artifacts?: PolicyServerOptions['artifacts'] }): Promise<EmbeddedStack> {
-  const store = new SqliteTraceStore(path.join(options.workDir, 'traces.sqlite'));
+export async function startEmbeddedStack(options: { workDir: string; baseCheckpoint: string; artifacts?: PolicyServerOptions['artifacts']; postgresUrl?: string }): Promise<EmbeddedStack> {
+  // The journal in workDir, or in the PostgreSQL database given.
+  const store = await openTraceStore({ dataDir: options.workDir, postgresUrl: options.postgresUrl ?? null }, path.join(options.workDir, 'traces.sqlite'));
   let policyServer: PolicyServer | undefined;
   try {
     const servingKey = randomBytes(24).toString('base64url');

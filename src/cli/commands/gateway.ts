@@ -3,8 +3,9 @@ import { gatewayOptions } from '../../gateway/from-config.js';
 import { startGateway } from '../../gateway/server.js';
 import { listenAs } from '../port-in-use.js';
 import { withRegistry } from '../../registry/open.js';
+import { storeLocation } from '../../store/location.js';
 import { restoreRoutes } from '../../registry/serving.js';
-import { SqliteTraceStore } from '../../store/sqlite-store.js';
+import { gatewayInstanceName, traceStoreDescription, traceStoreFromConfig } from '../../store/open.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
 
 export function registerGatewayCommand(program: Command): void {
@@ -14,18 +15,19 @@ export function registerGatewayCommand(program: Command): void {
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
       const settings = config.gateway;
-      const store = new SqliteTraceStore(settings.traceDb);
+      // On PostgreSQL, gateways share the journal: this one is known by its host and port.
+      const store = await traceStoreFromConfig(config, { gateway: gatewayInstanceName(settings) });
       try {
         const { options, adminKeySource } = gatewayOptions(settings, store);
         const gateway = await listenAs('gateway', 'gateway.port', settings, () => startGateway({ ...options, logger }, { host: settings.host, port: settings.port }));
-        const { restored, skipped, skippedAliases } = await withRegistry(config.dataDir, (registry) => restoreRoutes(registry, gateway.router, config.trainer.servingBackend));
+        const { restored, skipped, skippedAliases } = await withRegistry(storeLocation(config), (registry) => restoreRoutes(registry, gateway.router, config.trainer.servingBackend));
         if (restored.length > 0) logger.info({ restored }, 'routing trained policy versions again');
         if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route (trainer.servingBackend is not among gateway.backends)');
         if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
-        logger.info({ url: gateway.url, traceDb: settings.traceDb }, 'gateway listening');
+        logger.info({ url: gateway.url, traceStore: traceStoreDescription(config) }, 'gateway listening');
         process.stdout.write(
           `Gateway ready at ${gateway.url} (OpenAI base URL ${gateway.url}/v1)\n` +
-            `Trace store: ${settings.traceDb}\nAdmin key: ${adminKeySource}\n` +
+            `Trace store: ${traceStoreDescription(config)}\nAdmin key: ${adminKeySource}\n` +
             `Policies: ${gateway.router.status().map((p) => `${p.policyVersion}${p.aliases.length ? ` (${p.aliases.join(', ')})` : ''}`).join(', ') || 'none configured'}\n` +
             (gateway.lostCalls > 0 ? `${gateway.lostCalls} call${gateway.lostCalls === 1 ? '' : 's'} left in flight by the previous gateway ended as gateway_lost (an infrastructure error)\n` : '') +
             'Press Ctrl-C to stop.\n',

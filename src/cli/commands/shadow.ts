@@ -7,7 +7,7 @@ import { adminKeyFile, gatewayControlFromConfig } from '../../gateway/from-confi
 import type { ReinConfig } from '../../config/schema.js';
 import { PRODUCTION_ALIAS } from '../../registry/promotion.js';
 import { formatShadowReport, shadowReport, type ShadowReport } from '../../shadow/report.js';
-import { SqliteTraceStore } from '../../store/sqlite-store.js';
+import { traceStoreFromConfig } from '../../store/open.js';
 import { cliContext, type GlobalOptions } from '../context.js';
 import { connectOrStartServices } from '../services.js';
 import { positiveInteger } from './train.js';
@@ -109,7 +109,7 @@ export function registerShadowCommands(program: Command): void {
     .option('--json', 'print the report as JSON')
     .action(async (candidate: string, options: { json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const store = new SqliteTraceStore(config.gateway.traceDb);
+      const store = await traceStoreFromConfig(config);
       try {
         const report = await shadowReport(store, { candidate });
         if (options.json) return void say(JSON.stringify(report, null, 2));
