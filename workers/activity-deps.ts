@@ -8,6 +8,7 @@ import { openLedger } from '../src/ledger/open.js';
 import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
 import { openRegistry } from '../src/registry/open.js';
+import { storeLocation } from '../src/store/location.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { policyTrainer } from '../src/training/policy-update.js';
 import { stagedPolicyTrainer } from '../src/training/staged-trainer.js';
@@ -32,12 +33,16 @@ export function notificationsFromConfig(config: ReinConfig): ReinConfig['notific
 }
 
 /** The activities' dependencies for a worker, from the config: the trace store, artifacts, tokenizer. */
-export function activityDepsFromConfig(config: ReinConfig): { deps: ActivityDeps; close(): Promise<void> } {
+export async function activityDepsFromConfig(config: ReinConfig): Promise<{ deps: ActivityDeps; close(): Promise<void> }> {
+  // Where store.url says: PostgreSQL shared with the CLI, the API and other workers, or the data directory's SQLite file.
+  const registry = await openRegistry(storeLocation(config));
+  const ledger = await openLedger(storeLocation(config)).catch(async (err: unknown) => {
+    await registry.close();
+    throw err;
+  });
   const store = new SqliteTraceStore(config.gateway.traceDb);
   const gateway = gatewayControlFromConfig(config.gateway);
   const artifacts = artifactStoreFromConfig(config);
-  const registry = openRegistry(config.dataDir);
-  const ledger = openLedger(config.dataDir);
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
   const deps: ActivityDeps = {
     ...(gateway && { gateway }),

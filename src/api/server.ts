@@ -11,9 +11,10 @@ import type { ReinConfig } from '../config/schema.js';
 import { matchesHash } from '../gateway/keys.js';
 import { decisionIdFor } from '../gate/release-ids.js';
 import { gatewayControlFromConfig } from '../gateway/from-config.js';
-import { withLedger } from '../ledger/open.js';
-import { withRegistry } from '../registry/open.js';
-import type { PolicyRegistry } from '../registry/policy-registry.js';
+import { openLedger } from '../ledger/open.js';
+import { openRegistry } from '../registry/open.js';
+import { openedOnFirstUse, type PolicyRegistry } from '../registry/policy-registry.js';
+import { storeLocation } from '../store/location.js';
 import { PRODUCTION_ALIAS, promote, PromotionError, rollback, type AliasMove } from '../registry/promotion.js';
 import { notifyAliasMove } from '../notify/alias-move.js';
 import { createLogger } from '../log/logger.js';
@@ -86,7 +87,10 @@ function route<P extends ZodType = ZodType<undefined>, Q extends ZodType = ZodTy
 export function buildApi(options: ApiOptions): FastifyInstance {
   const { config, client } = options;
   const taskQueue = config.temporal.taskQueue;
-  const registry = <T>(use: (r: PolicyRegistry) => T | Promise<T>) => withRegistry(config.dataDir, use);
+  // One registry and one ledger for the API's life (on PostgreSQL, a connection pool each), opened when first asked for.
+  const registryStore = openedOnFirstUse(() => openRegistry(storeLocation(config)));
+  const ledgerStore = openedOnFirstUse(() => openLedger(storeLocation(config)));
+  const registry = async <T>(use: (r: PolicyRegistry) => T | Promise<T>) => use(await registryStore.get());
   const completedIterations = new Map<string, IterationWorkflow>();
   // The console reads rollouts from the gateway's journal, with the admin key workers use.
   const gateway = () => {
@@ -124,7 +128,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
         const report = await describeRun(client, params.runId);
         const through = Math.max(report.status?.nextIteration ?? 1, ...(report.status?.iterations.map((i) => i.iteration) ?? []));
         const [workflows, executionRunId] = await Promise.all([iterationWorkflows(client, params.runId, through, { completed: completedIterations }), client.workflow.getHandle(params.runId).describe().then((d) => d.runId)]);
-        const ledger = await withLedger(config.dataDir, (l) => l.list({ runId: params.runId }));
+        const ledger = await (await ledgerStore.get()).list({ runId: params.runId });
         // The view joins in memory: the run's policies and the decisions its gates cite, read here.
         const { policies, decisions } = await registry(async (r) => {
           const ids = [...new Set((report.status?.iterations ?? []).flatMap((i) => (i.gate ? [i.gate.decisionId] : [])))];
@@ -239,7 +243,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       response: s.rolloutView,
       handle: async ({ params }) => rolloutView(gateway(), config.dataDir, params.rolloutId),
     }),
-    route({ method: 'GET', url: '/api/ledger', summary: 'The model, harness and environment ledgers: a row per iteration and release', query: s.ledgerQuery, response: z.object({ items: z.array(s.ledgerEntry) }), handle: async ({ query }) => ({ items: await withLedger(config.dataDir, (l) => l.list(query.runId === undefined ? {} : { runId: query.runId })) }) }),
+    route({ method: 'GET', url: '/api/ledger', summary: 'The model, harness and environment ledgers: a row per iteration and release', query: s.ledgerQuery, response: z.object({ items: z.array(s.ledgerEntry) }), handle: async ({ query }) => ({ items: await (await ledgerStore.get()).list(query.runId === undefined ? {} : { runId: query.runId }) }) }),
     route({ method: 'GET', url: '/api/schedules', summary: 'Training schedules with their next and recent runs', response: z.object({ items: z.array(s.scheduleListing) }), handle: async () => ({ items: await listSchedules(client) }) }),
     route({
       method: 'POST',
@@ -291,6 +295,10 @@ export function buildApi(options: ApiOptions): FastifyInstance {
     clientErrorHandler: clientErrorAnswer({ body: (_status, code, message) => ({ error: { code, message } }) }),
   });
   app.setErrorHandler((err, _req, reply) => sendError(reply, err));
+  app.addHook('onClose', async () => {
+    await registryStore.close();
+    await ledgerStore.close();
+  });
   const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {

@@ -20,7 +20,7 @@ export interface RunningWorker {
 export async function startLocalWorker(config: ReinConfig, logger: Logger, options: { serveMetrics?: boolean } = {}): Promise<RunningWorker> {
   installTemporalRuntime(logger);
   const connection = await connectWorker(config.temporal);
-  const activities = activityDepsFromConfig(config);
+  const activities = await activityDepsFromConfig(config);
   // A short-lived worker (`rein doctor`'s) leaves worker.metricsPort to the long-running one.
   const metrics = config.worker.metricsPort === undefined || options.serveMetrics === false ? undefined : new WorkerMetrics();
   let metricsServer: MetricsServer | undefined;

@@ -13,6 +13,7 @@ import type { Logger } from '../log/logger.js';
 import { policyServerKey } from '../policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
 import { withRegistry } from '../registry/open.js';
+import { storeLocation } from '../store/location.js';
 import { restoreRoutes, trainedVersions } from '../registry/serving.js';
 import { gatewayInstanceName, traceStoreFromConfig } from '../store/open.js';
 import { startLocalWorker, type RunningWorker } from './local-worker.js';
@@ -123,7 +124,7 @@ export async function connectOrStartServices(
  * policy server and the gateway's routes live in memory).
  */
 async function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | undefined, gateway: Gateway, logger: Logger): Promise<void> {
-  await withRegistry(config.dataDir, async (registry) => {
+  await withRegistry(storeLocation(config), async (registry) => {
     if (policyServer) {
       const served = new Set(policyServer.models());
       const loaded = (await trainedVersions(registry)).filter((p) => !served.has(p.version) && (!isLocalReference(p.checkpointUri) || existsSync(p.checkpointUri)));

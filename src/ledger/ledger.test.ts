@@ -1,11 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { storeBackends, testStoreLocation } from '../../test/helpers/postgres.js';
 import { rolloutFactsOf } from '../gate/rollout-facts.js';
 import { newEventSchema, type Rollout, type RolloutEvent } from '../rollouts/rollout.js';
 import type { CallRecord } from '../store/trace-store.js';
 import { ledgerChanges, ledgerMetrics, type LedgerKeys } from './ledger.js';
+import { openLedger } from './open.js';
 import { SqliteLedger } from './sqlite-ledger.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-ledger-'));
@@ -52,27 +55,64 @@ describe('rollout facts and ledger metrics', () => {
   });
 });
 
+const keys = (over: Partial<{ policy: string; harness: string; taskSet: string }> = {}): LedgerKeys => ({
+  model: { policyVersion: over.policy ?? 'v1', parent: 'v0' },
+  harness: { version: over.harness ?? 'h-1' },
+  environment: { taskSet: over.taskSet ?? 'ts1', verifier: 'ver@1', config: 'c1' },
+});
+
 describe('the ledgers', () => {
-  const keys = (over: Partial<{ policy: string; harness: string; taskSet: string }> = {}): LedgerKeys => ({
-    model: { policyVersion: over.policy ?? 'v1', parent: 'v0' },
-    harness: { version: over.harness ?? 'h-1' },
-    environment: { taskSet: over.taskSet ?? 'ts1', verifier: 'ver@1', config: 'c1' },
-  });
 
   it('says which of model, harness and environment changed between two entries', () => {
     expect(ledgerChanges(keys(), keys({ policy: 'v2' }))).toEqual({ model: [{ field: 'policyVersion', from: 'v1', to: 'v2' }], harness: [], environment: [] });
     expect(ledgerChanges(keys(), keys({ harness: 'h-2', taskSet: 'ts2' }))).toMatchObject({ model: [], harness: [{ field: 'version' }], environment: [{ field: 'taskSet', from: 'ts1', to: 'ts2' }] });
   });
 
-  it('records a row once per id and lists them by run', async () => {
-    const ledger = new SqliteLedger(path.join(dir, 'registry.sqlite'));
+});
+
+describe.each(storeBackends)('the ledger store (%s)', (backend) => {
+  it('records a row once per id, lists them by run and kind in the order recorded, and keeps them', async () => {
+    const location = await testStoreLocation(backend, mkdtempSync(path.join(dir, `${backend}-`)));
+    const ledger = await openLedger(location);
     const metrics = ledgerMetrics([], 1, 1);
     const row = { id: 'r.it1', kind: 'iteration' as const, runId: 'r', iteration: 1, decisionId: null, batchIds: ['r.it1'], metrics, ...keys() };
-    await ledger.record(row);
-    await ledger.record({ ...row, metrics: { ...metrics, tokens: 999 } });
+    const first = await ledger.record(row);
+    expect(first).toEqual({ ...row, at: expect.stringMatching(/^\d{4}-/) });
+    expect(await ledger.record({ ...row, metrics: { ...metrics, tokens: 999 } })).toEqual(first);
     await ledger.record({ ...row, id: 'other.it1', runId: 'other' });
-    expect(await ledger.list({ runId: 'r' })).toEqual([expect.objectContaining({ id: 'r.it1', metrics: expect.objectContaining({ tokens: 0 }), model: { policyVersion: 'v1', parent: 'v0' } })]);
-    expect(await ledger.list()).toHaveLength(2);
+    await ledger.record({ ...row, id: 'release.r.v1', kind: 'release', iteration: null, decisionId: 'd1', ...keys({ harness: 'h-2' }) });
+    expect(await ledger.list({ runId: 'r' })).toEqual([
+      expect.objectContaining({ id: 'r.it1', metrics: expect.objectContaining({ tokens: 0 }), model: { policyVersion: 'v1', parent: 'v0' } }),
+      expect.objectContaining({ id: 'release.r.v1', decisionId: 'd1', harness: { version: 'h-2' } }),
+    ]);
+    expect((await ledger.list({ kind: 'release' })).map((e) => e.id)).toEqual(['release.r.v1']);
+    expect((await ledger.list({ runId: 'r', kind: 'iteration' })).map((e) => e.id)).toEqual(['r.it1']);
+    expect(await ledger.list()).toHaveLength(3);
+    expect(await ledger.get('nope')).toBeUndefined();
     await ledger.close();
+    const reopened = await openLedger(location);
+    expect(await reopened.get('r.it1')).toEqual(first);
+    await reopened.close();
+  });
+});
+
+describe('ledgers made before schemas were versioned', () => {
+  it('open as they are, and are recorded as schema version 1', async () => {
+    const file = path.join(dir, 'old-registry.sqlite');
+    const old = new Database(file);
+    old.exec(`CREATE TABLE ledger (id TEXT PRIMARY KEY, kind TEXT NOT NULL, run_id TEXT, iteration INTEGER, decision_id TEXT, entry TEXT NOT NULL, at INTEGER NOT NULL)`);
+    old.prepare('INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)').run('r.it1', 'iteration', 'r', 1, null, JSON.stringify({ batchIds: ['r.it1'], metrics: ledgerMetrics([], 1, 1), ...keys() }), 1000);
+    old.close();
+    const ledger = new SqliteLedger(file);
+    expect(await ledger.list()).toEqual([expect.objectContaining({ id: 'r.it1', runId: 'r', at: new Date(1000).toISOString(), model: { policyVersion: 'v1', parent: 'v0' } })]);
+    await ledger.record({ id: 'r.it2', kind: 'iteration', runId: 'r', iteration: 2, decisionId: null, batchIds: [], metrics: ledgerMetrics([], 1, 1), ...keys() });
+    expect(await ledger.list({ runId: 'r' })).toHaveLength(2);
+    await ledger.close();
+    const versions = new Database(file, { readonly: true });
+    try {
+      expect(versions.prepare('SELECT store, version FROM rein_schema_migrations').all()).toEqual([{ store: 'ledger', version: 1 }]);
+    } finally {
+      versions.close();
+    }
   });
 });

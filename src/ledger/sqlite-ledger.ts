@@ -1,5 +1,24 @@
 import Database from 'better-sqlite3';
+import { applySqliteMigrations, type Migration } from '../store/migrations.js';
 import { toEntry, type LedgerEntry, type LedgerRow, type LedgerStore } from './ledger.js';
+
+/** The ledgers' schema; migration 1 is the table from before versions were recorded, so ledgers made then open as they are. */
+const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: 'ledger',
+    sql: `
+CREATE TABLE IF NOT EXISTS ledger (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  run_id TEXT,
+  iteration INTEGER,
+  decision_id TEXT,
+  entry TEXT NOT NULL,
+  at INTEGER NOT NULL
+)`,
+  },
+];
 
 /** The ledgers in an SQLite file (the registry's): the embedded default, for one machine. */
 export class SqliteLedger implements LedgerStore {
@@ -9,15 +28,7 @@ export class SqliteLedger implements LedgerStore {
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');
-    this.db.exec(`CREATE TABLE IF NOT EXISTS ledger (
-      id TEXT PRIMARY KEY,
-      kind TEXT NOT NULL,
-      run_id TEXT,
-      iteration INTEGER,
-      decision_id TEXT,
-      entry TEXT NOT NULL,
-      at INTEGER NOT NULL
-    )`);
+    applySqliteMigrations(this.db, 'ledger', MIGRATIONS);
   }
 
   async record(entry: Omit<LedgerEntry, 'at'>): Promise<LedgerEntry> {

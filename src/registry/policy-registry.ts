@@ -123,6 +123,26 @@ export interface PolicyRegistry {
   close(): Promise<void>;
 }
 
+/**
+ * A store a long-lived service opens once, on first use, and closes when it stops. An open that
+ * fails (the database is down) is tried again on the next use rather than remembered.
+ */
+export function openedOnFirstUse<R extends { close(): void | Promise<void> }>(open: () => Promise<R>): { get(): Promise<R>; close(): Promise<void> } {
+  let opening: Promise<R> | undefined;
+  return {
+    get: () =>
+      (opening ??= open().catch((err: unknown) => {
+        opening = undefined;
+        throw err;
+      })),
+    close: async () => {
+      const opened = await opening?.catch(() => undefined);
+      opening = undefined;
+      await opened?.close();
+    },
+  };
+}
+
 /** Runs one piece of work with a store and closes it after, also when the work fails. */
 export async function closingAfter<R extends { close(): void | Promise<void> }, T>(resource: R, use: (resource: R) => T | Promise<T>): Promise<T> {
   try {

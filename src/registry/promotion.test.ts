@@ -2,15 +2,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { storeBackends, testStoreLocation, type StoreBackend } from '../../test/helpers/postgres.js';
+import { openRegistry } from './open.js';
 import type { PolicyRegistry } from './policy-registry.js';
-import { SqlitePolicyRegistry } from './sqlite-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError, restoreAliases, rollback } from './promotion.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-promotion-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function registryWith(...versions: string[]): Promise<PolicyRegistry> {
-  const registry = new SqlitePolicyRegistry(path.join(dir, `${Math.random().toString(36).slice(2)}.sqlite`));
+/** A registry of its own on `backend`: a new data directory, or a new PostgreSQL database. */
+const freshLocation = (backend: StoreBackend) => testStoreLocation(backend, mkdtempSync(path.join(dir, `${backend}-`)));
+
+async function registryWith(backend: StoreBackend, ...versions: string[]): Promise<PolicyRegistry> {
+  const registry = await openRegistry(await freshLocation(backend));
   for (const version of versions) await registry.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
   await registry.setAlias(PRODUCTION_ALIAS, versions[0] as string, { operation: 'set', actor: 'test' });
   return registry;
@@ -19,12 +23,12 @@ async function registryWith(...versions: string[]): Promise<PolicyRegistry> {
 const decide = (registry: PolicyRegistry, candidate: string, incumbent: string, verdict: 'pass' | 'fail', id = `${candidate}.vs.${incumbent}`) =>
   registry.saveDecision({ id, candidate, incumbent, verdict, record: { reasons: verdict === 'fail' ? ['gain too small'] : [] } });
 
-describe('promotion and rollback', () => {
+describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
   it('lets only one of two promotions decided against the same production through, when another process moves it in between', async () => {
-    const file = path.join(dir, 'race.sqlite');
-    // Two connections to one registry file, as the CLI and the API (or two runs' workers) have.
-    const first = new SqlitePolicyRegistry(file);
-    const other = new SqlitePolicyRegistry(file);
+    const location = await freshLocation(backend);
+    // Two connections to one registry, as the CLI and the API (or two runs' workers) have.
+    const first = await openRegistry(location);
+    const other = await openRegistry(location);
     for (const version of ['v0', 'v1', 'v2']) await first.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
     await first.setAlias(PRODUCTION_ALIAS, 'v0', { operation: 'set', actor: 'test' });
     await decide(first, 'v1', 'v0', 'pass');
@@ -56,7 +60,7 @@ describe('promotion and rollback', () => {
   });
 
   it('moves production only on a passing decision against the current production, and tells the gateway', async () => {
-    const registry = await registryWith('v0', 'v1', 'v2');
+    const registry = await registryWith(backend, 'v0', 'v1', 'v2');
     const told: string[] = [];
     const gateway = { setAlias: async (_alias: string, version: string) => void told.push(version) };
     await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(/no gate decision compares v1 with production \(v0\); run `rein gate v1`/);
@@ -76,7 +80,7 @@ describe('promotion and rollback', () => {
   });
 
   it('records an override as one, and rolls back step by step, never forth', async () => {
-    const registry = await registryWith('v0', 'v1', 'v2');
+    const registry = await registryWith(backend, 'v0', 'v1', 'v2');
     await promote(registry, undefined, { version: 'v1', actor: 'ops', override: { reason: 'incident 7' } });
     await decide(registry, 'v2', 'v1', 'pass');
     const unreachable = { setAlias: async () => Promise.reject(new Error('connection refused')) };
@@ -98,7 +102,7 @@ describe('promotion and rollback', () => {
   });
 
   it("points a gateway's aliases where the registry says, skipping versions it does not serve", async () => {
-    const registry = await registryWith('v0', 'v1');
+    const registry = await registryWith(backend, 'v0', 'v1');
     await registry.setAlias('canary', 'v1', { operation: 'set', actor: 'test' });
     const set: string[] = [];
     const router = {

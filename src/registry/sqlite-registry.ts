@@ -1,6 +1,7 @@
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { canonicalJson } from '../rollouts/harness-spec.js';
+import { applySqliteMigrations, type Migration } from '../store/migrations.js';
 import { makePrivateDatabaseFile } from '../store/private-files.js';
 import {
   AliasMovedError,
@@ -23,6 +24,52 @@ export function registryFile(dataDir: string): string {
   return file;
 }
 
+/**
+ * The registry's schema, one migration per change. Migration 1 is the schema from before versions
+ * were recorded, written with IF NOT EXISTS, so a registry made then opens as it is.
+ */
+const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    name: 'policies, aliases, alias changes, decisions',
+    sql: `
+CREATE TABLE IF NOT EXISTS policies (
+  version TEXT PRIMARY KEY,
+  parent TEXT,
+  run_id TEXT,
+  iteration INTEGER,
+  checkpoint_uri TEXT NOT NULL,
+  batch_content_hash TEXT,
+  trainer_metrics TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  format TEXT NOT NULL DEFAULT 'full',
+  base_checkpoint_uri TEXT
+);
+CREATE TABLE IF NOT EXISTS aliases (alias TEXT PRIMARY KEY, version TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS alias_changes (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  alias TEXT NOT NULL,
+  from_version TEXT,
+  to_version TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  reason TEXT,
+  override INTEGER NOT NULL,
+  decision_id TEXT,
+  at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS decisions (
+  id TEXT PRIMARY KEY,
+  candidate TEXT NOT NULL,
+  incumbent TEXT NOT NULL,
+  verdict TEXT NOT NULL,
+  record TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+)`,
+  },
+];
+
 /** The registry in an SQLite file: the embedded default, for one machine. */
 export class SqlitePolicyRegistry implements PolicyRegistry {
   private readonly db: Database.Database;
@@ -32,40 +79,7 @@ export class SqlitePolicyRegistry implements PolicyRegistry {
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');
-    this.db.exec(`CREATE TABLE IF NOT EXISTS policies (
-      version TEXT PRIMARY KEY,
-      parent TEXT,
-      run_id TEXT,
-      iteration INTEGER,
-      checkpoint_uri TEXT NOT NULL,
-      batch_content_hash TEXT,
-      trainer_metrics TEXT NOT NULL,
-      status TEXT NOT NULL,
-      created_at INTEGER NOT NULL,
-      format TEXT NOT NULL DEFAULT 'full',
-      base_checkpoint_uri TEXT
-    );
-    CREATE TABLE IF NOT EXISTS aliases (alias TEXT PRIMARY KEY, version TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS alias_changes (
-      id INTEGER PRIMARY KEY AUTOINCREMENT,
-      alias TEXT NOT NULL,
-      from_version TEXT,
-      to_version TEXT NOT NULL,
-      operation TEXT NOT NULL,
-      actor TEXT NOT NULL,
-      reason TEXT,
-      override INTEGER NOT NULL,
-      decision_id TEXT,
-      at INTEGER NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS decisions (
-      id TEXT PRIMARY KEY,
-      candidate TEXT NOT NULL,
-      incumbent TEXT NOT NULL,
-      verdict TEXT NOT NULL,
-      record TEXT NOT NULL,
-      created_at INTEGER NOT NULL
-    )`);
+    applySqliteMigrations(this.db, 'registry', MIGRATIONS);
     // Registries made before adapters were recorded gain the columns (their versions are full checkpoints).
     const columns = (this.db.prepare('PRAGMA table_info(policies)').all() as Array<{ name: string }>).map((c) => c.name);
     if (!columns.includes('format')) this.db.exec("ALTER TABLE policies ADD COLUMN format TEXT NOT NULL DEFAULT 'full'");

@@ -31,11 +31,11 @@ describe("Rein's data files", () => {
 
   it('the data directory, the registry and the ledgers are private', async () => {
     const dataDir = path.join(scratch, 'data', '.rein');
-    await withRegistry(dataDir, async (r) => {
+    await withRegistry({ dataDir, postgresUrl: null }, async (r) => {
       await r.register({ version: 'v1', parent: null, runId: null, iteration: null, checkpointUri: '/ckpt', batchContentHash: null, trainerMetrics: {} });
       for (const f of sqliteFiles(registryFile(dataDir))) expect(mode(f), f).toBe(0o600);
     });
-    await withLedger(dataDir, (l) => l.list({}));
+    await withLedger({ dataDir, postgresUrl: null }, (l) => l.list({}));
     expect(mode(path.join(scratch, 'data'))).toBe(0o700);
     expect(mode(dataDir)).toBe(0o700);
     expect(mode(registryFile(dataDir))).toBe(0o600);

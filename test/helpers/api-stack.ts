@@ -42,7 +42,7 @@ export async function startApiStack(config: ReinConfig, apiOptions: { temporalUi
 
     installTemporalRuntime(createLogger('warn'));
     const nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
-    const activities = activityDepsFromConfig(config);
+    const activities = await activityDepsFromConfig(config);
     const worker = await createReinWorker({ connection: nativeConnection, namespace: 'default', taskQueue: config.temporal.taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, ...activities.deps });
     const running = worker.run();
     closers.push(async () => {

@@ -31,7 +31,7 @@ export async function withReinWorker<T>(
   const { client, connection } = await testClient();
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-worker-'));
   const config = validateConfig({}, 'test');
-  const activities = activityDepsFromConfig({ ...config, dataDir: scratch, gateway: { ...config.gateway, traceDb: path.join(scratch, 'traces.sqlite') } });
+  const activities = await activityDepsFromConfig({ ...config, dataDir: scratch, gateway: { ...config.gateway, traceDb: path.join(scratch, 'traces.sqlite') } });
   try {
     const worker = await createReinWorker({
       connection: nativeConnection,

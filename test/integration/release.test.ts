@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
@@ -8,24 +8,23 @@ import { loadConfig } from '../../src/config/load.js';
 import { gatewayControlFromConfig } from '../../src/gateway/from-config.js';
 import { createLogger } from '../../src/log/logger.js';
 import { openRegistry, withRegistry } from '../../src/registry/open.js';
+import { storeLocation, type StoreLocation } from '../../src/store/location.js';
 import { runRein } from '../helpers/cli.js';
 import { exampleDir } from '../helpers/example-config.js';
 import { freePort } from '../helpers/ports.js';
+import { freshPostgresUrl, storeBackends } from '../helpers/postgres.js';
 import { startScriptedPolicies, type ScriptedPolicies } from '../helpers/scripted-policies.js';
 import { testClient } from '../helpers/temporal.js';
 
 /**
  * Releases end to end: a real dev server, gateway and worker, the `rein` CLI, and policies whose
  * behaviour is scripted per task, so each verdict is known in advance. The incumbent gets the
- * tasks with an even sum right (about half); the others differ from it on purpose.
+ * tasks with an even sum right (about half); the others differ from it on purpose. The promotion
+ * and rollback run on each store backend: with store.url, the worker, the gateway and every CLI
+ * command reach the registry, decisions and ledgers through PostgreSQL.
  */
-const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-release-'));
-const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined };
+const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined, REIN_STORE_URL: undefined };
 let upstream: ScriptedPolicies;
-let services: RunningServices;
-let file: string;
-let dataDir: string;
-const taskQueue = `rein-release-${process.pid}-${Date.now()}`;
 
 const even = (a: number, b: number) => (a + b) % 2 === 0;
 const policies = {
@@ -40,89 +39,117 @@ const policies = {
 
 beforeAll(async () => {
   upstream = await startScriptedPolicies(policies);
-  dataDir = path.join(dir, 'state');
-  const program = (script: string) => ({ command: process.execPath, args: [script, '{task}', '{output}'], envAllow: ['PATH', 'HOME'], timeoutSeconds: 60 });
-  const config = {
-    dataDir,
-    log: { level: 'warn' },
-    temporal: { address: inject('temporalAddress'), taskQueue },
-    gateway: {
-      port: await freePort(),
-      backends: { scripted: { endpoints: [upstream.url], tokenIds: false, logprobs: false } },
-      policies: Object.fromEntries(['v0', 'degraded', 'better', 'risky'].map((v) => [v, { backend: 'scripted', model: v === 'v0' ? 'incumbent' : v }])),
-      aliases: { production: 'v0' },
-    },
-    trainer: { servingBackend: 'scripted' },
-    harness: { version: 'ops-agent-1', local: program(path.resolve(import.meta.dirname, '../fixtures/harnesses/ops-agent.mjs')) },
-    verifier: program(path.join(exampleDir, 'verifier.mjs')),
-    run: { base: { version: 'v0', checkpoint: 'scripted:incumbent' }, trainTasks: path.join(exampleDir, 'train.jsonl'), heldoutTasks: path.join(exampleDir, 'heldout.jsonl'), heldoutLimit: 24 },
-    // Two samples per task, paired by index with the incumbent's. Latency here is the shared test
-    // machine's load at the time each replay ran, not the policy's: not gated.
-    gate: { samplesPerTask: 2, maxRegression: { latency: null } },
-  };
-  file = path.join(dir, 'rein.json');
-  writeFileSync(file, JSON.stringify(config, null, 2));
-  // A long-lived gateway and worker, as `rein dev` would run them: the CLI finds the worker polling.
-  services = await startServices(loadConfig({ file }).config, createLogger('warn'));
-  await withRegistry(dataDir, async (registry) => {
-    for (const version of ['degraded', 'risky']) await registry.register({ version, parent: 'v0', runId: null, iteration: null, checkpointUri: `scripted:${version}`, batchContentHash: null, trainerMetrics: {} });
-  });
-}, 60_000);
-
+});
 afterAll(async () => {
-  await services?.shutdown();
   await upstream?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
 
-const rein = (...args: string[]) => runRein(['--config', file, ...args], { env });
-const production = () => withRegistry(dataDir, (registry) => registry.alias('production'));
+describe.each(storeBackends)('gated promotion, rollback and the release ledger (%s)', (backend) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `rein-release-${backend}-`));
+  let services: RunningServices;
+  let file: string;
+  let location: StoreLocation;
+  const taskQueue = `rein-release-${backend}-${process.pid}-${Date.now()}`;
 
-/** What the gateway serves for `production` right now: a real call through it, as a harness makes one. */
-async function servedByGateway(): Promise<string> {
-  const control = gatewayControlFromConfig(loadConfig({ file }).config.gateway);
-  const issued = await control!.createRollout({ id: `probe-${Date.now()}`, mode: 'eval' });
-  const client = new OpenAI({ baseURL: issued.baseUrl, apiKey: issued.key, maxRetries: 0 });
-  await client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: '2 plus 2?' }] });
-  const calls = await control!.listCalls(issued.rollout.id);
-  return calls[0]?.policyVersion as string;
-}
-
-describe('gated promotion, rollback and the release ledger', () => {
-  it('refuses a degraded candidate with the reason, and will not promote it without an override', { timeout: 180_000 }, async () => {
-    const gate = await rein('gate', 'degraded');
-    expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(1);
-    console.log(gate.stdout); // the decision as a user sees it
-    expect(gate.stdout).toMatch(/FAIL — degraded against production v0/);
-    expect(gate.stdout).toMatch(/FAIL gain: /);
-    expect(await production()).toBe('v0');
-
-    const promote = await rein('promote', 'degraded');
-    expect(promote.code).toBe(1);
-    expect(promote.stderr).toMatch(/the gate refused degraded .*--override/);
-    expect(await servedByGateway()).toBe('v0');
-  });
-
-  it('refuses a candidate that brings a new critical failure class, even with a higher accepted rate', { timeout: 180_000 }, async () => {
-    const gate = await rein('gate', 'risky', '--json');
-    expect(gate.code, gate.stderr).toBe(1);
-    const decision = JSON.parse(gate.stdout.slice(gate.stdout.indexOf('{'), gate.stdout.lastIndexOf('}') + 1)) as {
-      verdict: string;
-      record: { reasons: string[]; evidence: { acceptedRate: { incumbent: number; candidate: number }; failureClasses: { newCritical: string[] } }; checks: Array<{ name: string; passed: boolean; rollouts: string[] }> };
+  beforeAll(async () => {
+    const program = (script: string) => ({ command: process.execPath, args: [script, '{task}', '{output}'], envAllow: ['PATH', 'HOME'], timeoutSeconds: 60 });
+    const config = {
+      dataDir: path.join(dir, 'state'),
+      ...(backend === 'postgres' && { store: { url: await freshPostgresUrl() } }),
+      log: { level: 'warn' },
+      temporal: { address: inject('temporalAddress'), taskQueue },
+      gateway: {
+        port: await freePort(),
+        backends: { scripted: { endpoints: [upstream.url], tokenIds: false, logprobs: false } },
+        policies: Object.fromEntries(['v0', 'degraded', 'better', 'risky'].map((v) => [v, { backend: 'scripted', model: v === 'v0' ? 'incumbent' : v }])),
+        aliases: { production: 'v0' },
+      },
+      trainer: { servingBackend: 'scripted' },
+      harness: { version: 'ops-agent-1', local: program(path.resolve(import.meta.dirname, '../fixtures/harnesses/ops-agent.mjs')) },
+      verifier: program(path.join(exampleDir, 'verifier.mjs')),
+      run: { base: { version: 'v0', checkpoint: 'scripted:incumbent' }, trainTasks: path.join(exampleDir, 'train.jsonl'), heldoutTasks: path.join(exampleDir, 'heldout.jsonl'), heldoutLimit: 24 },
+      // Two samples per task, paired by index with the incumbent's. Latency here is the shared test
+      // machine's load at the time each replay ran, not the policy's: not gated.
+      gate: { samplesPerTask: 2, maxRegression: { latency: null } },
     };
-    expect(decision.verdict).toBe('fail');
-    expect(decision.record.evidence.acceptedRate.candidate).toBeGreaterThan(decision.record.evidence.acceptedRate.incumbent + 0.2);
-    expect(decision.record.evidence.failureClasses.newCritical).toEqual(['irreversible']);
-    const critical = decision.record.checks.find((c) => c.name === 'critical_failures');
-    expect(critical?.passed).toBe(false);
-    // The evidence links to the rollouts that did it: each is a candidate rollout that failed irreversibly.
-    expect(critical?.rollouts.length).toBeGreaterThan(0);
-    expect(critical?.rollouts.every((id) => id.startsWith('heldout.risky.'))).toBe(true);
-    expect(decision.record.checks.find((c) => c.name === 'gain')?.passed).toBe(true);
-    expect(await production()).toBe('v0');
+    file = path.join(dir, 'rein.json');
+    writeFileSync(file, JSON.stringify(config, null, 2));
+    location = storeLocation(loadConfig({ file }).config);
+    // A long-lived gateway and worker, as `rein dev` would run them: the CLI finds the worker polling.
+    services = await startServices(loadConfig({ file }).config, createLogger('warn'));
+    await withRegistry(location, async (registry) => {
+      for (const version of ['degraded', 'risky']) await registry.register({ version, parent: 'v0', runId: null, iteration: null, checkpointUri: `scripted:${version}`, batchContentHash: null, trainerMetrics: {} });
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await services?.shutdown();
+    rmSync(dir, { recursive: true, force: true });
   });
 
-  it('promotes a better candidate, routes production to it at once, and rolls back to the previous version', { timeout: 180_000 }, async () => {
+  const rein = (...args: string[]) => runRein(['--config', file, ...args], { env });
+  const production = () => withRegistry(location, (registry) => registry.alias('production'));
+
+  /** What the gateway serves for `production` right now: a real call through it, as a harness makes one. */
+  async function servedByGateway(): Promise<string> {
+    const control = gatewayControlFromConfig(loadConfig({ file }).config.gateway);
+    const issued = await control!.createRollout({ id: `probe-${Date.now()}`, mode: 'eval' });
+    const client = new OpenAI({ baseURL: issued.baseUrl, apiKey: issued.key, maxRetries: 0 });
+    await client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: '2 plus 2?' }] });
+    const calls = await control!.listCalls(issued.rollout.id);
+    return calls[0]?.policyVersion as string;
+  }
+
+  // The gate's refusals are the gate's, whatever holds its decisions: checked once, on the default store.
+  if (backend === 'sqlite') {
+    it('refuses a degraded candidate with the reason, and will not promote it without an override', { timeout: 180_000 }, async () => {
+      const gate = await rein('gate', 'degraded');
+      expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(1);
+      console.log(gate.stdout); // the decision as a user sees it
+      expect(gate.stdout).toMatch(/FAIL — degraded against production v0/);
+      expect(gate.stdout).toMatch(/FAIL gain: /);
+      expect(await production()).toBe('v0');
+
+      const promote = await rein('promote', 'degraded');
+      expect(promote.code).toBe(1);
+      expect(promote.stderr).toMatch(/the gate refused degraded .*--override/);
+      expect(await servedByGateway()).toBe('v0');
+    });
+
+    it('refuses a candidate that brings a new critical failure class, even with a higher accepted rate', { timeout: 180_000 }, async () => {
+      const gate = await rein('gate', 'risky', '--json');
+      expect(gate.code, gate.stderr).toBe(1);
+      const decision = JSON.parse(gate.stdout.slice(gate.stdout.indexOf('{'), gate.stdout.lastIndexOf('}') + 1)) as {
+        verdict: string;
+        record: { reasons: string[]; evidence: { acceptedRate: { incumbent: number; candidate: number }; failureClasses: { newCritical: string[] } }; checks: Array<{ name: string; passed: boolean; rollouts: string[] }> };
+      };
+      expect(decision.verdict).toBe('fail');
+      expect(decision.record.evidence.acceptedRate.candidate).toBeGreaterThan(decision.record.evidence.acceptedRate.incumbent + 0.2);
+      expect(decision.record.evidence.failureClasses.newCritical).toEqual(['irreversible']);
+      const critical = decision.record.checks.find((c) => c.name === 'critical_failures');
+      expect(critical?.passed).toBe(false);
+      // The evidence links to the rollouts that did it: each is a candidate rollout that failed irreversibly.
+      expect(critical?.rollouts.length).toBeGreaterThan(0);
+      expect(critical?.rollouts.every((id) => id.startsWith('heldout.risky.'))).toBe(true);
+      expect(decision.record.checks.find((c) => c.name === 'gain')?.passed).toBe(true);
+      expect(await production()).toBe('v0');
+
+      // In the Web UI, refused releases are one filter away.
+      const { client, connection } = await testClient();
+      try {
+        const refused = async () => {
+          const found: string[] = [];
+          for await (const wf of client.workflow.list({ query: `WorkflowType = 'releaseCandidate' AND ReinVerdict = 'fail' AND TaskQueue = '${taskQueue}'` })) found.push(wf.workflowId);
+          return found.sort();
+        };
+        await expect.poll(refused, { timeout: 10_000 }).toEqual([expect.stringMatching(/^release-degraded-/), expect.stringMatching(/^release-risky-/)]);
+      } finally {
+        await connection.close();
+      }
+    });
+  }
+
+  it('promotes a better candidate, routes production to it at once, and rolls back to the previous version', { timeout: 240_000 }, async () => {
     const registered = await rein('register', 'better', '--checkpoint', 'scripted:better', '--parent', 'v0');
     expect(registered.code, registered.stderr).toBe(0);
     const gate = await rein('gate', 'better', '--promote');
@@ -145,7 +172,7 @@ describe('gated promotion, rollback and the release ledger', () => {
     expect(forced.stdout).toContain('production: v0 → degraded (promote, OVERRIDE)');
     expect((await rein('rollback')).code).toBe(0);
     expect(await production()).toBe('v0');
-    const registry = openRegistry(dataDir);
+    const registry = await openRegistry(location);
     try {
       expect((await registry.aliasHistory('production')).map((c) => [c.operation, c.from, c.to, c.override])).toEqual([
         ['set', null, 'v0', false],
@@ -164,18 +191,7 @@ describe('gated promotion, rollback and the release ledger', () => {
     expect(ledger.code, ledger.stderr).toBe(0);
     expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +48 /);
     expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier unversioned@\w+, config \w+/);
-
-    // In the Web UI, refused releases are one filter away.
-    const { client, connection } = await testClient();
-    try {
-      const refused = async () => {
-        const found: string[] = [];
-        for await (const wf of client.workflow.list({ query: `WorkflowType = 'releaseCandidate' AND ReinVerdict = 'fail' AND TaskQueue = '${taskQueue}'` })) found.push(wf.workflowId);
-        return found.sort();
-      };
-      await expect.poll(refused, { timeout: 10_000 }).toEqual([expect.stringMatching(/^release-degraded-/), expect.stringMatching(/^release-risky-/)]);
-    } finally {
-      await connection.close();
-    }
+    // With store.url, no service kept a registry file of its own.
+    expect(existsSync(path.join(dir, 'state', 'registry.sqlite'))).toBe(backend === 'sqlite');
   });
 });

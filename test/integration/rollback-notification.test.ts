@@ -20,7 +20,7 @@ beforeAll(async () => {
   receiver = await startReceiver();
   const dataDir = path.join(dir, 'data');
   writeFileSync(file, JSON.stringify({ dataDir, log: { level: 'warn' }, notifications: { webhook: { url: receiver.url, secretEnv: 'ROLLBACK_WEBHOOK_SECRET', events: ['promotion', 'rollback'] } } }));
-  await withRegistry(dataDir, async (registry) => {
+  await withRegistry({ dataDir, postgresUrl: null }, async (registry) => {
     for (const [version, parent] of [['v0', null], ['v1', 'v0']] as const) {
       await registry.register({ version, parent, runId: null, iteration: null, checkpointUri: `file:///stub/${version}`, batchContentHash: null, trainerMetrics: {} });
     }

@@ -97,7 +97,7 @@ describe('training runs from the command line, against `rein worker` processes',
 
       // The batch was trained once: the retried update found the first trainer's result; one version registered.
       expect(iteration.update).toMatchObject({ version: `${runId}.v1`, reused: true });
-      const registered = await withRegistry(path.join(dir, 'state'), (registry) => registry.list({ runId }));
+      const registered = await withRegistry({ dataDir: path.join(dir, 'state'), postgresUrl: null }, (registry) => registry.list({ runId }));
       expect(registered.map((p) => [p.version, p.batchContentHash])).toEqual([[`${runId}.v1`, iteration.batch.contentHash]]);
     } finally {
       await connection.close();

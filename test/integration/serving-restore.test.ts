@@ -22,7 +22,7 @@ beforeAll(async () => {
   t = await startTestGateway();
   gateway = new GatewayControlClient(t.gateway.url, ADMIN_KEY);
   dir = mkdtempSync(path.join(os.tmpdir(), 'rein-serving-'));
-  registry = openRegistry(dir);
+  registry = await openRegistry({ dataDir: dir, postgresUrl: null });
   const lineage = { runId: 'r', batchContentHash: 'h', trainerMetrics: {} };
   await registry.register({ version: 'policy-v1', checkpointUri: dir, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
   await registry.register({ version: 'r.v1', checkpointUri: path.join(dir, 'r.v1'), parent: 'policy-v1', iteration: 1, ...lineage });

@@ -56,7 +56,7 @@ beforeAll(async () => {
   const candidateDir = path.join(dir, 'candidate');
   writePerturbedBase(candidateDir, 0.5);
   // Registered with its checkpoint folder, the services serve it beside the base when they start.
-  await withRegistry(written.dataDir, (registry) =>
+  await withRegistry({ dataDir: written.dataDir, postgresUrl: null }, (registry) =>
     registry.register({ version: CANDIDATE, parent: 'v0', runId: null, iteration: null, checkpointUri: candidateDir, batchContentHash: null, trainerMetrics: {} }),
   );
   config = loadConfig({ file }).config;

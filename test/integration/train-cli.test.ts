@@ -73,7 +73,7 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
     }
 
     // What produced each version is in the registry: its parent, the run, the batch.
-    const registered = await withRegistry(dataDir, (registry) => registry.list({ runId }));
+    const registered = await withRegistry({ dataDir, postgresUrl: null }, (registry) => registry.list({ runId }));
     // What to compare between two runs of this test: seeded, they train on the same batches into the same weights.
     for (const r of registered) {
       const weights = path.join(r.checkpointUri.startsWith('file:') ? fileURLToPath(r.checkpointUri) : r.checkpointUri, 'model.safetensors');

@@ -50,8 +50,8 @@ beforeAll(async () => {
   s3 = await startTestS3();
   s3Artifacts = new S3ArtifactStore(`s3://${await s3.bucket()}/rein`, { endpoint: s3.endpoint });
   stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base'), artifacts: { store: s3Artifacts, stagingDir: path.join(dir, 'policy-server-staging') } });
-  registry = openRegistry(dir);
-  ledger = openLedger(dir);
+  registry = await openRegistry({ dataDir: dir, postgresUrl: null });
+  ledger = await openLedger({ dataDir: dir, postgresUrl: null });
   await registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: path.join(packageRoot(), 'models', 'base'), batchContentHash: null, trainerMetrics: {} });
 });
 afterAll(async () => {

@@ -3,6 +3,7 @@ import { gatewayOptions } from '../../gateway/from-config.js';
 import { startGateway } from '../../gateway/server.js';
 import { listenAs } from '../port-in-use.js';
 import { withRegistry } from '../../registry/open.js';
+import { storeLocation } from '../../store/location.js';
 import { restoreRoutes } from '../../registry/serving.js';
 import { gatewayInstanceName, traceStoreDescription, traceStoreFromConfig } from '../../store/open.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
@@ -19,7 +20,7 @@ export function registerGatewayCommand(program: Command): void {
       try {
         const { options, adminKeySource } = gatewayOptions(settings, store);
         const gateway = await listenAs('gateway', 'gateway.port', settings, () => startGateway({ ...options, logger }, { host: settings.host, port: settings.port }));
-        const { restored, skipped, skippedAliases } = await withRegistry(config.dataDir, (registry) => restoreRoutes(registry, gateway.router, config.trainer.servingBackend));
+        const { restored, skipped, skippedAliases } = await withRegistry(storeLocation(config), (registry) => restoreRoutes(registry, gateway.router, config.trainer.servingBackend));
         if (restored.length > 0) logger.info({ restored }, 'routing trained policy versions again');
         if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route (trainer.servingBackend is not among gateway.backends)');
         if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');

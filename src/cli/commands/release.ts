@@ -6,6 +6,7 @@ import { gatewayControlFromConfig } from '../../gateway/from-config.js';
 import type { LedgerEntry } from '../../ledger/ledger.js';
 import { withLedger } from '../../ledger/open.js';
 import { withRegistry } from '../../registry/open.js';
+import { storeLocation } from '../../store/location.js';
 import { notifyAliasMove } from '../../notify/alias-move.js';
 import { PRODUCTION_ALIAS, promote, rollback, type AliasMove } from '../../registry/promotion.js';
 import { cliContext, type GlobalOptions } from '../context.js';
@@ -37,7 +38,7 @@ export function registerReleaseCommands(program: Command): void {
     .action(async (version: string, options: { checkpoint: string; parent?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const adapterBase = adapterBaseOf(options.checkpoint);
-      const policy = await withRegistry(config.dataDir, (r) =>
+      const policy = await withRegistry(storeLocation(config), (r) =>
         r.register({
           version,
           parent: options.parent ?? null,
@@ -66,7 +67,7 @@ export function registerReleaseCommands(program: Command): void {
       try {
         say(`Replaying ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${version} and with production…`);
         const result = await runRelease(client, config.temporal.taskQueue, input);
-        const decision = await withRegistry(config.dataDir, (r) => r.decision(result.gate.decisionId));
+        const decision = await withRegistry(storeLocation(config), (r) => r.decision(result.gate.decisionId));
         if (options.json) say(JSON.stringify(decision, null, 2));
         else if (decision) process.stdout.write(formatDecision(decision));
         if (result.promoted) say(`Promoted: production is ${version} now.`);
@@ -87,7 +88,7 @@ export function registerReleaseCommands(program: Command): void {
     .option('--override <reason>', 'promote without a passing decision; the reason is recorded and the change is marked as an override')
     .action(async (version: string, options: { decision?: string; override?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const move = await withRegistry(config.dataDir, (registry) =>
+      const move = await withRegistry(storeLocation(config), (registry) =>
         promote(registry, gatewayControlFromConfig(config.gateway), {
           version,
           actor: actor(),
@@ -105,7 +106,7 @@ export function registerReleaseCommands(program: Command): void {
     .option('--reason <text>', 'why; recorded with the change')
     .action(async (options: { reason?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const move = await withRegistry(config.dataDir, (registry) => rollback(registry, gatewayControlFromConfig(config.gateway), { actor: actor(), ...(options.reason && { reason: options.reason }) }));
+      const move = await withRegistry(storeLocation(config), (registry) => rollback(registry, gatewayControlFromConfig(config.gateway), { actor: actor(), ...(options.reason && { reason: options.reason }) }));
       reportMove(move);
       await notifyAliasMove(config.notifications, move, warn);
     });
@@ -118,7 +119,7 @@ export function registerReleaseCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (id: string | undefined, options: { candidate?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const decision = await withRegistry(config.dataDir, async (r) => (id ? r.decision(id) : options.candidate ? (await r.decisionsFor(options.candidate))[0] : undefined));
+      const decision = await withRegistry(storeLocation(config), async (r) => (id ? r.decision(id) : options.candidate ? (await r.decisionsFor(options.candidate))[0] : undefined));
       if (!decision) throw new Error(id ? `no gate decision ${id}` : 'name a decision id or --candidate VERSION');
       process.stdout.write(options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }));
     });
@@ -130,7 +131,7 @@ export function registerReleaseCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (options: { run?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const decisions = await withRegistry(config.dataDir, (r) => listDecisions(r, options.run === undefined ? {} : { runId: options.run }));
+      const decisions = await withRegistry(storeLocation(config), (r) => listDecisions(r, options.run === undefined ? {} : { runId: options.run }));
       if (options.json) return void say(JSON.stringify(decisions, null, 2));
       process.stdout.write(decisions.length === 0 ? '(no gate decisions yet: each held-out gate records one)\n' : formatDecisionList(decisions));
     });
@@ -146,7 +147,7 @@ export function registerReleaseCommands(program: Command): void {
       if (options.diff) {
         const ids = options.diff;
         if (ids.length !== 2) throw new Error('--diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3');
-        const [a, b] = await withLedger(config.dataDir, (ledger) =>
+        const [a, b] = await withLedger(storeLocation(config), (ledger) =>
           Promise.all(
             ids.map(async (id) => {
               const entry = (await ledger.get(id)) ?? (await ledger.get(`release.${id}`));
@@ -158,14 +159,14 @@ export function registerReleaseCommands(program: Command): void {
         process.stdout.write(options.json ? `${JSON.stringify({ a, b }, null, 2)}\n` : formatLedgerChanges(a as LedgerEntry, b as LedgerEntry));
         return;
       }
-      const entries = await withLedger(config.dataDir, (ledger) => ledger.list(options.run === undefined ? {} : { runId: options.run }));
+      const entries = await withLedger(storeLocation(config), (ledger) => ledger.list(options.run === undefined ? {} : { runId: options.run }));
       if (options.json) return void say(JSON.stringify(entries, null, 2));
-      const verdicts = await withRegistry(config.dataDir, async (r) => {
+      const verdicts = await withRegistry(storeLocation(config), async (r) => {
         const ids = [...new Set(entries.flatMap((e) => (e.decisionId ? [e.decisionId] : [])))];
         return new Map(await Promise.all(ids.map(async (id) => [id, (await r.decision(id))?.verdict ?? '?'] as const)));
       });
       process.stdout.write(entries.length === 0 ? '(the ledgers are empty: each training iteration and release adds a row)\n' : formatLedger(entries, verdicts));
-      const production = await withRegistry(config.dataDir, (r) => r.alias(PRODUCTION_ALIAS));
+      const production = await withRegistry(storeLocation(config), (r) => r.alias(PRODUCTION_ALIAS));
       if (production) say(`production: ${production}`);
     });
 }

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { cancelRun, continueRun, describeRun, listRuns, runExecutionStatus, signalRun, type RunContinuation } from '../../client/runs.js';
 import { describePolicies } from '../policy-status.js';
 import { withRegistry } from '../../registry/open.js';
+import { storeLocation } from '../../store/location.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { cliContext, temporalUiUrl, withClient, workflowUrl, type GlobalOptions } from '../context.js';
 import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.js';
@@ -164,7 +165,7 @@ export function registerRunCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (options: { run?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const policies = await withRegistry(config.dataDir, (registry) => describePolicies(registry, options.run === undefined ? {} : { runId: options.run }));
+      const policies = await withRegistry(storeLocation(config), (registry) => describePolicies(registry, options.run === undefined ? {} : { runId: options.run }));
       if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
       const rows = policies.map((p) => [
         p.version,
