@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import fc from 'fast-check';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteTraceStore } from './sqlite-store.js';
 import { PostgresTraceStore } from './postgres-store.js';
@@ -28,66 +30,66 @@ async function storedShadowRequestBytes(store: TraceStore): Promise<number> {
   return Number((await ((store as PostgresTraceStore)['pool'] as { query(sql: string): Promise<{ rows: Array<{ bytes: string }> }> }).query(sql)).rows[0]?.bytes);
 }
 
+function finish(promptIds: number[], completionIds: number[]): CallFinish {
+  return {
+    response: { choices: [{ message: { role: 'assistant', content: 'x' } }] },
+    promptIds,
+    choices: [{ completionIds, logprobs: completionIds.map((id) => -id / 1000), finishReason: 'stop' }],
+    usage: { prompt_tokens: promptIds.length, completion_tokens: completionIds.length },
+    upstreamStatus: 200,
+    errorClass: null,
+    errorMessage: null,
+    ttftMs: 1,
+    latencyMs: 2,
+  };
+}
+
+/** The request a harness sends on turn t of a conversation that grows by two messages a turn. */
+function requestAt(t: number) {
+  const messages = [{ role: 'system', content: 'You use tools.' }];
+  for (let i = 0; i <= t; i++) {
+    messages.push({ role: 'user', content: `tool output ${i}: ${'data '.repeat(20)}` });
+    if (i < t) messages.push({ role: 'assistant', content: `step ${i}` });
+  }
+  return { model: 'production', temperature: 1, messages };
+}
+
+async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prompt: number[]; completion: number[] }>, firstTurn = 0) {
+  for (const [i, turn] of turns.entries()) {
+    const id = randomUUID();
+    const received = requestAt(firstTurn + i);
+    await store.beginCall({
+      id,
+      rolloutId,
+      attempt: 1,
+      endpoint: 'chat.completions',
+      policyVersion: 'v1',
+      backendUrl: 'http://backend',
+      stream: false,
+      requestReceived: received,
+      requestSent: { ...received, model: 'Qwen/Qwen3-0.6B', return_token_ids: true },
+      startedAt: Date.now(),
+    });
+    await store.finishCall(id, finish(turn.prompt, turn.completion));
+  }
+}
+
+/** A multi-turn conversation: each prompt is the previous prompt + completion + inserted tool output. */
+function conversation(turns: number, seed = 1): Array<{ prompt: number[]; completion: number[] }> {
+  let next = seed;
+  const token = () => (next = (next * 1103515245 + 12345) % 150_000);
+  const out: Array<{ prompt: number[]; completion: number[] }> = [];
+  let context = Array.from({ length: 200 }, token);
+  for (let t = 0; t < turns; t++) {
+    const completion = Array.from({ length: 40 }, token);
+    out.push({ prompt: context, completion });
+    context = [...context, ...completion, ...Array.from({ length: 30 }, token)];
+  }
+  return out;
+}
+
 describe.each(storeBackends)('trace store contract (%s)', (backend) => {
   const openStore = (name: string = randomUUID()) => openOn(backend, name);
-
-  function finish(promptIds: number[], completionIds: number[]): CallFinish {
-    return {
-      response: { choices: [{ message: { role: 'assistant', content: 'x' } }] },
-      promptIds,
-      choices: [{ completionIds, logprobs: completionIds.map((id) => -id / 1000), finishReason: 'stop' }],
-      usage: { prompt_tokens: promptIds.length, completion_tokens: completionIds.length },
-      upstreamStatus: 200,
-      errorClass: null,
-      errorMessage: null,
-      ttftMs: 1,
-      latencyMs: 2,
-    };
-  }
-
-  /** The request a harness sends on turn t of a conversation that grows by two messages a turn. */
-  function requestAt(t: number) {
-    const messages = [{ role: 'system', content: 'You use tools.' }];
-    for (let i = 0; i <= t; i++) {
-      messages.push({ role: 'user', content: `tool output ${i}: ${'data '.repeat(20)}` });
-      if (i < t) messages.push({ role: 'assistant', content: `step ${i}` });
-    }
-    return { model: 'production', temperature: 1, messages };
-  }
-
-  async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prompt: number[]; completion: number[] }>, firstTurn = 0) {
-    for (const [i, turn] of turns.entries()) {
-      const id = randomUUID();
-      const received = requestAt(firstTurn + i);
-      await store.beginCall({
-        id,
-        rolloutId,
-        attempt: 1,
-        endpoint: 'chat.completions',
-        policyVersion: 'v1',
-        backendUrl: 'http://backend',
-        stream: false,
-        requestReceived: received,
-        requestSent: { ...received, model: 'Qwen/Qwen3-0.6B', return_token_ids: true },
-        startedAt: Date.now(),
-      });
-      await store.finishCall(id, finish(turn.prompt, turn.completion));
-    }
-  }
-
-  /** A multi-turn conversation: each prompt is the previous prompt + completion + inserted tool output. */
-  function conversation(turns: number, seed = 1): Array<{ prompt: number[]; completion: number[] }> {
-    let next = seed;
-    const token = () => (next = (next * 1103515245 + 12345) % 150_000);
-    const out: Array<{ prompt: number[]; completion: number[] }> = [];
-    let context = Array.from({ length: 200 }, token);
-    for (let t = 0; t < turns; t++) {
-      const completion = Array.from({ length: 40 }, token);
-      out.push({ prompt: context, completion });
-      context = [...context, ...completion, ...Array.from({ length: 30 }, token)];
-    }
-    return out;
-  }
 
   describe('calls', () => {
     it('round-trips a 100-turn rollout exactly while storing each prompt as a delta', async () => {
@@ -473,5 +475,84 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       await expect(store.listRollouts({ after: 'garbage' })).rejects.toMatchObject({ status: 400 });
       await store.close();
     });
+  });
+});
+
+describe('trace store on PostgreSQL: many gateways on one database', () => {
+  const begin = (store: TraceStore, id: string) =>
+    store.beginCall({ id, rolloutId: 'shared', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: {}, requestSent: {}, startedAt: Date.now() });
+
+  it('numbers the calls of one rollout uniquely and in order when two gateways write them at once', async () => {
+    const url = await freshPostgresUrl();
+    // Two stores, two pools: two gateway processes.
+    const [one, two] = await Promise.all([PostgresTraceStore.open(url, { gateway: 'one' }), PostgresTraceStore.open(url, { gateway: 'two' })]);
+    try {
+      await one.createRollout({ id: 'shared' });
+      const begun = await Promise.all(Array.from({ length: 60 }, (_, i) => begin(i % 2 ? two : one, `c${i}`)));
+      const seqs = begun.map((b) => b.seq).sort((a, b) => a - b);
+      expect(seqs).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+      const calls = await two.listCalls('shared');
+      expect(calls.map((c) => c.seq)).toEqual(seqs);
+      // Each store kept the number the database gave it.
+      expect(Object.fromEntries(calls.map((c) => [c.id, c.seq]))).toEqual(Object.fromEntries(begun.map((b, i) => [`c${i}`, b.seq])));
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
+  });
+
+  it('ends as lost only the calls of the gateway that starts, not those of another one still running', async () => {
+    const url = await freshPostgresUrl();
+    const [one, two] = await Promise.all([PostgresTraceStore.open(url, { gateway: 'one' }), PostgresTraceStore.open(url, { gateway: 'two' })]);
+    try {
+      await one.createRollout({ id: 'shared' });
+      await begin(one, 'left-by-one');
+      await begin(two, 'live-on-two');
+      // Gateway one restarts: a new store under the same name.
+      const restarted = await PostgresTraceStore.open(url, { gateway: 'one' });
+      expect(await restarted.markLostCalls(Date.now() + 1, 'gone')).toBe(1);
+      expect(await restarted.getCall('left-by-one')).toMatchObject({ status: 'error', errorClass: 'gateway_lost' });
+      expect(await restarted.getCall('live-on-two')).toMatchObject({ status: 'in_flight' });
+      await restarted.close();
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
+  });
+
+  it('sets up the schema once when gateways start on a new database at once, and refuses a newer one', async () => {
+    const url = await freshPostgresUrl();
+    const stores = await Promise.all([1, 2, 3].map(() => PostgresTraceStore.open(url)));
+    await Promise.all(stores.map((s) => s.close()));
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      expect((await admin.query("SELECT version FROM rein_schema_migrations WHERE store = 'traces'")).rows).toEqual([{ version: 1 }]);
+      await admin.query("INSERT INTO rein_schema_migrations (store, version, name) VALUES ('traces', 99, 'from the future')");
+    } finally {
+      await admin.end();
+    }
+    await expect(PostgresTraceStore.open(url)).rejects.toThrow(/has schema version 99 of store traces; this Rein knows up to 1: upgrade Rein/);
+  });
+});
+
+describe('trace store on SQLite: journals from before schema versions', () => {
+  it('opens a journal written before versions were recorded, keeps its calls, and records it at version 1', async () => {
+    const file = path.join(dir, `${randomUUID()}.sqlite`);
+    // The journal as the previous release left it: today's tables and no rein_schema_migrations.
+    const before = new SqliteTraceStore(file);
+    await before.createRollout({ id: 'old' });
+    await journal(before, 'old', conversation(3));
+    await before.close();
+    const raw = new Database(file);
+    raw.exec('DROP TABLE rein_schema_migrations');
+    raw.close();
+
+    const store = new SqliteTraceStore(file);
+    expect((await store.listCalls('old')).map((c) => c.promptIds)).toEqual(conversation(3).map((t) => t.prompt));
+    await journal(store, 'old', conversation(5).slice(3), 3);
+    expect(await store.listCalls('old')).toHaveLength(5);
+    await store.close();
+    const check = new Database(file);
+    expect(check.prepare("SELECT version FROM rein_schema_migrations WHERE store = 'traces'").all()).toEqual([{ version: 1 }]);
+    check.close();
   });
 });
