@@ -31,9 +31,12 @@ function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: 
 }
 
 export interface Target {
-  pool: Pool;
+  /** One pool, or several that callers take in turn (gateways behind one address, as a load balancer spreads them). */
+  pool: Pool | Pool[];
   headers: Record<string, string>;
   model: string;
+  /** Keys of rollouts that callers take in turn (caller i uses key i mod n), instead of the one in `headers`. */
+  rolloutKeys?: string[];
 }
 
 export interface GatewayBench {
@@ -52,12 +55,19 @@ export interface GatewayBench {
   stop(): Promise<void>;
 }
 
-/** `rein gateway` from the checkout at `tree` in front of `upstreamUrl`, its data under `dir`. */
-async function startGateway(tree: string, dir: string, upstreamUrl: string, nodeArgs: string[] = []) {
+/**
+ * `rein gateway` from the checkout at `tree` in front of `upstreamUrl`, its data under `dir`.
+ * `options.storeUrl`: its journal in that PostgreSQL database; `options.secretFile`: the rollout-key
+ * secret, shared by gateways that must accept each other's keys.
+ */
+export async function startGateway(tree: string, dir: string, upstreamUrl: string, nodeArgs: string[] = [], options: { storeUrl?: string; secretFile?: string } = {}) {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
-  writeFileSync(path.join(dir, 'rein.yaml'), stringify(gatewayConfigFile(upstreamUrl, port)));
-  const gateway = await start(['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'], { REIN_GATEWAY_ADMIN_KEY: ADMIN }, /Gateway ready/, nodeArgs, tree);
+  const config = gatewayConfigFile(upstreamUrl, port) as { gateway: Record<string, unknown> };
+  if (options.secretFile) config.gateway.secretFile = options.secretFile;
+  writeFileSync(path.join(dir, 'rein.yaml'), stringify(config));
+  const env = { REIN_GATEWAY_ADMIN_KEY: ADMIN, ...(options.storeUrl && { REIN_STORE_URL: options.storeUrl }) };
+  const gateway = await start(['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'], env, /Gateway ready/, nodeArgs, tree);
   const url = `http://127.0.0.1:${port}`;
   const admin = async (route: string, body: unknown): Promise<any> => {
     const res = await fetch(`${url}${route}`, {
@@ -107,7 +117,7 @@ export async function startGatewayBench(options: { gatewayNodeArgs?: string[]; b
   };
 }
 
-async function call(target: Target, stream: boolean, i: number): Promise<number> {
+async function call(target: Target, stream: boolean, i: number, caller: number): Promise<number> {
   const body = JSON.stringify({
     model: target.model,
     stream,
@@ -117,7 +127,10 @@ async function call(target: Target, stream: boolean, i: number): Promise<number>
     ],
   });
   const t0 = performance.now();
-  const res = await target.pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json', ...target.headers }, body });
+  const pool = Array.isArray(target.pool) ? (target.pool[i % target.pool.length] as Pool) : target.pool;
+  const key = target.rolloutKeys?.[caller % target.rolloutKeys.length];
+  const headers = { 'content-type': 'application/json', ...target.headers, ...(key && { authorization: `Bearer ${key}` }) };
+  const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body });
   const text = await res.body.text();
   if (res.statusCode !== 200 || (stream && !text.includes('[DONE]'))) throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
   return performance.now() - t0;
@@ -129,8 +142,8 @@ export async function load(target: Target, stream: boolean, concurrency: number,
   let next = 0;
   const t0 = performance.now();
   await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < total) latencies.push(await call(target, stream, next++));
+    Array.from({ length: concurrency }, async (_, caller) => {
+      while (next < total) latencies.push(await call(target, stream, next++, caller));
     }),
   );
   const seconds = (performance.now() - t0) / 1000;

@@ -3,20 +3,24 @@
  * to the same upstream, measured in one run, streaming and not, at several concurrencies, with
  * the journal on; with --before REF, also through the gateway of git REF in the same run. Also the
  * journal's bytes per call for a long multi-turn rollout, and redaction's cost on 1 MiB texts
- * built to stall a backtracking engine.
+ * built to stall a backtracking engine. And the journal on PostgreSQL (one gateway, and two on one
+ * database taking calls in turn) against SQLite, in the same run (--skip-postgres leaves it out).
  *
- *   npm run bench:gateway [-- --quick] [-- --before REF]
+ *   npm run bench:gateway [-- --quick] [-- --before REF] [-- --skip-postgres]
  */
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_REDACTION_RULES, redactText } from '../src/gateway/redact.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
+import pg from 'pg';
+import { Pool } from 'undici';
+import { startTestPostgres } from '../test/helpers/embedded-postgres.js';
 import { ADVERSARIAL_UNITS, repeatedTo } from '../test/helpers/redaction-adversarial.js';
 import { checkoutBefore } from './before.js';
-import { load, startGatewayBench, type Target } from './gateway-setup.js';
+import { load, root, startGateway, startGatewayBench, type GatewayBench, type Target } from './gateway-setup.js';
 
-const { values: args } = parseArgs({ options: { quick: { type: 'boolean', default: false }, before: { type: 'string' } } });
+const { values: args } = parseArgs({ options: { quick: { type: 'boolean', default: false }, before: { type: 'string' }, 'skip-postgres': { type: 'boolean', default: false } } });
 const quick = args.quick;
 const bench = await startGatewayBench({ beforeTree: args.before ? checkoutBefore(args.before) : undefined });
 const { dir, gatewayUrl, direct, hop: bareProxy, viaGateway, viaBefore, admin } = bench;
@@ -94,8 +98,66 @@ try {
       `would take ${(tokenBytesIfWhole / turns / 1024).toFixed(1)} KiB per call.`,
   );
   console.log(`\n${redactionCost()}`);
+  if (!args['skip-postgres']) console.log(`\n${await postgresJournal(bench, scenarios.slice(1))}`);
 } finally {
   await bench.stop();
+}
+
+/**
+ * The journal on PostgreSQL: one gateway, and two on the same database with calls spread over
+ * them in turn (as behind a load balancer), against the SQLite gateway, each caller in its own
+ * rollout (as harnesses are). PostgreSQL runs with its durable defaults (fsync, synchronous
+ * commit), SQLite in WAL with synchronous NORMAL.
+ */
+async function postgresJournal(bench: GatewayBench, scenarios: Array<{ concurrency: number; total: number }>): Promise<string> {
+  const postgres = await startTestPostgres({ durable: true });
+  const admin = new pg.Client({ connectionString: postgres.adminUrl });
+  await admin.connect();
+  await admin.query('CREATE DATABASE bench');
+  await admin.end();
+  const storeUrl = postgres.adminUrl.replace(/\/postgres$/, '/bench');
+  const secretFile = path.join(bench.dir, 'shared-secret');
+  const [a, b] = [
+    await startGateway(root, path.join(bench.dir, 'pg-a'), bench.upstreamUrl, [], { storeUrl, secretFile }),
+    await startGateway(root, path.join(bench.dir, 'pg-b'), bench.upstreamUrl, [], { storeUrl, secretFile }),
+  ];
+  const rolloutsOf = async (gateway: { admin: (route: string, body: unknown) => Promise<any> }, prefix: string, n: number) =>
+    Promise.all(Array.from({ length: n }, async (_, i) => ((await gateway.admin('/api/rollouts', { id: `${prefix}-${i}` })) as { key: string }).key));
+  const rows: string[] = [];
+  try {
+    for (const stream of [false, true]) {
+      for (const { concurrency, total } of scenarios) {
+        const tag = `${stream ? 's' : 'n'}${concurrency}`;
+        const sqlite: Target = { ...bench.viaGateway, rolloutKeys: await rolloutsOf(bench, `sqlite-${tag}`, concurrency) };
+        const one: Target = { ...a.target, rolloutKeys: await rolloutsOf(a, `pg1-${tag}`, concurrency) };
+        const two: Target = { ...a.target, pool: [a.target.pool as Pool, b.target.pool as Pool], rolloutKeys: await rolloutsOf(a, `pg2-${tag}`, concurrency) };
+        for (const target of [sqlite, one, two]) await load(target, stream, Math.min(concurrency, 16), 100); // warm-up
+        // In halves, each order once, so drift in the machine's load falls on all three.
+        const halves = [await load(sqlite, stream, concurrency, total / 2), await load(one, stream, concurrency, total / 2), await load(two, stream, concurrency, total / 2)];
+        const back = [await load(two, stream, concurrency, total / 2), await load(one, stream, concurrency, total / 2), await load(sqlite, stream, concurrency, total / 2)].reverse();
+        const [s, p1, p2] = halves.map((h, i) => mean(h, back[i] as typeof h)) as [ReturnType<typeof mean>, ReturnType<typeof mean>, ReturnType<typeof mean>];
+        const ms = (x: number) => x.toFixed(1);
+        rows.push(
+          `| ${stream ? 'stream' : 'non-stream'} | ${concurrency} | ${total} | ${s.rps.toFixed(0)} / ${p1.rps.toFixed(0)} / ${p2.rps.toFixed(0)} | ${(p1.rps / s.rps).toFixed(2)} | ${(p2.rps / s.rps).toFixed(2)} | ${ms(s.p50)} / ${ms(p1.p50)} / ${ms(p2.p50)} | ${ms(s.p99)} / ${ms(p1.p99)} / ${ms(p2.p99)} |`,
+        );
+        process.stderr.write(`${rows.at(-1)}\n`);
+      }
+    }
+  } finally {
+    for (const gateway of [a, b]) {
+      const exited = new Promise((r) => gateway.child.once('exit', r));
+      gateway.child.kill('SIGTERM');
+      await exited;
+    }
+    await postgres.stop();
+  }
+  return [
+    `Journal on PostgreSQL ${os.cpus().length} cores, every process on this machine (upstream, gateways, PostgreSQL, load): req/s and latency (ms) of SQLite / PostgreSQL with one gateway / PostgreSQL with two gateways taking calls in turn; each caller its own rollout.`,
+    '',
+    '| mode | concurrency | calls | req/s SQLite / PG 1 gw / PG 2 gw | PG 1 gw / SQLite | PG 2 gw / SQLite | p50 | p99 |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows,
+  ].join('\n');
 }
 
 function mean(a: { p50: number; p99: number; rps: number }, b: { p50: number; p99: number; rps: number }) {

