@@ -7,21 +7,29 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startRein } from '../helpers/cli.js';
 import { gatewayConfigFile } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';
+import { freshPostgresUrl, storeBackends } from '../helpers/postgres.js';
 import { startVllmLikeServer } from '../helpers/vllm-like-server.js';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-gateway-crash-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const ADMIN = 'crash-test-admin-key';
-const env = { REIN_GATEWAY_ADMIN_KEY: ADMIN, REIN_CONFIG: undefined, REIN_DATA_DIR: undefined };
 
-describe('gateway durability', () => {
+// The journal in the gateway's SQLite file, and in PostgreSQL (where several gateways share it).
+describe.each(storeBackends)('gateway durability (journal on %s)', (backend) => {
   it('keeps every call whose response completed when the process is killed with SIGKILL mid-burst', async () => {
-    const backend = await startVllmLikeServer({ chunkDelayMs: 1 });
+    const env = {
+      REIN_GATEWAY_ADMIN_KEY: ADMIN,
+      REIN_CONFIG: undefined,
+      REIN_DATA_DIR: undefined,
+      REIN_STORE_URL: backend === 'postgres' ? await freshPostgresUrl() : undefined,
+    };
+    const dir = mkdtempSync(path.join(scratch, `${backend}-`));
+    const server = await startVllmLikeServer({ chunkDelayMs: 1 });
     const port = await freePort();
-    const config = path.join(scratch, 'rein.yaml');
+    const config = path.join(dir, 'rein.yaml');
     // A version whose backend holds its calls: one of them is surely in flight at the kill.
-    const file = gatewayConfigFile(backend.url, port) as { gateway: { policies: Record<string, unknown> } };
+    const file = gatewayConfigFile(server.url, port) as { gateway: { policies: Record<string, unknown> } };
     file.gateway.policies.held = { backend: 'toy', model: 'fault:hold' };
     writeFileSync(config, stringify(file));
     const url = `http://127.0.0.1:${port}`;
@@ -34,8 +42,9 @@ describe('gateway durability', () => {
       return res.json() as Promise<any>;
     };
 
-    let gateway = startRein(['--config', config, 'gateway'], { cwd: scratch, env });
+    let gateway = startRein(['--config', config, 'gateway'], { cwd: dir, env });
     await gateway.waitFor(/Gateway ready/);
+    expect(gateway.output().stdout).toMatch(backend === 'postgres' ? /Trace store: PostgreSQL postgres:\/\/postgres:\*\*\*@/ : /Trace store: .*traces\.sqlite/);
     const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => admin('POST', '/api/rollouts', { id: `burst-${i}` })));
     const clients = rollouts.map((r) => new OpenAI({ apiKey: r.key, baseURL: r.baseUrl, maxRetries: 0 }));
 
@@ -62,16 +71,16 @@ describe('gateway durability', () => {
     };
     const workers = Array.from({ length: 16 }, (_, w) => worker(w));
     const heldCall = clients[0]!.chat.completions.create({ model: 'held', messages: [{ role: 'user', content: 'held at the kill' }] }).catch(() => 'cut off');
-    while (completed.length < 150 || backend.held() === 0) await new Promise((r) => setTimeout(r, 5));
+    while (completed.length < 150 || server.held() === 0) await new Promise((r) => setTimeout(r, 5));
     killed = true;
     await gateway.stop('SIGKILL');
     await Promise.all(workers);
     expect(await heldCall).toBe('cut off');
-    backend.release();
+    server.release();
     const acknowledged = [...completed];
     expect(acknowledged.length).toBeGreaterThanOrEqual(150);
 
-    gateway = startRein(['--config', config, 'gateway'], { cwd: scratch, env });
+    gateway = startRein(['--config', config, 'gateway'], { cwd: dir, env });
     await gateway.waitFor(/Gateway ready/);
     try {
       const journaled = new Map<string, { status: string; response: any; promptIds: number[] | null }>();
@@ -97,7 +106,7 @@ describe('gateway durability', () => {
       expect(after.choices[0]?.message.content).toBe('Echo: after restart');
     } finally {
       expect(await gateway.stop('SIGTERM')).toBe(0);
-      await backend.close();
+      await server.close();
     }
   }, 180_000);
 });
