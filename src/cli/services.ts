@@ -9,6 +9,7 @@ import { usesEmbeddedServer } from '../config/temporal-connection.js';
 import { startApi, type ApiServer } from '../api/server.js';
 import { adminKeyHash, gatewayOptions } from '../gateway/from-config.js';
 import { startGateway, type Gateway } from '../gateway/server.js';
+import { followRegistry } from '../registry/follow.js';
 import type { Logger } from '../log/logger.js';
 import { policyServerKey } from '../policy/admin-key.js';
 import { startPolicyServer, type PolicyServer } from '../policy/server.js';
@@ -71,6 +72,9 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
     closers.push(() => gateway.close());
     logger.info({ url: gateway.url }, 'gateway listening');
     await restoreRegistryRoutes(config, policyServer, gateway, logger);
+    // With the registry in PostgreSQL, promotions made anywhere reach this gateway too.
+    const follower = await followRegistry(storeLocation(config), gateway.router, config.trainer.servingBackend, logger);
+    closers.push(() => follower.close());
 
     const worker = await startLocalWorker(config, logger);
     closers.push(() => worker.stop());

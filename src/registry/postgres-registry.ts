@@ -14,6 +14,7 @@ import {
   type PolicyStatus,
   type StoredDecision,
 } from './policy-registry.js';
+import { announceRegistryChange } from './announce.js';
 import { toAliasChange, toDecision, toRecord, type AliasChangeRow, type DecisionRow, type PolicyRow } from './rows.js';
 
 /**
@@ -110,7 +111,11 @@ export class PostgresPolicyRegistry implements PolicyRegistry {
       ],
     );
     const row = inserted.rows[0];
-    if (row) return toRecord(row);
+    if (row) {
+      // Gateways that follow the registry route the new version (see follow.ts).
+      await announceRegistryChange(this.pool, `registered ${lineage.version}`);
+      return toRecord(row);
+    }
     // Registered before (or by a concurrent insert, which ON CONFLICT waited for): the same lineage, or a conflict.
     return sameLineage((await this.get(lineage.version)) as PolicyRecord, lineage);
   }
@@ -155,6 +160,8 @@ export class PostgresPolicyRegistry implements PolicyRegistry {
         'INSERT INTO alias_changes (alias, from_version, to_version, operation, actor, reason, override, decision_id, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *',
         [alias, from, version, change.operation, change.actor, change.reason ?? null, change.override ?? false, change.decisionId ?? null, Date.now()],
       );
+      // Delivered at COMMIT, to every gateway that follows the registry: all of them move at once.
+      await announceRegistryChange(db, `alias ${alias} ${version}`);
       return toAliasChange(rows[0] as AliasChangeRow);
     });
   }

@@ -4,6 +4,7 @@ import { startGateway } from '../../gateway/server.js';
 import { listenAs } from '../port-in-use.js';
 import { withRegistry } from '../../registry/open.js';
 import { storeLocation } from '../../store/location.js';
+import { followRegistry } from '../../registry/follow.js';
 import { restoreRoutes } from '../../registry/serving.js';
 import { gatewayInstanceName, traceStoreDescription, traceStoreFromConfig } from '../../store/open.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
@@ -24,6 +25,8 @@ export function registerGatewayCommand(program: Command): void {
         if (restored.length > 0) logger.info({ restored }, 'routing trained policy versions again');
         if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route (trainer.servingBackend is not among gateway.backends)');
         if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
+        // With the registry in PostgreSQL, gateways share it: a promotion made through any of them, or none, reaches this one at once.
+        const follower = await followRegistry(storeLocation(config), gateway.router, config.trainer.servingBackend, logger);
         logger.info({ url: gateway.url, traceStore: traceStoreDescription(config) }, 'gateway listening');
         process.stdout.write(
           `Gateway ready at ${gateway.url} (OpenAI base URL ${gateway.url}/v1)\n` +
@@ -33,6 +36,7 @@ export function registerGatewayCommand(program: Command): void {
             'Press Ctrl-C to stop.\n',
         );
         await untilInterrupted();
+        await follower.close();
         await gateway.close();
       } finally {
         await store.close();

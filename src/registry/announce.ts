@@ -1,0 +1,12 @@
+import type pg from 'pg';
+
+/** The PostgreSQL channel a registry change is announced on (an alias moved, a version registered). */
+export const REGISTRY_CHANNEL = 'rein_registry';
+
+/**
+ * Announces a registry change to every process that follows it (followRegistry). Sent inside the
+ * change's transaction, PostgreSQL delivers it at COMMIT: only a committed change is announced.
+ */
+export async function announceRegistryChange(db: Pick<pg.PoolClient, 'query'>, what: string): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [REGISTRY_CHANNEL, what]);
+}
