@@ -55,8 +55,12 @@ export function redactedStoreUrl(url: string): string {
  * identity share a registry, and so a production alias.
  */
 export function storeIdentity(location: StoreLocation): string {
-  if (location.postgresUrl === null) return `sqlite:${path.resolve(location.dataDir)}`;
-  const url = new URL(location.postgresUrl);
-  const host = url.hostname || url.searchParams.get('host') || 'localhost';
-  return `postgres://${host}:${url.port || '5432'}${url.pathname || '/'}`;
+  return location.postgresUrl === null ? `sqlite:${path.resolve(location.dataDir)}` : `postgres://${postgresServer(location.postgresUrl)}`;
+}
+
+/** host:port/database of a PostgreSQL URL, for messages and identity: never its user or password. */
+export function postgresServer(url: string): string {
+  const parsed = new URL(url);
+  const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost';
+  return `${host}:${parsed.port || '5432'}${parsed.pathname || '/'}`;
 }

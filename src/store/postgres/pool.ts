@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { redactedStoreUrl } from '../location.js';
+import { postgresServer, redactedStoreUrl } from '../location.js';
 
 /** How long a new connection may take; a server that does not answer by then is reported as unreachable. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -39,9 +39,7 @@ export function postgresWhere(pool: pg.Pool): string {
   const url = (pool.options as pg.PoolConfig).connectionString;
   if (!url) return 'the configured PostgreSQL server';
   try {
-    const parsed = new URL(url);
-    const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost';
-    return `${host}:${parsed.port || '5432'}${parsed.pathname || '/'}`;
+    return postgresServer(url);
   } catch {
     return redactedStoreUrl(url);
   }
