@@ -9,7 +9,7 @@ import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
 import { openRegistry } from '../src/registry/open.js';
 import { storeLocation } from '../src/store/location.js';
-import { SqliteTraceStore } from '../src/store/sqlite-store.js';
+import { traceStoreFromConfig } from '../src/store/open.js';
 import { policyTrainer } from '../src/training/policy-update.js';
 import { stagedPolicyTrainer } from '../src/training/staged-trainer.js';
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
@@ -40,7 +40,11 @@ export async function activityDepsFromConfig(config: ReinConfig): Promise<{ deps
     await registry.close();
     throw err;
   });
-  const store = new SqliteTraceStore(config.gateway.traceDb);
+  const store = await traceStoreFromConfig(config).catch(async (err: unknown) => {
+    await registry.close();
+    await ledger.close();
+    throw err;
+  });
   const gateway = gatewayControlFromConfig(config.gateway);
   const artifacts = artifactStoreFromConfig(config);
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
