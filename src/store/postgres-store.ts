@@ -300,7 +300,7 @@ export class PostgresTraceStore implements TraceStore {
   async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
     const { status, reason = null, failureClass = null, evidence } = statusChangeSchema.parse(change);
     const rollout = await this.transaction(async (client) => {
-      const current = await this.requireRollout(client, id, 'FOR UPDATE');
+      const current = await this.requireRollout(client, id, 'FOR NO KEY UPDATE');
       if (!canTransition(current.status, status)) {
         throw new StoreConflictError(
           `rollout ${id} is ${current.status}; it cannot become ${status}` + (isFinished(current.status) ? ' (it has finished)' : ''),
@@ -324,7 +324,7 @@ export class PostgresTraceStore implements TraceStore {
 
   async startAttempt(id: string): Promise<Rollout> {
     return this.transaction(async (client) => {
-      const current = await this.requireRollout(client, id, 'FOR UPDATE');
+      const current = await this.requireRollout(client, id, 'FOR NO KEY UPDATE');
       if (isFinished(current.status)) throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
       const updated = await client.query<RolloutRow>('UPDATE rollouts SET attempts = attempts + 1, updated_at = $1 WHERE id = $2 RETURNING *', [Date.now(), id]);
       return toRollout(updated.rows[0] as RolloutRow);
@@ -333,7 +333,7 @@ export class PostgresTraceStore implements TraceStore {
 
   async reopenRollout(id: string, reason: string): Promise<Rollout> {
     return this.transaction(async (client) => {
-      const current = await this.requireRollout(client, id, 'FOR UPDATE');
+      const current = await this.requireRollout(client, id, 'FOR NO KEY UPDATE');
       if (!isUnscored(current)) {
         const why = isFinished(current.status)
           ? `it was scored (${current.status}${current.failureClass ? `, ${current.failureClass}` : ''})`
@@ -575,7 +575,8 @@ export class PostgresTraceStore implements TraceStore {
     this.inFlight.clear();
   }
 
-  private async requireRollout(db: Queryable, id: string, lock: '' | 'FOR UPDATE' = ''): Promise<Rollout> {
+  /** NO KEY UPDATE: a status change waits for no call being journaled (their foreign keys only share the row's key). */
+  private async requireRollout(db: Queryable, id: string, lock: '' | 'FOR NO KEY UPDATE' = ''): Promise<Rollout> {
     const row = (await db.query<RolloutRow>(`SELECT * FROM rollouts WHERE id = $1 ${lock}`, [id])).rows[0];
     if (!row) throw new StoreNotFoundError(`rollout ${id} not found`);
     return toRollout(row);
