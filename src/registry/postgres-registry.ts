@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { canonicalJson } from '../rollouts/harness-spec.js';
 import { applyPostgresMigrations, type Migration } from '../store/migrations.js';
-import { openPostgresPool } from '../store/postgres/pool.js';
+import { inTransaction, openPostgresPool } from '../store/postgres/pool.js';
 import {
   AliasMovedError,
   PolicyConflictError,
@@ -197,21 +197,8 @@ export class PostgresPolicyRegistry implements PolicyRegistry {
     await this.pool.end();
   }
 
-  /** Runs `work` in one transaction on one connection: committed if it returns, rolled back if it throws. */
-  private async transaction<T>(work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      // A connection whose ROLLBACK fails is closed rather than handed back half-way through a transaction.
-      await client.query('ROLLBACK').catch((rollbackErr: Error) => (broken = rollbackErr));
-      throw err;
-    } finally {
-      client.release(broken);
-    }
+  private transaction<T>(work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, work);
   }
+
 }

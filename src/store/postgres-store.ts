@@ -30,7 +30,7 @@ import {
   type ShadowCallRow,
 } from './journal-rows.js';
 import { applyPostgresMigrations, type Migration } from './migrations.js';
-import { openPostgresPool } from './postgres/pool.js';
+import { inTransaction, openPostgresPool } from './postgres/pool.js';
 import type { ConversationBase } from './request-codec.js';
 import {
   StoreConflictError,
@@ -552,21 +552,10 @@ export class PostgresTraceStore implements TraceStore {
     }
   }
 
-  private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
-      const result = await fn(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      await client.query('ROLLBACK').catch((rollbackFailed: Error) => (broken = rollbackFailed));
-      throw err;
-    } finally {
-      client.release(broken);
-    }
+  private transaction<T>(work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, work);
   }
+
 
   private forgetCaches(): void {
     this.lastSequence.clear();

@@ -64,3 +64,24 @@ export function explainPostgresError(err: unknown, pool: pg.Pool): unknown {
   if (!fix) return err;
   return new Error(`cannot connect to PostgreSQL at ${where}: ${err.message}; ${fix}`, { cause: err });
 }
+
+/**
+ * Runs `work` in one transaction on one connection of the pool: committed if it returns, rolled
+ * back if it throws. A connection whose ROLLBACK fails is closed rather than handed back half-way
+ * through a transaction.
+ */
+export async function inTransaction<T>(pool: pg.Pool, work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch((rollbackFailed: Error) => (broken = rollbackFailed));
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}
