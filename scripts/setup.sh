@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a Rein checkout on a fresh machine: npm packages, the pinned `temporal` CLI (for the
 # embedded dev server) in .tools/, the PyTorch trainer's and the conformance tests' pinned Python
-# environments (cached per machine), Jaeger for the tracing test (built from Go, cached per machine), and
+# environments (cached per machine), Jaeger for the tracing test and the Kubernetes control plane for the
+# Kubernetes tests (built from Go, cached per machine), and
 # the compiled CLI in dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,10 +87,15 @@ python_tools=$!
 # Jaeger, the OTLP backend the tracing test exports to: built from its pinned Go module once per machine.
 scripts/build-jaeger.sh &
 jaeger=$!
+# The Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) the Kubernetes tests run against: the same way.
+scripts/build-kube.sh &
+kube=$!
 # JOBS: node-gyp compiles native modules on every core.
 JOBS=max npm ci --no-audit --no-fund
 wait "$python_tools"
 # Only the tracing test needs Jaeger: without Go it fails saying how to build it, and Rein itself still sets up.
 wait "$jaeger" || echo "setup: Jaeger was not built (see above); only test/integration/tracing.test.ts needs it: run scripts/build-jaeger.sh once Go is installed" >&2
+# Only the Kubernetes tests need the control plane: without it they fail saying how to build it.
+wait "$kube" || echo "setup: the Kubernetes control plane was not built (see above); only the Kubernetes tests (test/integration/kube-control-plane.test.ts) need it: run scripts/build-kube.sh once Go is installed" >&2
 
 npm run build
