@@ -1,6 +1,5 @@
 import type pg from 'pg';
-import { applyPostgresMigrations, type Migration } from '../store/migrations.js';
-import { openPostgresPool } from '../store/postgres/pool.js';
+import { openMigratedPool, type Migration } from '../store/migrations.js';
 import { toEntry, type LedgerEntry, type LedgerRow, type LedgerStore } from './ledger.js';
 
 /** The ledgers' schema on PostgreSQL: the SQLite table's columns, and `seq` for the order SQLite's rowid gives. */
@@ -31,14 +30,7 @@ export class PostgresLedger implements LedgerStore {
   /** Connects, brings the schema up to date, and returns the ledgers. */
   static async open(url: string): Promise<PostgresLedger> {
     // Few connections: a row is written per iteration and release.
-    const pool = openPostgresPool(url, { max: 2 });
-    try {
-      await applyPostgresMigrations(pool, 'ledger', MIGRATIONS);
-    } catch (err) {
-      await pool.end();
-      throw err;
-    }
-    return new PostgresLedger(pool);
+    return new PostgresLedger(await openMigratedPool(url, 'ledger', MIGRATIONS, { max: 2 }));
   }
 
   async record(entry: Omit<LedgerEntry, 'at'>): Promise<LedgerEntry> {

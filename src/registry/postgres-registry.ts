@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { canonicalJson } from '../rollouts/harness-spec.js';
-import { applyPostgresMigrations, type Migration } from '../store/migrations.js';
-import { inTransaction, openPostgresPool } from '../store/postgres/pool.js';
+import { openMigratedPool, type Migration } from '../store/migrations.js';
+import { inTransaction } from '../store/postgres/pool.js';
 import {
   AliasMovedError,
   PolicyConflictError,
@@ -83,14 +83,7 @@ export class PostgresPolicyRegistry implements PolicyRegistry {
   /** Connects, brings the schema up to date, and returns the registry. */
   static async open(url: string): Promise<PostgresPolicyRegistry> {
     // Few connections: the registry is read and written a few times per iteration, not per call.
-    const pool = openPostgresPool(url, { max: 4 });
-    try {
-      await applyPostgresMigrations(pool, 'registry', MIGRATIONS);
-    } catch (err) {
-      await pool.end();
-      throw err;
-    }
-    return new PostgresPolicyRegistry(pool);
+    return new PostgresPolicyRegistry(await openMigratedPool(url, 'registry', MIGRATIONS, { max: 4 }));
   }
 
   async register(lineage: PolicyLineage): Promise<PolicyRecord> {

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type pg from 'pg';
-import { explainPostgresError, postgresWhere } from './postgres/pool.js';
+import { explainPostgresError, openPostgresPool, postgresWhere } from './postgres/pool.js';
 
 /**
  * One step of a store's schema. Versions of a store count up from 1; a migration, once released,
@@ -128,4 +128,16 @@ function checkMigrations(store: string, migrations: Migration[]): void {
 function refuseNewer(where: string, store: string, applied: Set<number>, migrations: Migration[]): void {
   const newest = Math.max(0, ...applied);
   if (newest > migrations.length) throw new SchemaTooNewError(where, store, newest, migrations.length);
+}
+
+/** A pool on the database at `url` with `store`'s schema brought up to date; ended again if that fails. */
+export async function openMigratedPool(url: string, store: string, migrations: Migration[], options: { max?: number } = {}): Promise<pg.Pool> {
+  const pool = openPostgresPool(url, options);
+  try {
+    await applyPostgresMigrations(pool, store, migrations);
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+  return pool;
 }

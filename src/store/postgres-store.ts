@@ -29,8 +29,8 @@ import {
   type SequenceBase,
   type ShadowCallRow,
 } from './journal-rows.js';
-import { applyPostgresMigrations, type Migration } from './migrations.js';
-import { inTransaction, openPostgresPool } from './postgres/pool.js';
+import { openMigratedPool, type Migration } from './migrations.js';
+import { inTransaction } from './postgres/pool.js';
 import type { ConversationBase } from './request-codec.js';
 import {
   StoreConflictError,
@@ -251,14 +251,7 @@ export class PostgresTraceStore implements TraceStore {
 
   /** Connects, brings the schema up to date, and returns the store. */
   static async open(url: string, options: PostgresTraceStoreOptions = {}): Promise<PostgresTraceStore> {
-    const pool = openPostgresPool(url);
-    try {
-      await applyPostgresMigrations(pool, 'traces', MIGRATIONS);
-    } catch (err) {
-      await pool.end();
-      throw err;
-    }
-    return new PostgresTraceStore(pool, options);
+    return new PostgresTraceStore(await openMigratedPool(url, 'traces', MIGRATIONS), options);
   }
 
   async createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }> {
