@@ -135,6 +135,19 @@ describe('Jobs on the real control plane with the node agent', () => {
     await jobCondition('evicted', 'Failed');
   });
 
+  it('kills a running pod deleted with its Job (Background propagation): the garbage collector deletes the pod, the agent stops it and it goes', async () => {
+    await batch.createNamespacedJob({ namespace: 'default', body: nodeJob('deleted', "process.on('SIGTERM', () => {}); console.log('ignoring SIGTERM'); setInterval(() => {}, 1000)") });
+    const pod = await jobPod('deleted');
+    const name = pod.metadata?.name as string;
+    await eventually(async () => ((await core.readNamespacedPodLog({ name, namespace: 'default' }).catch(() => '')).includes('ignoring SIGTERM') ? true : undefined));
+    expect(agent.runningPods()).toBeGreaterThan(0);
+    await batch.deleteNamespacedJob({ name: 'deleted', namespace: 'default', propagationPolicy: 'Background' });
+    // SIGTERM is ignored: SIGKILL after terminationGracePeriodSeconds (2), then the pod is gone from the API.
+    const gone = await eventually(() => core.readNamespacedPod({ name, namespace: 'default' }).then(() => undefined, (err: unknown) => errorCode(err)));
+    expect(gone).toBe(404);
+    expect(agent.runningPods()).toBe(0);
+  });
+
   it('keeps pods Pending and Unschedulable while the node takes no pods, then runs them', async () => {
     agent.setMaxPods(0);
     try {

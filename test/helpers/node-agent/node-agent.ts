@@ -32,6 +32,8 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   ListWatch,
+  PatchStrategy,
+  setHeaderOptions,
   V1MicroTime,
   Watch,
   type V1Container,
@@ -89,6 +91,8 @@ interface PodRun {
   startTime: Date;
   slots: Map<string, ContainerSlot>;
   stopping: boolean;
+  /** Its deletion is being finished (stop, report, delete for good). */
+  deleting?: boolean;
   evicted?: string;
   /** Status writes, one after another, each from the state at the time it runs. */
   writes: Promise<void>;
@@ -237,15 +241,23 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
   /** The kubelet's part of a graceful deletion: stop the containers, report, then delete for good. */
   async function finishDeletion(pod: V1Pod): Promise<void> {
     const run = runs.get(pod.metadata?.uid as string);
-    if (run && !run.stopping) {
+    if (run) {
+      if (run.deleting) return; // an earlier event of this deletion does it
+      run.deleting = true;
+      // Also when it is stopping already (evicted): the pod goes once its processes have ended.
       await stopPod(run, pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30);
       await writeStatus(run);
-    } else if (run) {
-      return; // already stopping
     }
+    // Grace 0 with the pod's UID as precondition, as the kubelet's status manager deletes. Both in
+    // the body: with a body the apiserver reads no query parameters, so a gracePeriodSeconds=0
+    // query beside a body of preconditions is ignored and the pod stays, still terminating.
     await core
-      .deleteNamespacedPod({ namespace: pod.metadata?.namespace as string, name: pod.metadata?.name as string, gracePeriodSeconds: 0, body: { preconditions: { uid: pod.metadata?.uid as string } } })
-      .catch(() => undefined); // gone already
+      .deleteNamespacedPod({ namespace: pod.metadata?.namespace as string, name: pod.metadata?.name as string, body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata?.uid as string } } })
+      .catch((err: unknown) => {
+        const code = (err as { code?: number }).code;
+        // 404: gone already; 409: a new pod of the same name (the precondition held).
+        if (code !== 404 && code !== 409 && !closed) console.warn(`node agent: pod ${pod.metadata?.namespace}/${pod.metadata?.name} not deleted: ${(err as Error).message}`);
+      });
   }
 
   function podGone(pod: V1Pod): void {
@@ -406,16 +418,10 @@ async function registerNode(core: CoreV1Api, name: string, kubeletPort: number, 
       architecture: os.arch() === 'arm64' ? 'arm64' : 'amd64',
     },
   };
-  for (;;) {
-    // The latest Node: the controllers taint it meanwhile, and a node may not change its taints.
-    const current = await core.readNode({ name });
-    try {
-      await core.replaceNodeStatus({ name, body: { ...current, status } });
-      return;
-    } catch (err) {
-      if ((err as { code?: number }).code !== 409) throw err;
-    }
-  }
+  // A merge patch of the status alone, as the kubelet patches it: a replace would carry the Node's
+  // spec as read, and a taint the controllers add meanwhile would make it a taint change, which
+  // NodeRestriction forbids a node (403) before the conflict (409) is seen.
+  await core.patchNodeStatus({ name, body: { status } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
 }
 
 async function renewLease(leases: CoordinationV1Api, name: string): Promise<void> {
