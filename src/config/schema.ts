@@ -10,6 +10,7 @@ import { routingNameProblem } from '../gateway/routing.js';
 import { notificationsSchema } from '../notify/events.js';
 import { tracingSettings } from '../telemetry/settings.js';
 import { storeUrlProblem } from '../store/location.js';
+import { retentionSchema } from './retention.js';
 
 const port = z.number().int().min(1).max(65535);
 
@@ -386,6 +387,7 @@ export const reinConfigSchema = z
     worker: worker.prefault({}).describe('The Rein worker (`rein worker`, and the one `rein dev` runs)'),
     notifications: notificationsSchema.prefault({}).describe('Where Rein tells people about promotions, refusals, rollbacks and failed runs'),
     gate: gate.prefault({}).describe('When a candidate may replace production: held-out replay of both, paired, and the rules it must pass'),
+    retention: retentionSchema.prefault({}).describe('How long journaled rollouts, rollout folders and staged copies are kept (`rein gc`); unset: for ever'),
   })
   .describe('Rein configuration');
 

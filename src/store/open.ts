@@ -3,7 +3,7 @@ import type { ReinConfig } from '../config/schema.js';
 import { redactedStoreUrl, storeLocation, type StoreLocation } from './location.js';
 import { PostgresTraceStore } from './postgres-store.js';
 import { SqliteTraceStore } from './sqlite-store.js';
-import type { TraceStore } from './trace-store.js';
+import type { JournalRetention, TraceStore } from './trace-store.js';
 
 /**
  * The trace store where the location says: the PostgreSQL database every service shares, else
@@ -12,7 +12,7 @@ import type { TraceStore } from './trace-store.js';
  * `gateway` names the gateway writing through it, the same across its restarts (see
  * gatewayInstanceName): on PostgreSQL a gateway that starts ends as lost only its own calls.
  */
-export async function openTraceStore(location: StoreLocation, sqliteFile: string, options: { gateway?: string } = {}): Promise<TraceStore> {
+export async function openTraceStore(location: StoreLocation, sqliteFile: string, options: { gateway?: string } = {}): Promise<TraceStore & JournalRetention> {
   if (location.postgresUrl) return PostgresTraceStore.open(location.postgresUrl, options);
   return new SqliteTraceStore(sqliteFile);
 }
@@ -26,7 +26,7 @@ export function gatewayInstanceName(listen: { port: number }): string {
 }
 
 /** The trace store the config names (store.url, else gateway.traceDb). */
-export function traceStoreFromConfig(config: ReinConfig, options: { gateway?: string } = {}): Promise<TraceStore> {
+export function traceStoreFromConfig(config: ReinConfig, options: { gateway?: string } = {}): Promise<TraceStore & JournalRetention> {
   return openTraceStore(storeLocation(config), config.gateway.traceDb, options);
 }
 

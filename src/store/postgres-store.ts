@@ -12,8 +12,11 @@ import {
   type StatusChange,
 } from '../rollouts/rollout.js';
 import {
+  agedRolloutPage,
+  agedRolloutsSql,
   beginCallRow,
   decodeCursor,
+  FINISHED_STATUSES_SQL,
   encodeCursor,
   finishCallRow,
   JournalDecoder,
@@ -23,6 +26,7 @@ import {
   toEvent,
   toRollout,
   toShadowCall,
+  type AgedRolloutRow,
   type CallRow,
   type EventRow,
   type RolloutRow,
@@ -43,6 +47,8 @@ import {
   type RolloutFilter,
   type ShadowCallFilter,
   type ShadowCallRecord,
+  type AgedRollout,
+  type JournalRetention,
   type TraceStore,
 } from './trace-store.js';
 
@@ -234,7 +240,7 @@ export interface PostgresTraceStoreOptions {
  * Rollouts are read from the database every time (no cache): a rollout another gateway finished
  * is refused at once, with no notification to wait for.
  */
-export class PostgresTraceStore implements TraceStore {
+export class PostgresTraceStore implements TraceStore, JournalRetention {
   private readonly lastSequence = new Map<string, SequenceBase>();
   private readonly lastConversation = new Map<string, ConversationBase>();
   private readonly inFlight = new Map<string, string>();
@@ -473,6 +479,38 @@ export class PostgresTraceStore implements TraceStore {
       )
     ).rows[0];
     return { calls: row?.calls ?? 0, bytes: row?.bytes ?? 0 };
+  }
+
+  async listAgedRollouts(before: number, page: { after?: string; limit?: number } = {}): Promise<Page<AgedRollout>> {
+    const limit = Math.min(Math.max(page.limit ?? 500, 1), 5000);
+    const sql = agedRolloutsSql((c) => `octet_length(${c})`, (n) => `$${n}`);
+    const rows = (await this.pool.query<AgedRolloutRow>(sql, [before, page.after === undefined ? 0 : decodeCursor(page.after), limit + 1])).rows;
+    return agedRolloutPage(rows, limit);
+  }
+
+  async activeBatchIds(since: number): Promise<string[]> {
+    const rows = await this.pool.query<{ batch: string }>(
+      `SELECT DISTINCT batch FROM (SELECT metadata::jsonb->>'batchId' AS batch FROM rollouts
+         WHERE status NOT IN ${FINISHED_STATUSES_SQL} OR updated_at >= $1) b WHERE batch IS NOT NULL`,
+      [since],
+    );
+    return rows.rows.map((r) => r.batch);
+  }
+
+  async deleteFinishedRollouts(ids: readonly string[], before: number): Promise<string[]> {
+    return this.transaction(async (client) => {
+      // Locked: a status change or a call being journaled for one of them waits, then finds it gone.
+      const doomed = (
+        await client.query<{ id: string }>(
+          `SELECT id FROM rollouts WHERE id = ANY($1) AND status IN ${FINISHED_STATUSES_SQL} AND updated_at < $2 ORDER BY id FOR UPDATE`,
+          [[...ids], before],
+        )
+      ).rows.map((r) => r.id);
+      for (const table of ['shadow_calls', 'calls', 'events', 'call_sequences', 'rollouts']) {
+        await client.query(`DELETE FROM ${table} WHERE ${table === 'rollouts' ? 'id' : 'rollout_id'} = ANY($1)`, [doomed]);
+      }
+      return doomed;
+    });
   }
 
   async close(): Promise<void> {

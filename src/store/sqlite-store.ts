@@ -13,8 +13,11 @@ import {
 } from '../rollouts/rollout.js';
 import type { ConversationBase } from './request-codec.js';
 import {
+  agedRolloutPage,
+  agedRolloutsSql,
   beginCallRow,
   decodeCursor,
+  FINISHED_STATUSES_SQL,
   encodeCursor,
   finishCallRow,
   copyOfMetadata,
@@ -26,6 +29,7 @@ import {
   toEvent,
   toRollout,
   toShadowCall,
+  type AgedRolloutRow,
   type CallRow,
   type EventRow,
   type RolloutRow,
@@ -45,6 +49,8 @@ import {
   type RolloutFilter,
   type ShadowCallFilter,
   type ShadowCallRecord,
+  type AgedRollout,
+  type JournalRetention,
   type TraceStore,
 } from './trace-store.js';
 
@@ -163,7 +169,7 @@ interface PendingWrite {
  * ends (setImmediate), and each one's promise resolves only once that transaction has committed,
  * so "durable before it returns" holds as before while concurrent calls share one commit.
  */
-export class SqliteTraceStore implements TraceStore {
+export class SqliteTraceStore implements TraceStore, JournalRetention {
   private readonly db: Database.Database;
   private readonly lastSequence = new Map<string, SequenceBase>();
   private readonly lastConversation = new Map<string, ConversationBase>();
@@ -498,6 +504,44 @@ export class SqliteTraceStore implements TraceStore {
   async rolloutFootprint(rolloutId: string): Promise<{ calls: number; bytes: number }> {
     const row = this.statements.footprint.get(rolloutId);
     return { calls: row?.calls ?? 0, bytes: row?.bytes ?? 0 };
+  }
+
+  async listAgedRollouts(before: number, page: { after?: string; limit?: number } = {}): Promise<Page<AgedRollout>> {
+    const limit = Math.min(Math.max(page.limit ?? 500, 1), 5000);
+    const sql = agedRolloutsSql((c) => `LENGTH(CAST(${c} AS BLOB))`, () => '?');
+    const rows = this.db.prepare<[number, number, number], AgedRolloutRow>(sql).all(before, page.after === undefined ? 0 : decodeCursor(page.after), limit + 1);
+    return agedRolloutPage(rows, limit);
+  }
+
+  async activeBatchIds(since: number): Promise<string[]> {
+    const rows = this.db
+      .prepare<[number], { batch: string | number }>(
+        `SELECT DISTINCT json_extract(metadata, '$.batchId') AS batch FROM rollouts
+         WHERE (status NOT IN ${FINISHED_STATUSES_SQL} OR updated_at >= ?) AND json_extract(metadata, '$.batchId') IS NOT NULL`,
+      )
+      .all(since);
+    return rows.map((r) => String(r.batch));
+  }
+
+  async deleteFinishedRollouts(ids: readonly string[], before: number): Promise<string[]> {
+    const list = JSON.stringify(ids);
+    // IMMEDIATE: the write lock first, so no status change slips in between the check and the deletes.
+    const deleted = this.db.transaction(() => {
+      const doomed = this.db
+        .prepare<[string, number], { id: string }>(
+          `SELECT id FROM rollouts WHERE id IN (SELECT value FROM json_each(?)) AND status IN ${FINISHED_STATUSES_SQL} AND updated_at < ?`,
+        )
+        .all(list, before)
+        .map((r) => r.id);
+      const doomedList = JSON.stringify(doomed);
+      for (const table of ['shadow_calls', 'calls', 'events']) {
+        this.db.prepare(`DELETE FROM ${table} WHERE rollout_id IN (SELECT value FROM json_each(?))`).run(doomedList);
+      }
+      this.db.prepare('DELETE FROM rollouts WHERE id IN (SELECT value FROM json_each(?))').run(doomedList);
+      return doomed;
+    }).immediate();
+    for (const id of deleted) this.rolloutCache.delete(id);
+    return deleted;
   }
 
   async close(): Promise<void> {

@@ -182,3 +182,35 @@ export interface TraceStore {
   rolloutFootprint(rolloutId: string): Promise<{ calls: number; bytes: number }>;
   close(): Promise<void>;
 }
+
+/** A rollout as retention sees it: its age, its batch and what it holds in the journal. */
+export interface AgedRollout {
+  id: string;
+  status: RolloutStatus;
+  /** The batch the runner made it in (metadata.batchId), if any. */
+  batchId: string | null;
+  /** When it last changed (finished, for a finished rollout), in ms since the epoch. */
+  updatedAt: number;
+  calls: number;
+  shadowCalls: number;
+  events: number;
+  /** Bytes of its rows' payloads (requests, responses, token blobs, event payloads): what deleting it frees, as the store can estimate. */
+  bytes: number;
+}
+
+/**
+ * What `rein gc` needs of a trace store, apart from TraceStore: the gateway never deletes, so its
+ * wrappers (RedactingStore) need not carry these.
+ */
+export interface JournalRetention {
+  /** Rollouts that last changed before `before` (ms), in the order they were created, a page at a time. */
+  listAgedRollouts(before: number, page?: { after?: string; limit?: number }): Promise<Page<AgedRollout>>;
+  /** Batch ids (metadata.batchId) of rollouts still in use: unfinished, or changed at or after `since`. */
+  activeBatchIds(since: number): Promise<string[]>;
+  /**
+   * Deletes the rollouts among `ids` that, when it runs, are finished and unchanged since before
+   * `before`, with their calls, shadow calls, events and call counters, in one transaction (a
+   * rollout reopened meanwhile stays). Returns the ids it deleted.
+   */
+  deleteFinishedRollouts(ids: readonly string[], before: number): Promise<string[]>;
+}

@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
+import type { RolloutStatus } from '../rollouts/rollout.js';
+import { PostgresTraceStore } from './postgres-store.js';
+import { SqliteTraceStore } from './sqlite-store.js';
+import type { AgedRollout, JournalRetention, TraceStore } from './trace-store.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-retention-store-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+type Store = TraceStore & JournalRetention;
+
+async function openOn(backend: StoreBackend): Promise<Store> {
+  if (backend === 'sqlite') return new SqliteTraceStore(path.join(dir, `${randomUUID()}.sqlite`));
+  return PostgresTraceStore.open(await freshPostgresUrl());
+}
+
+/** A rollout of `batchId` with two calls, a shadow call and events, ending in `status` (left running when unfinished). */
+async function rollout(store: Store, id: string, batchId: string, status: RolloutStatus = 'succeeded'): Promise<number> {
+  await store.createRollout({ id, taskId: 't', metadata: { batchId, sample: 0 } });
+  await store.setRolloutStatus(id, { status: 'running' }, 'admin');
+  const callIds: string[] = [];
+  for (let t = 0; t < 2; t++) {
+    const callId = randomUUID();
+    callIds.push(callId);
+    const request = { model: 'production', messages: [{ role: 'user', content: `turn ${t} ${'data '.repeat(50)}` }] };
+    await store.beginCall({ id: callId, rolloutId: id, attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: request, requestSent: request, startedAt: Date.now() });
+    await store.finishCall(callId, {
+      response: { choices: [{ message: { role: 'assistant', content: 'ok' } }] },
+      promptIds: [1, 2, 3 + t],
+      choices: [{ completionIds: [7, 8], logprobs: [-0.1, -0.2], finishReason: 'stop' }],
+      usage: { prompt_tokens: 3, completion_tokens: 2 },
+      upstreamStatus: 200,
+      errorClass: null,
+      errorMessage: null,
+      ttftMs: 1,
+      latencyMs: 2,
+    });
+  }
+  await store.recordShadowCall({
+    id: `shadow-${id}`, primaryCallId: callIds[0]!, rolloutId: id, attempt: 1, candidateVersion: 'v2', incumbentVersion: 'v1', endpoint: 'chat.completions',
+    backendUrl: 'http://b', requestSent: { model: 'v2', messages: [] }, response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable',
+    errorMessage: 'refused', upstreamStatus: null, latencyMs: 1, startedAt: Date.now(),
+  });
+  await store.appendEvent(id, 1, { type: 'reward', value: 1, components: {} }, 'admin');
+  if (status !== 'running') await store.setRolloutStatus(id, { status }, 'admin');
+  return Date.parse((await store.getRollout(id))!.updatedAt);
+}
+
+/** A moment after every change so far: waits for the clock to pass `t` (the stores keep milliseconds). */
+async function after(t: number): Promise<number> {
+  while (Date.now() <= t) await new Promise((resolve) => setImmediate(resolve));
+  return Date.now();
+}
+
+async function allAged(store: Store, before: number, limit?: number): Promise<AgedRollout[]> {
+  const all: AgedRollout[] = [];
+  let next: string | null | undefined;
+  do {
+    const page = await store.listAgedRollouts(before, { ...(next && { after: next }), ...(limit && { limit }) });
+    all.push(...page.items);
+    next = page.next;
+  } while (next);
+  return all;
+}
+
+describe.each(storeBackends)('journal retention (%s)', (backend) => {
+  it('lists the rollouts changed before a cutoff, with their calls, events and bytes, a page at a time; the cutoff itself is kept', async () => {
+    const store = await openOn(backend);
+    await rollout(store, 'old-a', 'b1');
+    await rollout(store, 'old-stuck', 'b1', 'running');
+    const lastOld = await rollout(store, 'old-b', 'b2', 'failed');
+    const cutoff = await after(lastOld);
+    const young = await rollout(store, 'young', 'b3');
+
+    const aged = await allAged(store, cutoff, 1);
+    expect(aged.map((r) => [r.id, r.status, r.batchId])).toEqual([
+      ['old-a', 'succeeded', 'b1'],
+      ['old-stuck', 'running', 'b1'],
+      ['old-b', 'failed', 'b2'],
+    ]);
+    for (const r of aged) {
+      expect(r).toMatchObject({ calls: 2, shadowCalls: 1 });
+      // running, reward, (finished): status changes are events too.
+      expect(r.events).toBeGreaterThanOrEqual(2);
+      expect(r.bytes).toBeGreaterThan(2 * 250);
+      expect(r.updatedAt).toBeLessThan(cutoff);
+    }
+    // Changed exactly at the cutoff: not older than it.
+    expect((await allAged(store, young)).map((r) => r.id)).not.toContain('young');
+    await store.close();
+  });
+
+  it('deletes finished rollouts with their calls, shadow calls and events, and nothing else; a rollout unfinished, or changed since, stays', async () => {
+    const store = await openOn(backend);
+    await rollout(store, 'old-a', 'b1');
+    await rollout(store, 'old-stuck', 'b1', 'running');
+    const lastOld = await rollout(store, 'old-reopened', 'b2', 'cancelled');
+    const cutoff = await after(lastOld);
+    await rollout(store, 'young', 'b3');
+    const youngCalls = await store.listCalls('young');
+    // Listed as aged, then run again before the deletion: it is in use again.
+    await store.reopenRollout('old-reopened', 'run again');
+
+    const deleted = await store.deleteFinishedRollouts(['old-a', 'old-stuck', 'old-reopened', 'young', 'never-was'], cutoff);
+    expect(deleted).toEqual(['old-a']);
+    expect(await store.getRollout('old-a')).toBeUndefined();
+    expect(await store.listCalls('old-a')).toEqual([]);
+    expect(await store.listEvents('old-a')).toEqual([]);
+    expect(await store.listShadowCalls({ rolloutId: 'old-a' })).toEqual([]);
+    for (const kept of ['old-stuck', 'old-reopened', 'young']) {
+      expect(await store.getRollout(kept)).toBeDefined();
+      expect(await store.listCalls(kept)).toHaveLength(2);
+      expect(await store.listShadowCalls({ rolloutId: kept })).toHaveLength(1);
+    }
+    expect(await store.listCalls('young')).toEqual(youngCalls);
+    expect((await allAged(store, cutoff)).map((r) => r.id)).toEqual(['old-stuck']);
+
+    // Gone whole, counters too: the id starts afresh, its first call numbered 1.
+    await store.createRollout({ id: 'old-a', taskId: 't' });
+    const { seq } = await store.beginCall({ id: randomUUID(), rolloutId: 'old-a', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: {}, requestSent: {}, startedAt: Date.now() });
+    expect(seq).toBe(1);
+    expect(await store.deleteFinishedRollouts([], cutoff)).toEqual([]);
+    await store.close();
+  });
+
+  it('names the batches still in use: those with an unfinished rollout, or one changed at or after the cutoff', async () => {
+    const store = await openOn(backend);
+    await rollout(store, 'done-1', 'finished-batch');
+    await rollout(store, 'stuck-1', 'stuck-batch');
+    await rollout(store, 'stuck-2', 'stuck-batch', 'running');
+    const lastOld = await rollout(store, 'half-1', 'half-batch');
+    const cutoff = await after(lastOld);
+    await rollout(store, 'half-2', 'half-batch');
+    await store.createRollout({ id: 'no-batch', taskId: 't' });
+    expect((await store.activeBatchIds(cutoff)).sort()).toEqual(['half-batch', 'stuck-batch']);
+    await store.close();
+  });
+});
