@@ -142,7 +142,10 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
         }
         const status = statusOf(err);
         const message = `${what} in namespace ${namespace} failed${status ? ` (${status})` : ''}: ${messageOf(err)}`;
-        throw status === 401 || status === 403 ? new PolicySetupError(`${message}; check the trainer's kubeconfig and RBAC (create/get/list/delete jobs, get/list pods and pods/log)`) : new PolicyUpdateError(message);
+        if (status === 401 || status === 403) throw new PolicySetupError(`${message}; check the trainer's kubeconfig and RBAC (create/get/list/delete jobs, get/list pods and pods/log)`);
+        // The API server refuses the Job as the template makes it: a retry would be refused again.
+        if (status === 400 || status === 422) throw new PolicySetupError(`${message}; fix trainer.kubernetes.template`);
+        throw new PolicyUpdateError(message);
       }
     }
   };
@@ -216,7 +219,11 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
         return resultOf(name, container?.state?.terminated?.message, log);
       }
       if (startedAt === undefined && Date.now() - created > settings.pendingTimeoutSeconds * 1000) {
-        throw new TrainingTimeout(`training Job ${name} did not start within ${settings.pendingTimeoutSeconds} s (${container?.state?.waiting?.reason ?? pod?.status?.conditions?.find((c) => c.status === 'False')?.reason ?? 'pending'}); deleted`);
+        // Without a pod, why is only in the Job controller's events, which the worker's Role cannot read.
+        const why = pod
+          ? (container?.state?.waiting?.reason ?? pod.status?.conditions?.find((c) => c.status === 'False')?.reason ?? 'pending')
+          : `no pod was created: \`kubectl describe job ${name} -n ${namespace}\` shows why, e.g. a serviceAccountName that does not exist or a ResourceQuota that does not allow it`;
+        throw new TrainingTimeout(`training Job ${name} did not start within ${settings.pendingTimeoutSeconds} s (${why}); deleted`);
       }
       if (startedAt !== undefined && Date.now() - startedAt > settings.timeoutSeconds * 1000) {
         throw new TrainingTimeout(`training Job ${name} ran past trainer.kubernetes.timeoutSeconds (${settings.timeoutSeconds} s); deleted`);
