@@ -36,6 +36,8 @@ export async function runRein(
 }
 
 export interface RunningRein {
+  /** The `rein` process itself (it runs as node, not under a shell). */
+  pid: number | undefined;
   output(): { stdout: string; stderr: string };
   /** Resolves once stdout matches, rejects if the process exits first or the wait times out. */
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
@@ -57,6 +59,7 @@ export function startRein(args: string[], options: CliOptions = {}): RunningRein
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
   return {
+    pid: child.pid,
     output: () => ({ stdout, stderr }),
     exited,
     waitFor(pattern, timeoutMs = 90_000) {
