@@ -38,6 +38,12 @@ export interface KubeControlPlane {
   logs(): string;
   /** The process ids of etcd, kube-apiserver and kube-controller-manager. */
   pids(): number[];
+  /**
+   * Stops kube-apiserver (SIGTERM: its watches end) and starts it again on the same port and etcd;
+   * resolves once it is ready. Its watch cache starts over, so a watch from a resourceVersion older
+   * than the restart is answered 410 Gone, as after etcd compaction.
+   */
+  restartApiServer(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -204,6 +210,11 @@ export async function startKubeControlPlane(): Promise<KubeControlPlane> {
       },
       logs: () => daemons.map((d) => d.tail()).join('\n'),
       pids: () => daemons.flatMap((d) => (d.pid === undefined ? [] : [d.pid])),
+      async restartApiServer() {
+        await apiserver.stop();
+        apiserver.start();
+        await waitForReadyz(server, ca.cert, adminToken, apiserver, etcd);
+      },
       close: stopAll,
     };
     return plane;
@@ -297,7 +308,9 @@ class Daemon {
   }
 
   start(): void {
-    const log = createWriteStream(this.logFile);
+    // Appended: a restarted program's log follows its first run's.
+    const log = createWriteStream(this.logFile, { flags: 'a' });
+    this.exited = undefined;
     const child = spawn(this.binary, this.args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);

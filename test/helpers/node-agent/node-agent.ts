@@ -112,8 +112,8 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
   const schedulerCore = schedulerConfig.makeApiClient(CoreV1Api);
   const dir = mkdtempSync(path.join(os.tmpdir(), `rein-node-${nodeName}-`));
   const runs = new Map<string, PodRun>();
-  /** Pods bound here and not yet seen to end: the scheduler's "assumed" pods, counted against maxPods. */
-  const assigned = new Set<string>();
+  /** Pods bound here that the node's watch has not shown yet: the scheduler's "assumed" pods. */
+  const justBound = new Set<string>();
   let closed = false;
 
   const servingCert = plane.ca.issue(`kubelet-${nodeName}`, { commonName: `system:node:${nodeName}`, organizations: ['system:nodes'], dnsNames: [nodeName], ips: ['127.0.0.1'] });
@@ -226,7 +226,23 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
 
   /** A pod of this node is gone or done: it no longer counts against maxPods. */
   function podEnded(uid: string): void {
-    if (assigned.delete(uid)) scheduleAll();
+    justBound.delete(uid);
+    scheduleAll();
+  }
+
+  /**
+   * The pods that count against maxPods, counted afresh from what the node runs and has bound, not
+   * kept as a tally (a tally leaked when a fast pod ended before its binding call returned).
+   */
+  function activePods(): number {
+    const active = new Set([...binding, ...justBound]);
+    for (const pod of mine.list()) {
+      const uid = pod.metadata?.uid as string;
+      const run = runs.get(uid);
+      const phase = run ? podPhase(run) : pod.status?.phase;
+      if (phase !== 'Succeeded' && phase !== 'Failed') active.add(uid);
+    }
+    return active.size;
   }
 
   async function stopPod(run: PodRun, graceSeconds: number): Promise<void> {
@@ -280,9 +296,9 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     if (pod.metadata?.deletionTimestamp) {
       void finishDeletion(pod);
     } else if (!run && ACTIVE(pod)) {
-      assigned.add(uid);
       void startPod(pod);
     }
+    justBound.delete(uid);
   };
 
   // --- Scheduling ----------------------------------------------------------------------------
@@ -294,7 +310,7 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     if ((pod.spec?.schedulerName ?? 'default-scheduler') !== 'default-scheduler') return;
     const namespace = pod.metadata?.namespace as string;
     const name = pod.metadata?.name as string;
-    if (assigned.size + binding.size >= maxPods) {
+    if (activePods() >= maxPods) {
       const message = `0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.`;
       const current = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
       if (current?.status === 'False' && current.message === message) return;
@@ -305,7 +321,8 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     binding.add(uid);
     try {
       await schedulerCore.createNamespacedPodBinding({ namespace, name, body: { metadata: { name, uid }, target: { apiVersion: 'v1', kind: 'Node', name: nodeName } } });
-      assigned.add(uid);
+      // Counted until the node's watch shows it, unless that watch was quicker than this answer.
+      if (!mine.get(name, namespace) || mine.get(name, namespace)?.metadata?.uid !== uid) justBound.add(uid);
     } catch {
       // deleted or bound meanwhile
     } finally {
