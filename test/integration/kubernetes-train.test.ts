@@ -3,11 +3,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
 import { reinConfigSchema } from '../../src/config/schema.js';
 import { reinCommand } from '../../src/package-root.js';
 import { withRegistry } from '../../src/registry/open.js';
 import { jobNameFor } from '../../src/rollouts/kubernetes/job-template.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { storeLocation } from '../../src/store/location.js';
+import { traceStoreFromConfig } from '../../src/store/open.js';
 import { kubernetesPolicyTrainer, kubernetesTrainerSchema, trainingJobName } from '../../src/training/kubernetes-trainer.js';
 import { runRein } from '../helpers/cli.js';
 import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
@@ -77,7 +79,7 @@ describe('rein train with the harness and the trainer as Kubernetes Jobs (real c
     const kubeconfig = path.join(dir, 'worker.kubeconfig');
     writeFileSync(kubeconfig, (await plane.kubeConfigForServiceAccount(NAMESPACE, 'rein-worker')).exportConfig());
     const cluster = { namespace: NAMESPACE, kubeconfig };
-    const { file, dataDir } = await writeExampleConfig(
+    const { file } = await writeExampleConfig(
       path.join(dir, 'run'),
       { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 4 },
       {
@@ -98,7 +100,9 @@ describe('rein train with the harness and the trainer as Kubernetes Jobs (real c
     expect(decisions.code, decisions.stderr).toBe(0);
     expect(decisions.stdout.split('\n').filter((l) => /kube-1\.v[12] /.test(l))).toHaveLength(2);
 
-    const registered = await withRegistry({ dataDir, postgresUrl: null }, (registry) => registry.list({ runId }));
+    // Read back where this config keeps its stores (SQLite files, or the suite's PostgreSQL).
+    const { config } = loadConfig({ file, env: {} });
+    const registered = await withRegistry(storeLocation(config), (registry) => registry.list({ runId }));
     expect(registered.map((r) => [r.version, r.parent, r.iteration])).toEqual([
       ['kube-1.v1', 'v0', 1],
       ['kube-1.v2', 'kube-1.v1', 2],
@@ -111,7 +115,7 @@ describe('rein train with the harness and the trainer as Kubernetes Jobs (real c
     const podsOf = (job: string) => pods.filter((p) => p.metadata?.labels?.['job-name'] === job);
 
     // Every rollout (training and held-out replay) ran once, as its own Job, on the node agent's node.
-    const traces = new SqliteTraceStore(path.join(dataDir, 'traces.sqlite'));
+    const traces = await traceStoreFromConfig(config);
     let rollouts;
     try {
       rollouts = (await traces.listRollouts({ limit: 500 })).items;
@@ -149,7 +153,7 @@ describe('rein train with the harness and the trainer as Kubernetes Jobs (real c
       expect(pod?.spec?.nodeName).toBe(agent.nodeName);
       expect(pod?.spec?.serviceAccountName).toBe('rein-trainer');
       expect(pod?.status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 0, reason: 'Completed' });
-      expect(readFileSync(path.join(dataDir, 'logs', `${r.version}.train.log`), 'utf8')).toContain(r.batchContentHash as string);
+      expect(readFileSync(path.join(config.dataDir, 'logs', `${r.version}.train.log`), 'utf8')).toContain(r.batchContentHash as string);
     }
   });
 });
