@@ -2,7 +2,7 @@ import { executeChild, patched, proxyActivities, setCurrentDetails, upsertMemo, 
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
-import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
+import { iterationBatchId, rolloutIdFor } from '../src/rollouts/rollout-id.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
 import { rolloutsActivity, scoredRollouts } from './rollouts-activity.js';
@@ -50,7 +50,7 @@ export interface TrainingIterationResult {
 export async function trainingIteration(input: TrainingIterationInput): Promise<TrainingIterationResult> {
   const { runId, iteration, policyVersion: parent, heartbeatTimeoutSeconds = 60 } = input;
   const startedAt = Date.now();
-  const batchId = `${runId}.it${iteration}`;
+  const batchId = iterationBatchId(runId, iteration);
   const stage = (name: string) => upsertSearchAttributes([{ key: ReinStage, value: name }]);
   upsertSearchAttributes([
     { key: ReinRunId, value: runId },

@@ -7,6 +7,7 @@ import { registerApiCommand } from './commands/api.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDevCommand } from './commands/dev.js';
 import { registerDoctorCommand } from './commands/doctor.js';
+import { registerGcCommand } from './commands/gc.js';
 import { registerGatewayCommand } from './commands/gateway.js';
 import { registerPolicyCommands } from './commands/policy.js';
 import { registerReleaseCommands } from './commands/release.js';
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   registerShadowCommands(program);
   registerScheduleCommands(program);
   registerDoctorCommand(program);
+  registerGcCommand(program);
   registerConfigCommands(program);
   return program;
 }

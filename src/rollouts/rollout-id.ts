@@ -20,6 +20,11 @@ export function rolloutIdFor(batchId: string, taskId: string, sample: number): s
   return `${batchId}.${taskIdKey(taskId)}.${sample}`;
 }
 
+/** The batch of a training iteration's rollouts, which its policy version is trained on (retention keeps it: see src/retention/). */
+export function iterationBatchId(runId: string, iteration: number): string {
+  return `${runId}.it${iteration}`;
+}
+
 /**
  * Why a batch's rollout ids would break the rule, checked before anything is launched (one
  * unusable id used to stop a batch halfway): the batch id itself, and every task whose longest

@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { storeBackends, testStoreLocation } from '../../test/helpers/postgres.js';
+import { openRegistry } from '../registry/open.js';
+import type { RolloutStatus } from '../rollouts/rollout.js';
+import { openTraceStore } from '../store/open.js';
+import type { JournalRetention, TraceStore } from '../store/trace-store.js';
+import { collectGarbage } from './gc.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-gc-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+type Store = TraceStore & JournalRetention;
+
+/** A finished (or, when told, running) rollout of `batchId` with one call and a reward. */
+async function rollout(store: Store, id: string, batchId: string | null, status: RolloutStatus = 'succeeded'): Promise<number> {
+  await store.createRollout({ id, taskId: 't', metadata: batchId === null ? {} : { batchId } });
+  await store.setRolloutStatus(id, { status: 'running' }, 'admin');
+  const callId = randomUUID();
+  const request = { model: 'production', messages: [{ role: 'user', content: 'x'.repeat(200) }] };
+  await store.beginCall({ id: callId, rolloutId: id, attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: request, requestSent: request, startedAt: Date.now() });
+  await store.finishCall(callId, {
+    response: { choices: [] }, promptIds: [1, 2], choices: [{ completionIds: [3], logprobs: [-0.5], finishReason: 'stop' }], usage: null,
+    upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 1,
+  });
+  await store.appendEvent(id, 1, { type: 'reward', value: 1, components: {} }, 'admin');
+  if (status !== 'running') await store.setRolloutStatus(id, { status }, 'admin');
+  return Date.parse((await store.getRollout(id))!.updatedAt);
+}
+
+async function after(t: number): Promise<number> {
+  while (Date.now() <= t) await new Promise((resolve) => setImmediate(resolve));
+  return Date.now();
+}
+
+describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
+  it('deletes old finished rollouts, never one a trained version or a decision needs, an unfinished one or one of a batch in use; a dry run deletes nothing and says the same', async () => {
+    const dataDir = path.join(dir, backend);
+    const location = await testStoreLocation(backend, dataDir);
+    const store = await openTraceStore(location, path.join(dataDir, 'traces.sqlite'));
+    const registry = await openRegistry(location);
+    try {
+      // r1.v1 was trained on batch r1.it1; decision d compared replays heldout.v0 and r1.it1.heldout and names adhoc-2 in a check.
+      await registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: '/base', batchContentHash: null, trainerMetrics: {} });
+      await registry.register({ version: 'r1.v1', parent: 'v0', runId: 'r1', iteration: 1, checkpointUri: '/c1', batchContentHash: 'h1', trainerMetrics: {} });
+      await registry.saveDecision({
+        id: 'd', candidate: 'r1.v1', incumbent: 'v0', verdict: 'pass',
+        record: {
+          candidate: { version: 'r1.v1', batchId: 'r1.it1.heldout', taskIds: ['a'], samplesPerTask: 1 },
+          incumbent: { version: 'v0', batchId: 'heldout.v0', taskIds: ['a'], samplesPerTask: 1 },
+          checks: [{ name: 'gain', passed: true, detail: '', rollouts: ['adhoc-2'] }],
+        },
+      });
+      await rollout(store, 'r1.it1.a.0', 'r1.it1');
+      await rollout(store, 'r1.it1.heldout.a.0', 'r1.it1.heldout');
+      await rollout(store, 'heldout.v0.a.0', 'heldout.v0');
+      await rollout(store, 'adhoc-1', null);
+      await rollout(store, 'adhoc-2', null);
+      await rollout(store, 'stuck', 'r2.it1', 'running');
+      await rollout(store, 'r2.it2.a.0', 'r2.it2', 'failed');
+      const lastOld = await rollout(store, 'r3.it1.a.0', 'r3.it1', 'cancelled');
+      const cutoff = await after(lastOld);
+      // Still going: r2.it2 has a rollout newer than the cutoff, so none of it goes.
+      await rollout(store, 'r2.it2.b.0', 'r2.it2');
+      await rollout(store, 'young', null);
+      const options = { retention: { journal: '1m' }, now: cutoff + 60_000, batchSize: 2 };
+      const deps = { store, registry, dataDir, artifactsDir: null };
+
+      const dry = await collectGarbage(deps, { ...options, dryRun: true });
+      expect(dry.journal?.delete).toMatchObject({ rollouts: 2, calls: 2, shadowCalls: 0 });
+      expect(dry.journal?.delete.events).toBeGreaterThanOrEqual(2 * 3);
+      expect(dry.journal?.delete.bytes).toBeGreaterThan(2 * 200);
+      expect(dry.bytes).toBe(dry.journal?.delete.bytes);
+      expect(dry.journal?.protected).toMatchObject({
+        unfinished: { rollouts: 1, by: ['stuck'] },
+        policyBatch: { rollouts: 1, by: ['r1.v1'] },
+        decision: { rollouts: 3, by: ['d'] },
+        batchInUse: { rollouts: 1, by: ['r2.it2'] },
+      });
+      expect(dry.journal?.oldestKept?.id).toBe('r1.it1.a.0');
+      expect(dry.journal?.cutoff).toBe(new Date(cutoff).toISOString());
+      expect(await store.getRollout('adhoc-1')).toBeDefined();
+
+      const done = await collectGarbage(deps, { ...options, dryRun: false });
+      expect(done.journal?.delete).toEqual(dry.journal?.delete);
+      expect(done.journal?.protected).toEqual(dry.journal?.protected);
+      for (const gone of ['adhoc-1', 'r3.it1.a.0']) {
+        expect(await store.getRollout(gone)).toBeUndefined();
+        expect(await store.listCalls(gone)).toEqual([]);
+      }
+      for (const kept of ['r1.it1.a.0', 'r1.it1.heldout.a.0', 'heldout.v0.a.0', 'adhoc-2', 'stuck', 'r2.it2.a.0', 'r2.it2.b.0', 'young']) {
+        expect(await store.listCalls(kept)).toHaveLength(1);
+      }
+      // Again: nothing more to do.
+      expect((await collectGarbage(deps, { ...options, dryRun: false })).journal?.delete.rollouts).toBe(0);
+      // Unset: the journal is kept whole, and not even read.
+      expect(await collectGarbage({ dataDir, artifactsDir: null }, { retention: {}, dryRun: false })).toEqual({ dryRun: false, journal: null, rolloutFolders: null, staging: null, bytes: 0 });
+    } finally {
+      await registry.close();
+      await store.close();
+    }
+  });
+});

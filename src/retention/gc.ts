@@ -1,0 +1,149 @@
+import path from 'node:path';
+import { durationMs, type RetentionSettings } from '../config/retention.js';
+import type { PolicyRegistry } from '../registry/policy-registry.js';
+import { ROLLOUT_ID_PATTERN } from '../rollouts/rollout-id.js';
+import type { JournalRetention, TraceStore } from '../store/trace-store.js';
+import { entriesOf, remove, temporariesUnder, type DiskEntry } from './disk.js';
+import { addCounts, noJournalCounts, ProtectedTally, splitPage, type JournalCounts, type ProtectedCounts } from './plan.js';
+import { protectionOf, registryProtections, type ProtectionReason, type Protections } from './protections.js';
+
+export interface GcDeps {
+  /** The trace store; needed when retention.journal or retention.rolloutFolders is set. */
+  store?: JournalRetention & Pick<TraceStore, 'getRollout'>;
+  /** The policy registry (versions, decisions); needed with the store. */
+  registry?: PolicyRegistry;
+  dataDir: string;
+  /** The local artifact folder (dataDir/artifacts), where dead writers may leave temporaries; null for S3. */
+  artifactsDir: string | null;
+}
+
+export interface GcOptions {
+  retention: RetentionSettings;
+  /** Say what would go; delete nothing. */
+  dryRun: boolean;
+  /** The time cutoffs count back from (ms); now by default. */
+  now?: number;
+  /** Rollouts per page read and per delete transaction. */
+  batchSize?: number;
+}
+
+interface Section {
+  /** The setting as written ("30d"). */
+  retention: string;
+  /** Older than this goes (ISO time). */
+  cutoff: string;
+}
+
+export interface GcReport {
+  dryRun: boolean;
+  /** Null: retention.journal is unset, the journal is kept whole. */
+  journal: (Section & { delete: JournalCounts; protected: Record<ProtectionReason, ProtectedCounts>; oldestKept: { id: string; updatedAt: string; reason: ProtectionReason } | null }) | null;
+  rolloutFolders: (Section & { delete: { folders: number; bytes: number }; protected: Record<ProtectionReason, ProtectedCounts> }) | null;
+  staging: (Section & { delete: { entries: number; bytes: number } }) | null;
+  /** Bytes deleted (or, in a dry run, that would be), in all. */
+  bytes: number;
+}
+
+/**
+ * Applies the retention settings: finished rollouts in the journal, rollout folders and staged
+ * copies older than their setting go, except what must stay (protections.ts). The journal is read
+ * and deleted a page at a time, each delete its own short transaction that checks again that the
+ * rollout is finished and unchanged, so gateways keep writing meanwhile.
+ */
+export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<GcReport> {
+  const now = options.now ?? Date.now();
+  const batchSize = options.batchSize ?? 200;
+  const cutoffOf = (setting: string | undefined) => (setting === undefined ? undefined : { retention: setting, at: now - (durationMs(setting) as number) });
+  const journalCutoff = cutoffOf(options.retention.journal);
+  const foldersCutoff = cutoffOf(options.retention.rolloutFolders);
+  const stagingCutoff = cutoffOf(options.retention.staging);
+
+  let registryKept: Omit<Protections, 'activeBatches'> | undefined;
+  const protections = async (store: JournalRetention, cutoff: number): Promise<Protections> => {
+    if (!deps.registry) throw new Error('collectGarbage needs the policy registry to know what must stay');
+    registryKept ??= await registryProtections(deps.registry);
+    return { ...registryKept, activeBatches: new Set(await store.activeBatchIds(cutoff)) };
+  };
+  const needStore = () => {
+    if (!deps.store) throw new Error('collectGarbage needs the trace store for retention.journal and retention.rolloutFolders');
+    return deps.store;
+  };
+
+  const report: GcReport = { dryRun: options.dryRun, journal: null, rolloutFolders: null, staging: null, bytes: 0 };
+
+  // Folders first: their rollouts' journal rows (status, batch) are read before the journal loses any.
+  if (foldersCutoff) {
+    const store = needStore();
+    const kept = await protections(store, foldersCutoff.at);
+    const tally = new ProtectedTally();
+    const doomed: DiskEntry[] = [];
+    for (const folder of await entriesOf(path.join(deps.dataDir, 'rollouts'))) {
+      if (folder.lastWrite >= foldersCutoff.at) continue;
+      const id = path.basename(folder.path);
+      const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
+      // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.
+      const batchId = rollout?.metadata.batchId;
+      const key = { id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null };
+      const protection = protectionOf(key, kept);
+      if (protection) tally.add(protection.reason, protection.by, { id, updatedAt: folder.lastWrite, bytes: folder.bytes });
+      else doomed.push(folder);
+    }
+    if (!options.dryRun) for (const folder of doomed) await remove(folder);
+    const bytes = doomed.reduce((sum, f) => sum + f.bytes, 0);
+    report.rolloutFolders = { retention: foldersCutoff.retention, cutoff: new Date(foldersCutoff.at).toISOString(), delete: { folders: doomed.length, bytes }, protected: tally.byReason };
+    report.bytes += bytes;
+  }
+
+  if (journalCutoff) {
+    const store = needStore();
+    const kept = await protections(store, journalCutoff.at);
+    const deleted = noJournalCounts();
+    const tally = new ProtectedTally();
+    let after: string | null = null;
+    do {
+      const page = await store.listAgedRollouts(journalCutoff.at, { limit: batchSize, ...(after && { after }) });
+      const { doomed, kept: protectedOnes } = splitPage(page.items, kept);
+      for (const p of protectedOnes) tally.add(p.reason, p.by, p.rollout);
+      if (options.dryRun) addCounts(deleted, doomed);
+      else if (doomed.length > 0) {
+        const gone = new Set(await store.deleteFinishedRollouts(doomed.map((r) => r.id), journalCutoff.at));
+        addCounts(deleted, doomed.filter((r) => gone.has(r.id)));
+      }
+      after = page.next;
+    } while (after);
+    report.journal = {
+      retention: journalCutoff.retention,
+      cutoff: new Date(journalCutoff.at).toISOString(),
+      delete: deleted,
+      protected: tally.byReason,
+      oldestKept: tally.oldest && { ...tally.oldest, updatedAt: new Date(tally.oldest.updatedAt).toISOString() },
+    };
+    report.bytes += deleted.bytes;
+  }
+
+  if (stagingCutoff) {
+    const doomed = (await stagedEntries(deps)).filter((e) => e.lastWrite < stagingCutoff.at);
+    if (!options.dryRun) for (const entry of doomed) await remove(entry);
+    const bytes = doomed.reduce((sum, e) => sum + e.bytes, 0);
+    report.staging = { retention: stagingCutoff.retention, cutoff: new Date(stagingCutoff.at).toISOString(), delete: { entries: doomed.length, bytes } };
+    report.bytes += bytes;
+  }
+  return report;
+}
+
+/**
+ * Staged copies (dataDir/staging: batches and checkpoints the trainer and the policy server read,
+ * fetched again when needed) and temporaries of atomic writes in the local artifact folder.
+ */
+async function stagedEntries(deps: GcDeps): Promise<DiskEntry[]> {
+  const staging = path.join(deps.dataDir, 'staging');
+  const entries: DiskEntry[] = [];
+  for (const top of await entriesOf(staging)) {
+    const name = path.basename(top.path);
+    // The trainer's copies sit one level down; the policy server's directly in staging.
+    if (name === 'batches' || name === 'checkpoints') entries.push(...(await entriesOf(top.path)));
+    else entries.push(top);
+  }
+  if (deps.artifactsDir) entries.push(...(await temporariesUnder(deps.artifactsDir)));
+  return entries;
+}
