@@ -132,7 +132,7 @@ describe('docker-compose.yml, its Rein services as local processes', () => {
     if (!process.env.REIN_KEEP_TEST_DIRS) rmSync(scratch, { recursive: true, force: true });
   });
 
-  it('runs a short training through them: the journal and the registry in PostgreSQL, artifacts on the volume', { timeout: 300_000 }, async () => {
+  it('runs a short training through them: the journal and the registry in PostgreSQL, artifacts on the volume', { timeout: 600_000 }, async () => {
     // Stand-ins for the third-party images, which cannot run here: PostgreSQL is the test run's
     // server, running the compose file's init scripts as the postgres image would; Temporal is a
     // dev server of this test's own (the compose worker polls the default task queue, which other
@@ -214,7 +214,7 @@ describe('docker-compose.yml, its Rein services as local processes', () => {
     await Promise.all(
       started.map(async ([name, s]) => {
         const pattern = ready[s.command?.[0] ?? ''];
-        if (pattern) await (await launch(name))?.waitFor(pattern, 120_000);
+        if (pattern) await (await launch(name))?.waitFor(pattern, 300_000);
         else await conditionMet(name, 'service_completed_successfully');
       }),
     );
@@ -224,7 +224,13 @@ describe('docker-compose.yml, its Rein services as local processes', () => {
     try {
       const client = new Client({ connection });
       const queue = loadConfig({ file: localConfig, env: {} }).config.temporal.taskQueue;
-      while (!(await workerIsPolling(client, queue))) await new Promise((r) => setTimeout(r, 100));
+      const worker = await launch('rein-worker');
+      let workerExited = false;
+      void worker?.exited.then(() => (workerExited = true));
+      while (!(await workerIsPolling(client, queue))) {
+        if (workerExited) throw new Error(`rein-worker exited:\n${worker?.output().stderr ?? ''}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     } finally {
       await connection.close();
     }
