@@ -160,6 +160,17 @@ describe('Jobs on the real control plane with the node agent', () => {
     }
     await jobCondition('waits', 'Complete');
   });
+
+  it('runs more pods than the node takes at once as earlier ones end, all of them', async () => {
+    agent.setMaxPods(2);
+    try {
+      const names = Array.from({ length: 6 }, (_, i) => `batched-${i}`);
+      await Promise.all(names.map((name) => batch.createNamespacedJob({ namespace: 'default', body: nodeJob(name, 'setTimeout(() => {}, 300)') })));
+      for (const name of names) await jobCondition(name, 'Complete');
+    } finally {
+      agent.setMaxPods(110);
+    }
+  });
 });
 
 describe('the example\'s RBAC Role (examples/calculator-agent/kubernetes/rbac.yaml) on the real apiserver', () => {

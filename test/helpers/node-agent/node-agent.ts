@@ -339,7 +339,9 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     'spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed',
   );
   function scheduleAll(): void {
-    const queue = [...pending.list()].sort((a, b) => (a.metadata?.creationTimestamp?.getTime() ?? 0) - (b.metadata?.creationTimestamp?.getTime() ?? 0));
+    // Oldest first. A watched object's times are strings (client-node deserializes lists, not watch events): read them as either.
+    const created = (pod: V1Pod) => new Date(pod.metadata?.creationTimestamp ?? 0).getTime();
+    const queue = [...pending.list()].sort((a, b) => created(a) - created(b));
     void (async () => {
       for (const pod of queue) await schedule(pod);
     })();
