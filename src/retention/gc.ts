@@ -52,7 +52,7 @@ export interface GcReport {
  */
 export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<GcReport> {
   const now = options.now ?? Date.now();
-  const batchSize = options.batchSize ?? 200;
+  const batchSize = options.batchSize ?? 100;
   const cutoffOf = (setting: string | undefined) => (setting === undefined ? undefined : { retention: setting, at: now - (durationMs(setting) as number) });
   const journalCutoff = cutoffOf(options.retention.journal);
   const foldersCutoff = cutoffOf(options.retention.rolloutFolders);
