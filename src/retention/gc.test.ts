@@ -103,4 +103,41 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
       await store.close();
     }
   });
+
+  it('deletes while a gateway journals through its own connection, which loses no call', async () => {
+    const dataDir = path.join(dir, `${backend}-busy`);
+    const location = await testStoreLocation(backend, dataDir);
+    const gateway = await openTraceStore(location, path.join(dataDir, 'traces.sqlite'));
+    const gc = await openTraceStore(location, path.join(dataDir, 'traces.sqlite'));
+    const registry = await openRegistry(location);
+    try {
+      let last = 0;
+      for (let i = 0; i < 30; i++) last = await rollout(gateway, `old-${i}`, null);
+      const cutoff = await after(last);
+      await gateway.createRollout({ id: 'live', taskId: 't' });
+      let stop = false;
+      const journaled = (async () => {
+        let n = 0;
+        while (!stop || n < 20) {
+          const id = randomUUID();
+          await gateway.beginCall({ id, rolloutId: 'live', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: { n }, requestSent: { n }, startedAt: Date.now() });
+          await gateway.finishCall(id, { response: {}, promptIds: [n], choices: [{ completionIds: [1], logprobs: [-1], finishReason: 'stop' }], usage: null, upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 1 });
+          n++;
+        }
+        return n;
+      })();
+      const report = await collectGarbage({ store: gc, registry, dataDir, artifactsDir: null }, { retention: { journal: '1m' }, now: cutoff + 60_000, batchSize: 4, dryRun: false });
+      stop = true;
+      const calls = await journaled;
+      expect(report.journal?.delete.rollouts).toBe(30);
+      expect((await gateway.listRollouts({ limit: 100 })).items.map((r) => r.id)).toEqual(['live']);
+      const live = await gateway.listCalls('live');
+      expect(live.map((c) => c.seq)).toEqual(Array.from({ length: calls }, (_, i) => i + 1));
+      expect(live.every((c) => c.status === 'ok')).toBe(true);
+    } finally {
+      await registry.close();
+      await gc.close();
+      await gateway.close();
+    }
+  });
 });
