@@ -10,7 +10,7 @@ import { startGateway } from '../../src/gateway/server.js';
 import { createLogger } from '../../src/log/logger.js';
 import { policyServerKey } from '../../src/policy/admin-key.js';
 import { startPolicyServer } from '../../src/policy/server.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { traceStoreFromConfig } from '../../src/store/open.js';
 import { activityDepsFromConfig } from '../../workers/activity-deps.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
@@ -34,7 +34,7 @@ export async function startApiStack(config: ReinConfig, apiOptions: { temporalUi
   try {
     const policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
     closers.push(() => policyServer.close());
-    const store = new SqliteTraceStore(config.gateway.traceDb);
+    const store = await traceStoreFromConfig(config);
     closers.push(() => store.close());
     const gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
     closers.push(() => gateway.close());

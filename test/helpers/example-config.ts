@@ -4,6 +4,7 @@ import path from 'node:path';
 import { inject } from 'vitest';
 import { packageRoot } from '../../src/package-root.js';
 import { freePort } from './ports.js';
+import { suiteStoreSettings } from './postgres.js';
 
 export const exampleDir = path.join(packageRoot(), 'examples', 'calculator-agent');
 
@@ -44,6 +45,7 @@ export async function writeExampleConfig(
     },
     // As examples/calculator-agent/rein.yaml: the trained agent calls its calculator more.
     gate: { maxRegression: { tokens: 1.0, steps: 1.0, latency: null } },
+    ...(await suiteStoreSettings()),
     ...more,
   };
   const file = path.join(dir, 'rein.json');

@@ -7,7 +7,9 @@ import { sha256Hex } from '../../src/gateway/keys.js';
 import { DEFAULT_REDACTION_RULES } from '../../src/gateway/redact.js';
 import type { RoutingTable } from '../../src/gateway/routing.js';
 import { startGateway, type Gateway, type GatewayOptions } from '../../src/gateway/server.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { openTraceStore } from '../../src/store/open.js';
+import type { TraceStore } from '../../src/store/trace-store.js';
+import { suiteStoreBackend, testStoreLocation } from './postgres.js';
 import { MODEL, startVllmLikeServer, type VllmLikeServer } from './vllm-like-server.js';
 
 export const ADMIN_KEY = 'admin-key-for-tests';
@@ -15,7 +17,7 @@ export const ADMIN_KEY = 'admin-key-for-tests';
 export interface TestGateway {
   gateway: Gateway;
   backend: VllmLikeServer;
-  store: SqliteTraceStore;
+  store: TraceStore;
   admin(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: any; headers: Headers }>;
   /** Creates a rollout and returns an `openai` client configured as a harness would be. */
   rollout(input?: Record<string, unknown>): Promise<{ id: string; key: string; client: OpenAI; baseUrl: string; pathBaseUrl: string }>;
@@ -53,7 +55,7 @@ export async function startTestGateway(
 ): Promise<TestGateway> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-gateway-'));
   const backend = await startVllmLikeServer(options.backend);
-  const store = new SqliteTraceStore(path.join(dir, 'traces.sqlite'));
+  const store = await openTraceStore(await testStoreLocation(suiteStoreBackend, dir), path.join(dir, 'traces.sqlite'));
   const gateway = await startGateway(
     {
       store,

@@ -9,6 +9,23 @@ export const storeBackends = ['sqlite', 'postgres'] as const;
 export type StoreBackend = (typeof storeBackends)[number];
 
 /**
+ * The backend every Rein service a test starts keeps its stores on, unless the test picks one:
+ * `REIN_TEST_STORE=postgres npm test` runs the whole suite with every store on PostgreSQL.
+ */
+export const suiteStoreBackend: StoreBackend = suiteBackendFrom(process.env.REIN_TEST_STORE);
+
+function suiteBackendFrom(value: string | undefined): StoreBackend {
+  if (value === undefined || value === '') return 'sqlite';
+  if ((storeBackends as readonly string[]).includes(value)) return value as StoreBackend;
+  throw new Error(`REIN_TEST_STORE=${value} is not a store backend: use ${storeBackends.join(' or ')} (unset: sqlite)`);
+}
+
+/** A test config's `store` settings on the suite's backend: none for SQLite, a fresh database for PostgreSQL. */
+export async function suiteStoreSettings(): Promise<{ store?: { url: string } }> {
+  return suiteStoreBackend === 'postgres' ? { store: { url: await freshPostgresUrl() } } : {};
+}
+
+/**
  * A new, empty database on the one PostgreSQL server the test run shares (test/global-setup.ts),
  * named after the test file so a leftover is easy to place; returns its postgres:// URL.
  */

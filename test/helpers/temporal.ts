@@ -10,6 +10,7 @@ import { createLogger } from '../../src/log/logger.js';
 import { activityDepsFromConfig } from '../../workers/activity-deps.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
+import { suiteStoreSettings } from './postgres.js';
 
 /** A client on the shared test dev server. */
 export async function testClient(): Promise<{ client: Client; connection: Connection }> {
@@ -31,7 +32,13 @@ export async function withReinWorker<T>(
   const { client, connection } = await testClient();
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-worker-'));
   const config = validateConfig({}, 'test');
-  const activities = await activityDepsFromConfig({ ...config, dataDir: scratch, gateway: { ...config.gateway, traceDb: path.join(scratch, 'traces.sqlite') } });
+  const { store } = await suiteStoreSettings();
+  const activities = await activityDepsFromConfig({
+    ...config,
+    dataDir: scratch,
+    gateway: { ...config.gateway, traceDb: path.join(scratch, 'traces.sqlite') },
+    ...(store && { store: { ...config.store, ...store } }),
+  });
   try {
     const worker = await createReinWorker({
       connection: nativeConnection,

@@ -138,6 +138,8 @@ describe('faults never change a verdict', () => {
       scratch,
       { iterations: 2, tasksPerIteration: 6, samplesPerTask: 2, heldoutLimit: 8, heartbeatTimeoutSeconds: 5, base: { version: 'v0' } },
       {
+        // Read back with SQL on the SQLite files; the same faults on PostgreSQL: many-services-postgres.test.ts.
+        store: {},
         rollouts: { concurrency: 4, dependencyWaitSeconds: 120 },
         // With 2 samples a task, every group may agree; keeping them keeps the batch from being empty by chance.
         samples: { zeroVarianceGroups: 'keep' },
@@ -280,6 +282,7 @@ describe('faults never change a verdict', () => {
       dir,
       { iterations: 1, tasksPerIteration: 4, samplesPerTask: 2, heldoutLimit: 4, heartbeatTimeoutSeconds: 5, base: { version: 'v0' } },
       {
+        store: {}, // read back with SQL on the SQLite files, as above
         rollouts: { concurrency: 8 },
         samples: { zeroVarianceGroups: 'keep' },
         harness: {

@@ -17,8 +17,10 @@ import { startGateway, type Gateway } from '../../src/gateway/server.js';
 import { defaultModelConfig, saveCheckpoint } from '../../src/policy/checkpoint.js';
 import { Qwen3Model, readyBackend } from '../../src/policy/model.js';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { openTraceStore } from '../../src/store/open.js';
+import type { TraceStore } from '../../src/store/trace-store.js';
 import { ADMIN_KEY, routingFor, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { suiteStoreBackend, testStoreLocation } from '../helpers/postgres.js';
 import { testClient } from '../helpers/temporal.js';
 
 /**
@@ -183,14 +185,14 @@ describe('fuzz: replies of a misbehaving backend', () => {
   let reply: (req: http.IncomingMessage, res: http.ServerResponse) => void = (_req, res) => res.end();
   let backend: http.Server;
   let gateway: Gateway;
-  let store: SqliteTraceStore;
+  let store: TraceStore;
   beforeAll(async () => {
     backend = http.createServer((req, res) => {
       req.resume();
       req.on('end', () => reply(req, res));
     });
     await new Promise<void>((resolve) => backend.listen(0, '127.0.0.1', resolve));
-    store = new SqliteTraceStore(path.join(scratch, 'upstream-traces.sqlite'));
+    store = await openTraceStore(await testStoreLocation(suiteStoreBackend, scratch), path.join(scratch, 'upstream-traces.sqlite'));
     gateway = await startGateway(
       { store, routing: routingFor(`http://127.0.0.1:${(backend.address() as AddressInfo).port}/v1`), secret: randomBytes(32), adminKeyHash: sha256Hex(ADMIN_KEY), redaction: DEFAULT_REDACTION_RULES },
       { host: '127.0.0.1', port: 0 },

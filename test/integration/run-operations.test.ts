@@ -12,7 +12,9 @@ import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js
 import { withRegistry } from '../../src/registry/open.js';
 import { rolloutIdFor } from '../../src/rollouts/rollout-id.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { storeLocation } from '../../src/store/location.js';
+import { traceStoreFromConfig } from '../../src/store/open.js';
+import type { TraceStore } from '../../src/store/trace-store.js';
 import { pauseSignal, resumeSignal, type TrainingIterationResult } from '../../workflows/index.js';
 import { runRein, startRein, type RunningRein } from '../helpers/cli.js';
 import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
@@ -21,7 +23,7 @@ import { testClient } from '../helpers/temporal.js';
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-run-crash-'));
 const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined };
 let configFile: string;
-let store: SqliteTraceStore;
+let store: TraceStore;
 let gateway: Gateway;
 let policyServer: PolicyServer;
 
@@ -35,7 +37,7 @@ beforeAll(async () => {
   ));
   const { config } = loadConfig({ file: configFile, env: {} });
   policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
-  store = new SqliteTraceStore(config.gateway.traceDb);
+  store = await traceStoreFromConfig(config);
   gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
 });
 afterAll(async () => {
@@ -97,7 +99,7 @@ describe('training runs from the command line, against `rein worker` processes',
 
       // The batch was trained once: the retried update found the first trainer's result; one version registered.
       expect(iteration.update).toMatchObject({ version: `${runId}.v1`, reused: true });
-      const registered = await withRegistry({ dataDir: path.join(dir, 'state'), postgresUrl: null }, (registry) => registry.list({ runId }));
+      const registered = await withRegistry(storeLocation(loadConfig({ file: configFile, env: {} }).config), (registry) => registry.list({ runId }));
       expect(registered.map((p) => [p.version, p.batchContentHash])).toEqual([[`${runId}.v1`, iteration.batch.contentHash]]);
     } finally {
       await connection.close();

@@ -14,7 +14,9 @@ import { withRegistry } from '../../src/registry/open.js';
 import { rolloutIdFor } from '../../src/rollouts/rollout-id.js';
 import { decodeSafetensors, encodeSafetensors } from '../../src/samples/safetensors.js';
 import { actionOf, compareActions, formatShadowReport, type ShadowReport } from '../../src/shadow/report.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { storeLocation } from '../../src/store/location.js';
+import { traceStoreFromConfig } from '../../src/store/open.js';
+import type { TraceStore } from '../../src/store/trace-store.js';
 import type { CallRecord, ShadowCallRecord } from '../../src/store/trace-store.js';
 import type { shadowRun, ShadowRunResult } from '../../workflows/index.js';
 import { runRein } from '../helpers/cli.js';
@@ -33,7 +35,7 @@ const TASKS = 16;
 let services: RunningServices;
 let config: ReinConfig;
 let file: string;
-let traces: SqliteTraceStore;
+let traces: TraceStore;
 
 /** The base policy with every weight nudged (seeded): it answers like the base on some calls and not on others. */
 function writePerturbedBase(target: string, scale: number): void {
@@ -56,12 +58,12 @@ beforeAll(async () => {
   const candidateDir = path.join(dir, 'candidate');
   writePerturbedBase(candidateDir, 0.5);
   // Registered with its checkpoint folder, the services serve it beside the base when they start.
-  await withRegistry({ dataDir: written.dataDir, postgresUrl: null }, (registry) =>
+  config = loadConfig({ file }).config;
+  await withRegistry(storeLocation(config), (registry) =>
     registry.register({ version: CANDIDATE, parent: 'v0', runId: null, iteration: null, checkpointUri: candidateDir, batchContentHash: null, trainerMetrics: {} }),
   );
-  config = loadConfig({ file }).config;
   services = await startServices(config, createLogger('warn'));
-  traces = new SqliteTraceStore(config.gateway.traceDb);
+  traces = await traceStoreFromConfig(config);
 }, 60_000);
 
 afterAll(async () => {

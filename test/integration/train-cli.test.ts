@@ -7,7 +7,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { RunReport } from '../../src/client/runs.js';
 import { discordantPairs, mcnemarExactP } from '../../src/gate/paired-tests.js';
 import { withRegistry } from '../../src/registry/open.js';
-import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
+import { loadConfig } from '../../src/config/load.js';
+import { storeLocation } from '../../src/store/location.js';
+import { traceStoreFromConfig } from '../../src/store/open.js';
 import { runRein } from '../helpers/cli.js';
 import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
 import { testClient } from '../helpers/temporal.js';
@@ -27,7 +29,7 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
     // logits in the last bits — so a run could in rare cases differ by a sampled token; the
     // margin below, measured +34 points at p 3e-5 with this seed, is far beyond what that moves.)
     const seed = '1';
-    const { file, dataDir } = await writeExampleConfig(
+    const { file } = await writeExampleConfig(
       path.join(dir, 'learn'),
       { iterations: 3, tasksPerIteration: 12, samplesPerTask: 8, heldoutEvery: 3, heldoutLimit: 64 },
       {},
@@ -62,7 +64,8 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
 
     // The seeds did reach the policy: a training rollout's calls carry the harness's seed for each turn.
     const { seedFor } = (await import(path.join(exampleDir, 'harness.mjs'))) as { seedFor(seed: string, rolloutId: string, turn: number): number };
-    const traces = new SqliteTraceStore(path.join(dataDir, 'traces.sqlite'));
+    const { config } = loadConfig({ file, env: {} });
+    const traces = await traceStoreFromConfig(config);
     try {
       const [trained] = (await traces.listRollouts({ mode: 'train', limit: 1 })).items;
       const calls = await traces.listCalls(trained?.id ?? 'none', trained?.attempts);
@@ -73,7 +76,7 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
     }
 
     // What produced each version is in the registry: its parent, the run, the batch.
-    const registered = await withRegistry({ dataDir, postgresUrl: null }, (registry) => registry.list({ runId }));
+    const registered = await withRegistry(storeLocation(config), (registry) => registry.list({ runId }));
     // What to compare between two runs of this test: seeded, they train on the same batches into the same weights.
     for (const r of registered) {
       const weights = path.join(r.checkpointUri.startsWith('file:') ? fileURLToPath(r.checkpointUri) : r.checkpointUri, 'model.safetensors');
