@@ -4,6 +4,7 @@ import path from 'node:path';
 /** A file or folder on disk: its size in all, and when anything in it was last written. */
 export interface DiskEntry {
   path: string;
+  directory: boolean;
   bytes: number;
   lastWrite: number;
 }
@@ -19,7 +20,7 @@ export async function measure(file: string): Promise<DiskEntry | undefined> {
     if (isMissing(err)) return undefined;
     throw err;
   }
-  const entry = { path: file, bytes: stats.isDirectory() ? 0 : stats.size, lastWrite: stats.mtimeMs };
+  const entry = { path: file, directory: stats.isDirectory(), bytes: stats.isDirectory() ? 0 : stats.size, lastWrite: stats.mtimeMs };
   if (!stats.isDirectory()) return entry;
   for (const name of await readdir(file).catch((err: unknown) => (isMissing(err) ? [] : Promise.reject(err)))) {
     const inner = await measure(path.join(file, name));

@@ -78,7 +78,8 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<
     const tally = new ProtectedTally();
     const doomed: DiskEntry[] = [];
     for (const folder of await entriesOf(path.join(deps.dataDir, 'rollouts'))) {
-      if (folder.lastWrite >= foldersCutoff.at) continue;
+      // Rein writes only folders here; anything else is not its to delete.
+      if (!folder.directory || folder.lastWrite >= foldersCutoff.at) continue;
       const id = path.basename(folder.path);
       const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
       // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.

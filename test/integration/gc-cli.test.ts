@@ -52,6 +52,7 @@ it('rein gc --dry-run says what the retention settings would delete and how much
   oldFile(path.join(rollouts, 'r1.it1.t.0', 'harness-1.log'), 3000, 10);
   oldFile(path.join(rollouts, 'adhoc', 'harness-1.log'), 2000, 10);
   oldFile(path.join(rollouts, 'young', 'harness-1.log'), 500, 1);
+  oldFile(path.join(rollouts, 'notes.txt'), 100, 10);
   oldFile(path.join(dataDir, 'staging', 'batches', 'abc-batch.safetensors'), 4000, 2);
   const deadWrite = path.join(dataDir, 'artifacts', 'runs', 'r1', `batch.safetensors.${randomUUID()}.tmp`);
   oldFile(deadWrite, 1000, 2);
@@ -82,7 +83,7 @@ it('rein gc --dry-run says what the retention settings would delete and how much
   expect(report.bytes).toBe((report.journal?.delete.bytes ?? 0) + 7000);
 
   for (const gone of [path.join(rollouts, 'adhoc'), deadWrite, path.join(dataDir, 'staging', 'batches', 'abc-batch.safetensors')]) expect(existsSync(gone)).toBe(false);
-  for (const kept of [path.join(rollouts, 'r1.it1.t.0'), path.join(rollouts, 'young'), artifact]) expect(existsSync(kept)).toBe(true);
+  for (const kept of [path.join(rollouts, 'r1.it1.t.0'), path.join(rollouts, 'young'), path.join(rollouts, 'notes.txt'), artifact]) expect(existsSync(kept)).toBe(true);
   const reopened = new SqliteTraceStore(path.join(dataDir, 'traces.sqlite'));
   expect(await reopened.getRollout('adhoc')).toBeUndefined();
   expect(await reopened.listCalls('r1.it1.t.0')).toHaveLength(1);
