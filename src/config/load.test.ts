@@ -117,7 +117,7 @@ describe('validateConfig', () => {
   it('rejects unknown keys and lists the known ones, at any depth', () => {
     expect(problems(() => validateConfig({ temporl: {}, temporal: { devServer: { prot: 1 } } }, 'test'))).toEqual([
       'temporal.devServer: unknown key "prot"; expected one of: ip, port, uiPort, headless, dbFile, logLevel',
-      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, storage, artifacts, store, log, temporal, gateway, samples, harness, verifier, rollouts, trainer, policyServer, run, api, worker, notifications, gate',
+      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, storage, artifacts, store, log, temporal, gateway, samples, harness, verifier, rollouts, trainer, policyServer, run, api, worker, notifications, gate, retention',
     ]);
   });
 
@@ -151,6 +151,6 @@ describe('configJsonSchema', () => {
     const schema = configJsonSchema() as { properties: Record<string, { description?: string; default?: unknown }> };
     expect(schema.properties.dataDir).toMatchObject({ default: '.rein', description: expect.stringContaining('data directory') });
     expect(validateConfig({}, 'test').storage).toEqual({ minFreeMegabytes: 1024 });
-    expect(Object.keys(schema.properties)).toEqual(['$schema', 'dataDir', 'storage', 'artifacts', 'store', 'log', 'temporal', 'gateway', 'samples', 'harness', 'verifier', 'rollouts', 'trainer', 'policyServer', 'run', 'api', 'worker', 'notifications', 'gate']);
+    expect(Object.keys(schema.properties)).toEqual(['$schema', 'dataDir', 'storage', 'artifacts', 'store', 'log', 'temporal', 'gateway', 'samples', 'harness', 'verifier', 'rollouts', 'trainer', 'policyServer', 'run', 'api', 'worker', 'notifications', 'gate', 'retention']);
   });
 });
