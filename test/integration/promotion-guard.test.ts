@@ -32,17 +32,17 @@ describe('two runs promoting into one production', () => {
       }
       const refused = await start('guard-second').catch((err: unknown) => err);
       expect(refused).toBeInstanceOf(PromotionConflictError);
-      expect((refused as Error).message).toMatch(/^run guard-first \(started .*\) is still running and promotes into production of sqlite:.*gate\.concurrentRuns: allow$/);
+      expect((refused as Error).message).toMatch(/^run guard-first \(started .*\) is still running and promotes into production of (sqlite|postgres):.*gate\.concurrentRuns: allow$/);
       await expect(client.workflow.getHandle('guard-second').describe()).rejects.toThrow();
 
       await start('guard-no-promote', promotionGuard(config), false);
-      await start('guard-other-store', promotionGuard({ ...config, dataDir: path.join(dir, 'elsewhere') }));
+      await start('guard-other-store', promotionGuard({ ...config, dataDir: path.join(dir, 'elsewhere'), store: { ...config.store, url: undefined } }));
       await start('guard-allowed', { ...promotionGuard(config), allowConcurrent: true });
       await expect(start('guard-refused')).rejects.toThrow(PromotionConflictError);
 
       // A run that ended is not continued while another promotes into its production.
       await client.workflow.getHandle('guard-allowed').terminate('test: ended so it can be continued');
-      await expect(continueRun(client, 'guard-allowed')).rejects.toThrow(/run guard-first .*still running and promotes into production of sqlite:/);
+      await expect(continueRun(client, 'guard-allowed')).rejects.toThrow(/run guard-first .*still running and promotes into production of (sqlite|postgres):/);
       await client.workflow.getHandle('guard-first').terminate('test: production is free again');
       const continued = await continueRun(client, 'guard-allowed');
       expect(continued.executionRunId).toBeTruthy();
