@@ -150,10 +150,19 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
 
   async function putStatus(run: PodRun): Promise<void> {
     for (;;) {
-      const pod = await core.readNamespacedPod({ namespace: run.namespace, name: run.name }).catch((err: unknown) => {
-        if ((err as { code?: number }).code === 404) return undefined;
+      let pod: V1Pod | undefined;
+      try {
+        pod = await core.readNamespacedPod({ namespace: run.namespace, name: run.name });
+      } catch (err) {
+        if ((err as { code?: unknown }).code === 404) return;
+        // The apiserver is away (restarting) or busy, or its Node authorizer has not yet seen this
+        // pod bound here (403 for a while after the apiserver starts): the kubelet writes again until it lands.
+        if (!closed && (transient(err) || (err as { code?: unknown }).code === 403)) {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          continue;
+        }
         throw err;
-      });
+      }
       if (!pod || pod.metadata?.uid !== run.uid) return;
       pod.status = podStatus(run, pod);
       try {
@@ -161,7 +170,12 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
         return;
       } catch (err) {
         // Someone else (the Job controller's finalizer, the scheduler) wrote in between: read again.
-        if ((err as { code?: number }).code !== 409) throw err;
+        if ((err as { code?: unknown }).code === 409) continue;
+        if (!closed && (transient(err) || (err as { code?: unknown }).code === 403)) {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          continue;
+        }
+        throw err;
       }
     }
   }
@@ -397,6 +411,12 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** No answer (the code is then a string such as ECONNREFUSED), throttled, or a server error. */
+function transient(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code !== 'number' || code === 429 || code >= 500;
 }
 
 // --- The Node ------------------------------------------------------------------------------
