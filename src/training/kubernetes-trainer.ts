@@ -204,7 +204,8 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
       }
       const current = await call(`reading Job ${name}`, () => apis().batch.readNamespacedJob({ name, namespace }));
       const pods = (await call(`listing the pods of Job ${name}`, () => apis().core.listNamespacedPod({ namespace, labelSelector: `${TRAIN_JOB_LABEL}=${name}` }))).items;
-      const pod = pods.sort((a, b) => String(b.metadata?.creationTimestamp ?? '').localeCompare(String(a.metadata?.creationTimestamp ?? '')))[0];
+      // Newest first, by time: a listed pod's creationTimestamp is a Date, whose text does not sort.
+      const pod = pods.sort((a, b) => new Date(b.metadata?.creationTimestamp ?? 0).getTime() - new Date(a.metadata?.creationTimestamp ?? 0).getTime())[0];
       const container = containerStatus(pod);
       if (container?.state?.running?.startedAt && startedAt === undefined) startedAt = new Date(container.state.running.startedAt).getTime();
       if (conditionOf(current, 'Complete') || conditionOf(current, 'Failed')) {

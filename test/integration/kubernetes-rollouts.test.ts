@@ -1,8 +1,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BatchV1Api, CoreV1Api, KubeConfig, Watch } from '@kubernetes/client-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { HarnessExecutor } from '../../src/rollouts/executor.js';
@@ -11,63 +11,77 @@ import { kubernetesExecutor } from '../../src/rollouts/kubernetes/job-executor.j
 import { jobNameFor, kubernetesHarnessSchema, renderJob, type KubernetesHarnessSettings } from '../../src/rollouts/kubernetes/job-template.js';
 import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';
 import { ADMIN_KEY, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { startKubeStandIn, type KubeStandIn } from '../helpers/kube-api-stand-in.js';
+import { startKubeControlPlane, type KubeControlPlane } from '../helpers/kube-control-plane.js';
+import { startKubeFaultProxy } from '../helpers/kube-fault-proxy.js';
+import { eventually, podsIn, workerNamespace } from '../helpers/kube-worker.js';
+import { startNodeAgent, type NodeAgent } from '../helpers/node-agent/node-agent.js';
 
+/**
+ * Rollouts as Kubernetes Jobs on the real control plane (etcd, kube-apiserver,
+ * kube-controller-manager: the real Job controller and garbage collector) with the node agent
+ * as the kubelet. Every Job comes from the example's own kubernetes/job.yaml, and the worker
+ * authenticates as the `rein-worker` ServiceAccount bound to exactly the example's rbac.yaml Role.
+ * What a harness does is chosen by its image: the node agent's image map runs each as a local
+ * process (the example's image runs harness.mjs, as its Dockerfile's ENTRYPOINT does).
+ */
 const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
+const jobYaml = path.join(example, 'kubernetes', 'job.yaml');
 const fixtures = path.resolve(import.meta.dirname, '../fixtures/harnesses');
-const IMAGE = 'registry.example/calculator-agent:test';
-const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-kube-'));
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-kube-rollouts-'));
+const launches = path.join(dir, 'launches.log');
+const script = (name: string, code: string) => {
+  const file = path.join(dir, `${name}.mjs`);
+  writeFileSync(file, code);
+  return file;
+};
+const IMAGES = {
+  example: 'registry.example/calculator-agent:test',
+  crash: 'registry.example/crashes:1',
+  hang: 'registry.example/hangs:1',
+  counting: 'registry.example/counting:1',
+};
+const node = (file: string) => ({ entrypoint: [process.execPath, file] });
+
 let t: TestGateway;
 let gateway: GatewayControlClient;
-let kube: KubeStandIn;
+let plane: KubeControlPlane;
+let agent: NodeAgent;
 const executors: HarnessExecutor[] = [];
 
 beforeAll(async () => {
   t = await startTestGateway();
   gateway = new GatewayControlClient(t.gateway.url, ADMIN_KEY);
-});
+  plane = await startKubeControlPlane();
+  agent = await startNodeAgent(plane, {
+    images: {
+      [IMAGES.example]: node(path.join(example, 'harness.mjs')),
+      [IMAGES.crash]: node(script('crash', 'console.error("tool exploded"); process.exit(3);')),
+      [IMAGES.hang]: node(script('hang', 'setInterval(() => {}, 1000);')),
+      // Records each launch, takes 2 s, then runs the example agent.
+      [IMAGES.counting]: { ...node(path.join(fixtures, 'counting.mjs')), env: { LAUNCH_LOG: launches, LAUNCH_DELAY_MS: '2000' } },
+    },
+  });
+}, 120_000);
 afterAll(async () => {
-  await t.close();
+  await agent?.close();
+  await plane?.close();
+  await t?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 afterEach(async () => {
   for (const executor of executors.splice(0)) await executor.close?.();
-  await kube?.close();
 });
 
-/** A Job template whose container runs a Node script; on the stand-in the container runs as a local process. */
-function template(name: string, script: string, extra = ''): string {
-  const file = path.join(dir, `${name}.yaml`);
-  writeFileSync(
-    file,
-    `apiVersion: batch/v1
-kind: Job
-spec:
-  template:
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-        - name: harness
-          image: "{{image}}"
-          command: [${JSON.stringify(process.execPath)}]
-          args: [${JSON.stringify(script)}]
-${extra}`,
-  );
-  return file;
-}
-const exampleTemplate = () => template('example', path.join(example, 'harness.mjs'));
-const inline = (name: string, code: string) => {
-  const script = path.join(dir, `${name}.mjs`);
-  writeFileSync(script, code);
-  return template(name, script);
-};
-
-async function setup(templateFile: string, overrides: Partial<KubernetesHarnessSettings> = {}, standIn: Parameters<typeof startKubeStandIn>[0] = {}) {
-  kube = await startKubeStandIn({ images: [IMAGE], ...standIn });
-  const settings = kubernetesHarnessSchema.parse({ template: templateFile, image: IMAGE, namespace: 'default', timeoutSeconds: 30, ...overrides });
-  const executor = kubernetesExecutor(settings, { kubeConfig: kube.kubeConfig() });
-  executors.push(executor);
-  return executor;
+let namespaces = 0;
+/** A namespace of its own with the example's RBAC, and an executor working in it as the worker's ServiceAccount. */
+async function setup(overrides: Partial<KubernetesHarnessSettings> = {}, kubeConfig?: (worker: KubeConfig) => KubeConfig) {
+  const namespace = `rollouts-${++namespaces}`;
+  const worker = await workerNamespace(plane, namespace);
+  const settings = kubernetesHarnessSchema.parse({ template: jobYaml, image: IMAGES.example, namespace, timeoutSeconds: 30, ...overrides });
+  const harness = kubernetesExecutor(settings, { kubeConfig: kubeConfig ? kubeConfig(worker) : worker });
+  executors.push(harness);
+  const workerBatch = worker.makeApiClient(BatchV1Api);
+  return { harness, namespace, worker, settings, jobs: async () => (await workerBatch.listNamespacedJob({ namespace })).items };
 }
 const verifier: VerifierSpec = { command: process.execPath, args: [path.join(example, 'verifier.mjs'), '{task}', '{output}'], timeoutMs: 20_000 };
 const batch = (overrides: Partial<RolloutBatchSpec>): RolloutBatchSpec => ({
@@ -83,130 +97,177 @@ const batch = (overrides: Partial<RolloutBatchSpec>): RolloutBatchSpec => ({
   workDir: dir,
   ...overrides,
 });
+const launched = (rolloutId: string) => (existsSync(launches) ? readFileSync(launches, 'utf8').split('\n').filter((l) => l.startsWith(`${rolloutId} `)) : []);
 
-describe('rollouts as Kubernetes Jobs (against the API stand-in)', () => {
-  it('runs each rollout as a Job through the gateway, its output from the termination message', async () => {
-    // Two pods fit on the node: the others wait, and waiting does not count against their timeout.
-    const harness = await setup(exampleTemplate(), { timeoutSeconds: 20 }, { maxRunningPods: 2 });
-    const tasks = Array.from({ length: 3 }, (_, i) => ({ id: `m${i}`, question: `${i + 2}*7`, answer: (i + 2) * 7 }));
-    const outcomes = await runRollouts(batch({ batchId: 'jobs', tasks, samplesPerTask: 2, concurrency: 4 }), { gateway, harness, verifier });
-    expect(outcomes.map((o) => [o.status, o.reward, o.attempts])).toEqual(Array(6).fill(['succeeded', 1, 1]));
-    expect(kube.jobsCreated()).toBe(6);
+describe('rollouts as Kubernetes Jobs on the real control plane', { timeout: 120_000 }, () => {
+  it('runs each rollout as a Job from the example\'s job.yaml, as the worker\'s ServiceAccount with only the example\'s Role', async () => {
+    const { harness, namespace, jobs } = await setup({ timeoutSeconds: 20 });
+    // Two pods fit on the node: the others wait Unschedulable, and waiting does not count against their timeout.
+    agent.setMaxPods(2);
+    try {
+      const tasks = Array.from({ length: 3 }, (_, i) => ({ id: `m${i}`, question: `${i + 2}*7`, answer: (i + 2) * 7 }));
+      const outcomes = await runRollouts(batch({ batchId: 'jobs', tasks, samplesPerTask: 2, concurrency: 4 }), { gateway, harness, verifier });
+      expect(outcomes.map((o) => [o.status, o.reward, o.attempts])).toEqual(Array(6).fill(['succeeded', 1, 1]));
+    } finally {
+      agent.setMaxPods(110);
+    }
+    expect((await jobs()).length).toBe(6);
     const output = JSON.parse(readFileSync(path.join(dir, 'jobs.m0.1', 'attempt-1', 'output.json'), 'utf8'));
     expect(output).toMatchObject({ taskId: 'm0', answer: expect.stringContaining('14') });
     expect(await t.store.listCalls('jobs.m0.1')).toHaveLength(2);
-    // The Job carries the rollout's identity; Kubernetes does no retries of its own.
-    const batchApi = kube.kubeConfig().makeApiClient(BatchV1Api);
-    const job = await batchApi.readNamespacedJob({ name: jobNameFor('jobs.m0.1', 1), namespace: 'default' });
-    expect(job.metadata?.annotations?.['rein.dev/rollout-id']).toBe('jobs.m0.1');
-    expect(job.spec).toMatchObject({ backoffLimit: 0, template: { spec: { restartPolicy: 'Never' } } });
-    const env = Object.fromEntries((job.spec?.template.spec?.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+    // The Job as the apiserver keeps it: the rollout's identity, Rein's settings and the template's, the real Job controller's pod.
+    const job = (await jobs()).find((j) => j.metadata?.name === jobNameFor('jobs.m0.1', 1));
+    expect(job?.metadata?.annotations?.['rein.dev/rollout-id']).toBe('jobs.m0.1');
+    expect(job?.metadata?.labels).toMatchObject({ 'app.kubernetes.io/name': 'calculator-agent', 'app.kubernetes.io/managed-by': 'rein' });
+    expect(job?.spec).toMatchObject({ backoffLimit: 0, ttlSecondsAfterFinished: 3600, template: { spec: { restartPolicy: 'Never', serviceAccountName: 'rein-harness' } } });
+    expect(job?.status?.conditions?.find((c) => c.type === 'Complete')?.status).toBe('True');
+    const env = Object.fromEntries((job?.spec?.template.spec?.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
     expect(JSON.parse(env.REIN_TASK as string)).toEqual({ id: 'm0', question: '2*7' }); // no answer
     expect(env).toMatchObject({ REIN_ROLLOUT_ID: 'jobs.m0.1', REIN_ATTEMPT: '1', OPENAI_BASE_URL: expect.stringContaining(t.gateway.url) });
+    const [pod] = await podsIn(plane, namespace, `job-name=${jobNameFor('jobs.m0.1', 1)}`);
+    expect(pod?.metadata?.name).toMatch(new RegExp(`^${jobNameFor('jobs.m0.1', 1)}-[a-z0-9]{5}$`));
+    expect(pod?.status?.containerStatuses?.[0]?.state?.terminated?.message).toContain('"taskId":"m0"');
   });
 
   it('classifies a crash (with the log tail), a hang past the timeout, an image that cannot be pulled and a pod that never starts', async () => {
-    const crash = await setup(inline('crash', 'console.error("tool exploded"); process.exit(3);'));
-    const [crashed] = await runRollouts(batch({ batchId: 'k-crash' }), { gateway, harness: crash, verifier });
+    const crash = await setup({ image: IMAGES.crash });
+    const [crashed] = await runRollouts(batch({ batchId: 'k-crash' }), { gateway, harness: crash.harness, verifier });
     expect(crashed).toMatchObject({ status: 'failed', failureClass: 'harness', reward: 0, reason: expect.stringContaining('exited with 3: tool exploded') });
     const crashEvidence = (await t.store.listEvents('k-crash.t.0')).find((e) => e.payload.to === 'failed')?.payload.evidence;
-    expect(crashEvidence).toMatchObject({ exitCode: 3, job: jobNameFor('k-crash.t.0', 1), pod: expect.stringMatching(/^rein-/), logTail: expect.stringContaining('tool exploded') });
-    await kube.close();
+    expect(crashEvidence).toMatchObject({ exitCode: 3, job: jobNameFor('k-crash.t.0', 1), pod: expect.stringMatching(/^rein-/), node: agent.nodeName, logTail: expect.stringContaining('tool exploded') });
 
-    const hang = await setup(inline('hang', 'setInterval(() => {}, 1000);'), { timeoutSeconds: 1 });
-    const [hung] = await runRollouts(batch({ batchId: 'k-hang' }), { gateway, harness: hang, verifier });
+    const hang = await setup({ image: IMAGES.hang, timeoutSeconds: 1 });
+    const [hung] = await runRollouts(batch({ batchId: 'k-hang' }), { gateway, harness: hang.harness, verifier });
     expect(hung).toMatchObject({ status: 'failed', failureClass: 'timeout', reward: 0 });
-    await waitFor(() => kube.runningPods() === 0); // the Job was deleted and its container killed
-    await kube.close();
+    // Rein deleted the Job; the garbage collector deleted its pod, and the node agent killed it.
+    await eventually(async () => (await hang.jobs()).length === 0 && (await podsIn(plane, hang.namespace)).length === 0);
 
-    const unpullable = await setup(exampleTemplate(), { image: 'registry.example/no-such-image:1' });
-    const [pull] = await runRollouts(batch({ batchId: 'k-pull' }), { gateway, harness: unpullable, verifier });
+    const unpullable = await setup({ image: 'registry.example/no-such-image:1' });
+    const [pull] = await runRollouts(batch({ batchId: 'k-pull' }), { gateway, harness: unpullable.harness, verifier });
     // The image is the spec's problem: not the policy's, and not retried.
-    expect(pull).toMatchObject({ status: 'failed', failureClass: 'environment', attempts: 1, reward: null, reason: expect.stringMatching(/cannot start: (ErrImagePull|ImagePullBackOff)/) });
-    await kube.close();
+    expect(pull).toMatchObject({ status: 'failed', failureClass: 'environment', attempts: 1, reward: null, reason: expect.stringMatching(/cannot start: ErrImagePull: .*no-such-image/) });
+    await eventually(async () => (await unpullable.jobs()).length === 0);
 
-    const stuck = await setup(exampleTemplate(), { pendingTimeoutSeconds: 1 }, { maxRunningPods: 0 });
-    const [pending] = await runRollouts(batch({ batchId: 'k-pending', maxAttempts: 2 }), { gateway, harness: stuck, verifier });
-    expect(pending).toMatchObject({ status: 'failed', failureClass: 'infrastructure', attempts: 2, reason: expect.stringContaining('did not start within 1 s (Unschedulable') });
+    const stuck = await setup({ pendingTimeoutSeconds: 1 });
+    agent.setMaxPods(0);
+    try {
+      const [pending] = await runRollouts(batch({ batchId: 'k-pending', maxAttempts: 2 }), { gateway, harness: stuck.harness, verifier });
+      expect(pending).toMatchObject({ status: 'failed', failureClass: 'infrastructure', attempts: 2, reason: expect.stringContaining('did not start within 1 s (Unschedulable: 0/1 nodes are available') });
+    } finally {
+      agent.setMaxPods(110);
+    }
+    await eventually(async () => (await stuck.jobs()).length === 0 && (await podsIn(plane, stuck.namespace)).length === 0);
   });
 
   it('retries an evicted pod as a new attempt, and rides out an API server that fails a request', async () => {
-    const launches = path.join(dir, 'evict-launches.log');
-    const harness = await setup(template('evict', path.join(fixtures, 'counting.mjs'), `          env:\n            - { name: LAUNCH_LOG, value: ${JSON.stringify(launches)} }\n            - { name: LAUNCH_DELAY_MS, value: "1500" }\n`));
-    kube.failNextRequests(1, 503, { method: 'POST', pathIncludes: '/jobs' });
-    const running = runRollouts(batch({ batchId: 'k-evict' }), { gateway, harness, verifier });
-    const core = kube.kubeConfig().makeApiClient(CoreV1Api);
-    let pod: string | undefined;
-    // Evicted mid-run: once the harness has started working (its line written: the file exists from the open, before the write).
-    await waitFor(() => existsSync(launches) && readFileSync(launches, 'utf8').includes('k-evict.t.0 1\n'));
-    await waitFor(async () => {
-      const pods = await core.listNamespacedPod({ namespace: 'default', labelSelector: `job-name=${jobNameFor('k-evict.t.0', 1)}` });
-      pod = pods.items.find((p) => p.status?.phase === 'Running')?.metadata?.name;
-      return pod !== undefined;
-    });
-    kube.evictPod('default', pod as string);
-    const [outcome] = await running;
-    expect(outcome).toMatchObject({ status: 'succeeded', reward: 1, attempts: 2 });
-    expect(readFileSync(launches, 'utf8').trim().split('\n')).toEqual(['k-evict.t.0 1', 'k-evict.t.0 2']);
-    const retried = (await t.store.listEvents('k-evict.t.0')).find((e) => e.type === 'custom' && e.payload.name === 'attempt_failed');
-    expect(retried?.payload.data).toMatchObject({ attempt: 1, failureClass: 'infrastructure', reason: expect.stringContaining('Evicted') });
-    expect(kube.jobsCreated()).toBe(2);
+    const proxy = await startKubeFaultProxy(plane);
+    try {
+      const { harness, namespace, jobs } = await setup({ image: IMAGES.counting }, (worker) => proxy.kubeConfig(worker));
+      proxy.failNext(1, 503, (req) => req.method === 'POST' && req.url.includes('/jobs'));
+      const running = runRollouts(batch({ batchId: 'k-evict' }), { gateway, harness, verifier });
+      // Evicted mid-run: once the harness has started working.
+      await eventually(() => launched('k-evict.t.0').length === 1);
+      const pod = await eventually(async () => (await podsIn(plane, namespace, `job-name=${jobNameFor('k-evict.t.0', 1)}`)).find((p) => p.status?.phase === 'Running')?.metadata?.name);
+      await agent.evictPod(namespace, pod);
+      const [outcome] = await running;
+      expect(outcome).toMatchObject({ status: 'succeeded', reward: 1, attempts: 2 });
+      expect(launched('k-evict.t.0')).toEqual(['k-evict.t.0 1', 'k-evict.t.0 2']);
+      const retried = (await t.store.listEvents('k-evict.t.0')).find((e) => e.type === 'custom' && e.payload.name === 'attempt_failed');
+      expect(retried?.payload.data).toMatchObject({ attempt: 1, failureClass: 'infrastructure', reason: expect.stringContaining('Evicted') });
+      expect(proxy.failed()).toBe(1);
+      expect((await jobs()).map((j) => j.metadata?.name).sort()).toEqual([jobNameFor('k-evict.t.0', 1), jobNameFor('k-evict.t.0', 2)]);
+    } finally {
+      await proxy.close();
+    }
   });
 
-  it('follows the Job a dead runner left behind instead of launching another, and deletes Jobs on cancel', async () => {
-    const harness = await setup(exampleTemplate());
-    // What a runner that died leaves: a running rollout and its attempt's Job in the cluster.
+  it('follows the Job a killed worker left behind instead of launching another, and a cancel deletes the Jobs and their pods', async () => {
+    const { harness, namespace, worker, settings, jobs } = await setup();
+    // What a worker killed mid-Job leaves: a running rollout and its attempt's Job in the cluster.
     const issued = await gateway.createRollout({ id: 'k-orphan.t.0', taskId: 't', mode: 'train', policyVersion: 'policy-v1', metadata: {} });
     await gateway.setStatus(issued.rollout.id, { status: 'running', reason: 'harness started (attempt 1)' });
-    const settings = kubernetesHarnessSchema.parse({ template: exampleTemplate(), image: IMAGE });
-    const job = renderJob(readFileSync(settings.template, 'utf8'), settings, {
+    const job = renderJob(readFileSync(jobYaml, 'utf8'), settings, {
       rolloutId: issued.rollout.id,
       attempt: 1,
       taskId: 't',
       env: { OPENAI_BASE_URL: issued.baseUrl, OPENAI_API_KEY: issued.key, REIN_TASK: JSON.stringify({ id: 't', question: '6*7' }) },
     });
-    await kube.kubeConfig().makeApiClient(BatchV1Api).createNamespacedJob({ namespace: 'default', body: job });
+    await worker.makeApiClient(BatchV1Api).createNamespacedJob({ namespace, body: job });
     const [resumed] = await runRollouts(batch({ batchId: 'k-orphan' }), { gateway, harness, verifier });
     expect(resumed).toMatchObject({ status: 'succeeded', reward: 1, attempts: 1 });
-    expect(kube.jobsCreated()).toBe(1);
-    await kube.close();
+    expect((await jobs()).map((j) => j.metadata?.name)).toEqual([jobNameFor('k-orphan.t.0', 1)]);
 
-    const hang = await setup(inline('hang-cancel', 'setInterval(() => {}, 1000);'));
+    const hang = await setup({ image: IMAGES.hang });
     const controller = new AbortController();
-    const cancelled = runRollouts(batch({ batchId: 'k-cancel', samplesPerTask: 3 }), { gateway, harness: hang, verifier, signal: controller.signal });
-    await waitFor(() => kube.runningPods() === 3);
+    const cancelled = runRollouts(batch({ batchId: 'k-cancel', samplesPerTask: 3 }), { gateway, harness: hang.harness, verifier, signal: controller.signal });
+    await eventually(async () => (await podsIn(plane, hang.namespace)).filter((p) => p.status?.phase === 'Running').length === 3);
     controller.abort();
     expect((await cancelled).map((o) => o.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
-    await waitFor(() => kube.runningPods() === 0);
-    const left = await kube.kubeConfig().makeApiClient(BatchV1Api).listNamespacedJob({ namespace: 'default' });
-    expect(left.items).toEqual([]);
+    // Deleted with propagation Background: the garbage collector deletes the pods, the node agent kills them.
+    await eventually(async () => (await hang.jobs()).length === 0 && (await podsIn(plane, hang.namespace)).length === 0);
+    expect(agent.runningPods()).toBe(0);
   });
 
   it('leaves the Job running when its worker hands the rollouts back, and the next runner follows it to the end', async () => {
-    const launches = path.join(dir, 'handback-launches.log');
-    const harness = await setup(template('handback', path.join(fixtures, 'counting.mjs'), `          env:\n            - { name: LAUNCH_LOG, value: ${JSON.stringify(launches)} }\n            - { name: LAUNCH_DELAY_MS, value: "2000" }\n`));
+    const { harness, jobs } = await setup({ image: IMAGES.counting });
     const shutdown = new AbortController();
     const first = runRollouts(batch({ batchId: 'k-handback' }), { gateway, harness, verifier, signal: shutdown.signal, cancelIsFinal: () => false });
-    await waitFor(() => existsSync(launches) && readFileSync(launches, 'utf8').includes('k-handback.t.0 1\n'));
+    await eventually(() => launched('k-handback.t.0').length === 1);
     shutdown.abort();
     await expect(first).rejects.toBeInstanceOf(RolloutsHandedBack);
-    const jobs = await kube.kubeConfig().makeApiClient(BatchV1Api).listNamespacedJob({ namespace: 'default' });
-    expect(jobs.items.map((j) => j.metadata?.name)).toEqual([jobNameFor('k-handback.t.0', 1)]);
+    expect((await jobs()).map((j) => j.metadata?.name)).toEqual([jobNameFor('k-handback.t.0', 1)]);
 
     const [outcome] = await runRollouts(batch({ batchId: 'k-handback' }), { gateway, harness, verifier });
     expect(outcome).toMatchObject({ status: 'succeeded', reward: 1, attempts: 1 });
-    expect(readFileSync(launches, 'utf8')).toBe('k-handback.t.0 1\n');
-    expect(kube.jobsCreated()).toBe(1);
+    expect(launched('k-handback.t.0')).toEqual(['k-handback.t.0 1']);
+    expect((await jobs()).length).toBe(1);
+  });
+
+  // Slow (about a minute): after the restart the apiserver's Node authorizer refuses the node agent's
+  // status writes (403) for a while, so the pod's end reaches the API late, as a kubelet's would.
+  it('follows its Jobs across an apiserver restart: the watches are cut, answered 410 Gone, and list again', { timeout: 240_000 }, async () => {
+    // What the informers' watches receive, recorded on the way (the watches themselves are real).
+    const gone: unknown[] = [];
+    const watch = Watch.prototype.watch;
+    const spy = vi.spyOn(Watch.prototype, 'watch').mockImplementation(function (this: Watch, p, query, onEvent, onDone) {
+      return watch.call(
+        this,
+        p,
+        query,
+        (phase, obj, raw) => {
+          if (phase === 'ERROR' && (obj as { code?: number }).code === 410) gone.push(obj);
+          onEvent(phase, obj, raw);
+        },
+        (err) => {
+          if ((err as { statusCode?: number; code?: number } | null)?.statusCode === 410 || (err as { code?: number } | null)?.code === 410) gone.push(err);
+          onDone(err);
+        },
+      );
+    });
+    try {
+      const { harness, namespace } = await setup({ image: IMAGES.counting, timeoutSeconds: 200 });
+      const running = runRollouts(batch({ batchId: 'k-restart' }), { gateway, harness, verifier });
+      await eventually(() => launched('k-restart.t.0').length === 1);
+      // Anything written after the informers' last event leaves their resourceVersion behind the restarted apiserver's.
+      await plane.kubeConfig().makeApiClient(CoreV1Api).createNamespacedConfigMap({ namespace, body: { metadata: { name: 'advance' } } });
+      await plane.restartApiServer();
+      const [outcome] = await running;
+      expect(outcome, outcome?.reason ?? undefined).toMatchObject({ status: 'succeeded', reward: 1, attempts: 1 });
+      expect(launched('k-restart.t.0')).toEqual(['k-restart.t.0 1']);
+      expect(gone.length).toBeGreaterThan(0);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('runs from the config file: template and kubeconfig paths relative to it, the template part of the harness version', async () => {
-    kube = await startKubeStandIn({ images: [IMAGE] });
+    const { namespace, worker } = await setup();
     const configDir = mkdtempSync(path.join(dir, 'config-'));
-    writeFileSync(path.join(configDir, 'kubeconfig.yaml'), kube.kubeConfig().exportConfig());
-    writeFileSync(path.join(configDir, 'job.yaml'), readFileSync(exampleTemplate(), 'utf8'));
+    writeFileSync(path.join(configDir, 'kubeconfig.yaml'), worker.exportConfig());
+    writeFileSync(path.join(configDir, 'job.yaml'), readFileSync(jobYaml, 'utf8'));
     writeFileSync(
       path.join(configDir, 'rein.yaml'),
-      `harness:\n  version: "1.0"\n  kubernetes:\n    template: job.yaml\n    image: ${IMAGE}\n    kubeconfig: kubeconfig.yaml\n    timeoutSeconds: 30\n`,
+      `harness:\n  version: "1.0"\n  kubernetes:\n    template: job.yaml\n    image: ${IMAGES.example}\n    namespace: ${namespace}\n    kubeconfig: kubeconfig.yaml\n    timeoutSeconds: 30\n`,
     );
     const { config } = loadConfig({ file: path.join(configDir, 'rein.yaml'), env: {} });
     const settings = config.harness as NonNullable<typeof config.harness>;
@@ -216,36 +277,45 @@ describe('rollouts as Kubernetes Jobs (against the API stand-in)', () => {
     expect(outcome).toMatchObject({ status: 'succeeded', reward: 1 });
     expect((await t.store.getRollout('k-config.t.0'))?.metadata.harnessVersion).toBe(harnessVersion(settings));
     const before = harnessVersion(settings);
-    writeFileSync(path.join(configDir, 'job.yaml'), readFileSync(path.join(configDir, 'job.yaml'), 'utf8').replace('terminationGracePeriodSeconds: 1', 'terminationGracePeriodSeconds: 2'));
+    writeFileSync(path.join(configDir, 'job.yaml'), readFileSync(path.join(configDir, 'job.yaml'), 'utf8').replace('terminationGracePeriodSeconds: 10', 'terminationGracePeriodSeconds: 2'));
     expect(harnessVersion(settings)).not.toBe(before);
   });
 
-  it('refuses an invalid template or credentials the API server rejects before launching anything', async () => {
-    const broken = await setup(template('broken', 'x.mjs', '      restartPolicy: Always\n'));
-    await expect(runRollouts(batch({ batchId: 'k-invalid' }), { gateway, harness: broken, verifier })).rejects.toThrow(/restartPolicy Always; remove it/);
-    await kube.close();
-    kube = await startKubeStandIn({ images: [IMAGE] });
-    const config = kube.kubeConfig();
-    const wrongToken = kubernetesExecutor(kubernetesHarnessSchema.parse({ template: exampleTemplate(), image: IMAGE }), { kubeConfig: withToken(config, 'wrong') });
-    executors.push(wrongToken);
-    const attempt = runRollouts(batch({ batchId: 'k-denied' }), { gateway, harness: wrongToken, verifier });
-    await expect(attempt).rejects.toThrow(RolloutSetupError);
-    await expect(attempt).rejects.toThrow(/refused to list Jobs in namespace default \(401\)/);
-    expect(kube.jobsCreated()).toBe(0);
+  it('refuses a template before launching anything: Rein\'s own message for what it checks, the apiserver\'s verbatim for the rest, and credentials it rejects', async () => {
+    const template = (name: string, edit: (text: string) => string) => {
+      const file = path.join(dir, `${name}.yaml`);
+      writeFileSync(file, edit(readFileSync(jobYaml, 'utf8')));
+      return file;
+    };
+    // restartPolicy Always: the apiserver would refuse it for a Job too, but Rein says why it must go.
+    const always = await setup({ template: template('always', (y) => y.replace('      containers:', '      restartPolicy: Always\n      containers:')) });
+    await expect(runRollouts(batch({ batchId: 'k-always' }), { gateway, harness: always.harness, verifier })).rejects.toThrow(/restartPolicy Always; remove it/);
+
+    // A container name the apiserver's validation refuses: its message, verbatim, from a dry run.
+    const badName = template('bad-name', (y) => y.replace('- name: harness', '- name: Harness_1'));
+    const invalid = await setup({ template: badName });
+    const refusal = await runRollouts(batch({ batchId: 'k-invalid' }), { gateway, harness: invalid.harness, verifier }).catch((err: unknown) => err);
+    expect(refusal).toBeInstanceOf(RolloutSetupError);
+    const apiserverSays = await plane
+      .kubeConfig()
+      .makeApiClient(BatchV1Api)
+      .createNamespacedJob({ namespace: invalid.namespace, dryRun: 'All', body: renderJob(readFileSync(badName, 'utf8'), invalid.settings, { rolloutId: 'check', attempt: 1, taskId: 'check', env: {} }) })
+      .then(() => 'accepted', (err: unknown) => JSON.parse(String((err as { body?: unknown }).body)).message as string);
+    expect(apiserverSays).toContain('spec.template.spec.containers[0].name: Invalid value: "Harness_1"');
+    expect((refusal as Error).message).toContain(`the API server refuses the Job this template makes (422): ${apiserverSays}`);
+    expect(await invalid.jobs()).toEqual([]);
     expect(await t.store.getRollout('k-invalid.t.0')).toBeUndefined();
+
+    const wrongToken = await setup({}, (worker) => withToken(worker, 'wrong'));
+    const attempt = runRollouts(batch({ batchId: 'k-denied' }), { gateway, harness: wrongToken.harness, verifier });
+    await expect(attempt).rejects.toThrow(RolloutSetupError);
+    await expect(attempt).rejects.toThrow(new RegExp(`refused to list Jobs in namespace ${wrongToken.namespace} \\(401\\)`));
+    expect(await wrongToken.jobs()).toEqual([]);
   });
 });
 
-function withToken(config: ReturnType<KubeStandIn['kubeConfig']>, token: string) {
-  const copy = new (Object.getPrototypeOf(config).constructor)();
+function withToken(config: KubeConfig, token: string): KubeConfig {
+  const copy = new KubeConfig();
   copy.loadFromOptions({ clusters: config.clusters, contexts: config.contexts, currentContext: config.currentContext, users: config.users.map((u) => ({ ...u, token })) });
   return copy;
-}
-
-async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }

@@ -44,6 +44,25 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
     }
   }
 
+  /**
+   * What the API server's validation and admission say of the Job this template makes, as a dry
+   * run (nothing is created): a template Rein's own checks let through fails here, before any
+   * rollout, in the API server's words.
+   */
+  async function serverProblems(text: string): Promise<string[]> {
+    const job = renderJob(text, settings, { rolloutId: 'check', attempt: 1, taskId: 'check', env: {} });
+    try {
+      await apis().batch.createNamespacedJob({ namespace, body: job, dryRun: 'All' });
+      return [];
+    } catch (err) {
+      const status = statusOf(err);
+      if (status === 400 || status === 422) return [`harness.kubernetes.template: the API server refuses the Job this template makes (${status}): ${messageOf(err)}`];
+      if (status === 403) return [`harness.kubernetes: the API server refused to create Jobs in namespace ${namespace} (403); give the credentials access (RBAC: create, get, list, watch, delete on jobs; get, list, watch on pods and pods/log)`];
+      // Busy, or a Job of that name exists: the real creates will say, each for its rollout.
+      return [];
+    }
+  }
+
   /** Creates the Job, retrying what a busy or restarting API server answers; null when it exists or was created. */
   async function createJob(job: V1Job): Promise<HarnessRun['problem']> {
     for (let tryNumber = 1; ; tryNumber++) {
@@ -203,6 +222,7 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
           throw err;
         }
       }
+      if (problems.length === 0) problems.push(...(await serverProblems(text)));
       return problems;
     },
 
