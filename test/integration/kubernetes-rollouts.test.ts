@@ -157,6 +157,14 @@ describe('rollouts as Kubernetes Jobs on the real control plane', { timeout: 120
       agent.setMaxPods(110);
     }
     await eventually(async () => (await stuck.jobs()).length === 0 && (await podsIn(plane, stuck.namespace)).length === 0);
+
+    // No harness ServiceAccount: the Job controller cannot create the pod, and says why only in its events.
+    const noAccount = await setup({ pendingTimeoutSeconds: 1 });
+    await plane.kubeConfig().makeApiClient(CoreV1Api).deleteNamespacedServiceAccount({ namespace: noAccount.namespace, name: 'rein-harness' });
+    const [nothing] = await runRollouts(batch({ batchId: 'k-no-pod', maxAttempts: 1 }), { gateway, harness: noAccount.harness, verifier });
+    const job = jobNameFor('k-no-pod.t.0', 1);
+    expect(nothing).toMatchObject({ status: 'failed', failureClass: 'infrastructure' });
+    expect(nothing?.reason).toContain(`did not start within 1 s (no pod was created: \`kubectl describe job ${job} -n ${noAccount.namespace}\` shows why`);
   });
 
   it('retries an evicted pod as a new attempt, and rides out an API server that fails a request', async () => {

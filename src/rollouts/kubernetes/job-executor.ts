@@ -133,7 +133,9 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
       const pendingTimer = setTimeout(() => {
         const pod = newestPod(watch.pods, jobName, namespace);
         const scheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled');
-        const why = scheduled?.status === 'False' ? `${scheduled.reason}: ${scheduled.message ?? ''}` : (containerOf(pod, settings)?.state?.waiting?.reason ?? pod?.status?.phase ?? 'no pod yet');
+        // Without a pod, why is only in the Job controller's events, which the worker's Role cannot read.
+        const noPod = `no pod was created: \`kubectl describe job ${jobName} -n ${namespace}\` shows why, e.g. a serviceAccountName that does not exist or a ResourceQuota that does not allow it`;
+        const why = !pod ? noPod : scheduled?.status === 'False' ? `${scheduled.reason}: ${scheduled.message ?? ''}` : (containerOf(pod, settings)?.state?.waiting?.reason ?? pod.status?.phase ?? 'Pending');
         end({ problem: { failureClass: 'infrastructure', reason: `the harness pod did not start within ${settings.pendingTimeoutSeconds} s (${why})` } }, pod, true);
       }, settings.pendingTimeoutSeconds * 1000);
 
