@@ -12,7 +12,7 @@
  * time to running (the executor asked to run it → the harness's first instruction, stamped by
  * the harness itself), the launch rate (runs started per second) and rollouts per second.
  *
- *   npm run bench:rollouts [-- --rollouts 200] [-- --executor kubernetes]
+ *   npm run bench:rollouts [-- --rollouts 200] [--executor local|kubernetes]
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
