@@ -1,6 +1,9 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { BatchV1Api, CoreV1Api, KubeConfig, Watch } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
@@ -82,6 +85,12 @@ async function setup(overrides: Partial<KubernetesHarnessSettings> = {}, kubeCon
   executors.push(harness);
   const workerBatch = worker.makeApiClient(BatchV1Api);
   return { harness, namespace, worker, settings, jobs: async () => (await workerBatch.listNamespacedJob({ namespace })).items };
+}
+/** Another executor on the same settings and credentials: the next worker's. */
+function setupExecutor(settings: KubernetesHarnessSettings, worker: KubeConfig): HarnessExecutor {
+  const harness = kubernetesExecutor(settings, { kubeConfig: worker });
+  executors.push(harness);
+  return harness;
 }
 const verifier: VerifierSpec = { command: process.execPath, args: [path.join(example, 'verifier.mjs'), '{task}', '{output}'], timeoutMs: 20_000 };
 const batch = (overrides: Partial<RolloutBatchSpec>): RolloutBatchSpec => ({
@@ -189,22 +198,7 @@ describe('rollouts as Kubernetes Jobs on the real control plane', { timeout: 120
     }
   });
 
-  it('follows the Job a killed worker left behind instead of launching another, and a cancel deletes the Jobs and their pods', async () => {
-    const { harness, namespace, worker, settings, jobs } = await setup();
-    // What a worker killed mid-Job leaves: a running rollout and its attempt's Job in the cluster.
-    const issued = await gateway.createRollout({ id: 'k-orphan.t.0', taskId: 't', mode: 'train', policyVersion: 'policy-v1', metadata: {} });
-    await gateway.setStatus(issued.rollout.id, { status: 'running', reason: 'harness started (attempt 1)' });
-    const job = renderJob(readFileSync(jobYaml, 'utf8'), settings, {
-      rolloutId: issued.rollout.id,
-      attempt: 1,
-      taskId: 't',
-      env: { OPENAI_BASE_URL: issued.baseUrl, OPENAI_API_KEY: issued.key, REIN_TASK: JSON.stringify({ id: 't', question: '6*7' }) },
-    });
-    await worker.makeApiClient(BatchV1Api).createNamespacedJob({ namespace, body: job });
-    const [resumed] = await runRollouts(batch({ batchId: 'k-orphan' }), { gateway, harness, verifier });
-    expect(resumed).toMatchObject({ status: 'succeeded', reward: 1, attempts: 1 });
-    expect((await jobs()).map((j) => j.metadata?.name)).toEqual([jobNameFor('k-orphan.t.0', 1)]);
-
+  it('deletes the Jobs and their pods on cancel', async () => {
     const hang = await setup({ image: IMAGES.hang });
     const controller = new AbortController();
     const cancelled = runRollouts(batch({ batchId: 'k-cancel', samplesPerTask: 3 }), { gateway, harness: hang.harness, verifier, signal: controller.signal });
@@ -214,6 +208,28 @@ describe('rollouts as Kubernetes Jobs on the real control plane', { timeout: 120
     // Deleted with propagation Background: the garbage collector deletes the pods, the node agent kills them.
     await eventually(async () => (await hang.jobs()).length === 0 && (await podsIn(plane, hang.namespace)).length === 0);
     expect(agent.runningPods()).toBe(0);
+  });
+
+  it('follows the Job of a worker process killed mid-Job (SIGKILL) instead of launching another', async () => {
+    const { namespace, worker, settings, jobs } = await setup({ image: IMAGES.counting });
+    const specFile = path.join(dir, 'killed-worker.json');
+    writeFileSync(specFile, JSON.stringify({ gatewayUrl: t.gateway.url, adminKey: ADMIN_KEY, kubeconfig: worker.exportConfig(), settings, batch: batch({ batchId: 'k-killed' }), verifier }));
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+    const child = spawn(process.execPath, ['--import', tsx, path.resolve(import.meta.dirname, '../helpers/kube-rollout-worker.ts'), specFile], { stdio: 'ignore' });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      await eventually(() => launched('k-killed.t.0').length === 1);
+      child.kill('SIGKILL');
+      await exited;
+    } finally {
+      child.kill('SIGKILL');
+    }
+    // The Job runs on without its worker; the next one follows it to its end.
+    expect((await podsIn(plane, namespace)).map((p) => p.status?.phase)).toEqual(['Running']);
+    const [outcome] = await runRollouts(batch({ batchId: 'k-killed' }), { gateway, harness: setupExecutor(settings, worker), verifier });
+    expect(outcome).toMatchObject({ status: 'succeeded', reward: 1, attempts: 1 });
+    expect(launched('k-killed.t.0')).toEqual(['k-killed.t.0 1']);
+    expect((await jobs()).map((j) => j.metadata?.name)).toEqual([jobNameFor('k-killed.t.0', 1)]);
   });
 
   it('leaves the Job running when its worker hands the rollouts back, and the next runner follows it to the end', async () => {
