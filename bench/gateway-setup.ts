@@ -2,7 +2,7 @@
  * What the gateway benchmarks share: a vLLM-shaped upstream, `rein gateway` in front of it and a
  * bare proxy hop beside it (each its own process), targets to load, and the load generator.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -18,8 +18,10 @@ export const root = path.resolve(import.meta.dirname, '..');
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 const ADMIN = 'bench-admin-key';
 
+/** Runs a script of this checkout (TypeScript through tsx) or a compiled one (.js) as its own process. */
 function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = [], cwd = root): Promise<{ child: ChildProcess; output: string }> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', tsx, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const loader = args[0]?.endsWith('.ts') ? ['--import', tsx] : [];
+  const child = spawn(process.execPath, [...nodeArgs, ...loader, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let output = '';
     child.stdout?.on('data', (d: Buffer) => {
@@ -55,8 +57,28 @@ export interface GatewayBench {
   stop(): Promise<void>;
 }
 
+const compiled = new Map<string, string>();
+
 /**
- * `rein gateway` from the checkout at `tree` in front of `upstreamUrl`, its data under `dir`.
+ * The CLI of the checkout at `tree`, compiled as `npm run build` compiles it, once per run: users
+ * run the compiled gateway, and tsx's transform adds a helper call to every closure it names,
+ * a cost that falls unevenly on the code being compared.
+ */
+function compiledCli(tree: string): string {
+  let cli = compiled.get(tree);
+  if (!cli) {
+    const outDir = path.join(tree, '.bench', 'dist');
+    rmSync(outDir, { recursive: true, force: true });
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    execFileSync(process.execPath, [tsc, '-p', path.join(tree, 'tsconfig.build.json'), '--outDir', outDir], { stdio: 'inherit' });
+    cli = path.join(outDir, 'src', 'cli', 'cli.js');
+    compiled.set(tree, cli);
+  }
+  return cli;
+}
+
+/**
+ * `rein gateway` (compiled) from the checkout at `tree` in front of `upstreamUrl`, its data under `dir`.
  * `options.storeUrl`: its journal in that PostgreSQL database; `options.secretFile`: the rollout-key
  * secret, shared by gateways that must accept each other's keys.
  */
@@ -67,7 +89,7 @@ export async function startGateway(tree: string, dir: string, upstreamUrl: strin
   if (options.secretFile) config.gateway.secretFile = options.secretFile;
   writeFileSync(path.join(dir, 'rein.yaml'), stringify(config));
   const env = { REIN_GATEWAY_ADMIN_KEY: ADMIN, ...(options.storeUrl && { REIN_STORE_URL: options.storeUrl }) };
-  const gateway = await start(['src/cli/cli.ts', '--config', path.join(dir, 'rein.yaml'), 'gateway'], env, /Gateway ready/, nodeArgs, tree);
+  const gateway = await start([compiledCli(tree), '--config', path.join(dir, 'rein.yaml'), 'gateway'], env, /Gateway ready/, nodeArgs, tree);
   const url = `http://127.0.0.1:${port}`;
   const admin = async (route: string, body: unknown): Promise<any> => {
     const res = await fetch(`${url}${route}`, {
