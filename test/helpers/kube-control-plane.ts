@@ -41,7 +41,8 @@ export interface KubeControlPlane {
   /**
    * Stops kube-apiserver (SIGTERM: its watches end) and starts it again on the same port and etcd;
    * resolves once it is ready. Its watch cache starts over, so a watch from a resourceVersion older
-   * than the restart is answered 410 Gone, as after etcd compaction.
+   * than the restart is answered 410 Gone, as after etcd compaction. Its Node authorizer then
+   * refuses the node agent's pod status writes (403) until its caches sync, about a minute here.
    */
   restartApiServer(): Promise<void>;
   close(): Promise<void>;
