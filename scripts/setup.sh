@@ -96,6 +96,6 @@ wait "$python_tools"
 # Only the tracing test needs Jaeger: without Go it fails saying how to build it, and Rein itself still sets up.
 wait "$jaeger" || echo "setup: Jaeger was not built (see above); only test/integration/tracing.test.ts needs it: run scripts/build-jaeger.sh once Go is installed" >&2
 # Only the Kubernetes tests need the control plane: without it they fail saying how to build it.
-wait "$kube" || echo "setup: the Kubernetes control plane was not built (see above); only the Kubernetes tests (test/integration/kube-control-plane.test.ts) need it: run scripts/build-kube.sh once Go is installed" >&2
+wait "$kube" || echo "setup: the Kubernetes control plane was not built (see above); the Kubernetes tests (test/integration/kube-control-plane.test.ts, kubernetes-*.test.ts) need it and fail without it: run scripts/build-kube.sh once Go is installed" >&2
 
 npm run build
