@@ -5,6 +5,8 @@
  * journal's bytes per call for a long multi-turn rollout, and redaction's cost on 1 MiB texts
  * built to stall a backtracking engine. And the journal on PostgreSQL (one gateway, and two on one
  * database taking calls in turn) against SQLite, in the same run (--skip-postgres leaves it out).
+ * Gateways run compiled, as users run them. `--before HEAD` (the same code on both sides) shows how
+ * far apart identical gateways come out: the noise a before/after ratio must beat.
  *
  *   npm run bench:gateway [-- --quick] [-- --before REF] [-- --skip-postgres]
  */
