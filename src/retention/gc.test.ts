@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { after, journaledRollout } from '../../test/helpers/journaled-rollout.js';
 import { storeBackends, testStoreLocation } from '../../test/helpers/postgres.js';
 import { openRegistry } from '../registry/open.js';
 import type { RolloutStatus } from '../rollouts/rollout.js';
@@ -15,26 +16,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 type Store = TraceStore & JournalRetention;
 
-/** A finished (or, when told, running) rollout of `batchId` with one call and a reward. */
-async function rollout(store: Store, id: string, batchId: string | null, status: RolloutStatus = 'succeeded'): Promise<number> {
-  await store.createRollout({ id, taskId: 't', metadata: batchId === null ? {} : { batchId } });
-  await store.setRolloutStatus(id, { status: 'running' }, 'admin');
-  const callId = randomUUID();
-  const request = { model: 'production', messages: [{ role: 'user', content: 'x'.repeat(200) }] };
-  await store.beginCall({ id: callId, rolloutId: id, attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: request, requestSent: request, startedAt: Date.now() });
-  await store.finishCall(callId, {
-    response: { choices: [] }, promptIds: [1, 2], choices: [{ completionIds: [3], logprobs: [-0.5], finishReason: 'stop' }], usage: null,
-    upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 1,
-  });
-  await store.appendEvent(id, 1, { type: 'reward', value: 1, components: {} }, 'admin');
-  if (status !== 'running') await store.setRolloutStatus(id, { status }, 'admin');
-  return Date.parse((await store.getRollout(id))!.updatedAt);
-}
-
-async function after(t: number): Promise<number> {
-  while (Date.now() <= t) await new Promise((resolve) => setImmediate(resolve));
-  return Date.now();
-}
+const rollout = (store: Store, id: string, batchId: string | null, status?: RolloutStatus) => journaledRollout(store, id, batchId, { status });
 
 describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
   it('deletes old finished rollouts, never one a trained version or a decision needs, an unfinished one or one of a batch in use; a dry run deletes nothing and says the same', async () => {

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { after, journaledRollout } from '../../test/helpers/journaled-rollout.js';
 import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
 import type { RolloutStatus } from '../rollouts/rollout.js';
 import { PostgresTraceStore } from './postgres-store.js';
@@ -19,43 +20,7 @@ async function openOn(backend: StoreBackend): Promise<Store> {
   return PostgresTraceStore.open(await freshPostgresUrl());
 }
 
-/** A rollout of `batchId` with two calls, a shadow call and events, ending in `status` (left running when unfinished). */
-async function rollout(store: Store, id: string, batchId: string, status: RolloutStatus = 'succeeded'): Promise<number> {
-  await store.createRollout({ id, taskId: 't', metadata: { batchId, sample: 0 } });
-  await store.setRolloutStatus(id, { status: 'running' }, 'admin');
-  const callIds: string[] = [];
-  for (let t = 0; t < 2; t++) {
-    const callId = randomUUID();
-    callIds.push(callId);
-    const request = { model: 'production', messages: [{ role: 'user', content: `turn ${t} ${'data '.repeat(50)}` }] };
-    await store.beginCall({ id: callId, rolloutId: id, attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: request, requestSent: request, startedAt: Date.now() });
-    await store.finishCall(callId, {
-      response: { choices: [{ message: { role: 'assistant', content: 'ok' } }] },
-      promptIds: [1, 2, 3 + t],
-      choices: [{ completionIds: [7, 8], logprobs: [-0.1, -0.2], finishReason: 'stop' }],
-      usage: { prompt_tokens: 3, completion_tokens: 2 },
-      upstreamStatus: 200,
-      errorClass: null,
-      errorMessage: null,
-      ttftMs: 1,
-      latencyMs: 2,
-    });
-  }
-  await store.recordShadowCall({
-    id: `shadow-${id}`, primaryCallId: callIds[0]!, rolloutId: id, attempt: 1, candidateVersion: 'v2', incumbentVersion: 'v1', endpoint: 'chat.completions',
-    backendUrl: 'http://b', requestSent: { model: 'v2', messages: [] }, response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable',
-    errorMessage: 'refused', upstreamStatus: null, latencyMs: 1, startedAt: Date.now(),
-  });
-  await store.appendEvent(id, 1, { type: 'reward', value: 1, components: {} }, 'admin');
-  if (status !== 'running') await store.setRolloutStatus(id, { status }, 'admin');
-  return Date.parse((await store.getRollout(id))!.updatedAt);
-}
-
-/** A moment after every change so far: waits for the clock to pass `t` (the stores keep milliseconds). */
-async function after(t: number): Promise<number> {
-  while (Date.now() <= t) await new Promise((resolve) => setImmediate(resolve));
-  return Date.now();
-}
+const rollout = (store: Store, id: string, batchId: string, status?: RolloutStatus) => journaledRollout(store, id, batchId, { status, calls: 2, shadow: true });
 
 async function allAged(store: Store, before: number, limit?: number): Promise<AgedRollout[]> {
   const all: AgedRollout[] = [];
