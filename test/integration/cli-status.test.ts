@@ -107,16 +107,19 @@ describe('honest status of failed and cancelled runs', () => {
       expect(status.code).toBe(1);
       expect(status.stdout).toMatch(/^run fail-1: failed \(.*iteration 1 of run fail-1 failed: .*task set .*train\.jsonl changed: sha256 \w+, the run pinned the-hash-it-had/m);
 
-      // Followed again from another process, then cancelled in the middle of training rollouts.
+      // Followed again from another process, then cancelled in the middle of an iteration: the
+      // iteration is read just before the cancel, while its rollouts seem far from done (one read
+      // earlier may have finished meanwhile, and a finished workflow is not cancelled).
       const follower = startRein(['--config', configFile, 'status', 'cancel-1', '--follow'], { env });
+      await follower.waitFor(/iteration \d+: training rollouts/);
       let iterationWorkflow: string | undefined;
       while (!iterationWorkflow) {
         const { activity, execution } = await describeRun(client, 'cancel-1');
         expect(execution).toBe('RUNNING');
-        if (activity?.type === 'runRollouts' && activity.stage === 'rollouts' && (activity.done ?? 0) >= 1) iterationWorkflow = activity.workflowId;
-        else await new Promise((r) => setTimeout(r, 200));
+        const done = activity?.done ?? 0;
+        if (activity?.type === 'runRollouts' && activity.stage === 'rollouts' && done >= 1 && done <= (activity.total ?? 32) - 8) iterationWorkflow = activity.workflowId;
+        else await new Promise((r) => setTimeout(r, 100));
       }
-      await follower.waitFor(/iteration \d+: training rollouts/);
       const cancelled = await rein('cancel', 'cancel-1');
       expect(cancelled.code, cancelled.stderr).toBe(0);
       expect(cancelled.stdout).toBe('run cancel-1 cancelled\n');
@@ -127,9 +130,11 @@ describe('honest status of failed and cancelled runs', () => {
       const after = await rein('status', 'cancel-1');
       expect(after.code).toBe(1);
       expect(after.stdout).toMatch(/^run cancel-1: cancelled/);
-      // It stopped in the middle of the iteration: that iteration registered no candidate.
+      // It stopped in the middle of the iteration: that iteration's candidate, if its update had
+      // registered one before the cancel (progress is read from heartbeats, which lag), was never gated.
       const iteration = Number(/-it(\d+)$/.exec(iterationWorkflow)?.[1]);
-      expect((await rein('policies', '--run', 'cancel-1')).stdout).not.toContain(`cancel-1.v${iteration} `);
+      const candidate = (await rein('policies', '--run', 'cancel-1')).stdout.split('\n').find((l) => l.startsWith(`cancel-1.v${iteration} `));
+      expect(candidate ?? 'not registered').toMatch(/^not registered$| not gated /);
 
       // Newest first by start: fail-1 started after cancel-1, though it ended before it.
       const runs = (await rein('runs', '--limit', '200')).stdout.split('\n');
