@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { stagingDir } from '../artifacts/from-config.js';
 import { durationMs, type RetentionSettings } from '../config/retention.js';
 import type { PolicyRegistry } from '../registry/policy-registry.js';
 import { ROLLOUT_ID_PATTERN } from '../rollouts/rollout-id.js';
@@ -137,7 +138,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<
  * fetched again when needed) and temporaries of atomic writes in the local artifact folder.
  */
 async function stagedEntries(deps: GcDeps): Promise<DiskEntry[]> {
-  const staging = path.join(deps.dataDir, 'staging');
+  const staging = stagingDir(deps.dataDir);
   const entries: DiskEntry[] = [];
   for (const top of await entriesOf(staging)) {
     const name = path.basename(top.path);

@@ -1,6 +1,5 @@
-import path from 'node:path';
 import type { Command } from 'commander';
-import { isLocalReference } from '../../artifacts/folders.js';
+import { localArtifactsDir } from '../../artifacts/from-config.js';
 import { formatBytes } from '../../preflight/disk-space.js';
 import { closingAfter } from '../../registry/policy-registry.js';
 import { withRegistry } from '../../registry/open.js';
@@ -24,7 +23,7 @@ export function registerGcCommand(program: Command): void {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const { retention } = config;
       const dryRun = options.dryRun ?? false;
-      const deps = { dataDir: config.dataDir, artifactsDir: config.artifacts.url && !isLocalReference(config.artifacts.url) ? null : path.join(config.dataDir, 'artifacts') };
+      const deps = { dataDir: config.dataDir, artifactsDir: localArtifactsDir(config) };
       const run = async (): Promise<GcReport> => {
         // The stores only when a setting needs them: a dry run on a fresh data dir creates no files.
         if (retention.journal === undefined && retention.rolloutFolders === undefined) return collectGarbage(deps, { retention, dryRun });
