@@ -1,4 +1,4 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
 
 export const dnsLabel = z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a DNS-1123 label: lowercase letters, digits and -, at most 63');
@@ -55,4 +55,14 @@ export function retryAfterMs(err: unknown): number | undefined {
 export function isTransient(err: unknown): boolean {
   const status = statusOf(err);
   return status === undefined || status === 429 || status >= 500;
+}
+
+/** The newest of a Job's pods, by time: a watched pod's creationTimestamp is text, a listed one's a Date. */
+export function newestPodOf(pods: readonly V1Pod[]): V1Pod | undefined {
+  return [...pods].sort((a, b) => new Date(b.metadata?.creationTimestamp ?? 0).getTime() - new Date(a.metadata?.creationTimestamp ?? 0).getTime())[0];
+}
+
+/** Why a Job that never started has no pod: only the Job controller's events say, and a worker's Role cannot read events. */
+export function noPodCreated(jobName: string, namespace: string): string {
+  return `no pod was created: \`kubectl describe job ${jobName} -n ${namespace}\` shows why, e.g. a serviceAccountName that does not exist or a ResourceQuota that does not allow it`;
 }

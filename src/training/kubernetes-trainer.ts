@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Container, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
 import type { TrainerSettings } from '../config/schema.js';
-import { clusterSettingsShape, dnsLabel, isTransient, loadKubeConfig, messageOf, statusOf } from '../kubernetes/api.js';
+import { clusterSettingsShape, dnsLabel, isTransient, loadKubeConfig, messageOf, newestPodOf, noPodCreated, statusOf } from '../kubernetes/api.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes/template.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { isTrainerRefusal, PolicySetupError, PolicyUpdateError } from './errors.js';
@@ -204,8 +204,7 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
       }
       const current = await call(`reading Job ${name}`, () => apis().batch.readNamespacedJob({ name, namespace }));
       const pods = (await call(`listing the pods of Job ${name}`, () => apis().core.listNamespacedPod({ namespace, labelSelector: `${TRAIN_JOB_LABEL}=${name}` }))).items;
-      // Newest first, by time: a listed pod's creationTimestamp is a Date, whose text does not sort.
-      const pod = pods.sort((a, b) => new Date(b.metadata?.creationTimestamp ?? 0).getTime() - new Date(a.metadata?.creationTimestamp ?? 0).getTime())[0];
+      const pod = newestPodOf(pods);
       const container = containerStatus(pod);
       if (container?.state?.running?.startedAt && startedAt === undefined) startedAt = new Date(container.state.running.startedAt).getTime();
       if (conditionOf(current, 'Complete') || conditionOf(current, 'Failed')) {
@@ -220,10 +219,7 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
         return resultOf(name, container?.state?.terminated?.message, log);
       }
       if (startedAt === undefined && Date.now() - created > settings.pendingTimeoutSeconds * 1000) {
-        // Without a pod, why is only in the Job controller's events, which the worker's Role cannot read.
-        const why = pod
-          ? (container?.state?.waiting?.reason ?? pod.status?.conditions?.find((c) => c.status === 'False')?.reason ?? 'pending')
-          : `no pod was created: \`kubectl describe job ${name} -n ${namespace}\` shows why, e.g. a serviceAccountName that does not exist or a ResourceQuota that does not allow it`;
+        const why = pod ? (container?.state?.waiting?.reason ?? pod.status?.conditions?.find((c) => c.status === 'False')?.reason ?? 'pending') : noPodCreated(name, namespace);
         throw new TrainingTimeout(`training Job ${name} did not start within ${settings.pendingTimeoutSeconds} s (${why}); deleted`);
       }
       if (startedAt !== undefined && Date.now() - startedAt > settings.timeoutSeconds * 1000) {

@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isTransient, loadKubeConfig, messageOf, retryAfterMs, statusOf } from '../../kubernetes/api.js';
+import { isTransient, loadKubeConfig, messageOf, newestPodOf, noPodCreated, retryAfterMs, statusOf } from '../../kubernetes/api.js';
 import { BatchV1Api, CoreV1Api, type KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import type { HarnessExecutor, HarnessLaunch, HarnessRun } from '../executor.js';
 import { JobTemplateError } from '../../kubernetes/template.js';
@@ -133,9 +133,7 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
       const pendingTimer = setTimeout(() => {
         const pod = newestPod(watch.pods, jobName, namespace);
         const scheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled');
-        // Without a pod, why is only in the Job controller's events, which the worker's Role cannot read.
-        const noPod = `no pod was created: \`kubectl describe job ${jobName} -n ${namespace}\` shows why, e.g. a serviceAccountName that does not exist or a ResourceQuota that does not allow it`;
-        const why = !pod ? noPod : scheduled?.status === 'False' ? `${scheduled.reason}: ${scheduled.message ?? ''}` : (containerOf(pod, settings)?.state?.waiting?.reason ?? pod.status?.phase ?? 'Pending');
+        const why = !pod ? noPodCreated(jobName, namespace) : scheduled?.status === 'False' ? `${scheduled.reason}: ${scheduled.message ?? ''}` : (containerOf(pod, settings)?.state?.waiting?.reason ?? pod.status?.phase ?? 'Pending');
         end({ problem: { failureClass: 'infrastructure', reason: `the harness pod did not start within ${settings.pendingTimeoutSeconds} s (${why})` } }, pod, true);
       }, settings.pendingTimeoutSeconds * 1000);
 
@@ -289,10 +287,7 @@ function lostRun(problem: NonNullable<HarnessRun['problem']>, namespace: string)
 }
 
 function newestPod(pods: ObjectCache<V1Pod>, jobName: string, namespace: string): V1Pod | undefined {
-  return pods
-    .list(namespace)
-    .filter((p) => p.metadata?.labels?.['job-name'] === jobName)
-    .sort((a, b) => new Date(b.metadata?.creationTimestamp ?? 0).getTime() - new Date(a.metadata?.creationTimestamp ?? 0).getTime())[0];
+  return newestPodOf(pods.list(namespace).filter((p) => p.metadata?.labels?.['job-name'] === jobName));
 }
 
 function containerOf(pod: V1Pod | undefined, settings: KubernetesHarnessSettings) {
