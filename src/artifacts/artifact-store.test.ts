@@ -67,6 +67,10 @@ describe.each(Object.entries(backends))('the ArtifactStore contract: %s', (_kind
     expect(await store.list('list/a/')).toEqual([store.uriOf('list/a/0'), store.uriOf('list/a/1')]);
     expect(await store.list('list/')).toEqual(['list/a/0', 'list/a/1', 'list/b/2'].map((n) => store.uriOf(n)));
     expect(await store.list('nothing-here/')).toEqual([]);
+    // With sizes and last writes, for rein gc.
+    const entries = await store.listEntries('list/');
+    expect(entries.map((e) => [e.uri, e.bytes])).toEqual(['list/a/0', 'list/a/1', 'list/b/2'].map((n) => [store.uriOf(n), n.length]));
+    for (const e of entries) expect(Math.abs(e.modifiedAt - Date.now())).toBeLessThan(10 * 60_000);
     await store.delete(store.uriOf('list/a/0'));
     await store.delete(store.uriOf('list/a/0'));
     expect(await store.exists(store.uriOf('list/a/0'))).toBe(false);

@@ -27,6 +27,15 @@ export interface ArtifactStore {
   delete(uri: string): Promise<void>;
   /** The URIs of every object under a name prefix ("runs/r1/"), sorted. */
   list(prefix: string): Promise<string[]>;
+  /** The same objects with their sizes and last writes, for what measures or ages them (rein gc). */
+  listEntries(prefix: string): Promise<ArtifactEntry[]>;
+}
+
+/** An object as a listing gives it: its URI, its size and when it was last written (ms since the epoch). */
+export interface ArtifactEntry {
+  uri: string;
+  bytes: number;
+  modifiedAt: number;
 }
 
 export class ArtifactNotFoundError extends Error {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { ArtifactNameError, ArtifactNotFoundError, checkedName, type ArtifactStore, type StoredArtifact } from './artifact-store.js';
+import { ArtifactNameError, ArtifactNotFoundError, checkedName, type ArtifactEntry, type ArtifactStore, type StoredArtifact } from './artifact-store.js';
 import { sha256Of, verified } from './checksum.js';
 
 export type { StoredArtifact } from './artifact-store.js';
@@ -64,6 +64,21 @@ export class LocalArtifactStore implements ArtifactStore {
   }
 
   async list(prefix: string): Promise<string[]> {
+    return (await this.names(prefix)).map((name) => this.uriOf(name));
+  }
+
+  async listEntries(prefix: string): Promise<ArtifactEntry[]> {
+    const entries: ArtifactEntry[] = [];
+    for (const name of await this.names(prefix)) {
+      // Gone since the listing (deleted by another process): not listed.
+      const stats = await stat(path.join(this.root, name)).catch((err: unknown) => (isMissing(err) ? undefined : Promise.reject(err)));
+      if (stats) entries.push({ uri: this.uriOf(name), bytes: stats.size, modifiedAt: stats.mtimeMs });
+    }
+    return entries;
+  }
+
+  /** The names of the files under a prefix, sorted. */
+  private async names(prefix: string): Promise<string[]> {
     // A prefix is a folder ("runs/r1/") or the start of names in one ("runs/r1/iter").
     const start = prefix === '' ? '' : checkedName(prefix) + (prefix.endsWith('/') ? '/' : '');
     const dir = path.join(this.root, start.endsWith('/') || start === '' ? start : path.dirname(start));
@@ -75,8 +90,7 @@ export class LocalArtifactStore implements ArtifactStore {
       .filter((e) => e.isFile() && !TEMPORARY.test(e.name))
       .map((e) => path.relative(this.root, path.join(e.parentPath, e.name)).split(path.sep).join('/'))
       .filter((name) => name.startsWith(start))
-      .sort()
-      .map((name) => this.uriOf(name));
+      .sort();
   }
 
   private fileOf(uri: string): string {

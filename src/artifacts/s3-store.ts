@@ -1,5 +1,5 @@
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
-import { ArtifactNameError, ArtifactNotFoundError, checkedName, type ArtifactStore, type StoredArtifact } from './artifact-store.js';
+import { ArtifactNameError, ArtifactNotFoundError, checkedName, type ArtifactEntry, type ArtifactStore, type StoredArtifact } from './artifact-store.js';
 import { sha256Of, verified } from './checksum.js';
 
 export interface S3Location {
@@ -94,15 +94,21 @@ export class S3ArtifactStore implements ArtifactStore {
   }
 
   async list(prefix: string): Promise<string[]> {
+    return (await this.listEntries(prefix)).map((entry) => entry.uri);
+  }
+
+  async listEntries(prefix: string): Promise<ArtifactEntry[]> {
     const start = prefix === '' ? this.keyPrefix() : `${this.keyPrefix()}${checkedName(prefix)}${prefix.endsWith('/') ? '/' : ''}`;
-    const keys: string[] = [];
+    const entries: ArtifactEntry[] = [];
     let token: string | undefined;
     do {
       const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.location.bucket, Prefix: start, ContinuationToken: token }));
-      for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key);
+      for (const object of page.Contents ?? []) {
+        if (object.Key) entries.push({ uri: `s3://${this.location.bucket}/${object.Key}`, bytes: object.Size ?? 0, modifiedAt: object.LastModified?.getTime() ?? 0 });
+      }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
-    return keys.sort().map((key) => `s3://${this.location.bucket}/${key}`);
+    return entries.sort((a, b) => (a.uri < b.uri ? -1 : a.uri > b.uri ? 1 : 0));
   }
 
   close(): void {
