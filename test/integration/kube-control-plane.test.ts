@@ -111,6 +111,28 @@ describe('Jobs on the real control plane with the node agent', () => {
     expect((await jobPod('custom-path')).status?.containerStatuses?.[0]?.state?.terminated?.message).toBe('written to the custom path');
   });
 
+  it('runs init containers in order before the main container, sharing an emptyDir; a failing one fails the pod and the main container never runs', async () => {
+    const scratch = { volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }] };
+    const append = (line: string) => ({ name: `init-${line}`, image: NODE_IMAGE, args: ['-e', `require('fs').appendFileSync(process.argv[1], '${line}\\n')`, '/scratch/order'], ...scratch });
+    const podSpec = { initContainers: [append('one'), append('two')], volumes: [{ name: 'scratch', emptyDir: {} }] };
+    await batch.createNamespacedJob({ namespace: 'default', body: nodeJob('inits', "process.stdout.write(require('fs').readFileSync(process.argv[1], 'utf8'))", { ...scratch, args: ['-e', "process.stdout.write(require('fs').readFileSync(process.argv[1], 'utf8'))", '/scratch/order'] }, podSpec) });
+    await jobCondition('inits', 'Complete');
+    const pod = await jobPod('inits');
+    expect(pod.status?.initContainerStatuses?.map((s) => [s.name, s.state?.terminated?.exitCode])).toEqual([['init-one', 0], ['init-two', 0]]);
+    expect(pod.status?.conditions?.find((c) => c.type === 'Initialized')?.status).toBe('True');
+    expect(await core.readNamespacedPodLog({ name: pod.metadata?.name as string, namespace: 'default', container: 'main' })).toBe('one\ntwo\n');
+    expect(await core.readNamespacedPodLog({ name: pod.metadata?.name as string, namespace: 'default', container: 'init-one' })).toBe('');
+
+    const failing = { ...podSpec, initContainers: [{ name: 'init-fails', image: NODE_IMAGE, args: ['-e', "require('fs').writeFileSync('/dev/termination-log', 'no credentials'); process.exit(2)"] }, append('never')] };
+    await batch.createNamespacedJob({ namespace: 'default', body: nodeJob('init-fails', "console.log('main ran')", {}, failing) });
+    await jobCondition('init-fails', 'Failed');
+    const failed = await eventually(async () => ((await jobPod('init-fails')).status?.phase === 'Failed' ? jobPod('init-fails') : undefined));
+    expect(failed.status?.initContainerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 2, message: 'no credentials' });
+    expect(failed.status?.initContainerStatuses?.[1]?.state?.waiting?.reason).toBe('PodInitializing');
+    expect(failed.status?.containerStatuses?.[0]?.state?.waiting?.reason).toBe('PodInitializing');
+    expect(failed.status?.conditions?.find((c) => c.type === 'Initialized')).toMatchObject({ status: 'False', reason: 'ContainersNotInitialized' });
+  });
+
   it('reports an image not in the image map as ErrImagePull, with no log to read', async () => {
     await batch.createNamespacedJob({ namespace: 'default', body: nodeJob('no-image', '', { image: 'registry.example/missing:1' }) });
     const waiting = await eventually(async () => (await jobPod('no-image')).status?.containerStatuses?.[0]?.state?.waiting);

@@ -9,7 +9,9 @@ const images: Record<string, ImageSpec> = {
 const pod: V1Pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u' }, spec: { nodeName: 'n', containers: [] } };
 const secrets: Record<string, string> = { 'ns/keys/token': 's3cret' };
 const readKey = async (kind: string, namespace: string, name: string, key: string) => (kind === 'secret' ? secrets[`${namespace}/${name}/${key}`] : undefined);
-const resolve = (container: Partial<V1Container>) => containerCommand(pod, { name: 'c', image: 'agent:1', ...container }, images, '/tmp/msg', readKey);
+const configMaps: Record<string, Record<string, string>> = { 'ns/settings': { LEVEL: 'debug', TOKEN: 'from-map' } };
+const readAll = async (kind: string, namespace: string, name: string) => (kind === 'configmap' ? configMaps[`${namespace}/${name}`] : name === 'keys' ? { token: secrets[`${namespace}/keys/token`] as string } : undefined);
+const resolve = (container: Partial<V1Container>, emptyDirs: Record<string, string> = {}) => containerCommand(pod, { name: 'c', image: 'agent:1', ...container }, images, '/tmp/msg', { readKey, readAll }, { emptyDirs });
 const startError = (container: Partial<V1Container>) => resolve(container).then(() => undefined, (err: unknown) => err as ContainerStartError);
 
 describe('a container as a local process, resolved as Kubernetes resolves it over its image', () => {
@@ -45,6 +47,20 @@ describe('a container as a local process, resolved as Kubernetes resolves it ove
       ],
     });
     expect(env).toMatchObject({ POD: 'p', NS: 'ns', TOKEN: 's3cret', PATH: process.env.PATH });
+  });
+
+  it('adds every key of envFrom\'s Secrets and ConfigMaps (with a prefix) under the container\'s own env', async () => {
+    const { env } = await resolve({ envFrom: [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'keys' }, prefix: 'S_' }], env: [{ name: 'LEVEL', value: 'info' }] });
+    expect(env).toMatchObject({ LEVEL: 'info', TOKEN: 'from-map', S_token: 's3cret' });
+    expect(await startError({ envFrom: [{ secretRef: { name: 'absent' } }] })).toMatchObject({ reason: 'CreateContainerConfigError', message: 'secret "absent" not found' });
+    expect((await resolve({ envFrom: [{ secretRef: { name: 'absent', optional: true } }] })).env).not.toHaveProperty('token');
+  });
+
+  it('maps an emptyDir\'s mount path at the start of paths in args and env to its host folder, and nothing else', async () => {
+    const mounts = { volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }, { name: 'data', mountPath: '/data' }] };
+    const { argv, env } = await resolve({ ...mounts, args: ['/scratch/out', '--dir=/scratch', '/scratchy', '/data/x', 'a/scratch/b'], env: [{ name: 'OUT', value: '/scratch/out' }] }, { scratch: '/host/pod/scratch' });
+    expect(argv.slice(2)).toEqual(['/host/pod/scratch/out', '--dir=/host/pod/scratch', '/scratchy', '/data/x', 'a/scratch/b']);
+    expect(env.OUT).toBe('/host/pod/scratch/out');
   });
 
   it('gives the kubelet\'s waiting reasons for what cannot start', async () => {

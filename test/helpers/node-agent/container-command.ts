@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 
 /**
@@ -31,6 +32,13 @@ export class ContainerStartError extends Error {
 
 /** A value an env var's valueFrom points at in another object (secretKeyRef, configMapKeyRef). */
 export type ReadKey = (kind: 'secret' | 'configmap', namespace: string, name: string, key: string) => Promise<string | undefined>;
+/** Every key of a Secret or ConfigMap (envFrom); undefined when there is no such object. */
+export type ReadAll = (kind: 'secret' | 'configmap', namespace: string, name: string) => Promise<Record<string, string> | undefined>;
+
+export interface PodVolumes {
+  /** Host folders of the pod's emptyDir volumes, by volume name. */
+  emptyDirs: Record<string, string>;
+}
 
 const DEFAULT_TERMINATION_MESSAGE_PATH = '/dev/termination-log';
 
@@ -41,20 +49,50 @@ const DEFAULT_TERMINATION_MESSAGE_PATH = '/dev/termination-log';
  * (`value`, fieldRef, secretKeyRef, configMapKeyRef). The host's PATH and HOME are added where
  * the image sets none, so commands resolve as they do on this machine.
  *
+ * `envFrom` adds every key of a Secret or ConfigMap (with its prefix) under the container's `env`.
+ *
  * A container cannot write to its terminationMessagePath here (/dev/termination-log by default):
- * every occurrence of that path in command, args and env values becomes `messageFile`.
+ * every occurrence of that path in command, args and env values becomes `messageFile`. Nor is an
+ * emptyDir mounted: a mount path at the start of a path in command, args and env values becomes
+ * the volume's host folder, which every container of the pod shares (other volumes are this
+ * machine's disk, seen at the same paths).
  */
-export async function containerCommand(pod: V1Pod, container: V1Container, images: Record<string, ImageSpec>, messageFile: string, readKey: ReadKey): Promise<ContainerCommand> {
+export async function containerCommand(
+  pod: V1Pod,
+  container: V1Container,
+  images: Record<string, ImageSpec>,
+  messageFile: string,
+  objects: { readKey: ReadKey; readAll: ReadAll },
+  volumes: PodVolumes = { emptyDirs: {} },
+): Promise<ContainerCommand> {
+  const { readKey, readAll } = objects;
   const image = container.image ? images[container.image] : undefined;
   if (!image) {
     throw new ContainerStartError('ErrImagePull', `Failed to pull image "${container.image ?? ''}": the node agent's image map has no such image (it knows ${Object.keys(images).map((i) => `"${i}"`).join(', ') || 'none'})`);
   }
-  if (container.envFrom?.length) throw new ContainerStartError('CreateContainerConfigError', 'envFrom is not supported by the node agent');
   const messagePath = container.terminationMessagePath ?? DEFAULT_TERMINATION_MESSAGE_PATH;
-  const mapPath = (s: string) => s.split(messagePath).join(messageFile);
+  const mounts = (container.volumeMounts ?? []).flatMap((m) => {
+    const hostDir = volumes.emptyDirs[m.name];
+    return hostDir === undefined ? [] : [{ mountPath: m.mountPath.replace(/\/+$/, ''), hostDir: path.join(hostDir, m.subPath ?? '') }];
+  });
+  const mapPath = (s: string) => {
+    let mapped = s.split(messagePath).join(messageFile);
+    for (const { mountPath, hostDir } of mounts) mapped = mapped.replace(new RegExp(`(^|[=:\\s])${escapeRegExp(mountPath)}(?=/|$|[\\s:])`, 'g'), (_m, lead: string) => `${lead}${hostDir}`);
+    return mapped;
+  };
+
+  const fromObjects: Record<string, string> = {};
+  for (const source of container.envFrom ?? []) {
+    const ref = source.secretRef ? { kind: 'secret' as const, ...source.secretRef } : source.configMapRef ? { kind: 'configmap' as const, ...source.configMapRef } : undefined;
+    if (!ref) continue;
+    const namespace = pod.metadata?.namespace ?? 'default';
+    const values = await readAll(ref.kind, namespace, ref.name ?? '');
+    if (values === undefined && !ref.optional) throw new ContainerStartError('CreateContainerConfigError', `${ref.kind === 'secret' ? 'secret' : 'configmap'} "${ref.name}" not found`);
+    for (const [key, value] of Object.entries(values ?? {})) fromObjects[`${source.prefix ?? ''}${key}`] = value;
+  }
 
   // $(VAR) refers to the container's own env only: the kubelet does not know the image's.
-  const declared: Record<string, string> = {};
+  const declared: Record<string, string> = { ...fromObjects };
   for (const entry of container.env ?? []) {
     const value = entry.value ?? (entry.valueFrom ? await valueFrom(pod, entry.name, entry.valueFrom, readKey) : '');
     declared[entry.name] = mapPath(expand(value, declared));
@@ -71,6 +109,8 @@ export async function containerCommand(pod: V1Pod, container: V1Container, image
   }
   return { argv, env, cwd };
 }
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Kubernetes' $(VAR) expansion: a defined var is replaced, an undefined one left as written, $$ is a literal $. */
 function expand(text: string, env: Record<string, string>): string {

@@ -14,14 +14,17 @@
  * - runs the pods bound to it and reports their status (pods/status): phase, conditions,
  *   container states with exit codes (a signal's death is 128 + its number) and termination
  *   messages (terminationMessagePath, FallbackToLogsOnError), restarts under OnFailure/Always;
+ * - runs init containers one after another before the others (the pod Pending, Initialized
+ *   False, until the last succeeds; one that fails under restartPolicy Never fails the pod);
  * - serves container logs on its kubelet port for the apiserver's pods/log proxy;
  * - on a pod's graceful deletion sends SIGTERM, SIGKILL after the grace period, reports the end and
  *   deletes the pod for good (grace 0, as the kubelet does); evictPod does what the kubelet does
  *   under node pressure (kill, phase Failed, reason Evicted, DisruptionTarget).
  *
  * What it fakes (see container-command.ts): a container is a local process made from an image
- * map (image → entrypoint, cmd, env, working dir); an image not in the map is ErrImagePull. No
- * isolation, volumes, resource limits, probes, init or sidecar containers, restart back-off,
+ * map (image → entrypoint, cmd, env, working dir); an image not in the map is ErrImagePull. An
+ * emptyDir is a folder of the pod's that its mount paths in arguments and env map to; other
+ * volumes are this machine's disk. No isolation, resource limits, probes, sidecar containers, restart back-off,
  * image pull back-off, events, exec/attach/port-forward; scheduling ignores requests, selectors,
  * taints and affinity (one node, capacity counted in pods only).
  */
@@ -43,7 +46,7 @@ import {
   type V1PodCondition,
 } from '@kubernetes/client-node';
 import type { KubeControlPlane } from '../kube-control-plane.js';
-import { containerCommand, ContainerStartError, type ImageSpec, type ReadKey } from './container-command.js';
+import { containerCommand, ContainerStartError, type ImageSpec, type PodVolumes, type ReadAll, type ReadKey } from './container-command.js';
 import { ContainerProcess, terminationMessage } from './container-process.js';
 import { startKubeletServer, type KubeletServer } from './kubelet-server.js';
 
@@ -89,7 +92,10 @@ interface PodRun {
   name: string;
   pod: V1Pod;
   startTime: Date;
+  /** Init containers, in order; they run one at a time before `slots`. */
+  initSlots: ContainerSlot[];
   slots: Map<string, ContainerSlot>;
+  volumes: PodVolumes;
   stopping: boolean;
   /** Its deletion is being finished (stop, report, delete for good). */
   deleting?: boolean;
@@ -120,7 +126,7 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
   const kubelet: KubeletServer = await startKubeletServer({ cert: servingCert.cert, key: servingCert.key, ca: plane.ca.cert }, {
     runs(namespace, name, container) {
       const run = [...runs.values()].reverse().find((r) => r.namespace === namespace && r.name === name);
-      const slot = run?.slots.get(container);
+      const slot = run?.slots.get(container) ?? run?.initSlots.find((s) => s.spec.name === container);
       if (!slot) return undefined;
       return { ...(slot.current && { current: slot.current }), ...(slot.previous && { previous: slot.previous }), ...(slot.waiting && { waiting: slot.waiting.reason }) };
     },
@@ -137,6 +143,11 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     const data = object && 'binaryData' in object ? { ...object.data } : object?.data;
     const value = data?.[key];
     return value === undefined ? undefined : kind === 'secret' ? Buffer.from(value, 'base64').toString('utf8') : value;
+  };
+  const readAll: ReadAll = async (kind, namespace, name) => {
+    const object = kind === 'secret' ? await core.readNamespacedSecret({ namespace, name }).catch(() => undefined) : await core.readNamespacedConfigMap({ namespace, name }).catch(() => undefined);
+    if (!object) return undefined;
+    return Object.fromEntries(Object.entries(object.data ?? {}).map(([key, value]) => [key, kind === 'secret' ? Buffer.from(value, 'base64').toString('utf8') : value]));
   };
 
   // --- Status --------------------------------------------------------------------------------
@@ -186,44 +197,75 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     const uid = pod.metadata?.uid as string;
     const podDir = path.join(dir, uid);
     mkdirSync(podDir, { recursive: true });
+    const emptyDirs: Record<string, string> = {};
+    for (const volume of pod.spec?.volumes ?? []) {
+      if (!volume.emptyDir) continue;
+      emptyDirs[volume.name] = path.join(podDir, 'volumes', volume.name);
+      mkdirSync(emptyDirs[volume.name] as string, { recursive: true });
+    }
+    const initializing = (pod.spec?.initContainers?.length ?? 0) > 0;
+    const slot = (c: V1Container): ContainerSlot => ({ spec: c, messageFile: path.join(podDir, `${c.name}.termination-log`), waiting: { reason: initializing ? 'PodInitializing' : 'ContainerCreating' }, restartCount: 0 });
     const run: PodRun = {
       uid,
       namespace: pod.metadata?.namespace as string,
       name: pod.metadata?.name as string,
       pod,
       startTime: new Date(),
-      slots: new Map((pod.spec?.containers ?? []).map((c) => [c.name, { spec: c, messageFile: path.join(podDir, `${c.name}.termination-log`), waiting: { reason: 'ContainerCreating' }, restartCount: 0 }])),
+      initSlots: (pod.spec?.initContainers ?? []).map(slot),
+      slots: new Map((pod.spec?.containers ?? []).map((c) => [c.name, slot(c)])),
+      volumes: { emptyDirs },
       stopping: false,
       writes: Promise.resolve(),
     };
     runs.set(uid, run);
     void writeStatus(run);
-    if (pod.spec?.initContainers?.length) {
-      for (const slot of run.slots.values()) slot.waiting = { reason: 'CreateContainerConfigError', message: 'init containers are not supported by the node agent' };
-      await writeStatus(run);
-      return;
-    }
-    await Promise.all([...run.slots.values()].map((slot) => startContainer(run, slot)));
+    if (!(await initialize(run))) return;
+    await Promise.all([...run.slots.values()].map(async (slot) => {
+      const process = await startContainer(run, slot);
+      if (process) void process.done.then(() => containerEnded(run, slot, process));
+    }));
     await writeStatus(run);
   }
 
-  async function startContainer(run: PodRun, slot: ContainerSlot): Promise<void> {
+  /** Runs the init containers in order; true once the last has succeeded. */
+  async function initialize(run: PodRun): Promise<boolean> {
+    for (const slot of run.initSlots) {
+      for (;;) {
+        const process = await startContainer(run, slot);
+        await writeStatus(run);
+        if (!process) return false; // it cannot start: it waits, as the kubelet's does, until the pod goes
+        await process.done;
+        slot.message = terminationMessage(process, slot.messageFile, slot.spec.terminationMessagePolicy);
+        await writeStatus(run);
+        if (run.stopping || closed) return false;
+        if (process.exit?.exitCode === 0) break;
+        if ((run.pod.spec?.restartPolicy ?? 'Always') === 'Never') {
+          podEnded(run.uid);
+          return false;
+        }
+        slot.restartCount += 1;
+      }
+    }
+    return true;
+  }
+
+  async function startContainer(run: PodRun, slot: ContainerSlot): Promise<ContainerProcess | undefined> {
     let command;
     try {
-      command = await containerCommand(run.pod, slot.spec, options.images, slot.messageFile, readKey);
+      command = await containerCommand(run.pod, slot.spec, options.images, slot.messageFile, { readKey, readAll }, run.volumes);
     } catch (err) {
       if (!(err instanceof ContainerStartError)) throw err;
       slot.waiting = { reason: err.reason, message: err.message };
-      return;
+      return undefined;
     }
-    if (run.stopping) return;
+    if (run.stopping) return undefined;
     rmSync(slot.messageFile, { force: true });
     const process = new ContainerProcess(command.argv, command.env, command.cwd);
     slot.previous = slot.current;
     slot.current = process;
     slot.waiting = undefined;
     slot.message = undefined;
-    void process.done.then(() => containerEnded(run, slot, process));
+    return process;
   }
 
   async function containerEnded(run: PodRun, slot: ContainerSlot, process: ContainerProcess): Promise<void> {
@@ -232,7 +274,8 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     const restart = !run.stopping && !closed && (policy === 'Always' || (policy === 'OnFailure' && process.exit?.exitCode !== 0));
     if (restart) {
       slot.restartCount += 1;
-      await startContainer(run, slot);
+      const next = await startContainer(run, slot);
+      if (next) void next.done.then(() => containerEnded(run, slot, next));
     }
     await writeStatus(run);
     if (podPhase(run) === 'Succeeded' || podPhase(run) === 'Failed') podEnded(run.uid);
@@ -261,7 +304,7 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
 
   async function stopPod(run: PodRun, graceSeconds: number): Promise<void> {
     run.stopping = true;
-    const processes = [...run.slots.values()].flatMap((s) => (s.current && !s.current.exit ? [s.current] : []));
+    const processes = allSlots(run).flatMap((s) => (s.current && !s.current.exit ? [s.current] : []));
     for (const p of processes) p.kill('SIGTERM');
     const killer = setTimeout(() => processes.forEach((p) => p.kill('SIGKILL')), graceSeconds * 1000);
     await Promise.all(processes.map((p) => p.done));
@@ -295,9 +338,9 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     const run = runs.get(uid);
     if (run) {
       run.stopping = true;
-      for (const slot of run.slots.values()) slot.current?.kill('SIGKILL');
+      for (const slot of allSlots(run)) slot.current?.kill('SIGKILL');
       runs.delete(uid);
-      void Promise.all([...run.slots.values()].flatMap((s) => (s.current ? [s.current.done] : []))).then(() => rmSync(path.join(dir, uid), { recursive: true, force: true }));
+      void Promise.all(allSlots(run).flatMap((s) => (s.current ? [s.current.done] : []))).then(() => rmSync(path.join(dir, uid), { recursive: true, force: true }));
     }
     podEnded(uid);
   }
@@ -397,7 +440,7 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
       await writeStatus(run);
       podEnded(run.uid);
     },
-    runningPods: () => [...runs.values()].filter((r) => [...r.slots.values()].some((s) => s.current && !s.current.exit)).length,
+    runningPods: () => [...runs.values()].filter((r) => allSlots(r).some((s) => s.current && !s.current.exit)).length,
     async close() {
       if (closed) return;
       closed = true;
@@ -474,8 +517,17 @@ async function renewLease(leases: CoordinationV1Api, name: string): Promise<void
 
 // --- A pod's status, as the kubelet computes it ---------------------------------------------
 
+const allSlots = (run: PodRun): ContainerSlot[] => [...run.initSlots, ...run.slots.values()];
+
+/** Every init container has succeeded (true when there are none). */
+const initialized = (run: PodRun) => run.initSlots.every((s) => s.current?.exit?.exitCode === 0);
+
 function podPhase(run: PodRun): 'Pending' | 'Running' | 'Succeeded' | 'Failed' {
   if (run.evicted) return 'Failed';
+  if (!initialized(run)) {
+    const failed = run.initSlots.some((s) => s.current?.exit && s.current.exit.exitCode !== 0);
+    return (failed && (run.pod.spec?.restartPolicy ?? 'Always') === 'Never') || run.stopping ? 'Failed' : 'Pending';
+  }
   const slots = [...run.slots.values()];
   if (slots.every((s) => s.current?.exit)) {
     const succeeded = slots.every((s) => s.current?.exit?.exitCode === 0);
@@ -513,6 +565,7 @@ function containerStatus(slot: ContainerSlot, image: string): V1ContainerStatus 
 function podStatus(run: PodRun, pod: V1Pod): NonNullable<V1Pod['status']> {
   const phase = podPhase(run);
   const statuses = [...run.slots.values()].map((slot) => containerStatus(slot, slot.spec.image ?? ''));
+  const initStatuses = run.initSlots.map((slot) => containerStatus(slot, slot.spec.image ?? ''));
   const unready = statuses.filter((s) => !s.ready).map((s) => s.name);
   const terminal = phase === 'Succeeded' || phase === 'Failed';
   const readiness = (type: string): V1PodCondition =>
@@ -521,7 +574,7 @@ function podStatus(run: PodRun, pod: V1Pod): NonNullable<V1Pod['status']> {
       : { type, status: 'False', reason: terminal ? TERMINAL_POD_REASON : 'ContainersNotReady', ...(!terminal && { message: `containers with unready status: [${unready.join(' ')}]` }) };
   const ours: V1PodCondition[] = [
     { type: 'PodReadyToStartContainers', status: terminal ? 'False' : 'True' },
-    { type: 'Initialized', status: 'True' },
+    initialized(run) ? { type: 'Initialized', status: 'True' } : { type: 'Initialized', status: 'False', reason: 'ContainersNotInitialized', message: `containers with incomplete status: [${run.initSlots.filter((s) => s.current?.exit?.exitCode !== 0).map((s) => s.spec.name).join(' ')}]` },
     readiness('ContainersReady'),
     readiness('Ready'),
     ...(run.evicted ? [{ type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet', message: run.evicted }] : []),
@@ -543,6 +596,7 @@ function podStatus(run: PodRun, pod: V1Pod): NonNullable<V1Pod['status']> {
     podIPs: [{ ip: '127.0.0.1' }],
     startTime: run.startTime,
     containerStatuses: statuses,
+    ...(initStatuses.length > 0 && { initContainerStatuses: initStatuses }),
     ...(run.evicted && { reason: 'Evicted', message: run.evicted }),
   };
 }
