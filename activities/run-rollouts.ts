@@ -1,7 +1,9 @@
 import path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { isFinalCancel, keepHeartbeating } from './heartbeat.js';
+import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import type { RolloutSettings } from '../src/config/schema.js';
+import { DEFAULT_REDACTION_RULES, type RedactionRule } from '../src/gateway/redact.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { ensureServed, type Serving } from '../src/registry/serving.js';
@@ -20,6 +22,10 @@ export interface RolloutActivityDeps {
   /** With both, a version Rein trained is loaded and routed again before rollouts pin it (a restarted backend or gateway forgot it). */
   registry?: PolicyRegistry;
   serving?: Serving;
+  /** The harness's and verifier's logs are uploaded here, for the API and console on any host. */
+  artifacts: ArtifactStore;
+  /** The gateway's redaction rules (gateway.redact), applied to the logs before upload; default: the built-in rules. */
+  redaction?: readonly RedactionRule[];
 }
 
 /** Small enough for workflow history: the tasks travel as a file reference and ids. */
@@ -124,6 +130,8 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
             verifier: programSpec(verifier),
             signal: context.cancellationSignal,
             cancelIsFinal: () => isFinalCancel(context),
+            logUpload: { artifacts: deps.artifacts, redaction: deps.redaction ?? DEFAULT_REDACTION_RULES },
+            onWarning: (message) => context.log.warn(message),
             ...(onPolicyLost && { onPolicyLost }),
             onWaiting: (problem) => {
               waiting = problem;

@@ -4,6 +4,7 @@ import { artifactStoreFromConfig, stagingDir } from '../src/artifacts/from-confi
 import { EMBEDDED_BACKEND } from '../src/config/embedded-default.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
+import { redactionRules } from '../src/gateway/redact.js';
 import { openLedger } from '../src/ledger/open.js';
 import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
@@ -54,6 +55,8 @@ export async function activityDepsFromConfig(config: ReinConfig): Promise<{ deps
     minFreeBytes: megabytes(config.storage.minFreeMegabytes),
     store,
     artifacts,
+    // Rollout logs are uploaded redacted as the gateway redacts what it journals.
+    redaction: redactionRules(config.gateway.redact.rules, config.gateway.redact.defaults),
     samples: config.samples,
     rollouts: config.rollouts,
     registry,
@@ -61,7 +64,7 @@ export async function activityDepsFromConfig(config: ReinConfig): Promise<{ deps
     gate: config.gate,
     notifications: notificationsFromConfig(config),
     // s3:// batches and checkpoints are staged for the trainer, its output uploaded (src/training/staged-trainer.ts).
-    trainer: stagedPolicyTrainer(policyTrainer(config.trainer, path.join(config.dataDir, 'logs')), { artifacts, stagingDir: stagingDir(config.dataDir), policiesDir: path.join(config.dataDir, 'policies') }),
+    trainer: stagedPolicyTrainer(policyTrainer(config.trainer, path.join(config.dataDir, 'logs'), config.artifacts), { artifacts, stagingDir: stagingDir(config.dataDir), policiesDir: path.join(config.dataDir, 'policies') }),
     policiesDir: path.join(config.dataDir, 'policies'),
     ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints, apiKey: () => servingKey(config) } }),
     ...(config.harness && { harness: config.harness }),

@@ -207,5 +207,16 @@ export const rolloutView = z.object({
   calls: z.array(z.record(z.string(), z.unknown())).describe('Each model call as journaled (request and response redacted as stored), with latency, time to first token and token counts'),
   events: z.array(z.record(z.string(), z.unknown())).describe('Status changes (with failure evidence), tool spans, rewards, interventions'),
   rewards: z.object({ verified: numberOrNull, reported: numberOrNull, disagrees: z.boolean() }).describe("The verifier's reward and the one the harness reported"),
-  logs: z.array(z.object({ name: z.string(), text: z.string(), truncatedBytes: z.number().int() })).describe("The end of the harness's and verifier's logs"),
+  logs: z
+    .array(
+      z.object({
+        name: z.string(),
+        text: z.string(),
+        truncatedBytes: z.number().int(),
+        source: z.enum(['artifacts', 'local', 'missing']).describe('artifacts: uploaded by the worker; local: only in the API host\'s dataDir; missing: neither (note says why and where it stayed)'),
+        note: z.string().optional(),
+      }),
+    )
+    .describe("The end of the harness's and verifier's logs"),
+  logsProblem: z.string().nullable().describe('Why the uploaded logs could not be read (the artifact store down or refusing)'),
 });

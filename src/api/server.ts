@@ -24,6 +24,8 @@ import { workflowUrl } from '../cli/context.js';
 import { registerConsole } from '../console/serve.js';
 import { decisionPairs } from '../console/decision-pairs.js';
 import { rolloutView } from '../console/rollout-view.js';
+import { artifactStoreFromConfig } from '../artifacts/from-config.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import { runView } from '../console/run-view.js';
 import { GatewayRequestError } from '../gateway/control-client.js';
 
@@ -92,6 +94,7 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   const ledgerStore = openedOnFirstUse(() => openLedger(storeLocation(config)));
   const registry = async <T>(use: (r: PolicyRegistry) => T | Promise<T>) => use(await registryStore.get());
   const completedIterations = new Map<string, IterationWorkflow>();
+  let artifacts: ArtifactStore | undefined;
   // The console reads rollouts from the gateway's journal, with the admin key workers use.
   const gateway = () => {
     const control = gatewayControlFromConfig(config.gateway);
@@ -241,7 +244,8 @@ export function buildApi(options: ApiOptions): FastifyInstance {
       summary: "A rollout as the gateway journaled it (calls redacted as stored, without token ids), its events, and the harness's and verifier's logs",
       params: s.rolloutIdParams,
       response: s.rolloutView,
-      handle: async ({ params }) => rolloutView(gateway(), config.dataDir, params.rolloutId),
+      // Logs come from the artifact store the workers upload to (any host), else from this machine's dataDir.
+      handle: async ({ params }) => rolloutView(gateway(), { artifacts: (artifacts ??= artifactStoreFromConfig(config)), dataDir: config.dataDir }, params.rolloutId),
     }),
     route({ method: 'GET', url: '/api/ledger', summary: 'The model, harness and environment ledgers: a row per iteration and release', query: s.ledgerQuery, response: z.object({ items: z.array(s.ledgerEntry) }), handle: async ({ query }) => ({ items: await (await ledgerStore.get()).list(query.runId === undefined ? {} : { runId: query.runId }) }) }),
     route({ method: 'GET', url: '/api/schedules', summary: 'Training schedules with their next and recent runs', response: z.object({ items: z.array(s.scheduleListing) }), handle: async () => ({ items: await listSchedules(client) }) }),

@@ -11,6 +11,7 @@ import { runCommand } from './process.js';
 import { launchPacer } from './pacer.js';
 import { dependencyWaiter } from './readiness.js';
 import { recordedRewards, rewardsDisagree } from './rewards.js';
+import { LOG_NOT_UPLOADED_EVENT, uploadRolloutLog, type LogUploadSettings } from './rollout-logs.js';
 import { isFinished, isUnscored, type FailureClass, type Rollout, type RolloutEvent, type RolloutMode } from './rollout.js';
 import { batchRolloutIdProblems, rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
@@ -97,6 +98,13 @@ export interface RunnerDeps {
    * back instead (RolloutsHandedBack) for another runner to resume.
    */
   cancelIsFinal?: () => boolean;
+  /**
+   * Where the harness's and the verifier's logs go when each ends (redacted, their last MiBs), for
+   * the API and the console on any host; unset, they stay only in the rollout's folder.
+   */
+  logUpload?: LogUploadSettings;
+  /** Told of what goes wrong without failing a rollout (a log that could not be uploaded). */
+  onWarning?: (message: string) => void;
 }
 
 /** The runner stopped because its worker is going away; the rollouts it left stay resumable. */
@@ -224,6 +232,18 @@ async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext
     handedBack: () => deps.cancelIsFinal !== undefined && !deps.cancelIsFinal(),
   });
 
+  // A log that cannot be uploaded costs the rollout nothing: it stays here, and the rollout's events say so for the console.
+  const uploadLog = async (file: string, attempt: number) => {
+    if (!deps.logUpload) return;
+    const local = path.join(dir, file);
+    const result = await uploadRolloutLog(deps.logUpload, rolloutId, local);
+    if (result === null || 'uri' in result) return;
+    deps.onWarning?.(`rollout ${rolloutId}: ${file} was not uploaded to the artifact store (${result.error}); it stays on this worker (${os.hostname()}) at ${local}`);
+    await gateway
+      .appendEvent(rolloutId, { type: 'custom', name: LOG_NOT_UPLOADED_EVENT, data: { file, attempt, reason: result.error, host: os.hostname(), path: local } })
+      .catch((err: unknown) => deps.onWarning?.(`rollout ${rolloutId}: could not record that ${file} was not uploaded: ${(err as Error).message}`));
+  };
+
   // Left running by a runner that died: follow its run if the executor still can, else that attempt is lost.
   let resumed: HarnessRun | null = null;
   if (issued.rollout.status === 'running') {
@@ -246,6 +266,7 @@ async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext
       if (issued.rollout.status === 'queued') await gateway.setStatus(rolloutId, { status: 'running', reason: `harness started (attempt ${issued.attempt})` });
       run = await deps.harness.run(launch(issued));
     }
+    await uploadLog(`harness-${issued.attempt}.log`, issued.attempt);
     if (run.cancelled) return cancelled(deps, base, issued.attempt);
     const attemptEvents = (await gateway.listEvents(rolloutId)).filter((e) => e.attempt === issued.attempt);
     const failure = classifyFailure(
@@ -268,6 +289,7 @@ async function runOne({ spec, deps, pace, ready, refusalPatterns }: BatchContext
     }
     // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they achieved.
     const verdict = await runVerifier(deps, spec.rewardWeights, rolloutId, { task, output: outputOf(issued.attempt) }, dir);
+    await uploadLog('verifier.log', issued.attempt);
     if ('cancelled' in verdict) return cancelled(deps, base, issued.attempt);
     if ('error' in verdict) {
       await gateway.setStatus(rolloutId, { status: 'failed', reason: verdict.error, failureClass: 'verifier', evidence: verdict.evidence });

@@ -118,7 +118,8 @@ export interface RolloutView {
   calls: Call[];
   events: RolloutEvent[];
   rewards: { verified: number | null; reported: number | null; disagrees: boolean };
-  logs: Array<{ name: string; text: string; truncatedBytes: number }>;
+  logs: Array<{ name: string; text: string; truncatedBytes: number; source: 'artifacts' | 'local' | 'missing'; note?: string }>;
+  logsProblem: string | null;
 }
 
 export interface AliasChange {

@@ -51,9 +51,13 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
       { id: 'calls' },
     ),
     h('h2', {}, 'Logs'),
+    ...(view.logsProblem ? [h('p', { class: 'fail', 'data-logs-problem': '' }, `Uploaded logs could not be read: ${view.logsProblem}`)] : []),
     ...(view.logs.length === 0
-      ? [h('p', { class: 'muted' }, 'No harness or verifier log on this machine.')]
-      : view.logs.flatMap((log) => [h('h3', {}, `${log.name}${log.truncatedBytes > 0 ? ` (last part; ${log.truncatedBytes} bytes before it)` : ''}`), h('pre', { 'data-log': log.name }, log.text || '(empty)')])),
+      ? [h('p', { class: 'muted' }, 'No harness or verifier log: neither uploaded to the artifact store nor on this machine.')]
+      : view.logs.flatMap((log) => [
+          h('h3', {}, `${log.name}${log.truncatedBytes > 0 ? ` (last part; ${log.truncatedBytes} bytes before it)` : ''}${log.source === 'local' ? " (read from this machine's data directory)" : ''}`),
+          log.source === 'missing' ? h('p', { class: 'fail', 'data-log-missing': log.name }, log.note ?? 'not uploaded') : h('pre', { 'data-log': log.name }, log.text || '(empty)'),
+        ])),
     h('h2', {}, 'Events'),
     table(
       ['Attempt', 'Type', 'Source', 'At', 'Payload'],
