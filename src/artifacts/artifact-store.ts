@@ -69,3 +69,11 @@ export function checkedName(name: string): string {
   }
   return parts.join('/');
 }
+
+/** The name a URI of this store has (the inverse of uriOf); a URI of another store is refused, naming both. */
+export function nameInStore(store: Pick<ArtifactStore, 'url'>, uri: string): string {
+  const prefix = `${store.url.replace(/\/+$/, '')}/`;
+  if (!uri.startsWith(prefix)) throw new ArtifactNameError(`${uri} is not in the artifact store ${store.url}: give every service the same artifacts.url`);
+  const rest = uri.slice(prefix.length);
+  return checkedName(store.url.startsWith('file://') ? decodeURIComponent(rest) : rest);
+}

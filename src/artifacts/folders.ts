@@ -66,15 +66,27 @@ async function readManifest(store: ArtifactStore, base: string): Promise<FolderM
 /**
  * A local copy of the folder at the URI, under `cacheDir` (one per URI, reused while its
  * manifest is unchanged): for readers that want a path, like the trainer and the policy server.
- * Downloaded into a temporary folder and renamed, so a copy is whole or absent.
  */
 export async function stageFolder(store: ArtifactStore, uri: string, cacheDir: string): Promise<string> {
   const base = uri.replace(/\/+$/, '');
   const manifest = await readManifest(store, base);
-  const manifestText = `${JSON.stringify(manifest, null, 2)}\n`;
   const dir = path.join(cacheDir, createHash('sha256').update(base).digest('hex').slice(0, 16));
   const copied = path.join(dir, FOLDER_MANIFEST);
-  if (existsSync(copied) && (await readFile(copied, 'utf8')) === manifestText) return dir;
+  if (existsSync(copied) && (await readFile(copied, 'utf8')) === manifestText(manifest)) return dir;
+  await copyFolder(store, base, manifest, dir);
+  return dir;
+}
+
+/** The folder at the URI, downloaded to `dir` (replacing what is there), each file checked against its manifest. */
+export async function downloadFolder(store: ArtifactStore, uri: string, dir: string): Promise<void> {
+  const base = uri.replace(/\/+$/, '');
+  await copyFolder(store, base, await readManifest(store, base), dir);
+}
+
+const manifestText = (manifest: FolderManifest) => `${JSON.stringify(manifest, null, 2)}\n`;
+
+/** Downloaded into a temporary folder beside `dir` and renamed, so a copy is whole or absent. */
+async function copyFolder(store: ArtifactStore, base: string, manifest: FolderManifest, dir: string): Promise<void> {
   const tmp = `${dir}.${randomUUID()}.tmp`;
   try {
     for (const [rel, sha256] of Object.entries(manifest.files)) {
@@ -82,13 +94,12 @@ export async function stageFolder(store: ArtifactStore, uri: string, cacheDir: s
       await mkdir(path.dirname(file), { recursive: true });
       await writeFile(file, await store.get(`${base}/${rel}`, { sha256 }));
     }
-    await writeFile(path.join(tmp, FOLDER_MANIFEST), manifestText);
+    await writeFile(path.join(tmp, FOLDER_MANIFEST), manifestText(manifest));
     await rm(dir, { recursive: true, force: true });
     await rename(tmp, dir);
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
-  return dir;
 }
 
 /** A local copy of one artifact (a batch), verified when its sha256 is known. */

@@ -4,6 +4,7 @@ import { ScheduleError } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
 import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
 import { registerApiCommand } from './commands/api.js';
+import { registerArtifactsCommands } from './commands/artifacts.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDevCommand } from './commands/dev.js';
 import { registerDoctorCommand } from './commands/doctor.js';
@@ -41,6 +42,7 @@ export function buildProgram(): Command {
   registerScheduleCommands(program);
   registerDoctorCommand(program);
   registerGcCommand(program);
+  registerArtifactsCommands(program);
   registerConfigCommands(program);
   return program;
 }

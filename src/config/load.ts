@@ -216,6 +216,8 @@ export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[]
   ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
   ['REIN_ARTIFACTS_URL', ['artifacts', 'url'], 'string'],
   ['REIN_S3_ENDPOINT', ['artifacts', 's3', 'endpoint'], 'string'],
+  ['REIN_S3_REGION', ['artifacts', 's3', 'region'], 'string'],
+  ['REIN_S3_FORCE_PATH_STYLE', ['artifacts', 's3', 'forcePathStyle'], 'boolean'],
   ['REIN_STORE_URL', ['store', 'url'], 'string'],
   ['REIN_TRAINER_ENGINE', ['trainer', 'engine'], 'string'],
   ['TEMPORAL_ADDRESS', ['temporal', 'address'], 'string'],

@@ -308,8 +308,8 @@ const artifacts = z.strictObject({
   s3: z
     .strictObject({
       endpoint: z.url().optional().describe("An S3-compatible server's URL (MinIO, Ceph, …); unset: AWS S3 (env REIN_S3_ENDPOINT)"),
-      region: z.string().min(1).optional().describe('Region of the bucket; unset: AWS_REGION, else us-east-1'),
-      forcePathStyle: z.boolean().optional().describe('Address the bucket in the path (most S3-compatible servers want this); default: true with an endpoint, false for AWS'),
+      region: z.string().min(1).optional().describe('Region of the bucket; unset: AWS_REGION, else us-east-1 (env REIN_S3_REGION)'),
+      forcePathStyle: z.boolean().optional().describe('Address the bucket in the path (most S3-compatible servers want this); default: true with an endpoint, false for AWS (env REIN_S3_FORCE_PATH_STYLE)'),
     })
     .prefault({}),
 });

@@ -2,9 +2,10 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Container, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Container, type V1ContainerStatus, type V1EnvVar, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
-import type { TrainerSettings } from '../config/schema.js';
+import { isLocalReference } from '../artifacts/folders.js';
+import type { ReinConfig, TrainerSettings } from '../config/schema.js';
 import { clusterSettingsShape, dnsLabel, isTransient, loadKubeConfig, messageOf, newestPodOf, noPodCreated, statusOf } from '../kubernetes/api.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes/template.js';
 import type { TrainResult } from '../policy/local-trainer.js';
@@ -19,6 +20,11 @@ import { trainerLogFile } from './trainer-log.js';
  * training again. The trainer writes the new checkpoint to `outputDir` (shared storage both
  * sides can reach) and its result as JSON: to its termination message (REIN_RESULT_FILE) or as
  * the last line of its log, as `rein policy train` prints it.
+ *
+ * With artifacts in S3 there is no shared disk: the pod stages for itself. Init containers of
+ * Rein's image pull the batch and the parent into an emptyDir (`rein artifacts pull`), the
+ * trainer runs as the last init container on those paths, and the pod's one container pushes the
+ * output to its URI (`rein artifacts push`), which the registry then records.
  */
 export const kubernetesTrainerSchema = z.strictObject({
   template: z.string().min(1).describe('A Job manifest (YAML) with {{placeholders}}; a path relative to the config file'),
@@ -28,6 +34,16 @@ export const kubernetesTrainerSchema = z.strictObject({
   timeoutSeconds: z.number().positive().max(7 * 86_400).default(6 * 3600).describe('Longest training, counted from the container start'),
   pendingTimeoutSeconds: z.number().positive().max(86_400).default(1800).describe('Longest wait for the pod to be scheduled and start (GPUs can be scarce)'),
   ttlSecondsAfterFinished: z.number().int().min(0).default(86_400).describe('Kubernetes deletes a finished Job this long after it ends'),
+  artifactsImage: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Rein's image, for the containers that pull the batch and parent from S3 and push the new checkpoint when artifacts.url is set; default: image (the tfjs trainer's image is Rein's); required with the PyTorch engine"),
+  artifactsSecret: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'a Secret name')
+    .optional()
+    .describe("A Secret whose keys become those containers' environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, …); unset: the pod's own identity, e.g. an IAM role of the rein-trainer ServiceAccount"),
   ...clusterSettingsShape,
 });
 export type KubernetesTrainerSettings = z.output<typeof kubernetesTrainerSchema>;
@@ -35,32 +51,86 @@ export type KubernetesTrainerSettings = z.output<typeof kubernetesTrainerSchema>
 export const TRAIN_OUTPUT_LABEL = 'rein.dev/train-output';
 const TRAIN_JOB_LABEL = 'rein.dev/train-job';
 const OUTPUT_ANNOTATION = 'rein.dev/output-dir';
+/** Set on the trainer container only: how the follower tells it from the template's others and Rein's staging containers. */
+const RESULT_FILE_ENV = 'REIN_RESULT_FILE';
 
 export interface TrainingJob {
   parentCheckpoint: string;
   batchPath: string;
   outputDir: string;
+  /** Where the pod itself stores the output (artifacts in S3); the batch and parent are then URIs it pulls. */
+  outputUri?: string | undefined;
 }
 
-/** Labels hold a digest of the output directory: one output, one policy version, one iteration. */
-export function outputDigest(outputDir: string): string {
-  return createHash('sha256').update(path.resolve(outputDir)).digest('hex').slice(0, 16);
+/** How a pod reaches the artifact store: Rein's image, and the store's settings as environment. */
+export interface PodStaging {
+  image: string;
+  env: V1EnvVar[];
+  secret?: string | undefined;
 }
 
-export function trainingJobName(outputDir: string, attempt: number): string {
-  return `rein-train-${outputDigest(outputDir)}-${attempt}`;
+/** The emptyDir the staging containers and the trainer share, and where each thing goes in it. */
+const STAGING_VOLUME = 'rein-staging';
+const STAGING_DIR = '/rein-staging';
+const STAGED = { parent: `${STAGING_DIR}/parent`, output: `${STAGING_DIR}/out` };
+const PULL_BATCH = 'rein-pull-batch';
+const PULL_PARENT = 'rein-pull-parent';
+const PUSH_OUTPUT = 'rein-push-output';
+
+/**
+ * Labels hold a digest of where the output goes: one output, one policy version, one iteration.
+ * Its URI when the pod stores it (the same from every worker host), else the shared path.
+ */
+export function outputDigest(output: string): string {
+  return createHash('sha256').update(isLocalReference(output) ? path.resolve(output) : output).digest('hex').slice(0, 16);
+}
+
+const outputOf = (job: Pick<TrainingJob, 'outputDir' | 'outputUri'>) => job.outputUri ?? job.outputDir;
+
+export function trainingJobName(output: string, attempt: number): string {
+  return `rein-train-${outputDigest(output)}-${attempt}`;
+}
+
+/** What the staging containers need to reach the store: artifacts.url and its S3 settings, as `rein` reads them from its environment. */
+export function podStaging(settings: KubernetesTrainerSettings, trainer: Pick<TrainerSettings, 'engine'>, artifacts: ReinConfig['artifacts']): PodStaging | undefined {
+  if (!artifacts.url) return undefined;
+  const image = settings.artifactsImage ?? (trainer.engine === 'tfjs' ? settings.image : undefined);
+  if (!image) {
+    throw new PolicySetupError(
+      "artifacts are in S3 (artifacts.url), so the training pod pulls and pushes them with Rein's image, and the PyTorch trainer's image has no `rein`: set trainer.kubernetes.artifactsImage to Rein's image (the one `rein worker` runs)",
+    );
+  }
+  const { endpoint, region, forcePathStyle } = artifacts.s3;
+  const env: V1EnvVar[] = [
+    { name: 'REIN_ARTIFACTS_URL', value: artifacts.url },
+    ...(endpoint ? [{ name: 'REIN_S3_ENDPOINT', value: endpoint }] : []),
+    ...(region ? [{ name: 'REIN_S3_REGION', value: region }] : []),
+    ...(forcePathStyle !== undefined ? [{ name: 'REIN_S3_FORCE_PATH_STYLE', value: String(forcePathStyle) }] : []),
+  ];
+  return { image, env, secret: settings.artifactsSecret };
 }
 
 /** Renders the template for one training attempt; problems in the template are JobTemplateErrors. */
-export function renderTrainingJob(templateText: string, settings: KubernetesTrainerSettings, trainer: Omit<TrainerSettings, 'kubernetes' | 'servingBackend'>, job: TrainingJob, attempt: number): V1Job {
-  const jobName = trainingJobName(job.outputDir, attempt);
+export function renderTrainingJob(
+  templateText: string,
+  settings: KubernetesTrainerSettings,
+  trainer: Omit<TrainerSettings, 'kubernetes' | 'servingBackend'>,
+  job: TrainingJob,
+  attempt: number,
+  staging?: PodStaging,
+): V1Job {
+  const inPod = job.outputUri !== undefined;
+  if (inPod && !staging) throw new Error('a Job that stores its own output needs the artifact store settings');
+  const pullsParent = inPod && !isLocalReference(job.parentCheckpoint);
+  const stagedBatch = `${STAGING_DIR}/batch/${path.posix.basename(job.batchPath)}`;
+  const jobName = trainingJobName(outputOf(job), attempt);
   const values = {
     jobName,
     namespace: settings.namespace,
     image: settings.image,
-    parentCheckpoint: job.parentCheckpoint,
-    batchPath: job.batchPath,
-    outputDir: job.outputDir,
+    parentCheckpoint: pullsParent ? STAGED.parent : job.parentCheckpoint,
+    batchPath: inPod ? stagedBatch : job.batchPath,
+    outputDir: inPod ? STAGED.output : job.outputDir,
     learningRate: String(effectiveLearningRate(trainer)),
     epochs: String(trainer.epochs),
     minibatchSize: String(trainer.minibatchSize),
@@ -90,18 +160,44 @@ export function renderTrainingJob(templateText: string, settings: KubernetesTrai
   if (podSpec.restartPolicy !== undefined && podSpec.restartPolicy !== 'Never') throw new JobTemplateError(`the training Job template sets restartPolicy ${podSpec.restartPolicy}; remove it`);
   if ((spec.completions ?? 1) !== 1 || (spec.parallelism ?? 1) !== 1) throw new JobTemplateError('the training Job template must run one pod (completions and parallelism 1); a distributed trainer runs its workers from that pod');
 
-  const labels = { 'app.kubernetes.io/managed-by': 'rein', [TRAIN_OUTPUT_LABEL]: outputDigest(job.outputDir), [TRAIN_JOB_LABEL]: jobName };
+  const labels = { 'app.kubernetes.io/managed-by': 'rein', [TRAIN_OUTPUT_LABEL]: outputDigest(outputOf(job)), [TRAIN_JOB_LABEL]: jobName };
   const resultFile = container.terminationMessagePath ?? '/dev/termination-log';
   const trained: V1Container = {
     ...container,
     image: container.image ?? settings.image,
     terminationMessagePath: resultFile,
     terminationMessagePolicy: container.terminationMessagePolicy ?? 'FallbackToLogsOnError',
-    env: [...(container.env ?? []).filter((e) => e.name !== 'REIN_RESULT_FILE'), { name: 'REIN_RESULT_FILE', value: resultFile }],
+    env: [...(container.env ?? []).filter((e) => e.name !== RESULT_FILE_ENV), { name: RESULT_FILE_ENV, value: resultFile }],
   };
+  let pod = { ...podSpec, restartPolicy: 'Never', containers: containers.map((c) => (c === container ? trained : c)) };
+  if (inPod && staging) {
+    const mount = { name: STAGING_VOLUME, mountPath: STAGING_DIR };
+    const rein = (name: string, args: string[]): V1Container => ({
+      name,
+      image: staging.image,
+      command: ['rein'],
+      args,
+      env: staging.env,
+      ...(staging.secret && { envFrom: [{ secretRef: { name: staging.secret } }] }),
+      volumeMounts: [mount],
+    });
+    if ((podSpec.volumes ?? []).some((v) => v.name === STAGING_VOLUME)) throw new JobTemplateError(`the training Job template has a volume named ${STAGING_VOLUME}; rename it (Rein adds that one when artifacts are in S3)`);
+    pod = {
+      ...pod,
+      volumes: [...(podSpec.volumes ?? []), { name: STAGING_VOLUME, emptyDir: {} }],
+      // The trainer is the last init container: the push runs only after it succeeded.
+      initContainers: [
+        ...(podSpec.initContainers ?? []),
+        rein(PULL_BATCH, ['artifacts', 'pull', job.batchPath, stagedBatch]),
+        ...(pullsParent ? [rein(PULL_PARENT, ['artifacts', 'pull', job.parentCheckpoint, STAGED.parent])] : []),
+        { ...trained, volumeMounts: [...(trained.volumeMounts ?? []), mount] },
+      ],
+      containers: [...containers.filter((c) => c !== container), rein(PUSH_OUTPUT, ['artifacts', 'push', STAGED.output, job.outputUri as string])],
+    };
+  }
   return {
     ...manifest,
-    metadata: { ...manifest.metadata, name: jobName, namespace: settings.namespace, labels: { ...manifest.metadata?.labels, ...labels }, annotations: { ...manifest.metadata?.annotations, [OUTPUT_ANNOTATION]: job.outputDir } },
+    metadata: { ...manifest.metadata, name: jobName, namespace: settings.namespace, labels: { ...manifest.metadata?.labels, ...labels }, annotations: { ...manifest.metadata?.annotations, [OUTPUT_ANNOTATION]: outputOf(job) } },
     spec: {
       ...spec,
       backoffLimit: 0,
@@ -109,7 +205,7 @@ export function renderTrainingJob(templateText: string, settings: KubernetesTrai
       template: {
         ...spec.template,
         metadata: { ...spec.template.metadata, labels: { ...spec.template.metadata?.labels, ...labels } },
-        spec: { ...podSpec, restartPolicy: 'Never', containers: containers.map((c) => (c === container ? trained : c)) },
+        spec: pod,
       },
     },
   };
@@ -117,6 +213,8 @@ export function renderTrainingJob(templateText: string, settings: KubernetesTrai
 
 export interface KubernetesTrainerOptions {
   kubeConfig?: KubeConfig;
+  /** Where artifacts live; with artifacts.url set, each pod pulls and pushes them itself. */
+  artifacts?: ReinConfig['artifacts'];
   /** How often the Job and its pod are read. Default 2 s. */
   pollMs?: number;
 }
@@ -156,6 +254,7 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
   };
 
   return {
+    readsArtifactStore: options.artifacts?.url !== undefined,
     async train(job) {
       let templateText: string;
       try {
@@ -163,7 +262,7 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
       } catch (err) {
         throw new PolicySetupError(`trainer.kubernetes.template cannot be read: ${(err as Error).message}`);
       }
-      const labelSelector = `${TRAIN_OUTPUT_LABEL}=${outputDigest(job.outputDir)}`;
+      const labelSelector = `${TRAIN_OUTPUT_LABEL}=${outputDigest(outputOf(job))}`;
       const existing = (await call('listing training Jobs', () => apis().batch.listNamespacedJob({ namespace, labelSelector }))).items;
       const done = existing.find((j) => conditionOf(j, 'Complete'));
       const running = existing.find((j) => !conditionOf(j, 'Complete') && !conditionOf(j, 'Failed'));
@@ -172,7 +271,8 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
       if (!name) {
         let body: V1Job;
         try {
-          body = renderTrainingJob(templateText, settings, trainer, job, existing.length + 1);
+          const staging = job.outputUri !== undefined && options.artifacts ? podStaging(settings, trainer, options.artifacts) : undefined;
+          body = renderTrainingJob(templateText, settings, trainer, job, existing.length + 1, staging);
         } catch (err) {
           if (err instanceof JobTemplateError) throw new PolicySetupError(`trainer.kubernetes.template: ${err.message}`);
           throw err;
@@ -205,15 +305,23 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
       const current = await call(`reading Job ${name}`, () => apis().batch.readNamespacedJob({ name, namespace }));
       const pods = (await call(`listing the pods of Job ${name}`, () => apis().core.listNamespacedPod({ namespace, labelSelector: `${TRAIN_JOB_LABEL}=${name}` }))).items;
       const pod = newestPodOf(pods);
-      const container = containerStatus(pod);
-      if (container?.state?.running?.startedAt && startedAt === undefined) startedAt = new Date(container.state.running.startedAt).getTime();
+      const trainerName = trainerContainerOf(pod);
+      const container = statusesOf(pod).find((s) => s.name === trainerName);
+      // Started once any container runs: with artifacts in S3 the pulls come first, and count as training time.
+      const firstStart = statusesOf(pod).find((s) => s.state?.running?.startedAt || s.state?.terminated?.startedAt)?.state;
+      const firstStartedAt = firstStart?.running?.startedAt ?? firstStart?.terminated?.startedAt;
+      if (firstStartedAt && startedAt === undefined) startedAt = new Date(firstStartedAt).getTime();
       if (conditionOf(current, 'Complete') || conditionOf(current, 'Failed')) {
-        const log = pod?.metadata?.name ? await keepLog(pod.metadata.name, job.outputDir) : '';
+        const log = pod?.metadata?.name ? await keepLog(pod.metadata.name, trainerName, job.outputDir) : '';
         if (conditionOf(current, 'Failed')) {
-          const terminated = container?.state?.terminated;
+          // The container that failed: the trainer, or a pull before it or the push after it.
+          const failed = statusesOf(pod).find((s) => (s.state?.terminated?.exitCode ?? 0) !== 0) ?? container;
+          const terminated = failed?.state?.terminated;
+          const failedLog = failed && failed.name !== trainerName && pod?.metadata?.name ? await readLog(pod.metadata.name, failed.name) : log;
           const Failure = isTrainerRefusal(terminated?.exitCode) ? PolicySetupError : PolicyUpdateError;
+          const which = failed && failed.name !== trainerName ? ` in container ${failed.name}` : '';
           throw new Failure(
-            `training Job ${name} failed (${terminated ? `exit ${terminated.exitCode}${terminated.reason ? `, ${terminated.reason}` : ''}` : (conditionOf(current, 'Failed')?.reason ?? 'no pod ran')}): ${(terminated?.message ?? log).trim().slice(-800)}`,
+            `training Job ${name} failed${which} (${terminated ? `exit ${terminated.exitCode}${terminated.reason ? `, ${terminated.reason}` : ''}` : (conditionOf(current, 'Failed')?.reason ?? 'no pod ran')}): ${(terminated?.message ?? failedLog).trim().slice(-800)}`,
           );
         }
         return resultOf(name, container?.state?.terminated?.message, log);
@@ -229,17 +337,26 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
     }
   }
 
-  function containerStatus(pod: V1Pod | undefined) {
-    const statuses = pod?.status?.containerStatuses ?? [];
-    return settings.container === undefined ? statuses[0] : statuses.find((s) => s.name === settings.container);
-  }
-
-  /** The pod's log, kept beside the local trainer's logs. */
-  async function keepLog(podName: string, outputDir: string): Promise<string> {
-    const log = await call(`reading the log of pod ${podName}`, () => apis().core.readNamespacedPodLog({ name: podName, namespace, ...(settings.container && { container: settings.container }) })).catch(() => '');
+  /** The trainer's log, kept beside the local trainer's logs. */
+  async function keepLog(podName: string, container: string | undefined, outputDir: string): Promise<string> {
+    const log = await readLog(podName, container);
     writeFileSync(trainerLogFile(logDir, outputDir), log);
     return log;
   }
+
+  function readLog(podName: string, container: string | undefined): Promise<string> {
+    return call(`reading the log of pod ${podName}`, () => apis().core.readNamespacedPodLog({ name: podName, namespace, ...(container && { container }) })).catch(() => '');
+  }
+}
+
+/** Init containers first, in the order they run. */
+function statusesOf(pod: V1Pod | undefined): V1ContainerStatus[] {
+  return [...(pod?.status?.initContainerStatuses ?? []), ...(pod?.status?.containerStatuses ?? [])];
+}
+
+/** The trainer container's name: the one Rein gave REIN_RESULT_FILE (an init container when the pod stages from S3). */
+function trainerContainerOf(pod: V1Pod | undefined): string | undefined {
+  return [...(pod?.spec?.initContainers ?? []), ...(pod?.spec?.containers ?? [])].find((c) => c.env?.some((e) => e.name === RESULT_FILE_ENV))?.name;
 }
 
 class TrainingTimeout extends PolicyUpdateError {}

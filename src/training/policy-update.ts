@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { TrainerSettings } from '../config/schema.js';
+import type { ReinConfig, TrainerSettings } from '../config/schema.js';
 import type { GatewayControlClient } from '../gateway/control-client.js';
 import { packageRoot, reinCommand } from '../package-root.js';
 import type { TrainResult } from '../policy/local-trainer.js';
@@ -30,12 +30,19 @@ export interface PolicyUpdateJob {
 export interface PolicyTrainer {
   /** Trains `parent` on the batch into `outputDir`; a retry finds a finished result instead of training again. */
   train(input: TrainInput): Promise<TrainResult>;
+  /**
+   * True when it takes the batch and parent as artifact-store URIs and stores the output at
+   * `outputUri` itself (a Kubernetes Job whose pod stages them): the worker then stages nothing.
+   */
+  readonly readsArtifactStore?: boolean;
 }
 
 export interface TrainInput {
   parentCheckpoint: string;
   batchPath: string;
   outputDir: string;
+  /** With a trainer that reads the artifact store: the URI it stores the output folder at. */
+  outputUri?: string | undefined;
   signal?: AbortSignal | undefined;
   /**
    * Asked when the signal aborts: true when the update is handed back (its worker is going away)
@@ -47,8 +54,8 @@ export interface TrainInput {
 
 
 /** The configured trainer: a Kubernetes Job per update when trainer.kubernetes is set, else a local process of the configured engine. */
-export function policyTrainer(settings: TrainerSettings, logDir: string): PolicyTrainer {
-  return settings.kubernetes ? kubernetesPolicyTrainer(settings.kubernetes, settings, logDir) : localPolicyTrainer(settings, logDir);
+export function policyTrainer(settings: TrainerSettings, logDir: string, artifacts?: ReinConfig['artifacts']): PolicyTrainer {
+  return settings.kubernetes ? kubernetesPolicyTrainer(settings.kubernetes, settings, logDir, artifacts ? { artifacts } : {}) : localPolicyTrainer(settings, logDir);
 }
 
 /** The Python environment `npm run setup` installs the PyTorch trainer's pinned packages into. */

@@ -3,7 +3,7 @@ import { ArtifactNameError, type ArtifactStore } from '../artifacts/artifact-sto
 import { folderExists, getFolderFile, isLocalReference, localPath, putFolder, stageFile, stageFolder } from '../artifacts/folders.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { readBatch } from '../policy/trainer-input.js';
-import { PolicyLineageError, PolicySetupError } from './errors.js';
+import { PolicyLineageError, PolicySetupError, PolicyUpdateError } from './errors.js';
 import type { PolicyTrainer } from './policy-update.js';
 
 /**
@@ -13,6 +13,8 @@ import type { PolicyTrainer } from './policy-update.js';
  * is remote, uploads that folder as `policies/<run>/<version>`: the URI the registry records and
  * the serving side loads. The trainers themselves (tfjs and PyTorch, whose pinned environment has
  * no S3 client) never see an s3:// URI. A version already uploaded whole is not trained again.
+ * A trainer that reads the store itself (a Kubernetes Job whose pod pulls and pushes) gets the
+ * URIs and the output's URI instead, and the worker stages nothing.
  */
 export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts: ArtifactStore; stagingDir: string; policiesDir: string }): PolicyTrainer {
   const { artifacts, stagingDir, policiesDir } = options;
@@ -28,6 +30,15 @@ export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts
   };
   return {
     async train(input) {
+      if (remote && trainer.readsArtifactStore) {
+        const name = ['policies', ...path.relative(policiesDir, input.outputDir).split(path.sep)].join('/');
+        const uri = artifacts.uriOf(name);
+        const previous = await uploaded(uri, () => staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches'))));
+        if (previous) return previous;
+        const result = await trainer.train({ ...input, outputUri: uri });
+        if (!(await folderExists(artifacts, uri))) throw new PolicyUpdateError(`the trainer finished but its output is not at ${uri}: the push after training did not complete`);
+        return { ...result, checkpointUri: uri };
+      }
       const batchPath = isLocalReference(input.batchPath) ? localPath(input.batchPath) : await staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches')));
       const parentCheckpoint = isLocalReference(input.parentCheckpoint)
         ? localPath(input.parentCheckpoint)
@@ -36,18 +47,22 @@ export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts
 
       const name = ['policies', ...path.relative(policiesDir, input.outputDir).split(path.sep)].join('/');
       const uri = artifacts.uriOf(name);
-      if (await folderExists(artifacts, uri)) {
-        // A retry (maybe on another worker) after the upload: the stored result, when it is this batch's.
-        const previous = JSON.parse((await getFolderFile(artifacts, uri, 'metrics.json')).toString('utf8')) as TrainResult;
-        const batchContentHash = readBatch(batchPath).metadata.content_hash;
-        if (previous.batchContentHash !== batchContentHash) {
-          throw new PolicyLineageError(`${uri} already holds a checkpoint trained from batch ${previous.batchContentHash}, not ${batchContentHash}; choose a new version name`);
-        }
-        return { ...previous, reused: true, checkpointUri: uri };
-      }
+      const previous = await uploaded(uri, async () => batchPath);
+      if (previous) return previous;
       const result = await trainer.train({ ...input, batchPath, parentCheckpoint });
       await putFolder(artifacts, name, input.outputDir);
       return { ...result, checkpointUri: uri };
     },
   };
+
+  /** A retry (maybe on another worker) after the upload: the stored result, when it is this batch's. */
+  async function uploaded(uri: string, localBatch: () => Promise<string>): Promise<TrainResult | undefined> {
+    if (!(await folderExists(artifacts, uri))) return undefined;
+    const previous = JSON.parse((await getFolderFile(artifacts, uri, 'metrics.json')).toString('utf8')) as TrainResult;
+    const batchContentHash = readBatch(await localBatch()).metadata.content_hash;
+    if (previous.batchContentHash !== batchContentHash) {
+      throw new PolicyLineageError(`${uri} already holds a checkpoint trained from batch ${previous.batchContentHash}, not ${batchContentHash}; choose a new version name`);
+    }
+    return { ...previous, reused: true, checkpointUri: uri };
+  }
 }

@@ -3,7 +3,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { BatchV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reinConfigSchema } from '../../src/config/schema.js';
+import { readFile } from 'node:fs/promises';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { folderExists, putFolder } from '../../src/artifacts/folders.js';
+import { S3ArtifactStore } from '../../src/artifacts/s3-store.js';
+import { reinConfigSchema, type ReinConfig } from '../../src/config/schema.js';
+import { stagedPolicyTrainer } from '../../src/training/staged-trainer.js';
+import { startTestS3 } from '../helpers/s3.js';
 import { reinCommand } from '../../src/package-root.js';
 import { PolicySetupError } from '../../src/training/errors.js';
 import { kubernetesPolicyTrainer, kubernetesTrainerSchema, trainingJobName } from '../../src/training/kubernetes-trainer.js';
@@ -63,14 +69,14 @@ afterAll(async () => {
 
 let namespaces = 0;
 /** A namespace of its own with the example's RBAC; the trainer works in it as the worker's ServiceAccount. */
-async function setup(template: string, overrides: Record<string, unknown> = {}, trainerSettings = trainer) {
+async function setup(template: string, overrides: Record<string, unknown> = {}, trainerSettings = trainer, artifacts?: ReinConfig['artifacts']) {
   const namespace = `training-${++namespaces}`;
   const worker = await workerNamespace(plane, namespace);
   const settings = kubernetesTrainerSchema.parse({ template, image: IMAGE, namespace, ...overrides });
   const logDir = path.join(dir, 'logs');
   const batchApi = worker.makeApiClient(BatchV1Api);
   return {
-    trainer: kubernetesPolicyTrainer(settings, trainerSettings, logDir, { kubeConfig: worker, pollMs: 100 }),
+    trainer: kubernetesPolicyTrainer(settings, trainerSettings, logDir, { kubeConfig: worker, pollMs: 100, ...(artifacts && { artifacts }) }),
     logDir,
     namespace,
     jobs: async () => (await batchApi.listNamespacedJob({ namespace })).items,
@@ -139,6 +145,49 @@ describe('the policy update as a Kubernetes Job on the real control plane', () =
     expect(job?.spec?.template.spec?.containers[0]?.resources?.limits).toMatchObject({ 'nvidia.com/gpu': '1' });
     const [pod] = await podsIn(plane, namespace);
     expect(pod?.spec?.nodeName).toBe(agent.nodeName);
+  });
+
+  it('with artifacts in S3 and no shared disk, the pod pulls the batch and parent, trains, and pushes the output; a worker on another host finds it', { timeout: 180_000 }, async () => {
+    const s3 = await startTestS3();
+    const store = new S3ArtifactStore(`s3://${await s3.bucket()}/rein`, { endpoint: s3.endpoint });
+    try {
+      const artifacts = reinConfigSchema.parse({ artifacts: { url: store.url, s3: { endpoint: s3.endpoint } } }).artifacts;
+      // No volume: the example's shared-disk mount is what S3 replaces.
+      const template = edited('s3', (y) => y.replace(/\n\s+volumeMounts:\n.*\n/, '\n').replace(/\n\s+volumes:\n(\s+.*\n?)+$/, '\n'));
+      const { trainer: k8s, namespace, jobs } = await setup(template, { artifactsSecret: 's3-credentials' }, trainer, artifacts);
+      const admin = plane.kubeConfig().makeApiClient(CoreV1Api);
+      await admin.createNamespacedSecret({ namespace, body: { metadata: { name: 's3-credentials' }, stringData: s3.env } });
+      const batchUri = (await store.put('runs/run-s/iterations/1/batch.safetensors', await readFile(batch))).uri;
+      const parentUri = await putFolder(store, 'policies/base', base);
+      const onWorker = (host: string) => ({ stagingDir: path.join(dir, host, 'staging'), policiesDir: path.join(dir, host, 'policies') });
+
+      const first = onWorker('host-a');
+      const result = await stagedPolicyTrainer(k8s, { artifacts: store, ...first }).train({ parentCheckpoint: parentUri, batchPath: batchUri, outputDir: path.join(first.policiesDir, 'run-s', 'run-s.v1') });
+      expect(result).toMatchObject({ steps: 2, reused: false, checkpointUri: `${store.url}/policies/run-s/run-s.v1` });
+      expect(await folderExists(store, result.checkpointUri as string)).toBe(true);
+      // Nothing was staged or written on the worker's disk.
+      expect(existsSync(first.stagingDir) || existsSync(first.policiesDir)).toBe(false);
+      const [job] = await jobs();
+      expect(job?.metadata?.annotations?.['rein.dev/output-dir']).toBe(result.checkpointUri);
+      const [pod] = await podsIn(plane, namespace);
+      expect(pod?.status?.initContainerStatuses?.map((c) => [c.name, c.state?.terminated?.exitCode])).toEqual([['rein-pull-batch', 0], ['rein-pull-parent', 0], ['trainer', 0]]);
+      expect(pod?.status?.containerStatuses?.map((c) => [c.name, c.state?.terminated?.exitCode])).toEqual([['rein-push-output', 0]]);
+
+      // Another worker host (its own disk) retrying the update finds the pushed output: nothing trains again.
+      const second = onWorker('host-b');
+      const retried = await stagedPolicyTrainer(k8s, { artifacts: store, ...second }).train({ parentCheckpoint: parentUri, batchPath: batchUri, outputDir: path.join(second.policiesDir, 'run-s', 'run-s.v1') });
+      expect(retried).toMatchObject({ reused: true, checkpointUri: result.checkpointUri, batchContentHash: result.batchContentHash });
+      expect(await jobs()).toHaveLength(1);
+
+      // A batch that is not in the bucket: the pull refuses (not retried), naming its container and the URI.
+      const missing = `${store.url}/runs/run-s/iterations/2/batch.safetensors`;
+      const failure = await stagedPolicyTrainer(k8s, { artifacts: store, ...first }).train({ parentCheckpoint: result.checkpointUri as string, batchPath: missing, outputDir: path.join(first.policiesDir, 'run-s', 'run-s.v2') }).catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(PolicySetupError);
+      expect((failure as Error).message).toMatch(new RegExp(`failed in container rein-pull-batch \\(exit 2.*${missing.replaceAll('/', '\\/')} does not exist`, 's'));
+    } finally {
+      store.close();
+      await s3.close();
+    }
   });
 
   it('refuses a template before creating anything: Rein\'s message for a Job Kubernetes would retry, the apiserver\'s verbatim for an invalid one', async () => {
