@@ -10,6 +10,7 @@ import { localExecutor } from '../../src/rollouts/local-executor.js';
 import { runRollouts } from '../../src/rollouts/runner.js';
 import { Router } from '../../src/gateway/routing.js';
 import { ADMIN_KEY, routingFor, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { suiteStoreBackend, testStoreLocation } from '../helpers/postgres.js';
 
 const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
 const node = (script: string, ...args: string[]) => ({ command: process.execPath, args: [script, ...args] });
@@ -22,7 +23,7 @@ beforeAll(async () => {
   t = await startTestGateway();
   gateway = new GatewayControlClient(t.gateway.url, ADMIN_KEY);
   dir = mkdtempSync(path.join(os.tmpdir(), 'rein-serving-'));
-  registry = await openRegistry({ dataDir: dir, postgresUrl: null });
+  registry = await openRegistry(await testStoreLocation(suiteStoreBackend, dir));
   const lineage = { runId: 'r', batchContentHash: 'h', trainerMetrics: {} };
   await registry.register({ version: 'policy-v1', checkpointUri: dir, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
   await registry.register({ version: 'r.v1', checkpointUri: path.join(dir, 'r.v1'), parent: 'policy-v1', iteration: 1, ...lineage });
