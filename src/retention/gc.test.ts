@@ -1,14 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { after, journaledRollout } from '../../test/helpers/journaled-rollout.js';
 import { storeBackends, testStoreLocation } from '../../test/helpers/postgres.js';
+import { LocalArtifactStore } from '../artifacts/local-store.js';
 import { openRegistry } from '../registry/open.js';
 import type { RolloutStatus } from '../rollouts/rollout.js';
 import { openTraceStore } from '../store/open.js';
 import type { JournalRetention, TraceStore } from '../store/trace-store.js';
+import { fileURLToPath } from 'node:url';
 import { collectGarbage } from './gc.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-gc-'));
@@ -79,7 +81,59 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
       // Again: nothing more to do.
       expect((await collectGarbage(deps, { ...options, dryRun: false })).journal?.delete.rollouts).toBe(0);
       // Unset: the journal is kept whole, and not even read.
-      expect(await collectGarbage({ dataDir, artifactsDir: null }, { retention: {}, dryRun: false })).toEqual({ dryRun: false, journal: null, rolloutFolders: null, staging: null, bytes: 0 });
+      expect(await collectGarbage({ dataDir, artifactsDir: null }, { retention: {}, dryRun: false })).toEqual({ dryRun: false, journal: null, rolloutFolders: null, rolloutLogs: null, staging: null, bytes: 0 });
+    } finally {
+      await registry.close();
+      await store.close();
+    }
+  });
+
+  it("deletes a rollout's uploaded logs by its folder's rule and protections, those of rollouts run on other hosts too; a dry run counts their bytes", async () => {
+    const dataDir = path.join(dir, `${backend}-logs`);
+    const location = await testStoreLocation(backend, dataDir);
+    const store = await openTraceStore(location, path.join(dataDir, 'traces.sqlite'));
+    const registry = await openRegistry(location);
+    // Where the workers upload logs (a bucket in production; a folder elsewhere here, as S3 is no local disk).
+    const artifacts = new LocalArtifactStore(path.join(dir, `${backend}-logs-artifacts`));
+    try {
+      await registry.register({ version: 'r1.v1', parent: null, runId: 'r1', iteration: 1, checkpointUri: '/c1', batchContentHash: 'h1', trainerMetrics: {} });
+      // adhoc-1 ran here (a folder and uploaded logs); remote-1 on another worker (uploaded logs only).
+      const logs = { 'adhoc-1': 'harness-1 output\n', 'remote-1': 'remote harness output\n', 'r1.it1.a.0': 'trained on\n', stuck: 'still going\n', young: 'just now\n' };
+      await rollout(store, 'adhoc-1', null);
+      await rollout(store, 'remote-1', null);
+      await rollout(store, 'r1.it1.a.0', 'r1.it1');
+      await rollout(store, 'stuck', null, 'running');
+      await rollout(store, 'young', null);
+      for (const [id, text] of Object.entries(logs)) {
+        await artifacts.put(`rollouts/${id}/harness-1.log`, text);
+        await artifacts.put(`rollouts/${id}/verifier.log`, '{"components":{}}\n');
+      }
+      mkdirSync(path.join(dataDir, 'rollouts', 'adhoc-1'), { recursive: true });
+      writeFileSync(path.join(dataDir, 'rollouts', 'adhoc-1', 'harness-1.log'), 'harness-1 output\n');
+      // Not a rollout log: not Rein's to delete.
+      await artifacts.put('rollouts/adhoc-1/notes.txt', 'mine');
+      // Everything is older than the cutoff but young's logs, written after it.
+      const now = Date.now() + 5 * 60_000;
+      const later = new Date(now);
+      for (const file of ['harness-1.log', 'verifier.log']) utimesSync(fileURLToPath(artifacts.uriOf(`rollouts/young/${file}`)), later, later);
+      const deps = { store, registry, dataDir, artifactsDir: null, artifacts };
+      const options = { retention: { rolloutFolders: '1m' }, now };
+      const uploaded = (id: string) => artifacts.list(`rollouts/${id}/`);
+      const doomedBytes = ['adhoc-1', 'remote-1'].reduce((sum, id) => sum + Buffer.byteLength(logs[id as keyof typeof logs]) + '{"components":{}}\n'.length, 0);
+
+      const dry = await collectGarbage(deps, { ...options, dryRun: true });
+      expect(dry.rolloutLogs?.delete).toEqual({ rollouts: 2, objects: 4, bytes: doomedBytes });
+      expect(dry.rolloutLogs?.protected).toMatchObject({ unfinished: { rollouts: 1, by: ['stuck'] }, policyBatch: { rollouts: 1, by: ['r1.v1'] } });
+      expect(dry.bytes).toBe(doomedBytes + (dry.rolloutFolders?.delete.bytes ?? 0));
+      expect(await uploaded('remote-1')).toHaveLength(2);
+
+      const done = await collectGarbage(deps, { ...options, dryRun: false });
+      expect(done.rolloutLogs?.delete).toEqual(dry.rolloutLogs?.delete);
+      expect(existsSync(path.join(dataDir, 'rollouts', 'adhoc-1'))).toBe(false);
+      expect(await uploaded('adhoc-1')).toEqual([artifacts.uriOf('rollouts/adhoc-1/notes.txt')]);
+      expect(await uploaded('remote-1')).toEqual([]);
+      for (const kept of ['r1.it1.a.0', 'stuck', 'young']) expect(await uploaded(kept)).toHaveLength(2);
+      expect((await collectGarbage(deps, { ...options, dryRun: false })).rolloutLogs?.delete.objects).toBe(0);
     } finally {
       await registry.close();
       await store.close();

@@ -1,8 +1,10 @@
 import path from 'node:path';
+import type { ArtifactEntry, ArtifactStore } from '../artifacts/artifact-store.js';
 import { stagingDir } from '../artifacts/from-config.js';
 import { durationMs, type RetentionSettings } from '../config/retention.js';
 import type { PolicyRegistry } from '../registry/policy-registry.js';
 import { ROLLOUT_ID_PATTERN } from '../rollouts/rollout-id.js';
+import { ROLLOUT_LOG_FILE } from '../rollouts/rollout-logs.js';
 import type { JournalRetention, TraceStore } from '../store/trace-store.js';
 import { entriesOf, remove, temporariesUnder, type DiskEntry } from './disk.js';
 import { addCounts, noJournalCounts, ProtectedTally, splitPage, type JournalCounts, type ProtectedCounts } from './plan.js';
@@ -16,6 +18,8 @@ export interface GcDeps {
   dataDir: string;
   /** The local artifact folder (dataDir/artifacts), where dead writers may leave temporaries; null for S3. */
   artifactsDir: string | null;
+  /** The artifact store workers upload rollout logs to; with it, retention.rolloutFolders deletes those logs too. */
+  artifacts?: ArtifactStore;
 }
 
 export interface GcOptions {
@@ -40,6 +44,8 @@ export interface GcReport {
   /** Null: retention.journal is unset, the journal is kept whole. */
   journal: (Section & { delete: JournalCounts; protected: Record<ProtectionReason, ProtectedCounts>; oldestKept: { id: string; updatedAt: string; reason: ProtectionReason } | null }) | null;
   rolloutFolders: (Section & { delete: { folders: number; bytes: number }; protected: Record<ProtectionReason, ProtectedCounts> }) | null;
+  /** The harness and verifier logs workers uploaded (rollouts/<id>/ in the artifact store), by retention.rolloutFolders. */
+  rolloutLogs: (Section & { delete: { rollouts: number; objects: number; bytes: number }; protected: Record<ProtectionReason, ProtectedCounts> }) | null;
   staging: (Section & { delete: { entries: number; bytes: number } }) | null;
   /** Bytes deleted (or, in a dry run, that would be), in all. */
   bytes: number;
@@ -70,23 +76,26 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<
     return deps.store;
   };
 
-  const report: GcReport = { dryRun: options.dryRun, journal: null, rolloutFolders: null, staging: null, bytes: 0 };
+  const report: GcReport = { dryRun: options.dryRun, journal: null, rolloutFolders: null, rolloutLogs: null, staging: null, bytes: 0 };
 
   // Folders first: their rollouts' journal rows (status, batch) are read before the journal loses any.
   if (foldersCutoff) {
     const store = needStore();
     const kept = await protections(store, foldersCutoff.at);
+    // One rule for a rollout's folder and its uploaded logs, wherever its worker ran.
+    const protectionOfRollout = async (id: string) => {
+      const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
+      // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.
+      const batchId = rollout?.metadata.batchId;
+      return protectionOf({ id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null }, kept);
+    };
     const tally = new ProtectedTally();
     const doomed: DiskEntry[] = [];
     for (const folder of await entriesOf(path.join(deps.dataDir, 'rollouts'))) {
       // Rein writes only folders here; anything else is not its to delete.
       if (!folder.directory || folder.lastWrite >= foldersCutoff.at) continue;
       const id = path.basename(folder.path);
-      const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
-      // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.
-      const batchId = rollout?.metadata.batchId;
-      const key = { id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null };
-      const protection = protectionOf(key, kept);
+      const protection = await protectionOfRollout(id);
       if (protection) tally.add(protection.reason, protection.by, { id, updatedAt: folder.lastWrite, bytes: folder.bytes });
       else doomed.push(folder);
     }
@@ -94,6 +103,26 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<
     const bytes = doomed.reduce((sum, f) => sum + f.bytes, 0);
     report.rolloutFolders = { retention: foldersCutoff.retention, cutoff: new Date(foldersCutoff.at).toISOString(), delete: { folders: doomed.length, bytes }, protected: tally.byReason };
     report.bytes += bytes;
+
+    if (deps.artifacts) {
+      const logTally = new ProtectedTally();
+      const doomedLogs: ArtifactEntry[] = [];
+      let rollouts = 0;
+      for (const [id, logs] of await uploadedLogsByRollout(deps.artifacts)) {
+        const lastWrite = Math.max(...logs.map((l) => l.modifiedAt));
+        if (lastWrite >= foldersCutoff.at) continue;
+        const protection = await protectionOfRollout(id);
+        if (protection) logTally.add(protection.reason, protection.by, { id, updatedAt: lastWrite, bytes: logs.reduce((sum, l) => sum + l.bytes, 0) });
+        else {
+          doomedLogs.push(...logs);
+          rollouts++;
+        }
+      }
+      if (!options.dryRun) for (const log of doomedLogs) await deps.artifacts.delete(log.uri);
+      const logBytes = doomedLogs.reduce((sum, l) => sum + l.bytes, 0);
+      report.rolloutLogs = { retention: foldersCutoff.retention, cutoff: new Date(foldersCutoff.at).toISOString(), delete: { rollouts, objects: doomedLogs.length, bytes: logBytes }, protected: logTally.byReason };
+      report.bytes += logBytes;
+    }
   }
 
   if (journalCutoff) {
@@ -148,4 +177,17 @@ async function stagedEntries(deps: GcDeps): Promise<DiskEntry[]> {
   }
   if (deps.artifactsDir) entries.push(...(await temporariesUnder(deps.artifactsDir)));
   return entries;
+}
+
+/** The rollout logs workers uploaded (rollouts/<id>/harness-<n>.log, verifier.log), by rollout id; nothing else there is gc's. */
+async function uploadedLogsByRollout(artifacts: ArtifactStore): Promise<Map<string, ArtifactEntry[]>> {
+  // The URI every name under rollouts/ starts with (uriOf wants a whole name, so one is given and taken off).
+  const base = artifacts.uriOf('rollouts/_').slice(0, -1);
+  const byRollout = new Map<string, ArtifactEntry[]>();
+  for (const entry of await artifacts.listEntries('rollouts/')) {
+    const [id, file, ...deeper] = decodeURIComponent(entry.uri.slice(base.length)).split('/');
+    if (id === undefined || file === undefined || deeper.length > 0 || !ROLLOUT_ID_PATTERN.test(id) || !ROLLOUT_LOG_FILE.test(file)) continue;
+    byRollout.set(id, [...(byRollout.get(id) ?? []), entry]);
+  }
+  return byRollout;
 }

@@ -58,6 +58,9 @@ it('rein gc --dry-run says what the retention settings would delete and how much
   oldFile(deadWrite, 1000, 2);
   const artifact = path.join(dataDir, 'artifacts', 'runs', 'r1', 'batch.safetensors');
   oldFile(artifact, 1000, 30);
+  // Logs the workers uploaded to the artifact store (here its local folder): they go with their rollout's folder.
+  oldFile(path.join(dataDir, 'artifacts', 'rollouts', 'adhoc', 'harness-1.log'), 700, 10);
+  oldFile(path.join(dataDir, 'artifacts', 'rollouts', 'r1.it1.t.0', 'harness-1.log'), 300, 10);
 
   const dry = await runRein(['--config', path.join(dir, 'rein.json'), 'gc', '--dry-run'], { env });
   expect(dry.stderr).toBe('');
@@ -67,6 +70,7 @@ it('rein gc --dry-run says what the retention settings would delete and how much
   expect(dry.stdout).toMatch(/1 rollouts \([\d.]+ KiB\) in the batch a registered policy version was trained on: r1\.v1/);
   expect(dry.stdout).toContain('oldest kept: r1.it1.t.0');
   expect(dry.stdout).toMatch(/rollout folders \(retention\.rolloutFolders 3d\)[^\n]*\n {2}would delete 1 folders, 2\.0 KiB\n {2}kept though old enough:\n {4}1 folders \(2\.9 KiB\) in the batch a registered policy version was trained on: r1\.v1/);
+  expect(dry.stdout).toMatch(/rollout logs in the artifact store \(retention\.rolloutFolders 3d\)[^\n]*\n {2}would delete the logs of 1 rollouts \(1 objects\), 700\.0 B\n {2}kept though old enough:\n {4}1 rollouts \(300\.0 B\) in the batch/);
   expect(dry.stdout).toMatch(/staging \(retention\.staging 1d\)[^\n]*\n {2}would delete 2 entries, 4\.9 KiB/);
   expect(dry.stdout).toMatch(/Would free [\d.]+ KiB in all\./);
   expect(existsSync(path.join(rollouts, 'adhoc'))).toBe(true);
@@ -80,10 +84,11 @@ it('rein gc --dry-run says what the retention settings would delete and how much
   expect(report.journal?.delete).toMatchObject({ rollouts: 1, calls: 1 });
   expect(report.rolloutFolders?.delete).toEqual({ folders: 1, bytes: 2000 });
   expect(report.staging?.delete).toEqual({ entries: 2, bytes: 5000 });
-  expect(report.bytes).toBe((report.journal?.delete.bytes ?? 0) + 7000);
+  expect(report.rolloutLogs?.delete).toEqual({ rollouts: 1, objects: 1, bytes: 700 });
+  expect(report.bytes).toBe((report.journal?.delete.bytes ?? 0) + 7700);
 
-  for (const gone of [path.join(rollouts, 'adhoc'), deadWrite, path.join(dataDir, 'staging', 'batches', 'abc-batch.safetensors')]) expect(existsSync(gone)).toBe(false);
-  for (const kept of [path.join(rollouts, 'r1.it1.t.0'), path.join(rollouts, 'young'), path.join(rollouts, 'notes.txt'), artifact]) expect(existsSync(kept)).toBe(true);
+  for (const gone of [path.join(rollouts, 'adhoc'), path.join(dataDir, 'artifacts', 'rollouts', 'adhoc', 'harness-1.log'), deadWrite, path.join(dataDir, 'staging', 'batches', 'abc-batch.safetensors')]) expect(existsSync(gone)).toBe(false);
+  for (const kept of [path.join(rollouts, 'r1.it1.t.0'), path.join(dataDir, 'artifacts', 'rollouts', 'r1.it1.t.0', 'harness-1.log'), path.join(rollouts, 'young'), path.join(rollouts, 'notes.txt'), artifact]) expect(existsSync(kept)).toBe(true);
   const reopened = new SqliteTraceStore(path.join(dataDir, 'traces.sqlite'));
   expect(await reopened.getRollout('adhoc')).toBeUndefined();
   expect(await reopened.listCalls('r1.it1.t.0')).toHaveLength(1);

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { localArtifactsDir } from '../../artifacts/from-config.js';
+import { artifactStoreFromConfig, localArtifactsDir } from '../../artifacts/from-config.js';
 import { formatBytes } from '../../preflight/disk-space.js';
 import { closingAfter } from '../../registry/policy-registry.js';
 import { withRegistry } from '../../registry/open.js';
@@ -23,7 +23,7 @@ export function registerGcCommand(program: Command): void {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const { retention } = config;
       const dryRun = options.dryRun ?? false;
-      const deps = { dataDir: config.dataDir, artifactsDir: localArtifactsDir(config) };
+      const deps = { dataDir: config.dataDir, artifactsDir: localArtifactsDir(config), artifacts: artifactStoreFromConfig(config) };
       const run = async (): Promise<GcReport> => {
         // The stores only when a setting needs them: a dry run on a fresh data dir creates no files.
         if (retention.journal === undefined && retention.rolloutFolders === undefined) return collectGarbage(deps, { retention, dryRun });
@@ -72,6 +72,12 @@ export function formatGcReport(report: GcReport, postgres: boolean): string {
     lines.push(`rollout folders (retention.rolloutFolders ${retention}): last written before ${cutoff}`);
     lines.push(`  ${verb} ${d.folders} folders, ${formatBytes(d.bytes)}`);
     keptLines(report.rolloutFolders.protected, 'folders');
+  }
+  if (report.rolloutLogs) {
+    const { delete: d, retention } = report.rolloutLogs;
+    lines.push(`rollout logs in the artifact store (retention.rolloutFolders ${retention}): uploaded harness and verifier logs, by the same rule`);
+    lines.push(`  ${verb} the logs of ${d.rollouts} rollouts (${d.objects} objects), ${formatBytes(d.bytes)}`);
+    keptLines(report.rolloutLogs.protected, 'rollouts');
   }
   if (report.staging) {
     const { delete: d, retention, cutoff } = report.staging;
