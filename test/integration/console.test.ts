@@ -174,6 +174,8 @@ describe('the Rein console', () => {
     expect(callRows.map((cells) => [cells[0], cells[2]])).toEqual(rollout.calls.map((c: { seq: number; policyVersion: string }) => [String(c.seq), c.policyVersion]));
     expect(rollout.calls.every((c: { latencyMs: number }) => c.latencyMs >= 0)).toBe(true);
     expect(await page.$$eval('[data-log]', (logs) => logs.map((l) => l.getAttribute('data-log')))).toEqual(expect.arrayContaining(['harness-1.log', 'verifier.log']));
+    // Read from the artifact store the worker uploaded them to, as an API on another host would.
+    expect(rollout.logs.map((l: { name: string; source: string }) => [l.name, l.source])).toEqual(expect.arrayContaining([['harness-1.log', 'artifacts'], ['verifier.log', 'artifacts']]));
     await shoot(page, 'rollout');
 
     // Releases and ledgers: production's history and a ledger row per iteration.
