@@ -26,6 +26,8 @@ let configFile: string;
 let store: TraceStore;
 let gateway: Gateway;
 let policyServer: PolicyServer;
+// The worker the tests that do not kill theirs share (each start costs a CLI start and a workflow bundle).
+let shared: Promise<RunningRein> | undefined;
 
 // The gateway and the policy server stay up in this process; only `rein worker` processes die.
 beforeAll(async () => {
@@ -41,6 +43,7 @@ beforeAll(async () => {
   gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
 });
 afterAll(async () => {
+  await (await shared)?.stop('SIGTERM');
   await gateway?.close();
   await store?.close();
   await policyServer?.close();
@@ -52,15 +55,12 @@ async function startWorker(): Promise<RunningRein> {
   await worker.waitFor(/Worker polling task queue/, 120_000);
   return worker;
 }
+const sharedWorker = () => (shared ??= startWorker());
 
 describe('training runs from the command line, against `rein worker` processes', () => {
   it('completes after its worker is SIGKILLed during rollouts and again during the update: no rollout lost, the batch trained once', { timeout: 400_000 }, async () => {
     const runId = 'crash-1';
     let worker = await startWorker();
-    const started = await runRein(['--config', configFile, 'train', '--run-id', runId], { env });
-    expect(started.code, started.stderr).toBe(0);
-    expect(started.stdout).toContain(`Follow it with \`rein status ${runId}\``);
-
     const { client, connection } = await testClient();
     // Watches the iteration's pending activity (a describe, not a query: a query would wait for the dead worker's sticky queue).
     const until = async (check: (activity: StageActivity | undefined) => boolean) => {
@@ -72,6 +72,9 @@ describe('training runs from the command line, against `rein worker` processes',
       }
     };
     try {
+      const started = await runRein(['--config', configFile, 'train', '--run-id', runId], { env });
+      expect(started.code, started.stderr).toBe(0);
+      expect(started.stdout).toContain(`Follow it with \`rein status ${runId}\``);
       // 1. Mid-way through the training rollouts.
       await until((a) => a?.type === 'runRollouts' && a.stage === 'rollouts' && (a.done ?? 0) >= 4);
       expect(await worker.stop('SIGKILL')).toBe(null);
@@ -108,61 +111,61 @@ describe('training runs from the command line, against `rein worker` processes',
   });
 
   it('pauses a run between iterations, resumes it, and stops it after the current iteration', { timeout: 300_000 }, async () => {
-    const worker = await startWorker();
     const rein = (...args: string[]) => runRein(['--config', configFile, ...args], { env });
-    try {
-      const runId = 'ops-1';
-      expect((await rein('train', '--run-id', runId, '--iterations', '5', '--tasks', '2', '--samples', '2', '--heldout', '2')).code).toBe(0);
-      expect((await rein('pause', runId)).stdout).toBe(`pause sent to run ${runId}\n`);
-      const { client, connection } = await testClient();
-      const statusJson = () => describeRun(client, runId);
-      let report = await statusJson();
-      while (report.status?.stage !== 'paused') {
-        expect(report.execution).toBe('RUNNING');
-        await new Promise((r) => setTimeout(r, 500));
-        report = await statusJson();
-      }
-      const pausedAfter = report.status.iterations.length;
-      expect(pausedAfter).toBeLessThan(5);
-      expect((await rein('status', runId)).stdout).toContain(`run ${runId}: paused`);
-      await new Promise((r) => setTimeout(r, 2000));
-      expect((await statusJson()).status?.iterations).toHaveLength(pausedAfter); // nothing moves while paused
+    const runId = 'ops-1';
+    // `rein train` starts services of its own when no worker polls: the worker first.
+    await sharedWorker();
+    expect((await rein('train', '--run-id', runId, '--iterations', '5', '--tasks', '2', '--samples', '2', '--heldout', '2')).code).toBe(0);
+    expect((await rein('pause', runId)).stdout).toBe(`pause sent to run ${runId}\n`);
+    const { client, connection } = await testClient();
+    const statusJson = () => describeRun(client, runId);
+    let report = await statusJson();
+    while (report.status?.stage !== 'paused') {
+      expect(report.execution).toBe('RUNNING');
+      await new Promise((r) => setTimeout(r, 500));
+      report = await statusJson();
+    }
+    const pausedAfter = report.status.iterations.length;
+    expect(pausedAfter).toBeLessThan(5);
+    // At least two seconds pass while the CLI reads the status (and a stop names a run that does not exist).
+    const [status, unknown] = await Promise.all([rein('status', runId), rein('stop', 'no-such-run'), new Promise((r) => setTimeout(r, 2000))]);
+    expect(status.stdout).toContain(`run ${runId}: paused`);
+    expect(unknown.stderr).toContain('no running run named no-such-run');
+    expect((await statusJson()).status?.iterations).toHaveLength(pausedAfter); // nothing moves while paused
 
-      expect((await rein('resume', runId)).code).toBe(0);
-      expect((await rein('stop', runId)).code).toBe(0);
-      // Iterations here are short, and a CLI process can take longer than one to start on a busy
-      // machine: read what was done once the stop is delivered, rather than assume which iteration it met.
-      const doneWhenStopped = (await statusJson()).status?.iterations.length as number;
-      try {
-        const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
-        expect(final?.state).toBe('stopped');
-        expect(doneWhenStopped).toBeGreaterThanOrEqual(pausedAfter);
-        // The iteration under way when stop arrived (if any) finishes, and no other starts.
-        expect(final?.iterations.length).toBeGreaterThanOrEqual(doneWhenStopped);
-        expect(final?.iterations.length).toBeLessThanOrEqual(doneWhenStopped + 1);
-        expect(final?.iterations.length).toBeLessThan(5);
-      } finally {
-        await connection.close();
-      }
-      expect((await rein('stop', 'no-such-run')).stderr).toContain('no running run named no-such-run');
+    expect((await rein('resume', runId)).code).toBe(0);
+    expect((await rein('stop', runId)).code).toBe(0);
+    // Iterations here are short, and a CLI process can take longer than one to start on a busy
+    // machine: read what was done once the stop is delivered, rather than assume which iteration it met.
+    const doneWhenStopped = (await statusJson()).status?.iterations.length as number;
+    try {
+      const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
+      expect(final?.state).toBe('stopped');
+      expect(doneWhenStopped).toBeGreaterThanOrEqual(pausedAfter);
+      // The iteration under way when stop arrived (if any) finishes, and no other starts.
+      expect(final?.iterations.length).toBeGreaterThanOrEqual(doneWhenStopped);
+      expect(final?.iterations.length).toBeLessThanOrEqual(doneWhenStopped + 1);
+      expect(final?.iterations.length).toBeLessThan(5);
     } finally {
-      await worker.stop('SIGTERM');
+      await connection.close();
     }
   });
 
   it('schedules recurring runs: create, list, trigger (a second fire while one runs is skipped), pause, delete', { timeout: 300_000 }, async () => {
-    const worker = await startWorker();
     const rein = (...args: string[]) => runRein(['--config', configFile, 'schedule', ...args], { env });
     const { client, connection } = await testClient();
     try {
-      const created = await rein('create', 'nightly', '--every', '1d', '--iterations', '2', '--tasks', '2', '--samples', '2', '--heldout', '2', '--note', 'test');
+      const [, created] = await Promise.all([sharedWorker(), rein('create', 'nightly', '--every', '1d', '--iterations', '2', '--tasks', '2', '--samples', '2', '--heldout', '2', '--note', 'test')]);
       expect(created.code, created.stderr).toBe(0);
       // The namespace is shared with other tests: look at this test's schedule only.
       const list = async () => (await listSchedules(client)).filter((s) => s.scheduleId === 'nightly');
-      const listed = (JSON.parse((await rein('list', '--json')).stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
+      // Commands that do not depend on each other run at once (each is a CLI start).
+      const [listing, again, bad] = await Promise.all([rein('list', '--json'), rein('create', 'nightly', '--every', '1d'), rein('create', 'bad', '--every', 'soon')]);
+      const listed = (JSON.parse(listing.stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
       expect(listed).toMatchObject({ scheduleId: 'nightly', paused: false, spec: 'every 1d', recentRuns: [] });
       expect(new Date(listed?.nextRuns[0] ?? 0).getTime() - Date.now()).toBeLessThanOrEqual(86_400_000);
-      expect((await rein('create', 'nightly', '--every', '1d')).stderr).toContain('a schedule named nightly already exists');
+      expect(again.stderr).toContain('a schedule named nightly already exists');
+      expect(bad.stderr).toContain('--every "soon" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m');
 
       expect((await rein('trigger', 'nightly')).code).toBe(0);
       let recent: ScheduleListing['recentRuns'] = [];
@@ -179,11 +182,12 @@ describe('training runs from the command line, against `rein worker` processes',
       await new Promise((r) => setTimeout(r, 2000));
       expect((await list())[0]?.recentRuns).toHaveLength(1); // the second trigger found the run going and was skipped
       await run.signal(resumeSignal);
-      const final = (await run.result()) as RunReport['status'];
+      // Pausing the schedule leaves the run it started going: the CLI pauses it while the run finishes.
+      const [final, paused] = await Promise.all([run.result() as Promise<RunReport['status']>, rein('pause', 'nightly', '--note', 'holiday')]);
       expect(final).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v2` });
       expect((await list())[0]?.recentRuns).toHaveLength(1);
 
-      expect((await rein('pause', 'nightly', '--note', 'holiday')).stdout).toBe('schedule nightly paused\n');
+      expect(paused.stdout).toBe('schedule nightly paused\n');
       await expect.poll(list, { timeout: 10_000 }).toEqual([expect.objectContaining({ paused: true, note: 'holiday' })]); // visibility catches up within moments
       expect((await rein('list')).stdout).toMatch(/nightly +paused \(holiday\) +every 1d/);
       expect((await rein('delete', 'nightly')).code).toBe(0);
@@ -191,10 +195,8 @@ describe('training runs from the command line, against `rein worker` processes',
       const missing = await rein('delete', 'nightly');
       expect(missing.code).toBe(2);
       expect(missing.stderr).toContain('no schedule named nightly; `rein schedule list` lists them');
-      expect((await rein('create', 'bad', '--every', 'soon')).stderr).toContain('--every "soon" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m');
     } finally {
       await connection.close();
-      await worker.stop('SIGTERM');
     }
   });
 });
