@@ -117,7 +117,8 @@ describe("the harness's and verifier's logs in the artifact store", () => {
     let apiDataDir: string;
     beforeAll(async () => {
       apiDataDir = path.join(scratch, 'api');
-      const config = validateConfig({ dataDir: apiDataDir, gateway: { publicUrl: t.gateway.url }, artifacts: { url: `s3://${bucket}/rein`, s3: { endpoint: s3.endpoint } } }, 'test');
+      // Paths as loadConfig resolves them against dataDir (validateConfig alone leaves them relative to the working directory).
+      const config = validateConfig({ dataDir: apiDataDir, gateway: { publicUrl: t.gateway.url, secretFile: path.join(apiDataDir, 'gateway', 'secret') }, artifacts: { url: `s3://${bucket}/rein`, s3: { endpoint: s3.endpoint } } }, 'test');
       // What `rein gateway` writes where the API reads the gateway's admin key.
       mkdirSync(path.dirname(adminKeyFile(config.gateway)), { recursive: true });
       writeFileSync(adminKeyFile(config.gateway), `${ADMIN_KEY}\n`);
