@@ -54,23 +54,21 @@ describe('honest status of a run whose candidates the gate refuses', () => {
     expect(train.code, `${train.stdout}\n${train.stderr}`).toBe(0);
     expect(train.stdout).toMatch(/iteration 2: refused-1\.v2 .*gate FAIL against v0/);
 
-    const status = await rein('status', runId);
+    // Read-only commands on the finished run: run at once (each is a CLI start).
+    const [status, ledger, decisions, policies] = await Promise.all([rein('status', runId), rein('ledger', '--run', runId), rein('decisions', '--run', runId), rein('policies', '--run', runId)]);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/^final +v0 +\d+\.\d% +\d\.\d{3} +\S+ +production$/m);
     expect(status.stdout).toMatch(/^last candidate +refused-1\.v2 +\d+\.\d% +\d\.\d{3} +\S+ +not promoted \(gate fail\)$/m);
     expect(status.stdout).toContain('v0 against v0: 0 tasks gained, 0 lost');
 
-    const ledger = await rein('ledger', '--run', runId);
     expect(ledger.stdout).toMatch(/^release\.refused-1\.v1 +release +refused-1\.v1 .* fail$/m);
     expect(ledger.stdout).toMatch(/^release\.refused-1\.v2 +release +refused-1\.v2 .* fail$/m);
 
-    const decisions = await rein('decisions', '--run', runId);
     expect(decisions.code, decisions.stderr).toBe(0);
     const rows = decisions.stdout.split('\n').filter((l) => l.includes('refused-1.v'));
     expect(rows).toHaveLength(2);
     expect(rows[0]).toMatch(/refused-1\.v2 +v0 +FAIL +\d+\.\d% → \d+\.\d% +\+\d+ −\d+ +not promoted/);
 
-    const policies = await rein('policies', '--run', runId);
     expect(policies.stdout).toMatch(/^refused-1\.v1 +- +v0 +refused \(gate fail\) +full +refused-1 +1 +\w+ +\d+\.\d% \(production v0 \d+\.\d%\) +loss [-\d.e]+, approxKl [-\d.e]+, clipFraction [-\d.e]+/m);
 
     const { client, connection } = await testClient();
@@ -93,6 +91,7 @@ describe('honest status of a run whose candidates the gate refuses', () => {
 describe('honest status of failed and cancelled runs', () => {
   it('says failed with the root cause (exit 1), cancels at once and says cancelled, follows again, and lists runs newest first', { timeout: 400_000 }, async () => {
     const { client, connection } = await testClient();
+    let follower: RunningRein | undefined;
     try {
       // A long run, started first and ended last.
       expect((await rein('train', '--run-id', 'cancel-1', '--iterations', '5', '--tasks', '8', '--samples', '4')).code).toBe(0);
@@ -103,14 +102,15 @@ describe('honest status of failed and cancelled runs', () => {
       const failed = await client.workflow.getHandle('fail-1').result().catch((e: unknown) => e);
       expect(failed).toBeInstanceOf(Error);
 
+      // Followed again from another process (starting while fail-1's status is read), then cancelled
+      // in the middle of an iteration: the iteration is read just before the cancel, while its rollouts
+      // seem far from done (one read earlier may have finished meanwhile, and a finished workflow is not cancelled).
+      follower = startRein(['--config', configFile, 'status', 'cancel-1', '--follow'], { env });
+
       const status = await rein('status', 'fail-1');
       expect(status.code).toBe(1);
       expect(status.stdout).toMatch(/^run fail-1: failed \(.*iteration 1 of run fail-1 failed: .*task set .*train\.jsonl changed: sha256 \w+, the run pinned the-hash-it-had/m);
 
-      // Followed again from another process, then cancelled in the middle of an iteration: the
-      // iteration is read just before the cancel, while its rollouts seem far from done (one read
-      // earlier may have finished meanwhile, and a finished workflow is not cancelled).
-      const follower = startRein(['--config', configFile, 'status', 'cancel-1', '--follow'], { env });
       await follower.waitFor(/iteration \d+: training rollouts/);
       let iterationWorkflow: string | undefined;
       while (!iterationWorkflow) {
@@ -127,22 +127,24 @@ describe('honest status of failed and cancelled runs', () => {
       expect((await client.workflow.getHandle(iterationWorkflow).describe()).status.name).toBe('CANCELLED');
       expect(await follower.exited).toBe(1);
       expect(follower.output().stdout).toMatch(/^run cancel-1: cancelled/m);
-      const after = await rein('status', 'cancel-1');
+      const iteration = Number(/-it(\d+)$/.exec(iterationWorkflow)?.[1]);
+      // Read-only commands on the ended runs: run at once (each is a CLI start).
+      const [after, policies, listed] = await Promise.all([rein('status', 'cancel-1'), rein('policies', '--run', 'cancel-1'), rein('runs', '--limit', '200')]);
       expect(after.code).toBe(1);
       expect(after.stdout).toMatch(/^run cancel-1: cancelled/);
       // It stopped in the middle of the iteration: that iteration's candidate, if its update had
       // registered one before the cancel (progress is read from heartbeats, which lag), was never gated.
-      const iteration = Number(/-it(\d+)$/.exec(iterationWorkflow)?.[1]);
-      const candidate = (await rein('policies', '--run', 'cancel-1')).stdout.split('\n').find((l) => l.startsWith(`cancel-1.v${iteration} `));
+      const candidate = policies.stdout.split('\n').find((l) => l.startsWith(`cancel-1.v${iteration} `));
       expect(candidate ?? 'not registered').toMatch(/^not registered$| not gated /);
 
       // Newest first by start: fail-1 started after cancel-1, though it ended before it.
-      const runs = (await rein('runs', '--limit', '200')).stdout.split('\n');
+      const runs = listed.stdout.split('\n');
       const at = (id: string) => runs.findIndex((l) => l.startsWith(`${id} `));
       expect(runs[at('fail-1')]).toMatch(/^fail-1 +failed /);
       expect(runs[at('cancel-1')]).toMatch(/^cancel-1 +cancelled /);
       expect(at('fail-1')).toBeLessThan(at('cancel-1'));
     } finally {
+      await follower?.stop('SIGTERM');
       await connection.close();
     }
   });
