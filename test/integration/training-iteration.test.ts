@@ -116,32 +116,32 @@ function iterationInput(runId: string, [from, to]: [number, number], heldoutTask
 describe('the trainingIteration and trainingRun workflows (real dev server, embedded policy)', () => {
   it('runs rollouts, builds a batch into S3, trains and serves a candidate from S3 with its lineage, replays held-out tasks; a rerun trains nothing twice', { timeout: 240_000 }, async () => {
     const { worker, client, taskQueue, close } = await startWorker('iteration', undefined, s3Artifacts);
-    const input = iterationInput('run-a', [0, 6], 8);
+    const input = iterationInput('run-a', [0, 3], 4);
     try {
       await worker.runUntil(async () => {
         const handle = await client.workflow.start('trainingIteration', { taskQueue, workflowId: `run-a-it1-${randomUUID()}`, args: [input] });
         const result = await handle.result();
-        expect(result).toMatchObject({ iteration: 1, parent: 'v0', candidate: 'run-a.v1', rollouts: { total: 24 }, heldout: { total: 8 }, update: { version: 'run-a.v1', reused: false } });
+        expect(result).toMatchObject({ iteration: 1, parent: 'v0', candidate: 'run-a.v1', rollouts: { total: 12 }, heldout: { total: 4 }, update: { version: 'run-a.v1', reused: false } });
         // Registered with its lineage and served behind the gateway; the gate compared it with production (the base).
         expect(await registry.get('run-a.v1')).toMatchObject({ parent: 'v0', runId: 'run-a', iteration: 1, batchContentHash: result.batch.contentHash });
         expect(stack.policyServer.models()).toContain('run-a.v1');
         // Batch and checkpoint live in S3: the trainer read and wrote local copies the worker staged, the policy server loaded its own.
         expect(result.batch.uri).toMatch(new RegExp(`^${s3Artifacts.url}/runs/run-a/iterations/1/batch-[0-9a-f]{16}\\.safetensors$`));
         expect((await registry.get('run-a.v1'))?.checkpointUri).toBe(`${s3Artifacts.url}/policies/run-a/run-a.v1`);
-        expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.v1.vs.v0.c0nf1g.8x1' } });
-        const decision = await registry.decision('run-a.v1.vs.v0.c0nf1g.8x1');
+        expect(result.release).toMatchObject({ incumbent: 'v0', gate: { decisionId: 'run-a.v1.vs.v0.c0nf1g.4x1' } });
+        const decision = await registry.decision('run-a.v1.vs.v0.c0nf1g.4x1');
         expect(decision?.record).toMatchObject({ checks: expect.any(Array), rules: { acceptReward: 1 }, candidate: { version: 'run-a.v1' }, incumbent: { version: 'v0' } });
         // Production moved only if the gate passed.
         expect(await registry.alias('production')).toBe(result.release?.gate.verdict === 'pass' ? 'run-a.v1' : 'v0');
         expect(result.release?.promoted).toBe(result.release?.gate.verdict === 'pass');
         const replayed = await stack.store.listRollouts({ mode: 'eval' });
-        expect(replayed.items.length).toBe(16);
+        expect(replayed.items.length).toBe(8);
         for (const [version, prefix] of [['run-a.v1', 'heldout.run-a.v1.'], ['v0', 'heldout.v0.']]) {
           const one = replayed.items.find((r) => r.id.startsWith(prefix as string));
           expect((await stack.store.listCalls(one?.id as string)).every((c) => c.policyVersion === version)).toBe(true);
         }
         // The iteration's ledger row: which policy, harness and environment, and what it measured.
-        expect(await ledger.get('run-a.it1')).toMatchObject({ kind: 'iteration', model: { policyVersion: 'run-a.v1', parent: 'v0' }, harness: { version: result.rollouts.harnessVersion }, metrics: { rollouts: 24 } });
+        expect(await ledger.get('run-a.it1')).toMatchObject({ kind: 'iteration', model: { policyVersion: 'run-a.v1', parent: 'v0' }, harness: { version: result.rollouts.harnessVersion }, metrics: { rollouts: 12 } });
         // Filterable in the UI: the run, the iteration, the stage; the memo says what produced it.
         const described = await handle.describe();
         expect(described.searchAttributes).toMatchObject({ ReinRunId: ['run-a'], ReinIteration: [1], ReinStage: ['done'], ReinPolicyVersion: ['run-a.v1'] });
@@ -162,7 +162,7 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
   it('trains with the PyTorch engine: a LoRA adapter on the base, registered as one and served merged; bad trainer input fails the update at once, registering nothing', { timeout: 300_000 }, async () => {
     const pytorch = reinConfigSchema.parse({ trainer: { engine: 'pytorch', epochs: 1, pytorch: { python: setupPython(), lora: { rank: 4, alpha: 8, learningRate: 0.003 } } } }).trainer;
     const { worker, client, taskQueue, close } = await startWorker('pytorch', localPolicyTrainer(pytorch, path.join(dir, 'logs')));
-    const input = iterationInput('run-torch', [6, 10], 4);
+    const input = iterationInput('run-torch', [6, 8], 2);
     try {
       await worker.runUntil(async () => {
         const result = await client.workflow.execute('trainingIteration', { taskQueue, workflowId: `run-torch-it1-${randomUUID()}`, args: [input] });
