@@ -7,7 +7,8 @@ import { DEFAULT_REDACTION_RULES, type RedactionRule } from '../src/gateway/reda
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { ensureServed, type Serving } from '../src/registry/serving.js';
-import { harnessExecutor, harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
+import { harnessExecutor } from '../src/rollouts/harness-executor.js';
+import { harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
 import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
 import type { RolloutMode } from '../src/rollouts/rollout.js';
 import { loadTaskSet } from '../src/rollouts/tasks.js';

@@ -89,8 +89,8 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('gives Rein services only CLI commands and environment variables that Rein knows', () => {
-    const commands = buildProgram().commands.map((c) => c.name());
+  it('gives Rein services only CLI commands and environment variables that Rein knows', async () => {
+    const commands = (await buildProgram()).commands.map((c) => c.name());
     // NODE_ENV: the image's, for Node and its libraries.
     const known = new Set([...CONFIG_ENVIRONMENT.map(([variable]) => variable), 'REIN_CONFIG', 'NODE_ENV']);
     for (const [name, s] of reinServices) {

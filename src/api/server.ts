@@ -5,7 +5,8 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { z, ZodError, type ZodType } from 'zod';
 import { describeRun, listRuns, newRunId, PromotionConflictError, promotionGuard, promotionMemo, resumeRun, RunExistsError, RunNotFoundError, RunNotResumableError, signalRun, startRun, trainingRunInput } from '../client/runs.js';
 import { releaseInput, startRelease } from '../client/release.js';
-import { changeSchedule, createSchedule, listSchedules, ScheduleError } from '../client/schedules.js';
+import { ScheduleError } from '../client/schedule-error.js';
+import { changeSchedule, createSchedule, listSchedules } from '../client/schedules.js';
 import { ConfigError } from '../config/load.js';
 import type { ReinConfig } from '../config/schema.js';
 import { matchesHash } from '../gateway/keys.js';

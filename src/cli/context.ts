@@ -1,5 +1,4 @@
 import type { Client } from '@temporalio/client';
-import { connectTemporal } from '../client/temporal.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { ReinConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../log/logger.js';
@@ -42,6 +41,8 @@ export function untilInterrupted(): Promise<NodeJS.Signals> {
 
 /** Runs `use` with a client of the configured Temporal server, then closes the connection. */
 export async function withClient<T>(config: ReinConfig, use: (client: Client) => Promise<T>): Promise<T> {
+  // Loaded here, not with this module: every command imports this one, and the gateway or the policy server never talk to Temporal.
+  const { connectTemporal } = await import('../client/temporal.js');
   const temporal = await connectTemporal(config.temporal);
   try {
     return await use(temporal.client);

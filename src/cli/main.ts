@@ -1,27 +1,38 @@
 import { TrainerInputError } from '../policy/trainer-input.js';
 import { Command, CommanderError } from 'commander';
-import { ScheduleError } from '../client/schedules.js';
+import { ScheduleError } from '../client/schedule-error.js';
 import { ConfigError } from '../config/load.js';
 import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
-import { registerApiCommand } from './commands/api.js';
-import { registerArtifactsCommands } from './commands/artifacts.js';
-import { registerConfigCommands } from './commands/config.js';
-import { registerDevCommand } from './commands/dev.js';
-import { registerDoctorCommand } from './commands/doctor.js';
-import { registerGcCommand } from './commands/gc.js';
-import { registerGatewayCommand } from './commands/gateway.js';
-import { registerPolicyCommands } from './commands/policy.js';
-import { registerReleaseCommands } from './commands/release.js';
-import { registerRunCommands } from './commands/runs.js';
-import { registerScheduleCommands } from './commands/schedule.js';
-import { registerServerCommand } from './commands/server.js';
-import { registerShadowCommands } from './commands/shadow.js';
-import { registerTrainCommand } from './commands/train.js';
-import { registerWorkerCommand } from './commands/worker.js';
 import { configFileUsed } from './context.js';
 import { PortInUseError } from './port-in-use.js';
 
-export function buildProgram(): Command {
+type RegisterCommands = (program: Command) => void;
+
+/**
+ * Each command module and the top-level commands it adds, in help order. A command loads only its
+ * own module and what that imports (`rein gateway` never loads the Temporal worker, tfjs or the
+ * Kubernetes client); help and unknown commands load them all. main.test.ts checks the names.
+ */
+export const commandModules: ReadonlyArray<{ commands: readonly string[]; load: () => Promise<RegisterCommands> }> = [
+  { commands: ['dev'], load: async () => (await import('./commands/dev.js')).registerDevCommand },
+  { commands: ['server'], load: async () => (await import('./commands/server.js')).registerServerCommand },
+  { commands: ['worker'], load: async () => (await import('./commands/worker.js')).registerWorkerCommand },
+  { commands: ['gateway'], load: async () => (await import('./commands/gateway.js')).registerGatewayCommand },
+  { commands: ['api'], load: async () => (await import('./commands/api.js')).registerApiCommand },
+  { commands: ['policy'], load: async () => (await import('./commands/policy.js')).registerPolicyCommands },
+  { commands: ['train'], load: async () => (await import('./commands/train.js')).registerTrainCommand },
+  { commands: ['runs', 'status', 'pause', 'stop', 'cancel', 'resume', 'policies'], load: async () => (await import('./commands/runs.js')).registerRunCommands },
+  { commands: ['register', 'gate', 'promote', 'rollback', 'decision', 'decisions', 'ledger'], load: async () => (await import('./commands/release.js')).registerReleaseCommands },
+  { commands: ['shadow'], load: async () => (await import('./commands/shadow.js')).registerShadowCommands },
+  { commands: ['schedule'], load: async () => (await import('./commands/schedule.js')).registerScheduleCommands },
+  { commands: ['doctor'], load: async () => (await import('./commands/doctor.js')).registerDoctorCommand },
+  { commands: ['gc'], load: async () => (await import('./commands/gc.js')).registerGcCommand },
+  { commands: ['artifacts'], load: async () => (await import('./commands/artifacts.js')).registerArtifactsCommands },
+  { commands: ['config'], load: async () => (await import('./commands/config.js')).registerConfigCommands },
+];
+
+/** The program for these arguments (process.argv's form): the named command's module, or every module. */
+export async function buildProgram(argv: readonly string[] = []): Promise<Command> {
   const program = new Command('rein')
     .description("Reinforcement learning for the model behind an agent, inside the agent's own harness")
     .option('-c, --config <file>', 'config file, YAML or JSON (default: REIN_CONFIG, or rein.yaml in this folder)')
@@ -29,22 +40,21 @@ export function buildProgram(): Command {
     // Each command's help lists --config too: it is given before or after the command name.
     .configureHelp({ showGlobalOptions: true })
     .exitOverride();
-  registerDevCommand(program);
-  registerServerCommand(program);
-  registerWorkerCommand(program);
-  registerGatewayCommand(program);
-  registerApiCommand(program);
-  registerPolicyCommands(program);
-  registerTrainCommand(program);
-  registerRunCommands(program);
-  registerReleaseCommands(program);
-  registerShadowCommands(program);
-  registerScheduleCommands(program);
-  registerDoctorCommand(program);
-  registerGcCommand(program);
-  registerArtifactsCommands(program);
-  registerConfigCommands(program);
+  const name = commandName(argv.slice(2));
+  const own = commandModules.filter((m) => name !== undefined && m.commands.includes(name));
+  for (const m of own.length > 0 ? own : commandModules) (await m.load())(program);
   return program;
+}
+
+/** The first word that is not a global option or its value; none when help is asked for before it. */
+function commandName(args: readonly string[]): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (arg === '-c' || arg === '--config') i++;
+    else if (arg === '-h' || arg === '--help') return undefined;
+    else if (!arg.startsWith('-')) return arg;
+  }
+  return undefined;
 }
 
 /** Exit codes: 0 success, 1 the work failed, 2 bad usage or configuration. */
@@ -53,7 +63,7 @@ export async function main(argv: string[]): Promise<number> {
   // and every program it starts gets owner-only modes; the stores set theirs explicitly as well.
   process.umask(0o077);
   try {
-    await buildProgram().parseAsync(argv);
+    await (await buildProgram(argv)).parseAsync(argv);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;

@@ -1,5 +1,6 @@
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleSpec } from '@temporalio/client';
 import type { TrainingRunInput } from '../../workflows/index.js';
+import { ScheduleError } from './schedule-error.js';
 
 /** The overlap policies as the CLI and API spell them. */
 export const OVERLAP_POLICIES = ['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'terminate-other', 'allow-all'] as const;
@@ -29,7 +30,6 @@ export interface ScheduleListing {
   recentRuns: Array<{ runId: string; startedAt: Date }>;
 }
 
-export class ScheduleError extends Error {}
 
 /** Recurring training: a Temporal Schedule whose action starts a trainingRun. */
 export async function createSchedule(client: Client, taskQueue: string, request: ScheduleRequest): Promise<void> {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ADVANTAGE_ESTIMATORS } from '../samples/advantages.js';
 import { harnessSchema, verifierSchema } from '../rollouts/harness-spec.js';
 import { LOSS_AGGREGATIONS } from '../samples/loss-weights.js';
-import { kubernetesTrainerSchema } from '../training/kubernetes-trainer.js';
+import { kubernetesTrainerSchema } from '../training/kubernetes-trainer-settings.js';
 import { gateRulesSchema } from '../gate/gate.js';
 import { DEFAULT_MIN_FREE_MEGABYTES } from '../preflight/disk-space.js';
 import { redactionRegexProblem } from '../gateway/redact.js';

@@ -2,10 +2,8 @@ import { createHash } from 'node:crypto';
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import type { HarnessExecutor } from './executor.js';
-import { kubernetesExecutor } from './kubernetes/job-executor.js';
 import { kubernetesHarnessSchema } from './kubernetes/job-template.js';
-import { localExecutor, type ProgramSpec } from './local-executor.js';
+import type { ProgramSpec } from './local-executor.js';
 
 /**
  * The harness and verifier as configured: what the runner starts, and the harness version that
@@ -62,11 +60,6 @@ export function harnessVersion(settings: HarnessSettings): string {
   return `h-${createHash('sha256').update(canonicalJson({ ...settings, ...(template !== undefined && { templateText: template }) })).digest('hex').slice(0, 16)}`;
 }
 
-/** Where the configured harness runs. */
-export function harnessExecutor(settings: HarnessSettings): HarnessExecutor {
-  if (settings.kubernetes) return kubernetesExecutor(settings.kubernetes);
-  return localExecutor(programSpec(settings.local as NonNullable<HarnessSettings['local']>));
-}
 
 /** JSON with object keys sorted, so equal specs hash equally however they were written. */
 export function canonicalJson(value: unknown): string {

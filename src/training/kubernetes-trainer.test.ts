@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { reinConfigSchema } from '../config/schema.js';
 import { packageRoot } from '../package-root.js';
 import { PolicySetupError } from './errors.js';
-import { kubernetesTrainerSchema, podStaging, renderTrainingJob } from './kubernetes-trainer.js';
+import { podStaging, renderTrainingJob } from './kubernetes-trainer.js';
+import { kubernetesTrainerSchema } from './kubernetes-trainer-settings.js';
 
 const examples = path.join(packageRoot(), 'examples', 'calculator-agent', 'kubernetes');
 const settings = kubernetesTrainerSchema.parse({ template: 'unused', image: 'registry.example/rein-trainer:1', namespace: 'rein-training' });

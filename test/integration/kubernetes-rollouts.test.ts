@@ -9,7 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { HarnessExecutor } from '../../src/rollouts/executor.js';
-import { harnessExecutor, harnessVersion } from '../../src/rollouts/harness-spec.js';
+import { harnessExecutor } from '../../src/rollouts/harness-executor.js';
+import { harnessVersion } from '../../src/rollouts/harness-spec.js';
 import { kubernetesExecutor } from '../../src/rollouts/kubernetes/job-executor.js';
 import { jobNameFor, kubernetesHarnessSchema, renderJob, type KubernetesHarnessSettings } from '../../src/rollouts/kubernetes/job-template.js';
 import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutBatchSpec, type VerifierSpec } from '../../src/rollouts/runner.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EnvVar, V1Job } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { clusterSettingsShape, dnsLabel } from '../../kubernetes/api.js';
+import { clusterSettingsShape, dnsLabel } from '../../kubernetes/settings.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../../kubernetes/template.js';
 
 /**
