@@ -157,10 +157,12 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
   }, 120_000);
 
   it('shows full agreement when production is its own candidate, and mirrors nothing to an earlier candidate', async () => {
+    // A policy against itself agrees on every call however many there are: a few tasks show it.
+    const tasks = 4;
     const before = (await traces.listShadowCalls({ candidate: CANDIDATE })).length;
-    const run = await rein('shadow', 'run', 'v0', '--heldout', String(TASKS));
+    const run = await rein('shadow', 'run', 'v0', '--heldout', String(tasks));
     expect(run.code, `${run.stdout}\n${run.stderr.slice(-3000)}`).toBe(0);
-    expect(run.stdout).toMatch(new RegExp(`(\\d+) mirrored calls over ${TASKS} rollouts`));
+    expect(run.stdout).toMatch(new RegExp(`(\\d+) mirrored calls over ${tasks} rollouts`));
     const mirrored = Number(/(\d+) mirrored calls/.exec(run.stdout)?.[1]);
     // Greedy decoding of one policy twice: the noise floor is zero.
     expect(run.stdout).toMatch(new RegExp(`same action\\s+${mirrored}\\s+100\\.0%`));
@@ -183,9 +185,9 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
     const stop = await rein('shadow', 'stop');
     expect(stop.stdout).toContain(`Stopped mirroring production to ${CANDIDATE}`);
     expect(services.gateway.router.mirrors()).toEqual([]);
-    expect((await rein('shadow', 'stop')).stdout).toContain('production is not mirrored; nothing to stop.');
-
-    const unknown = await rein('shadow', 'run', 'no-such-policy', '--heldout', '1');
+    // With no mirror left, the last two commands do not depend on each other: they run at once.
+    const [again, unknown] = await Promise.all([rein('shadow', 'stop'), rein('shadow', 'run', 'no-such-policy', '--heldout', '1')]);
+    expect(again.stdout).toContain('production is not mirrored; nothing to stop.');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('the gateway does not serve no-such-policy');
     expect(unknown.stderr).toContain('rein register no-such-policy --checkpoint DIR');
