@@ -18,7 +18,11 @@ const clean = {
   REIN_DATA_DIR: undefined,
 };
 
-describe('rein config', () => {
+// Every test here is one or two CLI processes in folders of its own: they run at once (each CLI
+// start is seconds of module loading), with room for a busy machine to start several together.
+const together = { concurrent: true, timeout: 180_000 };
+
+describe('rein config', together, () => {
   it('rejects an invalid config file with one path-named line per problem and exit code 2', async () => {
     const file = path.join(scratch, 'broken.yaml');
     writeFileSync(file, 'temporal:\n  devServer:\n    port: 99999\n  namspace: prod\nlog:\n  level: loud\n');
@@ -83,7 +87,7 @@ describe('rein config', () => {
   });
 });
 
-describe('rein against Temporal', () => {
+describe('rein against Temporal', together, () => {
   it('says how to install the temporal CLI when it cannot be found', async () => {
     const { code, stderr } = await runRein(['server'], {
       cwd: scratch,
