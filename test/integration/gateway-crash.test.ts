@@ -15,8 +15,9 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const ADMIN = 'crash-test-admin-key';
 
-// The journal in the gateway's SQLite file, and in PostgreSQL (where several gateways share it).
-describe.each(storeBackends)('gateway durability (journal on %s)', (backend) => {
+// The journal in the gateway's SQLite file, and in PostgreSQL (where several gateways share it); the
+// two run at once, each with its own gateway process, backend and folder.
+describe.concurrent.each(storeBackends)('gateway durability (journal on %s)', (backend) => {
   it('keeps every call whose response completed when the process is killed with SIGKILL mid-burst', async () => {
     const env = {
       REIN_GATEWAY_ADMIN_KEY: ADMIN,
