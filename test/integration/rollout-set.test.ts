@@ -13,7 +13,7 @@ import { testClient } from '../helpers/temporal.js';
 const root = path.resolve(import.meta.dirname, '../..');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-rollout-set-'));
 const launchLog = path.join(dir, 'launches.log');
-const tasks = Array.from({ length: 12 }, (_, i) => ({ id: `t${i}`, question: `${i + 2}*7`, answer: (i + 2) * 7 }));
+const tasks = Array.from({ length: 6 }, (_, i) => ({ id: `t${i}`, question: `${i + 2}*7`, answer: (i + 2) * 7 }));
 const taskFile = path.join(dir, 'tasks.jsonl');
 let t: TestGateway;
 const workers: RunningRein[] = [];
@@ -91,7 +91,7 @@ describe('the rolloutSet workflow and its runRollouts activity', () => {
       await startWorker(config);
 
       const summary = await handle.result();
-      expect(summary).toMatchObject({ batchId: 'killed', total: 24, byStatus: { succeeded: 24 }, byFailureClass: {}, meanReward: 1 });
+      expect(summary).toMatchObject({ batchId: 'killed', total: 12, byStatus: { succeeded: 12 }, byFailureClass: {}, meanReward: 1 });
       expect(summary.harnessVersion).toMatch(/^h-[0-9a-f]{16}$/);
 
       const launched = new Map<string, number>();
@@ -119,7 +119,7 @@ describe('the rolloutSet workflow and its runRollouts activity', () => {
       expect(retried).toBeGreaterThanOrEqual(1);
       expect(retried).toBeLessThanOrEqual(2);
       expect(attempts.every((a) => a === 1 || a === 2)).toBe(true);
-      expect(launches().length).toBeLessThanOrEqual(24 + retried);
+      expect(launches().length).toBeLessThanOrEqual(12 + retried);
     } finally {
       await connection.close();
     }
