@@ -13,30 +13,33 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-cli-usage-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined, REIN_GATEWAY_ADMIN_KEY: undefined };
 
-describe('the CLI says what is wrong and where', () => {
+// Each test is a CLI process or two in folders and on ports of its own: they run at once (each CLI
+// start is seconds of module loading), with room for a busy machine to start several together.
+describe('the CLI says what is wrong and where', { concurrent: true }, () => {
   it("lists --config in every command's help", { timeout: 180_000 }, async () => {
-    for (const command of ['status', 'train']) {
-      const help = await runRein([command, '--help'], { cwd: dir, env });
+    const commands = ['status', 'train'];
+    const helps = await Promise.all(commands.map((command) => runRein([command, '--help'], { cwd: dir, env })));
+    helps.forEach((help, i) => {
       expect(help.code).toBe(0);
-      expect(help.stdout, command).toMatch(/-c, --config <file> +config file/);
-    }
+      expect(help.stdout, commands[i]).toMatch(/-c, --config <file> +config file/);
+    });
   });
 
-  it('refuses more tasks per iteration than the task set has', { timeout: 120_000 }, async () => {
+  it('refuses more tasks per iteration than the task set has', { timeout: 180_000 }, async () => {
     const { file } = await writeExampleConfig(path.join(dir, 'too-many'));
     const { code, stderr } = await runRein(['--config', file, 'train', '--tasks', '100000'], { env });
     expect(code).toBe(2);
     expect(stderr).toMatch(/run\.tasksPerIteration \(or --tasks\): 100000 is more than the \d+ tasks in .*train\.jsonl; use at most \d+/);
   });
 
-  it('says when no config file was read, as when Rein runs elsewhere with its own', { timeout: 120_000 }, async () => {
+  it('says when no config file was read, as when Rein runs elsewhere with its own', { timeout: 180_000 }, async () => {
     const { code, stderr } = await runRein(['status', 'started-elsewhere'], { cwd: dir, env: { ...env, TEMPORAL_ADDRESS: inject('temporalAddress') } });
     expect(code).toBe(1);
     expect(stderr).toContain('no run named started-elsewhere');
     expect(stderr).toContain(`no config file was read (no --config, REIN_CONFIG or rein.yaml in ${dir}), so this used the defaults; if Rein runs with a config elsewhere, pass it: rein --config FILE`);
   });
 
-  it('names the service and the setting when a port is taken', { timeout: 120_000 }, async () => {
+  it('names the service and the setting when a port is taken', { timeout: 180_000 }, async () => {
     const { file } = await writeExampleConfig(path.join(dir, 'port'));
     const { config } = loadConfig({ file, env: {} });
     const squatter = net.createServer();
@@ -50,12 +53,12 @@ describe('the CLI says what is wrong and where', () => {
     }
   });
 
-  it('rein dev says which config it uses and where the admin key is', { timeout: 180_000 }, async () => {
+  it('rein dev says which config it uses and where the admin key is', { timeout: 240_000 }, async () => {
     const { file } = await writeExampleConfig(path.join(dir, 'dev'), {}, { api: { port: await freePort() } });
     const { config } = loadConfig({ file, env: {} });
     const dev = startRein(['--config', file, 'dev'], { env });
     try {
-      await dev.waitFor(/Rein is ready/, 150_000);
+      await dev.waitFor(/Rein is ready/, 210_000);
       expect(dev.output().stdout).toContain(`  Config        ${file}\n`);
       expect(dev.output().stdout).toContain(`  Admin key     ${adminKeyFile(config.gateway)} (the gateway's, the API's and the console's)\n`);
     } finally {
