@@ -9,6 +9,7 @@ import { withRegistry } from '../../src/registry/open.js';
 import { testClient } from '../helpers/temporal.js';
 import { signature } from '../../src/notify/webhook.js';
 import { runRein } from '../helpers/cli.js';
+import { suiteStoreSettings } from '../helpers/postgres.js';
 import { startReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-rollback-notify-'));
@@ -19,8 +20,9 @@ let receiver: WebhookReceiver;
 beforeAll(async () => {
   receiver = await startReceiver();
   const dataDir = path.join(dir, 'data');
-  writeFileSync(file, JSON.stringify({ dataDir, log: { level: 'warn' }, notifications: { webhook: { url: receiver.url, secretEnv: 'ROLLBACK_WEBHOOK_SECRET', events: ['promotion', 'rollback'] } } }));
-  await withRegistry({ dataDir, postgresUrl: null }, async (registry) => {
+  const { store } = await suiteStoreSettings();
+  writeFileSync(file, JSON.stringify({ dataDir, ...(store && { store }), log: { level: 'warn' }, notifications: { webhook: { url: receiver.url, secretEnv: 'ROLLBACK_WEBHOOK_SECRET', events: ['promotion', 'rollback'] } } }));
+  await withRegistry({ dataDir, postgresUrl: store?.url ?? null }, async (registry) => {
     for (const [version, parent] of [['v0', null], ['v1', 'v0']] as const) {
       await registry.register({ version, parent, runId: null, iteration: null, checkpointUri: `file:///stub/${version}`, batchContentHash: null, trainerMetrics: {} });
     }

@@ -26,6 +26,7 @@ import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, typ
 import { setupPython } from '../helpers/python.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
 import { testClient } from '../helpers/temporal.js';
+import { suiteStoreBackend, testStoreLocation } from '../helpers/postgres.js';
 
 const example = path.join(packageRoot(), 'examples', 'calculator-agent');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-iteration-'));
@@ -50,8 +51,9 @@ beforeAll(async () => {
   s3 = await startTestS3();
   s3Artifacts = new S3ArtifactStore(`s3://${await s3.bucket()}/rein`, { endpoint: s3.endpoint });
   stack = await startEmbeddedStack({ workDir: dir, baseCheckpoint: path.join(packageRoot(), 'models', 'base'), artifacts: { store: s3Artifacts, stagingDir: path.join(dir, 'policy-server-staging') } });
-  registry = await openRegistry({ dataDir: dir, postgresUrl: null });
-  ledger = await openLedger({ dataDir: dir, postgresUrl: null });
+  const stores = await testStoreLocation(suiteStoreBackend, dir);
+  registry = await openRegistry(stores);
+  ledger = await openLedger(stores);
   await registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: path.join(packageRoot(), 'models', 'base'), batchContentHash: null, trainerMetrics: {} });
 });
 afterAll(async () => {
