@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { ArtifactEntry, ArtifactStore } from '../artifacts/artifact-store.js';
+import { nameInStore, type ArtifactEntry, type ArtifactStore } from '../artifacts/artifact-store.js';
 import { stagingDir } from '../artifacts/from-config.js';
 import { durationMs, type RetentionSettings } from '../config/retention.js';
 import type { PolicyRegistry } from '../registry/policy-registry.js';
@@ -181,11 +181,9 @@ async function stagedEntries(deps: GcDeps): Promise<DiskEntry[]> {
 
 /** The rollout logs workers uploaded (rollouts/<id>/harness-<n>.log, verifier.log), by rollout id; nothing else there is gc's. */
 async function uploadedLogsByRollout(artifacts: ArtifactStore): Promise<Map<string, ArtifactEntry[]>> {
-  // The URI every name under rollouts/ starts with (uriOf wants a whole name, so one is given and taken off).
-  const base = artifacts.uriOf('rollouts/_').slice(0, -1);
   const byRollout = new Map<string, ArtifactEntry[]>();
   for (const entry of await artifacts.listEntries('rollouts/')) {
-    const [id, file, ...deeper] = decodeURIComponent(entry.uri.slice(base.length)).split('/');
+    const [, id, file, ...deeper] = nameInStore(artifacts, entry.uri).split('/');
     if (id === undefined || file === undefined || deeper.length > 0 || !ROLLOUT_ID_PATTERN.test(id) || !ROLLOUT_LOG_FILE.test(file)) continue;
     byRollout.set(id, [...(byRollout.get(id) ?? []), entry]);
   }

@@ -30,22 +30,22 @@ export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts
   };
   return {
     async train(input) {
+      const stageBatch = () => staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches')));
       if (remote && trainer.readsArtifactStore) {
-        const name = ['policies', ...path.relative(policiesDir, input.outputDir).split(path.sep)].join('/');
-        const uri = artifacts.uriOf(name);
-        const previous = await uploaded(uri, () => staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches'))));
+        const uri = artifacts.uriOf(outputName(input.outputDir));
+        const previous = await uploaded(uri, stageBatch);
         if (previous) return previous;
         const result = await trainer.train({ ...input, outputUri: uri });
         if (!(await folderExists(artifacts, uri))) throw new PolicyUpdateError(`the trainer finished but its output is not at ${uri}: the push after training did not complete`);
         return { ...result, checkpointUri: uri };
       }
-      const batchPath = isLocalReference(input.batchPath) ? localPath(input.batchPath) : await staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches')));
+      const batchPath = isLocalReference(input.batchPath) ? localPath(input.batchPath) : await stageBatch();
       const parentCheckpoint = isLocalReference(input.parentCheckpoint)
         ? localPath(input.parentCheckpoint)
         : await staged('parent checkpoint', input.parentCheckpoint, () => stageFolder(artifacts, input.parentCheckpoint, path.join(stagingDir, 'checkpoints')));
       if (!remote) return trainer.train({ ...input, batchPath, parentCheckpoint });
 
-      const name = ['policies', ...path.relative(policiesDir, input.outputDir).split(path.sep)].join('/');
+      const name = outputName(input.outputDir);
       const uri = artifacts.uriOf(name);
       const previous = await uploaded(uri, async () => batchPath);
       if (previous) return previous;
@@ -54,6 +54,11 @@ export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts
       return { ...result, checkpointUri: uri };
     },
   };
+
+  /** The store's name for a version's output folder: `policies/<run>/<version>`, as under policiesDir. */
+  function outputName(outputDir: string): string {
+    return ['policies', ...path.relative(policiesDir, outputDir).split(path.sep)].join('/');
+  }
 
   /** A retry (maybe on another worker) after the upload: the stored result, when it is this batch's. */
   async function uploaded(uri: string, localBatch: () => Promise<string>): Promise<TrainResult | undefined> {
