@@ -1,11 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { connectTemporal, ensureSearchAttributes } from '../src/client/temporal.js';
 import { validateConfig } from '../src/config/load.js';
-import { workflowsPath } from '../workers/worker.js';
+import { quietBundlerLogger, workflowsPath } from '../workers/workflow-bundle.js';
 import { startTestDevServer } from './helpers/dev-server.js';
 import { startTestPostgres } from './helpers/embedded-postgres.js';
 import { freePort } from './helpers/ports.js';
@@ -38,9 +38,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const temporal = await connectTemporal({ ...validateConfig({}, 'test defaults').temporal, address: server.address });
     await ensureSearchAttributes(temporal.connection, 'default');
     await temporal.close();
-    const bundle = await bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietBundlerLogger });
     project.provide('temporalAddress', server.address);
-    project.provide('workflowBundleCode', bundle.code);
+    project.provide('workflowBundleCode', await workflowBundleCode());
   } catch (err) {
     await server.stop();
     await postgres?.stop();
@@ -53,11 +52,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 }
 
-const quietBundlerLogger = {
-  log: () => {},
-  trace: () => {},
-  debug: () => {},
-  info: () => {},
-  warn: (message: string) => console.warn(message),
-  error: (message: string) => console.error(message),
-};
+/** The bundle `npm run build` wrote when the tests run Rein from dist/ (scripts/test.sh checks it is fresh), else the sources bundled now. */
+async function workflowBundleCode(): Promise<string> {
+  const prebuilt = path.resolve(import.meta.dirname, '../dist/workflows/bundle.cjs');
+  if (process.env.REIN_TEST_CLI === 'dist' && existsSync(prebuilt)) return readFileSync(prebuilt, 'utf8');
+  return (await bundleWorkflowCode({ workflowsPath: workflowsPath(), logger: quietBundlerLogger })).code;
+}

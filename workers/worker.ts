@@ -1,17 +1,16 @@
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
 import type { TemporalSettings } from '../src/config/schema.js';
 import { temporalConnectionOptions } from '../src/config/temporal-connection.js';
 import type { WorkerMetrics } from '../src/metrics/worker-metrics.js';
 import { metricsInterceptor } from './metrics.js';
+import { workflowSource } from './workflow-bundle.js';
 
 export interface ReinWorkerOptions extends ActivityDeps {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
-  /** A prebuilt bundle (tests build one and share it); default: bundle workflows/ at start. */
+  /** A bundle of the workflows (tests build one and share it); default: the one `npm run build` wrote, else workflows/ bundled at start. */
   workflowBundle?: WorkflowBundleOption;
   /** Where each activity is timed and its outcomes counted, for /metrics. */
   metrics?: WorkerMetrics;
@@ -30,7 +29,7 @@ export async function createReinWorker(options: ReinWorkerOptions): Promise<Work
     // Web UI show; the SDK's default throttle would hold it back for up to a minute.
     maxHeartbeatThrottleInterval: '1 second',
     defaultHeartbeatThrottleInterval: '1 second',
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: workflowsPath() }),
+    ...(workflowBundle ? { workflowBundle } : workflowSource()),
   });
 }
 
@@ -41,13 +40,4 @@ export async function connectWorker(settings: TemporalSettings): Promise<NativeC
   } catch (err) {
     throw new Error(`worker cannot reach Temporal at ${options.address}: ${(err as Error).message}`);
   }
-}
-
-/** workflows/index as source (tsx, vitest) or compiled (dist/), whichever this module runs from. */
-export function workflowsPath(): string {
-  for (const ext of ['.ts', '.js']) {
-    const file = fileURLToPath(new URL(`../workflows/index${ext}`, import.meta.url));
-    if (existsSync(file)) return file;
-  }
-  throw new Error('workflows/index not found next to workers/');
 }
