@@ -10,7 +10,8 @@ import { SqliteTraceStore } from './sqlite-store.js';
 import { PostgresTraceStore } from './postgres-store.js';
 import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
 import type { Rollout } from '../rollouts/rollout.js';
-import { StoreConflictError, type CallFinish, type ShadowCallRecord, type TraceStore } from './trace-store.js';
+import { ROLLOUT_ID_MAX_LENGTH } from '../rollouts/rollout-id.js';
+import { StoreConflictError, type CallFinish, type CallStart, type RolloutFilter, type ShadowCallRecord, type TraceStore } from './trace-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -473,6 +474,217 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       expect(third).toEqual({ items: [expect.objectContaining({ id: 'r0' })], next: null });
       expect((await store.listRollouts({ taskId: 'odd' })).items.map((r) => r.id)).toEqual(['r5', 'r3', 'r1']);
       await expect(store.listRollouts({ after: 'garbage' })).rejects.toMatchObject({ status: 400 });
+      await store.close();
+    });
+  });
+
+  describe('what the gateway, the API, the console and the runners read back', () => {
+    const started = (over: Pick<CallStart, 'id' | 'rolloutId'> & Partial<CallStart>): CallStart => ({
+      attempt: 1,
+      endpoint: 'chat.completions',
+      policyVersion: 'v1',
+      backendUrl: 'http://backend/v1',
+      stream: false,
+      requestReceived: { model: 'production', messages: [{ role: 'user', content: 'hi' }] },
+      requestSent: { model: 'Qwen/Qwen3-0.6B', messages: [{ role: 'user', content: 'hi' }], return_token_ids: true },
+      startedAt: 1_000,
+      ...over,
+    });
+    const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+    it('keeps every field of a call: endpoint, version, stream, usage, timings, each of n choices, ids withheld, and an error', async () => {
+      const store = await openStore();
+      // The longest rollout id there may be, with each kind of character one may hold.
+      const id = `b.${'t'.repeat(ROLLOUT_ID_MAX_LENGTH - 6)}:x.0`;
+      await store.createRollout({ id });
+      const chat = started({ id: 'chat', rolloutId: id, stream: true, policyVersion: 'policy-v2', startedAt: 1_000 });
+      await store.beginCall(chat);
+      const answered: CallFinish = {
+        response: { object: 'chat.completion', choices: [0, 1, 2].map((index) => ({ index, message: { role: 'assistant', content: 'Echo: é 😀' }, finish_reason: index === 2 ? 'length' : 'stop' })) },
+        promptIds: [1, 2, 3],
+        choices: [
+          { completionIds: [4, 5], logprobs: [-0.5, -0.25], finishReason: 'stop' },
+          { completionIds: [6], logprobs: [-1], finishReason: 'stop' },
+          // Withheld, as the gateway withholds the ids of a reply it redacted.
+          { completionIds: null, logprobs: null, finishReason: 'length' },
+        ],
+        usage: { prompt_tokens: 3, completion_tokens: 3 },
+        upstreamStatus: 200,
+        errorClass: null,
+        errorMessage: null,
+        ttftMs: 12.5,
+        latencyMs: 40.25,
+      };
+      await store.finishCall('chat', answered);
+      // The completions endpoint, and a call that failed upstream with nothing but its status.
+      const completion = started({ id: 'completion', rolloutId: id, endpoint: 'completions', requestReceived: { model: 'v1', prompt: 'count' }, requestSent: { model: 'v1', prompt: 'count', logprobs: 0 }, startedAt: 2_000 });
+      await store.beginCall(completion);
+      const failed: CallFinish = { response: undefined, promptIds: null, choices: [], usage: null, upstreamStatus: 500, errorClass: 'upstream_http_error', errorMessage: 'backend answered 500', ttftMs: null, latencyMs: 3 };
+      await store.finishCall('completion', failed);
+
+      const expected = [
+        { ...chat, ...answered, seq: 1, status: 'ok', promptExtends: null },
+        { ...completion, ...failed, seq: 2, status: 'error', promptExtends: null },
+      ];
+      expect(await store.listCalls(id)).toEqual(expected);
+      expect(await store.getCall('completion')).toEqual(expected[1]);
+      expect(await store.rolloutFootprint(id)).toEqual({ calls: 2, bytes: expect.any(Number) });
+      expect(await store.rolloutFootprint('no-such-rollout')).toEqual({ calls: 0, bytes: 0 });
+      expect(await store.getCall('no-such-call')).toBeUndefined();
+      expect(await store.listCalls('no-such-rollout')).toEqual([]);
+      await store.close();
+    });
+
+    it('stores a responses-API conversation (`input`) as a delta too, and gives it back whole', async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'r' });
+      const input = (t: number) => Array.from({ length: 2 * t + 1 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i}: ${'words '.repeat(30)}` }));
+      for (let t = 0; t < 5; t++) {
+        const request = { model: 'production', input: input(t) };
+        await store.beginCall(started({ id: `c${t}`, rolloutId: 'r', endpoint: 'responses', requestReceived: request, requestSent: { ...request, model: 'v1' } }));
+        await store.finishCall(`c${t}`, { ...finish([], []), promptIds: null, choices: [], response: { id: `resp-${t}`, output: [] } });
+      }
+      const calls = await store.listCalls('r');
+      expect(calls.map((c) => c.requestReceived)).toEqual([0, 1, 2, 3, 4].map((t) => ({ model: 'production', input: input(t) })));
+      expect(calls.map((c) => c.requestSent)).toEqual([0, 1, 2, 3, 4].map((t) => ({ model: 'v1', input: input(t) })));
+      expect(calls.map((c) => [c.endpoint, c.promptIds, c.response])).toEqual([0, 1, 2, 3, 4].map((t) => ['responses', null, { id: `resp-${t}`, output: [] }]));
+      expect(await store.getCall('c4')).toEqual(calls[4]);
+      const whole = [0, 1, 2, 3, 4].reduce((sum, t) => sum + 2 * JSON.stringify(input(t)).length, 0);
+      expect((await store.rolloutFootprint('r')).bytes).toBeLessThan(whole / 2);
+      await store.close();
+    });
+
+    it("numbers calls per attempt, lists one attempt's calls (decoded across attempts), and keeps each event's attempt", async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'r', policyVersion: 'v1' });
+      await store.setRolloutStatus('r', { status: 'running' }, 'gateway');
+      const turns = conversation(4, 3);
+      // Attempt 1 journals two turns and is lost; attempt 2 starts the conversation again and goes further.
+      await journal(store, 'r', turns.slice(0, 2));
+      await store.appendEvent('r', 1, { type: 'custom', name: 'attempt_failed', data: { attempt: 1 } }, 'admin');
+      expect(await store.startAttempt('r')).toMatchObject({ attempts: 2, status: 'running' });
+      for (const [i, turn] of turns.entries()) {
+        await store.beginCall(started({ id: `a2-${i}`, rolloutId: 'r', attempt: 2, requestReceived: requestAt(i), requestSent: requestAt(i), startedAt: Date.now() }));
+        await store.finishCall(`a2-${i}`, finish(turn.prompt, turn.completion));
+      }
+      await store.appendEvent('r', 2, { type: 'reward', value: 1, components: {} }, 'admin');
+
+      const all = await store.listCalls('r');
+      expect(all.map((c) => [c.attempt, c.seq])).toEqual([[1, 1], [1, 2], [2, 1], [2, 2], [2, 3], [2, 4]]);
+      const second = await store.listCalls('r', 2);
+      expect(second.map((c) => c.id)).toEqual(['a2-0', 'a2-1', 'a2-2', 'a2-3']);
+      expect(second.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
+      expect(second.map((c) => c.requestReceived)).toEqual(turns.map((_, t) => requestAt(t)));
+      expect(await store.getCall('a2-3')).toEqual(second[3]);
+      expect((await store.listCalls('r', 1)).map((c) => c.promptIds)).toEqual(turns.slice(0, 2).map((t) => t.prompt));
+      expect(await store.listCalls('r', 3)).toEqual([]);
+      expect((await store.listEvents('r')).map((e) => [e.attempt, e.type])).toEqual([[1, 'status'], [1, 'custom'], [2, 'reward']]);
+      await store.close();
+    });
+
+    it('keeps what a rollout was created with (mode, pinned version, keyless), its times, and a status change with its evidence', async () => {
+      const store = await openStore();
+      const before = Date.now();
+      const { rollout } = await store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', keyless: true, policyVersion: 'run.v3', metadata: { batchId: 'b', sample: 2 } });
+      expect(rollout).toEqual({
+        id: 'pinned', taskId: 't', mode: 'eval', status: 'queued', statusReason: null, attempts: 1, keyless: true, policyVersion: 'run.v3',
+        failureClass: null, metadata: { batchId: 'b', sample: 2 }, createdAt: expect.stringMatching(ISO), updatedAt: rollout.createdAt,
+      });
+      expect(Date.parse(rollout.createdAt)).toBeGreaterThanOrEqual(before);
+      expect(await store.getRollout('pinned')).toEqual(rollout);
+      expect(await store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', keyless: true, policyVersion: 'run.v3' })).toEqual({ rollout, created: false });
+      await expect(store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', policyVersion: 'run.v3' })).rejects.toThrow(/another keyless \(true, not false\)/);
+
+      await store.setRolloutStatus('pinned', { status: 'running', reason: 'harness started' }, 'admin');
+      const evidence = { exitCode: 1, stderrTail: 'Traceback …\nValueError: é', calls: ['c1'], nested: { ok: false, n: null } };
+      const failed = await store.setRolloutStatus('pinned', { status: 'failed', reason: 'harness exited 1', failureClass: 'harness', evidence }, 'admin');
+      expect(failed).toMatchObject({ status: 'failed', statusReason: 'harness exited 1', failureClass: 'harness', createdAt: rollout.createdAt });
+      expect(Date.parse(failed.updatedAt)).toBeGreaterThanOrEqual(Date.parse(rollout.createdAt));
+      const events = await store.listEvents('pinned');
+      expect(events.at(-1)).toEqual({
+        id: expect.any(Number), rolloutId: 'pinned', attempt: 1, type: 'status', source: 'admin', actionId: null,
+        payload: { from: 'running', to: 'failed', reason: 'harness exited 1', failureClass: 'harness', evidence }, at: expect.stringMatching(ISO),
+      });
+      expect(events[0]!.id).toBeLessThan(events[1]!.id);
+      expect(await store.getRollout('pinned')).toEqual(failed);
+      await store.close();
+    });
+
+    it('filters rollouts by status, mode and task, alone and together, page by page, newest first', async () => {
+      const store = await openStore();
+      for (let i = 0; i < 9; i++) {
+        const id = `r${i}`;
+        await store.createRollout({ id, taskId: i % 3 === 0 ? 'a' : 'b', mode: i % 2 ? 'eval' : 'train' });
+        if (i >= 3) await store.setRolloutStatus(id, { status: 'running' }, 'gateway');
+        if (i >= 6) await store.setRolloutStatus(id, { status: 'succeeded' }, 'admin');
+      }
+      const ids = async (filter: RolloutFilter) => {
+        const seen: string[] = [];
+        let after: string | undefined;
+        for (let page = 0; page < 20; page++) {
+          const { items, next } = await store.listRollouts({ ...filter, ...(after && { after }) });
+          seen.push(...items.map((r) => r.id));
+          if (next === null) return seen;
+          after = next;
+        }
+        throw new Error('no last page');
+      };
+      expect(await ids({ mode: 'eval' })).toEqual(['r7', 'r5', 'r3', 'r1']);
+      expect(await ids({ mode: 'eval', limit: 1 })).toEqual(['r7', 'r5', 'r3', 'r1']);
+      expect(await ids({ status: 'running', limit: 2 })).toEqual(['r5', 'r4', 'r3']);
+      expect(await ids({ status: 'queued', taskId: 'a' })).toEqual(['r0']);
+      expect(await ids({ status: 'succeeded', mode: 'train', taskId: 'b', limit: 1 })).toEqual(['r8']);
+      expect(await ids({ mode: 'shadow' })).toEqual([]);
+      expect((await store.listRollouts({ limit: 4 })).items.map((r) => [r.id, r.status])).toEqual([['r8', 'succeeded'], ['r7', 'succeeded'], ['r6', 'succeeded'], ['r5', 'running']]);
+      await store.close();
+    });
+
+    it('lets two processes race on one rollout: one create, one finish, every attempt counted, a span once', async () => {
+      const name = randomUUID();
+      // Two connections, as the gateway and a runner (or two gateways) have.
+      const [one, two] = [await openStore(name), await openStore(name)];
+      const created = await Promise.all([one.createRollout({ id: 'raced', taskId: 't' }), two.createRollout({ id: 'raced', taskId: 't' })]);
+      expect(created.map((c) => c.created).sort()).toEqual([false, true]);
+      expect(created[0].rollout).toEqual(created[1].rollout);
+
+      await one.setRolloutStatus('raced', { status: 'running' }, 'gateway');
+      const attempts = await Promise.all([one.startAttempt('raced'), two.startAttempt('raced')]);
+      expect(attempts.map((r) => r.attempts).sort()).toEqual([2, 3]);
+
+      const span = { type: 'span', actionId: 'act-1', name: 'calculator', kind: 'tool', permission: 'allowed' } as const;
+      const spans = await Promise.all([one.appendEvent('raced', 3, span, 'rollout'), two.appendEvent('raced', 3, span, 'rollout')]);
+      expect(spans[0].id).toBe(spans[1].id);
+
+      const ends = await Promise.allSettled([
+        one.setRolloutStatus('raced', { status: 'succeeded', reason: 'verified' }, 'admin'),
+        two.setRolloutStatus('raced', { status: 'cancelled', reason: 'batch cancelled' }, 'admin'),
+      ]);
+      expect(ends.filter((e) => e.status === 'fulfilled')).toHaveLength(1);
+      expect(ends.find((e) => e.status === 'rejected')?.reason).toBeInstanceOf(StoreConflictError);
+      const events = await two.listEvents('raced');
+      expect(events.filter((e) => e.type === 'span')).toHaveLength(1);
+      expect(events.filter((e) => e.type === 'status').map((e) => e.payload.from)).toEqual(['queued', 'running']);
+      expect(await one.getRollout('raced')).toMatchObject({ attempts: 3, status: (ends.find((e) => e.status === 'fulfilled') as PromiseFulfilledResult<Rollout>).value.status });
+      await one.close();
+      await two.close();
+    });
+
+    it('lists shadow calls by candidate and rollout together', async () => {
+      const store = await openStore();
+      for (const id of ['a', 'b']) {
+        await store.createRollout({ id });
+        await journal(store, id, conversation(2));
+      }
+      const shadow = (id: string, rolloutId: string, candidateVersion: string, primaryCallId: string): ShadowCallRecord => ({
+        id, primaryCallId, rolloutId, attempt: 1, candidateVersion, incumbentVersion: 'v1', endpoint: 'chat.completions', backendUrl: 'http://c/v1',
+        requestSent: { model: candidateVersion }, response: null, choices: [], status: 'error', errorClass: 'shadow_overloaded', errorMessage: 'not sent', upstreamStatus: null, latencyMs: 0, startedAt: 1,
+      });
+      for (const rolloutId of ['a', 'b']) {
+        const [call] = await store.listCalls(rolloutId);
+        for (const candidate of ['v2', 'v3']) await store.recordShadowCall(shadow(`${rolloutId}-${candidate}`, rolloutId, candidate, call!.id));
+      }
+      expect((await store.listShadowCalls({ candidate: 'v3', rolloutId: 'b' })).map((s) => s.id)).toEqual(['b-v3']);
+      expect((await store.listShadowCalls({})).map((s) => s.id)).toEqual(['a-v2', 'a-v3', 'b-v2', 'b-v3']);
       await store.close();
     });
   });
