@@ -94,6 +94,18 @@ describe.each(storeBackends)('the ledger store (%s)', (backend) => {
     expect(await reopened.get('r.it1')).toEqual(first);
     await reopened.close();
   });
+
+  it('records an entry once when two processes record it at once, and both get the one kept', async () => {
+    const location = await testStoreLocation(backend, mkdtempSync(path.join(dir, `${backend}-raced-`)));
+    const [a, b] = [await openLedger(location), await openLedger(location)];
+    const row = { id: 'release.r.v1', kind: 'release' as const, runId: 'r', iteration: null, decisionId: 'd1', batchIds: ['heldout.r.v1'], ...keys() };
+    // A release activity retried on another worker while the first try is still writing.
+    const [first, second] = await Promise.all([a.record({ ...row, metrics: ledgerMetrics([], 1, 1) }), b.record({ ...row, metrics: ledgerMetrics([], 1, 2) })]);
+    expect(second).toEqual(first);
+    expect(await a.list({ runId: 'r' })).toEqual([first]);
+    await a.close();
+    await b.close();
+  });
 });
 
 describe('ledgers made before schemas were versioned', () => {

@@ -114,6 +114,41 @@ describe.each(storeBackends)('the policy registry (%s)', (backend) => {
     await a.close();
     await b.close();
   });
+
+  it('sets a version\'s status on its own, and gives a decision back as it was saved', async () => {
+    const registry = await openRegistry(await freshLocation());
+    const before = Date.now();
+    for (const v of ['v0', 'v1', 'v2']) await registry.register(policy(v));
+    await registry.setStatus('v1', 'rejected');
+    await registry.setStatus('v2', 'promoted');
+    // A version it does not know: nothing to change, nothing to refuse.
+    await registry.setStatus('v9', 'retired');
+    expect((await registry.list()).map((p) => [p.version, p.status])).toEqual([['v0', 'candidate'], ['v1', 'rejected'], ['v2', 'promoted']]);
+    const v1 = await registry.get('v1');
+    expect(v1?.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(Date.parse(v1!.createdAt)).toBeGreaterThanOrEqual(before);
+    const record = { reasons: ['gain too small'], evidence: { acceptedRate: { candidate: 0.5, incumbent: 0.625 }, pairs: [['t1', 'heldout.v1.t1.0', null]] }, note: 'é ✓' };
+    const saved = await registry.saveDecision({ id: 'v1.vs.v0', candidate: 'v1', incumbent: 'v0', verdict: 'fail', record });
+    expect(saved).toEqual({ id: 'v1.vs.v0', candidate: 'v1', incumbent: 'v0', verdict: 'fail', record, createdAt: expect.stringMatching(/^\d{4}-/) });
+    expect(await registry.decision('v1.vs.v0')).toEqual(saved);
+    expect(await registry.decisionsFor('v1')).toEqual([saved]);
+    await registry.close();
+  });
+
+  it('registers a version once when two processes register it at once, and refuses the second of two lineages', async () => {
+    const location = await freshLocation();
+    const [a, b] = [await openRegistry(location), await openRegistry(location)];
+    const lineage = { ...policy('r.v1', null), runId: 'r', iteration: 1, batchContentHash: 'h1', trainerMetrics: { steps: 4 } };
+    // A retried activity on another worker registers the same version as the first try.
+    const [first, second] = await Promise.all([a.register(lineage), b.register(lineage)]);
+    expect(second).toEqual(first);
+    const raced = await Promise.allSettled([a.register({ ...lineage, version: 'r.v2', batchContentHash: 'h2' }), b.register({ ...lineage, version: 'r.v2', batchContentHash: 'other' })]);
+    expect(raced.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(raced.find((r) => r.status === 'rejected')?.reason).toBeInstanceOf(PolicyConflictError);
+    expect((await b.list({ runId: 'r' })).map((p) => p.version)).toEqual(['r.v1', 'r.v2']);
+    await a.close();
+    await b.close();
+  });
 });
 
 describe('registries made before schemas were versioned', () => {
