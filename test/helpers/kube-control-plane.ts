@@ -39,7 +39,8 @@ export interface KubeControlPlane {
   /** The process ids of etcd, kube-apiserver and kube-controller-manager. */
   pids(): number[];
   /**
-   * Stops kube-apiserver (SIGTERM: its watches end) and starts it again on the same port and etcd;
+   * Kills kube-apiserver (SIGKILL, as a crash: its watches are cut at once; a SIGTERM waits a
+   * minute for them to drain) and starts it again on the same port and etcd;
    * resolves once it is ready. Its watch cache starts over, so a watch from a resourceVersion older
    * than the restart is answered 410 Gone, as after etcd compaction. Its Node authorizer then
    * refuses the node agent's pod status writes (403) until its caches sync, about a minute here.
@@ -212,7 +213,7 @@ export async function startKubeControlPlane(): Promise<KubeControlPlane> {
       logs: () => daemons.map((d) => d.tail()).join('\n'),
       pids: () => daemons.flatMap((d) => (d.pid === undefined ? [] : [d.pid])),
       async restartApiServer() {
-        await apiserver.stop();
+        await apiserver.stop('SIGKILL');
         apiserver.start();
         await waitForReadyz(server, ca.cert, adminToken, apiserver, etcd);
       },
@@ -296,7 +297,7 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-/** One program of the control plane: its output in a log file, stopped with SIGTERM. */
+/** One program of the control plane: its output in a log file, stopped with SIGTERM unless told otherwise. */
 class Daemon {
   private child: ChildProcess | undefined;
   private exit: Promise<void> | undefined;
@@ -347,9 +348,9 @@ class Daemon {
     }
   }
 
-  async stop(): Promise<void> {
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
     if (!this.child || this.exited) return;
-    this.child.kill('SIGTERM');
+    this.child.kill(signal);
     await this.exit;
   }
 }
