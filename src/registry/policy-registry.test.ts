@@ -135,6 +135,19 @@ describe.each(storeBackends)('the policy registry (%s)', (backend) => {
     await registry.close();
   });
 
+  it('keeps a reason holding U+0000 (from an API caller) with the alias move, and finds no version by such a name', async () => {
+    const registry = await openRegistry(await freshLocation());
+    await registry.register(policy('v0'));
+    // PostgreSQL's text cannot hold U+0000 (it refused the whole move): it keeps U+FFFD in its place.
+    const reason = 'pasted \u0000 from a terminal';
+    const moved = await registry.setAlias('production', 'v0', { operation: 'set', actor: 'api', reason });
+    expect(moved.reason).toBe(backend === 'postgres' ? reason.replaceAll('\u0000', '\uFFFD') : reason);
+    expect(await registry.aliasHistory('production')).toEqual([moved]);
+    expect(await registry.get('v0\u0000')).toBeUndefined();
+    expect(await registry.decision('d\u0000')).toBeUndefined();
+    await registry.close();
+  });
+
   it('registers a version once when two processes register it at once, and refuses the second of two lineages', async () => {
     const location = await freshLocation();
     const [a, b] = [await openRegistry(location), await openRegistry(location)];

@@ -34,7 +34,7 @@ import {
   type ShadowCallRow,
 } from './journal-rows.js';
 import { openMigratedPool, type Migration } from './migrations.js';
-import { inTransaction } from './postgres/pool.js';
+import { inTransaction, storable } from './postgres/pool.js';
 import type { ConversationBase } from './request-codec.js';
 import {
   StoreConflictError,
@@ -271,7 +271,8 @@ export class PostgresTraceStore implements TraceStore, JournalRetention {
     const row = inserted.rows[0];
     if (row) return { rollout: toRollout(row), created: true };
     const rollout = await this.requireRollout(this.pool, input.id);
-    refuseOtherBody(rollout, parsed);
+    // Compared with what was stored of the same body: text as PostgreSQL keeps it (see storable).
+    refuseOtherBody(rollout, { ...parsed, taskId: storable(parsed.taskId), policyVersion: storable(parsed.policyVersion) });
     return { rollout, created: false };
   }
 
@@ -490,7 +491,8 @@ export class PostgresTraceStore implements TraceStore, JournalRetention {
 
   async activeBatchIds(since: number): Promise<string[]> {
     const rows = await this.pool.query<{ batch: string }>(
-      `SELECT DISTINCT batch FROM (SELECT metadata::jsonb->>'batchId' AS batch FROM rollouts
+      // jsonb refuses the escape \u0000 (a caller's metadata may hold it): read as U+FFFD, it refuses nothing.
+      `SELECT DISTINCT batch FROM (SELECT replace(metadata, '\\u0000', '\\ufffd')::jsonb->>'batchId' AS batch FROM rollouts
          WHERE status NOT IN ${FINISHED_STATUSES_SQL} OR updated_at >= $1) b WHERE batch IS NOT NULL`,
       [since],
     );

@@ -105,4 +105,14 @@ describe.each(storeBackends)('journal retention (%s)', (backend) => {
     expect((await store.activeBatchIds(cutoff)).sort()).toEqual(['half-batch', 'stuck-batch']);
     await store.close();
   });
+
+  it('names the batches in use whatever else the rollouts\' metadata holds, U+0000 too', async () => {
+    const store = await openOn(backend);
+    // A caller's metadata: JSON keeps U+0000 as the escape \u0000.
+    await store.createRollout({ id: 'noted', taskId: 't', metadata: { batchId: 'noted-batch', note: 'pasted \u0000 from a terminal', nested: ['\u0000'] } });
+    await store.createRollout({ id: 'plain', taskId: 't', metadata: { batchId: 'plain-batch' } });
+    expect((await store.activeBatchIds(0)).sort()).toEqual(['noted-batch', 'plain-batch']);
+    expect((await allAged(store, Date.now() + 60_000)).map((r) => [r.id, r.batchId])).toEqual([['noted', 'noted-batch'], ['plain', 'plain-batch']]);
+    await store.close();
+  });
 });

@@ -669,6 +669,36 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       await two.close();
     });
 
+    it('journals text holding U+0000 from a harness, a caller or a backend, and finds it by that text again', async () => {
+      const store = await openStore();
+      // PostgreSQL's text cannot hold U+0000 (it refused the whole write): it keeps U+FFFD in its place.
+      const kept = (text: string) => (backend === 'postgres' ? text.replaceAll('\u0000', '\uFFFD') : text);
+      const body = { id: 'nul', taskId: 'task\u0000x', policyVersion: 'v\u00001', metadata: { note: 'a\u0000b' } };
+      const { rollout } = await store.createRollout(body);
+      expect(rollout).toMatchObject({ taskId: kept(body.taskId), policyVersion: kept(body.policyVersion), metadata: { note: 'a\u0000b' } });
+      // The same body again is a retry, not another rollout under its id.
+      expect(await store.createRollout(body)).toEqual({ rollout, created: false });
+      expect((await store.listRollouts({ taskId: body.taskId })).items.map((r) => r.id)).toEqual(['nul']);
+      expect(await store.getRollout('no\u0000such')).toBeUndefined();
+      expect(await store.setRolloutStatus('nul', { status: 'running', reason: 'harness said \u0000' }, 'admin')).toMatchObject({ statusReason: kept('harness said \u0000') });
+      const span = { type: 'span', actionId: 'act\u0000', name: 'tool\u0000', kind: 'tool', permission: 'allowed' } as const;
+      const first = await store.appendEvent('nul', 1, span, 'rollout');
+      expect((await store.appendEvent('nul', 1, span, 'rollout')).id).toBe(first.id);
+      expect((await store.listEvents('nul')).map((e) => [e.type, e.actionId])).toEqual([['status', null], ['span', kept('act\u0000')]]);
+
+      // A backend's garbled stream, quoted in the error the gateway journals for the call and its shadow.
+      const garbled = "the backend's stream holds a chunk the gateway cannot read: \u0000\u0001garbage";
+      await store.beginCall(started({ id: 'c', rolloutId: 'nul' }));
+      await store.finishCall('c', { response: undefined, promptIds: null, choices: [], usage: null, upstreamStatus: 200, errorClass: 'upstream_bad_response', errorMessage: garbled, ttftMs: 1, latencyMs: 2 });
+      expect(await store.getCall('c')).toMatchObject({ status: 'error', errorMessage: kept(garbled) });
+      await store.recordShadowCall({
+        id: 's', primaryCallId: 'c', rolloutId: 'nul', attempt: 1, candidateVersion: 'v2', incumbentVersion: 'v1', endpoint: 'chat.completions', backendUrl: 'http://c/v1',
+        requestSent: { model: 'v2' }, response: null, choices: [], status: 'error', errorClass: 'upstream_bad_response', errorMessage: garbled, upstreamStatus: 200, latencyMs: 1, startedAt: 1,
+      });
+      expect(await store.listShadowCalls({ rolloutId: 'nul' })).toMatchObject([{ id: 's', errorMessage: kept(garbled) }]);
+      await store.close();
+    });
+
     it('lists shadow calls by candidate and rollout together', async () => {
       const store = await openStore();
       for (const id of ['a', 'b']) {

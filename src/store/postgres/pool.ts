@@ -16,6 +16,28 @@ const types = {
 };
 
 /**
+ * Text as PostgreSQL can store it. Its text cannot hold U+0000 (the whole statement is refused),
+ * which SQLite keeps and which a harness's task or span id, a status reason or a backend's garbled
+ * reply quoted in a call's error may carry: such text keeps U+FFFD, the replacement character, in
+ * its place, so no write is lost to it and a lookup by the same text finds what it wrote. JSON
+ * columns never hold it raw (JSON.stringify writes it as \u0000).
+ */
+export function storable<T>(value: T): T {
+  if (typeof value === 'string') return (value.includes('\u0000') ? value.replaceAll('\u0000', '\uFFFD') : value) as T;
+  return (Array.isArray(value) ? value.map(storable) : value) as T;
+}
+
+/** The pool's connections: pg's, with their queries' parameters made storable. */
+class StorableTextClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    const [config, values, ...rest] = args;
+    const withValues = config !== null && typeof config === 'object' && Array.isArray((config as { values?: unknown }).values) && typeof (config as { submit?: unknown }).submit !== 'function';
+    const query = super.query as (...args: unknown[]) => never;
+    return query.call(this, withValues ? { ...config, values: (config as { values: unknown[] }).values.map(storable) } : config, storable(values), ...rest);
+  }
+}
+
+/**
  * A connection pool on the database at `url`. Connections name themselves `rein` (unless the
  * URL sets application_name) so they can be told apart in pg_stat_activity. A connection that
  * breaks while idle is dropped from the pool (logged by the caller via `onIdleError`); without a
@@ -29,6 +51,7 @@ export function openPostgresPool(url: string, options: { max?: number; onIdleErr
     keepAlive: true,
     max: options.max ?? 10,
     types,
+    Client: StorableTextClient,
   });
   pool.on('error', (err) => options.onIdleError?.(err));
   return pool;
