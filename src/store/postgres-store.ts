@@ -205,6 +205,13 @@ const INSERT_EVENT = `
 INSERT INTO events (rollout_id, attempt, type, source, action_id, payload, at) VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING RETURNING *`;
 
+/**
+ * The escapes in JSON that jsonb refuses: U+0000 and a lone surrogate, which JSON.stringify writes
+ * as \u0000 and \udXXX and a caller's rollout metadata may hold. Read as \ufffd, one such rollout
+ * cannot fail a query over all of them. (Inside an escaped backslash the swap leaves valid JSON too.)
+ */
+const JSONB_REFUSED_ESCAPE = String.raw`\\u(0000|d[89a-f][0-9a-f]{2})`;
+
 /** A connection in a transaction, or the pool for a statement alone. */
 type Queryable = pg.Pool | pg.PoolClient;
 
@@ -491,10 +498,9 @@ export class PostgresTraceStore implements TraceStore, JournalRetention {
 
   async activeBatchIds(since: number): Promise<string[]> {
     const rows = await this.pool.query<{ batch: string }>(
-      // jsonb refuses the escape \u0000 (a caller's metadata may hold it): read as U+FFFD, it refuses nothing.
-      `SELECT DISTINCT batch FROM (SELECT replace(metadata, '\\u0000', '\\ufffd')::jsonb->>'batchId' AS batch FROM rollouts
+      `SELECT DISTINCT batch FROM (SELECT regexp_replace(metadata, $2, '\\\\ufffd', 'gi')::jsonb->>'batchId' AS batch FROM rollouts
          WHERE status NOT IN ${FINISHED_STATUSES_SQL} OR updated_at >= $1) b WHERE batch IS NOT NULL`,
-      [since],
+      [since, JSONB_REFUSED_ESCAPE],
     );
     return rows.rows.map((r) => r.batch);
   }

@@ -106,10 +106,10 @@ describe.each(storeBackends)('journal retention (%s)', (backend) => {
     await store.close();
   });
 
-  it('names the batches in use whatever else the rollouts\' metadata holds, U+0000 too', async () => {
+  it('names the batches in use whatever else the rollouts\' metadata holds: U+0000, a lone surrogate', async () => {
     const store = await openOn(backend);
-    // A caller's metadata: JSON keeps U+0000 as the escape \u0000.
-    await store.createRollout({ id: 'noted', taskId: 't', metadata: { batchId: 'noted-batch', note: 'pasted \u0000 from a terminal', nested: ['\u0000'] } });
+    // A caller's metadata, as JSON.stringify writes it: U+0000 and a lone surrogate as escapes (\u0000, \ud800), which jsonb refuses.
+    await store.createRollout({ id: 'noted', taskId: 't', metadata: { batchId: 'noted-batch', note: 'pasted \u0000 from a terminal \ud800', nested: ['\udc00', String.raw`\u0000 as text`] } });
     await store.createRollout({ id: 'plain', taskId: 't', metadata: { batchId: 'plain-batch' } });
     expect((await store.activeBatchIds(0)).sort()).toEqual(['noted-batch', 'plain-batch']);
     expect((await allAged(store, Date.now() + 60_000)).map((r) => [r.id, r.batchId])).toEqual([['noted', 'noted-batch'], ['plain', 'plain-batch']]);
