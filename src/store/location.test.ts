@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config/load.js';
 import { configProblems } from '../../test/helpers/config-problems.js';
-import { redactedStoreUrl, storeLocation } from './location.js';
+import { redactedStoreUrl, storeIdentity, storeLocation } from './location.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-location-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -34,6 +34,16 @@ describe('store location', () => {
     expect(problem).toContain('unset for SQLite');
     expect(problem).not.toContain('hunter2');
     expect(configProblems(() => loadConfig({ env: { REIN_STORE_URL: 'traces.sqlite' }, cwd: dir }))[0]).toContain('store.url');
+  });
+
+  it('names one set of stores (whose production two runs share) by its PostgreSQL server and database, never the login, or by the absolute dataDir', () => {
+    expect(storeIdentity({ dataDir: 'state/.rein', postgresUrl: null })).toBe(`sqlite:${path.resolve('state/.rein')}`);
+    const shared = storeIdentity({ dataDir: dir, postgresUrl: 'postgres://rein:hunter2@db.internal:6543/rein' });
+    expect(shared).toBe('postgres://db.internal:6543/rein');
+    // Another login, another dataDir, the same database: the same production.
+    expect(storeIdentity({ dataDir: 'elsewhere', postgresUrl: 'postgresql://ops:other@db.internal:6543/rein?sslmode=require' })).toBe(shared);
+    expect(storeIdentity({ dataDir: dir, postgresUrl: 'postgres://db.internal/rein' })).toBe('postgres://db.internal:5432/rein');
+    expect(storeIdentity({ dataDir: dir, postgresUrl: 'postgres://rein@db.internal:6543/other' })).not.toBe(shared);
   });
 
   it('shows a URL without its password', () => {
