@@ -119,15 +119,16 @@ const gateway = z
       .strictObject({
         defaults: z.boolean().default(true).describe('Redact API keys, bearer tokens, rollout keys, private keys'),
         rules: z
-          .array(z.strictObject({ name: z.string().min(1), regex: redactionRegex }))
+          .array(z.strictObject({ name: z.string().min(1).describe('Shown in what replaces a match: [REDACTED:<name>]'), regex: redactionRegex.describe('RE2 syntax (flags inline, as (?i); no backreferences or lookaround)') }))
           .default([])
           .describe('Extra patterns to redact before anything is journaled'),
       })
-      .prefault({}),
+      .prefault({})
+      .describe('What is redacted from every text before it is journaled (and before traces export it)'),
     tracing: tracingSettings.prefault({}),
     backends: z.record(routingName, backend).default({}).describe('Inference servers by name'),
     policies: z
-      .record(routingName, z.strictObject({ backend: z.string(), model: z.string().min(1) }))
+      .record(routingName, z.strictObject({ backend: z.string().describe('A backend of gateway.backends'), model: z.string().min(1).describe('The model name that backend serves it under') }))
       .default({})
       .describe('Policy version -> the backend and model name serving it'),
     aliases: z.record(routingName, z.string()).default({}).describe('Model alias a harness asks for -> policy version'),
@@ -196,7 +197,8 @@ const samples = z.strictObject({
         .default(1)
         .describe('Fail above this share of rollouts whose harness-reported reward disagrees with the verifier'),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('Data-quality checks: the batch stage fails (not retried) when one is missed, its report kept'),
 });
 
 const rollouts = z.strictObject({
@@ -311,7 +313,8 @@ const artifacts = z.strictObject({
       region: z.string().min(1).optional().describe('Region of the bucket; unset: AWS_REGION, else us-east-1 (env REIN_S3_REGION)'),
       forcePathStyle: z.boolean().optional().describe('Address the bucket in the path (most S3-compatible servers want this); default: true with an endpoint, false for AWS (env REIN_S3_FORCE_PATH_STYLE)'),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('Settings of the S3 client (with an s3:// url)'),
 });
 
 const run = z.strictObject({
@@ -323,7 +326,8 @@ const run = z.strictObject({
         .optional()
         .describe("Its checkpoint folder (relative to the config file); default: the embedded base policy shipped with Rein"),
     })
-    .prefault({}),
+    .prefault({})
+    .describe('The policy a run starts from'),
   startFrom: z
     .enum(['production', 'base'])
     .default('production')
@@ -371,15 +375,16 @@ export const reinConfigSchema = z
     store: store.prefault({}).describe("Where Rein's stores live: SQLite files in dataDir, or one PostgreSQL database"),
     log: z
       .strictObject({
-        level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+        level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info').describe('Least severe level logged (env REIN_LOG_LEVEL)'),
       })
-      .prefault({}),
-    temporal: temporal.prefault({}),
-    gateway: gateway.prefault({}),
-    samples: samples.prefault({}),
+      .prefault({})
+      .describe('Logs: lines to read on a terminal, JSON lines (pino) on stderr otherwise'),
+    temporal: temporal.prefault({}).describe('The Temporal server: an existing one, or the embedded dev server'),
+    gateway: gateway.prefault({}).describe('The gateway harnesses call: backends, policy versions and aliases, the journal, redaction, tracing'),
+    samples: samples.prefault({}).describe('Turning journaled rollouts into a training batch: merging, exclusions, advantages, loss weights, data-quality checks'),
     harness: harnessSchema.optional().describe("The agent harness Rein runs on tasks (your program, unchanged)"),
     verifier: verifierSchema.optional().describe('The program that scores a harness run: prints {"components": {...}}'),
-    rollouts: rollouts.prefault({}),
+    rollouts: rollouts.prefault({}).describe('Running the harness on tasks: concurrency, attempts, hidden fields, reward weights'),
     trainer: trainer.prefault({}).describe('The policy update: which trainer, where, with what settings'),
     policyServer: policyServer.prefault({}).describe('The embedded CPU policy server'),
     run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
