@@ -71,7 +71,7 @@ export function typeOf(schema: JsonSchema): string {
   if (schema.enum) return schema.enum.map((v) => JSON.stringify(v)).join(' | ');
   if (schema.const !== undefined) return JSON.stringify(schema.const);
   const type = Array.isArray(schema.type) ? schema.type.join(' or ') : schema.type;
-  if (type === 'array') return `${schema.items ? arrayItem(schema.items) : 'any'}[]`;
+  if (type === 'array') return schema.items ? arrayOf(schema.items) : 'any[]';
   if (type === 'object') {
     if (typeof schema.additionalProperties === 'object') return `map of ${typeOf(schema.additionalProperties)}`;
     return 'object';
@@ -81,9 +81,9 @@ export function typeOf(schema: JsonSchema): string {
   return type ?? 'any';
 }
 
-function arrayItem(items: JsonSchema): string {
+function arrayOf(items: JsonSchema): string {
   const inner = typeOf(items);
-  return /[ |]/.test(inner) ? `(${inner})` : inner;
+  return /[ |]/.test(inner) ? `list of ${inner}` : `${inner}[]`;
 }
 
 function range(schema: JsonSchema): string {
