@@ -5,6 +5,7 @@
 # is set up by scripts/setup-tests.sh, which `npm test` runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/node-runtimes.sh
 
 TEMPORAL_CLI_VERSION=1.9.1
 TEMPORAL_DIR=.tools/temporal
@@ -38,5 +39,6 @@ install_temporal_cli() {
 install_temporal_cli &
 temporal_cli=$!
 npm ci --no-audit --no-fund
+install_sqlite_driver_for_node20
 wait "$temporal_cli"
 npm run build

@@ -44,3 +44,14 @@ use_node24() {
   export PATH="$dir/bin:$PATH"
   export npm_config_nodedir="$dir/prefix"
 }
+
+# install_sqlite_driver_for_node20 [NODE]: better-sqlite3 13 (a dependency, Node-API, prebuilt)
+# crashes on Node 20, so on Node 20 the SQLite driver is better-sqlite3 12 (src/store/sqlite-driver.ts
+# loads it), installed beside it without touching package.json or the lock file. 12 has no
+# prebuilt binary offline, so this compiles it (about a minute on 2 cores). A no-op on Node >= 22.
+install_sqlite_driver_for_node20() {
+  local node=${1:-node}
+  [ "$("$node" -p 'process.versions.node.split(".")[0]')" = 20 ] || return 0
+  echo "setup: Node.js 20: installing better-sqlite3 12 as better-sqlite3-node20 (13 needs Node >= 22)"
+  PATH="$(dirname "$(command -v "$node")"):$PATH" npm install --no-save --no-audit --no-fund --loglevel=error better-sqlite3-node20@npm:better-sqlite3@12.9.0
+}

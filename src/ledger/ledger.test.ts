@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../store/sqlite-driver.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { storeBackends, testStoreLocation } from '../../test/helpers/postgres.js';
 import { rolloutFactsOf } from '../gate/rollout-facts.js';
@@ -111,7 +111,7 @@ describe.each(storeBackends)('the ledger store (%s)', (backend) => {
 describe('ledgers made before schemas were versioned', () => {
   it('open as they are, and are recorded as schema version 1', async () => {
     const file = path.join(dir, 'old-registry.sqlite');
-    const old = new Database(file);
+    const old = openDatabase(file);
     old.exec(`CREATE TABLE ledger (id TEXT PRIMARY KEY, kind TEXT NOT NULL, run_id TEXT, iteration INTEGER, decision_id TEXT, entry TEXT NOT NULL, at INTEGER NOT NULL)`);
     old.prepare('INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?)').run('r.it1', 'iteration', 'r', 1, null, JSON.stringify({ batchIds: ['r.it1'], metrics: ledgerMetrics([], 1, 1), ...keys() }), 1000);
     old.close();
@@ -120,7 +120,7 @@ describe('ledgers made before schemas were versioned', () => {
     await ledger.record({ id: 'r.it2', kind: 'iteration', runId: 'r', iteration: 2, decisionId: null, batchIds: [], metrics: ledgerMetrics([], 1, 1), ...keys() });
     expect(await ledger.list({ runId: 'r' })).toHaveLength(2);
     await ledger.close();
-    const versions = new Database(file, { readonly: true });
+    const versions = openDatabase(file, { readonly: true });
     try {
       expect(versions.prepare('SELECT store, version FROM rein_schema_migrations').all()).toEqual([{ store: 'ledger', version: 1 }]);
     } finally {

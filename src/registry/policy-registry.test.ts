@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../store/sqlite-driver.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { storeBackends, testStoreLocation } from '../../test/helpers/postgres.js';
 import { openRegistry } from './open.js';
@@ -168,7 +168,7 @@ describe('registries made before schemas were versioned', () => {
   it('open as they are, with the columns added since, and are recorded as schema version 1', async () => {
     const file = path.join(dir, 'old-registry.sqlite');
     // The tables as the first registries wrote them (before adapters were recorded), with a row in each.
-    const old = new Database(file);
+    const old = openDatabase(file);
     old.exec(`CREATE TABLE policies (version TEXT PRIMARY KEY, parent TEXT, run_id TEXT, iteration INTEGER, checkpoint_uri TEXT NOT NULL, batch_content_hash TEXT, trainer_metrics TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL);
       CREATE TABLE aliases (alias TEXT PRIMARY KEY, version TEXT NOT NULL);
       CREATE TABLE alias_changes (id INTEGER PRIMARY KEY AUTOINCREMENT, alias TEXT NOT NULL, from_version TEXT, to_version TEXT NOT NULL, operation TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT, override INTEGER NOT NULL, decision_id TEXT, at INTEGER NOT NULL);
@@ -187,7 +187,7 @@ describe('registries made before schemas were versioned', () => {
     await registry.register({ ...policy('v1', 'v0'), format: 'lora', baseCheckpointUri: '/models/base' });
     expect((await registry.setAlias('production', 'v1', { operation: 'promote', actor: 'test' }, { expectedFrom: 'v0' })).id).toBe(2);
     await registry.close();
-    const versions = new Database(file, { readonly: true });
+    const versions = openDatabase(file, { readonly: true });
     try {
       expect(versions.prepare('SELECT store, version FROM rein_schema_migrations ORDER BY store').all()).toEqual([{ store: 'registry', version: 1 }]);
     } finally {

@@ -1,5 +1,6 @@
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openDatabase } from '../store/sqlite-driver.js';
 import { canonicalJson } from '../rollouts/harness-spec.js';
 import { applySqliteMigrations, type Migration } from '../store/migrations.js';
 import { makePrivateDatabaseFile } from '../store/private-files.js';
@@ -76,7 +77,7 @@ export class SqlitePolicyRegistry implements PolicyRegistry {
 
   constructor(file: string) {
     makePrivateDatabaseFile(file);
-    this.db = new Database(file);
+    this.db = openDatabase(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');
     applySqliteMigrations(this.db, 'registry', MIGRATIONS);

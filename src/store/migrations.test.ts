@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase as openSqlite } from './sqlite-driver.js';
 import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
@@ -23,7 +23,7 @@ interface TestDatabase {
 
 async function openDatabase(backend: StoreBackend): Promise<TestDatabase> {
   if (backend === 'sqlite') {
-    const db = new Database(path.join(mkdtempSync(path.join(dir, 'db-')), 'store.sqlite'));
+    const db = openSqlite(path.join(mkdtempSync(path.join(dir, 'db-')), 'store.sqlite'));
     return {
       migrate: async (store, migrations) => applySqliteMigrations(db, store, migrations),
       query: async (sql) => {

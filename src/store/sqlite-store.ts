@@ -1,4 +1,5 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openDatabase } from './sqlite-driver.js';
 import {
   canTransition,
   isFinished,
@@ -187,7 +188,7 @@ export class SqliteTraceStore implements TraceStore, JournalRetention {
 
   constructor(file: string) {
     if (file !== ':memory:') makePrivateDatabaseFile(file);
-    this.db = new Database(file);
+    this.db = openDatabase(file);
     this.db.pragma('journal_mode = WAL');
     // NORMAL in WAL mode: a committed call survives a killed process (not a power cut) without an fsync per call.
     this.db.pragma('synchronous = NORMAL');

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from './sqlite-driver.js';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -784,7 +784,7 @@ describe('trace store on SQLite: journals from before schema versions', () => {
     await before.createRollout({ id: 'old' });
     await journal(before, 'old', conversation(3));
     await before.close();
-    const raw = new Database(file);
+    const raw = openDatabase(file);
     raw.exec('DROP TABLE rein_schema_migrations');
     raw.close();
 
@@ -793,7 +793,7 @@ describe('trace store on SQLite: journals from before schema versions', () => {
     await journal(store, 'old', conversation(5).slice(3), 3);
     expect(await store.listCalls('old')).toHaveLength(5);
     await store.close();
-    const check = new Database(file);
+    const check = openDatabase(file);
     expect(check.prepare("SELECT version FROM rein_schema_migrations WHERE store = 'traces'").all()).toEqual([{ version: 1 }]);
     check.close();
   });

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../../src/store/sqlite-driver.js';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { embeddedBaseCheckpoint } from '../../src/config/embedded-default.js';
 import { startRein, type RunningRein } from '../helpers/cli.js';
@@ -51,7 +51,7 @@ function followWith(process: RunningRein): void {
 function tracesOf(dataDir: string) {
   return <T>(sql: string, ...params: unknown[]): T[] => {
     try {
-      const db = new Database(path.join(dataDir, 'traces.sqlite'), { readonly: true, fileMustExist: true });
+      const db = openDatabase(path.join(dataDir, 'traces.sqlite'), { readonly: true, fileMustExist: true });
       try {
         return db.prepare(sql).all(...params) as T[];
       } finally {
@@ -260,7 +260,7 @@ describe('faults never change a verdict', () => {
     }
 
     // Each iteration trained once and has a verdict computed from scored pairs.
-    const registry = new Database(path.join(dataDir, 'registry.sqlite'), { readonly: true });
+    const registry = openDatabase(path.join(dataDir, 'registry.sqlite'), { readonly: true });
     try {
       const versions = registry.prepare('SELECT version FROM policies WHERE run_id = ? ORDER BY iteration').all(runId) as Array<{ version: string }>;
       expect(versions.map((v) => v.version)).toEqual([`${runId}.v1`, `${runId}.v2`]);
@@ -358,7 +358,7 @@ describe('faults never change a verdict', () => {
     }
     expect(query("SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1")).toEqual([]);
 
-    const registry = new Database(path.join(dataDir, 'registry.sqlite'), { readonly: true });
+    const registry = openDatabase(path.join(dataDir, 'registry.sqlite'), { readonly: true });
     try {
       const decisions = registry.prepare('SELECT verdict, record FROM decisions').all() as Array<{ verdict: string; record: string }>;
       expect(decisions).toHaveLength(1);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../../src/store/sqlite-driver.js';
 import { afterAll, expect, it } from 'vitest';
 import { registryFile, SqlitePolicyRegistry } from '../../src/registry/sqlite-registry.js';
 import type { GcReport } from '../../src/retention/gc.js';
@@ -44,7 +44,7 @@ it('rein gc --dry-run says what the retention settings would delete and how much
   await registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: '/base', batchContentHash: null, trainerMetrics: {} });
   await registry.register({ version: 'r1.v1', parent: 'v0', runId: 'r1', iteration: 1, checkpointUri: '/c', batchContentHash: 'h', trainerMetrics: {} });
   await registry.close();
-  const db = new Database(path.join(dataDir, 'traces.sqlite'));
+  const db = openDatabase(path.join(dataDir, 'traces.sqlite'));
   db.prepare("UPDATE rollouts SET updated_at = updated_at - 10 * ? WHERE id IN ('r1.it1.t.0', 'adhoc')").run(DAY);
   db.close();
 
