@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/cached-python.sh
+source scripts/lib/node-runtimes.sh
 
 install_test_pythons() {
   # The PyTorch trainer's pinned environment (torch with its CUDA libraries, transformers, peft,
@@ -31,17 +32,65 @@ install_chromium() {
   fi
 }
 
+# The first Node.js MAJOR on PATH (the machine's own, not the cache's), for the main job's check on it.
+find_node() {
+  local major=$1 candidate
+  while read -r candidate; do
+    case $candidate in "$(rein_cache_dir)"/*) continue ;; esac
+    if [ "$("$candidate" -p 'process.versions.node.split(".")[0]' 2>/dev/null)" = "$major" ]; then echo "$candidate"; return 0; fi
+  done < <(which -a node 2>/dev/null)
+  return 1
+}
+
+# The main job on the other Node.js releases Rein supports (20 and 22; the tests run on the one on
+# PATH): its npm packages (npm ci --omit=dev) built by each, once per machine per lock hash, linked
+# as .tools/main-job-nodeMAJOR/{node,node_modules}; test/integration/main-job-node-versions.test.ts
+# runs a short training with each.
+prepare_main_job_node() {
+  local major=$1 node_bin nodedir wheel
+  case $major in
+    22) wheel=$(install_node_wheel 22.20.0) || return 1; node_bin=$wheel/bin/node; nodedir=$wheel/prefix ;;
+    20)
+      # PyPI's Node 20 wheels stop at 20.18, below Rein's engines (>= 20.19): the machine's own Node 20.
+      if ! node_bin=$(find_node 20); then
+        echo "setup-tests: no Node.js 20 (>= 20.19) on PATH for the main job's check on Node 20; install one (these machines ship it as /usr/bin/node), then run: npm test" >&2
+        return 1
+      fi
+      nodedir=$(dirname "$(dirname "$(readlink -f "$node_bin")")") ;;
+  esac
+  local cache hash dir
+  cache=$(rein_cache_dir)
+  hash=$(sha256sum package-lock.json | cut -c1-16)
+  dir="$cache/main-job-node$major-$hash"
+  (
+    flock 9
+    if [ ! -f "$dir/.complete" ]; then
+      echo "setup-tests: installing the main job's npm packages for Node.js $major into $dir (once per machine)"
+      rm -rf "$dir" && mkdir -p "$dir" && cp package.json package-lock.json "$dir/"
+      (cd "$dir" && export PATH="$(dirname "$node_bin"):$PATH" npm_config_nodedir="$nodedir" npm_config_omit=dev &&
+        npm ci --no-audit --no-fund --loglevel=error && install_sqlite_driver_for_node20 "$node_bin")
+      touch "$dir/.complete"
+    fi
+  ) 9>"$cache/main-job-node$major.lock" || return 1
+  mkdir -p ".tools/main-job-node$major"
+  ln -sfn "$node_bin" ".tools/main-job-node$major/node"
+  ln -sfn "$dir/node_modules" ".tools/main-job-node$major/node_modules"
+}
+
 mkdir -p .tools
 # Before the background jobs: apt must not run twice at once.
 install_chromium
 install_test_pythons &
 pythons=$!
+(prepare_main_job_node 20 && prepare_main_job_node 22) &
+node_versions=$!
 scripts/build-jaeger.sh &
 jaeger=$!
 scripts/build-kube.sh &
 kube=$!
 status=0
 wait "$pythons" || status=1
+wait "$node_versions" || status=1
 # Without Go, the build scripts say so (and which Go to install); the rest is set up all the same.
 wait "$jaeger" || status=1
 wait "$kube" || status=1
