@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { promotionGuard, promotionMemo, trainingRunInput } from '../../client/runs.js';
 import { changeSchedule, createSchedule, listSchedules, OVERLAP_POLICIES, type OverlapPolicy } from '../../client/schedules.js';
+import { checkPaths, TASK_SET_KEYS } from '../../config/paths.js';
 import { cliContext, withClient, type GlobalOptions } from '../context.js';
 import { formatTable } from '../table.js';
 import { addRunSizeOptions, runOverrides } from './train.js';
@@ -22,7 +23,9 @@ export function registerScheduleCommands(program: Command): void {
     .option('--note <text>', 'why (shown in the list and the Web UI)');
   addRunSizeOptions(create).action(
     async (name: string, options: { every?: string; cron?: string; overlap: OverlapPolicy; paused?: boolean; note?: string; iterations?: number; tasks?: number; samples?: number; heldout?: number }, command: Command) => {
-      const { config, file } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const loaded = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const { config, file } = loaded;
+      checkPaths(loaded, TASK_SET_KEYS);
       const input = trainingRunInput(config, runOverrides(options), file ?? 'config');
       await withClient(config, (client) =>
         createSchedule(client, config.temporal.taskQueue, { scheduleId: name, every: options.every, cron: options.cron, overlap: options.overlap, paused: options.paused, note: options.note, input, ...promotionMemo(input, promotionGuard(config)) }),

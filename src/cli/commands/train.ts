@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { newRunId, promotionGuard, RUN_ID_PATTERN, RUN_ID_RULE, startRun, trainingRunInput, type RunOverrides } from '../../client/runs.js';
 import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../context.js';
+import { checkPaths, TASK_SET_KEYS } from '../../config/paths.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { abortOnInterrupt, followToEnd } from '../follow-run.js';
 import { connectOrStartServices } from '../services.js';
@@ -55,7 +56,9 @@ export function registerTrainCommand(program: Command): void {
     })
     .option('--follow', 'show progress per stage until the run ends, then a final table');
   addRunSizeOptions(addFollowOptions(train)).action(async (options: TrainOptions, command: Command) => {
-      const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const loaded = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const { config, file, logger } = loaded;
+      checkPaths(loaded, TASK_SET_KEYS);
       const say = (line: string) => process.stdout.write(`${line}\n`);
       const input = {
         ...trainingRunInput(config, runOverrides(options), file ?? 'config'),
