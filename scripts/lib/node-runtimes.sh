@@ -9,7 +9,7 @@ rein_cache_dir() {
 }
 
 # install_node_wheel VERSION: prints the folder whose bin/ has node, npm and npx and whose prefix/
-# is the Node.js prefix (bin, include/node, lib/node_modules/npm).
+# is the Node.js prefix (bin, include/node for node-gyp's --nodedir, lib/node_modules/npm).
 install_node_wheel() {
   local version=$1 cache
   cache=$(rein_cache_dir)
@@ -36,13 +36,12 @@ install_node_wheel() {
   echo "$env_dir"
 }
 
-# use_node24: Node.js 24 (the active LTS, which CI runs on) first on PATH; npm_config_nodedir
-# points node-gyp at its headers.
+# use_node24: Node.js 24 (the active LTS, which CI runs on) first on PATH. Nothing is compiled
+# on it (better-sqlite3 13 ships its binary); $dir/prefix has the headers if something must be.
 use_node24() {
   local dir
   dir=$(install_node_wheel 24.19.0) || return 1
   export PATH="$dir/bin:$PATH"
-  export npm_config_nodedir="$dir/prefix"
 }
 
 # install_sqlite_driver_for_node20 [NODE]: better-sqlite3 13 (a dependency, Node-API, prebuilt)
