@@ -21,7 +21,9 @@ if [ ! -f dist/src/cli/cli.js ] || [ -n "$(find src workflows activities workers
 fi
 export REIN_TEST_CLI=dist
 python_log=$(mktemp)
-report=$(mktemp --suffix=.json)
+# vitest's JSON report stays in test-artifacts/ (with the console's screenshots) for a closer look.
+mkdir -p test-artifacts
+report=test-artifacts/vitest-report.json
 (cd trainer && nice -n 10 ../.tools/trainer/bin/python -m pytest -q) > "$python_log" 2>&1 &
 python_tests=$!
 npx vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@"
@@ -32,5 +34,5 @@ echo "--- trainer tests (pytest, trainer/) ---"
 cat "$python_log"
 echo "--- the slowest test files ---"
 node scripts/slowest-tests.mjs "$report" 15 || true
-rm -f "$python_log" "$report"
+rm -f "$python_log"
 [ "$vitest_status" -eq 0 ] && [ "$python_status" -eq 0 ]
