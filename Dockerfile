@@ -1,5 +1,5 @@
 # Rein's services: the worker, the gateway, the policy server, the API and the CLI (see docker-compose.yml).
-FROM node:20.20-bookworm-slim AS build
+FROM node:24.19-bookworm-slim AS build
 WORKDIR /rein
 COPY package.json package-lock.json ./
 RUN npm ci
@@ -11,7 +11,7 @@ RUN npm run build \
   && cp -r node_modules/openai examples/calculator-agent/node_modules/ \
   && npm prune --omit=dev
 
-FROM node:20.20-bookworm-slim
+FROM node:24.19-bookworm-slim
 WORKDIR /rein
 ENV NODE_ENV=production REIN_DATA_DIR=/data
 COPY --from=build /rein/package.json ./
