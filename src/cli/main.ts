@@ -1,8 +1,11 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { TrainerInputError } from '../policy/trainer-input.js';
 import { Command, CommanderError } from 'commander';
 import { ScheduleError } from '../client/schedule-error.js';
 import { ConfigError } from '../config/load.js';
 import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
+import { packageRoot } from '../package-root.js';
 import { configFileUsed } from './context.js';
 import { PortInUseError } from './port-in-use.js';
 
@@ -36,25 +39,37 @@ export async function buildProgram(argv: readonly string[] = []): Promise<Comman
   const program = new Command('rein')
     .description("Reinforcement learning for the model behind an agent, inside the agent's own harness")
     .option('-c, --config <file>', 'config file, YAML or JSON (default: REIN_CONFIG, or rein.yaml in this folder)')
+    .version(reinVersion(), '-V, --version', "print Rein's version and exit")
     .showHelpAfterError()
     // Each command's help lists --config too: it is given before or after the command name.
     .configureHelp({ showGlobalOptions: true })
     .exitOverride();
-  const name = commandName(argv.slice(2));
-  const own = commandModules.filter((m) => name !== undefined && m.commands.includes(name));
-  for (const m of own.length > 0 ? own : commandModules) (await m.load())(program);
+  for (const m of modulesFor(argv.slice(2))) (await m.load())(program);
   return program;
 }
 
-/** The first word that is not a global option or its value; none when help is asked for before it. */
-function commandName(args: readonly string[]): string | undefined {
+/**
+ * The modules a command line needs, by its first word that is not a global option or its value:
+ * that command's module; none for --version before it; every module for help asked for before it,
+ * an unknown word, or no word (commander then shows the help).
+ */
+function modulesFor(args: readonly string[]): ReadonlyArray<(typeof commandModules)[number]> {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
     if (arg === '-c' || arg === '--config') i++;
-    else if (arg === '-h' || arg === '--help') return undefined;
-    else if (!arg.startsWith('-')) return arg;
+    else if (arg === '-h' || arg === '--help') return commandModules;
+    else if (arg === '-V' || arg === '--version') return [];
+    else if (!arg.startsWith('-')) {
+      const own = commandModules.filter((m) => m.commands.includes(arg));
+      return own.length > 0 ? own : commandModules;
+    }
   }
-  return undefined;
+  return commandModules;
+}
+
+/** Rein's version: that of the package.json packageRoot finds, from src/ and dist/src/ alike. */
+export function reinVersion(): string {
+  return (JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 /** Exit codes: 0 success, 1 the work failed, 2 bad usage or configuration. */
