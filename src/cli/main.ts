@@ -4,12 +4,14 @@ import { TrainerInputError } from '../policy/trainer-input.js';
 import { Command, CommanderError } from 'commander';
 import { ScheduleError } from '../client/schedule-error.js';
 import { ConfigError } from '../config/load.js';
+import type { ReinConfig } from '../config/schema.js';
 import { TemporalCliNotFoundError } from '../devserver/temporal-cli.js';
 import { packageRoot } from '../package-root.js';
-import { configFileUsed } from './context.js';
+import { configFileUsed, defaultSettings, helpSettings } from './context.js';
 import { PortInUseError } from './port-in-use.js';
 
-type RegisterCommands = (program: Command) => void;
+/** Adds a module's commands; `settings` are what their help shows (the ports services listen on). */
+type RegisterCommands = (program: Command, settings: ReinConfig) => void;
 
 /**
  * Each command module and the top-level commands it adds, in help order. A command loads only its
@@ -34,8 +36,16 @@ export const commandModules: ReadonlyArray<{ commands: readonly string[]; load: 
   { commands: ['config'], load: async () => (await import('./commands/config.js')).registerConfigCommands },
 ];
 
+export interface ProgramOptions {
+  /** What help texts show: these settings, or 'defaults' (for references that must not depend on a config); default: the config this command line names (helpSettings). */
+  settings?: ReinConfig | 'defaults';
+  /** Where that config is looked for (REIN_CONFIG, rein.yaml); default: this process's environment and folder. */
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
 /** The program for these arguments (process.argv's form): the named command's module, or every module. */
-export async function buildProgram(argv: readonly string[] = []): Promise<Command> {
+export async function buildProgram(argv: readonly string[] = [], options: ProgramOptions = {}): Promise<Command> {
   const program = new Command('rein')
     .description("Reinforcement learning for the model behind an agent, inside the agent's own harness")
     .option('-c, --config <file>', 'config file, YAML or JSON (default: REIN_CONFIG, or rein.yaml in this folder)')
@@ -44,7 +54,11 @@ export async function buildProgram(argv: readonly string[] = []): Promise<Comman
     // Each command's help lists --config too: it is given before or after the command name.
     .configureHelp({ showGlobalOptions: true })
     .exitOverride();
-  for (const m of modulesFor(argv.slice(2))) (await m.load())(program);
+  const args = argv.slice(2);
+  const modules = modulesFor(args);
+  if (modules.length === 0) return program;
+  const settings = options.settings === 'defaults' ? defaultSettings() : (options.settings ?? helpSettings(args, options));
+  for (const m of modules) (await m.load())(program, settings);
   return program;
 }
 

@@ -407,6 +407,14 @@ export type RunSettings = ReinConfig['run'];
 export type PolicyServerSettings = ReinConfig['policyServer'];
 export type GateSettings = ReinConfig['gate'];
 
+/**
+ * Every setting at its default, as the schema defines it (no file, no environment, paths not yet
+ * resolved): what help texts show when no config can be read.
+ */
+export function configDefaults(): ReinConfig {
+  return reinConfigSchema.parse({});
+}
+
 /** The JSON Schema of the config file, as `rein config schema` prints it. */
 export function configJsonSchema(): object {
   return z.toJSONSchema(reinConfigSchema, { io: 'input' });

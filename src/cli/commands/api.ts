@@ -2,12 +2,13 @@ import type { Command } from 'commander';
 import { startApi } from '../../api/server.js';
 import { connectTemporal } from '../../client/temporal.js';
 import { adminKeyHash } from '../../gateway/from-config.js';
-import { cliContext, temporalUiUrl, untilInterrupted, type GlobalOptions } from '../context.js';
+import type { ReinConfig } from '../../config/schema.js';
+import { cliContext, listenAddress, temporalAddress, temporalUiUrl, untilInterrupted, type GlobalOptions } from '../context.js';
 
-export function registerApiCommand(program: Command): void {
+export function registerApiCommand(program: Command, settings: ReinConfig): void {
   program
     .command('api')
-    .description("serve Rein's HTTP API (runs, schedules, policies; OpenAPI at /openapi.json) against the configured Temporal server")
+    .description(`serve Rein's HTTP API (runs, schedules, policies; OpenAPI at /openapi.json) on ${listenAddress(settings.api.host, settings.api.port)} (api.host, api.port), against the Temporal server at ${temporalAddress(settings)}`)
     .action(async () => {
       const { config } = cliContext(program.opts<GlobalOptions>());
       const temporal = await connectTemporal(config.temporal);

@@ -1,14 +1,20 @@
 import type { Command } from 'commander';
 import { runPreflight } from '../../client/preflight.js';
 import { adminKeyHash } from '../../gateway/from-config.js';
-import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
+import type { ReinConfig } from '../../config/schema.js';
+import { cliContext, devServerHelp, listenAddress, untilInterrupted, type GlobalOptions } from '../context.js';
 import { startServices } from '../services.js';
 import { formatPreflight } from './doctor.js';
 
-export function registerDevCommand(program: Command): void {
+export function registerDevCommand(program: Command, settings: ReinConfig): void {
   program
     .command('dev')
-    .description('start everything the embedded default needs (Temporal dev server, policy server, gateway, a worker, the HTTP API), check it, and keep it running')
+    .description(
+      'start everything the embedded default needs, check it, and keep it running: ' +
+        `${settings.temporal.address ? `Temporal at ${settings.temporal.address}` : `the Temporal dev server ${devServerHelp(settings)}`}, ` +
+        (settings.policyServer.enabled ? `the policy server on ${listenAddress(settings.policyServer.host, settings.policyServer.port)}, ` : '') +
+        `the gateway on ${listenAddress(settings.gateway.host, settings.gateway.port)}, a worker, and the HTTP API on ${listenAddress(settings.api.host, settings.api.port)}`,
+    )
     .action(async () => {
       const { config, file, logger } = cliContext(program.opts<GlobalOptions>());
       const services = await startServices(config, logger, { api: true });

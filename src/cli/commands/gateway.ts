@@ -7,12 +7,13 @@ import { storeLocation } from '../../store/location.js';
 import { followRegistry } from '../../registry/follow.js';
 import { restoreRoutes } from '../../registry/serving.js';
 import { gatewayInstanceName, traceStoreDescription, traceStoreFromConfig } from '../../store/open.js';
-import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
+import type { ReinConfig } from '../../config/schema.js';
+import { cliContext, listenAddress, untilInterrupted, type GlobalOptions } from '../context.js';
 
-export function registerGatewayCommand(program: Command): void {
+export function registerGatewayCommand(program: Command, settings: ReinConfig): void {
   program
     .command('gateway')
-    .description('run the gateway: the OpenAI-compatible proxy harnesses call, journaling every call, and the rollout API')
+    .description(`run the gateway on ${listenAddress(settings.gateway.host, settings.gateway.port)} (gateway.host, gateway.port): the OpenAI-compatible proxy harnesses call, journaling every call, and the rollout API`)
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
       const settings = config.gateway;

@@ -1,21 +1,24 @@
 import { writeFileSync } from 'node:fs';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { POLICY_SERVER_KEY_ENV, policyServerKey, policyServerKeyFile } from '../../policy/admin-key.js';
 import { runTrainJob } from '../../policy/local-trainer.js';
 import { artifactStoreFromConfig, stagingDir } from '../../artifacts/from-config.js';
 import { startPolicyServer } from '../../policy/server.js';
+import type { ReinConfig } from '../../config/schema.js';
 import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
+import { listenAs } from '../port-in-use.js';
 
-export function registerPolicyCommands(program: Command): void {
+export function registerPolicyCommands(program: Command, settings: ReinConfig): void {
   const policy = program.command('policy').description('the embedded policy: serve it, train it');
   policy
     .command('serve')
     .description('serve policy checkpoints over an OpenAI-compatible API (vLLM-style token ids and log-probs)')
     .option('--model <name=dir...>', 'a checkpoint directory to serve under a model name (repeatable)', [])
-    .option('--host <host>', 'address to listen on', '127.0.0.1')
-    .option('--port <port>', 'port to listen on', '8500')
+    // Where the config's policy server listens (the gateway's embedded backend points there), unless told otherwise.
+    .addOption(new Option('--host <host>', 'address to listen on').default(settings.policyServer.host, `${settings.policyServer.host}, the config's policyServer.host`))
+    .addOption(new Option('--port <port>', 'port to listen on').default(String(settings.policyServer.port), `${settings.policyServer.port}, the config's policyServer.port`))
     .option('--admin-key-env <name>', `variable holding the key that loading and unloading versions needs (default ${POLICY_SERVER_KEY_ENV}; unset: the key generated into dataDir/policy-server/admin-key)`)
-    .action(async (options: { model: string[]; host: string; port: string; adminKeyEnv?: string }) => {
+    .action(async (options: { model: string[]; host: string; port: string; adminKeyEnv?: string }, command: Command) => {
       const models: Record<string, string> = {};
       for (const spec of options.model) {
         const [name, dir] = spec.split('=');
@@ -26,7 +29,13 @@ export function registerPolicyCommands(program: Command): void {
       // s3:// checkpoints (--model or loaded later) come from the config's artifact store.
       const { config } = cliContext(program.opts<GlobalOptions>());
       const artifacts = { store: artifactStoreFromConfig(config), stagingDir: stagingDir(config.dataDir) };
-      const server = await startPolicyServer({ host: options.host, port: Number(options.port), models, adminKey: adminKey.key, artifacts });
+      // Not given: the config's policy server address, read from the config this command runs with.
+      const configured = (name: 'host' | 'port') => command.getOptionValueSource(name) === 'default';
+      const host = configured('host') ? config.policyServer.host : options.host;
+      const port = configured('port') ? config.policyServer.port : Number(options.port);
+      const server = await listenAs('policy server', configured('port') ? 'policyServer.port' : '--port', { host, port }, () =>
+        startPolicyServer({ host, port, models, adminKey: adminKey.key, artifacts }),
+      );
       process.stdout.write(`Policy server ready at ${server.url} serving ${server.models().join(', ') || 'nothing yet'}\nLoading and unloading versions needs the admin key (${adminKey.source}).\nPress Ctrl-C to stop.\n`);
       await untilInterrupted();
       await server.close();

@@ -1,13 +1,14 @@
 import type { Command } from 'commander';
-import { cliContext, untilInterrupted, type GlobalOptions } from '../context.js';
+import type { ReinConfig } from '../../config/schema.js';
+import { cliContext, devServerHelp, untilInterrupted, type GlobalOptions } from '../context.js';
 import { bringUpTemporal } from '../temporal-up.js';
 
-export function registerServerCommand(program: Command): void {
+export function registerServerCommand(program: Command, settings: ReinConfig): void {
   program
     .command('server')
     .description(
-      'start the embedded Temporal dev server (Web UI on :8233, state in the data directory); ' +
-        'with TEMPORAL_ADDRESS set, only check that server and register search attributes',
+      `start the embedded Temporal dev server ${devServerHelp(settings)}, its state in the data directory; ` +
+        `with TEMPORAL_ADDRESS (temporal.address) set, only check that server and register search attributes${settings.temporal.address ? ` (set now: ${settings.temporal.address})` : ''}`,
     )
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
@@ -32,3 +33,4 @@ export function registerServerCommand(program: Command): void {
       await up.shutdown();
     });
 }
+
