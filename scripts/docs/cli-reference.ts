@@ -4,9 +4,9 @@ import { GENERATED_NOTE } from './config-reference.js';
 import { cell } from './json-schema.js';
 import { slug as anchor } from './markdown.js';
 
-/** The whole `rein` program, every module loaded, as `rein --help` sees it. */
+/** The whole `rein` program, every module loaded, as `rein --help` sees it with no config: the reference never depends on a local rein.yaml or REIN_* variable. */
 export async function reinProgram(): Promise<Command> {
-  return buildProgram(['node', 'rein']);
+  return buildProgram(['node', 'rein'], { settings: 'defaults' });
 }
 
 /** Every command under a program, parents first, with its full name (`policy serve`). */
@@ -32,7 +32,7 @@ export async function cliReference(): Promise<string> {
     '',
     GENERATED_NOTE('the commander program in `src/cli/` (`buildProgram`)'),
     '',
-    `\`rein\`: ${program.description()}. What the commands are for, with examples: [Commands](../commands.md).`,
+    `\`rein\`: ${program.description()}. What the commands are for, with examples: [Commands](../commands.md). Addresses and ports below are the defaults; \`rein <command> --help\` shows the ones your config sets.`,
     '',
     '## Global options',
     '',
