@@ -26,8 +26,8 @@ export interface ApiStack {
 
 /**
  * What `rein dev` runs, in this process, for one config: the embedded policy server with the base
- * policy, the gateway, a Rein worker on the config's task queue (on the shared test dev server)
- * and the HTTP API.
+ * policy, the gateway, a Rein worker on the config's task queue and namespace (on the shared test
+ * dev server) and the HTTP API.
  */
 export async function startApiStack(config: ReinConfig, apiOptions: { temporalUiUrl?: string } = {}): Promise<ApiStack> {
   const closers: Array<() => Promise<unknown> | unknown> = [];
@@ -43,7 +43,7 @@ export async function startApiStack(config: ReinConfig, apiOptions: { temporalUi
     installTemporalRuntime(createLogger('warn'));
     const nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const activities = await activityDepsFromConfig(config);
-    const worker = await createReinWorker({ connection: nativeConnection, namespace: 'default', taskQueue: config.temporal.taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, ...activities.deps });
+    const worker = await createReinWorker({ connection: nativeConnection, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, ...activities.deps });
     const running = worker.run();
     closers.push(async () => {
       worker.shutdown();
@@ -51,7 +51,7 @@ export async function startApiStack(config: ReinConfig, apiOptions: { temporalUi
       await nativeConnection.close();
       await activities.close();
     });
-    const { client, connection } = await testClient();
+    const { client, connection } = await testClient(config.temporal.namespace);
     closers.push(() => connection.close());
     const api = await startApi({ config, client, keyHash: sha256Hex(key), ...apiOptions }, { host: '127.0.0.1', port: 0 });
     closers.push(() => api.close());

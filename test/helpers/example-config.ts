@@ -12,13 +12,13 @@ export const exampleDir = path.join(packageRoot(), 'examples', 'calculator-agent
  * A config file for the example agent on the embedded default, pointed at the shared test dev
  * server with its own task queue, data directory and free ports (what examples/calculator-agent/rein.yaml
  * says, made safe to run beside other tests). `harnessEnv`: fixed variables for the example harness,
- * e.g. `AGENT_SEED` for reproducible sampling.
+ * e.g. `AGENT_SEED` for reproducible sampling; `namespace`: a Temporal namespace (freshNamespace) instead of `default`.
  */
 export async function writeExampleConfig(
   dir: string,
   run: Record<string, unknown> = {},
   more: Record<string, unknown> = {},
-  options: { harnessEnv?: Record<string, string> } = {},
+  options: { harnessEnv?: Record<string, string>; namespace?: string } = {},
 ): Promise<{ file: string; taskQueue: string; dataDir: string }> {
   mkdirSync(dir, { recursive: true });
   const taskQueue = `rein-${randomUUID()}`;
@@ -32,7 +32,7 @@ export async function writeExampleConfig(
   const config = {
     dataDir,
     log: { level: 'warn' },
-    temporal: { address: inject('temporalAddress'), taskQueue },
+    temporal: { address: inject('temporalAddress'), taskQueue, ...(options.namespace && { namespace: options.namespace }) },
     gateway: { port: await freePort() },
     policyServer: { port: await freePort() },
     harness: { version: 'calculator-agent-1', local: { ...program('harness.mjs', 60), ...(options.harnessEnv && { env: options.harnessEnv }) } },

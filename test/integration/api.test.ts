@@ -5,16 +5,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiServer } from '../../src/api/server.js';
 import { loadConfig } from '../../src/config/load.js';
 import { startApiStack } from '../helpers/api-stack.js';
-import { testClient } from '../helpers/temporal.js';
+import { freshNamespace, testClient } from '../helpers/temporal.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-api-'));
 let api: ApiServer;
 let key: string;
 const closers: Array<() => Promise<unknown> | unknown> = [];
+// Its own namespace: the runs it lists are its own, not every other test file's.
+let namespace: string;
 
 beforeAll(async () => {
-  const { file } = await writeExampleConfig(dir, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
+  namespace = await freshNamespace();
+  const { file } = await writeExampleConfig(dir, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } }, { namespace });
   const { config } = loadConfig({ file, env: {} });
   const stack = await startApiStack(config);
   closers.push(() => stack.close());
@@ -123,7 +126,7 @@ describe('the HTTP API', () => {
   it('continues a terminated run from where it stopped, as a new execution under the same id', { timeout: 180_000 }, async () => {
     const started = await call('POST', '/api/runs', { runId: 'api-2' });
     expect(started).toMatchObject({ status: 201 });
-    const { client, connection } = await testClient();
+    const { client, connection } = await testClient(namespace);
     try {
       await client.workflow.getHandle('api-2').terminate('api test: an operator ended it');
     } finally {

@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { packageRoot } from '../../src/package-root.js';
 import { startApiStack } from '../helpers/api-stack.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
+import { freshNamespace } from '../helpers/temporal.js';
 
 /** Debian's Chromium (scripts/setup.sh installs it): puppeteer's own download needs the internet. */
 const CHROMIUM = process.env.REIN_CHROMIUM ?? '/usr/bin/chromium';
@@ -27,11 +28,15 @@ let api: ApiServer;
 let key: string;
 let browser: Browser;
 const closers: Array<() => Promise<unknown> | unknown> = [];
+// Its own namespace: the runs page lists (and asks the status of) this file's runs only, not every
+// other test file's, whose workers may be gone.
+let namespace: string;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run scripts/setup.sh (it installs Debian's chromium), or point REIN_CHROMIUM at one`);
   // Two iterations, so every curve has two points; two held-out tasks for the gate.
-  const { file } = await writeExampleConfig(dir, { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
+  namespace = await freshNamespace();
+  const { file } = await writeExampleConfig(dir, { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } }, { namespace });
   const { config } = loadConfig({ file, env: {} });
   const stack = await startApiStack(config, { temporalUiUrl: TEMPORAL_UI });
   closers.push(() => stack.close());
@@ -143,7 +148,7 @@ describe('the Rein console', () => {
     const verdicts = await page.$$eval('#iterations [data-decision]', (links) => links.map((a) => [a.getAttribute('data-decision'), a.textContent]));
     expect(verdicts).toEqual(iterations.map((i) => [i.gate.decisionId, i.gate.verdict.toUpperCase()]));
     const workflowLinks = await page.$$eval('#iterations a[data-workflow]', (links) => links.map((a) => (a as unknown as { href: string }).href));
-    expect(workflowLinks).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^${TEMPORAL_UI}/namespaces/default/workflows/${RUN}-it1/[\\w-]+/history$`)), expect.stringContaining(`/workflows/${RUN}-it2-release/`)]));
+    expect(workflowLinks).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^${TEMPORAL_UI}/namespaces/${namespace}/workflows/${RUN}-it1/[\\w-]+/history$`)), expect.stringContaining(`/workflows/${RUN}-it2-release/`)]));
     await shoot(page, 'run');
 
     // The last iteration's decision: every check, and each held-out pair linked to its rollouts.
