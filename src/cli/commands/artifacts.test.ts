@@ -2,8 +2,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../main.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { reinInProcess } from '../../../test/helpers/cli-in-process.js';
 
 /**
  * `rein artifacts push|pull`, as a training pod runs them with no config file: the store comes
@@ -18,20 +18,7 @@ delete process.env.REIN_ARTIFACTS_URL;
 const store = pathToFileURL(path.join(dir, 'data', 'artifacts')).href;
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function rein(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => ((stderr += String(chunk)), true));
-  try {
-    const code = await main(['node', 'rein', ...args]);
-    return { code, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-    process.exitCode = undefined;
-  }
-}
+const rein = reinInProcess;
 
 describe('rein artifacts push and pull', () => {
   it('pushes a folder and pulls it back whole, and pulls a single artifact to a file', async () => {

@@ -1,28 +1,15 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../package-root.js';
-import { main } from '../main.js';
+import { reinInProcess } from '../../../test/helpers/cli-in-process.js';
 
-/** `rein config check` in this process: the CLI's own entry point, without a child process's start-up. */
+/** `rein config check` runs in this process (reinInProcess): the CLI's own entry point, without a child process's start-up. */
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-config-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function rein(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => ((stderr += String(chunk)), true));
-  try {
-    const code = await main(['node', 'rein', ...args]);
-    return { code, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-    process.exitCode = undefined;
-  }
-}
+const rein = reinInProcess;
 
 /** A project folder with a config file (YAML text) in it. */
 function project(name: string, yaml: string): { folder: string; file: string } {
