@@ -7,7 +7,7 @@ import { freePort } from './ports.js';
 /**
  * Jaeger's all-in-one program as a real OTLP backend for the tracing tests: an OTLP/HTTP receiver
  * and the query API, each on a free port, with in-memory storage. The binary comes from
- * scripts/build-jaeger.sh (run by scripts/setup.sh), or REIN_JAEGER_BIN.
+ * scripts/build-jaeger.sh (run by scripts/setup-tests.sh, which npm test runs), or REIN_JAEGER_BIN.
  */
 export interface Jaeger {
   /** The OTLP/HTTP traces URL to export to. */
@@ -45,7 +45,7 @@ export function jaegerBinary(): string {
   if (!existsSync(binary)) {
     throw new Error(
       `Jaeger (the tracing tests' OTLP backend) is not built on this machine: ${binary} does not exist. ` +
-        'Build it with scripts/build-jaeger.sh (needs Go; minutes, once per machine; scripts/setup.sh runs it), or point REIN_JAEGER_BIN at a jaeger binary.',
+        'Build it with scripts/build-jaeger.sh (needs Go; minutes, once per machine; scripts/setup-tests.sh, which npm test runs, runs it), or point REIN_JAEGER_BIN at a jaeger binary.',
     );
   }
   return binary;

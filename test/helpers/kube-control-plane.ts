@@ -14,7 +14,7 @@ import { freePort } from './ports.js';
  * with NodeRestriction, as kubeadm sets it up; the controllers run as their own service accounts.
  * There is no scheduler and no kubelet: test/helpers/node-agent binds and runs pods.
  *
- * The binaries come from scripts/build-kube.sh (run by scripts/setup.sh), or REIN_KUBE_BIN_DIR.
+ * The binaries come from scripts/build-kube.sh (run by scripts/setup-tests.sh, which npm test runs), or REIN_KUBE_BIN_DIR.
  * Starts in a few seconds, so each test file starts its own.
  */
 export interface KubeControlPlane {
@@ -62,7 +62,7 @@ export function kubeBinaryDir(): string {
   if (missing.length > 0) {
     throw new Error(
       `the Kubernetes control plane for the Kubernetes tests is not built on this machine: ${missing.map((b) => path.join(dir, b)).join(', ')} missing. ` +
-        'Build it with scripts/build-kube.sh (needs Go 1.26+ and the Go module proxy; about 8 minutes once per machine; scripts/setup.sh runs it), ' +
+        'Build it with scripts/build-kube.sh (needs Go 1.26+ and the Go module proxy; about 8 minutes once per machine; scripts/setup-tests.sh, which npm test runs, runs it), ' +
         'or point REIN_KUBE_BIN_DIR at a folder with kube-apiserver, kube-controller-manager and etcd (Kubernetes 1.34, etcd 3.6).',
     );
   }

@@ -8,7 +8,7 @@ import { freePort } from './ports.js';
 /**
  * moto in server mode (PyPI `moto[server]`): a real S3-compatible HTTP server standing in for
  * AWS S3 in tests. Its pinned environment is test/s3/requirements.lock, installed by
- * scripts/setup.sh into .tools/s3. One server per test file (it starts in about a second).
+ * scripts/setup-tests.sh (npm test runs it) into .tools/s3. One server per test file (it starts in about a second).
  */
 export interface TestS3 {
   endpoint: string;

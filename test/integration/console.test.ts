@@ -10,7 +10,7 @@ import { startApiStack } from '../helpers/api-stack.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
 import { freshNamespace } from '../helpers/temporal.js';
 
-/** Debian's Chromium (scripts/setup.sh installs it): puppeteer's own download needs the internet. */
+/** Debian's Chromium (scripts/setup-tests.sh, which npm test runs, installs it): puppeteer's own download needs the internet. */
 const CHROMIUM = process.env.REIN_CHROMIUM ?? '/usr/bin/chromium';
 /** Screenshots land here; CI keeps the folder as the test's artifacts. */
 const ARTIFACTS = process.env.REIN_TEST_ARTIFACTS ? path.join(process.env.REIN_TEST_ARTIFACTS, 'console') : path.join(packageRoot(), 'test-artifacts', 'console');
@@ -33,7 +33,7 @@ const closers: Array<() => Promise<unknown> | unknown> = [];
 let namespace: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run scripts/setup.sh (it installs Debian's chromium), or point REIN_CHROMIUM at one`);
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run scripts/setup-tests.sh (it installs Debian's chromium; npm test runs it), or point REIN_CHROMIUM at one`);
   // Two iterations, so every curve has two points; two held-out tasks for the gate.
   namespace = await freshNamespace();
   const { file } = await writeExampleConfig(dir, { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } }, { namespace });
