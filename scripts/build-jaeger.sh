@@ -7,6 +7,7 @@
 #   scripts/build-jaeger.sh        (REIN_CACHE_DIR moves the cache; default ~/.cache/rein)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/cache.sh
 
 module=tools/jaeger
 if ! command -v go >/dev/null; then
@@ -15,7 +16,7 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 hash=$(cat "$module/go.mod" "$module/go.sum" | sha256sum | cut -c1-16)
-cache="${REIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rein}"
+cache=$(rein_cache_dir)
 dir="$cache/jaeger-$hash"
 mkdir -p "$cache" .tools
 (

