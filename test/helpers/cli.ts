@@ -8,13 +8,17 @@ const rein = reinCommand();
 
 export interface CliOptions {
   cwd?: string;
+  /** Added to this process's environment; an undefined value removes the variable. */
   env?: Record<string, string | undefined>;
+  /** How to run `rein` (default: as these tests' sources or dist/ say, reinCommand): another Node.js, another copy of the package. */
+  rein?: { command: string; args: string[] };
 }
 
 function spawnRein(args: string[], options: CliOptions): ChildProcess {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
-  return spawn(rein.command, [...rein.args, ...args], {
+  const { command, args: before } = options.rein ?? rein;
+  return spawn(command, [...before, ...args], {
     cwd: options.cwd ?? root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

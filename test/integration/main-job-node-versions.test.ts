@@ -1,9 +1,10 @@
-import { spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../src/package-root.js';
+import { runRein } from '../helpers/cli.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
 
 /**
@@ -31,28 +32,23 @@ function packageFor(major: number): { node: string; packageDir: string } {
   return { node: realpathSync(path.join(tools, 'node')), packageDir };
 }
 
-function run(command: string, args: string[], cwd: string): Promise<{ code: number | null; output: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${path.dirname(command)}${path.delimiter}${process.env.PATH ?? ''}` };
-  for (const name of ['TEMPORAL_ADDRESS', 'REIN_CONFIG', 'REIN_TEST_CLI', 'NODE_OPTIONS']) delete env[name];
-  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, output })));
-}
-
 describe('the main job on the other supported Node.js releases', () => {
   for (const major of [20, 22]) {
     it(`trains the example agent for an iteration on Node.js ${major}`, { timeout: 300_000 }, async () => {
       const { node, packageDir } = packageFor(major);
-      const version = await run(node, ['--version'], packageDir);
-      expect(version.output.trim()).toMatch(new RegExp(`^v${major}\\.`));
+      expect(execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()).toMatch(new RegExp(`^v${major}\\.`));
       // Groups whose rollouts all score the same are kept, so a tiny run always has a batch to train on.
       const { file } = await writeExampleConfig(path.join(dir, `run${major}`), { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
-      const train = await run(node, [path.join(packageDir, 'bin', 'rein.js'), '--config', file, 'train', '--run-id', `node${major}`, '--follow'], packageDir);
-      expect(train.code, train.output.slice(-4000)).toBe(0);
-      expect(train.output).toMatch(new RegExp(`iteration 1: node${major}\\.v1 {2}train mean reward`));
-      expect(train.output).toContain(`run node${major}: finished`);
+      const train = await runRein(['--config', file, 'train', '--run-id', `node${major}`, '--follow'], {
+        cwd: packageDir,
+        rein: { command: node, args: [path.join(packageDir, 'bin', 'rein.js')] },
+        // That Node first on PATH; the suite's own Temporal address, config and CLI choice do not apply.
+        env: { PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}`, TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined, REIN_TEST_CLI: undefined, NODE_OPTIONS: undefined },
+      });
+      const output = `${train.stdout}\n${train.stderr}`;
+      expect(train.code, output.slice(-4000)).toBe(0);
+      expect(train.stdout).toMatch(new RegExp(`iteration 1: node${major}\\.v1 {2}train mean reward`));
+      expect(train.stdout).toContain(`run node${major}: finished`);
     });
   }
 });
