@@ -67,6 +67,11 @@ export async function followRegistry(
       await client.end().catch(() => undefined);
       throw err;
     }
+    if (closed) {
+      // close() ran while this connected, so it had no connection to end: this one ends itself.
+      await client.end().catch(() => undefined);
+      return;
+    }
     const lost = (err?: Error) => {
       if (listener !== client) return;
       listener = undefined;

@@ -105,8 +105,10 @@ describe.concurrent.each(storeBackends)('gateway durability (journal on %s)', (b
       // The secret survived too: the rollout keys issued before the crash still work.
       const after = await clients[0]!.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'after restart' }] });
       expect(after.choices[0]?.message.content).toBe('Echo: after restart');
+      expect(await gateway.stop('SIGTERM'), gateway.output().stderr.slice(-4000)).toBe(0);
     } finally {
-      expect(await gateway.stop('SIGTERM')).toBe(0);
+      // Here too when the test failed, without hiding why it did.
+      await gateway.stop('SIGTERM');
       await server.close();
     }
   }, 180_000);

@@ -80,17 +80,23 @@ describe('a promotion with many gateways on one PostgreSQL registry', () => {
       const admin_ = new pg.Client({ connectionString: storeUrl });
       await admin_.connect();
       const followers = `SELECT pid FROM pg_stat_activity WHERE application_name = 'rein-registry-follower' AND datname = current_database()`;
-      await until('two followers listening', async () => (await admin_.query(followers)).rowCount ?? 0, (n) => n === 2);
+      const followerPids = async () => (await admin_.query<{ pid: number }>(followers)).rows.map((r) => r.pid);
+      const cut = await until('two followers listening', followerPids, (pids) => pids.length === 2);
       await admin_.query(`SELECT pg_terminate_backend(pid) FROM (${followers}) f`);
+      // Gone for good before the rollback, so its announcement cannot reach a connection still dying.
+      await until('the cut connections gone', followerPids, (pids) => !pids.some((pid) => cut.includes(pid)));
       await rollback(registry, undefined, { actor: 'test', reason: 'test: while they reconnect' });
       await everywhere('policy-v1');
-      await until('two followers listening again', async () => (await admin_.query(followers)).rowCount ?? 0, (n) => n === 2);
+      await until('two new followers listening', followerPids, (pids) => pids.length === 2 && !pids.some((pid) => cut.includes(pid)));
       await admin_.end();
-    } finally {
-      await registry.close();
+      // Both shut down cleanly on SIGTERM; if not, their stderr says why.
       const codes = await Promise.all(gateways.map((g) => g.stop('SIGTERM')));
+      expect(codes, gateways.map((g) => g.output().stderr.slice(-4000)).join('\n---\n')).toEqual([0, 0]);
+    } finally {
+      // Here too when the test failed, without hiding why it did.
+      await Promise.all(gateways.map((g) => g.stop('SIGTERM')));
+      await registry.close();
       await server.close();
-      expect(codes).toEqual([0, 0]);
     }
   }, 120_000);
 });

@@ -58,10 +58,13 @@ describe('two rein gateway processes on one PostgreSQL journal', () => {
       await ask(clientsOf(retried)[1], 'first attempt');
       expect(await admin(one, 'POST', '/api/rollouts/retried/attempts', {})).toMatchObject({ rollout: { attempts: 2 } });
       await expect(ask(clientsOf(retried)[1], 'stale attempt')).rejects.toMatchObject({ status: 409, code: 'attempt_superseded' });
-    } finally {
+      // Both shut down cleanly on SIGTERM; if not, their stderr says why.
       const codes = await Promise.all(gateways.map((g) => g.stop('SIGTERM')));
+      expect(codes, gateways.map((g) => g.output().stderr.slice(-4000)).join('\n---\n')).toEqual([0, 0]);
+    } finally {
+      // Here too when the test failed, without hiding why it did.
+      await Promise.all(gateways.map((g) => g.stop('SIGTERM')));
       await server.close();
-      expect(codes).toEqual([0, 0]);
     }
   }, 120_000);
 });
