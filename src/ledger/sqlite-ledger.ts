@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { openDatabase } from '../store/sqlite-driver.js';
+import { openDatabaseFile } from '../store/sqlite-driver.js';
 import { applySqliteMigrations, type Migration } from '../store/migrations.js';
 import { toEntry, type LedgerEntry, type LedgerRow, type LedgerStore } from './ledger.js';
 
@@ -26,7 +26,7 @@ export class SqliteLedger implements LedgerStore {
   private readonly db: Database.Database;
 
   constructor(file: string) {
-    this.db = openDatabase(file);
+    this.db = openDatabaseFile(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');
     applySqliteMigrations(this.db, 'ledger', MIGRATIONS);

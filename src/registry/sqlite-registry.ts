@@ -1,9 +1,8 @@
 import path from 'node:path';
 import type Database from 'better-sqlite3';
-import { openDatabase } from '../store/sqlite-driver.js';
+import { openDatabaseFile } from '../store/sqlite-driver.js';
 import { canonicalJson } from '../rollouts/harness-spec.js';
 import { applySqliteMigrations, type Migration } from '../store/migrations.js';
-import { makePrivateDatabaseFile } from '../store/private-files.js';
 import {
   AliasMovedError,
   PolicyConflictError,
@@ -18,11 +17,9 @@ import {
 } from './policy-registry.js';
 import { toAliasChange, toDecision, toRecord, type AliasChangeRow, type DecisionRow, type PolicyRow } from './rows.js';
 
-/** The registry (and the ledgers beside it) of a data directory, created on first use. */
+/** The SQLite file of a data directory's registry and the ledgers beside it (created when first opened). */
 export function registryFile(dataDir: string): string {
-  const file = path.join(dataDir, 'registry.sqlite');
-  makePrivateDatabaseFile(file);
-  return file;
+  return path.join(dataDir, 'registry.sqlite');
 }
 
 /**
@@ -76,8 +73,7 @@ export class SqlitePolicyRegistry implements PolicyRegistry {
   private readonly db: Database.Database;
 
   constructor(file: string) {
-    makePrivateDatabaseFile(file);
-    this.db = openDatabase(file);
+    this.db = openDatabaseFile(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');
     applySqliteMigrations(this.db, 'registry', MIGRATIONS);

@@ -1,5 +1,4 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs';
-import path from 'node:path';
+import { mkdirSync } from 'node:fs';
 
 // Rein's data (prompts and completions, rollout keys, what was trained and released) is for the
 // user who runs it: what Rein creates is 0700 / 0600 whatever the umask, also when used as a library.
@@ -8,13 +7,4 @@ import path from 'node:path';
 /** Creates a folder (and any missing parents) readable by its owner only. */
 export function makePrivateDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-}
-
-/**
- * Creates an SQLite database's file (and folder) before SQLite does, readable by its owner only;
- * SQLite gives the -wal and -shm files beside it the database file's mode.
- */
-export function makePrivateDatabaseFile(file: string): void {
-  makePrivateDir(path.dirname(file));
-  closeSync(openSync(file, 'a', 0o600));
 }

@@ -1,5 +1,8 @@
+import { chmodSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
+import { makePrivateDir } from './private-files.js';
 
 const require = createRequire(import.meta.url);
 let driver: typeof BetterSqlite3 | undefined;
@@ -14,6 +17,24 @@ let driver: typeof BetterSqlite3 | undefined;
 export function openDatabase(file: string, options?: BetterSqlite3.Options): BetterSqlite3.Database {
   driver ??= loadDriver();
   return new driver(file, options);
+}
+
+/**
+ * Opens one of Rein's SQLite files, creating it (and its folder) readable by its owner only if it
+ * is missing; a file that exists keeps its mode. SQLite creates the file and Rein narrows its mode
+ * before anything is written (the -wal and -shm files take the database file's mode). Rein never
+ * opens the file through a descriptor of its own: POSIX locks belong to the process, so closing
+ * any descriptor of the file drops the locks SQLite's connections hold on it, and another
+ * process's SQLite (an operator's `sqlite3` shell, a backup job) then believes it is alone, and
+ * checkpoints and deletes the -wal and -shm files under Rein's open connections.
+ */
+export function openDatabaseFile(file: string): BetterSqlite3.Database {
+  if (file === ':memory:') return openDatabase(file);
+  makePrivateDir(path.dirname(file));
+  const created = !existsSync(file);
+  const db = openDatabase(file);
+  if (created) chmodSync(file, 0o600);
+  return db;
 }
 
 function loadDriver(): typeof BetterSqlite3 {

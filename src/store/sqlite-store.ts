@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { openDatabase } from './sqlite-driver.js';
+import { openDatabaseFile } from './sqlite-driver.js';
 import {
   canTransition,
   isFinished,
@@ -38,7 +38,6 @@ import {
   type ShadowCallRow,
 } from './journal-rows.js';
 import { applySqliteMigrations, type Migration } from './migrations.js';
-import { makePrivateDatabaseFile } from './private-files.js';
 import {
   StoreConflictError,
   StoreInputError,
@@ -187,8 +186,7 @@ export class SqliteTraceStore implements TraceStore, JournalRetention {
   private rolloutCacheVersion = -1;
 
   constructor(file: string) {
-    if (file !== ':memory:') makePrivateDatabaseFile(file);
-    this.db = openDatabase(file);
+    this.db = openDatabaseFile(file);
     this.db.pragma('journal_mode = WAL');
     // NORMAL in WAL mode: a committed call survives a killed process (not a power cut) without an fsync per call.
     this.db.pragma('synchronous = NORMAL');
