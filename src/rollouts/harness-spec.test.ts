@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../config/load.js';
-import { harnessSchema, harnessVersion, programProblems, programSpec } from './harness-spec.js';
+import { harnessSchema, harnessVersion, programSpec } from './harness-spec.js';
+import { programProblems } from './program.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-harness-spec-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { accessSync, constants, readFileSync, statSync } from 'node:fs';
-import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { kubernetesHarnessSchema } from './kubernetes/job-template.js';
-import type { ProgramSpec } from './local-executor.js';
+import type { ProgramSpec } from './program.js';
 
 /**
  * The harness and verifier as configured: what the runner starts, and the harness version that
@@ -68,42 +67,4 @@ export function canonicalJson(value: unknown): string {
       ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
       : v,
   );
-}
-
-/**
- * Checks, before anything launches, that a program can start here: the command resolves to an
- * executable file and the working directory exists. Returns the problems, each naming the fix.
- */
-export function programProblems(name: string, spec: ProgramSpec, env: NodeJS.ProcessEnv = process.env): string[] {
-  const problems: string[] = [];
-  if (spec.cwd !== undefined && !isDirectory(spec.cwd)) problems.push(`${name}.cwd: ${spec.cwd} is not a directory`);
-  const searchPath = spec.env?.PATH ?? env.PATH ?? '';
-  const candidates = spec.command.includes('/')
-    ? [path.resolve(spec.cwd ?? '.', spec.command)]
-    : searchPath.split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, spec.command));
-  if (!candidates.some(isExecutable)) {
-    problems.push(
-      spec.command.includes('/')
-        ? `${name}.command: ${candidates[0]} is not an executable file; fix the path or make it executable`
-        : `${name}.command: "${spec.command}" is not on PATH; install it, or give its full path`,
-    );
-  }
-  return problems;
-}
-
-function isDirectory(dir: string): boolean {
-  try {
-    return statSync(dir).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-function isExecutable(file: string): boolean {
-  try {
-    accessSync(file, constants.X_OK);
-    return statSync(file).isFile();
-  } catch {
-    return false;
-  }
 }

@@ -1,25 +1,7 @@
 import path from 'node:path';
 import type { HarnessExecutor, HarnessLaunch, HarnessRun } from './executor.js';
-import { programProblems } from './harness-spec.js';
+import { programProblems, type ProgramSpec } from './program.js';
 import { runCommand } from './process.js';
-
-/** A program the runner starts as a local process: the harness, or the verifier. */
-export interface ProgramSpec {
-  command: string;
-  /**
-   * Placeholders: `{task}` (the harness gets the task without its hidden fields, the verifier the
-   * whole task), `{output}` (the file the harness writes its output to), `{rollout}` (the id).
-   */
-  args: string[];
-  cwd?: string | undefined;
-  /** Fixed variables for the program. */
-  env?: Record<string, string>;
-  /** Variables copied from the runner's environment; nothing else is inherited. */
-  envAllow?: string[];
-  timeoutMs: number;
-  /** Also write the task (JSON) to the program's standard input. */
-  taskOnStdin?: boolean;
-}
 
 const DEFAULT_ENV_ALLOW = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 
