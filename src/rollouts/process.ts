@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createWriteStream, type WriteStream } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { CappedLog } from './capped-log.js';
+import { killMarked, killProcessGroup, RUN_TOKEN_VAR } from './marked-processes.js';
 
 export interface CommandSpec {
   command: string;
@@ -9,7 +9,7 @@ export interface CommandSpec {
   cwd?: string | undefined;
   /**
    * The whole environment of the child: nothing is inherited that is not listed here, except
-   * `REIN_RUN_TOKEN`, which marks the run's processes (see `killMarked`).
+   * `REIN_RUN_TOKEN`, which marks the run's processes (see `killMarked` in marked-processes.ts).
    */
   env: Record<string, string>;
   timeoutMs: number;
@@ -49,7 +49,14 @@ const LOG_LIMIT = 8 * 1024 * 1024;
 const GRACE_MS = 2000;
 /** How long output is still read after the command exits, from descendants that hold its pipes. */
 const DRAIN_MS = 1500;
-export const RUN_TOKEN_VAR = 'REIN_RUN_TOKEN';
+
+/** How a run ended, as far as it is known when it finishes. */
+interface RunEnding {
+  timedOut: boolean;
+  cancelled: boolean;
+  spawnError: string | null;
+  exited: { code: number | null; signal: NodeJS.Signals | null } | null;
+}
 
 /**
  * Runs a command in its own process group and never rejects: every way it can end is in the
@@ -61,13 +68,8 @@ export function runCommand(spec: CommandSpec): Promise<CommandResult> {
   const started = performance.now();
   const token = randomUUID();
   return new Promise((resolve) => {
-    const log = new CappedLog(spec.logFile, spec.logLimitBytes ?? LOG_LIMIT);
-    let stdout = '';
-    let stderrTail = '';
-    let timedOut = false;
-    let cancelled = false;
-    let spawnError: string | null = null;
-    let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    const output = new CommandOutput(new CappedLog(spec.logFile, spec.logLimitBytes ?? LOG_LIMIT));
+    const ending: RunEnding = { timedOut: false, cancelled: false, spawnError: null, exited: null };
     let finished = false;
     const timers: NodeJS.Timeout[] = [];
     const child = spawn(spec.command, spec.args, {
@@ -76,13 +78,6 @@ export function runCommand(spec: CommandSpec): Promise<CommandResult> {
       detached: true,
       stdio: [spec.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
-    const killGroup = (signal: NodeJS.Signals) => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, signal);
-      } catch {
-        // The group has already gone.
-      }
-    };
 
     const finish = () => {
       if (finished) return;
@@ -93,38 +88,23 @@ export function runCommand(spec: CommandSpec): Promise<CommandResult> {
       child.stdout?.destroy();
       child.stderr?.destroy();
       child.stdin?.destroy();
-      killGroup('SIGKILL');
-      void killMarked(token).then(() =>
-        log.close(() =>
-          resolve({
-            exitCode: exited?.code ?? null,
-            killedBy: exited?.signal ?? null,
-            timedOut,
-            cancelled,
-            spawnError,
-            stdout: stdout.slice(0, STDOUT_LIMIT),
-            stderrTail,
-            logBytes: log.bytes,
-            logTruncatedBytes: log.truncatedBytes,
-            seconds: (performance.now() - started) / 1000,
-          }),
-        ),
-      );
+      killProcessGroup(child, 'SIGKILL');
+      void killMarked(token).then(() => output.close(() => resolve(resultOf(ending, output, started))));
     };
     const stop = () => {
-      killGroup('SIGTERM');
-      timers.push(setTimeout(() => killGroup('SIGKILL'), GRACE_MS));
+      killProcessGroup(child, 'SIGTERM');
+      timers.push(setTimeout(() => killProcessGroup(child, 'SIGKILL'), GRACE_MS));
       // Even a command that cannot be killed (stuck in the kernel) does not hold the run.
       timers.push(setTimeout(finish, GRACE_MS + DRAIN_MS + 1000));
     };
     timers.push(
       setTimeout(() => {
-        timedOut = true;
+        ending.timedOut = true;
         stop();
       }, spec.timeoutMs),
     );
     const onAbort = () => {
-      cancelled = true;
+      ending.cancelled = true;
       stop();
     };
     spec.signal?.addEventListener('abort', onAbort, { once: true });
@@ -134,19 +114,12 @@ export function runCommand(spec: CommandSpec): Promise<CommandResult> {
       child.stdin?.on('error', () => undefined); // a child that exits without reading its input
       child.stdin?.end(spec.stdin);
     }
-    child.stdout?.on('data', (chunk: Buffer) => {
-      log.write(chunk);
-      if (stdout.length < STDOUT_LIMIT) stdout += chunk.toString('utf8');
-    });
-    child.stderr?.on('data', (chunk: Buffer) => {
-      log.write(chunk);
-      stderrTail = (stderrTail + chunk.toString('utf8')).slice(-TAIL);
-    });
+    output.follow(child);
     child.on('error', (err) => {
-      spawnError = `${spec.command}: ${err.message}`;
+      ending.spawnError = `${spec.command}: ${err.message}`;
     });
     child.on('exit', (code, signal) => {
-      exited = { code, signal };
+      ending.exited = { code, signal };
       timers.push(setTimeout(finish, DRAIN_MS));
     });
     // All pipes closed after the exit (or the command never started): nothing left to drain.
@@ -154,91 +127,40 @@ export function runCommand(spec: CommandSpec): Promise<CommandResult> {
   });
 }
 
-/**
- * Kills every process that carries this run's token in its environment. A process group does not
- * hold a harness's descendants: one that calls setsid (a daemon, `nohup … &` in a new session)
- * leaves it and would outlive the run, holding its pipes and its resources. Node cannot make the
- * runner a subreaper or move the run into a cgroup without root, but the environment is inherited
- * by every descendant and survives setsid, so /proc finds them all. Linux only; elsewhere, or
- * where /proc is unreadable, only the process group is killed. Several passes, for processes
- * forked while the previous pass was reading.
- */
-export async function killMarked(token: string): Promise<void> {
-  if (process.platform !== 'linux') return;
-  const marker = Buffer.from(`${RUN_TOKEN_VAR}=${token}\0`);
-  for (let pass = 0; pass < 5; pass++) {
-    let entries: string[];
-    try {
-      entries = await readdir('/proc');
-    } catch {
-      return;
-    }
-    const pids = entries.filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => pid !== process.pid);
-    const marked = await Promise.all(
-      pids.map(async (pid) => {
-        try {
-          return (await readFile(`/proc/${pid}/environ`)).includes(marker) ? pid : null;
-        } catch {
-          return null; // gone, or another user's
-        }
-      }),
-    );
-    const found = marked.filter((pid): pid is number => pid !== null);
-    if (found.length === 0) return;
-    for (const pid of found) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
-    }
-  }
+function resultOf(ending: RunEnding, output: CommandOutput, started: number): CommandResult {
+  return {
+    exitCode: ending.exited?.code ?? null,
+    killedBy: ending.exited?.signal ?? null,
+    timedOut: ending.timedOut,
+    cancelled: ending.cancelled,
+    spawnError: ending.spawnError,
+    stdout: output.stdout.slice(0, STDOUT_LIMIT),
+    stderrTail: output.stderrTail,
+    logBytes: output.log.bytes,
+    logTruncatedBytes: output.log.truncatedBytes,
+    seconds: (performance.now() - started) / 1000,
+  };
 }
 
-/**
- * A log file that keeps the first and the last `limit / 2` bytes of what is written to it: a
- * command that floods its output must not fill the disk (16 runs at once, each for its whole
- * timeout). The head is written as it arrives; the tail is held in memory until `close`.
- */
-class CappedLog {
-  bytes = 0;
-  truncatedBytes = 0;
-  private readonly file: WriteStream;
-  private readonly headLimit: number;
-  private readonly tailLimit: number;
-  private headBytes = 0;
-  private tail: Buffer[] = [];
-  private tailBytes = 0;
+/** What a command prints: all of it to the log file, stdout (up to 1 MiB) and the end of stderr kept for the result. */
+class CommandOutput {
+  stdout = '';
+  stderrTail = '';
 
-  constructor(file: string, limit: number) {
-    this.file = createWriteStream(file);
-    this.file.on('error', () => undefined); // a log that cannot be written does not end the run
-    this.headLimit = Math.ceil(limit / 2);
-    this.tailLimit = limit - this.headLimit;
-  }
+  constructor(readonly log: CappedLog) {}
 
-  write(chunk: Buffer): void {
-    this.bytes += chunk.length;
-    const toHead = Math.min(chunk.length, this.headLimit - this.headBytes);
-    if (toHead > 0) {
-      this.file.write(chunk.subarray(0, toHead));
-      this.headBytes += toHead;
-    }
-    if (toHead === chunk.length) return;
-    this.tail.push(chunk.subarray(toHead));
-    this.tailBytes += chunk.length - toHead;
-    while (this.tail.length > 1 && this.tailBytes - (this.tail[0] as Buffer).length >= this.tailLimit) {
-      this.tailBytes -= (this.tail.shift() as Buffer).length;
-    }
+  follow(child: ChildProcess): void {
+    child.stdout?.on('data', (chunk: Buffer) => {
+      this.log.write(chunk);
+      if (this.stdout.length < STDOUT_LIMIT) this.stdout += chunk.toString('utf8');
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      this.log.write(chunk);
+      this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-TAIL);
+    });
   }
 
   close(done: () => void): void {
-    const tail = Buffer.concat(this.tail);
-    const kept = tail.subarray(Math.max(0, tail.length - this.tailLimit));
-    this.truncatedBytes = this.bytes - this.headBytes - kept.length;
-    if (this.truncatedBytes > 0) {
-      this.file.write(`\n[rein: ${this.truncatedBytes} bytes cut here; this log keeps the first ${this.headBytes} and the last ${kept.length} bytes]\n`);
-    }
-    this.file.end(kept, done);
+    this.log.close(done);
   }
 }
