@@ -1,6 +1,6 @@
 import type { PolicyRegistry, StoredDecision } from '../registry/policy-registry.js';
 import { PRODUCTION_ALIAS } from '../registry/promotion.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import type { GateDecision } from '../gate/gate.js';
 
 const percent = (x: number) => `${(100 * x).toFixed(1)}%`;

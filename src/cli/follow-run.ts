@@ -3,7 +3,7 @@ import cliProgress from 'cli-progress';
 import { describeRun, isTemporalUnreachable, type RunReport, type StageActivity } from '../client/runs.js';
 import { discordantPairs, mcnemarExactP } from '../gate/paired-tests.js';
 import type { RunStatus } from '../../workflows/index.js';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 
 export interface FollowOptions {
   out: NodeJS.WritableStream & { isTTY?: boolean };

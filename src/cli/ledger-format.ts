@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { formatTable } from './table.js';
+import { formatTable } from '../text-table.js';
 import { ledgerChanges, type LedgerEntry, type LedgerName } from '../ledger/ledger.js';
 
 const short = (text: string, n = 12) => (text.length > n ? text.slice(0, n) : text);

@@ -1,4 +1,4 @@
-import { formatTable } from '../cli/table.js';
+import { formatTable } from '../text-table.js';
 import { recordedRewards } from '../rollouts/rewards.js';
 import type { CallEndpoint, CallRecord, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
 
