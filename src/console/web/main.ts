@@ -1,18 +1,11 @@
 import { ApiError, forgetKey, get, saveKey, storedKey } from './api.js';
 import { h } from './dom.js';
+import type { Page, PageContext } from './page.js';
 import { decisionPage } from './pages/decision.js';
 import { releasesPage } from './pages/releases.js';
 import { rolloutPage } from './pages/rollout.js';
 import { runPage } from './pages/run.js';
 import { runsPage } from './pages/runs.js';
-
-/** What a page gets: where to render, and a way to learn it was left (to stop polling). */
-export interface PageContext {
-  root: HTMLElement;
-  left(): boolean;
-}
-
-type Page = (context: PageContext, ...params: string[]) => Promise<void>;
 
 /** Hash routes: the key never travels in a URL, and the server serves one page. */
 const ROUTES: Array<[RegExp, Page]> = [

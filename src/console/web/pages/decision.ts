@@ -1,6 +1,6 @@
 import { enc, get } from '../api.js';
 import { facts, h, json, link, num, pct, table, verdict, when } from '../dom.js';
-import type { PageContext } from '../main.js';
+import type { PageContext } from '../page.js';
 import type { Decision, DecisionPair, PairSide } from '../types.js';
 
 /** A gate decision: each check with its numbers, and the held-out tasks gained and lost, each a link to its rollouts. */

@@ -1,6 +1,6 @@
 import { get } from '../api.js';
 import { h, link, pct, table, when } from '../dom.js';
-import type { PageContext } from '../main.js';
+import type { PageContext } from '../page.js';
 import type { AliasChange, LedgerEntry } from '../types.js';
 
 /** Production's history (promotions, rollbacks, overrides) and the model, harness and environment ledgers with what changed. */

@@ -1,6 +1,6 @@
 import { enc, get } from '../api.js';
 import { facts, h, json, ms, num, table, when } from '../dom.js';
-import type { PageContext } from '../main.js';
+import type { PageContext } from '../page.js';
 import type { Call, RolloutEvent, RolloutView } from '../types.js';
 
 interface Message {

@@ -1,7 +1,7 @@
 import { enc, get } from '../api.js';
 import { iterationChart, type Series } from '../charts.js';
 import { facts, h, link, num, pct, table, verdict, when } from '../dom.js';
-import type { PageContext } from '../main.js';
+import type { PageContext } from '../page.js';
 import type { IterationView, RunReport, RunView } from '../types.js';
 
 /** How often a running run's page asks again. */

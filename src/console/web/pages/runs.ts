@@ -1,6 +1,6 @@
 import { enc, get } from '../api.js';
 import { h, link, num, table, when } from '../dom.js';
-import type { PageContext } from '../main.js';
+import type { PageContext } from '../page.js';
 import type { RunListing, RunReport } from '../types.js';
 
 /** Runs, newest first: state, progress, the version production serves, the last held-out result. */
