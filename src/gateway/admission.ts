@@ -1,6 +1,6 @@
 import { isFinished, type Rollout } from '../rollouts/rollout.js';
 import type { RolloutKeyClaim } from './keys.js';
-import { GatewayHttpError } from './proxy.js';
+import { GatewayHttpError } from './errors.js';
 
 /**
  * Refuses a rollout key whose attempt may no longer write: its rollout finished, or its attempt

@@ -1,17 +1,9 @@
 import type { CallRecord, Page, ShadowCallFilter, ShadowCallRecord } from '../store/trace-store.js';
 import type { NewEventInput, NewRollout, Rollout, RolloutEvent, StatusChange } from '../rollouts/rollout.js';
+import { controlRoutes as api, controlUrl, type ControlInput, type ControlOutput, type ControlRoute, type IssuedRollout, type PolicyStatus } from './control-api.js';
 import type { Mirror, PolicySpec } from './routing.js';
 
-/** What creating a rollout (or a new attempt) returns: the credentials its harness gets. */
-export interface IssuedRollout {
-  rollout: Rollout;
-  attempt: number;
-  key: string;
-  baseUrl: string;
-  pathBaseUrl: string;
-  /** W3C trace context of the attempt's trace, when the gateway exports traces: the harness gets it as TRACEPARENT. */
-  traceparent?: string;
-}
+export type { IssuedRollout } from './control-api.js';
 
 export class GatewayRequestError extends Error {
   constructor(
@@ -24,7 +16,7 @@ export class GatewayRequestError extends Error {
   }
 }
 
-/** The gateway's control API over HTTP, as the rollout runner and the control plane use it. */
+/** The gateway's control API over HTTP (its routes: control-api.ts), as the rollout runner and the control plane use it. */
 export class GatewayControlClient {
   /** @param adminKey the key, or where to read it when a request is made (it may not exist yet). */
   constructor(
@@ -34,88 +26,90 @@ export class GatewayControlClient {
 
   /** A key the rollout's verifier may use to read its calls and events (and nothing else). */
   async verifierKey(id: string): Promise<string> {
-    return (await this.request<{ key: string }>('POST', `/api/rollouts/${encodeURIComponent(id)}/verifier-key`)).key;
+    return (await this.call(api.verifierKey, { params: { id } })).key;
   }
 
   createRollout(input: NewRollout & { id: string }): Promise<IssuedRollout> {
-    return this.request('POST', '/api/rollouts', input);
+    return this.call(api.createRollout, { body: input });
   }
 
   getRollout(id: string): Promise<Rollout> {
-    return this.request('GET', `/api/rollouts/${encodeURIComponent(id)}`);
+    return this.call(api.getRollout, { params: { id } });
   }
 
   startAttempt(id: string): Promise<IssuedRollout> {
-    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/attempts`);
+    return this.call(api.startAttempt, { params: { id } });
   }
 
   /** A new attempt for a rollout that finished unscored (see TraceStore.reopenRollout). */
   reopenRollout(id: string, reason: string): Promise<IssuedRollout> {
-    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/reopen`, { reason });
+    return this.call(api.reopenRollout, { params: { id }, body: { reason } });
   }
 
   setStatus(id: string, change: StatusChange): Promise<Rollout> {
-    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/status`, change);
+    return this.call(api.setRolloutStatus, { params: { id }, body: change });
   }
 
   appendEvent(id: string, event: NewEventInput): Promise<RolloutEvent> {
-    return this.request('POST', `/api/rollouts/${encodeURIComponent(id)}/events`, event);
+    return this.call(api.appendEvent, { params: { id }, body: event });
   }
 
   async listEvents(id: string): Promise<RolloutEvent[]> {
-    return (await this.request<{ items: RolloutEvent[] }>('GET', `/api/rollouts/${encodeURIComponent(id)}/events`)).items;
+    return (await this.call(api.listEvents, { params: { id } })).items;
   }
 
   async listCalls(id: string, attempt?: number): Promise<CallRecord[]> {
-    const query = attempt === undefined ? '' : `?attempt=${attempt}`;
-    return (await this.request<{ items: CallRecord[] }>('GET', `/api/rollouts/${encodeURIComponent(id)}/calls${query}`)).items;
+    return (await this.call(api.listCalls, { params: { id }, query: { attempt } })).items;
   }
 
   /** Resolves when the gateway answers. */
   async health(): Promise<void> {
-    await this.request('GET', '/healthz');
+    await this.call(api.health, {});
   }
 
   /** Whether calls pinned to the version would reach a backend now (see the gateway's /ready route); 404 when it is not routed. */
   policyReady(version: string): Promise<{ ready: boolean; problems: string[] }> {
-    return this.request('GET', `/api/policies/${encodeURIComponent(version)}/ready`);
+    return this.call(api.policyReady, { params: { version } });
   }
 
-  registerPolicy(version: string, spec: PolicySpec): Promise<unknown> {
-    return this.request('PUT', `/api/policies/${encodeURIComponent(version)}`, spec);
+  registerPolicy(version: string, spec: PolicySpec): Promise<PolicyStatus> {
+    return this.call(api.registerPolicy, { params: { version }, body: spec });
   }
 
-  setAlias(alias: string, policyVersion: string): Promise<unknown> {
-    return this.request('PUT', `/api/aliases/${encodeURIComponent(alias)}`, { policyVersion });
+  setAlias(alias: string, policyVersion: string): Promise<{ alias: string; policyVersion: string }> {
+    return this.call(api.setAlias, { params: { alias }, body: { policyVersion } });
   }
 
   /** Waits (at most timeoutMs) until no call of the version is in flight, shadow calls to it included. */
-  drainPolicy(version: string, timeoutMs: number): Promise<{ drained: boolean; inFlight: number }> {
-    return this.request('POST', `/api/policies/${encodeURIComponent(version)}/drain?timeoutMs=${timeoutMs}`);
+  drainPolicy(version: string, timeoutMs: number): Promise<PolicyStatus & { drained: boolean }> {
+    return this.call(api.drainPolicy, { params: { version }, query: { timeoutMs } });
   }
 
   /** Mirrors the alias's production calls to the candidate version (see Router.setMirror). */
   setMirror(alias: string, candidate: string, sampleRate = 1): Promise<Mirror> {
-    return this.request('PUT', `/api/mirrors/${encodeURIComponent(alias)}`, { candidate, sampleRate });
+    return this.call(api.setMirror, { params: { alias }, body: { candidate, sampleRate } });
   }
 
   clearMirror(alias: string): Promise<Mirror> {
-    return this.request('DELETE', `/api/mirrors/${encodeURIComponent(alias)}`);
+    return this.call(api.clearMirror, { params: { alias } });
   }
 
   async listMirrors(): Promise<Mirror[]> {
-    return (await this.request<{ items: Mirror[] }>('GET', '/api/mirrors')).items;
+    return (await this.call(api.listMirrors, {})).items;
   }
 
   /** One page (at most `limit`, default 100, at most 500); pass `next` as `after` for the following one. */
   listShadowCalls(filter: ShadowCallFilter = {}): Promise<Page<ShadowCallRecord>> {
-    const query = new URLSearchParams(
-      Object.entries(filter).flatMap(([key, value]) => (value === undefined ? [] : [[key, String(value)] as [string, string]])),
-    ).toString();
-    return this.request('GET', `/api/shadow-calls${query ? `?${query}` : ''}`);
+    return this.call(api.listShadowCalls, { query: filter });
   }
 
-  private async request<T>(method: string, route: string, body?: unknown): Promise<T> {
+  /** One request of the control API, its path, query and body made from the route's own definition. */
+  private async call<R extends ControlRoute>(route: R, input: ControlInput<R>): Promise<ControlOutput<R>> {
+    const { params, query, body } = input as { params?: Record<string, string>; query?: object; body?: unknown };
+    return (await this.request(route.method, controlUrl(route, params, query), body)) as ControlOutput<R>;
+  }
+
+  private async request(method: string, route: string, body?: unknown): Promise<unknown> {
     const key = typeof this.adminKey === 'string' ? this.adminKey : this.adminKey();
     let res: Response;
     try {
@@ -133,6 +127,6 @@ export class GatewayControlClient {
       const error = (parsed as { error?: { message?: string; code?: string } } | undefined)?.error;
       throw new GatewayRequestError(res.status, error?.code ?? 'error', `${method} ${route}: ${res.status} ${error?.message ?? text}`);
     }
-    return parsed as T;
+    return parsed;
   }
 }

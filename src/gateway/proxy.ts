@@ -5,6 +5,7 @@ import { errors as undiciErrors, Pool } from 'undici';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import type { CallEndpoint, CallErrorClass, CallFinish, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
 import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
+import { GatewayCallError, GatewayHttpError } from './errors.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
 import {
   anythingInjected,
@@ -58,28 +59,6 @@ export interface ProxiedCall {
 
 /** Routing refusals that are Rein's doing (a version it pinned is not routed, or is mid weight update). */
 const ROUTING_FAULTS = new Set(['pinned_policy_missing', 'policy_paused']);
-
-/** An error the harness receives as an OpenAI-style error body. */
-export class GatewayHttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
-
-/** A failure of the gateway itself while it handled a journaled call: the call id leads to its journal row. */
-export class GatewayCallError extends Error {
-  constructor(
-    readonly callId: string,
-    cause: unknown,
-  ) {
-    super(`call ${callId} failed in the gateway: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
-  }
-}
 
 /** Request headers that belong to the hop to the gateway or to the harness's key, not to the backend. */
 const NOT_FORWARDED = new Set([
