@@ -8,7 +8,7 @@ import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { cliContext, temporalUiUrl, withClient, workflowUrl, type GlobalOptions } from '../context.js';
 import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.js';
 import { connectOrStartServices } from '../services.js';
-import { formatTable } from '../table.js';
+import { formatTable } from '../../text-table.js';
 import { addFollowOptions, positiveInteger } from './train.js';
 
 /** What `rein resume` says when it continues a closed run. */

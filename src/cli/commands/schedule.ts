@@ -3,7 +3,7 @@ import { promotionGuard, promotionMemo, trainingRunInput } from '../../client/ru
 import { changeSchedule, createSchedule, listSchedules, OVERLAP_POLICIES, type OverlapPolicy } from '../../client/schedules.js';
 import { checkPaths, TASK_SET_KEYS } from '../../config/paths.js';
 import { cliContext, withClient, type GlobalOptions } from '../context.js';
-import { formatTable } from '../table.js';
+import { formatTable } from '../../text-table.js';
 import { addRunSizeOptions, runOverrides } from './train.js';
 
 const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 16).replace('T', ' ') : '-');
