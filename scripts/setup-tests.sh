@@ -55,7 +55,8 @@ prepare_main_job_node() {
         echo "setup-tests: no Node.js 20 (>= 20.19) on PATH for the main job's check on Node 20; install one (these machines ship it as /usr/bin/node), then run: npm test" >&2
         return 1
       fi
-      nodedir=$(dirname "$(dirname "$(readlink -f "$node_bin")")") ;;
+      nodedir=$(dirname "$(dirname "$(readlink -f "$node_bin")")")
+      install_sqlite_driver_for_node20 "$node_bin" || return 1 ;;
   esac
   local cache hash dir
   cache=$(rein_cache_dir)
@@ -67,7 +68,7 @@ prepare_main_job_node() {
       echo "setup-tests: installing the main job's npm packages for Node.js $major into $dir (once per machine)"
       rm -rf "$dir" && mkdir -p "$dir" && cp package.json package-lock.json "$dir/"
       (cd "$dir" && export PATH="$(dirname "$node_bin"):$PATH" npm_config_nodedir="$nodedir" npm_config_omit=dev &&
-        npm ci --no-audit --no-fund --loglevel=error && install_sqlite_driver_for_node20 "$node_bin")
+        npm ci --no-audit --no-fund --loglevel=error)
       touch "$dir/.complete"
     fi
   ) 9>"$cache/main-job-node$major.lock" || return 1

@@ -31,12 +31,24 @@ use_node24() {
 }
 
 # install_sqlite_driver_for_node20 [NODE]: better-sqlite3 13 (a dependency, Node-API, prebuilt)
-# crashes on Node 20, so on Node 20 the SQLite driver is better-sqlite3 12 (src/store/sqlite-driver.ts
-# loads it), installed beside it without touching package.json or the lock file. 12 has no
-# prebuilt binary offline, so this compiles it (about a minute on 2 cores). A no-op on Node >= 22.
+# crashes on Node 20, so on Node 20 the SQLite driver is better-sqlite3 12, built once per machine
+# into the cache and linked as .tools/sqlite-node20, where src/store/sqlite-driver.ts loads it.
+# It lives outside node_modules so that no later `npm install` prunes it, and package.json and the
+# lock file keep one driver. 12 has no prebuilt binary offline: it compiles (about a minute on 2
+# cores). A no-op on Node >= 22.
 install_sqlite_driver_for_node20() {
-  local node=${1:-node}
+  local node=${1:-node} dir
   [ "$("$node" -p 'process.versions.node.split(".")[0]')" = 20 ] || return 0
-  echo "setup: Node.js 20: installing better-sqlite3 12 as better-sqlite3-node20 (13 needs Node >= 22)"
-  PATH="$(dirname "$(command -v "$node")"):$PATH" npm install --no-save --no-audit --no-fund --loglevel=error better-sqlite3-node20@npm:better-sqlite3@12.9.0
+  dir="$(rein_cache_dir)/better-sqlite3-12.9.0-node20"
+  mkdir -p "$(dirname "$dir")"
+  (
+    flock 9
+    if [ ! -f "$dir/.complete" ]; then
+      echo "setup: Node.js 20: building better-sqlite3 12 into $dir (13 needs Node >= 22; once per machine)"
+      rm -rf "$dir" && mkdir -p "$dir" && echo '{ "private": true }' >"$dir/package.json"
+      (cd "$dir" && PATH="$(dirname "$(command -v "$node")"):$PATH" npm install --no-audit --no-fund --loglevel=error better-sqlite3@12.9.0) || exit 1
+      touch "$dir/.complete"
+    fi
+  ) 9>"$dir.lock" || return 1
+  mkdir -p .tools && ln -sfn "$dir" .tools/sqlite-node20
 }

@@ -2,6 +2,7 @@ import { chmodSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
+import { packageRoot } from '../package-root.js';
 import { makePrivateDir } from './private-files.js';
 
 const require = createRequire(import.meta.url);
@@ -11,8 +12,8 @@ let driver: typeof BetterSqlite3 | undefined;
  * Opens a SQLite database with better-sqlite3 in the release that works on this Node.js: 13
  * (Node-API, prebuilt in its package) on Node 22 and later, where 12 aborts the process once a
  * statement is garbage-collected (Node 24.19 made node::ObjectWrap's finalizer need an entered
- * context); on Node 20, where 13 crashes at load, 12, which `npm run setup` installs as
- * `better-sqlite3-node20` when it runs on Node 20.
+ * context); on Node 20, where 13 crashes at load, 12, which `npm run setup` builds on Node 20
+ * and links as .tools/sqlite-node20 (outside node_modules, so no `npm install` prunes it).
  */
 export function openDatabase(file: string, options?: BetterSqlite3.Options): BetterSqlite3.Database {
   driver ??= loadDriver();
@@ -41,11 +42,11 @@ function loadDriver(): typeof BetterSqlite3 {
   const node = process.versions.node;
   if (Number(node.split('.')[0]) >= 22) return require('better-sqlite3') as typeof BetterSqlite3;
   try {
-    return require('better-sqlite3-node20') as typeof BetterSqlite3;
+    return require(path.join(packageRoot(), '.tools', 'sqlite-node20', 'node_modules', 'better-sqlite3')) as typeof BetterSqlite3;
   } catch (err) {
     throw new Error(
       `Rein's SQLite driver for Node.js ${node} is not installed: on Node 20 it is better-sqlite3 12 (13 crashes there), ` +
-        'which `npm run setup` installs as better-sqlite3-node20 when it runs on Node 20. Run `npm run setup` with this Node.js, or use Node.js 22 or 24.',
+        'which `npm run setup` builds on Node 20 into .tools/sqlite-node20. Run `npm run setup` with this Node.js, or use Node.js 22 or 24.',
       { cause: err },
     );
   }
