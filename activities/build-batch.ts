@@ -1,4 +1,3 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import type { SampleSettings } from '../src/config/schema.js';
@@ -6,6 +5,7 @@ import { lineageOf, type PolicyRegistry } from '../src/registry/policy-registry.
 import { DataQualityError, runBatchStage, type BatchStageInput, type BatchStageResult } from '../src/samples/stage.js';
 import type { TraceStore } from '../src/store/trace-store.js';
 import type { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
+import { DataQualityFailure } from '../workflows/failures.js';
 
 export interface BatchActivityDeps {
   store: TraceStore;
@@ -38,7 +38,7 @@ export function createBatchActivities(deps: BatchActivityDeps) {
         );
       } catch (err) {
         if (err instanceof DataQualityError) {
-          throw ApplicationFailure.nonRetryable(err.message, 'DataQualityError', { problems: err.problems, reportUri: err.reportUri });
+          throw new DataQualityFailure(err.message, { problems: err.problems, reportUri: err.reportUri });
         }
         throw err;
       }

@@ -1,4 +1,3 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import { assertFreeSpace, DEFAULT_MIN_FREE_MEGABYTES, DiskSpaceError, megabytes } from '../src/preflight/disk-space.js';
 import { createBatchActivities, type BatchActivityDeps } from './build-batch.js';
 import { createNotifyActivities, type NotifyActivityDeps } from './notify.js';
@@ -6,6 +5,7 @@ import { createPreflightActivities, type PreflightActivityDeps } from './preflig
 import { createReleaseActivities, type ReleaseActivityDeps } from './release.js';
 import { createRolloutActivities, type RolloutActivityDeps } from './run-rollouts.js';
 import { createShadowActivities, type ShadowActivityDeps } from './shadow.js';
+import { DiskSpaceFailure } from '../workflows/failures.js';
 import { createPolicyActivities, type PolicyActivityDeps } from './update-policy.js';
 
 export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutActivityDeps & PolicyActivityDeps & ReleaseActivityDeps & ShadowActivityDeps & NotifyActivityDeps;
@@ -49,7 +49,7 @@ function refusedWhenDiskIsLow<T extends Record<string, (...args: never[]) => Pro
         try {
           await assertFreeSpace(deps.dataDir, floor);
         } catch (err) {
-          if (err instanceof DiskSpaceError) throw ApplicationFailure.retryable(err.message, 'DiskSpaceError');
+          if (err instanceof DiskSpaceError) throw new DiskSpaceFailure(err.message);
           throw err;
         }
         return activity(...args);

@@ -1,6 +1,7 @@
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import type { NotificationEvent, NotificationSettings } from '../src/notify/events.js';
 import { deliver, WebhookSetupError } from '../src/notify/webhook.js';
+import { WebhookDeliveryFailure, WebhookSetupFailure } from '../workflows/failures.js';
 
 export interface NotifyActivityDeps {
   notifications?: NotificationSettings;
@@ -31,9 +32,9 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
         return 'sent';
       } catch (err) {
         const message = (err as Error).message;
-        if (err instanceof WebhookSetupError) throw ApplicationFailure.nonRetryable(message, 'WebhookSetupError');
+        if (err instanceof WebhookSetupError) throw new WebhookSetupFailure(message);
         log.warn(`webhook delivery of ${input.event} ${input.id} failed (try ${info.attempt}); Temporal retries it`, { error: message });
-        throw ApplicationFailure.retryable(message, 'WebhookDeliveryFailed');
+        throw new WebhookDeliveryFailure(message);
       }
     },
   };

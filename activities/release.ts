@@ -1,4 +1,3 @@
-import { ApplicationFailure } from '@temporalio/activity';
 import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import type { GateSettings, RolloutSettings } from '../src/config/schema.js';
 import { evaluateGate, GateInputError, pairOutcomes, type Verdict } from '../src/gate/gate.js';
@@ -11,6 +10,7 @@ import { PRODUCTION_ALIAS, promote, PromotionError } from '../src/registry/promo
 import { harnessVersion, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
 import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
 import type { TraceStore } from '../src/store/trace-store.js';
+import { GateInputFailure, LedgerFailure, PromotionFailure } from '../workflows/failures.js';
 
 export interface ReleaseActivityDeps {
   store: TraceStore;
@@ -65,7 +65,7 @@ const idsOf = (set: RolloutSetRef) => set.taskIds.flatMap((task) => Array.from({
 
 export function createReleaseActivities(deps: ReleaseActivityDeps) {
   const registryOrFail = () => {
-    if (!deps.registry) throw ApplicationFailure.nonRetryable('this worker has no policy registry', 'PromotionError');
+    if (!deps.registry) throw new PromotionFailure('this worker has no policy registry');
     return deps.registry;
   };
   return {
@@ -78,7 +78,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
         if (!(await registry.get(input.candidate))) {
-          throw ApplicationFailure.nonRetryable(`policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`, 'PromotionError');
+          throw new PromotionFailure(`policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`);
         }
         const current = await registry.alias(PRODUCTION_ALIAS);
         if (current) return current;
@@ -106,7 +106,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
           try {
             decision = evaluateGate(deps.gate, pairOutcomes(incumbent, candidate));
           } catch (err) {
-            if (err instanceof GateInputError) throw ApplicationFailure.nonRetryable(err.message, 'GateInputError');
+            if (err instanceof GateInputError) throw new GateInputFailure(err.message);
             throw err;
           }
           const { autoPromote: _autoPromote, ...rules } = deps.gate;
@@ -145,7 +145,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
           const moved = await promote(registry, deps.gateway, input);
           return { from: moved.change.from, to: moved.change.to, gatewayUpdated: moved.gatewayUpdated };
         } catch (err) {
-          if (err instanceof PromotionError) throw ApplicationFailure.nonRetryable(err.message, 'PromotionError');
+          if (err instanceof PromotionError) throw new PromotionFailure(err.message);
           throw err;
         }
       });
@@ -155,7 +155,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     async recordLedgerEntry(input: LedgerInput): Promise<void> {
       return whileHeartbeating(async () => {
         const { ledger, harness, verifier } = deps;
-        if (!ledger || !harness || !verifier) throw ApplicationFailure.nonRetryable('this worker has no ledger, harness or verifier configured', 'LedgerError');
+        if (!ledger || !harness || !verifier) throw new LedgerFailure('this worker has no ledger, harness or verifier configured');
         if (await ledger.get(input.id)) return;
         const turn = eventLoopTurns();
         const facts: RolloutFacts[] = [];

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { isFinalCancel, keepHeartbeating } from './heartbeat.js';
 import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import type { RolloutSettings } from '../src/config/schema.js';
@@ -12,6 +12,7 @@ import { harnessVersion, programSpec, type HarnessSettings, type VerifierSetting
 import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
 import type { RolloutMode } from '../src/rollouts/rollout.js';
 import { loadTaskSet } from '../src/rollouts/tasks.js';
+import { RolloutSetupFailure, RolloutsHandedBackFailure, TaskSetChangedFailure, UnknownTaskFailure } from '../workflows/failures.js';
 
 export interface RolloutActivityDeps {
   dataDir: string;
@@ -76,18 +77,15 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
       const { gateway, harness, verifier } = deps;
       if (!gateway || !harness || !verifier) {
         const missing = [!gateway && 'a gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)', !harness && 'harness', !verifier && 'verifier'].filter(Boolean);
-        throw ApplicationFailure.nonRetryable(`this worker cannot run rollouts: its config has no ${missing.join(', ')}`, 'RolloutSetupError');
+        throw new RolloutSetupFailure(`this worker cannot run rollouts: its config has no ${missing.join(', ')}`);
       }
       const taskSet = loadTaskSet(input.taskSet.file);
       if (taskSet.sha256 !== input.taskSet.sha256) {
-        throw ApplicationFailure.nonRetryable(
-          `task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`,
-          'TaskSetChanged',
-        );
+        throw new TaskSetChangedFailure(`task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`);
       }
       const byId = new Map(taskSet.tasks.map((t) => [t.id, t]));
       const unknown = input.taskIds.filter((id) => !byId.has(id));
-      if (unknown.length > 0) throw ApplicationFailure.nonRetryable(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`, 'UnknownTask');
+      if (unknown.length > 0) throw new UnknownTaskFailure(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`);
 
       const context = Context.current();
       const pinned = input.policyVersion === null ? undefined : await deps.registry?.get(input.policyVersion);
@@ -146,9 +144,9 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
           },
         );
       } catch (err) {
-        if (err instanceof RolloutSetupError) throw ApplicationFailure.nonRetryable(err.message, 'RolloutSetupError', { problems: err.problems });
+        if (err instanceof RolloutSetupError) throw new RolloutSetupFailure(err.message, { problems: err.problems });
         // The worker is going away: another worker (or this one, restarted) resumes the set.
-        if (err instanceof RolloutsHandedBack) throw ApplicationFailure.retryable(err.message, 'RolloutsHandedBack');
+        if (err instanceof RolloutsHandedBack) throw new RolloutsHandedBackFailure(err.message);
         throw err;
       } finally {
         stopHeartbeat();

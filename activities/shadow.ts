@@ -1,10 +1,11 @@
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import { GatewayRequestError, type GatewayControlClient } from '../src/gateway/control-client.js';
 import type { Mirror } from '../src/gateway/routing.js';
 import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
 import { shadowReport } from '../src/shadow/report.js';
 import type { TraceStore } from '../src/store/trace-store.js';
+import { ShadowSetupFailure } from '../workflows/failures.js';
 
 export interface ShadowActivityDeps {
   store: TraceStore;
@@ -41,9 +42,8 @@ const DRAIN_TIMEOUT_MS = 60_000;
 export function createShadowActivities(deps: ShadowActivityDeps) {
   const gatewayOrFail = () => {
     if (!deps.gateway) {
-      throw ApplicationFailure.nonRetryable(
+      throw new ShadowSetupFailure(
         'this worker cannot set gateway mirrors: its config gives no gateway admin key (set REIN_GATEWAY_ADMIN_KEY, or run it where the gateway wrote dataDir/gateway/admin-key)',
-        'ShadowSetupError',
       );
     }
     return deps.gateway;
@@ -58,23 +58,21 @@ export function createShadowActivities(deps: ShadowActivityDeps) {
       const gateway = gatewayOrFail();
       const existing = (await gateway.listMirrors()).find((m) => m.alias === input.alias);
       if (existing && !(existing.candidate === input.candidate && Context.current().info.attempt > 1)) {
-        throw ApplicationFailure.nonRetryable(
+        throw new ShadowSetupFailure(
           `alias ${input.alias} is mirrored to ${existing.candidate} already; stop that mirror first (\`rein shadow stop --alias ${input.alias}\`)`,
-          'ShadowSetupError',
         );
       }
       try {
         return await gateway.setMirror(input.alias, input.candidate);
       } catch (err) {
         if (err instanceof GatewayRequestError && err.code === 'policy_not_found') {
-          throw ApplicationFailure.nonRetryable(
+          throw new ShadowSetupFailure(
             `the gateway does not serve ${input.candidate}, so nothing can be mirrored to it (${err.message}). ` +
               `Serve it first: on the embedded default, register its checkpoint folder (\`rein register ${input.candidate} --checkpoint DIR\`) and restart \`rein dev\`; ` +
               `with your own backend, add it to gateway.policies or PUT /api/policies/${input.candidate}`,
-            'ShadowSetupError',
           );
         }
-        if (err instanceof GatewayRequestError && err.status === 404) throw ApplicationFailure.nonRetryable(err.message, 'ShadowSetupError');
+        if (err instanceof GatewayRequestError && err.status === 404) throw new ShadowSetupFailure(err.message);
         throw err;
       }
     },

@@ -5,6 +5,7 @@ import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { PolicyConflictError, type PolicyRegistry } from '../src/registry/policy-registry.js';
 import { PolicySetupError } from '../src/training/errors.js';
 import { updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
+import { PolicyUpdateFailure, PolicyUpdateRetryFailure } from '../workflows/failures.js';
 
 export interface PolicyActivityDeps {
   registry?: PolicyRegistry;
@@ -34,11 +35,11 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
   return {
     /** Registers the policy a run starts from as a lineage root (once; the same again is a no-op). */
     async registerBasePolicy(input: { version: string; checkpointUri: string }): Promise<void> {
-      if (!deps.registry) throw ApplicationFailure.nonRetryable('this worker has no policy registry', 'PolicyUpdateError');
+      if (!deps.registry) throw new PolicyUpdateFailure('this worker has no policy registry');
       try {
         await deps.registry.register({ ...input, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
       } catch (err) {
-        if (err instanceof PolicyConflictError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
+        if (err instanceof PolicyConflictError) throw new PolicyUpdateFailure(err.message);
         throw err;
       }
     },
@@ -47,7 +48,7 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
     async updatePolicy(input: UpdatePolicyInput): Promise<UpdatePolicySummary> {
       const { registry, trainer, gateway, serving } = deps;
       if (!registry || !trainer || !gateway || !serving) {
-        throw ApplicationFailure.nonRetryable('this worker cannot update policies: its config needs a gateway admin key and trainer.servingBackend naming a gateway backend', 'PolicyUpdateError');
+        throw new PolicyUpdateFailure('this worker cannot update policies: its config needs a gateway admin key and trainer.servingBackend naming a gateway backend');
       }
       const context = Context.current();
       const stopHeartbeat = keepHeartbeating(context, () => ({ stage: 'training' }));
@@ -71,9 +72,9 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
         // Only a wrong setup or input fails for good. A trainer that crashed, was killed (the OOM
         // killer) or was stopped by a shutdown, and a backend that would not load the version, are
         // retried: the trainer reuses a finished result, so nothing trains twice.
-        if (err instanceof PolicySetupError) throw ApplicationFailure.nonRetryable(err.message, 'PolicyUpdateError');
+        if (err instanceof PolicySetupError) throw new PolicyUpdateFailure(err.message);
         if (err instanceof ApplicationFailure) throw err;
-        throw ApplicationFailure.retryable((err as Error).message, 'PolicyUpdateFailed');
+        throw new PolicyUpdateRetryFailure((err as Error).message);
       } finally {
         stopHeartbeat();
       }

@@ -1,13 +1,10 @@
 import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { HostReport } from '../src/preflight/preflight.js';
+import { HOST_CHECK_ACTIVITY } from './activity-options.js';
 import { ReinStage } from './search-attributes.js';
 
-const { checkWorkerHost } = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
-  retry: { maximumAttempts: 3 },
-  summary: 'check the worker host',
-});
+const { checkWorkerHost } = proxyActivities<Activities>(HOST_CHECK_ACTIVITY);
 
 export interface PreflightResult {
   ok: boolean;

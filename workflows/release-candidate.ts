@@ -1,19 +1,23 @@
-import { ApplicationFailure, patched, proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
 import { ReinHeldoutSuccess, ReinIteration, ReinPolicyVersion, ReinRunId, ReinStage, ReinVerdict } from './search-attributes.js';
+import { callOptions, REGISTRY_ACTIVITY } from './activity-options.js';
+import { PromotionFailure } from './failures.js';
 import { gateLine } from './summaries.js';
 import { scoredRollouts } from './rollouts-activity.js';
 import { sendNotification } from './notify.js';
-import type { TaskSelection } from './training-iteration.js';
+import type { HeldoutSelection } from './task-selection.js';
+
+const { productionPolicy, gateCandidate, promotePolicy, recordLedgerEntry } = proxyActivities<Activities>(REGISTRY_ACTIVITY);
 
 export interface ReleaseCandidateInput {
   candidate: string;
   /** The configured base policy: production when the registry never had one. */
   base: { version: string; checkpointUri: string };
-  heldout: TaskSelection & { harnessEnv?: Record<string, string> };
+  heldout: HeldoutSelection;
   samplesPerTask: number;
   configHash: string;
   /** Move production when the gate passes. */
@@ -42,12 +46,7 @@ export interface ReleaseCandidateResult {
 export async function releaseCandidate(input: ReleaseCandidateInput): Promise<ReleaseCandidateResult> {
   const startedAt = Date.now();
   const { candidate, heldout, samplesPerTask } = input;
-  // Start-to-close bounds each step; the heartbeat timeout hands a dead worker's step to another one soon.
-  const quick = proxyActivities<Activities>({
-    startToCloseTimeout: '5 minutes',
-    heartbeatTimeout: `${input.heartbeatTimeoutSeconds ?? 60} seconds`,
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PromotionError', 'GateInputError', 'LedgerError'] },
-  });
+  const quick = callOptions(input.heartbeatTimeoutSeconds);
   upsertSearchAttributes([
     { key: ReinStage, value: 'release-replay' },
     { key: ReinPolicyVersion, value: candidate },
@@ -55,8 +54,8 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
     ...(input.runId ? [{ key: ReinRunId, value: input.runId }] : []),
     ...(input.iteration !== undefined ? [{ key: ReinIteration, value: input.iteration }] : []),
   ]);
-  const incumbent = await quick.productionPolicy({ base: input.base, candidate, actor: input.actor });
-  if (incumbent === candidate) throw ApplicationFailure.nonRetryable(`${candidate} already serves production; there is nothing to compare it with`, 'PromotionError');
+  const incumbent = await productionPolicy.executeWithOptions(quick, [{ base: input.base, candidate, actor: input.actor }]);
+  if (incumbent === candidate) throw new PromotionFailure(`${candidate} already serves production; there is nothing to compare it with`);
 
   const replay = (policyVersion: string, batchId: string) =>
     scoredRollouts(`held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`, input.heartbeatTimeoutSeconds, {
@@ -74,13 +73,19 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   const candidateHeldout = await replay(candidate, candidateSet.batchId);
 
   upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
-  const gate = await quick.gateCandidate({ decisionId: decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask), candidate, incumbent, candidateSet, incumbentSet });
+  const decisionId = decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask);
+  const gate = await gateCandidate.executeWithOptions(quick, [{ decisionId, candidate, incumbent, candidateSet, incumbentSet }]);
   upsertSearchAttributes([{ key: ReinVerdict, value: gate.verdict }]);
-  if (gate.acceptedRate && patched('heldout-success-attribute')) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: gate.acceptedRate.candidate }]);
+  if (gate.acceptedRate) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: gate.acceptedRate.candidate }]);
+  let promoted = false;
+  if (gate.verdict === 'pass' && input.promote) {
+    upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
+    await promotePolicy.executeWithOptions(quick, [{ version: candidate, decisionId: gate.decisionId, actor: input.actor }]);
+    promoted = true;
+  }
   // Refused releases are rows in the ledgers too: what was tried, and what it measured.
-  const ledgerEveryRelease = patched('ledger-every-release');
-  const recordRelease = () =>
-    quick.recordLedgerEntry({
+  await recordLedgerEntry.executeWithOptions(quick, [
+    {
       id: `release.${candidate}`,
       kind: 'release',
       runId: input.runId ?? null,
@@ -92,15 +97,8 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
       sets: [candidateSet],
       elapsedSeconds: (Date.now() - startedAt) / 1000,
       decisionId: gate.decisionId,
-    });
-  let promoted = false;
-  if (gate.verdict === 'pass' && input.promote) {
-    upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
-    await quick.promotePolicy({ version: candidate, decisionId: gate.decisionId, actor: input.actor });
-    promoted = true;
-    if (!ledgerEveryRelease) await recordRelease();
-  }
-  if (ledgerEveryRelease) await recordRelease();
+    },
+  ]);
   setCurrentDetails(`${candidate} against production ${incumbent}: ${gateLine({ ...gate, promoted })}`);
   if (promoted || gate.verdict !== 'pass') {
     await sendNotification({

@@ -1,6 +1,6 @@
-import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.js';
+import { upsertSearchAttributes } from '@temporalio/workflow';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
+import { rolloutSetActivity } from './rollouts-activity.js';
 import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
 
 export interface RolloutSetInput extends RunRolloutsInput {
@@ -11,18 +11,13 @@ export interface RolloutSetInput extends RunRolloutsInput {
 
 /** One set of rollouts (train, eval or shadow) as its own workflow: the first stage of an iteration, or a replay. */
 export async function rolloutSet(input: RolloutSetInput): Promise<RunRolloutsSummary> {
-  const { heartbeatTimeoutSeconds = 60, timeoutMinutes = 240, ...rollouts } = input;
-  const { runRollouts } = proxyActivities<Activities>({
-    startToCloseTimeout: `${timeoutMinutes} minutes`,
-    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['RolloutSetupError', 'TaskSetChanged', 'UnknownTask'] },
-    summary: `${rollouts.mode} rollouts: ${rollouts.taskIds.length} tasks x ${rollouts.samplesPerTask}`,
-  });
+  const { heartbeatTimeoutSeconds, timeoutMinutes, ...rollouts } = input;
   upsertSearchAttributes([
     { key: ReinStage, value: 'rollouts' },
     ...(rollouts.policyVersion !== null ? [{ key: ReinPolicyVersion, value: rollouts.policyVersion }] : []),
   ]);
-  const summary = await runRollouts(rollouts);
+  const summary = `${rollouts.mode} rollouts: ${rollouts.taskIds.length} tasks x ${rollouts.samplesPerTask}`;
+  const result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, rollouts, timeoutMinutes);
   upsertSearchAttributes([{ key: ReinStage, value: 'rollouts-done' }]);
-  return summary;
+  return result;
 }

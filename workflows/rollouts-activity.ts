@@ -1,17 +1,18 @@
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
+import { callOptions, ROLLOUT_ACTIVITY } from './activity-options.js';
 
-/** The rollouts stage, with the timeouts and retries every set of rollouts gets. */
-export const rolloutsActivity = (summary: string, heartbeatTimeoutSeconds = 60) =>
-  proxyActivities<Activities>({
-    startToCloseTimeout: '4 hours',
-    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    // Ten attempts back off (1 s doubling, at most 100 s) over about 5.5 minutes: a gateway or
-    // disk that is back within that loses no set; the pending attempt's failure shows in `rein status`.
-    retry: { maximumAttempts: 10, maximumInterval: '100 seconds', nonRetryableErrorTypes: ['RolloutSetupError', 'TaskSetChanged', 'UnknownTask'] },
-    summary,
-  }).runRollouts;
+const { runRollouts } = proxyActivities<Activities>(ROLLOUT_ACTIVITY);
+
+/**
+ * One set of rollouts as an activity, with the run's heartbeat timeout and a summary for the Web
+ * UI; `timeoutMinutes` bounds it instead of ROLLOUT_ACTIVITY's start-to-close.
+ */
+export function rolloutSetActivity(summary: string, heartbeatTimeoutSeconds: number | undefined, input: RunRolloutsInput, timeoutMinutes?: number): Promise<RunRolloutsSummary> {
+  const options = { ...callOptions(heartbeatTimeoutSeconds, summary), ...(timeoutMinutes !== undefined && { startToCloseTimeout: `${timeoutMinutes} minutes` }) };
+  return runRollouts.executeWithOptions(options, [input]);
+}
 
 /** Extra rounds for rollouts a fault left unscored, each after a longer pause (10 s, 20 s). */
 const RESCORE_ROUNDS = 2;
@@ -22,12 +23,10 @@ const RESCORE_ROUNDS = 2;
  * cost a pause, not the evidence. What is still unscored after the last round is reported as such.
  */
 export async function scoredRollouts(summary: string, heartbeatTimeoutSeconds: number | undefined, input: RunRolloutsInput): Promise<RunRolloutsSummary> {
-  const run = rolloutsActivity(summary, heartbeatTimeoutSeconds);
-  let result = await run(input);
-  // Results recorded before `unscored` existed have none: they replay exactly as they ran.
-  for (let round = 1; round <= RESCORE_ROUNDS && (result.unscored ?? 0) > 0; round++) {
+  let result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input);
+  for (let round = 1; round <= RESCORE_ROUNDS && result.unscored > 0; round++) {
     await sleep(`${10 * round} seconds`);
-    result = await run(input);
+    result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input);
   }
   return result;
 }

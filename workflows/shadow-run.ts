@@ -2,15 +2,19 @@ import { CancellationScope, proxyActivities, upsertSearchAttributes } from '@tem
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { ShadowReportSummary } from '../activities/shadow.js';
-import { rolloutsActivity } from './rollouts-activity.js';
+import { REGISTRY_ACTIVITY } from './activity-options.js';
+import { rolloutSetActivity } from './rollouts-activity.js';
 import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
-import type { TaskSelection } from './training-iteration.js';
+import type { HeldoutSelection } from './task-selection.js';
+
+// These steps do not heartbeat: start-to-close alone bounds them.
+const { startMirror, stopMirror, shadowReport } = proxyActivities<Activities>(REGISTRY_ACTIVITY);
 
 export interface ShadowRunInput {
   candidate: string;
   /** The alias the harness asks for (production): its version acts, the candidate only answers in the shadow. */
   alias: string;
-  heldout: TaskSelection & { harnessEnv?: Record<string, string> };
+  heldout: HeldoutSelection;
   samplesPerTask: number;
   /** Where the rollouts go: the same batch again resumes it rather than running it twice. */
   batchId: string;
@@ -34,17 +38,16 @@ export interface ShadowRunResult {
  */
 export async function shadowRun(input: ShadowRunInput): Promise<ShadowRunResult> {
   const { candidate, alias, heldout, samplesPerTask, batchId } = input;
-  const quick = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['ShadowSetupError'] } });
   upsertSearchAttributes([
     { key: ReinStage, value: 'shadow-mirror' },
     { key: ReinPolicyVersion, value: candidate },
   ]);
   // Outside the try: a mirror that was refused (someone else's is in place) is not this run's to clear.
-  const mirror = await quick.startMirror({ alias, candidate });
+  const mirror = await startMirror({ alias, candidate });
   let rollouts: RunRolloutsSummary;
   try {
     upsertSearchAttributes([{ key: ReinStage, value: 'shadow-rollouts' }]);
-    rollouts = await rolloutsActivity(`shadow run: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${alias}, mirrored to ${candidate}`, input.heartbeatTimeoutSeconds)({
+    rollouts = await rolloutSetActivity(`shadow run: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${alias}, mirrored to ${candidate}`, input.heartbeatTimeoutSeconds, {
       batchId,
       taskSet: heldout.taskSet,
       taskIds: heldout.taskIds,
@@ -54,10 +57,10 @@ export async function shadowRun(input: ShadowRunInput): Promise<ShadowRunResult>
       ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
     });
   } finally {
-    await CancellationScope.nonCancellable(() => quick.stopMirror({ alias, candidate }));
+    await CancellationScope.nonCancellable(() => stopMirror({ alias, candidate }));
   }
   upsertSearchAttributes([{ key: ReinStage, value: 'shadow-report' }]);
-  const report = await quick.shadowReport({ candidate, batchId, taskIds: heldout.taskIds, samplesPerTask });
+  const report = await shadowReport({ candidate, batchId, taskIds: heldout.taskIds, samplesPerTask });
   upsertSearchAttributes([{ key: ReinStage, value: 'done' }]);
   return { candidate, alias, incumbent: mirror.incumbent, rollouts, report };
 }

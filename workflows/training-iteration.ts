@@ -1,19 +1,19 @@
-import { executeChild, patched, proxyActivities, setCurrentDetails, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { executeChild, proxyActivities, setCurrentDetails, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
+import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
 import { iterationBatchId, rolloutIdFor } from '../src/rollouts/rollout-id.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
+import { BATCH_ACTIVITY, callOptions, DEFAULT_HEARTBEAT_TIMEOUT_SECONDS, REGISTRY_ACTIVITY, TRAINER_ACTIVITY } from './activity-options.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
-import { rolloutsActivity, scoredRollouts } from './rollouts-activity.js';
+import { scoredRollouts } from './rollouts-activity.js';
 import { ReinHeldoutSuccess, ReinIteration, ReinMeanReward, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
 import { iterationSummary } from './summaries.js';
+import type { HeldoutSelection, TaskSelection } from './task-selection.js';
 
-/** A set of tasks by reference: the file, its pinned hash, and which of its tasks. */
-export interface TaskSelection {
-  taskSet: RunRolloutsInput['taskSet'];
-  taskIds: string[];
-}
+const { buildBatch } = proxyActivities<Activities>(BATCH_ACTIVITY);
+const { updatePolicy } = proxyActivities<Activities>(TRAINER_ACTIVITY);
+const { recordLedgerEntry } = proxyActivities<Activities>(REGISTRY_ACTIVITY);
 
 export interface TrainingIterationInput {
   runId: string;
@@ -23,7 +23,7 @@ export interface TrainingIterationInput {
   configHash: string;
   train: TaskSelection & { samplesPerTask: number };
   /** Held-out tasks replayed with the candidate and with production, then the gate (the harness's eval settings). */
-  heldout?: TaskSelection & { harnessEnv?: Record<string, string> };
+  heldout?: HeldoutSelection;
   /** How the candidate is released: k samples per held-out task, whether a pass moves production, the run's base. */
   release?: { samplesPerTask: number; promote: boolean; base: { version: string; checkpointUri: string } };
   /** How long a worker may go silent in a stage before the stage moves to another worker (default 60). */
@@ -48,7 +48,7 @@ export interface TrainingIterationResult {
  * retry resumes rather than repeats; only references and summaries pass through history.
  */
 export async function trainingIteration(input: TrainingIterationInput): Promise<TrainingIterationResult> {
-  const { runId, iteration, policyVersion: parent, heartbeatTimeoutSeconds = 60 } = input;
+  const { runId, iteration, policyVersion: parent, heartbeatTimeoutSeconds = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS } = input;
   const startedAt = Date.now();
   const batchId = iterationBatchId(runId, iteration);
   const stage = (name: string) => upsertSearchAttributes([{ key: ReinStage, value: name }]);
@@ -72,46 +72,17 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
   stage('batch');
-  // Start-to-close bounds a stage; the heartbeat timeout hands a dead worker's stage to another one soon.
-  const { buildBatch } = proxyActivities<Activities>({
-    startToCloseTimeout: '30 minutes',
-    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['DataQualityError'] },
-    summary: `batch from ${rollouts.total} rollouts`,
-  });
   const rolloutIds = input.train.taskIds.flatMap((task) => Array.from({ length: input.train.samplesPerTask }, (_, sample) => rolloutIdFor(batchId, task, sample)));
-  const built = await buildBatch({ runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds });
+  const built = await buildBatch.executeWithOptions(callOptions(heartbeatTimeoutSeconds, `batch from ${rollouts.total} rollouts`), [{ runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds }]);
 
   stage('update');
   const candidate = `${runId}.v${iteration}`;
-  const { updatePolicy } = proxyActivities<Activities>({
-    startToCloseTimeout: '6 hours',
-    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['PolicyUpdateError'] },
-    summary: `train ${candidate} from ${parent} on ${built.summary.sequences} sequences`,
-  });
-  const update = await updatePolicy({ runId, iteration, parentVersion: parent, newVersion: candidate, batchUri: built.batch.uri, batchContentHash: built.batch.contentHash });
+  const update = await updatePolicy.executeWithOptions(callOptions(heartbeatTimeoutSeconds, `train ${candidate} from ${parent} on ${built.summary.sequences} sequences`), [
+    { runId, iteration, parentVersion: parent, newVersion: candidate, batchUri: built.batch.uri, batchContentHash: built.batch.contentHash },
+  ]);
 
   let heldout: RunRolloutsSummary | null = null;
   let release: TrainingIterationResult['release'] = null;
-  if (!patched('release-gate')) {
-    // Iterations started before the gate existed finish as they began: the candidate's replay only.
-    if (input.heldout) {
-      stage('heldout');
-      upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
-      heldout = await rolloutsActivity(`held-out replay: ${input.heldout.taskIds.length} tasks on ${candidate}`, heartbeatTimeoutSeconds)({
-        batchId: `${batchId}.heldout`,
-        taskSet: input.heldout.taskSet,
-        taskIds: input.heldout.taskIds,
-        samplesPerTask: 1,
-        mode: 'eval',
-        policyVersion: candidate,
-        ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
-      });
-    }
-    stage('done');
-    return { iteration, parent, candidate, rollouts, batch: { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri, ...built.summary }, update, heldout, release };
-  }
   if (input.heldout) {
     stage('heldout');
     upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
@@ -136,26 +107,23 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     heldout = released.candidateHeldout;
     release = { incumbent: released.incumbent, gate: released.gate, promoted: released.promoted, incumbentHeldout: released.incumbentHeldout };
     const success = released.gate.acceptedRate?.candidate;
-    if (success !== undefined && patched('heldout-success-attribute')) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
+    if (success !== undefined) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
   }
   setCurrentDetails(iterationSummary({ iteration, candidate, meanReward: rollouts.meanReward, ...(release && { gate: { ...release.gate, promoted: release.promoted } }) }));
-  const { recordLedgerEntry } = proxyActivities<Activities>({
-    startToCloseTimeout: '5 minutes',
-    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['LedgerError'] },
-  });
-  await recordLedgerEntry({
-    id: batchId,
-    kind: 'iteration',
-    runId,
-    iteration,
-    policyVersion: candidate,
-    parent,
-    taskSet: input.train.taskSet,
-    sets: [{ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask }],
-    elapsedSeconds: (Date.now() - startedAt) / 1000,
-    decisionId: release?.gate.decisionId ?? null,
-  });
+  await recordLedgerEntry.executeWithOptions(callOptions(heartbeatTimeoutSeconds), [
+    {
+      id: batchId,
+      kind: 'iteration',
+      runId,
+      iteration,
+      policyVersion: candidate,
+      parent,
+      taskSet: input.train.taskSet,
+      sets: [{ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask }],
+      elapsedSeconds: (Date.now() - startedAt) / 1000,
+      decisionId: release?.gate.decisionId ?? null,
+    },
+  ]);
   stage('done');
   return {
     iteration,

@@ -1,13 +1,19 @@
-import { ApplicationFailure, condition, ContinueAsNew, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, patched, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, ContinueAsNew, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
+import { REGISTRY_ACTIVITY } from './activity-options.js';
+import { IterationFailure } from './failures.js';
 import { ReinHeldoutSuccess, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
 import { failuresByStage, iterationSummary } from './summaries.js';
 import { heldoutBatchId } from '../src/gate/release-ids.js';
 import { scoredRollouts } from './rollouts-activity.js';
 import { sendNotification } from './notify.js';
-import { trainingIteration, type TaskSelection, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
+import type { TaskSelection } from './task-selection.js';
+import { trainingIteration, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
+
+// Base registration and production's version: short registry steps that do not heartbeat.
+const { registerBasePolicy, productionPolicy } = proxyActivities<Activities>(REGISTRY_ACTIVITY);
 
 export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
 
@@ -144,9 +150,8 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
   ]);
 
   if (!input.progress) {
-    const { registerBasePolicy, productionPolicy } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['PolicyUpdateError', 'PromotionError'] }, summary: `register ${input.base.version}` });
-    await registerBasePolicy(input.base);
-    const fromProduction = input.startFrom === 'production' && patched('start-from-production');
+    await registerBasePolicy.executeWithOptions({ summary: `register ${input.base.version}` }, [input.base]);
+    const fromProduction = input.startFrom === 'production';
     if (fromProduction) {
       // A recurring run goes on from what serves production now, not from the first base again.
       progress.policyVersion = await productionPolicy({ base: input.base, candidate: input.base.version, actor: `run:${runId}` });
@@ -215,7 +220,7 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
         });
       } catch (err) {
         // A cancelled run ends cancelled, not as a failed iteration (and is not tried again).
-        if (isCancellation(err) && patched('cancel-is-cancelled')) throw err;
+        if (isCancellation(err)) throw err;
         failure = rootCause(err);
       }
     }
@@ -227,11 +232,11 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
       if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
       if (progress.heldout) progress.heldout.production = productionHeldout(result) ?? progress.heldout.production;
       const success = release && (release.promoted ? release.gate.acceptedRate?.candidate : release.gate.acceptedRate?.incumbent);
-      if (success !== undefined && success !== null && patched('heldout-success-attribute')) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
+      if (success !== undefined && success !== null) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
     } else {
       progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: failure ?? 'failed' });
       if (input.onFailedIteration !== 'skip') {
-        throw ApplicationFailure.nonRetryable(`iteration ${iteration} of run ${runId} failed${tries > 1 ? ` ${tries} times` : ''}: ${failure}`, 'IterationFailed');
+        throw new IterationFailure(`iteration ${iteration} of run ${runId} failed${tries > 1 ? ` ${tries} times` : ''}: ${failure}`);
       }
     }
     progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);

@@ -1,18 +1,19 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { describe, expect, inject, it } from 'vitest';
 import { runPreflight } from '../../src/client/preflight.js';
+import { HISTORIES, recordHistory, recordingHistories } from '../helpers/histories.js';
 import { withReinWorker } from '../helpers/temporal.js';
 
 /**
- * Histories recorded from real runs. A workflow change that would break runs already in flight
- * fails here before it ships. Record anew (after an intended, versioned change) with
- * REIN_RECORD_HISTORIES=1 npx vitest run test/integration/replay.test.ts
+ * Histories recorded from real runs (preflight here; an iteration and a run in
+ * training-iteration.test.ts). A workflow change that would break runs already in flight fails
+ * here before it ships. Record them all anew (after an intended change) with
+ * `npm run record:histories`.
  */
-const HISTORIES = path.resolve(import.meta.dirname, '../fixtures/histories');
 const recorded = readdirSync(HISTORIES).filter((f) => f.endsWith('.json'));
 
 function loadHistory(file: string) {
@@ -26,9 +27,7 @@ describe('workflow replay', () => {
       return client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
     });
     await Worker.runReplayHistory({ workflowBundle: { code: inject('workflowBundleCode') } }, history);
-    if (process.env.REIN_RECORD_HISTORIES === '1') {
-      writeFileSync(path.join(HISTORIES, 'preflight.json'), `${historyToJSON(history)}\n`);
-    }
+    if (recordingHistories) recordHistory(history, 'preflight.json');
   });
 
   it.each(recorded)('replays the recorded history %s without non-determinism', async (file) => {

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ArtifactStore } from '../../src/artifacts/artifact-store.js';
@@ -23,6 +22,7 @@ import { stagedPolicyTrainer } from '../../src/training/staged-trainer.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { createReinWorker } from '../../workers/worker.js';
 import { pauseSignal, resumeSignal, statusQuery, stopSignal, type RunStatus, type TrainingIterationInput, type TrainingRunInput } from '../../workflows/index.js';
+import { recordHistory, recordingHistories } from '../helpers/histories.js';
 import { setupPython } from '../helpers/python.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
 import { testClient } from '../helpers/temporal.js';
@@ -40,10 +40,10 @@ let s3Artifacts: S3ArtifactStore;
 let registry: PolicyRegistry;
 let ledger: LedgerStore;
 
-/** Replays a history with the current workflow code; with REIN_RECORD_HISTORIES=1 keeps it for replay.test.ts. */
+/** Replays a history with the current workflow code; when recording (`npm run record:histories`), keeps it for replay.test.ts. */
 async function replayAndRecord(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, name: string): Promise<void> {
   await Worker.runReplayHistory({ workflowBundle: { code: inject('workflowBundleCode') } }, history);
-  if (process.env.REIN_RECORD_HISTORIES === '1') writeFileSync(path.resolve(import.meta.dirname, '../fixtures/histories', name), `${historyToJSON(history)}\n`);
+  if (recordingHistories) recordHistory(history, name);
 }
 
 beforeAll(async () => {
