@@ -51,6 +51,15 @@ export interface GcReport {
   bytes: number;
 }
 
+/** How far back a section keeps things: its setting, and the time it counts back to (ms). */
+interface Cutoff {
+  retention: string;
+  at: number;
+}
+
+/** A rollout's protection, if it has one; one rule for its folder and its uploaded logs. */
+type RolloutProtection = (id: string) => Promise<{ reason: ProtectionReason; by: string } | null>;
+
 /**
  * Applies the retention settings: finished rollouts in the journal, rollout folders and staged
  * copies older than their setting go, except what must stay (protections.ts). The journal is read
@@ -59,8 +68,7 @@ export interface GcReport {
  */
 export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<GcReport> {
   const now = options.now ?? Date.now();
-  const batchSize = options.batchSize ?? 100;
-  const cutoffOf = (setting: string | undefined) => (setting === undefined ? undefined : { retention: setting, at: now - (durationMs(setting) as number) });
+  const cutoffOf = (setting: string | undefined): Cutoff | undefined => (setting === undefined ? undefined : { retention: setting, at: now - (durationMs(setting) as number) });
   const journalCutoff = cutoffOf(options.retention.journal);
   const foldersCutoff = cutoffOf(options.retention.rolloutFolders);
   const stagingCutoff = cutoffOf(options.retention.staging);
@@ -81,85 +89,111 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<
   // Folders first: their rollouts' journal rows (status, batch) are read before the journal loses any.
   if (foldersCutoff) {
     const store = needStore();
-    const kept = await protections(store, foldersCutoff.at);
-    // One rule for a rollout's folder and its uploaded logs, wherever its worker ran.
-    const protectionOfRollout = async (id: string) => {
-      const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
-      // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.
-      const batchId = rollout?.metadata.batchId;
-      return protectionOf({ id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null }, kept);
-    };
-    const tally = new ProtectedTally();
-    const doomed: DiskEntry[] = [];
-    for (const folder of await entriesOf(path.join(deps.dataDir, 'rollouts'))) {
-      // Rein writes only folders here; anything else is not its to delete.
-      if (!folder.directory || folder.lastWrite >= foldersCutoff.at) continue;
-      const id = path.basename(folder.path);
-      const protection = await protectionOfRollout(id);
-      if (protection) tally.add(protection.reason, protection.by, { id, updatedAt: folder.lastWrite, bytes: folder.bytes });
-      else doomed.push(folder);
-    }
-    if (!options.dryRun) for (const folder of doomed) await remove(folder);
-    const bytes = doomed.reduce((sum, f) => sum + f.bytes, 0);
-    report.rolloutFolders = { retention: foldersCutoff.retention, cutoff: new Date(foldersCutoff.at).toISOString(), delete: { folders: doomed.length, bytes }, protected: tally.byReason };
-    report.bytes += bytes;
-
+    const protectionOfRollout = rolloutProtection(store, await protections(store, foldersCutoff.at));
+    report.rolloutFolders = await collectRolloutFolders(deps.dataDir, foldersCutoff, protectionOfRollout, options.dryRun);
+    report.bytes += report.rolloutFolders.delete.bytes;
     if (deps.artifacts) {
-      const logTally = new ProtectedTally();
-      const doomedLogs: ArtifactEntry[] = [];
-      let rollouts = 0;
-      for (const [id, logs] of await uploadedLogsByRollout(deps.artifacts)) {
-        const lastWrite = Math.max(...logs.map((l) => l.modifiedAt));
-        if (lastWrite >= foldersCutoff.at) continue;
-        const protection = await protectionOfRollout(id);
-        if (protection) logTally.add(protection.reason, protection.by, { id, updatedAt: lastWrite, bytes: logs.reduce((sum, l) => sum + l.bytes, 0) });
-        else {
-          doomedLogs.push(...logs);
-          rollouts++;
-        }
-      }
-      if (!options.dryRun) for (const log of doomedLogs) await deps.artifacts.delete(log.uri);
-      const logBytes = doomedLogs.reduce((sum, l) => sum + l.bytes, 0);
-      report.rolloutLogs = { retention: foldersCutoff.retention, cutoff: new Date(foldersCutoff.at).toISOString(), delete: { rollouts, objects: doomedLogs.length, bytes: logBytes }, protected: logTally.byReason };
-      report.bytes += logBytes;
+      report.rolloutLogs = await collectRolloutLogs(deps.artifacts, foldersCutoff, protectionOfRollout, options.dryRun);
+      report.bytes += report.rolloutLogs.delete.bytes;
     }
   }
 
   if (journalCutoff) {
     const store = needStore();
     const kept = await protections(store, journalCutoff.at);
-    const deleted = noJournalCounts();
-    const tally = new ProtectedTally();
-    let after: string | null = null;
-    do {
-      const page = await store.listAgedRollouts(journalCutoff.at, { limit: batchSize, ...(after && { after }) });
-      const { doomed, kept: protectedOnes } = splitPage(page.items, kept);
-      for (const p of protectedOnes) tally.add(p.reason, p.by, p.rollout);
-      if (options.dryRun) addCounts(deleted, doomed);
-      else if (doomed.length > 0) {
-        const gone = new Set(await store.deleteFinishedRollouts(doomed.map((r) => r.id), journalCutoff.at));
-        addCounts(deleted, doomed.filter((r) => gone.has(r.id)));
-      }
-      after = page.next;
-    } while (after);
-    report.journal = {
-      retention: journalCutoff.retention,
-      cutoff: new Date(journalCutoff.at).toISOString(),
-      delete: deleted,
-      protected: tally.byReason,
-      oldestKept: tally.oldest && { ...tally.oldest, updatedAt: new Date(tally.oldest.updatedAt).toISOString() },
-    };
-    report.bytes += deleted.bytes;
+    report.journal = await collectJournal(store, kept, journalCutoff, options.batchSize ?? 100, options.dryRun);
+    report.bytes += report.journal.delete.bytes;
   }
 
   if (stagingCutoff) {
-    const doomed = (await stagedEntries(deps)).filter((e) => e.lastWrite < stagingCutoff.at);
-    if (!options.dryRun) for (const entry of doomed) await remove(entry);
-    const bytes = doomed.reduce((sum, e) => sum + e.bytes, 0);
-    report.staging = { retention: stagingCutoff.retention, cutoff: new Date(stagingCutoff.at).toISOString(), delete: { entries: doomed.length, bytes } };
-    report.bytes += bytes;
+    report.staging = await collectStaging(deps, stagingCutoff, options.dryRun);
+    report.bytes += report.staging.delete.bytes;
   }
   return report;
+}
+
+/** The section's setting and cutoff, as the report gives them. */
+function sectionOf(cutoff: Cutoff): Section {
+  return { retention: cutoff.retention, cutoff: new Date(cutoff.at).toISOString() };
+}
+
+/** One rule for a rollout's folder and its uploaded logs, wherever its worker ran. */
+function rolloutProtection(store: NonNullable<GcDeps['store']>, kept: Protections): RolloutProtection {
+  return async (id: string) => {
+    const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
+    // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.
+    const batchId = rollout?.metadata.batchId;
+    return protectionOf({ id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null }, kept);
+  };
+}
+
+/** The rollouts' folders on this host (dataDir/rollouts/<id>) older than the cutoff. */
+async function collectRolloutFolders(dataDir: string, cutoff: Cutoff, protectionOfRollout: RolloutProtection, dryRun: boolean): Promise<NonNullable<GcReport['rolloutFolders']>> {
+  const tally = new ProtectedTally();
+  const doomed: DiskEntry[] = [];
+  for (const folder of await entriesOf(path.join(dataDir, 'rollouts'))) {
+    // Rein writes only folders here; anything else is not its to delete.
+    if (!folder.directory || folder.lastWrite >= cutoff.at) continue;
+    const id = path.basename(folder.path);
+    const protection = await protectionOfRollout(id);
+    if (protection) tally.add(protection.reason, protection.by, { id, updatedAt: folder.lastWrite, bytes: folder.bytes });
+    else doomed.push(folder);
+  }
+  if (!dryRun) for (const folder of doomed) await remove(folder);
+  const bytes = doomed.reduce((sum, f) => sum + f.bytes, 0);
+  return { ...sectionOf(cutoff), delete: { folders: doomed.length, bytes }, protected: tally.byReason };
+}
+
+/** The rollout logs workers uploaded to the artifact store whose last write is older than the cutoff. */
+async function collectRolloutLogs(artifacts: ArtifactStore, cutoff: Cutoff, protectionOfRollout: RolloutProtection, dryRun: boolean): Promise<NonNullable<GcReport['rolloutLogs']>> {
+  const tally = new ProtectedTally();
+  const doomed: ArtifactEntry[] = [];
+  let rollouts = 0;
+  for (const [id, logs] of await uploadedLogsByRollout(artifacts)) {
+    const lastWrite = Math.max(...logs.map((l) => l.modifiedAt));
+    if (lastWrite >= cutoff.at) continue;
+    const protection = await protectionOfRollout(id);
+    if (protection) tally.add(protection.reason, protection.by, { id, updatedAt: lastWrite, bytes: logs.reduce((sum, l) => sum + l.bytes, 0) });
+    else {
+      doomed.push(...logs);
+      rollouts++;
+    }
+  }
+  if (!dryRun) for (const log of doomed) await artifacts.delete(log.uri);
+  const bytes = doomed.reduce((sum, l) => sum + l.bytes, 0);
+  return { ...sectionOf(cutoff), delete: { rollouts, objects: doomed.length, bytes }, protected: tally.byReason };
+}
+
+/** Finished rollouts in the journal older than the cutoff, a page (and a delete transaction) at a time. */
+async function collectJournal(store: JournalRetention, kept: Protections, cutoff: Cutoff, batchSize: number, dryRun: boolean): Promise<NonNullable<GcReport['journal']>> {
+  const deleted = noJournalCounts();
+  const tally = new ProtectedTally();
+  let after: string | null = null;
+  do {
+    const page = await store.listAgedRollouts(cutoff.at, { limit: batchSize, ...(after && { after }) });
+    const { doomed, kept: protectedOnes } = splitPage(page.items, kept);
+    for (const p of protectedOnes) tally.add(p.reason, p.by, p.rollout);
+    if (dryRun) addCounts(deleted, doomed);
+    else if (doomed.length > 0) {
+      const gone = new Set(await store.deleteFinishedRollouts(doomed.map((r) => r.id), cutoff.at));
+      addCounts(deleted, doomed.filter((r) => gone.has(r.id)));
+    }
+    after = page.next;
+  } while (after);
+  return {
+    ...sectionOf(cutoff),
+    delete: deleted,
+    protected: tally.byReason,
+    oldestKept: tally.oldest && { ...tally.oldest, updatedAt: new Date(tally.oldest.updatedAt).toISOString() },
+  };
+}
+
+/** Staged copies and temporaries older than the cutoff. */
+async function collectStaging(deps: GcDeps, cutoff: Cutoff, dryRun: boolean): Promise<NonNullable<GcReport['staging']>> {
+  const doomed = (await stagedEntries(deps)).filter((e) => e.lastWrite < cutoff.at);
+  if (!dryRun) for (const entry of doomed) await remove(entry);
+  const bytes = doomed.reduce((sum, e) => sum + e.bytes, 0);
+  return { ...sectionOf(cutoff), delete: { entries: doomed.length, bytes } };
 }
 
 /**
