@@ -6,6 +6,7 @@ import { packageRoot } from '../package-root.js';
 import { PolicySetupError } from './errors.js';
 import { podStaging, renderTrainingJob } from './kubernetes-trainer.js';
 import { kubernetesTrainerSchema } from './kubernetes-trainer-settings.js';
+import { TRAINER_CONFIG_ENV, trainerConfigOf } from './trainer-config.js';
 
 const examples = path.join(packageRoot(), 'examples', 'calculator-agent', 'kubernetes');
 const settings = kubernetesTrainerSchema.parse({ template: 'unused', image: 'registry.example/rein-trainer:1', namespace: 'rein-training' });
@@ -84,5 +85,15 @@ describe('a training Job that stages its own artifacts (artifacts in S3, no shar
     expect(() => podStaging(settings, pytorch, artifacts)).toThrow(PolicySetupError);
     expect(() => podStaging(settings, pytorch, artifacts)).toThrow(/set trainer\.kubernetes\.artifactsImage/);
     expect(podStaging(settings, pytorch, reinConfigSchema.parse({}).artifacts)).toBeUndefined();
+  });
+});
+
+describe('the trainer config in a training Job', () => {
+  it("gives the trainer container the update's settings as the JSON the PyTorch trainer reads", () => {
+    const trainer = reinConfigSchema.parse({ trainer: { engine: 'pytorch', learningRate: 1e-5, pytorch: { lora: { rank: 32, alpha: 64 } } } }).trainer;
+    const container = renderTrainingJob(readFileSync(path.join(examples, 'train-job-gpu.yaml'), 'utf8'), settings, trainer, job, 1).spec?.template.spec?.containers[0];
+    const passed = container?.env?.find((e) => e.name === TRAINER_CONFIG_ENV)?.value;
+    expect(JSON.parse(passed ?? '{}')).toEqual(trainerConfigOf(trainer));
+    expect(container?.env?.filter((e) => e.name === TRAINER_CONFIG_ENV)).toHaveLength(1);
   });
 });

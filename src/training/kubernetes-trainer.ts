@@ -10,7 +10,8 @@ import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes
 import type { TrainResult } from '../policy/local-trainer.js';
 import { isTrainerRefusal, PolicySetupError, PolicyUpdateError } from './errors.js';
 import type { KubernetesTrainerSettings } from './kubernetes-trainer-settings.js';
-import { effectiveLearningRate, type PolicyTrainer, type TrainInput } from './policy-update.js';
+import type { PolicyTrainer, TrainInput } from './policy-trainer.js';
+import { effectiveLearningRate, TRAINER_CONFIG_ENV, trainerConfigOf } from './trainer-config.js';
 import { trainerLogFile } from './trainer-log.js';
 
 /**
@@ -146,7 +147,12 @@ export function renderTrainingJob(
     image: container.image ?? settings.image,
     terminationMessagePath: resultFile,
     terminationMessagePolicy: container.terminationMessagePolicy ?? 'FallbackToLogsOnError',
-    env: [...(container.env ?? []).filter((e) => e.name !== RESULT_FILE_ENV), { name: RESULT_FILE_ENV, value: resultFile }],
+    // The update's settings as the PyTorch trainer reads them (its flags in the template, if any, override them).
+    env: [
+      ...(container.env ?? []).filter((e) => e.name !== RESULT_FILE_ENV && e.name !== TRAINER_CONFIG_ENV),
+      { name: RESULT_FILE_ENV, value: resultFile },
+      { name: TRAINER_CONFIG_ENV, value: JSON.stringify(trainerConfigOf(trainer)) },
+    ],
   };
   let pod = { ...podSpec, restartPolicy: 'Never', containers: containers.map((c) => (c === container ? trained : c)) };
   if (inPod && staging) {

@@ -11,8 +11,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from .config import CONFIG_ENV, FIELDS, Field, job_settings, property_schema, read_config
 from .errors import EXIT_FAILURE, EXIT_OUT_OF_MEMORY, OOM_ADVICE, BadInput, TrainerError
-from .lora import DEFAULT_TARGET_MODULES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,6 +24,15 @@ def _modules(value: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in value.split(",") if m.strip())
 
 
+def _override(field: Field) -> dict[str, Any]:
+    """A flag that overrides one setting of the config: its type, choices and help from the config's schema."""
+    setting = property_schema(field.path)
+    kind = {"integer": int, "number": float, "array": _modules, "string": str}[setting["type"]]
+    # Without a config, the defaults are the command line's own (trainer/README.md), not Rein's config's.
+    help_text = f"{setting.get('description', '')} (overrides the config's {field.path})"
+    return {"type": kind, "help": help_text, **({"choices": setting["enum"]} if "enum" in setting else {})}
+
+
 def parser() -> argparse.ArgumentParser:
     root = _Parser(prog="rein_trainer", description="Rein's PyTorch trainer (docs/training-objective.md)")
     commands = root.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -31,20 +40,10 @@ def parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint", required=True, help="parent: a Hugging Face model folder or a LoRA adapter folder")
     train.add_argument("--batch", required=True, help="the rein-batch/1 file (samples.safetensors)")
     train.add_argument("--out", required=True, help="the new checkpoint folder (must not hold another result)")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--epochs", type=int, default=1)
-    train.add_argument("--minibatch", type=int, default=32, help="sequences per optimizer step")
-    train.add_argument("--clip", type=float, default=0.2)
-    train.add_argument("--max-grad-norm", type=float, default=1.0)
+    train.add_argument("--config", help="the update's settings as Rein writes them (rein-trainer-config/1); default: the JSON in $REIN_TRAINER_CONFIG_JSON, else the flags' defaults (trainer/README.md)")
     train.add_argument("--no-shuffle", action="store_true")
-    train.add_argument("--lora-rank", type=int, default=0, help="0: full fine-tune")
-    train.add_argument("--lora-alpha", type=float, default=None, help="default 2·rank")
-    train.add_argument("--lora-dropout", type=float, default=0.0)
-    train.add_argument("--lora-target-modules", type=_modules, default=DEFAULT_TARGET_MODULES)
-    train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    train.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
-    train.add_argument("--max-tokens-per-micro-batch", type=int, default=16384)
+    for field in FIELDS:
+        train.add_argument(field.flag, dest=field.job_field, default=None, **_override(field))
     train.add_argument("--attn-implementation", default="auto", help="auto (packed varlen attention), sdpa, eager, flash_attention_2")
     train.add_argument("--gradient-checkpointing", action="store_true")
 
@@ -61,26 +60,18 @@ def parser() -> argparse.ArgumentParser:
 def _train(args: argparse.Namespace) -> dict[str, Any]:
     from .train import TrainJob, run
 
+    config = read_config(args.config, os.environ.get(CONFIG_ENV))
+    settings = job_settings(config) if config is not None else {}
+    # A flag overrides the config (an operator's one-off change); without either, TrainJob's defaults.
+    settings.update({field.job_field: getattr(args, field.job_field) for field in FIELDS if getattr(args, field.job_field) is not None})
     job = TrainJob(
         checkpoint=args.checkpoint,
         batch=args.batch,
         out=args.out,
-        seed=args.seed,
-        learning_rate=args.lr,
-        epochs=args.epochs,
-        minibatch_size=args.minibatch,
-        clip_epsilon=args.clip,
-        max_grad_norm=args.max_grad_norm,
         shuffle=not args.no_shuffle,
-        lora_rank=args.lora_rank,
-        lora_alpha=args.lora_alpha,
-        lora_dropout=args.lora_dropout,
-        lora_target_modules=args.lora_target_modules,
-        device=args.device,
-        dtype=args.dtype,
-        max_tokens_per_micro_batch=args.max_tokens_per_micro_batch,
         attn_implementation=args.attn_implementation,
         gradient_checkpointing=args.gradient_checkpointing,
+        **settings,
     )
     return run(job)
 
