@@ -9,7 +9,8 @@ import { redactionRegexProblem } from '../gateway/redact.js';
 import { routingNameProblem } from '../gateway/routing.js';
 import { notificationsSchema } from '../notify/events.js';
 import { tracingSettings } from '../telemetry/settings.js';
-import { storeUrlProblem } from '../store/location.js';
+import { storeSettings } from '../store/config.js';
+import { logSettings } from '../log/config.js';
 import { retentionSchema } from './retention.js';
 
 const port = z.number().int().min(1).max(65535);
@@ -290,17 +291,6 @@ const storage = z.strictObject({
     .describe('Below this much free space (MiB) in dataDir, preflight fails and every activity refuses to start (a retryable DiskSpaceError that says so); 0: no check'),
 });
 
-const store = z.strictObject({
-  url: z
-    .string()
-    .superRefine((url, ctx) => {
-      const problem = storeUrlProblem(url);
-      if (problem) ctx.addIssue({ code: 'custom', message: problem });
-    })
-    .optional()
-    .describe('postgres://user:password@host:5432/database: every store (traces, registry, decisions, ledgers) lives in that PostgreSQL database, so services on other hosts and several gateways share them; unset: SQLite files in dataDir (env REIN_STORE_URL)'),
-});
-
 const artifacts = z.strictObject({
   url: z
     .string()
@@ -372,11 +362,8 @@ export const reinConfigSchema = z
       .describe("Rein's data directory (traces, artifacts, dev server state), relative to the config file"),
     storage: storage.prefault({}).describe('The free space Rein needs in dataDir'),
     artifacts: artifacts.prefault({}).describe('Where batches, reports, checkpoints and adapters live: dataDir/artifacts, or an S3 bucket'),
-    store: store.prefault({}).describe("Where Rein's stores live: SQLite files in dataDir, or one PostgreSQL database"),
-    log: z
-      .strictObject({
-        level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info').describe('Least severe level logged (env REIN_LOG_LEVEL)'),
-      })
+    store: storeSettings.prefault({}).describe("Where Rein's stores live: SQLite files in dataDir, or one PostgreSQL database"),
+    log: logSettings
       .prefault({})
       .describe('Logs: lines to read on a terminal, JSON lines (pino) on stderr otherwise'),
     temporal: temporal.prefault({}).describe('The Temporal server: an existing one, or the embedded dev server'),

@@ -1,10 +1,10 @@
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
-import type { ReinConfig } from '../config/schema.js';
+import type { LogLevel } from './config.js';
 
 export type Logger = PinoLogger;
 
 /** Logs go to stderr as JSON lines, so stdout stays for a command's results. */
-export function createLogger(level: ReinConfig['log']['level'], name = 'rein', destination: DestinationStream = pino.destination(2)): Logger {
+export function createLogger(level: LogLevel, name = 'rein', destination: DestinationStream = pino.destination(2)): Logger {
   return pino(
     {
       name,

@@ -1,5 +1,4 @@
 import path from 'node:path';
-import type { ReinConfig } from '../config/schema.js';
 
 /**
  * Where Rein's stores live: SQLite files in dataDir (the embedded default), or one PostgreSQL
@@ -11,7 +10,7 @@ export interface StoreLocation {
   postgresUrl: string | null;
 }
 
-export function storeLocation(config: ReinConfig): StoreLocation {
+export function storeLocation(config: { dataDir: string; store: { url?: string | undefined } }): StoreLocation {
   return { dataDir: config.dataDir, postgresUrl: config.store.url ?? null };
 }
 

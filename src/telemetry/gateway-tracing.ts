@@ -25,20 +25,10 @@ import type { CallEndpoint, CallFinish, TraceStore } from '../store/trace-store.
 import { CountedExportQueue, type ExportStats } from './export-queue.js';
 import { callSpanName, inputMessages, outputMessages, requestAttributes, responseAttributes } from './genai.js';
 import { ChosenIds } from './ids.js';
+import type { TracingOptions } from './settings.js';
 import { rolloutTraceIds, rolloutTraceparent, toolSpanId } from './trace-ids.js';
 
-/** `gateway.tracing` as the gateway uses it (header values read from their environment variables). */
-export interface TracingOptions {
-  /** The OTLP/HTTP traces URL (…/v1/traces). */
-  endpoint: string;
-  headers: Record<string, string>;
-  serviceName: string;
-  /** Record messages (redacted) on call spans and tool inputs and outputs on tool spans. */
-  content: boolean;
-  maxQueueSize: number;
-  batchDelayMs: number;
-  exportTimeoutMs: number;
-}
+export type { TracingOptions };
 
 /** A model call as it starts, for its span. */
 export interface CallSpanStart {

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import type { TracingOptions } from './gateway-tracing.js';
 
 /** `gateway.tracing`: OpenTelemetry traces of rollouts, model calls and tool spans, sent over OTLP/HTTP. */
 export const tracingSettings = z
@@ -29,6 +28,19 @@ export const tracingSettings = z
   .describe('OpenTelemetry traces: a rollout attempt is a trace, each model call a GenAI span, each reported tool span a child span');
 
 export type TracingSettings = z.output<typeof tracingSettings>;
+
+/** `gateway.tracing` as the gateway uses it (header values read from their environment variables). */
+export interface TracingOptions {
+  /** The OTLP/HTTP traces URL (…/v1/traces). */
+  endpoint: string;
+  headers: Record<string, string>;
+  serviceName: string;
+  /** Record messages (redacted) on call spans and tool inputs and outputs on tool spans. */
+  content: boolean;
+  maxQueueSize: number;
+  batchDelayMs: number;
+  exportTimeoutMs: number;
+}
 
 /** What the gateway's tracing runs with, or undefined when it is off; header values come from the environment here. */
 export function tracingOptions(settings: TracingSettings, env: NodeJS.ProcessEnv = process.env): TracingOptions | undefined {
