@@ -1,0 +1,58 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { matchesHash, sha256Hex } from '../gateway/keys.js';
+import type { PolicyServerMetrics } from '../metrics/policy-server-metrics.js';
+import { exposition } from '../metrics/registry.js';
+import type { ModelList } from './openai-replies.js';
+import { HttpError } from './policy-http.js';
+import type { ServedModels } from './served-models.js';
+
+export type AdminRouteOptions = {
+  models: ServedModels;
+  metrics: PolicyServerMetrics;
+  /** The key loading and unloading versions needs; without one, those endpoints refuse. */
+  adminKey: string | undefined;
+};
+
+/** What vLLM answers besides generation: the served models, loading and unloading them (as LoRA adapters are), health and metrics. */
+export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptions): Promise<void> {
+  const { models, metrics } = options;
+  const adminKeyHash = options.adminKey ? sha256Hex(options.adminKey) : undefined;
+  const requireAdmin = (authorization: string | undefined) => {
+    if (!adminKeyHash) {
+      throw new HttpError(403, 'PermissionDeniedError', 'loading and unloading versions is off on this server: start it with an admin key (REIN_POLICY_SERVER_KEY, or `rein policy serve --admin-key-env NAME`)');
+    }
+    const given = /^Bearer (.+)$/.exec(authorization ?? '')?.[1] ?? '';
+    if (!matchesHash(given, adminKeyHash)) throw new HttpError(401, 'AuthenticationError', 'loading and unloading versions needs the admin key: send Authorization: Bearer <key>');
+  };
+
+  app.get('/v1/models', async (): Promise<ModelList> => ({
+    object: 'list',
+    data: models.entries().map(([id, c]) => ({ id, object: 'model', created: 0, owned_by: 'rein', root: id, parent: null, max_model_len: c.config.maxPositions })),
+  }));
+
+  const loadBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1) });
+  app.post('/v1/load_lora_adapter', async (req) => {
+    requireAdmin(req.headers.authorization);
+    const { lora_name, lora_path } = loadBody.parse(req.body);
+    try {
+      await models.loadFrom(lora_name, lora_path);
+    } catch (err) {
+      if (err instanceof HttpError) throw err;
+      throw new HttpError(400, 'BadRequestError', (err as Error).message);
+    }
+    return `Success: model ${lora_name} loaded from ${lora_path}`;
+  });
+  app.post('/v1/unload_lora_adapter', async (req) => {
+    requireAdmin(req.headers.authorization);
+    const { lora_name } = z.object({ lora_name: z.string().min(1) }).parse(req.body);
+    models.unload(lora_name);
+    return `Success: model ${lora_name} unloaded`;
+  });
+  app.get('/health', async () => ({ ok: true }));
+  // Open like vLLM's /metrics: the server listens where only Rein and its harnesses reach it.
+  app.get('/metrics', async (_req, reply) => {
+    const { contentType, text } = await exposition(metrics.registry);
+    return reply.type(contentType).send(text);
+  });
+}

@@ -1,0 +1,157 @@
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import { parseToolCalls } from './chat-format.js';
+import type { Checkpoint } from './checkpoint.js';
+import { generateRows, nothingEmitted, replyText, samplingFields, settledLength, stopHoldBack, type Emitted, type Generator } from './generation.js';
+import type { ChatChunkBody, ChatLogprobs, ChatReply } from './openai-replies.js';
+import { usageOf } from './openai-replies.js';
+import { startStream, streamed } from './policy-http.js';
+import type { GenerationState } from './scheduler.js';
+import type { ServedModels } from './served-models.js';
+
+/** The fields of a chat request the server reads (vLLM's names); any other passes. */
+const chatRequest = z
+  .object({
+    ...samplingFields,
+    messages: z.array(z.object({ role: z.string() }).passthrough()).min(1),
+    tools: z.array(z.unknown()).nullish(),
+    logprobs: z.boolean().nullish(),
+    chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  })
+  .passthrough();
+
+/** One chat request being answered: what every piece of its answer is built from. */
+interface ChatCall {
+  body: z.infer<typeof chatRequest>;
+  checkpoint: Checkpoint;
+  prompt: number[];
+  head: { id: string; created: number; model: string };
+  withTools: boolean;
+}
+
+export type ChatRouteOptions = Generator & { models: ServedModels };
+
+/** POST /v1/chat/completions: the model's chat template, tool calls in its compact syntax, streaming or not. */
+export async function chatRoute(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
+  app.post('/v1/chat/completions', async (req, reply) => {
+    const body = chatRequest.parse(req.body);
+    const checkpoint = options.models.get(body.model);
+    const prompt = checkpoint.tokenizer.promptIds({
+      messages: body.messages,
+      ...(body.tools && { tools: body.tools }),
+      ...(body.chat_template_kwargs && { chat_template_kwargs: body.chat_template_kwargs }),
+    });
+    const head = { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: body.model };
+    const call: ChatCall = { body, checkpoint, prompt, head, withTools: (body.tools?.length ?? 0) > 0 };
+    if (body.stream) return streamChat(options, call, reply);
+    return chatReply(options, call);
+  });
+}
+
+/** A finished row's message, tool calls parsed out where the request offered tools. */
+function messageOf(call: ChatCall, state: GenerationState) {
+  const text = replyText(call.checkpoint, state);
+  const parsed = call.withTools ? parseToolCalls(text) : { content: text, toolCalls: [] };
+  return { parsed, finish: parsed.toolCalls.length > 0 ? ('tool_calls' as const) : (state.finishReason as 'stop' | 'length') };
+}
+
+function logprobsOf(call: ChatCall, ids: number[], logprobs: number[]): ChatLogprobs {
+  const { tokenizer } = call.checkpoint;
+  return call.body.logprobs ? { content: ids.map((id, i) => ({ token: tokenizer.decode([id]), logprob: logprobs[i] as number, bytes: null, top_logprobs: [] })) } : null;
+}
+
+async function chatReply(generator: Generator, call: ChatCall): Promise<ChatReply> {
+  const { body, prompt } = call;
+  const states = await Promise.all(generateRows(generator, call.checkpoint, prompt, body));
+  const completionTokens = states.reduce((n, s) => n + s.ids.length, 0);
+  return {
+    ...call.head,
+    object: 'chat.completion',
+    choices: states.map((state, index) => {
+      const { parsed, finish } = messageOf(call, state);
+      return {
+        index,
+        message: { role: 'assistant', content: parsed.content, ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls }) },
+        logprobs: logprobsOf(call, state.ids, state.logprobs),
+        finish_reason: finish,
+        stop_reason: state.stopReason,
+        ...(body.return_token_ids && { token_ids: state.ids }),
+      };
+    }),
+    usage: usageOf(prompt.length, completionTokens),
+    ...(body.return_token_ids && { prompt_token_ids: prompt }),
+  };
+}
+
+/** Token by token; a row's text goes out once no stop string can still claim it, its tool calls with its end. */
+async function streamChat(generator: Generator, call: ChatCall, reply: FastifyReply): Promise<void> {
+  const { body, prompt, checkpoint } = call;
+  let res: ServerResponse | undefined;
+  // Rows of a failed stream may still be going: nothing goes out after its end.
+  const send = (chunk: ChatChunkBody) => !res?.writableEnded && res?.write(`data: ${JSON.stringify({ ...call.head, object: 'chat.completion.chunk', ...chunk })}\n\n`);
+  const n = body.n ?? 1;
+  const emitted = nothingEmitted(n);
+  const holdBack = stopHoldBack(body.stop);
+  const rows = generateRows(generator, checkpoint, prompt, body, (choice, state) => {
+    if (state.finishReason) return; // the last piece goes out with the finish reason
+    const mark = emitted[choice] as Emitted;
+    let text = replyText(checkpoint, state);
+    if (call.withTools && text.includes('<tool_call>')) text = text.slice(0, text.indexOf('<tool_call>'));
+    const safe = text.slice(0, Math.max(mark.chars, settledLength(text, holdBack)));
+    const ids = state.ids.slice(mark.tokens);
+    send({
+      choices: [
+        {
+          index: choice,
+          delta: { content: safe.slice(mark.chars) },
+          logprobs: logprobsOf(call, ids, state.logprobs.slice(mark.tokens)),
+          finish_reason: null,
+          ...(body.return_token_ids && { token_ids: ids }),
+        },
+      ],
+    });
+    mark.chars = safe.length;
+    mark.tokens = state.ids.length;
+  });
+  // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
+  res = startStream(reply);
+  await streamed(res, async () => {
+    send({
+      choices: Array.from({ length: n }, (_, index) => ({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })),
+      ...(body.return_token_ids && { prompt_token_ids: prompt }),
+    });
+    let completionTokens = 0;
+    await Promise.all(
+      rows.map(async (row, choice) => {
+        const state = await row;
+        completionTokens += state.ids.length;
+        send(lastChunk(call, state, choice, emitted[choice] as Emitted));
+      }),
+    );
+    if (body.stream_options?.include_usage) send({ choices: [], usage: usageOf(prompt.length, completionTokens) });
+  });
+}
+
+/** A row's last chunk: the rest of its text, its tool calls, and its finish reason. */
+function lastChunk(call: ChatCall, state: GenerationState, choice: number, mark: Emitted): ChatChunkBody {
+  const { parsed, finish } = messageOf(call, state);
+  const ids = state.ids.slice(mark.tokens);
+  const rest = (parsed.content ?? '').slice(mark.chars);
+  return {
+    choices: [
+      {
+        index: choice,
+        delta: {
+          ...(rest && { content: rest }),
+          ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls.map((toolCall, index) => ({ index, ...toolCall })) }),
+        },
+        logprobs: logprobsOf(call, ids, state.logprobs.slice(mark.tokens)),
+        finish_reason: finish,
+        stop_reason: state.stopReason,
+        ...(call.body.return_token_ids && { token_ids: ids }),
+      },
+    ],
+  };
+}
