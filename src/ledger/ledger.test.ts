@@ -9,7 +9,7 @@ import { newEventSchema, type Rollout, type RolloutEvent } from '../rollouts/rol
 import type { CallRecord } from '../store/trace-store.js';
 import { ledgerChanges, ledgerMetrics, type LedgerKeys } from './ledger.js';
 import { openLedger } from './open.js';
-import { SqliteLedger } from './sqlite-ledger.js';
+import { SqliteLedger } from './ledger-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-ledger-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,16 +1,21 @@
 import { closingAfter } from '../registry/policy-registry.js';
-import { registryFile } from '../registry/sqlite-registry.js';
+import { registryFile } from '../registry/registry-store.js';
 import type { StoreLocation } from '../store/location.js';
 import type { LedgerStore } from './ledger.js';
-import { PostgresLedger } from './postgres-ledger.js';
-import { SqliteLedger } from './sqlite-ledger.js';
+import { openPostgresLedger, SqliteLedger } from './ledger-store.js';
 
 /**
  * Opens the ledgers where the stores live: the PostgreSQL database when `store.url` is set, else
  * the data directory's SQLite file (the registry's). The caller closes them.
  */
 export async function openLedger(location: StoreLocation): Promise<LedgerStore> {
-  return location.postgresUrl ? PostgresLedger.open(location.postgresUrl) : new SqliteLedger(registryFile(location.dataDir));
+  if (location.postgresUrl) return openPostgresLedger(location.postgresUrl);
+  const ledger = new SqliteLedger(registryFile(location.dataDir));
+  await ledger.ready.catch(async (err: unknown) => {
+    await ledger.close();
+    throw err;
+  });
+  return ledger;
 }
 
 /** Opens the ledgers for one piece of work and closes them after. */

@@ -1,7 +1,6 @@
 import type { StoreLocation } from '../store/location.js';
 import { closingAfter, type PolicyRegistry } from './policy-registry.js';
-import { PostgresPolicyRegistry } from './postgres-registry.js';
-import { registryFile, SqlitePolicyRegistry } from './sqlite-registry.js';
+import { openPostgresRegistry, registryFile, SqlitePolicyRegistry } from './registry-store.js';
 
 /**
  * Opens the registry where the stores live: the PostgreSQL database when `store.url` is set (so
@@ -9,7 +8,13 @@ import { registryFile, SqlitePolicyRegistry } from './sqlite-registry.js';
  * caller closes it.
  */
 export async function openRegistry(location: StoreLocation): Promise<PolicyRegistry> {
-  return location.postgresUrl ? PostgresPolicyRegistry.open(location.postgresUrl) : new SqlitePolicyRegistry(registryFile(location.dataDir));
+  if (location.postgresUrl) return openPostgresRegistry(location.postgresUrl);
+  const registry = new SqlitePolicyRegistry(registryFile(location.dataDir));
+  await registry.ready.catch(async (err: unknown) => {
+    await registry.close();
+    throw err;
+  });
+  return registry;
 }
 
 /** Opens the registry for one piece of work and closes it after. */

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { storeBackends, testStoreLocation } from '../../test/helpers/postgres.js';
 import { openRegistry } from './open.js';
 import { AliasMovedError, lineageOf, PolicyConflictError, type PolicyRegistry } from './policy-registry.js';
-import { SqlitePolicyRegistry } from './sqlite-registry.js';
+import { SqlitePolicyRegistry } from './registry-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-registry-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

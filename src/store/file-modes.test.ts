@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { runRein } from '../../test/helpers/cli.js';
 import { withLedger } from '../ledger/open.js';
 import { withRegistry } from '../registry/open.js';
-import { registryFile } from '../registry/sqlite-registry.js';
+import { registryFile } from '../registry/registry-store.js';
 import { SqliteTraceStore } from './sqlite-store.js';
 
 // Traces hold prompts and completions, the registry and ledgers what was trained and released:

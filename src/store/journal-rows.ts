@@ -1,12 +1,13 @@
+import { sql, type RawBuilder } from 'kysely';
 import { newRolloutSchema, type FailureClass, type Rollout, type RolloutEvent, type RolloutStatus } from '../rollouts/rollout.js';
 import { decodeRequest, encodeRequest, type ConversationBase } from './request-codec.js';
 import { decodePrompt, encodePrompt, packNumbers, packSegments, unpackNumbers, unpackSegments } from './token-codec.js';
 import { StoreConflictError, StoreInputError, type AgedRollout, type CallFinish, type CallRecord, type CallStart, type Page, type ShadowCallRecord } from './trace-store.js';
 
 /**
- * The journal's rows as both stores keep them (SQLite and PostgreSQL use the same columns and
+ * The journal's rows as both databases keep them (SQLite and PostgreSQL use the same columns and
  * types: booleans as 0/1, token ids and log-probs as packed blobs), and what turns calls into rows
- * and back, so the two stores cannot drift apart in how they encode a call.
+ * and back.
  */
 export interface RolloutRow {
   seq: number;
@@ -402,8 +403,8 @@ export interface AgedRolloutRow {
   bytes: number | null;
 }
 
-/** The statuses a rollout ends in (see isFinished), for SQL. */
-export const FINISHED_STATUSES_SQL = "('succeeded', 'failed', 'cancelled')";
+/** The statuses a rollout ends in (see isFinished). */
+export const FINISHED_STATUSES: readonly RolloutStatus[] = ['succeeded', 'failed', 'cancelled'];
 
 export function toAgedRollout(row: AgedRolloutRow): AgedRollout {
   const batchId = (JSON.parse(row.metadata) as { batchId?: unknown }).batchId;
@@ -427,14 +428,14 @@ export function agedRolloutPage(rows: AgedRolloutRow[], limit: number): Page<Age
 }
 
 /**
- * The select of aged rollouts, for either store: `length` is the SQL that gives a value's size in
- * bytes, `param(n)` the n-th parameter (1: before, 2: after seq, 3: limit).
+ * The select of aged rollouts, for either database: `length` is the SQL that gives a value's size
+ * in bytes; rollouts changed before `before`, after seq `afterSeq`, at most `limit`.
  */
-export function agedRolloutsSql(length: (column: string) => string, param: (n: number) => string): string {
+export function agedRolloutsQuery(length: (column: string) => string, before: number, afterSeq: number, limit: number): RawBuilder<AgedRolloutRow> {
   const sum = (columns: string[]) => columns.map((c) => `COALESCE(${length(c)}, 0)`).join(' + ');
   const callBytes = sum(['request_received', 'request_sent_patch', 'response', 'prompt_suffix', 'completion_ids', 'logprobs', 'usage', 'finish_reasons', 'error_message']);
   const shadowBytes = sum(['request_sent', 'response', 'completion_ids', 'logprobs', 'finish_reasons', 'error_message']);
-  return `
+  const select = `
 SELECT r.seq, r.id, r.status, r.metadata, r.updated_at,
   (SELECT COUNT(*) FROM calls c WHERE c.rollout_id = r.id) AS calls,
   (SELECT COUNT(*) FROM shadow_calls s WHERE s.rollout_id = r.id) AS shadow_calls,
@@ -443,5 +444,6 @@ SELECT r.seq, r.id, r.status, r.metadata, r.updated_at,
   + COALESCE((SELECT SUM(${callBytes}) FROM calls c WHERE c.rollout_id = r.id), 0)
   + COALESCE((SELECT SUM(${shadowBytes}) FROM shadow_calls s WHERE s.rollout_id = r.id), 0)
   + COALESCE((SELECT SUM(${length('payload')}) FROM events e WHERE e.rollout_id = r.id), 0) AS bytes
-FROM rollouts r WHERE r.updated_at < ${param(1)} AND r.seq > ${param(2)} ORDER BY r.seq LIMIT ${param(3)}`;
+FROM rollouts r`;
+  return sql<AgedRolloutRow>`${sql.raw(select)} WHERE r.updated_at < ${before} AND r.seq > ${afterSeq} ORDER BY r.seq LIMIT ${limit}`;
 }

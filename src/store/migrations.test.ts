@@ -1,12 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openDatabase as openSqlite } from './sqlite-driver.js';
-import type pg from 'pg';
+import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
-import { applyPostgresMigrations, applySqliteMigrations, SchemaTooNewError, type Migration } from './migrations.js';
-import { openPostgresPool } from './postgres/pool.js';
+import { applyMigrations, SchemaTooNewError, type Migration } from './migrations.js';
+import { openPostgresDatabase, openSqliteDatabase, type SqlDatabase } from './sql/database.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-migrations-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -22,28 +21,18 @@ interface TestDatabase {
 }
 
 async function openDatabase(backend: StoreBackend): Promise<TestDatabase> {
-  if (backend === 'sqlite') {
-    const db = openSqlite(path.join(mkdtempSync(path.join(dir, 'db-')), 'store.sqlite'));
-    return {
-      migrate: async (store, migrations) => applySqliteMigrations(db, store, migrations),
-      query: async (sql) => {
-        const statement = db.prepare(sql);
-        if (statement.reader) return statement.all() as Array<Record<string, unknown>>;
-        statement.run();
-        return [];
-      },
-      close: async () => void db.close(),
-    };
-  }
-  const pool = openPostgresPool(await freshPostgresUrl());
-  return postgresDatabase(pool);
+  const database =
+    backend === 'sqlite'
+      ? openSqliteDatabase(path.join(mkdtempSync(path.join(dir, 'db-')), 'store.sqlite'), { pragmas: [] })
+      : await openPostgresDatabase(await freshPostgresUrl());
+  return testDatabase(database);
 }
 
-function postgresDatabase(pool: pg.Pool): TestDatabase {
+function testDatabase(database: SqlDatabase): TestDatabase {
   return {
-    migrate: (store, migrations) => applyPostgresMigrations(pool, store, migrations),
-    query: async (sql) => (await pool.query(sql)).rows as Array<Record<string, unknown>>,
-    close: () => pool.end(),
+    migrate: (store, migrations) => applyMigrations(database, store, migrations),
+    query: async (text) => (await sql.raw<Record<string, unknown>>(text).execute(database.db)).rows,
+    close: () => database.close(),
   };
 }
 
@@ -99,42 +88,36 @@ describe('schema migrations on PostgreSQL', () => {
   it('runs once when two processes start on a new database at once', async () => {
     const url = await freshPostgresUrl();
     // Two pools: two gateways' connections. Migration 1 would fail the second time (no IF NOT EXISTS).
-    const starters = [openPostgresPool(url), openPostgresPool(url), openPostgresPool(url)];
+    const starters = await Promise.all([1, 2, 3].map(() => openPostgresDatabase(url)));
     try {
-      await Promise.all(starters.map((pool) => applyPostgresMigrations(pool, 'notes', [v1, v2])));
-      expect((await starters[0]!.query("SELECT count(*) AS n FROM rein_schema_migrations WHERE store = 'notes'")).rows).toEqual([{ n: 2 }]);
+      await Promise.all(starters.map((database) => applyMigrations(database, 'notes', [v1, v2])));
+      expect((await sql`SELECT count(*) AS n FROM rein_schema_migrations WHERE store = 'notes'`.execute(starters[0]!.db)).rows).toEqual([{ n: 2 }]);
     } finally {
-      await Promise.all(starters.map((pool) => pool.end()));
+      await Promise.all(starters.map((database) => database.close()));
     }
   });
 
   it('says where the server is and what to check when it cannot be reached, without the password', async () => {
-    const pool = openPostgresPool('postgres://rein:hunter2@127.0.0.1:1/rein');
-    try {
-      const refused = (await applyPostgresMigrations(pool, 'notes', [v1]).then(
+    const migrate = (database: SqlDatabase) => applyMigrations(database, 'notes', [v1]);
+    {
+      const refused = (await openPostgresDatabase('postgres://rein:hunter2@127.0.0.1:1/rein', { migrate }).then(
         () => new Error('connected'),
         (err: unknown) => err,
       )) as Error;
       expect(refused.message).toMatch(/^cannot connect to PostgreSQL at 127\.0\.0\.1:1\/rein: .*ECONNREFUSED.*; the server is unreachable: check that PostgreSQL runs there and that store\.url \(REIN_STORE_URL\) names its host and port$/);
       expect(refused.message).not.toContain('hunter2');
-    } finally {
-      await pool.end();
     }
   });
 
   it('says so when the login or the database is wrong', async () => {
     const url = new URL(await freshPostgresUrl());
     url.password = 'wrong';
-    const wrongLogin = openPostgresPool(url.toString());
+    const wrongLogin = url.toString();
     url.password = 'rein-test';
     url.pathname = '/no_such_database';
-    const noDatabase = openPostgresPool(url.toString());
-    try {
-      await expect(applyPostgresMigrations(wrongLogin, 'notes', [v1])).rejects.toThrow(/refused the login: check the user and password in store\.url/);
-      await expect(applyPostgresMigrations(noDatabase, 'notes', [v1])).rejects.toThrow(/no_such_database.*the database does not exist/);
-    } finally {
-      await wrongLogin.end();
-      await noDatabase.end();
-    }
+    const noDatabase = url.toString();
+    const migrate = (database: SqlDatabase) => applyMigrations(database, 'notes', [v1]);
+    await expect(openPostgresDatabase(wrongLogin, { migrate })).rejects.toThrow(/refused the login: check the user and password in store\.url/);
+    await expect(openPostgresDatabase(noDatabase, { migrate })).rejects.toThrow(/no_such_database.*the database does not exist/);
   });
 });

@@ -1,15 +1,16 @@
-import type Database from 'better-sqlite3';
-import type pg from 'pg';
-import { explainPostgresError, openPostgresPool, postgresWhere } from './postgres/pool.js';
+import { sql, type Kysely } from 'kysely';
+import type { SqlDatabase, SqlKind } from './sql/database.js';
 
 /**
  * One step of a store's schema. Versions of a store count up from 1; a migration, once released,
- * never changes (a later one alters what it made), since databases record that they ran it.
+ * never changes (a later one alters what it made), since databases record that they ran it. Its
+ * SQL is one text for both databases, or one per database where their SQL differs (as migration 1
+ * of each store does: those schemas were written per database before the stores were one).
  */
 export interface Migration {
   version: number;
   name: string;
-  sql: string;
+  sql: string | Readonly<Record<SqlKind, string>>;
 }
 
 /** A database whose schema a newer Rein wrote: this one would misread it. */
@@ -20,103 +21,82 @@ export class SchemaTooNewError extends Error {
   }
 }
 
-const SQLITE_BOOKKEEPING = `
+/** The table each database records its migrations in (as Rein has always made it there). */
+const BOOKKEEPING: Record<SqlKind, string> = {
+  sqlite: `
 CREATE TABLE IF NOT EXISTS rein_schema_migrations (
   store TEXT NOT NULL,
   version INTEGER NOT NULL,
   name TEXT NOT NULL,
   applied_at INTEGER NOT NULL,
   PRIMARY KEY (store, version)
-)`;
-
-const POSTGRES_BOOKKEEPING = `
+)`,
+  postgres: `
 CREATE TABLE IF NOT EXISTS rein_schema_migrations (
   store TEXT NOT NULL,
   version INTEGER NOT NULL,
   name TEXT NOT NULL,
   applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   PRIMARY KEY (store, version)
-)`;
+)`,
+};
 
 /**
- * The advisory lock every Rein process takes while it migrates (any store): two gateways starting
- * on a new database at once would otherwise both run migration 1.
+ * The advisory lock every Rein process takes on PostgreSQL while it migrates (any store): two
+ * gateways starting on a new database at once would otherwise both run migration 1.
  */
 const MIGRATION_LOCK = 0x5265696e; // "Rein"
 
 /**
- * Brings a SQLite database's `store` up to the last of `migrations`, each in a transaction with
- * its bookkeeping row. Files written before schemas were versioned have the tables but no
- * bookkeeping: migration 1 creates only what is missing (IF NOT EXISTS), so they open as they are.
+ * Brings `store`'s schema on `database` up to the last of `migrations`, each in a transaction with
+ * its bookkeeping row. Processes starting at once wait for each other: on PostgreSQL on an
+ * advisory lock, on SQLite on the write lock each migration's IMMEDIATE transaction takes first,
+ * after which it finds the step done. SQLite files written before schemas were versioned have the
+ * tables but no bookkeeping: their migration 1 creates only what is missing (IF NOT EXISTS).
  */
-export function applySqliteMigrations(db: Database.Database, store: string, migrations: Migration[]): void {
+export async function applyMigrations(database: SqlDatabase, store: string, migrations: Migration[]): Promise<void> {
   checkMigrations(store, migrations);
-  db.exec(SQLITE_BOOKKEEPING);
-  const applied = () =>
-    new Set(
-      (db.prepare('SELECT version FROM rein_schema_migrations WHERE store = ?').all(store) as Array<{ version: number }>).map((r) => r.version),
-    );
-  refuseNewer(db.name, store, applied(), migrations);
-  for (const migration of migrations) {
-    // IMMEDIATE takes the write lock first, so another process migrating the same file waits
-    // here and then finds the step done.
-    db.transaction(() => {
-      if (applied().has(migration.version)) return;
-      db.exec(migration.sql);
-      db.prepare('INSERT INTO rein_schema_migrations (store, version, name, applied_at) VALUES (?, ?, ?, ?)').run(
-        store,
-        migration.version,
-        migration.name,
-        Date.now(),
-      );
-    }).immediate();
+  try {
+    await whileMigrating(database, async (db) => {
+      await database.runScript(db, BOOKKEEPING[database.kind]);
+      refuseNewer(database.where, store, await appliedVersions(db, store), migrations);
+      for (const migration of migrations) await applyOne(database, db, store, migration);
+    });
+  } catch (err) {
+    throw database.explain(err);
   }
 }
 
-/**
- * Brings a PostgreSQL database's `store` up to the last of `migrations`, each in a transaction
- * with its bookkeeping row. Processes starting at once serialize on an advisory lock, so each
- * migration runs once.
- */
-export async function applyPostgresMigrations(pool: pg.Pool, store: string, migrations: Migration[]): Promise<void> {
-  checkMigrations(store, migrations);
-  let client: pg.PoolClient;
+async function applyOne(database: SqlDatabase, db: Kysely<any>, store: string, migration: Migration): Promise<void> {
   try {
-    client = await pool.connect();
+    await db.transaction().execute(async (trx) => {
+      if ((await appliedVersions(trx, store)).has(migration.version)) return;
+      await database.runScript(trx, typeof migration.sql === 'string' ? migration.sql : migration.sql[database.kind]);
+      // SQLite's table has no default for applied_at; PostgreSQL's takes now().
+      const appliedAt = database.kind === 'sqlite' ? { applied_at: Date.now() } : {};
+      await trx.insertInto('rein_schema_migrations').values({ store, version: migration.version, name: migration.name, ...appliedAt }).execute();
+    });
   } catch (err) {
-    throw explainPostgresError(err, pool);
+    throw new Error(`migration ${migration.version} (${migration.name}) of store ${store} failed: ${(err as Error).message}`, { cause: err });
   }
-  let broken: Error | undefined;
-  try {
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+}
+
+/** Runs `work` on one connection, holding PostgreSQL's migration lock on it. */
+async function whileMigrating(database: SqlDatabase, work: (db: Kysely<any>) => Promise<void>): Promise<void> {
+  if (database.kind === 'sqlite') return work(database.db);
+  await database.db.connection().execute(async (db) => {
+    await sql`SELECT pg_advisory_lock(${MIGRATION_LOCK})`.execute(db);
     try {
-      await client.query(POSTGRES_BOOKKEEPING);
-      const rows = await client.query<{ version: number }>('SELECT version FROM rein_schema_migrations WHERE store = $1', [store]);
-      const applied = new Set(rows.rows.map((r) => r.version));
-      refuseNewer(postgresWhere(pool), store, applied, migrations);
-      for (const migration of migrations) {
-        if (applied.has(migration.version)) continue;
-        await client.query('BEGIN');
-        try {
-          await client.query(migration.sql);
-          await client.query('INSERT INTO rein_schema_migrations (store, version, name) VALUES ($1, $2, $3)', [store, migration.version, migration.name]);
-          await client.query('COMMIT');
-        } catch (err) {
-          await client.query('ROLLBACK').catch(() => {});
-          throw new Error(`migration ${migration.version} (${migration.name}) of store ${store} failed: ${(err as Error).message}`, { cause: err });
-        }
-      }
+      await work(db);
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+      await sql`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`.execute(db);
     }
-  } catch (err) {
-    broken = err as Error;
-    throw err;
-  } finally {
-    // A connection that failed mid-way is closed rather than handed back, so no half state (an
-    // open transaction, a held lock) reaches the next user.
-    client.release(broken);
-  }
+  });
+}
+
+async function appliedVersions(db: Kysely<any>, store: string): Promise<Set<number>> {
+  const rows = await db.selectFrom('rein_schema_migrations').select('version').where('store', '=', store).execute();
+  return new Set(rows.map((r) => Number(r.version)));
 }
 
 function checkMigrations(store: string, migrations: Migration[]): void {
@@ -130,14 +110,22 @@ function refuseNewer(where: string, store: string, applied: Set<number>, migrati
   if (newest > migrations.length) throw new SchemaTooNewError(where, store, newest, migrations.length);
 }
 
-/** A pool on the database at `url` with `store`'s schema brought up to date; ended again if that fails. */
-export async function openMigratedPool(url: string, store: string, migrations: Migration[], options: { max?: number } = {}): Promise<pg.Pool> {
-  const pool = openPostgresPool(url, options);
-  try {
-    await applyPostgresMigrations(pool, store, migrations);
-  } catch (err) {
-    await pool.end();
-    throw err;
+/** How a store's migrations run when a database opens (the `migrate` of openSqliteDatabase / openPostgresDatabase). */
+export function migrationsOf(store: string, migrations: Migration[], after?: (database: SqlDatabase) => Promise<void>) {
+  return async (database: SqlDatabase): Promise<void> => {
+    await applyMigrations(database, store, migrations);
+    await after?.(database);
+  };
+}
+
+/**
+ * SQLite files written before a column existed get it added: a migration 1 written with CREATE
+ * TABLE IF NOT EXISTS leaves an older table as it was. (PostgreSQL databases are newer than these columns.)
+ */
+export async function addMissingSqliteColumns(database: SqlDatabase, table: string, columns: Record<string, string>): Promise<void> {
+  if (database.kind !== 'sqlite') return;
+  const present = new Set((await sql<{ name: string }>`SELECT name FROM pragma_table_info(${table})`.execute(database.db)).rows.map((c) => c.name));
+  for (const [name, type] of Object.entries(columns)) {
+    if (!present.has(name)) await database.runScript(database.db, `ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
   }
-  return pool;
 }

@@ -8,6 +8,8 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteTraceStore } from './sqlite-store.js';
 import { PostgresTraceStore } from './postgres-store.js';
+import type { SqlTraceStore } from './journal-store.js';
+import { sql } from 'kysely';
 import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
 import type { Rollout } from '../rollouts/rollout.js';
 import { ROLLOUT_ID_MAX_LENGTH } from '../rollouts/rollout-id.js';
@@ -26,9 +28,8 @@ async function openOn(backend: StoreBackend, name: string): Promise<TraceStore> 
 
 /** What a store keeps of its shadow calls' requests, in bytes. */
 async function storedShadowRequestBytes(store: TraceStore): Promise<number> {
-  const sql = 'SELECT SUM(LENGTH(request_sent)) AS bytes FROM shadow_calls';
-  if (store instanceof SqliteTraceStore) return (store['db'] as { prepare(sql: string): { get(): { bytes: number } } }).prepare(sql).get().bytes;
-  return Number((await ((store as PostgresTraceStore)['pool'] as { query(sql: string): Promise<{ rows: Array<{ bytes: string }> }> }).query(sql)).rows[0]?.bytes);
+  const query = sql<{ bytes: number }>`SELECT SUM(LENGTH(request_sent)) AS bytes FROM shadow_calls`;
+  return Number((await query.execute((store as SqlTraceStore)['database'].db)).rows[0]?.bytes);
 }
 
 function finish(promptIds: number[], completionIds: number[]): CallFinish {

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { openDatabase } from '../../src/store/sqlite-driver.js';
 import { afterAll, expect, it } from 'vitest';
-import { registryFile, SqlitePolicyRegistry } from '../../src/registry/sqlite-registry.js';
+import { registryFile, SqlitePolicyRegistry } from '../../src/registry/registry-store.js';
 import type { GcReport } from '../../src/retention/gc.js';
 import { SqliteTraceStore } from '../../src/store/sqlite-store.js';
 import { runRein } from '../helpers/cli.js';

@@ -1,0 +1,414 @@
+import { sql, type Kysely } from 'kysely';
+import {
+  canTransition,
+  isFinished,
+  isUnscored,
+  newRolloutSchema,
+  statusChangeSchema,
+  type NewEvent,
+  type NewRollout,
+  type Rollout,
+  type RolloutEvent,
+  type StatusChange,
+} from '../rollouts/rollout.js';
+import { GroupCommit } from './group-commit.js';
+import { journalDialect, type JournalDialect } from './journal-dialect.js';
+import {
+  agedRolloutPage,
+  agedRolloutsQuery,
+  beginCallRow,
+  decodeCursor,
+  encodeCursor,
+  FINISHED_STATUSES,
+  finishCallRow,
+  JournalDecoder,
+  refuseOtherBody,
+  remember,
+  shadowCallRow,
+  toEvent,
+  toRollout,
+  toShadowCall,
+  type CallRow,
+  type SequenceBase,
+} from './journal-rows.js';
+import type { JournalTables } from './journal-schema.js';
+import { JournalStatements } from './journal-statements.js';
+import type { ConversationBase } from './request-codec.js';
+import { RolloutCache } from './rollout-cache.js';
+import type { SqlDatabase } from './sql/database.js';
+import {
+  StoreConflictError,
+  StoreInputError,
+  StoreNotFoundError,
+  type AgedRollout,
+  type CallFinish,
+  type CallRecord,
+  type CallStart,
+  type JournalRetention,
+  type Page,
+  type RolloutFilter,
+  type ShadowCallFilter,
+  type ShadowCallRecord,
+  type TraceStore,
+} from './trace-store.js';
+
+/**
+ * The trace store on either database: SQLite (embedded, one gateway) or PostgreSQL (several
+ * gateways and services on other hosts sharing one journal). Journal writes (beginCall,
+ * finishCall, recordShadowCall) are group-committed (see GroupCommit); a call's sequence number
+ * comes from the database, so gateways writing calls of one rollout get unique, ordered numbers.
+ *
+ * A store may read the values a write is given until the write's promise settles: callers must
+ * not change them before.
+ */
+export class SqlTraceStore implements TraceStore, JournalRetention {
+  private readonly db: Kysely<JournalTables>;
+  private readonly dialect: JournalDialect;
+  private readonly statements: JournalStatements;
+  private readonly lastSequence = new Map<string, SequenceBase>();
+  private readonly lastConversation = new Map<string, ConversationBase>();
+  /** Calls this store began and has not finished: their rollout, without asking the journal. */
+  private readonly inFlight = new Map<string, string>();
+  private readonly rollouts: RolloutCache;
+  private readonly commits: GroupCommit;
+
+  /** `gateway` names the gateway writing through the store (see PostgresTraceStoreOptions). */
+  constructor(
+    private readonly database: SqlDatabase,
+    private readonly gateway = 'default',
+  ) {
+    this.db = database.db as Kysely<JournalTables>;
+    this.dialect = journalDialect(database.kind);
+    this.statements = new JournalStatements(this.db, this.dialect);
+    this.rollouts = new RolloutCache(this.dialect.changeCounter && (() => this.statements.changeCount()));
+    this.commits = new GroupCommit(this.db, () => this.forgetCaches());
+  }
+
+  /** Settles once the schema is up to date (a SQLite file is migrated as it opens). */
+  get ready(): Promise<void> {
+    return this.database.ready;
+  }
+
+  async createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }> {
+    const parsed = newRolloutSchema.parse(input);
+    const now = Date.now();
+    this.rollouts.forget(input.id);
+    const inserted = await this.db
+      .insertInto('rollouts')
+      .values({
+        id: input.id,
+        task_id: parsed.taskId ?? null,
+        mode: parsed.mode,
+        status: 'queued',
+        status_reason: null,
+        attempts: 1,
+        keyless: parsed.keyless ? 1 : 0,
+        policy_version: parsed.policyVersion ?? null,
+        failure_class: null,
+        metadata: JSON.stringify(parsed.metadata),
+        created_at: now,
+        updated_at: now,
+      })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (inserted) return { rollout: toRollout(inserted), created: true };
+    const rollout = await this.requireRollout(this.db, input.id);
+    // Compared with what was stored of the same body: text as the database keeps it (see storedText).
+    const { storedText } = this.database;
+    refuseOtherBody(rollout, { ...parsed, taskId: storedText(parsed.taskId), policyVersion: storedText(parsed.policyVersion) });
+    return { rollout, created: false };
+  }
+
+  async getRollout(id: string): Promise<Rollout | undefined> {
+    return this.rollouts.get(id, async () => {
+      const row = await this.statements.rollout(this.db, id);
+      return row && toRollout(row);
+    });
+  }
+
+  async listRollouts(filter: RolloutFilter = {}): Promise<Page<Rollout>> {
+    const limit = Math.min(Math.max(filter.limit ?? 50, 1), 500);
+    const before = filter.after === undefined ? undefined : decodeCursor(filter.after);
+    const rows = await this.db
+      .selectFrom('rollouts')
+      .selectAll()
+      .$if(filter.status !== undefined, (q) => q.where('status', '=', filter.status!))
+      .$if(filter.mode !== undefined, (q) => q.where('mode', '=', filter.mode!))
+      .$if(filter.taskId !== undefined, (q) => q.where('task_id', '=', filter.taskId!))
+      .$if(before !== undefined, (q) => q.where('seq', '<', before!))
+      .orderBy('seq', 'desc')
+      .limit(limit + 1)
+      .execute();
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return { items: items.map(toRollout), next: rows.length > limit && last ? encodeCursor(last.seq) : null };
+  }
+
+  async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
+    const { status, reason = null, failureClass = null, evidence } = statusChangeSchema.parse(change);
+    this.rollouts.forget(id);
+    const rollout = await this.db.transaction().execute(async (trx) => {
+      const current = await this.requireRollout(trx, id, { lock: true });
+      if (!canTransition(current.status, status)) {
+        throw new StoreConflictError(`rollout ${id} is ${current.status}; it cannot become ${status}` + (isFinished(current.status) ? ' (it has finished)' : ''));
+      }
+      const now = Date.now();
+      const updated = await trx
+        .updateTable('rollouts')
+        .set({ status, status_reason: reason, failure_class: failureClass, updated_at: now })
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      const payload = { from: current.status, to: status, reason, ...(failureClass && { failureClass }), ...(evidence && { evidence }) };
+      await this.statements.insertEvent(trx, { rollout_id: id, attempt: current.attempts, type: 'status', source, action_id: null, payload: JSON.stringify(payload), at: now });
+      return toRollout(updated);
+    });
+    if (isFinished(status)) {
+      this.lastSequence.delete(id);
+      this.lastConversation.delete(id);
+    }
+    return rollout;
+  }
+
+  async startAttempt(id: string): Promise<Rollout> {
+    this.rollouts.forget(id);
+    return this.db.transaction().execute(async (trx) => {
+      const current = await this.requireRollout(trx, id, { lock: true });
+      if (isFinished(current.status)) throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
+      const updated = await trx
+        .updateTable('rollouts')
+        .set((eb) => ({ attempts: eb('attempts', '+', 1), updated_at: Date.now() }))
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return toRollout(updated);
+    });
+  }
+
+  async reopenRollout(id: string, reason: string): Promise<Rollout> {
+    this.rollouts.forget(id);
+    return this.db.transaction().execute(async (trx) => {
+      const current = await this.requireRollout(trx, id, { lock: true });
+      if (!isUnscored(current)) {
+        const why = isFinished(current.status)
+          ? `it was scored (${current.status}${current.failureClass ? `, ${current.failureClass}` : ''})`
+          : `it has not finished (${current.status})`;
+        throw new StoreConflictError(`rollout ${id} cannot be reopened: ${why}; only a rollout lost to a fault before it was scored runs again`);
+      }
+      const now = Date.now();
+      const updated = await trx
+        .updateTable('rollouts')
+        .set((eb) => ({ attempts: eb('attempts', '+', 1), status: 'queued', status_reason: reason, failure_class: null, updated_at: now }))
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      const payload = { from: current.status, to: 'queued', reason, reopened: { failureClass: current.failureClass, reason: current.statusReason } };
+      await this.statements.insertEvent(trx, { rollout_id: id, attempt: current.attempts + 1, type: 'status', source: 'admin', action_id: null, payload: JSON.stringify(payload), at: now });
+      return toRollout(updated);
+    });
+  }
+
+  async beginCall(call: CallStart): Promise<{ seq: number }> {
+    return this.commits.write(async () => {
+      const { row, conversation } = beginCallRow(call, await this.conversationBefore(call.rolloutId));
+      if (conversation) remember(this.lastConversation, call.rolloutId, conversation);
+      this.inFlight.set(call.id, call.rolloutId);
+      return {
+        lockKey: `${call.rolloutId}\u0000${call.attempt}`,
+        run: async (db) => ({ seq: await this.statements.beginCall(db, { ...row, gateway: this.gateway }) }),
+      };
+    });
+  }
+
+  async finishCall(id: string, result: CallFinish): Promise<void> {
+    await this.commits.write(async () => {
+      // Calls begun by this store are known; after a restart (or for another gateway's call), ask the journal.
+      const rolloutId = this.inFlight.get(id) ?? (await this.statements.rolloutOfCall(this.db, id));
+      if (!rolloutId) throw new StoreNotFoundError(`call ${id} was never begun`);
+      const { row, sequence } = finishCallRow(id, result, await this.sequenceBefore(rolloutId));
+      this.inFlight.delete(id);
+      // The next prompt of the rollout is stored as a delta over this one (forgotten if the write fails).
+      if (sequence) remember(this.lastSequence, rolloutId, sequence);
+      return {
+        lockKey: null,
+        run: async (db) => {
+          if ((await this.statements.finishCall(db, row)) === 0) throw new StoreNotFoundError(`call ${id} was never begun`);
+        },
+      };
+    });
+  }
+
+  async getCall(id: string): Promise<CallRecord | undefined> {
+    const rows = await this.callChains([id]);
+    const row = rows.get(id);
+    return row && new JournalDecoder((ref) => rows.get(ref)).record(row);
+  }
+
+  async markLostCalls(before: number, reason: string): Promise<number> {
+    const lostCalls = this.dialect.lostCallsOf(this.gateway);
+    return this.commits.write(async () => ({
+      lockKey: null,
+      run: async (db) => {
+        const result = await db
+          .updateTable('calls')
+          .set((eb) => ({ status: 'error', error_class: 'gateway_lost', error_message: reason, latency_ms: eb(eb.val(before), '-', eb.ref('started_at')) }))
+          .where('status', '=', 'in_flight')
+          .where('started_at', '<', before)
+          .$if(lostCalls !== null, (q) => q.where(lostCalls!))
+          .executeTakeFirst();
+        return Number(result.numUpdatedRows);
+      },
+    }));
+  }
+
+  async listCalls(rolloutId: string, attempt?: number): Promise<CallRecord[]> {
+    // Every call of the rollout: a call's references point at earlier calls of the same rollout.
+    const rows = await this.db.selectFrom('calls').selectAll().where('rollout_id', '=', rolloutId).orderBy('attempt').orderBy('seq').execute();
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const decoder = new JournalDecoder((ref) => byId.get(ref));
+    return rows.filter((r) => attempt === undefined || r.attempt === attempt).map((r) => decoder.record(r));
+  }
+
+  async recordShadowCall(call: ShadowCallRecord): Promise<void> {
+    await this.commits.write(async () => {
+      const row = shadowCallRow(call, await this.conversationBefore(call.rolloutId));
+      return { lockKey: null, run: (db) => db.insertInto('shadow_calls').values(row).execute() };
+    });
+  }
+
+  async listShadowCalls(filter: ShadowCallFilter): Promise<ShadowCallRecord[]> {
+    let afterSeq: number | undefined;
+    if (filter.after !== undefined) {
+      afterSeq = (await this.db.selectFrom('shadow_calls').select('seq').where('id', '=', filter.after).executeTakeFirst())?.seq;
+      if (afterSeq === undefined) {
+        throw new StoreInputError(`no shadow call "${filter.after}" to continue after; pass the id of the last shadow call of the previous page`);
+      }
+    }
+    const rows = await this.db
+      .selectFrom('shadow_calls')
+      .selectAll()
+      .$if(filter.candidate !== undefined, (q) => q.where('candidate_version', '=', filter.candidate!))
+      .$if(filter.rolloutId !== undefined, (q) => q.where('rollout_id', '=', filter.rolloutId!))
+      .$if(afterSeq !== undefined, (q) => q.where('seq', '>', afterSeq!))
+      .orderBy('seq')
+      .$if(filter.limit !== undefined, (q) => q.limit(Math.max(filter.limit!, 0)))
+      .execute();
+    // One load for the page: shadow calls of a rollout share its conversation's calls.
+    const calls = await this.callChains(rows.flatMap((r) => (r.conversation_ref ? [r.conversation_ref] : [])));
+    const decoder = new JournalDecoder((ref) => calls.get(ref));
+    return rows.map((row) => toShadowCall(row, decoder));
+  }
+
+  async appendEvent(rolloutId: string, attempt: number, event: NewEvent, source: RolloutEvent['source']): Promise<RolloutEvent> {
+    const { type, ...payload } = event;
+    const actionId = event.type === 'span' ? event.actionId : null;
+    const inserted = await this.statements.insertEvent(this.db, { rollout_id: rolloutId, attempt, type, source, action_id: actionId, payload: JSON.stringify(payload), at: Date.now() });
+    const row =
+      inserted ?? (actionId ? await this.db.selectFrom('events').selectAll().where('rollout_id', '=', rolloutId).where('action_id', '=', actionId).executeTakeFirst() : undefined);
+    if (!row) throw new Error(`event for rollout ${rolloutId} was not recorded`);
+    return toEvent(row);
+  }
+
+  async listEvents(rolloutId: string): Promise<RolloutEvent[]> {
+    return (await this.db.selectFrom('events').selectAll().where('rollout_id', '=', rolloutId).orderBy('id').execute()).map(toEvent);
+  }
+
+  async rolloutFootprint(rolloutId: string): Promise<{ calls: number; bytes: number }> {
+    const length = this.dialect.footprintLength;
+    const bytes = [
+      `${length('request_received')} + ${length('request_sent_patch')}`,
+      ...['response', 'prompt_suffix', 'completion_ids', 'logprobs', 'usage', 'finish_reasons'].map((c) => `COALESCE(${length(c)}, 0)`),
+    ].join(' + ');
+    const row = (await sql<{ calls: number; bytes: number | null }>`SELECT COUNT(*) AS calls, SUM(${sql.raw(bytes)}) AS bytes FROM calls WHERE rollout_id = ${rolloutId}`.execute(this.db)).rows[0];
+    return { calls: Number(row?.calls ?? 0), bytes: Number(row?.bytes ?? 0) };
+  }
+
+  async listAgedRollouts(before: number, page: { after?: string; limit?: number } = {}): Promise<Page<AgedRollout>> {
+    const limit = Math.min(Math.max(page.limit ?? 500, 1), 5000);
+    const query = agedRolloutsQuery(this.dialect.byteLength, before, page.after === undefined ? 0 : decodeCursor(page.after), limit + 1);
+    return agedRolloutPage((await query.execute(this.db)).rows, limit);
+  }
+
+  async activeBatchIds(since: number): Promise<string[]> {
+    const rows = await sql<{ batch: string | number }>`
+      SELECT DISTINCT batch FROM (SELECT ${this.dialect.batchIdOfMetadata} AS batch FROM rollouts
+        WHERE status NOT IN (${sql.join(FINISHED_STATUSES)}) OR updated_at >= ${since}) b
+      WHERE batch IS NOT NULL`.execute(this.db);
+    return rows.rows.map((r) => String(r.batch));
+  }
+
+  async deleteFinishedRollouts(ids: readonly string[], before: number): Promise<string[]> {
+    const deleted = await this.db.transaction().execute(async (trx) => {
+      // PostgreSQL locks them: a status change or a call being journaled for one of them waits, then finds it gone.
+      const doomed = (
+        await trx
+          .selectFrom('rollouts')
+          .select('id')
+          .where(this.database.isIn('id', ids))
+          .where('status', 'in', FINISHED_STATUSES)
+          .where('updated_at', '<', before)
+          .orderBy('id')
+          .$if(this.database.rowLocks, (q) => q.forUpdate())
+          .execute()
+      ).map((r) => r.id);
+      for (const table of this.dialect.rolloutTables) await trx.deleteFrom(table).where(this.database.isIn('rollout_id', doomed)).execute();
+      await trx.deleteFrom('rollouts').where(this.database.isIn('id', doomed)).execute();
+      return doomed;
+    });
+    for (const id of deleted) this.rollouts.forget(id);
+    return deleted;
+  }
+
+  async close(): Promise<void> {
+    // Writes already requested are committed (or fail) before the database closes.
+    await this.commits.drain();
+    await this.database.close();
+  }
+
+  private forgetCaches(): void {
+    this.lastSequence.clear();
+    this.lastConversation.clear();
+    // Calls begun in a failed write are looked up in the journal, where they are not.
+    this.inFlight.clear();
+  }
+
+  /** `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys only share the row's key). */
+  private async requireRollout(db: Kysely<JournalTables>, id: string, options: { lock?: boolean } = {}): Promise<Rollout> {
+    const row = await (options.lock && this.database.rowLocks ? this.statements.rolloutLocked(db, id) : this.statements.rollout(db, id));
+    if (!row) throw new StoreNotFoundError(`rollout ${id} not found`);
+    return toRollout(row);
+  }
+
+  /** Rows of the calls with these ids and of every call they refer to, by id, in one query. */
+  private async callChains(ids: string[]): Promise<Map<string, CallRow>> {
+    if (ids.length === 0) return new Map();
+    const rows = await sql<CallRow>`
+      WITH RECURSIVE chain AS (
+        SELECT * FROM calls WHERE ${this.database.isIn('id', [...new Set(ids)])}
+        UNION
+        SELECT c.* FROM calls c JOIN chain p ON c.id = p.prompt_ref OR c.id = p.conversation_ref
+      )
+      SELECT * FROM chain`.execute(this.db);
+    return new Map(rows.rows.map((r) => [r.id, r]));
+  }
+
+  private async sequenceBefore(rolloutId: string): Promise<SequenceBase | undefined> {
+    const cached = this.lastSequence.get(rolloutId);
+    if (cached) return cached;
+    // After a restart (or a call another gateway journaled): rebuild from the journal.
+    const last = await this.statements.latestFinishedCall(this.db, rolloutId);
+    if (!last) return undefined;
+    const rows = await this.callChains([last]);
+    return { callId: last, ids: new JournalDecoder((ref) => rows.get(ref)).sequence(last) };
+  }
+
+  private async conversationBefore(rolloutId: string): Promise<ConversationBase | undefined> {
+    const cached = this.lastConversation.get(rolloutId);
+    if (cached) return cached;
+    const last = await this.statements.latestConversationCall(this.db, rolloutId);
+    if (!last) return undefined;
+    const rows = await this.callChains([last]);
+    return { callId: last, items: new JournalDecoder((ref) => rows.get(ref)).conversation(last) };
+  }
+}
