@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { newRolloutSchema } from './rollout.js';
-import { batchRolloutIdProblems, ROLLOUT_ID_MAX_LENGTH, rolloutIdFor } from './rollout-id.js';
+import { batchRolloutIdProblems, ROLLOUT_ID_MAX_LENGTH, rolloutIdFor, selectionRolloutIds, taskSamples } from './rollout-id.js';
 
 describe('rollout ids of a batch', () => {
   it('are all accepted by the gateway when the batch passes the check', () => {
@@ -25,5 +25,18 @@ describe('rollout ids of a batch', () => {
 
   it('refuses a batch id with characters ids may not hold', () => {
     expect(batchRolloutIdProblems('batch 1', ['a'], 1)).toEqual(['batch id "batch 1" may hold letters, digits and . _ : - only']);
+  });
+});
+
+describe('the rollouts of a selection', () => {
+  it('are each task samplesPerTask times, task by task, with the ids the runner gives them', () => {
+    expect(taskSamples(['a', 'b'], 2)).toEqual([
+      { task: 'a', sample: 0 },
+      { task: 'a', sample: 1 },
+      { task: 'b', sample: 0 },
+      { task: 'b', sample: 1 },
+    ]);
+    expect(selectionRolloutIds({ batchId: 'run.it1', taskIds: ['sum 1', 'b'], samplesPerTask: 2 })).toEqual(['run.it1.sum_1.0', 'run.it1.sum_1.1', 'run.it1.b.0', 'run.it1.b.1']);
+    expect(selectionRolloutIds({ batchId: 'x', taskIds: ['a'], samplesPerTask: 0 })).toEqual([]);
   });
 });

@@ -20,6 +20,16 @@ export function rolloutIdFor(batchId: string, taskId: string, sample: number): s
   return `${batchId}.${taskIdKey(taskId)}.${sample}`;
 }
 
+/** Each task `samplesPerTask` times, task by task: the order a batch's rollouts are issued and listed in. */
+export function taskSamples<T>(tasks: readonly T[], samplesPerTask: number): Array<{ task: T; sample: number }> {
+  return tasks.flatMap((task) => Array.from({ length: samplesPerTask }, (_, sample) => ({ task, sample })));
+}
+
+/** The ids of a selection's rollouts (its task ids × samples in the batch), in the order the batch runs them. */
+export function selectionRolloutIds(selection: { batchId: string; taskIds: readonly string[]; samplesPerTask: number }): string[] {
+  return taskSamples(selection.taskIds, selection.samplesPerTask).map(({ task, sample }) => rolloutIdFor(selection.batchId, task, sample));
+}
+
 /** The batch of a training iteration's rollouts, which its policy version is trained on (retention keeps it: see src/retention/). */
 export function iterationBatchId(runId: string, iteration: number): string {
   return `${runId}.it${iteration}`;

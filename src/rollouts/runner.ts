@@ -5,7 +5,7 @@ import { programProblems } from './program.js';
 import { launchPacer } from './pacer.js';
 import { dependencyWaiter } from './readiness.js';
 import { RolloutSetupError, type RolloutBatchSpec, type RolloutOutcome, type RunnerDeps } from './rollout-batch.js';
-import { batchRolloutIdProblems, rolloutIdFor } from './rollout-id.js';
+import { batchRolloutIdProblems, rolloutIdFor, taskSamples } from './rollout-id.js';
 import { runRollout, type BatchContext } from './run-rollout.js';
 import type { Task } from './tasks.js';
 
@@ -41,7 +41,7 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
     }),
     refusalPatterns: (spec.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i')),
   };
-  const jobs = spec.tasks.flatMap((task) => Array.from({ length: spec.samplesPerTask }, (_, sample) => ({ task, sample })));
+  const jobs = taskSamples(spec.tasks, spec.samplesPerTask);
   const outcomes: RolloutOutcome[] = new Array(jobs.length);
   let next = 0;
   let done = 0;
