@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { reinConfigSchema } from '../config/schema.js';
 import { packageRoot } from '../package-root.js';
 import { PolicySetupError } from './errors.js';
-import { podStaging, renderTrainingJob } from './kubernetes-trainer.js';
+import { podStaging, renderTrainingJob } from './kubernetes-training-job.js';
 import { kubernetesTrainerSchema } from './kubernetes-trainer-settings.js';
 import { TRAINER_CONFIG_ENV, trainerConfigOf } from './trainer-config.js';
 
