@@ -28,36 +28,44 @@ export async function followRegistry(
   const url = location.postgresUrl;
   if (url === null) return { close: async () => {} };
   const registry = await openRegistry(location);
-  let closed = false;
-  let listener: pg.Client | undefined;
-  let reconnectTimer: NodeJS.Timeout | undefined;
-  let delay = RECONNECT_MS.first;
-
-  // One restore at a time; announcements that arrive meanwhile cause one more, not one each.
-  let restoring: Promise<void> | undefined;
-  let again = false;
-  const restore = (): Promise<void> => {
-    if (restoring) {
-      again = true;
-      return restoring;
-    }
-    restoring = (async () => {
-      do {
-        again = false;
-        try {
-          await applyRegistry(registry, router, backend, logger);
-        } catch (err) {
-          logger.warn({ err: (err as Error).message }, 'could not read the registry to update routes; retrying on the next change or reconnection');
-        }
-      } while (again && !closed);
-    })().finally(() => {
-      restoring = undefined;
-    });
-    return restoring;
+  const listener = new RegistryListener(url, () => applyRegistry(registry, router, backend, logger), logger);
+  try {
+    await listener.connect();
+  } catch (err) {
+    await registry.close();
+    throw err;
+  }
+  return {
+    close: async () => {
+      await listener.close();
+      await registry.close();
+    },
   };
+}
 
-  const connect = async (): Promise<void> => {
-    const client = new pg.Client({ connectionString: url, application_name: 'rein-registry-follower', keepAlive: true });
+/**
+ * The PostgreSQL connection that hears registry changes (LISTEN), reconnecting with a growing
+ * delay when it is lost, and the restores of the routes that each change and each (re)connection
+ * cause.
+ */
+class RegistryListener {
+  private closed = false;
+  /** The connection that listens now; none while connecting or reconnecting. */
+  private connection: pg.Client | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private delay = RECONNECT_MS.first;
+  // One restore at a time; announcements that arrive meanwhile cause one more, not one each.
+  private restoring: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly url: string,
+    private readonly apply: () => Promise<void>,
+    private readonly logger: Logger,
+  ) {}
+
+  async connect(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url, application_name: 'rein-registry-follower', keepAlive: true });
     // Until it listens, a failure is the caller's to handle (this handler only keeps pg from crashing the process).
     client.on('error', () => undefined);
     try {
@@ -67,57 +75,70 @@ export async function followRegistry(
       await client.end().catch(() => undefined);
       throw err;
     }
-    if (closed) {
+    if (this.closed) {
       // close() ran while this connected, so it had no connection to end: this one ends itself.
       await client.end().catch(() => undefined);
       return;
     }
-    const lost = (err?: Error) => {
-      if (listener !== client) return;
-      listener = undefined;
-      client.end().catch(() => undefined);
-      if (closed) return;
-      logger.warn({ err: err?.message, retryInMs: delay }, 'lost the connection that hears registry changes; reconnecting');
-      scheduleReconnect();
-    };
     client.removeAllListeners('error');
-    client.on('error', lost);
-    client.on('end', () => lost());
+    client.on('error', (err) => this.lost(client, err));
+    client.on('end', () => this.lost(client));
     client.on('notification', (message) => {
-      if (message.channel === REGISTRY_CHANNEL) void restore();
+      if (message.channel === REGISTRY_CHANNEL) void this.restore();
     });
-    listener = client;
-    delay = RECONNECT_MS.first;
-    await restore();
-  };
-  const scheduleReconnect = () => {
-    reconnectTimer = setTimeout(() => {
-      connect().catch((err: unknown) => {
-        if (closed) return;
-        delay = Math.min(delay * 2, RECONNECT_MS.max);
-        logger.warn({ err: (err as Error).message, retryInMs: delay }, 'cannot reach PostgreSQL to hear registry changes; retrying');
-        scheduleReconnect();
-      });
-    }, delay);
-  };
-
-  try {
-    await connect();
-  } catch (err) {
-    await registry.close();
-    throw err;
+    this.connection = client;
+    this.delay = RECONNECT_MS.first;
+    await this.restore();
   }
-  return {
-    close: async () => {
-      closed = true;
-      clearTimeout(reconnectTimer);
-      const client = listener;
-      listener = undefined;
-      await client?.end().catch(() => undefined);
-      await restoring;
-      await registry.close();
-    },
-  };
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.reconnectTimer);
+    const client = this.connection;
+    this.connection = undefined;
+    await client?.end().catch(() => undefined);
+    await this.restoring;
+  }
+
+  private lost(client: pg.Client, err?: Error): void {
+    if (this.connection !== client) return;
+    this.connection = undefined;
+    client.end().catch(() => undefined);
+    if (this.closed) return;
+    this.logger.warn({ err: err?.message, retryInMs: this.delay }, 'lost the connection that hears registry changes; reconnecting');
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    this.reconnectTimer = setTimeout(() => {
+      this.connect().catch((err: unknown) => {
+        if (this.closed) return;
+        this.delay = Math.min(this.delay * 2, RECONNECT_MS.max);
+        this.logger.warn({ err: (err as Error).message, retryInMs: this.delay }, 'cannot reach PostgreSQL to hear registry changes; retrying');
+        this.scheduleReconnect();
+      });
+    }, this.delay);
+  }
+
+  private restore(): Promise<void> {
+    if (this.restoring) {
+      this.again = true;
+      return this.restoring;
+    }
+    this.restoring = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.apply();
+        } catch (err) {
+          this.logger.warn({ err: (err as Error).message }, 'could not read the registry to update routes; retrying on the next change or reconnection');
+        }
+      } while (this.again && !this.closed);
+    })().finally(() => {
+      this.restoring = undefined;
+    });
+    return this.restoring;
+  }
 }
 
 async function applyRegistry(registry: PolicyRegistry, router: Parameters<typeof restoreRoutes>[1], backend: string, logger: Logger): Promise<void> {
