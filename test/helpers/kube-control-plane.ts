@@ -1,10 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
-import { createCertificateAuthority, createKeyPair, type CertificateAuthority } from './certificates.js';
+import type { CertificateAuthority } from './certificates.js';
+import { advertiseAddress, issueCredentials } from './kube-control-plane/credentials.js';
+import type { Daemon } from './kube-control-plane/daemon.js';
+import { base64, certKubeconfig, tokenKubeconfig } from './kube-control-plane/kubeconfigs.js';
+import { apiserverDaemon, controllerManagerDaemon, etcdDaemon } from './kube-control-plane/programs.js';
+import { waitForDefaultServiceAccount, waitForReadyz } from './kube-control-plane/readiness.js';
 import { freePort } from './ports.js';
 
 /**
@@ -16,6 +19,10 @@ import { freePort } from './ports.js';
  *
  * The binaries come from scripts/build-kube.sh (run by scripts/setup-tests.sh, which npm test runs), or REIN_KUBE_BIN_DIR.
  * Starts in a few seconds, so each test file starts its own.
+ *
+ * The pieces, in kube-control-plane/: credentials.ts (the CA, certificates, keys and admin token),
+ * programs.ts (each program's flags), daemon.ts (a program as a child process), readiness.ts
+ * (waiting for the apiserver and the controllers), kubeconfigs.ts.
  */
 export interface KubeControlPlane {
   /** https://127.0.0.1:port of the apiserver. */
@@ -51,9 +58,6 @@ export interface KubeControlPlane {
 
 const root = path.resolve(import.meta.dirname, '../..');
 const BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager'] as const;
-const SERVICE_CIDR = '10.0.0.0/24';
-const KUBERNETES_SERVICE_IP = '10.0.0.1';
-const ADMIN_TOKEN_USER = 'rein-test-admin';
 
 /** The folder with the control plane's binaries; throws saying how to build them when they are missing. */
 export function kubeBinaryDir(): string {
@@ -79,86 +83,24 @@ export async function startKubeControlPlane(): Promise<KubeControlPlane> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const ca = createCertificateAuthority(dir, 'rein-test-kubernetes-ca');
     const advertise = advertiseAddress();
-    const apiserverCert = ca.issue('apiserver', {
-      commonName: 'kube-apiserver',
-      dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'],
-      ips: [...new Set(['127.0.0.1', advertise, KUBERNETES_SERVICE_IP])],
-    });
-    // How the apiserver proves itself to kubelets (the node agent) when it proxies pods/log.
-    const kubeletClient = ca.issue('apiserver-kubelet-client', { commonName: 'kube-apiserver-kubelet-client', organizations: ['system:masters'] });
-    const controllerManagerCert = ca.issue('controller-manager', { commonName: 'system:kube-controller-manager' });
-    const saKey = path.join(dir, 'sa.key');
-    const saPub = path.join(dir, 'sa.pub');
-    createKeyPair(saKey, saPub);
-    const adminToken = `rein-admin-${Math.random().toString(36).slice(2)}`;
-    const tokenFile = path.join(dir, 'tokens.csv');
-    writeFileSync(tokenFile, `${adminToken},${ADMIN_TOKEN_USER},${ADMIN_TOKEN_USER},"system:masters"\n`);
+    const credentials = issueCredentials(dir, advertise);
+    const { ca, adminToken } = credentials;
 
     const [etcdClient, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
     const etcdUrl = `http://127.0.0.1:${etcdClient}`;
-    const etcd = new Daemon('etcd', path.join(bin, 'etcd'), [
-      '--name=default',
-      `--data-dir=${path.join(dir, 'etcd')}`,
-      `--listen-client-urls=${etcdUrl}`,
-      `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
-      `--initial-cluster=default=http://127.0.0.1:${etcdPeer}`,
-      // A test's cluster does not outlive its machine: no fsync, as the test PostgreSQL.
-      '--unsafe-no-fsync',
-      '--log-level=warn',
-    ], dir);
+    const etcd = etcdDaemon(bin, dir, etcdUrl, etcdPeer);
     daemons.push(etcd);
-
     const server = `https://127.0.0.1:${apiPort}`;
-    const apiserver = new Daemon('kube-apiserver', path.join(bin, 'kube-apiserver'), [
-      `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1',
-      `--secure-port=${apiPort}`,
-      // Not loopback: the apiserver publishes it as the kubernetes Service's endpoint and complains every 10 s about a loopback one.
-      `--advertise-address=${advertise}`,
-      `--cert-dir=${path.join(dir, 'apiserver-certs')}`,
-      `--tls-cert-file=${apiserverCert.certFile}`,
-      `--tls-private-key-file=${apiserverCert.keyFile}`,
-      `--client-ca-file=${ca.certFile}`,
-      `--token-auth-file=${tokenFile}`,
-      '--authorization-mode=Node,RBAC',
-      '--enable-admission-plugins=NodeRestriction',
-      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      `--service-account-key-file=${saPub}`,
-      `--service-account-signing-key-file=${saKey}`,
-      `--service-cluster-ip-range=${SERVICE_CIDR}`,
-      `--kubelet-client-certificate=${kubeletClient.certFile}`,
-      `--kubelet-client-key=${kubeletClient.keyFile}`,
-      `--kubelet-certificate-authority=${ca.certFile}`,
-      '--kubelet-preferred-address-types=InternalIP',
-      '--profiling=false',
-    ], dir);
+    const apiserver = apiserverDaemon(bin, dir, etcdUrl, apiPort, advertise, credentials);
     daemons.push(apiserver);
     etcd.start();
     apiserver.start();
     await waitForReadyz(server, ca.cert, adminToken, apiserver, etcd);
 
     const controllerManagerConfig = path.join(dir, 'controller-manager.kubeconfig');
-    writeFileSync(controllerManagerConfig, certKubeconfig(server, ca.certFile, 'system:kube-controller-manager', controllerManagerCert.certFile, controllerManagerCert.keyFile));
-    const controllerManager = new Daemon('kube-controller-manager', path.join(bin, 'kube-controller-manager'), [
-      `--kubeconfig=${controllerManagerConfig}`,
-      `--authentication-kubeconfig=${controllerManagerConfig}`,
-      `--authorization-kubeconfig=${controllerManagerConfig}`,
-      "--controllers=*",
-      '--leader-elect=false',
-      // Each controller as its own service account, so the cluster's RBAC is the real one.
-      '--use-service-account-credentials',
-      `--service-account-private-key-file=${saKey}`,
-      `--root-ca-file=${ca.certFile}`,
-      `--cluster-signing-cert-file=${ca.certFile}`,
-      `--cluster-signing-key-file=${ca.keyFile}`,
-      // Nothing here asks the controller-manager's own health endpoints.
-      '--secure-port=0',
-      '--profiling=false',
-    ], dir);
+    writeFileSync(controllerManagerConfig, certKubeconfig(server, ca.certFile, 'system:kube-controller-manager', credentials.controllerManager.certFile, credentials.controllerManager.keyFile));
+    const controllerManager = controllerManagerDaemon(bin, dir, controllerManagerConfig, credentials);
     daemons.push(controllerManager);
     controllerManager.start();
 
@@ -170,187 +112,63 @@ export async function startKubeControlPlane(): Promise<KubeControlPlane> {
       config.loadFromString(kubeconfigYaml);
       return config;
     };
-    // The controller-manager's service account controller makes every namespace's `default`
-    // ServiceAccount; pods cannot be created before it has (the ServiceAccount admission plugin).
     await waitForDefaultServiceAccount(kubeConfig(), controllerManager);
 
-    let clientCerts = 0;
-    const plane: KubeControlPlane = {
-      server,
-      ca,
-      kubeconfigFile,
-      kubeConfig,
-      kubeConfigFor(user, groups = []) {
-        const cert = ca.issue(`client-${++clientCerts}`, { commonName: user, organizations: groups });
-        const config = new KubeConfig();
-        config.loadFromOptions({
-          clusters: [{ name: 'test', server, caData: base64(ca.cert) }],
-          users: [{ name: user, certData: base64(cert.cert), keyData: base64(cert.key) }],
-          contexts: [{ name: 'test', cluster: 'test', user, namespace: 'default' }],
-          currentContext: 'test',
-        });
-        return config;
-      },
-      async serviceAccountToken(namespace, name, expirationSeconds = 3600) {
-        const request = await kubeConfig().makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds } } });
-        const token = request.status?.token;
-        if (!token) throw new Error(`the apiserver made no token for ServiceAccount ${namespace}/${name}`);
-        return token;
-      },
-      async kubeConfigForServiceAccount(namespace, name) {
-        const config = new KubeConfig();
-        config.loadFromString(tokenKubeconfig(server, ca.cert, `system:serviceaccount:${namespace}:${name}`, await plane.serviceAccountToken(namespace, name), namespace));
-        return config;
-      },
-      async createFromYaml(yamlText) {
-        const objects = KubernetesObjectApi.makeApiClient(kubeConfig());
-        const created: KubernetesObject[] = [];
-        for (const spec of loadAllYaml(yamlText) as KubernetesObject[]) {
-          if (spec) created.push(await objects.create(spec));
-        }
-        return created;
-      },
-      logs: () => daemons.map((d) => d.tail()).join('\n'),
-      pids: () => daemons.flatMap((d) => (d.pid === undefined ? [] : [d.pid])),
-      async restartApiServer() {
-        await apiserver.stop('SIGKILL');
-        apiserver.start();
-        await waitForReadyz(server, ca.cert, adminToken, apiserver, etcd);
-      },
-      close: stopAll,
+    const restartApiServer = async () => {
+      await apiserver.stop('SIGKILL');
+      apiserver.start();
+      await waitForReadyz(server, ca.cert, adminToken, apiserver, etcd);
     };
-    return plane;
+    return controlPlane({ server, ca, kubeconfigFile, kubeConfig, daemons, restartApiServer, close: stopAll });
   } catch (err) {
     await stopAll();
     throw err;
   }
 }
 
-/** A non-loopback IPv4 address of this machine, else loopback. */
-function advertiseAddress(): string {
-  for (const addresses of Object.values(os.networkInterfaces())) {
-    const address = addresses?.find((a) => a.family === 'IPv4' && !a.internal);
-    if (address) return address.address;
-  }
-  return '127.0.0.1';
-}
-
-const base64 = (text: string) => Buffer.from(text).toString('base64');
-
-function tokenKubeconfig(server: string, caPem: string, user: string, token: string, namespace: string): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'test', cluster: { server, 'certificate-authority-data': base64(caPem) } }],
-    users: [{ name: user, user: { token } }],
-    contexts: [{ name: 'test', context: { cluster: 'test', user, namespace } }],
-    'current-context': 'test',
-  });
-}
-
-function certKubeconfig(server: string, caFile: string, user: string, certFile: string, keyFile: string): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'test', cluster: { server, 'certificate-authority': caFile } }],
-    users: [{ name: user, user: { 'client-certificate': certFile, 'client-key': keyFile } }],
-    contexts: [{ name: 'test', context: { cluster: 'test', user } }],
-    'current-context': 'test',
-  });
-}
-
-async function waitForReadyz(server: string, caPem: string, token: string, ...daemons: Daemon[]): Promise<void> {
-  let last = 'no answer yet';
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    for (const daemon of daemons) daemon.assertRunning('before the apiserver was ready');
-    const answer = await new Promise<{ status: number; body: string } | Error>((resolve) => {
-      const req = https.get(`${server}/readyz`, { ca: caPem, headers: { authorization: `Bearer ${token}` } }, (res) => {
-        let body = '';
-        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+/** The running control plane as tests use it: its clients, its credentials for any user, its programs' logs. */
+function controlPlane(started: Pick<KubeControlPlane, 'server' | 'ca' | 'kubeconfigFile' | 'kubeConfig' | 'restartApiServer' | 'close'> & { daemons: Daemon[] }): KubeControlPlane {
+  const { server, ca, kubeConfig, daemons } = started;
+  let clientCerts = 0;
+  const plane: KubeControlPlane = {
+    server,
+    ca,
+    kubeconfigFile: started.kubeconfigFile,
+    kubeConfig,
+    kubeConfigFor(user, groups = []) {
+      const cert = ca.issue(`client-${++clientCerts}`, { commonName: user, organizations: groups });
+      const config = new KubeConfig();
+      config.loadFromOptions({
+        clusters: [{ name: 'test', server, caData: base64(ca.cert) }],
+        users: [{ name: user, certData: base64(cert.cert), keyData: base64(cert.key) }],
+        contexts: [{ name: 'test', cluster: 'test', user, namespace: 'default' }],
+        currentContext: 'test',
       });
-      req.on('error', resolve);
-    });
-    if (!(answer instanceof Error) && answer.status === 200) return;
-    last = answer instanceof Error ? answer.message : `${answer.status} ${answer.body.slice(0, 300)}`;
-    if (Date.now() > deadline) throw new Error(`kube-apiserver was not ready after 90 s (/readyz: ${last}):\n${daemons.map((d) => d.tail()).join('\n')}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-async function waitForDefaultServiceAccount(config: KubeConfig, controllerManager: Daemon): Promise<void> {
-  const core = config.makeApiClient(CoreV1Api);
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    controllerManager.assertRunning('before it made the default ServiceAccount');
-    const found = await core.readNamespacedServiceAccount({ namespace: 'default', name: 'default' }).then(() => true, () => false);
-    if (found) return;
-    if (Date.now() > deadline) throw new Error(`kube-controller-manager made no default ServiceAccount within 90 s:\n${controllerManager.tail()}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-/** Control plane processes still running when the test process exits are killed with it. */
-const running = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of running) child.kill('SIGKILL');
-});
-
-/** One program of the control plane: its output in a log file, stopped with SIGTERM unless told otherwise. */
-class Daemon {
-  private child: ChildProcess | undefined;
-  private exit: Promise<void> | undefined;
-  private exited: string | undefined;
-  private readonly logFile: string;
-
-  constructor(private readonly name: string, private readonly binary: string, private readonly args: string[], dir: string) {
-    mkdirSync(path.join(dir, 'logs'), { recursive: true });
-    this.logFile = path.join(dir, 'logs', `${name}.log`);
-  }
-
-  start(): void {
-    // Appended: a restarted program's log follows its first run's.
-    const log = createWriteStream(this.logFile, { flags: 'a' });
-    this.exited = undefined;
-    const child = spawn(this.binary, this.args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout?.pipe(log);
-    child.stderr?.pipe(log);
-    this.child = child;
-    running.add(child);
-    this.exit = new Promise((resolve) => {
-      child.once('exit', (code, signal) => {
-        this.exited = `exited with ${code ?? signal}`;
-        running.delete(child);
-        resolve();
-      });
-      child.once('error', (err) => {
-        this.exited = `could not start: ${err.message}`;
-        running.delete(child);
-        resolve();
-      });
-    });
-  }
-
-  get pid(): number | undefined {
-    return this.child?.pid;
-  }
-
-  assertRunning(when: string): void {
-    if (this.exited) throw new Error(`${this.name} ${this.exited} ${when}:\n${this.tail()}`);
-  }
-
-  tail(): string {
-    try {
-      return `--- ${this.name} ---\n${readFileSync(this.logFile, 'utf8').slice(-4000)}`;
-    } catch {
-      return `--- ${this.name}: no log ---`;
-    }
-  }
-
-  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    if (!this.child || this.exited) return;
-    this.child.kill(signal);
-    await this.exit;
-  }
+      return config;
+    },
+    async serviceAccountToken(namespace, name, expirationSeconds = 3600) {
+      const request = await kubeConfig().makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds } } });
+      const token = request.status?.token;
+      if (!token) throw new Error(`the apiserver made no token for ServiceAccount ${namespace}/${name}`);
+      return token;
+    },
+    async kubeConfigForServiceAccount(namespace, name) {
+      const config = new KubeConfig();
+      config.loadFromString(tokenKubeconfig(server, ca.cert, `system:serviceaccount:${namespace}:${name}`, await plane.serviceAccountToken(namespace, name), namespace));
+      return config;
+    },
+    async createFromYaml(yamlText) {
+      const objects = KubernetesObjectApi.makeApiClient(kubeConfig());
+      const created: KubernetesObject[] = [];
+      for (const spec of loadAllYaml(yamlText) as KubernetesObject[]) {
+        if (spec) created.push(await objects.create(spec));
+      }
+      return created;
+    },
+    logs: () => daemons.map((d) => d.tail()).join('\n'),
+    pids: () => daemons.flatMap((d) => (d.pid === undefined ? [] : [d.pid])),
+    restartApiServer: started.restartApiServer,
+    close: started.close,
+  };
+  return plane;
 }
