@@ -56,51 +56,7 @@ export async function startJaeger(): Promise<Jaeger> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-jaeger-'));
   const [otlp, queryHttp, queryGrpc, health] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const config = path.join(dir, 'config.yaml');
-  writeFileSync(
-    config,
-    `service:
-  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  healthcheckv2:
-    use_v2: true
-    http:
-      endpoint: 127.0.0.1:${health}
-  jaeger_query:
-    storage:
-      traces: memstore
-    enable_tracing: false
-    http:
-      endpoint: 127.0.0.1:${queryHttp}
-    grpc:
-      endpoint: 127.0.0.1:${queryGrpc}
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 10000
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${otlp}
-processors:
-  batch:
-    timeout: 50ms
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-`,
-  );
+  writeFileSync(config, jaegerConfig({ otlp, queryHttp, queryGrpc, health }));
   const child: ChildProcess = spawn(binary, ['--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const keep = (chunk: Buffer) => {
@@ -143,6 +99,55 @@ exporters:
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The all-in-one's configuration: the OTLP/HTTP receiver, batched (50 ms) into in-memory storage,
+ * the query API over HTTP and gRPC, a health check; everything on loopback, no metrics of its own.
+ */
+function jaegerConfig(ports: { otlp: number; queryHttp: number; queryGrpc: number; health: number }): string {
+  return `service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:${ports.health}
+  jaeger_query:
+    storage:
+      traces: memstore
+    enable_tracing: false
+    http:
+      endpoint: 127.0.0.1:${ports.queryHttp}
+    grpc:
+      endpoint: 127.0.0.1:${ports.queryGrpc}
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 10000
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${ports.otlp}
+processors:
+  batch:
+    timeout: 50ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+`;
 }
 
 /** A span's tags as an object. */
