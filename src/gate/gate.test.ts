@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { UNSCORED_FAILURE_CLASSES, type FailureClass } from '../rollouts/rollout.js';
-import { evaluateGate, GateInputError, gateRulesSchema, pairOutcomes, severityOf, type GateRules } from './gate.js';
+import { gateRulesSchema, type GateRules } from './config.js';
+import { evaluateGate, GateInputError, pairOutcomes, severityOf } from './gate.js';
 import type { RolloutFacts } from './rollout-facts.js';
 
 function facts(side: string, taskId: string, sample: number, over: Partial<RolloutFacts> = {}): RolloutFacts {

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { nameInStore, type ArtifactEntry, type ArtifactStore } from '../artifacts/artifact-store.js';
 import { stagingDir } from '../artifacts/from-config.js';
-import { durationMs, type RetentionSettings } from '../config/retention.js';
+import { durationMs, type RetentionSettings } from './config.js';
 import type { PolicyRegistry } from '../registry/policy-registry.js';
 import { ROLLOUT_ID_PATTERN } from '../rollouts/rollout-id.js';
 import { ROLLOUT_LOG_FILE } from '../rollouts/rollout-logs.js';

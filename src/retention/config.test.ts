@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from './load.js';
-import { durationMs } from './retention.js';
+import { validateConfig } from '../config/load.js';
+import { durationMs } from './config.js';
 
 describe('retention settings', () => {
   it('keep everything by default', () => {

@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { port } from '../port-setting.js';
+import { tracingSettings } from '../telemetry/settings.js';
+import { redactionRegexProblem } from './redact.js';
+import { routingNameProblem } from './routing.js';
+
+/** Redaction rules run on RE2 (linear time), whose syntax differs from JavaScript's: checked as RE2 reads them. */
+const redactionRegex = z
+  .string()
+  .min(1)
+  .superRefine((source, ctx) => {
+    const problem = redactionRegexProblem(source);
+    if (problem) ctx.addIssue({ code: 'custom', message: `a valid regular expression (Invalid regular expression: ${problem})` });
+  });
+
+/** A backend, policy version or alias name: the gateway's one rule, so a config cannot hold a name its admin API refuses. */
+export const routingName = z.string().superRefine((name, ctx) => {
+  const problem = routingNameProblem(name);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+const backend = z.strictObject({
+  endpoints: z
+    .array(z.url({ protocol: /^https?$/ }))
+    .min(1)
+    .describe('Base URLs of the OpenAI-compatible server(s), ending in /v1; a rollout sticks to one'),
+  apiKeyEnv: z
+    .string()
+    .optional()
+    .describe('Name of the environment variable holding the backend API key (keys stay out of config files)'),
+  tokenIds: z.boolean().default(true).describe('Ask for token ids (vLLM >= 0.10.2 return_token_ids)'),
+  logprobs: z.boolean().default(true).describe("Ask for the sampled tokens' log-probs"),
+});
+
+/** The config's `gateway` section: what harnesses call, the backends and policy versions behind it. */
+export const gatewaySettings = z
+  .strictObject({
+    host: z.string().default('127.0.0.1').describe('Address the gateway listens on'),
+    port: port.default(8400).describe('Port of the gateway (OpenAI-compatible proxy and rollout API)'),
+    publicUrl: z.url().optional().describe('How harnesses reach the gateway, if not http://host:port'),
+    adminKeyHash: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional()
+      .describe('SHA-256 (hex) of the admin key; else REIN_GATEWAY_ADMIN_KEY, else a key generated into dataDir/gateway/admin-key'),
+    secretFile: z
+      .string()
+      .default('gateway/secret')
+      .describe('Secret rollout keys are derived from, relative to dataDir; created on first start'),
+    traceDb: z.string().default('traces.sqlite').describe('SQLite trace store, relative to dataDir'),
+    bodyLimitBytes: z.number().int().min(1024).default(32 * 1024 * 1024).describe('Largest request body accepted'),
+    requestTimeoutMs: z.number().int().min(100).default(30_000).describe('Longest a request may take to arrive whole (a slower one gets 408); the answer may take as long as the backend needs'),
+    headersTimeoutMs: z.number().int().min(100).default(600_000).describe('Longest wait for a backend to start answering'),
+    bodyTimeoutMs: z.number().int().min(100).default(120_000).describe('Longest silence inside a backend response'),
+    retryAfterSeconds: z.number().int().min(1).default(5).describe('Retry-After sent while a policy is paused'),
+    maxShadowsInFlight: z
+      .number()
+      .int()
+      .min(1)
+      .default(256)
+      .describe('Mirror mode: shadow calls in flight at most; past it they are not sent and are journaled as shadow_overloaded'),
+    redact: z
+      .strictObject({
+        defaults: z.boolean().default(true).describe('Redact API keys, bearer tokens, rollout keys, private keys'),
+        rules: z
+          .array(z.strictObject({ name: z.string().min(1).describe('Shown in what replaces a match: [REDACTED:<name>]'), regex: redactionRegex.describe('RE2 syntax (flags inline, as (?i); no backreferences or lookaround)') }))
+          .default([])
+          .describe('Extra patterns to redact before anything is journaled'),
+      })
+      .prefault({})
+      .describe('What is redacted from every text before it is journaled (and before traces export it)'),
+    tracing: tracingSettings.prefault({}),
+    backends: z.record(routingName, backend).default({}).describe('Inference servers by name'),
+    policies: z
+      .record(routingName, z.strictObject({ backend: z.string().describe('A backend of gateway.backends'), model: z.string().min(1).describe('The model name that backend serves it under') }))
+      .default({})
+      .describe('Policy version -> the backend and model name serving it'),
+    aliases: z.record(routingName, z.string()).default({}).describe('Model alias a harness asks for -> policy version'),
+  })
+  .superRefine((g, ctx) => {
+    for (const [version, policy] of Object.entries(g.policies)) {
+      if (!Object.hasOwn(g.backends, policy.backend)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['policies', version, 'backend'],
+          message: `a backend defined in gateway.backends (known: ${Object.keys(g.backends).join(', ') || 'none'})`,
+        });
+      }
+    }
+    for (const [alias, version] of Object.entries(g.aliases)) {
+      if (!Object.hasOwn(g.policies, version)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['aliases', alias],
+          message: `a policy version defined in gateway.policies (known: ${Object.keys(g.policies).join(', ') || 'none'})`,
+        });
+      }
+    }
+  });
