@@ -1,9 +1,9 @@
 import type { Client } from '@temporalio/client';
-import cliProgress from 'cli-progress';
-import { describeRun, isTemporalUnreachable, type RunReport, type StageActivity } from '../client/runs.js';
-import { discordantPairs, mcnemarExactP } from '../gate/paired-tests.js';
-import type { RunStatus } from '../../workflows/index.js';
-import { formatTable } from '../text-table.js';
+import { describeRun, isTemporalUnreachable, type RunReport } from '../client/runs.js';
+import { formatRunSummary } from './run-format.js';
+import { RunProgress } from './run-progress.js';
+
+export { formatRunSummary };
 
 export interface FollowOptions {
   out: NodeJS.WritableStream & { isTTY?: boolean };
@@ -42,18 +42,6 @@ export class TemporalUnreachableError extends Error {
   }
 }
 
-const STAGE_NAMES: Record<string, string> = {
-  'heldout-base': 'held-out replay of the starting policy',
-  rollouts: 'training rollouts',
-  batch: 'building the batch',
-  update: 'policy update',
-  heldout: 'held-out replay of the candidate',
-  'release-replay': 'held-out replay of the candidate and of production',
-  gate: 'release gate',
-  promote: 'promotion',
-  'heldout-production': 'held-out replay of production',
-};
-
 /**
  * Follows a run until it ends: a line per stage and per finished iteration, and a progress bar
  * for the running activity on a terminal (a line per quarter elsewhere, so logs stay short).
@@ -66,33 +54,11 @@ export async function followRun(client: Client, runId: string, options: FollowOp
   const address = options.address ?? 'the configured address';
   const reconnectForMs = options.reconnectForMs ?? DEFAULT_RECONNECT_FOR_MS;
   const { first, longest } = options.retryDelayMs ?? { first: 1000, longest: 15_000 };
-  const say = (line: string) => out.write(`${line}\n`);
   const notice = (line: string) => (options.err ?? process.stderr).write(`${line}\n`);
-  const tty = out.isTTY === true;
-  let bar: cliProgress.SingleBar | undefined;
-  let barKey = '';
-  let lastStage = '';
-  let iterationsSeen = 0;
-  let baseShown = false;
-  let quarterShown = -1;
-  let lastWaiting: string | undefined;
-  let lastRetrying: string | undefined;
-  // The running activity's progress as last shown: a poll rarely sees the last rollout, so a stage
-  // that moved on is shown at its total.
-  let shown: { done: number; total: number } | undefined;
-  const stopBar = (finished = false) => {
-    if (finished && shown) {
-      if (bar) bar.update(shown.total);
-      else if (!tty) say(`  ${shown.total}/${shown.total} rollouts`);
-    }
-    shown = undefined;
-    bar?.stop();
-    bar = undefined;
-    barKey = '';
-  };
+  const progress = new RunProgress(out);
   let lastReport: RunReport | undefined;
   const stopped = () => {
-    stopBar();
+    progress.stopBar();
     return new StoppedFollowing(lastReport);
   };
   let answeredAt = Date.now();
@@ -103,7 +69,7 @@ export async function followRun(client: Client, runId: string, options: FollowOp
       answer = await unlessAborted(describe(client, runId), signal);
     } catch (err) {
       if (!isTemporalUnreachable(err)) throw err;
-      stopBar();
+      progress.stopBar();
       const silentMs = Date.now() - answeredAt;
       if (silentMs >= reconnectForMs) throw new TemporalUnreachableError(address, silentMs, { cause: err });
       failedTries++;
@@ -117,64 +83,9 @@ export async function followRun(client: Client, runId: string, options: FollowOp
     failedTries = 0;
     answeredAt = Date.now();
     lastReport = report;
-    const status = report.status;
-    if (status) {
-      for (const it of status.iterations.filter((i) => i.iteration > iterationsSeen)) {
-        stopBar(!it.failed);
-        say(iterationLine(it));
-      }
-      iterationsSeen = Math.max(iterationsSeen, ...status.iterations.map((i) => i.iteration));
-      if (status.heldout && !baseShown) {
-        stopBar(true);
-        const { base } = status.heldout;
-        say(`held-out ${base.policyVersion}: mean reward ${reward(base.meanReward)}${base.byFailureClass ? `; failed rollouts: ${classes(base.byFailureClass)}` : ''}`);
-        baseShown = true;
-      }
-    }
-    const activity = report.activity;
-    const stage = stageLabel(status, activity);
-    if (stage && stage !== lastStage) {
-      stopBar(true);
-      say(`${new Date().toISOString().slice(11, 19)}  ${STAGE_NAMES[stage] ?? stage}`);
-      lastStage = stage;
-      quarterShown = -1;
-    }
-    // A stage that keeps failing (a full disk, a dead backend) says why while Temporal retries it.
-    const retrying = activity && activity.attempt > 1 && activity.lastFailure ? `  attempt ${activity.attempt - 1} of ${activity.type} failed: ${activity.lastFailure}; retrying` : undefined;
-    if (retrying && retrying !== lastRetrying) {
-      stopBar();
-      say(retrying);
-    }
-    lastRetrying = retrying;
-    if (activity?.waiting !== lastWaiting) {
-      if (activity?.waiting) {
-        stopBar();
-        say(`  waiting: ${activity.waiting}`);
-      }
-      lastWaiting = activity?.waiting;
-    }
-    if (activity?.total !== undefined && activity.done !== undefined) {
-      if (tty) {
-        const key = `${activity.workflowId}/${activity.type}/${activity.stage ?? ''}`;
-        if (key !== barKey) {
-          stopBar(barKey !== '');
-          bar = new cliProgress.SingleBar({ format: '  {bar} {value}/{total} rollouts {note}', hideCursor: true, stream: out as NodeJS.WriteStream }, cliProgress.Presets.shades_classic);
-          bar.start(activity.total, activity.done, { note: '' });
-          barKey = key;
-        }
-        bar?.update(activity.done, { note: activity.attempt > 1 ? `(attempt ${activity.attempt})` : '' });
-        shown = { done: activity.done, total: activity.total };
-      } else {
-        shown = { done: activity.done, total: activity.total };
-        const quarter = Math.floor((4 * activity.done) / activity.total);
-        if (quarter > quarterShown && quarter > 0 && quarter < 4) {
-          say(`  ${activity.done}/${activity.total} rollouts`);
-          quarterShown = quarter;
-        }
-      }
-    }
+    progress.show(report);
     if (report.execution !== 'RUNNING') {
-      stopBar(report.execution === 'COMPLETED');
+      progress.stopBar(report.execution === 'COMPLETED');
       return report;
     }
     if (!(await pause(options.intervalMs ?? 1000, signal))) throw stopped();
@@ -291,87 +202,4 @@ export async function followToEnd(client: Client, runId: string, options: Follow
   } finally {
     options.signal.removeEventListener('abort', interrupt);
   }
-}
-
-function stageLabel(status: RunStatus | undefined, activity: StageActivity | undefined): string | undefined {
-  if (!status) return undefined;
-  if (status.stage === 'heldout-base' || status.stage === 'paused' || status.stage === 'done') return status.stage;
-  // Between activities an iteration has nothing to show; keep the last line rather than print a bare one.
-  const inner = activity?.stage ? STAGE_NAMES[activity.stage] : undefined;
-  return inner ? `${status.stage}: ${inner}` : undefined;
-}
-
-function iterationLine(it: RunStatus['iterations'][number]): string {
-  if (it.failed) return `iteration ${it.iteration}: failed (${it.failed})`;
-  const failures = it.failures && Object.keys(it.failures).length > 0 ? `; failed rollouts: ${failuresByStage(it.failures)}` : '';
-  return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${reward(it.meanReward)}, held-out ${reward(it.heldoutMeanReward)}${failures}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
-}
-
-/** "harness 2, infrastructure 1": failed rollouts by failure class, most first. */
-export function classes(byClass: Record<string, number>): string {
-  return Object.entries(byClass)
-    .sort(([a, x], [b, y]) => y - x || a.localeCompare(b))
-    .map(([name, n]) => `${name} ${n}`)
-    .join(', ');
-}
-
-/** "training rollouts harness 2; held-out replay of the candidate harness 1": failed rollouts by class per stage. */
-export function failuresByStage(byStage: Record<string, Record<string, number>>): string {
-  return Object.entries(byStage)
-    .map(([stage, byClass]) => `${STAGE_NAMES[stage] ?? stage} ${classes(byClass)}`)
-    .join('; ');
-}
-
-function gateLabel(gate: NonNullable<RunStatus['iterations'][number]['gate']>): string {
-  if (gate.verdict === 'insufficient') return `INSUFFICIENT EVIDENCE against ${gate.incumbent}, not promoted (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
-  if (gate.verdict === 'fail') return `FAIL against ${gate.incumbent} (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
-  return gate.promoted ? `pass, promoted over ${gate.incumbent}` : `pass against ${gate.incumbent} (not promoted: gate.autoPromote is off)`;
-}
-
-const reward = (value: number | null | undefined) => (value === null || value === undefined ? '-' : value.toFixed(3));
-
-/** The final table: each iteration, then the base and the final candidate on the same held-out tasks. */
-export function formatRunSummary(report: RunReport): string {
-  const lines: string[] = [];
-  const status = report.status;
-  // The run's own state is the last it reported; a run that failed or was ended did not report that.
-  const ended = ['FAILED', 'TERMINATED', 'CANCELLED', 'TIMED_OUT'].includes(report.execution);
-  lines.push(`run ${report.runId}: ${ended ? report.execution.toLowerCase().replace('_', ' ') : (status?.state ?? report.execution.toLowerCase())}${report.problem ? ` (${report.problem})` : ''}`);
-  const lastResume = report.resumes.at(-1);
-  if (lastResume) {
-    const times = report.resumes.length === 1 ? 'once' : `${report.resumes.length} times`;
-    lines.push(`continued ${times}; last from iteration ${lastResume.fromIteration} with ${lastResume.policyVersion} after it ${lastResume.previousStatus.toLowerCase().replace('_', ' ')} (${lastResume.reason}) at ${lastResume.at}`);
-  }
-  if (ended) lines.push(`\`rein resume ${report.runId}\` continues it from its first unfinished iteration.`);
-  if (!status) return `${lines.join('\n')}\n`;
-  if (status.iterations.length > 0) {
-    const verdict = (it: RunStatus['iterations'][number]) => (it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-');
-    const failed = (it: RunStatus['iterations'][number]) => (it.failures && Object.keys(it.failures).length > 0 ? failuresByStage(it.failures) : '-');
-    const rows = status.iterations.map((it) => [String(it.iteration), it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'), reward(it.meanReward), reward(it.heldoutMeanReward), verdict(it), failed(it)]);
-    lines.push('', formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows));
-  }
-  const heldout = status.heldout;
-  if (heldout?.latest) {
-    const { base, latest } = heldout;
-    // "final" is what production serves; runs from before the run kept it know it only when the last candidate was promoted.
-    const lastGate = status.iterations.filter((i) => i.gate).at(-1)?.gate;
-    const production = heldout.production ?? (lastGate?.promoted && lastGate && status.iterations.at(-1)?.candidate === latest.policyVersion ? latest : undefined);
-    const final = production ?? latest;
-    // Only tasks scored in both replays are compared; a task a fault cost one side is set aside.
-    const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in final.meanRewardByTask);
-    const setAside = new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(final.meanRewardByTask)]).size - tasks.length;
-    const byTask = (r: typeof base) => Object.fromEntries(tasks.map((t) => [t, r.meanRewardByTask[t] as number]));
-    const success = (r: typeof base) => tasks.filter((t) => ((r.meanRewardByTask[t] ?? 0) as number) > 0).length / Math.max(1, tasks.length);
-    const { gained, lost } = discordantPairs(byTask(base), byTask(final));
-    const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
-    const row = (label: string, r: typeof base, note: string) => [label, r.policyVersion, percent(success(r)), reward(r.meanReward), r.byFailureClass ? classes(r.byFailureClass) : '-', note];
-    const candidateGate = status.iterations.find((i) => i.candidate === latest.policyVersion)?.gate;
-    const rows = [row('base', base, 'starting policy')];
-    if (production) rows.push(row('final', production, 'production'));
-    if (production?.policyVersion !== latest.policyVersion) rows.push(row('last candidate', latest, candidateGate ? `not promoted (gate ${candidateGate.verdict})` : 'not promoted'));
-    lines.push('', formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows));
-    lines.push(`${final.policyVersion} against ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`);
-    if (setAside > 0) lines.push(`${setAside} held-out tasks set aside: not scored in one of the replays (lost to a fault, not failed by a policy)`);
-  }
-  return `${lines.join('\n')}\n`;
 }
