@@ -7,7 +7,8 @@ import { slug } from './markdown.js';
 
 interface Operation {
   summary: string;
-  parameters: Array<{ name: string; in: string; required: boolean; schema: JsonSchema }>;
+  /** Absent when the route takes none. */
+  parameters?: Array<{ name: string; in: string; required: boolean; description?: string; schema: JsonSchema }>;
   requestBody?: { required: boolean; content: { 'application/json': { schema: JsonSchema } } };
   responses: Record<string, { description: string; content?: { 'application/json': { schema: JsonSchema } } }>;
 }
@@ -37,7 +38,7 @@ export async function httpReference(): Promise<string> {
   const lines = [
     '# HTTP API reference',
     '',
-    GENERATED_NOTE("the OpenAPI document Rein's API builds (`src/api/server.ts`, `src/api/schemas.ts`)"),
+    GENERATED_NOTE("the OpenAPI document Rein's API builds (`src/api/routes/`, `src/api/schemas.ts`, `src/api/console-schemas.ts`)"),
     '',
     `${doc.info.description} Served by \`rein api\` and \`rein dev\` on \`api.port\` (8402); \`GET /openapi.json\` answers this`,
     "document as OpenAPI 3.1. Every route takes the gateway's admin key as `Authorization: Bearer <key>`. What the",
@@ -62,9 +63,10 @@ function anchorOf(method: string, path: string): string {
 
 function operationSection(method: string, path: string, op: Operation): string[] {
   const lines = [`### ${method} ${path}`, '', sentence(op.summary)];
-  if (op.parameters.length > 0) {
+  const parameters = op.parameters ?? [];
+  if (parameters.length > 0) {
     lines.push('', '| parameter | in | type | required | default | description |', '|---|---|---|---|---|---|');
-    for (const p of op.parameters) lines.push(`| \`${p.name}\` | ${p.in} | ${cell(typeOf(p.schema))} | ${p.required ? 'yes' : 'no'} | ${defaultOf(p.schema)} | ${cell(p.schema.description ?? '')} |`);
+    for (const p of parameters) lines.push(`| \`${p.name}\` | ${p.in} | ${cell(typeOf(p.schema))} | ${p.required ? 'yes' : 'no'} | ${defaultOf(p.schema)} | ${cell(p.description ?? p.schema.description ?? '')} |`);
   }
   const body = op.requestBody?.content['application/json'].schema;
   if (body) {

@@ -73,7 +73,8 @@ export function typeOf(schema: JsonSchema): string {
   const type = Array.isArray(schema.type) ? schema.type.join(' or ') : schema.type;
   if (type === 'array') return schema.items ? arrayOf(schema.items) : 'any[]';
   if (type === 'object') {
-    if (typeof schema.additionalProperties === 'object') return `map of ${typeOf(schema.additionalProperties)}`;
+    // Named fields with others passing through (a zod loose object) is an object, not a map.
+    if (typeof schema.additionalProperties === 'object' && !schema.properties) return `map of ${typeOf(schema.additionalProperties)}`;
     return 'object';
   }
   if (type === 'integer' || type === 'number') return `${type}${range(schema)}`;

@@ -33,33 +33,59 @@ export const createScheduleBody = runSizes.extend({
 export const scheduleIdParams = z.strictObject({ scheduleId: z.string().min(1) });
 export const scheduleChangeBody = z.strictObject({ note: z.string().optional() }).optional();
 
-const timestamp = z.string().describe('ISO 8601');
+/** A time the API's sources keep as text (ISO 8601). */
+export const timestamp = z.string().describe('ISO 8601');
+/** A time Temporal gives as a Date: answered as ISO 8601 text. */
+const instant = z.date().describe('ISO 8601');
+export const counts = z.record(z.string(), z.number());
+const gateSummary = z.object({
+  verdict: z.enum(VERDICTS),
+  decisionId: z.string(),
+  incumbent: z.string(),
+  promoted: z.boolean(),
+  reasons: z.array(z.string()),
+});
+/** The gate's verdict on an iteration's candidate, as the run reports it. */
+export const iterationGate = gateSummary.extend({
+  acceptedRate: z.object({ incumbent: z.number(), candidate: z.number() }).optional().describe("Held-out accepted rates over the gate's scored pairs"),
+});
 const iteration = z.object({
   iteration: z.number().int(),
   candidate: z.string().nullable(),
   meanReward: z.number().nullable(),
   heldoutMeanReward: z.number().nullable(),
-  gate: z.object({ verdict: z.enum(VERDICTS), decisionId: z.string(), incumbent: z.string(), promoted: z.boolean(), reasons: z.array(z.string()) }).optional(),
+  gate: iterationGate
+    .optional()
+    .describe("The gate's verdict on the candidate against production, and whether production moved to it"),
+  failures: z.record(z.string(), counts).optional().describe('Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed'),
   failed: z.string().optional(),
 });
-const heldoutResult = z.object({ policyVersion: z.string(), meanReward: z.number().nullable(), meanRewardByTask: z.record(z.string(), z.number()) });
+const heldoutResult = z.object({
+  policyVersion: z.string(),
+  meanReward: z.number().nullable(),
+  meanRewardByTask: counts,
+  byFailureClass: counts.optional().describe("Failed rollouts of the replay by failure class; absent when none failed"),
+});
 
 export const runStatus = z.object({
   runId: z.string(),
   state: z.enum(['running', 'paused', 'stopping', 'finished', 'stopped']),
   stage: z.string(),
-  currentWorkflowId: z.string().optional(),
+  currentWorkflowId: z.string().optional().describe("The workflow doing the current stage's work (this run, or its current iteration)"),
   nextIteration: z.number().int(),
   policyVersion: z.string(),
   iterations: z.array(iteration),
-  heldout: z.object({ base: heldoutResult, latest: heldoutResult.nullable() }).optional(),
+  heldout: z
+    .object({ base: heldoutResult, latest: heldoutResult.nullable(), production: heldoutResult.optional() })
+    .optional()
+    .describe("The starting policy's held-out replay, the latest candidate's, and what production serves after the latest gate (absent until a gate ran)"),
 });
 
 export const runListing = z.object({
   runId: z.string(),
   execution: z.string().describe("Temporal's execution status: RUNNING, COMPLETED, FAILED, ..."),
-  startTime: timestamp,
-  closeTime: timestamp.optional(),
+  startTime: instant,
+  closeTime: instant.optional(),
   stage: z.string().optional(),
   policyVersion: z.string().optional(),
 });
@@ -67,15 +93,26 @@ export const runListing = z.object({
 export const runReport = z.object({
   runId: z.string(),
   execution: z.string(),
-  startTime: timestamp,
-  closeTime: timestamp.optional(),
+  startTime: instant,
+  closeTime: instant.optional(),
   status: runStatus.optional(),
   problem: z.string().optional().describe('Why the run failed, or why its status could not be read'),
   activity: z
     .object({ workflowId: z.string(), stage: z.string().optional(), type: z.string(), attempt: z.number().int(), done: z.number().int().optional(), total: z.number().int().optional(), lastFailure: z.string().optional(), waiting: z.string().optional() })
     .optional(),
   resumes: z
-    .array(z.object({ fromIteration: z.number().int(), policyVersion: z.string(), startOver: z.boolean(), previousExecutionRunId: z.string(), previousStatus: z.string(), reason: z.string(), at: z.string() }))
+    .array(
+      z.object({
+        fromIteration: z.number().int(),
+        policyVersion: z.string(),
+        startOver: z.boolean(),
+        previousExecutionRunId: z.string(),
+        previousStatus: z.string(),
+        reason: z.string(),
+        progressFrom: z.enum(['query', 'history']).describe("Where the progress came from: the closed execution's status query, or its history"),
+        at: timestamp,
+      }),
+    )
     .describe('Each time the run was continued after its execution ended (`rein resume`), oldest first; the last ten'),
 });
 
@@ -87,6 +124,8 @@ export const policyRecord = z.object({
   checkpointUri: z.string(),
   batchContentHash: z.string().nullable(),
   trainerMetrics: z.record(z.string(), z.unknown()),
+  format: z.enum(['full', 'lora']).optional().describe('A full model folder, or a LoRA adapter served on baseCheckpointUri (default full)'),
+  baseCheckpointUri: z.string().nullable().optional().describe('The full base model an adapter applies to; null for full checkpoints'),
   status: z.enum(['candidate', 'promoted', 'rejected', 'retired']),
   createdAt: timestamp,
 });
@@ -96,8 +135,8 @@ export const scheduleListing = z.object({
   paused: z.boolean(),
   note: z.string().optional(),
   spec: z.string(),
-  nextRuns: z.array(timestamp),
-  recentRuns: z.array(z.object({ runId: z.string(), startedAt: timestamp })),
+  nextRuns: z.array(instant),
+  recentRuns: z.array(z.object({ runId: z.string(), startedAt: instant })),
 });
 
 export const startedRun = z.object({ runId: z.string(), executionRunId: z.string() });
@@ -114,6 +153,7 @@ export const errorBody = z.object({ error: z.object({ code: z.string(), message:
 
 export const versionParams = z.strictObject({ version: z.string().min(1) });
 export const decisionParams = z.strictObject({ decisionId: z.string().min(1) });
+export const rolloutIdParams = z.strictObject({ rolloutId: z.string().min(1) });
 export const promoteBody = z
   .strictObject({
     decisionId: z.string().min(1).optional().describe('The gate decision that allows it (default: the newest against the current production)'),
@@ -142,12 +182,21 @@ const aliasChange = z.object({
 });
 export const aliasMove = z.object({ change: aliasChange, gatewayUpdated: z.boolean(), gatewayError: z.string().optional() });
 export const aliases = z.object({ aliases: z.record(z.string(), z.string()), history: z.array(aliasChange) });
+/** The gate's record as stored; the parts the console reads are named, the rest passes through as the gate wrote it. */
+const decisionRecord = z
+  .looseObject({
+    reasons: z.array(z.string()).optional().describe('One sentence per failed check, with its numbers'),
+    checks: z.array(z.looseObject({ name: z.string(), passed: z.boolean(), detail: z.string(), rollouts: z.array(z.string()).describe('The rollout ids behind the numbers') })).optional(),
+    evidence: z.record(z.string(), z.unknown()).optional().describe('Accepted rates, gain with its interval and test, failure classes, tokens, steps, latency, reward disagreement'),
+    rules: z.record(z.string(), z.unknown()).optional().describe("The gate's rules the decision applied"),
+  })
+  .describe('Rules, checks with the rollout ids behind them, evidence');
 export const decision = z.object({
   id: z.string(),
   candidate: z.string(),
   incumbent: z.string(),
   verdict: z.enum(VERDICTS),
-  record: z.record(z.string(), z.unknown()).describe('Rules, checks with the rollout ids behind them, evidence'),
+  record: decisionRecord,
   createdAt: timestamp,
 });
 export const ledgerQuery = z.strictObject({ runId: z.string().min(1).optional() });
@@ -173,50 +222,4 @@ export const ledgerEntry = z.object({
     irreversibleFailures: z.number().int(),
   }),
   at: timestamp,
-});
-
-// The console's reads: a run's iterations joined, a decision's pairs, a rollout with its journal.
-
-const numberOrNull = z.number().nullable();
-const counts = z.record(z.string(), z.number());
-const gateSummary = z.object({ verdict: z.enum(VERDICTS), decisionId: z.string(), incumbent: z.string(), promoted: z.boolean(), reasons: z.array(z.string()) });
-export const iterationView = z.object({
-  iteration: z.number().int(),
-  candidate: z.string().nullable(),
-  execution: z.string().nullable().describe("Temporal's status of the iteration's workflow"),
-  failed: z.string().nullable(),
-  meanReward: numberOrNull.describe('Mean verifier reward of the training rollouts'),
-  heldout: z
-    .object({ candidate: numberOrNull, production: numberOrNull, lower: numberOrNull, upper: numberOrNull, incumbent: z.string().nullable(), meanReward: numberOrNull })
-    .describe("Accepted rates over the gate's scored pairs; lower/upper: production's rate plus the gate's interval on the gain"),
-  trainer: z.object({ loss: numberOrNull, approxKl: numberOrNull, clipFraction: numberOrNull, entropy: numberOrNull, gradNorm: numberOrNull }),
-  tokens: z.object({ rollouts: numberOrNull, trained: numberOrNull }),
-  stageSeconds: counts.describe('Seconds per stage (rollouts, batch, update, heldout, ledger) from the workflow history'),
-  failures: z.object({ train: counts, heldout: counts }).describe('Rollouts by failure class'),
-  gate: gateSummary.nullable(),
-  workflows: z.array(z.object({ label: z.string(), workflowId: z.string(), executionRunId: z.string(), url: z.string().nullable().describe('In the Temporal Web UI, when its address is known') })),
-});
-export const runView = z.object({ runId: z.string(), iterations: z.array(iterationView), workflowUrl: z.string().nullable() });
-
-const pairSide = z.object({ rolloutId: z.string(), status: z.string().nullable(), reward: numberOrNull, failureClass: z.string().nullable() });
-export const decisionPair = z.object({ taskId: z.string(), sample: z.number().int(), incumbent: pairSide, candidate: pairSide, outcome: z.enum(['gained', 'lost', 'both', 'neither', 'unscored']) });
-
-export const rolloutIdParams = z.strictObject({ rolloutId: z.string().min(1) });
-export const rolloutView = z.object({
-  rollout: z.record(z.string(), z.unknown()).describe('The rollout: task, mode, status, failure class, policy version, attempts, metadata'),
-  calls: z.array(z.record(z.string(), z.unknown())).describe('Each model call as journaled (request and response redacted as stored), with latency, time to first token and token counts'),
-  events: z.array(z.record(z.string(), z.unknown())).describe('Status changes (with failure evidence), tool spans, rewards, interventions'),
-  rewards: z.object({ verified: numberOrNull, reported: numberOrNull, disagrees: z.boolean() }).describe("The verifier's reward and the one the harness reported"),
-  logs: z
-    .array(
-      z.object({
-        name: z.string(),
-        text: z.string(),
-        truncatedBytes: z.number().int(),
-        source: z.enum(['artifacts', 'local', 'missing']).describe('artifacts: uploaded by the worker; local: only in the API host\'s dataDir; missing: neither (note says why and where it stayed)'),
-        note: z.string().optional(),
-      }),
-    )
-    .describe("The end of the harness's and verifier's logs"),
-  logsProblem: z.string().nullable().describe('Why the uploaded logs could not be read (the artifact store down or refusing)'),
 });

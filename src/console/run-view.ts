@@ -7,6 +7,8 @@ import type { PolicyRecord, StoredDecision } from '../registry/policy-registry.j
 /** Trainer metrics the run page plots, as the trainers report them. */
 export const TRAINER_METRICS = ['loss', 'approxKl', 'clipFraction', 'entropy', 'gradNorm'] as const;
 
+type IterationGate = NonNullable<NonNullable<RunReport['status']>['iterations'][number]['gate']>;
+
 /** Everything the run page shows about one iteration, from the run, its workflows, the registry and the ledger. */
 export interface IterationView {
   iteration: number;
@@ -21,7 +23,7 @@ export interface IterationView {
   tokens: { rollouts: number | null; trained: number | null };
   stageSeconds: Record<string, number>;
   failures: { train: Record<string, number>; heldout: Record<string, number> };
-  gate: { verdict: string; decisionId: string; incumbent: string; promoted: boolean; reasons: string[] } | null;
+  gate: IterationGate | null;
   workflows: Array<{ label: string; workflowId: string; executionRunId: string; url: string | null }>;
 }
 

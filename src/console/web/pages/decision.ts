@@ -1,11 +1,11 @@
 import { enc, get } from '../api.js';
 import { facts, h, json, link, num, pct, table, verdict, when } from '../dom.js';
 import type { PageContext } from '../page.js';
-import type { Decision, DecisionPair, PairSide } from '../types.js';
+import type { Decision, DecisionPair, Items, PairSide } from '../types.js';
 
 /** A gate decision: each check with its numbers, and the held-out tasks gained and lost, each a link to its rollouts. */
 export async function decisionPage({ root }: PageContext, decisionId: string): Promise<void> {
-  const [decision, { items: pairs }] = await Promise.all([get<Decision>(`/api/decisions/${enc(decisionId)}`), get<{ items: DecisionPair[] }>(`/api/decisions/${enc(decisionId)}/pairs`)]);
+  const [decision, { items: pairs }] = await Promise.all([get<Decision>(`/api/decisions/${enc(decisionId)}`), get<Items<DecisionPair>>(`/api/decisions/${enc(decisionId)}/pairs`)]);
   const { record } = decision;
   const evidence = record.evidence ?? {};
   const gain = evidence.gain as { estimate?: number; lower?: number; upper?: number; pValue?: number; gained?: number; lost?: number; test?: string } | undefined;

@@ -1,11 +1,11 @@
 import { get } from '../api.js';
 import { h, link, pct, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
-import type { AliasChange, LedgerEntry } from '../types.js';
+import type { Aliases, Items, LedgerEntry } from '../types.js';
 
 /** Production's history (promotions, rollbacks, overrides) and the model, harness and environment ledgers with what changed. */
 export async function releasesPage({ root }: PageContext): Promise<void> {
-  const [aliases, { items: ledger }] = await Promise.all([get<{ aliases: Record<string, string>; history: AliasChange[] }>('/api/aliases'), get<{ items: LedgerEntry[] }>('/api/ledger')]);
+  const [aliases, { items: ledger }] = await Promise.all([get<Aliases>('/api/aliases'), get<Items<LedgerEntry>>('/api/ledger')]);
   const history = [...aliases.history].reverse();
   // Oldest first to compare each row with the one before it of its kind (a release replays held-out
   // tasks, an iteration trains on others: across kinds everything would differ); shown newest first.

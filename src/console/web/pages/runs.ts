@@ -1,11 +1,11 @@
 import { enc, get } from '../api.js';
 import { h, link, num, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
-import type { RunListing, RunReport } from '../types.js';
+import type { Aliases, Items, RunListing, RunReport } from '../types.js';
 
 /** Runs, newest first: state, progress, the version production serves, the last held-out result. */
 export async function runsPage({ root }: PageContext): Promise<void> {
-  const [{ items }, aliases] = await Promise.all([get<{ items: RunListing[] }>('/api/runs?limit=50'), get<{ aliases: Record<string, string> }>('/api/aliases')]);
+  const [{ items }, aliases] = await Promise.all([get<Items<RunListing>>('/api/runs?limit=50'), get<Aliases>('/api/aliases')]);
   const reports = await Promise.all(items.map((r) => get<RunReport>(`/api/runs/${enc(r.runId)}`).catch(() => undefined)));
   const rows = items.map((run, i) => {
     const report = reports[i];

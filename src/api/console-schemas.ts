@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { FAILURE_CLASSES, ROLLOUT_MODES, ROLLOUT_STATUSES } from '../rollouts/rollout.js';
+import { counts, iterationGate, timestamp } from './schemas.js';
+
+/** The console's reads: a run's iterations joined, a decision's pairs, a rollout with its journal. */
+
+const numberOrNull = z.number().nullable();
+
+export const iterationView = z.object({
+  iteration: z.number().int(),
+  candidate: z.string().nullable(),
+  execution: z.string().nullable().describe("Temporal's status of the iteration's workflow"),
+  failed: z.string().nullable(),
+  meanReward: numberOrNull.describe('Mean verifier reward of the training rollouts'),
+  heldout: z
+    .object({ candidate: numberOrNull, production: numberOrNull, lower: numberOrNull, upper: numberOrNull, incumbent: z.string().nullable(), meanReward: numberOrNull })
+    .describe("Accepted rates over the gate's scored pairs; lower/upper: production's rate plus the gate's interval on the gain"),
+  trainer: z.object({ loss: numberOrNull, approxKl: numberOrNull, clipFraction: numberOrNull, entropy: numberOrNull, gradNorm: numberOrNull }),
+  tokens: z.object({ rollouts: numberOrNull, trained: numberOrNull }),
+  stageSeconds: counts.describe('Seconds per stage (rollouts, batch, update, heldout, ledger) from the workflow history'),
+  failures: z.object({ train: counts, heldout: counts }).describe('Rollouts by failure class'),
+  gate: iterationGate.nullable(),
+  workflows: z.array(z.object({ label: z.string(), workflowId: z.string(), executionRunId: z.string(), url: z.string().nullable().describe('In the Temporal Web UI, when its address is known') })),
+});
+export const runView = z.object({ runId: z.string(), iterations: z.array(iterationView), workflowUrl: z.string().nullable() });
+
+const pairSide = z.object({ rolloutId: z.string(), status: z.string().nullable(), reward: numberOrNull, failureClass: z.string().nullable() });
+export const decisionPair = z.object({ taskId: z.string(), sample: z.number().int(), incumbent: pairSide, candidate: pairSide, outcome: z.enum(['gained', 'lost', 'both', 'neither', 'unscored']) });
+
+export const rollout = z
+  .object({
+    id: z.string(),
+    taskId: z.string().nullable(),
+    mode: z.enum(ROLLOUT_MODES),
+    status: z.enum(ROLLOUT_STATUSES),
+    statusReason: z.string().nullable(),
+    attempts: z.number().int().describe('Attempts started so far; attempt numbers run 1..attempts'),
+    keyless: z.boolean().describe('Calls on the path form need no key (an explicit, recorded choice)'),
+    policyVersion: z.string().nullable().describe('Every call of the rollout goes to this version, when set'),
+    failureClass: z.enum(FAILURE_CLASSES).nullable(),
+    metadata: z.record(z.string(), z.unknown()),
+    createdAt: timestamp,
+    updatedAt: timestamp,
+  })
+  .describe('The rollout: task, mode, status, failure class, policy version, attempts, metadata');
+
+/** Absent while the call is in flight; the gateway fills them in when it ends. */
+const callFinish = {
+  response: z.unknown().optional().describe('The assembled response as the harness received it (redacted as stored), without token-id arrays'),
+  usage: z.unknown().optional(),
+  upstreamStatus: z.number().int().nullable().optional(),
+  errorClass: z.string().nullable().optional(),
+  errorMessage: z.string().nullable().optional(),
+  ttftMs: z.number().nullable().optional().describe('Time to first token'),
+  latencyMs: z.number().optional(),
+};
+export const callView = z.object({
+  id: z.string(),
+  rolloutId: z.string(),
+  attempt: z.number().int(),
+  seq: z.number().int(),
+  endpoint: z.enum(['chat.completions', 'completions', 'responses']),
+  policyVersion: z.string(),
+  backendUrl: z.string(),
+  stream: z.boolean(),
+  status: z.enum(['in_flight', 'ok', 'error']),
+  requestReceived: z.unknown().describe('The request as the harness sent it (redacted as stored)'),
+  requestSent: z.unknown().describe('The request as forwarded to the backend (redacted as stored)'),
+  startedAt: z.number().describe('Milliseconds since the epoch'),
+  ...callFinish,
+  promptExtends: z.object({ ref: z.string(), prefixLength: z.number().int() }).nullable().optional(),
+  promptTokens: z.number().int().nullable(),
+  completionTokens: z.number().int().nullable(),
+});
+
+export const rolloutEvent = z.object({
+  id: z.number().int(),
+  rolloutId: z.string(),
+  attempt: z.number().int(),
+  type: z.enum(['reward', 'span', 'custom', 'intervention', 'status']),
+  source: z.enum(['rollout', 'admin', 'gateway']).describe("Who appended it: the rollout's own key, or the admin (control plane, verifier)"),
+  actionId: z.string().nullable(),
+  payload: z.record(z.string(), z.unknown()),
+  at: timestamp,
+});
+
+export const rolloutView = z.object({
+  rollout,
+  calls: z.array(callView).describe('Each model call as journaled (request and response redacted as stored), with latency, time to first token and token counts'),
+  events: z.array(rolloutEvent).describe('Status changes (with failure evidence), tool spans, rewards, interventions'),
+  rewards: z.object({ verified: numberOrNull, reported: numberOrNull, disagrees: z.boolean() }).describe("The verifier's reward and the one the harness reported"),
+  logs: z
+    .array(
+      z.object({
+        name: z.string(),
+        text: z.string(),
+        truncatedBytes: z.number().int(),
+        source: z.enum(['artifacts', 'local', 'missing']).describe("artifacts: uploaded by the worker; local: only in the API host's dataDir; missing: neither (note says why and where it stayed)"),
+        note: z.string().optional(),
+      }),
+    )
+    .describe("The end of the harness's and verifier's logs"),
+  logsProblem: z.string().nullable().describe('Why the uploaded logs could not be read (the artifact store down or refusing)'),
+});
