@@ -12,14 +12,12 @@ import {
   type StatusChange,
 } from '../rollouts/rollout.js';
 import { GroupCommit } from './group-commit.js';
+import { JournalRetentionQueries } from './journal-retention.js';
 import { journalDialect, type JournalDialect } from './journal-dialect.js';
 import {
-  agedRolloutPage,
-  agedRolloutsQuery,
   beginCallRow,
   decodeCursor,
   encodeCursor,
-  FINISHED_STATUSES,
   finishCallRow,
   JournalDecoder,
   refuseOtherBody,
@@ -71,6 +69,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   private readonly inFlight = new Map<string, string>();
   private readonly rollouts: RolloutCache;
   private readonly commits: GroupCommit;
+  private readonly retention: JournalRetentionQueries;
 
   /** `gateway` names the gateway writing through the store (see PostgresTraceStoreOptions). */
   constructor(
@@ -82,6 +81,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     this.statements = new JournalStatements(this.db, this.dialect);
     this.rollouts = new RolloutCache(this.dialect.changeCounter && (() => this.statements.changeCount()));
     this.commits = new GroupCommit(this.db, () => this.forgetCaches());
+    this.retention = new JournalRetentionQueries(database, this.dialect);
   }
 
   /** Settles once the schema is up to date (a SQLite file is migrated as it opens). */
@@ -325,37 +325,15 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   }
 
   async listAgedRollouts(before: number, page: { after?: string; limit?: number } = {}): Promise<Page<AgedRollout>> {
-    const limit = Math.min(Math.max(page.limit ?? 500, 1), 5000);
-    const query = agedRolloutsQuery(this.dialect.byteLength, before, page.after === undefined ? 0 : decodeCursor(page.after), limit + 1);
-    return agedRolloutPage((await query.execute(this.db)).rows, limit);
+    return this.retention.listAgedRollouts(before, page);
   }
 
   async activeBatchIds(since: number): Promise<string[]> {
-    const rows = await sql<{ batch: string | number }>`
-      SELECT DISTINCT batch FROM (SELECT ${this.dialect.batchIdOfMetadata} AS batch FROM rollouts
-        WHERE status NOT IN (${sql.join(FINISHED_STATUSES)}) OR updated_at >= ${since}) b
-      WHERE batch IS NOT NULL`.execute(this.db);
-    return rows.rows.map((r) => String(r.batch));
+    return this.retention.activeBatchIds(since);
   }
 
   async deleteFinishedRollouts(ids: readonly string[], before: number): Promise<string[]> {
-    const deleted = await this.db.transaction().execute(async (trx) => {
-      // PostgreSQL locks them: a status change or a call being journaled for one of them waits, then finds it gone.
-      const doomed = (
-        await trx
-          .selectFrom('rollouts')
-          .select('id')
-          .where(this.database.isIn('id', ids))
-          .where('status', 'in', FINISHED_STATUSES)
-          .where('updated_at', '<', before)
-          .orderBy('id')
-          .$if(this.database.rowLocks, (q) => q.forUpdate())
-          .execute()
-      ).map((r) => r.id);
-      for (const table of this.dialect.rolloutTables) await trx.deleteFrom(table).where(this.database.isIn('rollout_id', doomed)).execute();
-      await trx.deleteFrom('rollouts').where(this.database.isIn('id', doomed)).execute();
-      return doomed;
-    });
+    const deleted = await this.retention.deleteFinishedRollouts(ids, before);
     for (const id of deleted) this.rollouts.forget(id);
     return deleted;
   }

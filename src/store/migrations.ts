@@ -56,14 +56,17 @@ const MIGRATION_LOCK = 0x5265696e; // "Rein"
  */
 export async function applyMigrations(database: SqlDatabase, store: string, migrations: Migration[]): Promise<void> {
   checkMigrations(store, migrations);
+  let connected = false;
   try {
     await whileMigrating(database, async (db) => {
+      connected = true;
       await database.runScript(db, BOOKKEEPING[database.kind]);
       refuseNewer(database.where, store, await appliedVersions(db, store), migrations);
       for (const migration of migrations) await applyOne(database, db, store, migration);
     });
   } catch (err) {
-    throw database.explain(err);
+    // A failure to connect says where the database is and what to check; others are as they are.
+    throw connected ? err : database.explain(err);
   }
 }
 

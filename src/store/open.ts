@@ -14,7 +14,13 @@ import type { JournalRetention, TraceStore } from './trace-store.js';
  */
 export async function openTraceStore(location: StoreLocation, sqliteFile: string, options: { gateway?: string } = {}): Promise<TraceStore & JournalRetention> {
   if (location.postgresUrl) return PostgresTraceStore.open(location.postgresUrl, options);
-  return new SqliteTraceStore(sqliteFile);
+  const store = new SqliteTraceStore(sqliteFile);
+  // Migrated as it opens: a file this Rein cannot use is refused here, not at the first call.
+  await store.ready.catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
+  return store;
 }
 
 /**
