@@ -27,8 +27,19 @@ function reportMove(move: AliasMove): void {
   say(move.gatewayUpdated ? 'The gateway routes production to it now.' : `The gateway was not told (${move.gatewayError}); it picks production up from the registry when it starts.`);
 }
 
-/** `rein register`, `rein gate`, `rein promote`, `rein rollback`, `rein decision`, `rein ledger`. */
+/** `rein register`, `rein gate`, `rein promote`, `rein rollback`, `rein decision`, `rein decisions`, `rein ledger`. */
 export function registerReleaseCommands(program: Command): void {
+  addRegisterCommand(program);
+  addGateCommand(program);
+  addPromoteCommand(program);
+  addRollbackCommand(program);
+  addDecisionCommand(program);
+  addDecisionsCommand(program);
+  addLedgerCommand(program);
+}
+
+/** `rein register` */
+function addRegisterCommand(program: Command): void {
   program
     .command('register')
     .description('record a policy version trained or served outside Rein, so it can be gated and promoted')
@@ -52,7 +63,10 @@ export function registerReleaseCommands(program: Command): void {
       );
       say(`registered ${policy.version} (${policy.status}) at ${policy.checkpointUri}${adapterBase ? ` (a LoRA adapter on ${adapterBase})` : ''}${policy.parent ? `, from ${policy.parent}` : ''}`);
     });
+}
 
+/** `rein gate` */
+function addGateCommand(program: Command): void {
   program
     .command('gate')
     .description('replay the held-out tasks with a candidate and with production, paired, and apply the gate rules (config: gate); exits 1 when the gate refuses the candidate, 3 when too few rollouts were scored to decide')
@@ -79,7 +93,10 @@ export function registerReleaseCommands(program: Command): void {
         await close();
       }
     });
+}
 
+/** `rein promote` */
+function addPromoteCommand(program: Command): void {
   program
     .command('promote')
     .description('move production to a version: needs a passing gate decision against the current production, or --override')
@@ -99,7 +116,10 @@ export function registerReleaseCommands(program: Command): void {
       reportMove(move);
       await notifyAliasMove(config.notifications, move, warn);
     });
+}
 
+/** `rein rollback` */
+function addRollbackCommand(program: Command): void {
   program
     .command('rollback')
     .description('move production back to the version it served before the current one')
@@ -110,7 +130,10 @@ export function registerReleaseCommands(program: Command): void {
       reportMove(move);
       await notifyAliasMove(config.notifications, move, warn);
     });
+}
 
+/** `rein decision` */
+function addDecisionCommand(program: Command): void {
   program
     .command('decision')
     .description("a gate decision: the rules, each check's evidence and the rollouts behind it")
@@ -123,7 +146,10 @@ export function registerReleaseCommands(program: Command): void {
       if (!decision) throw new Error(id ? `no gate decision ${id}` : 'name a decision id or --candidate VERSION');
       process.stdout.write(options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }));
     });
+}
 
+/** `rein decisions` */
+function addDecisionsCommand(program: Command): void {
   program
     .command('decisions')
     .description('gate decisions, newest first: candidate against production, verdict, held-out success, and whether production moved')
@@ -135,7 +161,10 @@ export function registerReleaseCommands(program: Command): void {
       if (options.json) return void say(JSON.stringify(decisions, null, 2));
       process.stdout.write(decisions.length === 0 ? '(no gate decisions yet: each held-out gate records one)\n' : formatDecisionList(decisions));
     });
+}
 
+/** `rein ledger` */
+function addLedgerCommand(program: Command): void {
   program
     .command('ledger')
     .description('the model, harness and environment ledgers: a row per iteration and release, and what changed between releases')
