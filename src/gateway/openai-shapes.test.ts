@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { extractTokens, responseProblem, SseParser, StreamAssembler, stripInjected, stripInjectedText, upstreamRequest } from './openai-shapes.js';
+import { extractTokens, responseProblem, stripInjected, stripInjectedText, upstreamRequest } from './openai-shapes.js';
+import { SseParser } from './sse.js';
+import { StreamAssembler } from './stream-assembler.js';
 
 const backend = { endpoints: ['http://x/v1'], tokenIds: true, logprobs: true };
 

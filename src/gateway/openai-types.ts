@@ -37,7 +37,8 @@ export interface ToolCallDelta extends JsonObject {
   index?: unknown;
   id?: unknown;
   type?: unknown;
-  function?: { name?: unknown; arguments?: unknown } | null;
+  /** `{ name, arguments }` pieces, each read where it is a string. */
+  function?: unknown;
 }
 
 /** What a stream chunk adds to a chat choice's message. */

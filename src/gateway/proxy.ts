@@ -1,30 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
-import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { errors as undiciErrors, Pool } from 'undici';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { Pool } from 'undici';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
-import type { CallEndpoint, CallErrorClass, CallFinish, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
+import type { CallEndpoint, TraceStore } from '../store/trace-store.js';
 import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
+import { badResponse, classify, journalShare, parseJson, relayedHeaders, type Finish } from './backend-reply.js';
 import { GatewayCallError, GatewayHttpError } from './errors.js';
-import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
-import {
-  anythingInjected,
-  extractTokens,
-  responseProblem,
-  SseParser,
-  StreamAssembler,
-  stripInjected,
-  stripInjectedText,
-  upstreamRequest,
-  usageFromTokens,
-  withoutTokenIds,
-  type Injected,
-} from './openai-shapes.js';
+import { MAX_JSON_DEPTH } from './json-text.js';
+import { extractTokens, responseProblem, stripInjected, stripInjectedText, upstreamRequest, usageFromTokens, withoutTokenIds, type Injected } from './openai-shapes.js';
+import type { JsonObject } from './openai-types.js';
+import type { ProxiedCall } from './proxied-call.js';
 import { redact, type RedactionRule } from './redact.js';
+import { RoutingError, type Route, type Router } from './routing.js';
 import { withoutSecretIds } from './secret-ids.js';
-import { RoutingError, type MirrorRoute, type Route, type Router } from './routing.js';
-
-type Json = Record<string, unknown>;
+import { ShadowCalls } from './shadow-calls.js';
+import { relayStream } from './stream-relay.js';
 
 export interface ProxyOptions {
   store: TraceStore;
@@ -42,20 +32,7 @@ export interface ProxyOptions {
   tracing?: GatewayTracing | undefined;
 }
 
-export interface ProxiedCall {
-  rolloutId: string;
-  attempt: number;
-  endpoint: CallEndpoint;
-  body: Json;
-  /** The body as the harness sent it: the backend gets these bytes, with only the gateway's additions made. */
-  text: string;
-  /** The harness's request headers; those that are not about this hop or the harness's key reach the backend. */
-  headers: IncomingHttpHeaders;
-  /** The policy version the rollout is pinned to, if any (then the requested model only has to exist). */
-  pinnedPolicyVersion?: string | null;
-  /** Aborted when the harness goes away. */
-  signal: AbortSignal;
-}
+export type { ProxiedCall } from './proxied-call.js';
 
 /** Routing refusals that are Rein's doing (a version it pinned is not routed, or is mid weight update). */
 const ROUTING_FAULTS = new Set(['pinned_policy_missing', 'policy_paused']);
@@ -80,9 +57,6 @@ const NOT_FORWARDED = new Set([
   'accept-encoding',
 ]);
 
-/** Response headers that belong to the hop from the backend (or that the gateway sets itself). */
-const NOT_RELAYED = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'content-length']);
-
 const PATHS: Record<CallEndpoint, string> = {
   'chat.completions': '/chat/completions',
   completions: '/completions',
@@ -96,13 +70,10 @@ const PATHS: Record<CallEndpoint, string> = {
 export class ModelCallProxy {
   private readonly pools = new Map<string, Pool>();
   private readonly endpoints = new Map<string, { pool: Pool; basePath: string }>();
-  /** Shadow calls in flight; close() aborts and awaits them, so none outlives the gateway. */
-  private readonly shadows = new Set<Promise<void>>();
-  private readonly closing = new AbortController();
+  private readonly shadowCalls: ShadowCalls;
 
   constructor(private readonly options: ProxyOptions) {
-    // Every shadow call in flight listens on it: hundreds are expected, not a leak.
-    setMaxListeners(0, this.closing.signal);
+    this.shadowCalls = new ShadowCalls(options.store, options.redaction, options.maxShadowsInFlight ?? 256, (...request) => this.send(...request));
   }
 
   async handle(call: ProxiedCall, res: ServerResponse): Promise<void> {
@@ -120,7 +91,7 @@ export class ModelCallProxy {
       await this.forward(call, route, res, (callId, receivedForJournal) => {
         if (!mirror) return;
         mirrored = true;
-        this.mirror(call, route, mirror, callId, receivedForJournal);
+        this.shadowCalls.start(call, route, mirror, callId, receivedForJournal);
       });
     } finally {
       release();
@@ -163,8 +134,7 @@ export class ModelCallProxy {
   }
 
   async close(): Promise<void> {
-    this.closing.abort();
-    await Promise.all([...this.shadows]);
+    await this.shadowCalls.close();
     await Promise.all([...this.pools.values()].map((pool) => pool.close()));
   }
 
@@ -176,7 +146,7 @@ export class ModelCallProxy {
     call: ProxiedCall,
     route: Route,
     res: ServerResponse,
-    journaled: (callId: string, receivedForJournal: Json) => void,
+    journaled: (callId: string, receivedForJournal: JsonObject) => void,
   ): Promise<void> {
     const { store, redaction, metrics } = this.options;
     const { sent, sentText, injected } = upstreamRequest(call.endpoint, call.body, call.text, route.model, route.backend);
@@ -255,7 +225,7 @@ export class ModelCallProxy {
     const ttft = performance.now() - t0;
     const contentType = String(upstream.headers['content-type'] ?? '');
     if (upstream.statusCode >= 200 && upstream.statusCode < 300 && contentType.includes('text/event-stream')) {
-      await this.relayStream(call, upstream, res, injected, finish, t0);
+      await relayStream(call, upstream, res, injected, finish, t0);
       return;
     }
 
@@ -299,211 +269,7 @@ export class ModelCallProxy {
     res.end(out);
   }
 
-  private async relayStream(
-    call: ProxiedCall,
-    upstream: { statusCode: number; headers: IncomingHttpHeaders; body: AsyncIterable<Buffer> },
-    res: ServerResponse,
-    injected: Injected,
-    finish: Finish,
-    t0: number,
-  ): Promise<void> {
-    res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers));
-    res.flushHeaders();
-    const parser = new SseParser();
-    const assembler = new StreamAssembler(call.endpoint);
-    // One decoder for the whole stream: a character split across two reads is decoded whole.
-    const decoder = new TextDecoder();
-    let done: string | undefined;
-    let ttftMs: number | null = null;
-    let failure: { errorClass: CallErrorClass; message: string } | undefined;
-    let badChunk: string | undefined;
-    try {
-      for await (const piece of upstream.body) {
-        // The events that arrived together go out together: one write (one syscall), not one each.
-        let out = '';
-        for (const event of parser.push(decoder.decode(piece, { stream: true }))) {
-          if (event.data === '[DONE]') {
-            // Held back until the call is journaled: the harness's stream ends only after that.
-            done = event.raw;
-            continue;
-          }
-          if (event.data === null) {
-            out += event.raw;
-            continue;
-          }
-          const chunk = parseJson(event.data);
-          const problem = chunk ? responseProblem(call.endpoint, chunk, true) : 'an event whose data is not a JSON object';
-          if (!chunk || problem) {
-            // Relayed as it came (the harness would have had it without the gateway); the call is not one to learn from.
-            badChunk ??= problem ?? undefined;
-            out += event.raw;
-            continue;
-          }
-          try {
-            assembler.add(chunk);
-          } catch (err) {
-            badChunk ??= `a chunk the gateway cannot assemble (${(err as Error).message})`;
-          }
-          out += anythingInjected(injected) ? withData(event, stripInjectedText(event.data, injected)) : event.raw;
-        }
-        if (out !== '') {
-          ttftMs ??= performance.now() - t0;
-          res.write(out);
-        }
-      }
-      const tail = decoder.decode();
-      if (tail !== '') parser.push(tail);
-      if (done === undefined && call.endpoint !== 'responses') {
-        failure = { errorClass: 'upstream_stream_cut', message: 'the backend ended the stream without [DONE]' };
-      }
-    } catch (err) {
-      failure = classify(err, call.signal, true);
-    }
-    if (!failure && badChunk !== undefined) {
-      failure = { errorClass: 'upstream_bad_response', message: `the backend's stream holds a chunk the gateway cannot read: ${badChunk}` };
-    }
-    const assembled = assembler.response();
-    const tokens = extractTokens(call.endpoint, assembled);
-    stripInjected(assembled, injected);
-    await finish({
-      upstreamStatus: upstream.statusCode,
-      response: withoutTokenIds(assembled),
-      ...tokens,
-      usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices),
-      ttftMs,
-      errorClass: failure?.errorClass ?? null,
-      errorMessage: failure?.message ?? null,
-    });
-    if (failure && failure.errorClass !== 'upstream_bad_response') {
-      // The harness sees a broken stream, as it would have from the backend directly.
-      res.destroy();
-      return;
-    }
-    res.end(done ?? parser.rest());
-  }
-
   /** Sends the call to the candidate in the background; its outcome goes to the journal only. */
-  private mirror(call: ProxiedCall, incumbent: Route, candidate: MirrorRoute, primaryCallId: string, receivedForJournal: Json): void {
-    if (this.closing.signal.aborted) {
-      // Shutting down: a shadow sent now could not be journaled before the store closes.
-      candidate.release();
-      return;
-    }
-    // Past the cap the shadow is journaled as skipped, so the report still counts every mirrored call.
-    const overloaded = this.shadows.size >= (this.options.maxShadowsInFlight ?? 256);
-    const shadow = this.shadow(call, incumbent, candidate, primaryCallId, receivedForJournal, overloaded)
-      // A shadow that cannot even be journaled is dropped: it must never reach production.
-      .catch(() => undefined)
-      .finally(() => {
-        candidate.release();
-        this.shadows.delete(shadow);
-      });
-    this.shadows.add(shadow);
-  }
-
-  private async shadow(
-    call: ProxiedCall,
-    incumbent: Route,
-    candidate: MirrorRoute,
-    primaryCallId: string,
-    receivedForJournal: Json,
-    overloaded: boolean,
-  ): Promise<void> {
-    const { store, redaction } = this.options;
-    // Always non-streamed: nobody reads it as it arrives, and one body is simpler to time out and journal.
-    const { sent, sentText, injected } = upstreamRequest(call.endpoint, call.body, call.text, candidate.model, candidate.backend, true);
-    const startedAt = Date.now();
-    const t0 = performance.now();
-    const sentForJournal = journalShare(sent, call.body, receivedForJournal, redaction);
-    const record = (result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>) =>
-      store.recordShadowCall({
-        id: `shadow-${randomUUID()}`,
-        primaryCallId,
-        rolloutId: call.rolloutId,
-        attempt: call.attempt,
-        candidateVersion: candidate.policyVersion,
-        incumbentVersion: incumbent.policyVersion,
-        endpoint: call.endpoint,
-        backendUrl: candidate.endpoint,
-        requestSent: sentForJournal,
-        response: null,
-        choices: [],
-        status: result.errorClass ? 'error' : 'ok',
-        latencyMs: performance.now() - t0,
-        startedAt,
-        // Redacted as a primary call is, token ids and log-probs of what was redacted included.
-        ...withoutSecretIds(result, receivedForJournal !== call.body, redaction),
-      });
-    try {
-      await this.shadowExchange(call, candidate, sentText, injected, record, overloaded);
-    } catch (err) {
-      // Whatever went wrong, the mirrored call is counted: the report must see every one.
-      await record({ upstreamStatus: null, errorClass: 'gateway_error', errorMessage: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
-    }
-  }
-
-  private async shadowExchange(
-    call: ProxiedCall,
-    candidate: MirrorRoute,
-    sentText: string,
-    injected: Injected,
-    record: (result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>) => Promise<void>,
-    overloaded: boolean,
-  ): Promise<void> {
-    if (overloaded) {
-      await record({
-        upstreamStatus: null,
-        errorClass: 'shadow_overloaded',
-        errorMessage: `not sent: ${this.shadows.size} shadow calls were in flight already (gateway.maxShadowsInFlight)`,
-      });
-      return;
-    }
-
-    const signal = this.closing.signal;
-    const failed = (err: unknown, afterHeaders: boolean, upstreamStatus: number | null) => {
-      const failure = signal.aborted
-        ? { errorClass: 'gateway_closed' as const, message: 'the gateway closed before the candidate answered' }
-        : classify(err, signal, afterHeaders);
-      return record({ upstreamStatus, errorClass: failure.errorClass as ShadowCallRecord['errorClass'], errorMessage: failure.message });
-    };
-    let upstream;
-    try {
-      upstream = await this.send(candidate, call.endpoint, sentText, call.headers, false, signal);
-    } catch (err) {
-      await failed(err, false, null);
-      return;
-    }
-    let text: string;
-    try {
-      text = await upstream.body.text();
-    } catch (err) {
-      await failed(err, true, upstream.statusCode);
-      return;
-    }
-    if (upstream.statusCode < 200 || upstream.statusCode >= 300) {
-      await record({
-        upstreamStatus: upstream.statusCode,
-        response: parseJson(text) ?? text,
-        errorClass: 'upstream_http_error',
-        errorMessage: `candidate backend answered ${upstream.statusCode}`,
-      });
-      return;
-    }
-    const response = parseJson(text);
-    const problem = response ? responseProblem(call.endpoint, response) : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
-    if (!response || problem) {
-      await record({
-        upstreamStatus: upstream.statusCode,
-        errorClass: 'upstream_bad_response',
-        errorMessage: `the candidate's response is not one the gateway can read: ${problem}`,
-      });
-      return;
-    }
-    const { choices } = extractTokens(call.endpoint, response);
-    stripInjected(response, injected);
-    await record({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), choices, errorClass: null, errorMessage: null });
-  }
-
   /** The request to a route's backend, for a production call and its shadow alike. */
   private send(route: Route, endpoint: CallEndpoint, text: string, harnessHeaders: IncomingHttpHeaders, stream: boolean, signal: AbortSignal) {
     const { pool, basePath } = this.upstream(route.endpoint);
@@ -541,88 +307,4 @@ export class ModelCallProxy {
     }
     return known;
   }
-}
-
-type Finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) => Promise<void>;
-
-/** The request as sent, for the journal: the values it shares with the received one are the same (already redacted) objects. */
-function journalShare(sent: Json, received: Json, receivedForJournal: Json, redaction: readonly RedactionRule[]): Json {
-  const out: Json = {};
-  for (const [key, value] of Object.entries(sent)) {
-    const shared = value === received[key] ? receivedForJournal[key] : redact(value, redaction);
-    // As a data property, so that even a key named __proto__ stays a plain key.
-    Object.defineProperty(out, key, { value: shared, enumerable: true, writable: true, configurable: true });
-  }
-  return out;
-}
-
-/** The backend's response headers for the harness, less those of the hop (and content-length, which the body being sent sets). */
-function relayedHeaders(headers: IncomingHttpHeaders, contentLength?: number): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && !NOT_RELAYED.has(name)) out[name] = value;
-  }
-  if (contentLength !== undefined) out['content-length'] = contentLength;
-  return out;
-}
-
-/** An SSE event with its data replaced, every other line as it was. */
-function withData(event: { raw: string }, data: string): string {
-  if (event.raw.startsWith('data: ') && event.raw.indexOf('\n') === event.raw.length - 2) return `data: ${data}\n\n`;
-  const lines = event.raw.split(/\r?\n/).filter((line) => line !== '');
-  const first = lines.findIndex((line) => line.startsWith('data:'));
-  const kept = lines.filter((line) => !line.startsWith('data:'));
-  kept.splice(first, 0, `data: ${data}`);
-  return `${kept.join('\n')}\n\n`;
-}
-
-/** A JSON object, or undefined for anything else (including nesting deeper than the gateway walks). */
-function parseJson(text: string): Json | undefined {
-  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) return undefined;
-  try {
-    const value: unknown = JSON.parse(text);
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function badResponse(route: Route): GatewayHttpError {
-  return new GatewayHttpError(502, 'upstream_bad_response', `backend ${route.backendName} returned a response the gateway cannot read; the call's journal entry says why`);
-}
-
-/**
- * Why the backend exchange failed: the journal gets the details, the harness a message that
- * names the backend by its configured name only (its address and the exception are internals).
- */
-function classify(
-  err: unknown,
-  signal: AbortSignal,
-  afterHeaders: boolean,
-): { errorClass: CallErrorClass; message: string; httpError: (route: Route) => GatewayHttpError } {
-  const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  if (signal.aborted) {
-    return {
-      errorClass: 'client_disconnected',
-      message: 'the harness closed the connection',
-      httpError: () => new GatewayHttpError(499, 'client_disconnected', 'client went away'),
-    };
-  }
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
-    return {
-      errorClass: 'upstream_timeout',
-      message,
-      httpError: (route) => new GatewayHttpError(504, 'upstream_timeout', `backend ${route.backendName} did not answer in time`),
-    };
-  }
-  return {
-    errorClass: afterHeaders ? 'upstream_stream_cut' : 'upstream_unreachable',
-    message,
-    httpError: (route) =>
-      new GatewayHttpError(
-        502,
-        afterHeaders ? 'upstream_stream_cut' : 'upstream_unreachable',
-        `backend ${route.backendName} ${afterHeaders ? 'broke off its response' : 'is unreachable'}`,
-      ),
-  };
 }

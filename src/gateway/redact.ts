@@ -1,4 +1,5 @@
 import { RE2JS } from 're2js';
+import type { JsonObject } from './openai-types.js';
 
 /**
  * Redaction runs on everything before it is journaled: request bodies (as received and as sent),
@@ -77,10 +78,10 @@ function redacted(v: unknown, rules: readonly RedactionRule[]): unknown {
     return out ?? v;
   }
   if (v !== null && typeof v === 'object') {
-    let out: Record<string, unknown> | undefined;
+    let out: JsonObject | undefined;
     for (const k in v) {
       if (!Object.hasOwn(v, k)) continue;
-      const inner = (v as Record<string, unknown>)[k];
+      const inner = (v as JsonObject)[k];
       const replaced = redacted(inner, rules);
       // As a data property, so that even a key named __proto__ stays a plain key.
       if (replaced !== inner) Object.defineProperty((out ??= { ...v }), k, { value: replaced, enumerable: true, writable: true, configurable: true });

@@ -1,7 +1,6 @@
 import type { CallFinish } from '../store/trace-store.js';
+import type { JsonObject } from './openai-types.js';
 import { redact, type RedactionRule } from './redact.js';
-
-type Json = Record<string, unknown>;
 
 /**
  * A call's outcome as the journal keeps it: the response redacted, and no token ids or per-token
@@ -20,7 +19,7 @@ export function withoutSecretIds<T extends Partial<Pick<CallFinish, 'response' |
   if (requestRedacted && out.promptIds) out.promptIds = null;
   if (result.response === undefined) return out;
   const response = result.response;
-  let redacted = redact(response, rules) as Json;
+  let redacted = redact(response, rules) as JsonObject;
   if (requestRedacted && isObject(redacted) && redacted.prompt_logprobs != null) redacted = { ...redacted, prompt_logprobs: null };
   out.response = redacted;
   if (redacted === response) return out;
@@ -41,7 +40,7 @@ export function withoutSecretIds<T extends Partial<Pick<CallFinish, 'response' |
  * Positions, in the response's choices array, of the choices redaction changed; 'all' when it
  * changed anything else (a secret where no choice's tokens account for it).
  */
-function changedChoices(response: unknown, redacted: Json): Set<number> | 'all' {
+function changedChoices(response: unknown, redacted: JsonObject): Set<number> | 'all' {
   if (!isObject(response) || !Array.isArray(response.choices) || !Array.isArray(redacted.choices)) return 'all';
   for (const key of Object.keys(redacted)) if (key !== 'choices' && key !== 'prompt_logprobs' && redacted[key] !== response[key]) return 'all';
   const changed = new Set<number>();
@@ -51,11 +50,11 @@ function changedChoices(response: unknown, redacted: Json): Set<number> | 'all' 
   return changed;
 }
 
-function isObject(value: unknown): value is Json {
+function isObject(value: unknown): value is JsonObject {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 function indexOf(choice: unknown, position: number): number {
-  const index = (choice as Json | null)?.index;
+  const index = (choice as JsonObject | null)?.index;
   return typeof index === 'number' ? index : position;
 }
