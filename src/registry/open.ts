@@ -1,4 +1,5 @@
 import type { StoreLocation } from '../store/location.js';
+import { withRelativeCheckpoints } from './checkpoint-location.js';
 import { closingAfter, type PolicyRegistry } from './policy-registry.js';
 import { openPostgresRegistry, registryFile, SqlitePolicyRegistry } from './registry-store.js';
 
@@ -8,6 +9,11 @@ import { openPostgresRegistry, registryFile, SqlitePolicyRegistry } from './regi
  * caller closes it.
  */
 export async function openRegistry(location: StoreLocation): Promise<PolicyRegistry> {
+  // Checkpoints under the data directory are stored relative to it, so the directory can move (checkpoint-location.ts).
+  return withRelativeCheckpoints(await openStoredRegistry(location), location.dataDir);
+}
+
+async function openStoredRegistry(location: StoreLocation): Promise<PolicyRegistry> {
   if (location.postgresUrl) return openPostgresRegistry(location.postgresUrl);
   const registry = new SqlitePolicyRegistry(registryFile(location.dataDir));
   await registry.ready.catch(async (err: unknown) => {
