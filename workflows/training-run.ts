@@ -1,4 +1,4 @@
-import { condition, ContinueAsNew, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, proxyActivities, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, ContinueAsNew, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, proxyActivities, setCurrentDetails, setHandler, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
@@ -129,140 +129,179 @@ interface RunPosition {
 async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<RunStatus> {
   const runId = input.runId ?? workflowInfo().workflowId;
   const progress: RunProgress = input.progress ?? { nextIteration: 1, policyVersion: input.base.version, iterations: [] };
-  let paused = false;
-  let stopping = false;
-  let stage = 'starting';
-  let currentWorkflowId: string | undefined = runId;
+  const run = { paused: false, stopping: false, stage: 'starting', currentWorkflowId: runId as string | undefined };
   const status = (state?: RunStatus['state']): RunStatus => ({
     runId,
-    state: state ?? (stopping ? 'stopping' : paused ? 'paused' : 'running'),
-    stage,
-    ...(currentWorkflowId && { currentWorkflowId }),
+    state: state ?? (run.stopping ? 'stopping' : run.paused ? 'paused' : 'running'),
+    stage: run.stage,
+    ...(run.currentWorkflowId && { currentWorkflowId: run.currentWorkflowId }),
     ...progress,
   });
-  setHandler(pauseSignal, () => void (paused = true));
-  setHandler(resumeSignal, () => void (paused = false));
-  setHandler(stopSignal, () => void (stopping = true));
+  setHandler(pauseSignal, () => void (run.paused = true));
+  setHandler(resumeSignal, () => void (run.paused = false));
+  setHandler(stopSignal, () => void (run.stopping = true));
   setHandler(statusQuery, () => status());
   upsertSearchAttributes([
     { key: ReinRunId, value: runId },
     { key: ReinPolicyVersion, value: progress.policyVersion },
   ]);
 
-  if (!input.progress) {
-    await registerBasePolicy.executeWithOptions({ summary: `register ${input.base.version}` }, [input.base]);
-    const fromProduction = input.startFrom === 'production';
-    if (fromProduction) {
-      // A recurring run goes on from what serves production now, not from the first base again.
-      progress.policyVersion = await productionPolicy({ base: input.base, candidate: input.base.version, actor: `run:${runId}` });
-      upsertSearchAttributes([{ key: ReinPolicyVersion, value: progress.policyVersion }]);
-    }
-    const start = progress.policyVersion;
-    if (input.heldout) {
-      // The yardstick: the same held-out tasks with the starting policy, before any training.
-      // Its batch is the one a gate against that policy replays, so the first gate finds it done.
-      stage = 'heldout-base';
-      upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
-      const samplesPerTask = input.release?.samplesPerTask ?? 1;
-      const base = await scoredRollouts(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`, input.heartbeatTimeoutSeconds, {
-        batchId: heldoutBatchId(start, input.configHash),
-        taskSet: input.heldout.taskSet,
-        taskIds: input.heldout.taskIds,
-        samplesPerTask,
-        mode: 'eval',
-        policyVersion: start,
-        ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
-      });
-      // Starting from production, the yardstick is what production serves until a gate moves it.
-      progress.heldout = { base: heldoutResult(start, base), latest: null, ...(fromProduction && { production: heldoutResult(start, base) }) };
-    }
-  }
+  if (!input.progress) await startFromBase(input, runId, progress, (stage) => (run.stage = stage));
+  recordProgress(progress);
 
-  const tasks = input.train.taskIds;
   let iterationsHere = 0;
   while (input.iterations === null || progress.nextIteration <= input.iterations) {
-    if (paused) {
-      stage = 'paused';
-      currentWorkflowId = runId;
+    if (run.paused) {
+      run.stage = 'paused';
+      run.currentWorkflowId = runId;
       upsertSearchAttributes([{ key: ReinStage, value: 'paused' }]);
-      await condition(() => !paused || stopping);
+      await condition(() => !run.paused || run.stopping);
     }
-    if (stopping) break;
+    if (run.stopping) break;
     const iteration = progress.nextIteration;
     at.iteration = iteration;
     at.policyVersion = progress.policyVersion;
-    const first = ((iteration - 1) * input.train.tasksPerIteration) % tasks.length;
-    const taskIds = Array.from({ length: Math.min(input.train.tasksPerIteration, tasks.length) }, (_, i) => tasks[(first + i) % tasks.length] as string);
-    stage = `iteration ${iteration}`;
+    run.stage = `iteration ${iteration}`;
     upsertSearchAttributes([{ key: ReinStage, value: `iteration-${iteration}` }]);
 
-    const replayHeldout = input.heldout && (iteration % (input.heldoutEvery ?? 1) === 0 || iteration === input.iterations);
-    const tries = input.onFailedIteration === 'retry' ? (input.maxIterationTries ?? 3) : 1;
-    let result: TrainingIterationResult | undefined;
-    let failure: string | undefined;
-    for (let attempt = 1; attempt <= tries && !result; attempt++) {
-      currentWorkflowId = `${runId}-it${iteration}${attempt > 1 ? `-try${attempt}` : ''}`;
-      try {
-        result = await executeChild(trainingIteration, {
-          workflowId: currentWorkflowId,
-          staticSummary: `it${iteration}: train ${progress.policyVersion} on ${taskIds.length} tasks x ${input.train.samplesPerTask}${replayHeldout ? ', then the held-out gate' : ''}`,
-          args: [
-            {
-              runId,
-              iteration,
-              policyVersion: progress.policyVersion,
-              configHash: input.configHash,
-              train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
-              ...(replayHeldout && { heldout: input.heldout, release: { samplesPerTask: input.release?.samplesPerTask ?? 1, promote: input.release?.promote ?? false, base: input.base } }),
-              ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
-            },
-          ],
-        });
-      } catch (err) {
-        // A cancelled run ends cancelled, not as a failed iteration (and is not tried again).
-        if (isCancellation(err)) throw err;
-        failure = rootCause(err);
-      }
-    }
-    if (result) {
-      progress.policyVersion = result.candidate;
-      const { release } = result;
-      progress.iterations.push(iterationEntry(result));
-      upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
-      if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
-      if (progress.heldout) progress.heldout.production = productionHeldout(result) ?? progress.heldout.production;
-      const success = release && (release.promoted ? release.gate.acceptedRate?.candidate : release.gate.acceptedRate?.incumbent);
-      if (success !== undefined && success !== null) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
+    const outcome = await runIteration(input, runId, iteration, progress.policyVersion, (id) => (run.currentWorkflowId = id));
+    if ('result' in outcome) {
+      recordIteration(progress, outcome.result);
     } else {
-      progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: failure ?? 'failed' });
+      progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: outcome.failure });
       if (input.onFailedIteration !== 'skip') {
-        throw new IterationFailure(`iteration ${iteration} of run ${runId} failed${tries > 1 ? ` ${tries} times` : ''}: ${failure}`);
+        // Recorded before the run fails with it: `rein resume` reads why from the memo.
+        recordProgress(progress);
+        throw new IterationFailure(`iteration ${iteration} of run ${runId} failed${outcome.tries > 1 ? ` ${outcome.tries} times` : ''}: ${outcome.failure}`);
       }
     }
     progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
     progress.nextIteration = iteration + 1;
+    recordProgress(progress);
     // The Web UI shows these lines at a glance, oldest first (the last ten).
     setCurrentDetails(progress.iterations.slice(-10).map(iterationSummary).join('\n'));
     iterationsHere++;
     const every = input.continueAsNewEvery;
     const asked = every !== undefined && iterationsHere >= every && (input.iterations === null || progress.nextIteration <= input.iterations);
-    if ((workflowInfo().continueAsNewSuggested || asked) && !stopping && !paused) {
+    if ((workflowInfo().continueAsNewSuggested || asked) && !run.stopping && !run.paused) {
       await continueAsNew<typeof trainingRun>({ ...input, runId, progress });
     }
   }
-  stage = 'done';
-  currentWorkflowId = undefined;
-  upsertSearchAttributes([{ key: ReinStage, value: stopping ? 'stopped' : 'done' }]);
-  return status(stopping ? 'stopped' : 'finished');
+  run.stage = 'done';
+  run.currentWorkflowId = undefined;
+  upsertSearchAttributes([{ key: ReinStage, value: run.stopping ? 'stopped' : 'done' }]);
+  return status(run.stopping ? 'stopped' : 'finished');
 }
 
-export function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
+/** The memo key under which a run keeps its progress (see recordProgress). */
+export const PROGRESS_MEMO = 'progress';
+
+/**
+ * Keeps the run's progress in its memo, which Temporal stores with the execution and returns from
+ * describe() with no worker running: `rein status` shows it and `rein resume` continues from it
+ * when no worker can answer the status query (the run closed, or its worker is gone). Written once
+ * the run reaches its iterations and after each one; a run without it never got that far.
+ */
+function recordProgress(progress: RunProgress): void {
+  upsertMemo({ [PROGRESS_MEMO]: progress });
+}
+
+/**
+ * A fresh run's start: the base registered as the lineage's root, the policy to train from
+ * (production's, with run.startFrom: production), and that policy's held-out replay, the yardstick.
+ */
+async function startFromBase(input: TrainingRunInput, runId: string, progress: RunProgress, setStage: (stage: string) => void): Promise<void> {
+  await registerBasePolicy.executeWithOptions({ summary: `register ${input.base.version}` }, [input.base]);
+  const fromProduction = input.startFrom === 'production';
+  if (fromProduction) {
+    // A recurring run goes on from what serves production now, not from the first base again.
+    progress.policyVersion = await productionPolicy({ base: input.base, candidate: input.base.version, actor: `run:${runId}` });
+    upsertSearchAttributes([{ key: ReinPolicyVersion, value: progress.policyVersion }]);
+  }
+  const start = progress.policyVersion;
+  if (!input.heldout) return;
+  // Its batch is the one a gate against that policy replays, so the first gate finds it done.
+  setStage('heldout-base');
+  upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
+  const samplesPerTask = input.release?.samplesPerTask ?? 1;
+  const base = await scoredRollouts(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`, input.heartbeatTimeoutSeconds, {
+    batchId: heldoutBatchId(start, input.configHash),
+    taskSet: input.heldout.taskSet,
+    taskIds: input.heldout.taskIds,
+    samplesPerTask,
+    mode: 'eval',
+    policyVersion: start,
+    ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
+  });
+  // Starting from production, the yardstick is what production serves until a gate moves it.
+  progress.heldout = { base: heldoutResult(start, base), latest: null, ...(fromProduction && { production: heldoutResult(start, base) }) };
+}
+
+/**
+ * One iteration as a child workflow, tried again as `<run>-it<n>-try<k>` with onFailedIteration
+ * `retry`; its result, or the root cause of its last failure. A cancelled run is not a failed
+ * iteration: the cancellation goes on up (and is not tried again).
+ */
+async function runIteration(
+  input: TrainingRunInput,
+  runId: string,
+  iteration: number,
+  policyVersion: string,
+  setCurrentWorkflow: (workflowId: string) => void,
+): Promise<{ result: TrainingIterationResult } | { failure: string; tries: number }> {
+  const tasks = input.train.taskIds;
+  const first = ((iteration - 1) * input.train.tasksPerIteration) % tasks.length;
+  const taskIds = Array.from({ length: Math.min(input.train.tasksPerIteration, tasks.length) }, (_, i) => tasks[(first + i) % tasks.length] as string);
+  const replayHeldout = input.heldout && (iteration % (input.heldoutEvery ?? 1) === 0 || iteration === input.iterations);
+  const tries = input.onFailedIteration === 'retry' ? (input.maxIterationTries ?? 3) : 1;
+  let failure = 'failed';
+  for (let attempt = 1; attempt <= tries; attempt++) {
+    const workflowId = `${runId}-it${iteration}${attempt > 1 ? `-try${attempt}` : ''}`;
+    setCurrentWorkflow(workflowId);
+    try {
+      const result = await executeChild(trainingIteration, {
+        workflowId,
+        staticSummary: `it${iteration}: train ${policyVersion} on ${taskIds.length} tasks x ${input.train.samplesPerTask}${replayHeldout ? ', then the held-out gate' : ''}`,
+        args: [
+          {
+            runId,
+            iteration,
+            policyVersion,
+            configHash: input.configHash,
+            train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
+            ...(replayHeldout && { heldout: input.heldout, release: { samplesPerTask: input.release?.samplesPerTask ?? 1, promote: input.release?.promote ?? false, base: input.base } }),
+            ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
+          },
+        ],
+      });
+      return { result };
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      failure = rootCause(err);
+    }
+  }
+  return { failure, tries };
+}
+
+/** A finished iteration into the progress: its entry, the policy the next one trains from, the held-out results. */
+function recordIteration(progress: RunProgress, result: TrainingIterationResult): void {
+  const { release } = result;
+  progress.policyVersion = result.candidate;
+  progress.iterations.push(iterationEntry(result));
+  upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
+  if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
+  if (progress.heldout) progress.heldout.production = productionHeldout(result) ?? progress.heldout.production;
+  const success = release && (release.promoted ? release.gate.acceptedRate?.candidate : release.gate.acceptedRate?.incumbent);
+  if (success !== undefined && success !== null) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
+}
+
+function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
   const failed = Object.keys(summary.byFailureClass ?? {}).length > 0;
   return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask, ...(failed && { byFailureClass: summary.byFailureClass }) };
 }
 
-/** A finished iteration as the run's progress keeps it (also rebuilt from history: src/client/runs.ts). */
-export function iterationEntry(result: TrainingIterationResult): RunProgress['iterations'][number] {
+/** A finished iteration as the run's progress keeps it. */
+function iterationEntry(result: TrainingIterationResult): RunProgress['iterations'][number] {
   const { release } = result;
   const failures = failuresByStage(result);
   return {
@@ -285,7 +324,7 @@ export function iterationEntry(result: TrainingIterationResult): RunProgress['it
 }
 
 /** What production serves after the iteration's gate, with its held-out replay: the candidate when promoted, else the incumbent. */
-export function productionHeldout(result: TrainingIterationResult): HeldoutResult | undefined {
+function productionHeldout(result: TrainingIterationResult): HeldoutResult | undefined {
   const { release } = result;
   if (!release) return undefined;
   if (release.promoted) return result.heldout ? heldoutResult(result.candidate, result.heldout) : undefined;

@@ -8,7 +8,8 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../../activities/update-policy.js';
-import { completedRunMessage, continueRun, progressFromHistory, RunNotResumableError, type RunResume } from '../../src/client/runs.js';
+import { completedRunMessage, continueRun, describeRun, RunNotResumableError, type RunResume } from '../../src/client/runs.js';
+import { recordedProgress } from '../../src/client/run-status.js';
 import { createLogger } from '../../src/log/logger.js';
 import type { BatchStageResult } from '../../src/samples/stage.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
@@ -110,9 +111,10 @@ async function until(what: string, check: () => boolean, timeoutMs = 60_000): Pr
   }
 }
 
-/** The progress a continuation starts from: the iteration that ended the run is not in it. */
+/** The progress part of a status, as the run records it in its memo. */
 function progressOf(status: RunStatus) {
-  return { nextIteration: status.nextIteration, policyVersion: status.policyVersion, iterations: status.iterations.filter((i) => i.iteration < status.nextIteration) };
+  const { runId: _r, state: _s, stage: _t, currentWorkflowId: _c, ...progress } = status;
+  return progress;
 }
 
 describe('continuing a run that did not complete', () => {
@@ -124,13 +126,13 @@ describe('continuing a run that did not complete', () => {
     await expect(first.result()).rejects.toThrow(/workflow execution failed/i);
     expect((await first.describe()).status.name).toBe('FAILED');
 
-    // The run's own account of a failed execution, and the same rebuilt from its history alone.
+    // The run's own account of a failed execution, and the same as it recorded it where Temporal keeps it without a worker.
     const queried = await first.query(statusQuery);
     expect(queried.iterations.map((i) => [i.iteration, i.candidate, i.failed])).toEqual([
       [1, `${runId}.v1`, undefined],
       [2, null, 'trainer killed (exit 137) on its last try'],
     ]);
-    expect(progressFromHistory(input, await first.fetchHistory())).toEqual({ progress: progressOf(queried), startOver: false });
+    expect(recordedProgress(await first.describe())).toEqual(progressOf(queried));
 
     const resumed = await runRein(['--config', configFile, 'resume', runId, '--follow'], { env });
     expect(resumed.code, resumed.stderr).toBe(0);
@@ -186,7 +188,10 @@ describe('continuing a run that did not complete', () => {
       );
 
       await first.terminate('operator: node drained');
-      expect(progressFromHistory(input, await first.fetchHistory())).toEqual({ progress: progressOf(await first.query(statusQuery)), startOver: false });
+      const terminated = await first.describe();
+      expect(recordedProgress(terminated)).toEqual(progressOf(await first.query(statusQuery)));
+      // The iteration it was in is still listed as its child: continueRun ends it before iteration 2 runs again.
+      expect(terminated.raw.pendingChildren?.map((c) => c.workflowId)).toEqual([`${runId}-it2`]);
       const continued = await continueRun(client, runId);
       expect(continued).toMatchObject({ fromIteration: 2, policyVersion: `${runId}.v1`, endedInIteration: 2, previousStatus: 'TERMINATED', reason: 'operator: node drained', progressFrom: 'query', resumes: 1, taskQueue });
     } finally {
@@ -202,7 +207,7 @@ describe('continuing a run that did not complete', () => {
     expect(count(`updatePolicy ${runId}.it2 from ${runId}.v1`)).toBe(1);
   });
 
-  it('rebuilds the progress from the history when no worker answers the status query; a retried iteration starts again under its first id', { timeout: 120_000 }, async () => {
+  it('shows the status and continues from the progress the run recorded when no worker answers; a retried iteration starts again under its first id', { timeout: 120_000 }, async () => {
     const runId = `hist-${randomUUID().slice(0, 8)}`;
     const queue = `continue-run-history-${randomUUID()}`;
     const input: TrainingRunInput = { ...runInput(runId, 2), onFailedIteration: 'retry', maxIterationTries: 2 };
@@ -213,11 +218,22 @@ describe('continuing a run that did not complete', () => {
       await expect(handle.result()).rejects.toThrow(/workflow execution failed/i);
       return handle;
     });
-    // Its worker is gone: the query goes unanswered (Temporal may still list it as a poller for a while).
-    const continued = await continueRun(client, runId, { queryTimeoutMs: 2000 });
-    expect(continued).toMatchObject({ fromIteration: 2, policyVersion: `${runId}.v1`, endedInIteration: 2, previousStatus: 'FAILED', progressFrom: 'history', taskQueue: queue });
-    expect(continued.reason).toBe(`iteration 2 of run ${runId} failed 2 times: trainer killed (exit 137) on its last try`);
-    expect(continued.queryProblem).toMatch(/no worker polls task queue|the status query failed/);
+    // Its worker is gone: `rein status` shows what the run recorded, and why it ended.
+    const status = await runRein(['--config', configFile, 'status', runId], { env });
+    expect(status.code).toBe(1);
+    expect(status.stdout).toContain(`run ${runId}: failed (Workflow execution failed: iteration 2 of run ${runId} failed 2 times: trainer killed (exit 137) on its last try)`);
+    expect(status.stdout).toMatch(new RegExp(`\\n1 +${runId}\\.v1 `));
+    expect(status.stdout).toContain('failed: trainer killed (exit 137) on its last try');
+    expect(status.stdout).toContain(`\`rein resume ${runId}\` continues it from its first unfinished iteration.`);
+
+    const continued = await continueRun(client, runId);
+    expect(continued).toMatchObject({ fromIteration: 2, policyVersion: `${runId}.v1`, endedInIteration: 2, previousStatus: 'FAILED', progressFrom: 'query', taskQueue: queue });
+    // The same reason as with a worker: the failed iteration's root cause, as the run recorded it.
+    expect(continued.reason).toBe('trainer killed (exit 137) on its last try');
+    // Running again with no worker to answer its query: its status is the progress it starts from.
+    const waiting = await describeRun(client, runId);
+    expect(waiting).toMatchObject({ execution: 'RUNNING', status: { nextIteration: 2, policyVersion: `${runId}.v1`, iterations: [{ iteration: 1, candidate: `${runId}.v1` }] } });
+    expect(waiting.problem).toMatch(/^(no worker polls task queue|the status query went unanswered).*; showing the progress the run last recorded$/);
     const final = (await (await createWorker(queue)).runUntil(client.workflow.getHandle(runId).result())) as RunStatus;
     expect(final.iterations.map((i) => [i.iteration, i.candidate, i.failed])).toEqual([
       [1, `${runId}.v1`, undefined],

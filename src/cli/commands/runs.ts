@@ -19,14 +19,23 @@ export function continuationLine(c: RunContinuation): string {
   const what = c.startOver
     ? `starting it over from ${c.policyVersion}: the base's registration and held-out replay run again (finished rollouts are reused)`
     : `continuing from iteration ${c.fromIteration}${of} with policy ${c.policyVersion}`;
-  const source = c.progressFrom === 'history' ? ` Its progress was rebuilt from its history (${c.queryProblem ?? 'the status query failed'}).` : '';
-  return `run ${c.runId} ${verb}${where} (${c.reason}); ${what}.${source}`;
+  return `run ${c.runId} ${verb}${where} (${c.reason}); ${what}.`;
 }
 
 const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 19).replace('T', ' ') : '-');
 
-/** `rein runs`, `rein status RUN`, `rein pause|resume|stop RUN`, `rein policies`. */
+/** `rein runs`, `rein status RUN`, `rein pause|stop|cancel|resume RUN`, `rein policies`. */
 export function registerRunCommands(program: Command): void {
+  addRunsCommand(program);
+  addStatusCommand(program);
+  addPauseAndStopCommands(program);
+  addCancelCommand(program);
+  addResumeCommand(program);
+  addPoliciesCommand(program);
+}
+
+/** `rein runs` */
+function addRunsCommand(program: Command): void {
   program
     .command('runs')
     .description('list training runs, newest first')
@@ -39,7 +48,10 @@ export function registerRunCommands(program: Command): void {
       const rows = runs.map((r) => [r.runId, r.execution.toLowerCase(), r.stage ?? '-', r.policyVersion ?? '-', time(r.startTime), time(r.closeTime)]);
       process.stdout.write(`${formatTable(['run', 'execution', 'stage', 'policy', 'started', 'closed'], rows)}\n${runs.length === 0 ? '(no runs yet: `rein train --config FILE` starts one)\n' : ''}`);
     });
+}
 
+/** `rein status RUN` */
+function addStatusCommand(program: Command): void {
   const statusCommand = program
     .command('status')
     .description("a run's state, stage, iterations and held-out comparison")
@@ -76,7 +88,10 @@ export function registerRunCommands(program: Command): void {
           (activity && activity.attempt > 1 && activity.lastFailure ? `attempt ${activity.attempt - 1} failed: ${activity.lastFailure}\n` : ''),
       );
     });
+}
 
+/** `rein pause RUN`, `rein stop RUN`: signals the run acts on at its next iteration boundary */
+function addPauseAndStopCommands(program: Command): void {
   for (const [signal, description] of [
     ['pause', 'pause a run between iterations'],
     ['stop', 'stop a run after its current iteration'],
@@ -91,7 +106,10 @@ export function registerRunCommands(program: Command): void {
         process.stdout.write(`${signal} sent to run ${runId}\n`);
       });
   }
+}
 
+/** `rein cancel RUN` */
+function addCancelCommand(program: Command): void {
   program
     .command('cancel')
     .description('cancel a run now: its running stage is cancelled (rollouts, the update) and the run ends cancelled; `rein stop` ends it after the current iteration instead')
@@ -105,7 +123,10 @@ export function registerRunCommands(program: Command): void {
           : `cancel requested for run ${runId}; no worker polls task queue "${config.temporal.taskQueue}", so it ends when one picks the run up (\`rein dev\` or \`rein worker\`)\n`,
       );
     });
+}
 
+/** `rein resume RUN`: a paused run is signalled, a closed one continued as a new execution */
+function addResumeCommand(program: Command): void {
   const resumeCommand = program
     .command('resume')
     .description(
@@ -157,7 +178,10 @@ export function registerRunCommands(program: Command): void {
       await close();
     }
   });
+}
 
+/** `rein policies` */
+function addPoliciesCommand(program: Command): void {
   program
     .command('policies')
     .description('policy versions in the registry: lineage, real status (production, refused by the gate, ...), held-out success at their gate, trainer metrics')
