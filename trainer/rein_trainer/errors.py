@@ -24,7 +24,7 @@ class OutOfMemory(TrainerError):
 
 
 OOM_ADVICE = (
-    "the accelerator ran out of memory; lower --max-tokens-per-micro-batch (tokens packed per forward pass), "
-    "or train a LoRA adapter (--lora-rank 16) instead of the full model, or shard the model over more GPUs "
+    "the accelerator ran out of memory; lower trainer.pytorch.maxTokensPerMicroBatch (--max-tokens-per-micro-batch: tokens packed per forward pass), "
+    "or train a LoRA adapter (trainer.pytorch.lora, --lora-rank 16) instead of the full model, or shard the model over more GPUs "
     "(accelerate launch --config_file trainer/fsdp.yaml)"
 )

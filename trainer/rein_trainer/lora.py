@@ -32,7 +32,7 @@ def check_target_modules(model: torch.nn.Module, targets: tuple[str, ...]) -> No
     if missing:
         raise BadInput(
             f"LoRA target modules {', '.join(missing)} are not linear layers of this model; "
-            f"pass --lora-target-modules with names from: {', '.join(linear_names)}"
+            f"set trainer.pytorch.lora.targetModules (--lora-target-modules) to names from: {', '.join(linear_names)}"
         )
 
 
