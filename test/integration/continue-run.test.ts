@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../../activities/run-rollouts.js';
@@ -13,8 +12,10 @@ import { recordedProgress } from '../../src/client/run-status.js';
 import { createLogger } from '../../src/log/logger.js';
 import type { BatchStageResult } from '../../src/samples/stage.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
+import { PolicyUpdateFailure } from '../../workflows/failures.js';
 import { statusQuery, type RunStatus, type TrainingRunInput } from '../../workflows/index.js';
 import { runRein } from '../helpers/cli.js';
+import { recordHistory, recordingHistories } from '../helpers/histories.js';
 import { testClient } from '../helpers/temporal.js';
 
 // Orchestration is under test, not learning: the real workflows with stub activities that count
@@ -54,7 +55,7 @@ const activities = {
     calls.push(`updatePolicy ${key} from ${input.parentVersion}`);
     const fails = updateFails.get(key) ?? 0;
     if (fails > 0) updateFails.set(key, fails - 1);
-    if (fails > 0) throw ApplicationFailure.nonRetryable('trainer killed (exit 137) on its last try', 'PolicyUpdateError');
+    if (fails > 0) throw new PolicyUpdateFailure('trainer killed (exit 137) on its last try');
     return { version: input.newVersion, parent: input.parentVersion, checkpointUri: path.join(dir, input.newVersion), steps: 1, approxKl: 0, clipFraction: 0, reused: false, seconds: 0 };
   },
   async recordLedgerEntry() {},
@@ -150,6 +151,10 @@ describe('continuing a run that did not complete', () => {
     const handle = client.workflow.getHandle(runId);
     const final = (await handle.result()) as RunStatus;
     expect(final.state).toBe('finished');
+    // The continued execution (started with its progress) replays, and is kept for replay.test.ts when recording.
+    const continuedHistory = await handle.fetchHistory();
+    await Worker.runReplayHistory({ workflowBundle: { code: inject('workflowBundleCode') } }, continuedHistory);
+    if (recordingHistories) recordHistory(continuedHistory, 'training-run-continued.json');
     expect(final.iterations.map((i) => [i.iteration, i.candidate, i.failed])).toEqual([
       [1, `${runId}.v1`, undefined],
       [2, `${runId}.v2`, undefined],

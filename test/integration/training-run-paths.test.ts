@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { type Client, WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { describe, expect, inject, it } from 'vitest';
 import type { Activities } from '../../activities/index.js';
 import type { UpdatePolicyInput } from '../../activities/update-policy.js';
 import { createLogger } from '../../src/log/logger.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
+import { IterationFailure, PolicyUpdateFailure } from '../../workflows/failures.js';
 import { statusQuery, trainingRun, type RunStatus, type TrainingRunInput } from '../../workflows/index.js';
 import { testClient } from '../helpers/temporal.js';
 
@@ -112,7 +112,7 @@ function runInput(runId: string, more: Partial<TrainingRunInput>): TrainingRunIn
   return { runId, configHash: 'cfg', base: { version: 'v0', checkpointUri: 'file:///stub/v0' }, startFrom: 'base', iterations: 3, train: trainTasks, onFailedIteration: 'stop', ...more };
 }
 
-const refused = (iteration: number) => ApplicationFailure.nonRetryable(`trainer refused the batch of iteration ${iteration}`, 'PolicyUpdateError');
+const refused = (iteration: number) => new PolicyUpdateFailure(`trainer refused the batch of iteration ${iteration}`);
 
 async function waitFor(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -207,7 +207,7 @@ describe('training run paths, with stub activities', () => {
         .then(() => undefined, (err: unknown) => err);
       expect(failure).toBeInstanceOf(WorkflowFailedError);
       expect((failure as WorkflowFailedError).cause).toMatchObject({
-        type: 'IterationFailed',
+        type: IterationFailure.type,
         nonRetryable: true,
         message: `iteration 2 of run ${failedRunId} failed 2 times: trainer refused the batch of iteration 2`,
       });
