@@ -1,6 +1,7 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { JournalDialect } from './journal-dialect.js';
-import { agedRolloutPage, agedRolloutsQuery, decodeCursor, FINISHED_STATUSES } from './journal-rows.js';
+import type { RolloutStatus } from '../rollouts/rollout.js';
+import { decodeCursor, encodeCursor, FINISHED_STATUSES } from './journal-rows.js';
 import type { JournalTables } from './journal-schema.js';
 import type { SqlDatabase } from './sql/database.js';
 import type { AgedRollout, Page } from './trace-store.js';
@@ -52,4 +53,59 @@ export class JournalRetentionQueries {
       return doomed;
     });
   }
+}
+
+/** A rollout row with its journal's counts and size, as both stores list them for retention. */
+interface AgedRolloutRow {
+  seq: number;
+  id: string;
+  status: RolloutStatus;
+  metadata: string;
+  updated_at: number;
+  calls: number;
+  shadow_calls: number;
+  events: number;
+  bytes: number | null;
+}
+
+function toAgedRollout(row: AgedRolloutRow): AgedRollout {
+  const batchId = (JSON.parse(row.metadata) as { batchId?: unknown }).batchId;
+  return {
+    id: row.id,
+    status: row.status,
+    batchId: typeof batchId === 'string' ? batchId : null,
+    updatedAt: Number(row.updated_at),
+    calls: Number(row.calls),
+    shadowCalls: Number(row.shadow_calls),
+    events: Number(row.events),
+    bytes: Number(row.bytes ?? 0),
+  };
+}
+
+/** A page of aged rollouts: the cursor continues after the last one's seq. */
+function agedRolloutPage(rows: AgedRolloutRow[], limit: number): Page<AgedRollout> {
+  const items = rows.slice(0, limit);
+  const last = items[items.length - 1];
+  return { items: items.map(toAgedRollout), next: rows.length > limit && last ? encodeCursor(last.seq) : null };
+}
+
+/**
+ * The select of aged rollouts, for either database: `length` is the SQL that gives a value's size
+ * in bytes; rollouts changed before `before`, after seq `afterSeq`, at most `limit`.
+ */
+function agedRolloutsQuery(length: (column: string) => string, before: number, afterSeq: number, limit: number): RawBuilder<AgedRolloutRow> {
+  const sum = (columns: string[]) => columns.map((c) => `COALESCE(${length(c)}, 0)`).join(' + ');
+  const callBytes = sum(['request_received', 'request_sent_patch', 'response', 'prompt_suffix', 'completion_ids', 'logprobs', 'usage', 'finish_reasons', 'error_message']);
+  const shadowBytes = sum(['request_sent', 'response', 'completion_ids', 'logprobs', 'finish_reasons', 'error_message']);
+  const select = `
+SELECT r.seq, r.id, r.status, r.metadata, r.updated_at,
+  (SELECT COUNT(*) FROM calls c WHERE c.rollout_id = r.id) AS calls,
+  (SELECT COUNT(*) FROM shadow_calls s WHERE s.rollout_id = r.id) AS shadow_calls,
+  (SELECT COUNT(*) FROM events e WHERE e.rollout_id = r.id) AS events,
+  ${sum(['r.metadata', 'r.status_reason'])}
+  + COALESCE((SELECT SUM(${callBytes}) FROM calls c WHERE c.rollout_id = r.id), 0)
+  + COALESCE((SELECT SUM(${shadowBytes}) FROM shadow_calls s WHERE s.rollout_id = r.id), 0)
+  + COALESCE((SELECT SUM(${length('payload')}) FROM events e WHERE e.rollout_id = r.id), 0) AS bytes
+FROM rollouts r`;
+  return sql<AgedRolloutRow>`${sql.raw(select)} WHERE r.updated_at < ${before} AND r.seq > ${afterSeq} ORDER BY r.seq LIMIT ${limit}`;
 }

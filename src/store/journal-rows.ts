@@ -1,8 +1,7 @@
-import { sql, type RawBuilder } from 'kysely';
 import { newRolloutSchema, type FailureClass, type Rollout, type RolloutEvent, type RolloutStatus } from '../rollouts/rollout.js';
 import { decodeRequest, encodeRequest, type ConversationBase } from './request-codec.js';
 import { decodePrompt, encodePrompt, packNumbers, packSegments, unpackNumbers, unpackSegments } from './token-codec.js';
-import { StoreConflictError, StoreInputError, type AgedRollout, type CallFinish, type CallRecord, type CallStart, type Page, type ShadowCallRecord } from './trace-store.js';
+import { StoreConflictError, StoreInputError, type CallFinish, type CallRecord, type CallStart, type ShadowCallRecord } from './trace-store.js';
 
 /**
  * The journal's rows as both databases keep them (SQLite and PostgreSQL use the same columns and
@@ -389,61 +388,5 @@ export function shadowCallRow(call: ShadowCallRecord, conversationBefore: Conver
   };
 }
 
-
-/** A rollout row with its journal's counts and size, as both stores list them for retention. */
-export interface AgedRolloutRow {
-  seq: number;
-  id: string;
-  status: RolloutStatus;
-  metadata: string;
-  updated_at: number;
-  calls: number;
-  shadow_calls: number;
-  events: number;
-  bytes: number | null;
-}
-
 /** The statuses a rollout ends in (see isFinished). */
 export const FINISHED_STATUSES: readonly RolloutStatus[] = ['succeeded', 'failed', 'cancelled'];
-
-export function toAgedRollout(row: AgedRolloutRow): AgedRollout {
-  const batchId = (JSON.parse(row.metadata) as { batchId?: unknown }).batchId;
-  return {
-    id: row.id,
-    status: row.status,
-    batchId: typeof batchId === 'string' ? batchId : null,
-    updatedAt: Number(row.updated_at),
-    calls: Number(row.calls),
-    shadowCalls: Number(row.shadow_calls),
-    events: Number(row.events),
-    bytes: Number(row.bytes ?? 0),
-  };
-}
-
-/** A page of aged rollouts: the cursor continues after the last one's seq. */
-export function agedRolloutPage(rows: AgedRolloutRow[], limit: number): Page<AgedRollout> {
-  const items = rows.slice(0, limit);
-  const last = items[items.length - 1];
-  return { items: items.map(toAgedRollout), next: rows.length > limit && last ? encodeCursor(last.seq) : null };
-}
-
-/**
- * The select of aged rollouts, for either database: `length` is the SQL that gives a value's size
- * in bytes; rollouts changed before `before`, after seq `afterSeq`, at most `limit`.
- */
-export function agedRolloutsQuery(length: (column: string) => string, before: number, afterSeq: number, limit: number): RawBuilder<AgedRolloutRow> {
-  const sum = (columns: string[]) => columns.map((c) => `COALESCE(${length(c)}, 0)`).join(' + ');
-  const callBytes = sum(['request_received', 'request_sent_patch', 'response', 'prompt_suffix', 'completion_ids', 'logprobs', 'usage', 'finish_reasons', 'error_message']);
-  const shadowBytes = sum(['request_sent', 'response', 'completion_ids', 'logprobs', 'finish_reasons', 'error_message']);
-  const select = `
-SELECT r.seq, r.id, r.status, r.metadata, r.updated_at,
-  (SELECT COUNT(*) FROM calls c WHERE c.rollout_id = r.id) AS calls,
-  (SELECT COUNT(*) FROM shadow_calls s WHERE s.rollout_id = r.id) AS shadow_calls,
-  (SELECT COUNT(*) FROM events e WHERE e.rollout_id = r.id) AS events,
-  ${sum(['r.metadata', 'r.status_reason'])}
-  + COALESCE((SELECT SUM(${callBytes}) FROM calls c WHERE c.rollout_id = r.id), 0)
-  + COALESCE((SELECT SUM(${shadowBytes}) FROM shadow_calls s WHERE s.rollout_id = r.id), 0)
-  + COALESCE((SELECT SUM(${length('payload')}) FROM events e WHERE e.rollout_id = r.id), 0) AS bytes
-FROM rollouts r`;
-  return sql<AgedRolloutRow>`${sql.raw(select)} WHERE r.updated_at < ${before} AND r.seq > ${afterSeq} ORDER BY r.seq LIMIT ${limit}`;
-}
