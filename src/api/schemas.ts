@@ -109,7 +109,7 @@ export const runReport = z.object({
         previousExecutionRunId: z.string(),
         previousStatus: z.string(),
         reason: z.string(),
-        progressFrom: z.enum(['query', 'history']).describe("Where the progress came from: the closed execution's status query, or its history"),
+        progressFrom: z.enum(['query', 'history']).describe("Where the progress came from: query, the run's own record of it (what its status query answers, kept in its memo); history, rebuilt from the execution's history (continuations made by earlier Rein versions)"),
         at: timestamp,
       }),
     )
