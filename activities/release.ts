@@ -8,7 +8,7 @@ import { ledgerMetrics, type LedgerEntry, type LedgerStore } from '../src/ledger
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { PRODUCTION_ALIAS, promote, PromotionError } from '../src/registry/promotion.js';
 import { harnessVersion, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
-import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
+import { selectionRolloutIds } from '../src/rollouts/rollout-id.js';
 import type { TraceStore } from '../src/store/trace-store.js';
 import { GateInputFailure, LedgerFailure, PromotionFailure } from '../workflows/failures.js';
 
@@ -61,8 +61,6 @@ export interface LedgerInput {
   decisionId: string | null;
 }
 
-const idsOf = (set: RolloutSetRef) => set.taskIds.flatMap((task) => Array.from({ length: set.samplesPerTask }, (_, sample) => rolloutIdFor(set.batchId, task, sample)));
-
 export function createReleaseActivities(deps: ReleaseActivityDeps) {
   const registryOrFail = () => {
     if (!deps.registry) throw new PromotionFailure('this worker has no policy registry');
@@ -100,8 +98,8 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
         // An `insufficient` decision is made again: the replays may have been completed since.
         if (!existing || existing.verdict === 'insufficient') {
           const turn = eventLoopTurns();
-          const candidate = await readRolloutFacts(deps.store, idsOf(input.candidateSet), turn);
-          const incumbent = await readRolloutFacts(deps.store, idsOf(input.incumbentSet), turn);
+          const candidate = await readRolloutFacts(deps.store, selectionRolloutIds(input.candidateSet), turn);
+          const incumbent = await readRolloutFacts(deps.store, selectionRolloutIds(input.incumbentSet), turn);
           let decision;
           try {
             decision = evaluateGate(deps.gate, pairOutcomes(incumbent, candidate));
@@ -159,7 +157,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
         if (await ledger.get(input.id)) return;
         const turn = eventLoopTurns();
         const facts: RolloutFacts[] = [];
-        for (const set of input.sets) facts.push(...(await readRolloutFacts(deps.store, idsOf(set), turn)));
+        for (const set of input.sets) facts.push(...(await readRolloutFacts(deps.store, selectionRolloutIds(set), turn)));
         await ledger.record({
           id: input.id,
           kind: input.kind,

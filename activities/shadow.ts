@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import { GatewayRequestError, type GatewayControlClient } from '../src/gateway/control-client.js';
 import type { Mirror } from '../src/gateway/routing.js';
-import { rolloutIdFor } from '../src/rollouts/rollout-id.js';
+import { selectionRolloutIds } from '../src/rollouts/rollout-id.js';
 import { shadowReport } from '../src/shadow/report.js';
 import type { TraceStore } from '../src/store/trace-store.js';
 import { ShadowSetupFailure } from '../workflows/failures.js';
@@ -106,7 +106,7 @@ export function createShadowActivities(deps: ShadowActivityDeps) {
 
     /** The shadow report over exactly the set's rollouts, kept as an artifact; history gets the counts. */
     async shadowReport(input: ShadowReportInput): Promise<ShadowReportSummary> {
-      const rolloutIds = input.taskIds.flatMap((task) => Array.from({ length: input.samplesPerTask }, (_, sample) => rolloutIdFor(input.batchId, task, sample)));
+      const rolloutIds = selectionRolloutIds(input);
       const report = await shadowReport(deps.store, { candidate: input.candidate, rolloutIds });
       const stored = await deps.artifacts.put(`shadow/${input.batchId}/shadow-report.json`, `${JSON.stringify(report, null, 2)}\n`);
       return {

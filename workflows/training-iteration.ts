@@ -2,7 +2,7 @@ import { executeChild, proxyActivities, setCurrentDetails, upsertMemo, upsertSea
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
-import { iterationBatchId, rolloutIdFor } from '../src/rollouts/rollout-id.js';
+import { iterationBatchId, selectionRolloutIds } from '../src/rollouts/rollout-id.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
 import { BATCH_ACTIVITY, callOptions, DEFAULT_HEARTBEAT_TIMEOUT_SECONDS, REGISTRY_ACTIVITY, TRAINER_ACTIVITY } from './activity-options.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
@@ -72,7 +72,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
   stage('batch');
-  const rolloutIds = input.train.taskIds.flatMap((task) => Array.from({ length: input.train.samplesPerTask }, (_, sample) => rolloutIdFor(batchId, task, sample)));
+  const rolloutIds = selectionRolloutIds({ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask });
   const built = await buildBatch.executeWithOptions(callOptions(heartbeatTimeoutSeconds, `batch from ${rollouts.total} rollouts`), [{ runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds }]);
 
   stage('update');
