@@ -146,7 +146,10 @@ describe('the HTTP API', () => {
   it('creates, lists, pauses and deletes schedules', async () => {
     expect(await call('POST', '/api/schedules', { scheduleId: 'api-weekly', cron: '0 3 * * 1', note: 'weekly' })).toMatchObject({ status: 201 });
     expect(await call('POST', '/api/schedules', { scheduleId: 'api-weekly', every: '1d' })).toMatchObject({ status: 409 });
-    expect((await call('GET', '/api/schedules')).body.items).toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: false, spec: 'cron 0 3 * * 1' }));
+    // Listed from Temporal's visibility store, which may lag a moment behind the create.
+    await expect
+      .poll(async () => (await call('GET', '/api/schedules')).body.items, { timeout: 20_000 })
+      .toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: false, spec: 'cron 0 3 * * 1' }));
     expect(await call('POST', '/api/schedules/api-weekly/pause', { note: 'freeze' })).toMatchObject({ status: 202 });
     // The list comes from Temporal's visibility store, which catches up within moments.
     await expect.poll(async () => (await call('GET', '/api/schedules')).body.items, { timeout: 10_000 }).toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: true, note: 'freeze' }));
