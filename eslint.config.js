@@ -8,10 +8,12 @@ const workflowImportRules = {
     'error',
     {
       // Bare names here; every `node:` specifier is caught by the pattern below.
-      paths: builtinModules.filter((name) => !name.startsWith('node:')).map((name) => ({
-        name,
-        message: 'Workflow code must be deterministic: do I/O in an activity, not in workflows/.',
-      })),
+      paths: builtinModules
+        .filter((name) => !name.startsWith('node:'))
+        .map((name) => ({
+          name,
+          message: 'Workflow code must be deterministic: do I/O in an activity, not in workflows/.',
+        })),
       patterns: [
         {
           group: ['node:*'],
@@ -43,6 +45,9 @@ export default tseslint.config(
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/await-thenable': 'error',
+      // A switch over a union that misses a member is a bug the day the union grows.
+      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },

@@ -16,13 +16,19 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_REDACTION_RULES, redactText } from '../src/gateway/redact.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import pg from 'pg';
-import { Pool } from 'undici';
+import { type Pool } from 'undici';
 import { startTestPostgres } from '../test/helpers/embedded-postgres.js';
 import { ADVERSARIAL_UNITS, repeatedTo } from '../test/helpers/redaction-adversarial.js';
 import { checkoutBefore } from './before.js';
 import { load, root, startGateway, startGatewayBench, type GatewayBench, type Target } from './gateway-setup.js';
 
-const { values: args } = parseArgs({ options: { quick: { type: 'boolean', default: false }, before: { type: 'string' }, 'skip-postgres': { type: 'boolean', default: false } } });
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    before: { type: 'string' },
+    'skip-postgres': { type: 'boolean', default: false },
+  },
+});
 const quick = args.quick;
 const bench = await startGatewayBench({ beforeTree: args.before ? checkoutBefore(args.before) : undefined });
 const { dir, gatewayUrl, direct, hop: bareProxy, viaGateway, viaBefore, admin } = bench;
@@ -44,8 +50,18 @@ try {
       const d = await load(direct, stream, concurrency, total);
       const b = await load(bareProxy, stream, concurrency, total);
       // Before and after alternate, in halves, so drift in the machine's load falls on both.
-      const [g1, o1] = viaBefore ? [await load(viaGateway, stream, concurrency, total / 2), await load(viaBefore, stream, concurrency, total / 2)] : [await load(viaGateway, stream, concurrency, total)];
-      const [o2, g2] = viaBefore ? [await load(viaBefore, stream, concurrency, total / 2), await load(viaGateway, stream, concurrency, total / 2)] : [];
+      const [g1, o1] = viaBefore
+        ? [
+            await load(viaGateway, stream, concurrency, total / 2),
+            await load(viaBefore, stream, concurrency, total / 2),
+          ]
+        : [await load(viaGateway, stream, concurrency, total)];
+      const [o2, g2] = viaBefore
+        ? [
+            await load(viaBefore, stream, concurrency, total / 2),
+            await load(viaGateway, stream, concurrency, total / 2),
+          ]
+        : [];
       const g = g2 ? mean(g1, g2) : g1;
       if (o1 && o2) {
         const o = mean(o1, o2);
@@ -65,7 +81,9 @@ try {
   // A long multi-turn rollout: each turn resends the whole conversation plus a tool result.
   const turns = 100;
   const long = await admin('/api/rollouts', { id: 'long-rollout' });
-  const messages: Array<{ role: string; content: string }> = [{ role: 'system', content: 'You solve tasks with tools. '.repeat(20) }];
+  const messages: Array<{ role: string; content: string }> = [
+    { role: 'system', content: 'You solve tasks with tools. '.repeat(20) },
+  ];
   for (let t = 0; t < turns; t++) {
     messages.push({ role: 'user', content: `tool result for step ${t}: ${'x'.repeat(200)}` });
     const res = await fetch(`${gatewayUrl}/v1/chat/completions`, {
@@ -84,13 +102,21 @@ try {
   await store.close();
 
   console.log(`\nGateway vs direct, ${os.cpus().length} cores, journal on (SQLite WAL). Latency in ms.\n`);
-  console.log('Each cell: direct / bare proxy hop / Rein gateway. "vs direct" is what a harness pays; "vs hop" is what the gateway adds over the cheapest possible proxy.\n');
-  console.log('| mode | concurrency | calls | p50 ms | added p50 vs direct | added p50 vs hop | p99 ms | added p99 vs direct | added p99 vs hop | req/s | rps ratio vs direct | rps ratio vs hop |');
+  console.log(
+    'Each cell: direct / bare proxy hop / Rein gateway. "vs direct" is what a harness pays; "vs hop" is what the gateway adds over the cheapest possible proxy.\n',
+  );
+  console.log(
+    '| mode | concurrency | calls | p50 ms | added p50 vs direct | added p50 vs hop | p99 ms | added p99 vs direct | added p99 vs hop | req/s | rps ratio vs direct | rps ratio vs hop |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
   if (beforeRows.length > 0) {
-    console.log(`\nThe gateway before (${args.before}) and now, same upstream and load, alternating. Added latency is over the bare hop, in ms.\n`);
-    console.log('| mode | concurrency | calls | added p50 before / now | added p99 before / now | req/s before / now | rps ratio now / before |');
+    console.log(
+      `\nThe gateway before (${args.before}) and now, same upstream and load, alternating. Added latency is over the bare hop, in ms.\n`,
+    );
+    console.log(
+      '| mode | concurrency | calls | added p50 before / now | added p99 before / now | req/s before / now | rps ratio now / before |',
+    );
     console.log('|---|---|---|---|---|---|---|');
     for (const row of beforeRows) console.log(row);
   }
@@ -111,7 +137,10 @@ try {
  * rollout (as harnesses are). PostgreSQL runs with its durable defaults (fsync, synchronous
  * commit), SQLite in WAL with synchronous NORMAL.
  */
-async function postgresJournal(bench: GatewayBench, scenarios: Array<{ concurrency: number; total: number }>): Promise<string> {
+async function postgresJournal(
+  bench: GatewayBench,
+  scenarios: Array<{ concurrency: number; total: number }>,
+): Promise<string> {
   const postgres = await startTestPostgres({ durable: true });
   const admin = new pg.Client({ connectionString: postgres.adminUrl });
   await admin.connect();
@@ -123,21 +152,49 @@ async function postgresJournal(bench: GatewayBench, scenarios: Array<{ concurren
     await startGateway(root, path.join(bench.dir, 'pg-a'), bench.upstreamUrl, [], { storeUrl, secretFile }),
     await startGateway(root, path.join(bench.dir, 'pg-b'), bench.upstreamUrl, [], { storeUrl, secretFile }),
   ];
-  const rolloutsOf = async (gateway: { admin: (route: string, body: unknown) => Promise<any> }, prefix: string, n: number) =>
-    Promise.all(Array.from({ length: n }, async (_, i) => ((await gateway.admin('/api/rollouts', { id: `${prefix}-${i}` })) as { key: string }).key));
+  const rolloutsOf = async (
+    gateway: { admin: (route: string, body: unknown) => Promise<any> },
+    prefix: string,
+    n: number,
+  ) =>
+    Promise.all(
+      Array.from(
+        { length: n },
+        async (_, i) => ((await gateway.admin('/api/rollouts', { id: `${prefix}-${i}` })) as { key: string }).key,
+      ),
+    );
   const rows: string[] = [];
   try {
     for (const stream of [false, true]) {
       for (const { concurrency, total } of scenarios) {
         const tag = `${stream ? 's' : 'n'}${concurrency}`;
-        const sqlite: Target = { ...bench.viaGateway, rolloutKeys: await rolloutsOf(bench, `sqlite-${tag}`, concurrency) };
+        const sqlite: Target = {
+          ...bench.viaGateway,
+          rolloutKeys: await rolloutsOf(bench, `sqlite-${tag}`, concurrency),
+        };
         const one: Target = { ...a.target, rolloutKeys: await rolloutsOf(a, `pg1-${tag}`, concurrency) };
-        const two: Target = { ...a.target, pool: [a.target.pool as Pool, b.target.pool as Pool], rolloutKeys: await rolloutsOf(a, `pg2-${tag}`, concurrency) };
+        const two: Target = {
+          ...a.target,
+          pool: [a.target.pool as Pool, b.target.pool as Pool],
+          rolloutKeys: await rolloutsOf(a, `pg2-${tag}`, concurrency),
+        };
         for (const target of [sqlite, one, two]) await load(target, stream, Math.min(concurrency, 16), 100); // warm-up
         // In halves, each order once, so drift in the machine's load falls on all three.
-        const halves = [await load(sqlite, stream, concurrency, total / 2), await load(one, stream, concurrency, total / 2), await load(two, stream, concurrency, total / 2)];
-        const back = [await load(two, stream, concurrency, total / 2), await load(one, stream, concurrency, total / 2), await load(sqlite, stream, concurrency, total / 2)].reverse();
-        const [s, p1, p2] = halves.map((h, i) => mean(h, back[i] as typeof h)) as [ReturnType<typeof mean>, ReturnType<typeof mean>, ReturnType<typeof mean>];
+        const halves = [
+          await load(sqlite, stream, concurrency, total / 2),
+          await load(one, stream, concurrency, total / 2),
+          await load(two, stream, concurrency, total / 2),
+        ];
+        const back = [
+          await load(two, stream, concurrency, total / 2),
+          await load(one, stream, concurrency, total / 2),
+          await load(sqlite, stream, concurrency, total / 2),
+        ].reverse();
+        const [s, p1, p2] = halves.map((h, i) => mean(h, back[i] as typeof h)) as [
+          ReturnType<typeof mean>,
+          ReturnType<typeof mean>,
+          ReturnType<typeof mean>,
+        ];
         const ms = (x: number) => x.toFixed(1);
         rows.push(
           `| ${stream ? 'stream' : 'non-stream'} | ${concurrency} | ${total} | ${s.rps.toFixed(0)} / ${p1.rps.toFixed(0)} / ${p2.rps.toFixed(0)} | ${(p1.rps / s.rps).toFixed(2)} | ${(p2.rps / s.rps).toFixed(2)} | ${ms(s.p50)} / ${ms(p1.p50)} / ${ms(p2.p50)} | ${ms(s.p99)} / ${ms(p1.p99)} / ${ms(p2.p99)} |`,
@@ -179,14 +236,19 @@ function redactionCost(): string {
     return performance.now() - started;
   };
   const prose = timed(repeatedTo('The quick brown fox jumps over the lazy dog; tools said ok. ', MiB));
-  const lines = ['Redaction, every default rule over 1 MiB, ms (ratio to 1 MiB of prose, ' + `${prose.toFixed(1)} ms):`, ''];
+  const lines = [
+    'Redaction, every default rule over 1 MiB, ms (ratio to 1 MiB of prose, ' + `${prose.toFixed(1)} ms):`,
+    '',
+  ];
   lines.push('| rule | adversarial unit | ms | ratio to prose |', '|---|---|---|---|');
   let worst = 0;
   for (const [rule, units] of Object.entries(ADVERSARIAL_UNITS)) {
     for (const unit of units) {
       const took = timed(repeatedTo(unit, MiB));
       worst = Math.max(worst, took);
-      lines.push(`| ${rule} | \`${unit.length > 24 ? `${unit.slice(0, 21)}…` : unit}\` | ${took.toFixed(1)} | ${(took / prose).toFixed(1)} |`);
+      lines.push(
+        `| ${rule} | \`${unit.length > 24 ? `${unit.slice(0, 21)}…` : unit}\` | ${took.toFixed(1)} | ${(took / prose).toFixed(1)} |`,
+      );
     }
   }
   lines.push('', `Worst: ${worst.toFixed(1)} ms per MiB, ${(worst / prose).toFixed(1)}× prose.`);

@@ -1,9 +1,22 @@
-import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleSpec } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  type ScheduleOverlapPolicy,
+  type Client,
+  type ScheduleSpec,
+} from '@temporalio/client';
 import type { TrainingRunInput } from '../../workflows/index.js';
 import { ScheduleError } from './schedule-error.js';
 
 /** The overlap policies as the CLI and API spell them. */
-export const OVERLAP_POLICIES = ['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'terminate-other', 'allow-all'] as const;
+export const OVERLAP_POLICIES = [
+  'skip',
+  'buffer-one',
+  'buffer-all',
+  'cancel-other',
+  'terminate-other',
+  'allow-all',
+] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 
 export interface ScheduleRequest {
@@ -30,11 +43,14 @@ export interface ScheduleListing {
   recentRuns: Array<{ runId: string; startedAt: Date }>;
 }
 
-
 /** Recurring training: a Temporal Schedule whose action starts a trainingRun. */
 export async function createSchedule(client: Client, taskQueue: string, request: ScheduleRequest): Promise<void> {
-  if ((request.every === undefined) === (request.cron === undefined)) throw new ScheduleError('give exactly one of --every (e.g. 1d, 6h) and --cron (e.g. "0 3 * * *")');
-  const spec: ScheduleSpec = request.every !== undefined ? { intervals: [{ every: durationOf(request.every) }] } : { cronExpressions: [request.cron as string] };
+  if ((request.every === undefined) === (request.cron === undefined))
+    throw new ScheduleError('give exactly one of --every (e.g. 1d, 6h) and --cron (e.g. "0 3 * * *")');
+  const spec: ScheduleSpec =
+    request.every !== undefined
+      ? { intervals: [{ every: durationOf(request.every) }] }
+      : { cronExpressions: [request.cron as string] };
   try {
     await client.schedule.create({
       scheduleId: request.scheduleId,
@@ -50,10 +66,19 @@ export async function createSchedule(client: Client, taskQueue: string, request:
       policies: { overlap: overlapPolicy(request.overlap ?? 'skip'), catchupWindow: '1 hour' },
       state: { paused: request.paused ?? false, ...(request.note && { note: request.note }) },
       // What the operator wrote, to list it as written (Temporal stores cron as calendar specs).
-      memo: { configHash: request.input.configHash, when: request.every !== undefined ? `every ${formatDuration(durationOf(request.every))}` : `cron ${request.cron as string}` },
+      memo: {
+        configHash: request.input.configHash,
+        when:
+          request.every !== undefined
+            ? `every ${formatDuration(durationOf(request.every))}`
+            : `cron ${request.cron as string}`,
+      },
     });
   } catch (err) {
-    if (err instanceof ScheduleAlreadyRunning) throw new ScheduleError(`a schedule named ${request.scheduleId} already exists; \`rein schedule delete ${request.scheduleId}\` first, or choose another name`);
+    if (err instanceof ScheduleAlreadyRunning)
+      throw new ScheduleError(
+        `a schedule named ${request.scheduleId} already exists; \`rein schedule delete ${request.scheduleId}\` first, or choose another name`,
+      );
     throw new ScheduleError(`Temporal refused the schedule: ${(err as Error).message}`);
   }
 }
@@ -68,15 +93,28 @@ export async function listSchedules(client: Client): Promise<ScheduleListing[]> 
       scheduleId: summary.scheduleId,
       paused: summary.state.paused,
       note: summary.state.note,
-      spec: typeof when === 'string' ? when : [...(spec?.intervals ?? []).map((i) => `every ${formatDuration(Number(i.every))}`), ...(spec?.calendars ?? []).map(() => 'calendar')].join(', ') || '-',
+      spec:
+        typeof when === 'string'
+          ? when
+          : [
+              ...(spec?.intervals ?? []).map((i) => `every ${formatDuration(Number(i.every))}`),
+              ...(spec?.calendars ?? []).map(() => 'calendar'),
+            ].join(', ') || '-',
       nextRuns: summary.info.nextActionTimes,
-      recentRuns: summary.info.recentActions.flatMap((a) => (a.action.type === 'startWorkflow' ? [{ runId: a.action.workflow.workflowId, startedAt: a.takenAt }] : [])),
+      recentRuns: summary.info.recentActions.flatMap((a) =>
+        a.action.type === 'startWorkflow' ? [{ runId: a.action.workflow.workflowId, startedAt: a.takenAt }] : [],
+      ),
     });
   }
   return listings.sort((a, b) => a.scheduleId.localeCompare(b.scheduleId));
 }
 
-export async function changeSchedule(client: Client, scheduleId: string, change: 'pause' | 'unpause' | 'trigger' | 'delete', note?: string): Promise<void> {
+export async function changeSchedule(
+  client: Client,
+  scheduleId: string,
+  change: 'pause' | 'unpause' | 'trigger' | 'delete',
+  note?: string,
+): Promise<void> {
   const handle = client.schedule.getHandle(scheduleId);
   try {
     if (change === 'pause') await handle.pause(note);
@@ -85,7 +123,8 @@ export async function changeSchedule(client: Client, scheduleId: string, change:
     else if (change === 'trigger') await handle.trigger((await handle.describe()).policies.overlap);
     else await handle.delete();
   } catch (err) {
-    if (err instanceof ScheduleNotFoundError) throw new ScheduleError(`no schedule named ${scheduleId}; \`rein schedule list\` lists them`);
+    if (err instanceof ScheduleNotFoundError)
+      throw new ScheduleError(`no schedule named ${scheduleId}; \`rein schedule list\` lists them`);
     throw err;
   }
 }
@@ -95,14 +134,20 @@ export function durationOf(text: string): number {
   const match = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/.exec(text.trim());
   const [, d = '0', h = '0', m = '0', s = '0'] = match ?? [];
   const ms = ((Number(d) * 24 + Number(h)) * 60 + Number(m)) * 60_000 + Number(s) * 1000;
-  if (!match || ms === 0) throw new ScheduleError(`--every "${text}" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m`);
+  if (!match || ms === 0)
+    throw new ScheduleError(`--every "${text}" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m`);
   return ms;
 }
 
 function formatDuration(ms: number): string {
   const parts: string[] = [];
   let rest = Math.round(ms / 1000);
-  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60], ['s', 1]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400],
+    ['h', 3600],
+    ['m', 60],
+    ['s', 1],
+  ] as const) {
     if (rest >= size) {
       parts.push(`${Math.floor(rest / size)}${unit}`);
       rest %= size;

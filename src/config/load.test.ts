@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, validateConfig } from './load.js';
+import { type ConfigError, loadConfig, validateConfig } from './load.js';
 import { configJsonSchema } from './schema.js';
 import { configProblems as problems } from '../../test/helpers/config-problems.js';
 
@@ -149,8 +149,32 @@ describe('validateConfig', () => {
 describe('configJsonSchema', () => {
   it('documents every setting with its default', () => {
     const schema = configJsonSchema() as { properties: Record<string, { description?: string; default?: unknown }> };
-    expect(schema.properties.dataDir).toMatchObject({ default: '.rein', description: expect.stringContaining('data directory') });
+    expect(schema.properties.dataDir).toMatchObject({
+      default: '.rein',
+      description: expect.stringContaining('data directory'),
+    });
     expect(validateConfig({}, 'test').storage).toEqual({ minFreeMegabytes: 1024 });
-    expect(Object.keys(schema.properties)).toEqual(['$schema', 'dataDir', 'storage', 'artifacts', 'store', 'log', 'temporal', 'gateway', 'samples', 'harness', 'verifier', 'rollouts', 'trainer', 'policyServer', 'run', 'api', 'worker', 'notifications', 'gate', 'retention']);
+    expect(Object.keys(schema.properties)).toEqual([
+      '$schema',
+      'dataDir',
+      'storage',
+      'artifacts',
+      'store',
+      'log',
+      'temporal',
+      'gateway',
+      'samples',
+      'harness',
+      'verifier',
+      'rollouts',
+      'trainer',
+      'policyServer',
+      'run',
+      'api',
+      'worker',
+      'notifications',
+      'gate',
+      'retention',
+    ]);
   });
 });

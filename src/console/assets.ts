@@ -1,3 +1,4 @@
+import type * as Esbuild from 'esbuild';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../package-root.js';
@@ -39,19 +40,28 @@ async function load(): Promise<ConsoleAssets> {
   const compiled = !import.meta.url.endsWith('.ts');
   const built = builtConsoleDir();
   if (compiled && existsSync(path.join(built, 'app.js'))) {
-    return new Map(Object.keys(CONTENT_TYPES).map((name) => [name, { body: readFileSync(path.join(built, name)), contentType: CONTENT_TYPES[name] as string }]));
+    return new Map(
+      Object.keys(CONTENT_TYPES).map((name) => [
+        name,
+        { body: readFileSync(path.join(built, name)), contentType: CONTENT_TYPES[name] as string },
+      ]),
+    );
   }
   const files = await bundleConsole();
-  return new Map(Object.entries(files).map(([name, body]) => [name, { body, contentType: CONTENT_TYPES[name] as string }]));
+  return new Map(
+    Object.entries(files).map(([name, body]) => [name, { body, contentType: CONTENT_TYPES[name] as string }]),
+  );
 }
 
 /** Bundles the console with esbuild (a build-time tool: the compiled package serves the build's output). */
 export async function bundleConsole(): Promise<Record<string, Buffer>> {
-  let esbuild: typeof import('esbuild');
+  let esbuild: typeof Esbuild;
   try {
     esbuild = await import('esbuild');
   } catch {
-    throw new Error(`the console is not built: ${builtConsoleDir()} has no app.js, and esbuild (a dev dependency) is not installed to bundle it; run \`npm run build\` where dev dependencies are installed`);
+    throw new Error(
+      `the console is not built: ${builtConsoleDir()} has no app.js, and esbuild (a dev dependency) is not installed to bundle it; run \`npm run build\` where dev dependencies are installed`,
+    );
   }
   const dir = sourceDir();
   const result = await esbuild.build({
@@ -71,5 +81,9 @@ export async function bundleConsole(): Promise<Record<string, Buffer>> {
     if (!file) throw new Error(`esbuild wrote no ${name}`);
     return Buffer.from(file.contents);
   };
-  return { 'index.html': readFileSync(path.join(dir, 'index.html')), 'app.js': output('app.js'), 'app.css': output('app-style.css') };
+  return {
+    'index.html': readFileSync(path.join(dir, 'index.html')),
+    'app.js': output('app.js'),
+    'app.css': output('app-style.css'),
+  };
 }

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { decodeBatch } from '../samples/batch.js';
+import { type decodeBatch } from '../samples/batch.js';
 import { checkBatchFits, loadTrainable, readBatch } from './trainer-input.js';
 import { saveCheckpoint } from './checkpoint.js';
 import { readyBackend, type Qwen3Model } from './model.js';
@@ -93,8 +93,11 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   const metricsFile = path.join(job.outputDir, 'metrics.json');
   if (existsSync(path.join(job.outputDir, 'config.json')) && existsSync(metricsFile)) {
     const previous = JSON.parse(readFileSync(metricsFile, 'utf8')) as TrainResult;
-    if (previous.batchContentHash === batchContentHash && previous.parent === path.resolve(job.checkpointDir)) return { ...previous, reused: true };
-    throw new Error(`${job.outputDir} already holds a checkpoint trained from another batch or parent; choose a new output directory`);
+    if (previous.batchContentHash === batchContentHash && previous.parent === path.resolve(job.checkpointDir))
+      return { ...previous, reused: true };
+    throw new Error(
+      `${job.outputDir} already holds a checkpoint trained from another batch or parent; choose a new output directory`,
+    );
   }
 
   await readyBackend();
@@ -104,7 +107,8 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   // Adam as docs/training-objective.md and PyTorch have it (tfjs's default epsilon is 1e-7).
   const optimizer = tf.train.adam(job.learningRate, 0.9, 0.999, 1e-8);
   const random = seededRandom(job.seed);
-  const cap = batch.metadata.importance_weight_cap === undefined ? undefined : Number(batch.metadata.importance_weight_cap);
+  const cap =
+    batch.metadata.importance_weight_cap === undefined ? undefined : Number(batch.metadata.importance_weight_cap);
   const correction = cap === undefined ? undefined : importanceCorrected(checkpoint.model, batch.sequences, cap);
   const sequences = correction?.sequences ?? batch.sequences;
   const minibatches = Math.max(1, Math.ceil(sequences.length / job.minibatchSize));
@@ -112,7 +116,13 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   let steps = 0;
   let skipped = 0;
   for (let epoch = 0; epoch < job.epochs; epoch++) {
-    const order = job.shuffle === false ? sequences.map((_, i) => i) : shuffle(sequences.map((_, i) => i), random);
+    const order =
+      job.shuffle === false
+        ? sequences.map((_, i) => i)
+        : shuffle(
+            sequences.map((_, i) => i),
+            random,
+          );
     for (let m = 0; m < minibatches; m++) {
       // Each minibatch carries its share of the batch weights; scaling keeps every step on the batch's loss scale.
       const part = order
@@ -124,7 +134,10 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
         skipped++;
         continue;
       }
-      const step = ppoStep(checkpoint.model, optimizer, part, { clipEpsilon: job.clipEpsilon, maxGradNorm: job.maxGradNorm });
+      const step = ppoStep(checkpoint.model, optimizer, part, {
+        clipEpsilon: job.clipEpsilon,
+        maxGradNorm: job.maxGradNorm,
+      });
       for (const key of Object.keys(totals) as Array<keyof StepMetrics>) totals[key] += step[key];
       steps++;
     }
@@ -159,7 +172,16 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
       base: result.base,
       batchContentHash,
       iteration: Number(batch.metadata.iteration),
-      trainer: { engine: 'tfjs', seed: job.seed, learningRate: job.learningRate, epochs: job.epochs, minibatchSize: job.minibatchSize, clipEpsilon: job.clipEpsilon, maxGradNorm: job.maxGradNorm, shuffle: job.shuffle !== false },
+      trainer: {
+        engine: 'tfjs',
+        seed: job.seed,
+        learningRate: job.learningRate,
+        epochs: job.epochs,
+        minibatchSize: job.minibatchSize,
+        clipEpsilon: job.clipEpsilon,
+        maxGradNorm: job.maxGradNorm,
+        shuffle: job.shuffle !== false,
+      },
     },
     { tokenizerFrom: checkpoint.tokenizerDir },
   );
@@ -194,9 +216,16 @@ function importanceCorrected(model: Qwen3Model, sequences: readonly BatchSequenc
       sum += Math.min(ratio, cap);
       return w * Math.min(ratio, cap);
     });
-    return { ...s, lossWeights, oldLogprobs: s.lossMask.map((m, t) => (m === 1 ? (trainer[t] as number) : (s.oldLogprobs[t] as number))) };
+    return {
+      ...s,
+      lossWeights,
+      oldLogprobs: s.lossMask.map((m, t) => (m === 1 ? (trainer[t] as number) : (s.oldLogprobs[t] as number))),
+    };
   });
-  return { sequences: corrected, report: { cap, mean: total === 0 ? 1 : sum / total, cappedFraction: total === 0 ? 0 : capped / total } };
+  return {
+    sequences: corrected,
+    report: { cap, mean: total === 0 ? 1 : sum / total, cappedFraction: total === 0 ? 0 : capped / total },
+  };
 }
 
 function shuffle<T>(items: T[], random: () => number): T[] {

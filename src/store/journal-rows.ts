@@ -1,7 +1,20 @@
-import { newRolloutSchema, type FailureClass, type Rollout, type RolloutEvent, type RolloutStatus } from '../rollouts/rollout.js';
+import {
+  type newRolloutSchema,
+  type FailureClass,
+  type Rollout,
+  type RolloutEvent,
+  type RolloutStatus,
+} from '../rollouts/rollout.js';
 import { decodeRequest, encodeRequest, type ConversationBase } from './request-codec.js';
 import { decodePrompt, encodePrompt, packNumbers, packSegments, unpackNumbers, unpackSegments } from './token-codec.js';
-import { StoreConflictError, StoreInputError, type CallFinish, type CallRecord, type CallStart, type ShadowCallRecord } from './trace-store.js';
+import {
+  StoreConflictError,
+  StoreInputError,
+  type CallFinish,
+  type CallRecord,
+  type CallStart,
+  type ShadowCallRecord,
+} from './trace-store.js';
 
 /**
  * The journal's rows as both databases keep them (SQLite and PostgreSQL use the same columns and
@@ -104,7 +117,10 @@ export const SEQUENCE_CACHE_SIZE = 4096;
  */
 export class JournalDecoder {
   private readonly sequences = new Map<string, number[]>();
-  private readonly conversations = new Map<string, { received: Record<string, unknown>; sent: Record<string, unknown>; items: string[] | null }>();
+  private readonly conversations = new Map<
+    string,
+    { received: Record<string, unknown>; sent: Record<string, unknown>; items: string[] | null }
+  >();
 
   constructor(private readonly load: (id: string) => CallRow | undefined) {}
 
@@ -127,7 +143,9 @@ export class JournalDecoder {
     const conversation = row.conversation_field
       ? { field: row.conversation_field, ref: row.conversation_ref, prefix: row.conversation_prefix ?? 0 }
       : null;
-    return decodeRequest({ received: row.request_sent, sentPatch: EMPTY_PATCH, conversation }, (ref) => this.conversation(ref)).sent;
+    return decodeRequest({ received: row.request_sent, sentPatch: EMPTY_PATCH, conversation }, (ref) =>
+      this.conversation(ref),
+    ).sent;
   }
 
   record(row: CallRow): CallRecord {
@@ -172,7 +190,11 @@ export class JournalDecoder {
   private promptIds(row: CallRow): number[] {
     if (!row.prompt_suffix) return [];
     return decodePrompt(
-      { ref: row.prompt_ref, prefixLength: row.prompt_prefix_length ?? 0, suffix: unpackNumbers(row.prompt_suffix, 'i32') },
+      {
+        ref: row.prompt_ref,
+        prefixLength: row.prompt_prefix_length ?? 0,
+        suffix: unpackNumbers(row.prompt_suffix, 'i32'),
+      },
       (ref) => this.sequence(ref),
     );
   }
@@ -253,7 +275,11 @@ export function toShadowCall(row: ShadowCallRow, decoder: JournalDecoder): Shado
     backendUrl: row.backend_url,
     requestSent: decoder.shadowRequest(row),
     response: row.response === null ? null : JSON.parse(row.response),
-    choices: finishReasons.map((finishReason, i) => ({ completionIds: completions[i] ?? null, logprobs: logprobs[i] ?? null, finishReason })),
+    choices: finishReasons.map((finishReason, i) => ({
+      completionIds: completions[i] ?? null,
+      logprobs: logprobs[i] ?? null,
+      finishReason,
+    })),
     status: row.status,
     errorClass: row.error_class,
     errorMessage: row.error_message,
@@ -303,7 +329,9 @@ export function refuseOtherBody(existing: Rollout, asked: ReturnType<typeof newR
   const differing = Object.entries(fields).filter(([, [was, now]]) => was !== now);
   if (differing.length === 0) return;
   const said = differing.map(([name, [was, now]]) => `${name} (${JSON.stringify(was)}, not ${JSON.stringify(now)})`);
-  throw new StoreConflictError(`rollout ${existing.id} exists with another ${said.join(', ')}; send the same body to retry, or use a new id`);
+  throw new StoreConflictError(
+    `rollout ${existing.id} exists with another ${said.join(', ')}; send the same body to retry, or use a new id`,
+  );
 }
 
 /** A call's prompt ids + first completion, as the next prompt of its rollout most likely extends them. */
@@ -311,7 +339,11 @@ export type SequenceBase = { callId: string; ids: number[] };
 
 /** The row a call is begun with (no seq: the store assigns it), and the conversation it leaves for the next call. */
 export function beginCallRow(call: CallStart, conversationBefore: ConversationBase | undefined) {
-  const request = encodeRequest(call.requestReceived as Record<string, unknown>, call.requestSent as Record<string, unknown>, conversationBefore);
+  const request = encodeRequest(
+    call.requestReceived as Record<string, unknown>,
+    call.requestSent as Record<string, unknown>,
+    conversationBefore,
+  );
   const row = {
     id: call.id,
     rollout_id: call.rolloutId,
@@ -342,8 +374,18 @@ export function finishCallRow(id: string, result: CallFinish, sequenceBefore: Se
     prompt_ref: delta?.ref ?? null,
     prompt_prefix_length: delta?.prefixLength ?? null,
     prompt_suffix: delta ? packNumbers(delta.suffix, 'i32') : null,
-    completion_ids: hasTokens ? packSegments(result.choices.map((c) => c.completionIds), 'i32') : null,
-    logprobs: hasLogprobs ? packSegments(result.choices.map((c) => c.logprobs), 'f32') : null,
+    completion_ids: hasTokens
+      ? packSegments(
+          result.choices.map((c) => c.completionIds),
+          'i32',
+        )
+      : null,
+    logprobs: hasLogprobs
+      ? packSegments(
+          result.choices.map((c) => c.logprobs),
+          'f32',
+        )
+      : null,
     finish_reasons: JSON.stringify(result.choices.map((c) => c.finishReason)),
     usage: result.usage === undefined || result.usage === null ? null : JSON.stringify(result.usage),
     upstream_status: result.upstreamStatus,
@@ -352,7 +394,9 @@ export function finishCallRow(id: string, result: CallFinish, sequenceBefore: Se
     ttft_ms: result.ttftMs,
     latency_ms: result.latencyMs,
   };
-  const sequence = result.promptIds ? { callId: id, ids: [...result.promptIds, ...(result.choices[0]?.completionIds ?? [])] } : undefined;
+  const sequence = result.promptIds
+    ? { callId: id, ids: [...result.promptIds, ...(result.choices[0]?.completionIds ?? [])] }
+    : undefined;
   return { row, sequence };
 }
 
@@ -376,8 +420,18 @@ export function shadowCallRow(call: ShadowCallRecord, conversationBefore: Conver
     conversation_ref: request.conversation?.ref ?? null,
     conversation_prefix: request.conversation?.prefix ?? null,
     response: call.response === null || call.response === undefined ? null : JSON.stringify(call.response),
-    completion_ids: hasTokens ? packSegments(call.choices.map((c) => c.completionIds), 'i32') : null,
-    logprobs: hasLogprobs ? packSegments(call.choices.map((c) => c.logprobs), 'f32') : null,
+    completion_ids: hasTokens
+      ? packSegments(
+          call.choices.map((c) => c.completionIds),
+          'i32',
+        )
+      : null,
+    logprobs: hasLogprobs
+      ? packSegments(
+          call.choices.map((c) => c.logprobs),
+          'f32',
+        )
+      : null,
     finish_reasons: JSON.stringify(call.choices.map((c) => c.finishReason)),
     status: call.status,
     error_class: call.errorClass,
