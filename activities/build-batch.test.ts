@@ -20,13 +20,20 @@ describe('buildBatch activity', () => {
       artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
       samples: validateConfig({}, 'test').samples,
     });
-    const failure = await buildBatch({ iteration: 1, policyVersion: 'v1', configHash: 'c', rolloutIds: ['r1'] }).catch((e: unknown) => e);
+    const failure = await buildBatch({ iteration: 1, policyVersion: 'v1', configHash: 'c', rolloutIds: ['r1'] }).catch(
+      (e: unknown) => e,
+    );
     expect(failure).toBeInstanceOf(ApplicationFailure);
     expect(failure).toMatchObject({
       nonRetryable: true,
       type: 'DataQualityError',
       message: expect.stringContaining('0 usable rollouts, fewer than samples.thresholds.minRolloutsUsed 1'),
-      details: [{ problems: [expect.any(String), expect.stringContaining('only 0 of 1 rollouts were scored')], reportUri: expect.stringMatching(/^file:.*batch-report\.json$/) }],
+      details: [
+        {
+          problems: [expect.any(String), expect.stringContaining('only 0 of 1 rollouts were scored')],
+          reportUri: expect.stringMatching(/^file:.*batch-report\.json$/),
+        },
+      ],
     });
     await store.close();
   });

@@ -31,9 +31,23 @@ export function createBatchActivities(deps: BatchActivityDeps) {
         await turn();
       };
       try {
-        const lineage = input.lineage ?? (deps.samples.maxVersionsBehind !== undefined && deps.registry ? await lineageOf(deps.registry, input.policyVersion) : undefined);
+        const lineage =
+          input.lineage ??
+          (deps.samples.maxVersionsBehind !== undefined && deps.registry
+            ? await lineageOf(deps.registry, input.policyVersion)
+            : undefined);
         return await whileHeartbeating(
-          () => runBatchStage({ ...input, ...(lineage && { lineage }) }, { store: deps.store, artifacts: deps.artifacts, settings: deps.samples, onRollout, ...(deps.tokenizer && { tokenizer: deps.tokenizer }) }),
+          () =>
+            runBatchStage(
+              { ...input, ...(lineage && { lineage }) },
+              {
+                store: deps.store,
+                artifacts: deps.artifacts,
+                settings: deps.samples,
+                onRollout,
+                ...(deps.tokenizer && { tokenizer: deps.tokenizer }),
+              },
+            ),
           () => ({ ...progress }),
         );
       } catch (err) {

@@ -5,7 +5,10 @@ import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 /** Just what keepHeartbeating uses of an activity's context: its heartbeat timeout and heartbeat(). */
 function fakeContext(heartbeatTimeoutMs: number) {
   const beats: unknown[] = [];
-  const context = { info: { heartbeatTimeoutMs }, heartbeat: (details: unknown) => void beats.push(details) } as unknown as Context;
+  const context = {
+    info: { heartbeatTimeoutMs },
+    heartbeat: (details: unknown) => void beats.push(details),
+  } as unknown as Context;
   return { context, beats };
 }
 

@@ -16,7 +16,10 @@ export function keepHeartbeating(context: Context, details: () => unknown): () =
  * worker's stage moves to another worker after the heartbeat timeout rather than its whole
  * start-to-close timeout. Outside an activity (a unit test calling the function) it only runs it.
  */
-export async function whileHeartbeating<T>(work: () => Promise<T>, details: () => unknown = () => undefined): Promise<T> {
+export async function whileHeartbeating<T>(
+  work: () => Promise<T>,
+  details: () => unknown = () => undefined,
+): Promise<T> {
   let context: Context;
   try {
     context = Context.current();
@@ -52,5 +55,8 @@ export function eventLoopTurns(everyMs = 100): () => Promise<void> {
  */
 export function isFinalCancel(context: Context): boolean {
   const reason: unknown = context.cancellationSignal.reason;
-  return context.cancellationDetails?.cancelRequested === true || (reason instanceof CancelledFailure && reason.message === 'CANCELLED');
+  return (
+    context.cancellationDetails?.cancelRequested === true ||
+    (reason instanceof CancelledFailure && reason.message === 'CANCELLED')
+  );
 }

@@ -23,19 +23,28 @@ describe('createActivities on a disk below storage.minFreeMegabytes', () => {
       expect(failure, name).toMatchObject({
         type: 'DiskSpaceError',
         nonRetryable: false,
-        message: expect.stringMatching(new RegExp(`^only .* free under ${dir}, below the floor of 8\\.0 PiB: free space there, or lower storage\\.minFreeMegabytes`)),
+        message: expect.stringMatching(
+          new RegExp(
+            `^only .* free under ${dir}, below the floor of 8\\.0 PiB: free space there, or lower storage\\.minFreeMegabytes`,
+          ),
+        ),
       });
     }
   });
 
   it('lets preflight run, and it reports the low space as a failed check', async () => {
     const report = await createActivities(fullDisk).checkWorkerHost();
-    expect(report.checks.find((c) => c.name === 'free disk space')).toMatchObject({ ok: false, detail: expect.stringContaining('lower storage.minFreeMegabytes') });
+    expect(report.checks.find((c) => c.name === 'free disk space')).toMatchObject({
+      ok: false,
+      detail: expect.stringContaining('lower storage.minFreeMegabytes'),
+    });
   });
 
   it('runs the stage itself when there is room (or the floor is 0)', async () => {
     const { registerBasePolicy } = createActivities({ dataDir: dir, minFreeBytes: 0 } as ActivityDeps);
     // No registry in these deps: the activity's own refusal shows it ran.
-    await expect(registerBasePolicy({ version: 'v0', checkpointUri: dir })).rejects.toMatchObject({ type: 'PolicyUpdateError' });
+    await expect(registerBasePolicy({ version: 'v0', checkpointUri: dir })).rejects.toMatchObject({
+      type: 'PolicyUpdateError',
+    });
   });
 });

@@ -8,7 +8,13 @@ import { createShadowActivities, type ShadowActivityDeps } from './shadow.js';
 import { DiskSpaceFailure } from '../workflows/failures.js';
 import { createPolicyActivities, type PolicyActivityDeps } from './update-policy.js';
 
-export type ActivityDeps = PreflightActivityDeps & BatchActivityDeps & RolloutActivityDeps & PolicyActivityDeps & ReleaseActivityDeps & ShadowActivityDeps & NotifyActivityDeps;
+export type ActivityDeps = PreflightActivityDeps &
+  BatchActivityDeps &
+  RolloutActivityDeps &
+  PolicyActivityDeps &
+  ReleaseActivityDeps &
+  ShadowActivityDeps &
+  NotifyActivityDeps;
 
 /** Every activity the Rein worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
@@ -39,7 +45,10 @@ const REPORTS_DISK_SPACE = new Set(['checkWorkerHost', 'notify']);
  * writes fail deep inside a stage with errors that do not say why. Retryable, since freeing
  * space is the fix and the stage's work must not be lost.
  */
-function refusedWhenDiskIsLow<T extends Record<string, (...args: never[]) => Promise<unknown>>>(activities: T, deps: Pick<ActivityDeps, 'dataDir' | 'minFreeBytes'>): T {
+function refusedWhenDiskIsLow<T extends Record<string, (...args: never[]) => Promise<unknown>>>(
+  activities: T,
+  deps: Pick<ActivityDeps, 'dataDir' | 'minFreeBytes'>,
+): T {
   const floor = deps.minFreeBytes ?? megabytes(DEFAULT_MIN_FREE_MEGABYTES);
   const guarded = Object.entries(activities).map(([name, activity]) => {
     if (REPORTS_DISK_SPACE.has(name)) return [name, activity];

@@ -25,7 +25,13 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
       const namespace = info.workflowNamespace ?? info.activityNamespace;
       const event: NotificationEvent = {
         ...input,
-        links: { ...(ui && workflowId && { workflow: `${ui}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}` }), ...input.links },
+        links: {
+          ...(ui &&
+            workflowId && {
+              workflow: `${ui}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}`,
+            }),
+          ...input.links,
+        },
       };
       try {
         await deliver(webhook, event);
@@ -33,7 +39,9 @@ export function createNotifyActivities(deps: NotifyActivityDeps) {
       } catch (err) {
         const message = (err as Error).message;
         if (err instanceof WebhookSetupError) throw new WebhookSetupFailure(message);
-        log.warn(`webhook delivery of ${input.event} ${input.id} failed (try ${info.attempt}); Temporal retries it`, { error: message });
+        log.warn(`webhook delivery of ${input.event} ${input.id} failed (try ${info.attempt}); Temporal retries it`, {
+          error: message,
+        });
         throw new WebhookDeliveryFailure(message);
       }
     },

@@ -72,19 +72,37 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
      * promotion needs its lineage). A registry that never had a production starts from the
      * configured base.
      */
-    async productionPolicy(input: { base: { version: string; checkpointUri: string }; candidate: string; actor: string }): Promise<string> {
+    async productionPolicy(input: {
+      base: { version: string; checkpointUri: string };
+      candidate: string;
+      actor: string;
+    }): Promise<string> {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
         if (!(await registry.get(input.candidate))) {
-          throw new PromotionFailure(`policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`);
+          throw new PromotionFailure(
+            `policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`,
+          );
         }
         const current = await registry.alias(PRODUCTION_ALIAS);
         if (current) return current;
         if (!(await registry.get(input.base.version))) {
-          await registry.register({ ...input.base, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+          await registry.register({
+            ...input.base,
+            parent: null,
+            runId: null,
+            iteration: null,
+            batchContentHash: null,
+            trainerMetrics: {},
+          });
         }
         // Only if still unset: another release may have set it meanwhile (then this retried activity returns that).
-        await registry.setAlias(PRODUCTION_ALIAS, input.base.version, { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' }, { expectedFrom: null });
+        await registry.setAlias(
+          PRODUCTION_ALIAS,
+          input.base.version,
+          { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' },
+          { expectedFrom: null },
+        );
         await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.base.version).catch(() => undefined);
         return input.base.version;
       });
@@ -126,12 +144,21 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
         }
         const stored = (await registry.decision(input.decisionId))!;
         const { acceptedRate } = stored.record.evidence as Pick<GateSummary, 'acceptedRate'>;
-        return { decisionId: stored.id, verdict: stored.verdict, reasons: stored.record.reasons as string[], ...(acceptedRate && { acceptedRate }) };
+        return {
+          decisionId: stored.id,
+          verdict: stored.verdict,
+          reasons: stored.record.reasons as string[],
+          ...(acceptedRate && { acceptedRate }),
+        };
       });
     },
 
     /** Moves production to a candidate the gate passed; refused promotions fail for good. */
-    async promotePolicy(input: { version: string; decisionId: string; actor: string }): Promise<{ from: string | null; to: string; gatewayUpdated: boolean }> {
+    async promotePolicy(input: {
+      version: string;
+      decisionId: string;
+      actor: string;
+    }): Promise<{ from: string | null; to: string; gatewayUpdated: boolean }> {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
         if ((await registry.alias(PRODUCTION_ALIAS)) === input.version) {
@@ -153,11 +180,13 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     async recordLedgerEntry(input: LedgerInput): Promise<void> {
       return whileHeartbeating(async () => {
         const { ledger, harness, verifier } = deps;
-        if (!ledger || !harness || !verifier) throw new LedgerFailure('this worker has no ledger, harness or verifier configured');
+        if (!ledger || !harness || !verifier)
+          throw new LedgerFailure('this worker has no ledger, harness or verifier configured');
         if (await ledger.get(input.id)) return;
         const turn = eventLoopTurns();
         const facts: RolloutFacts[] = [];
-        for (const set of input.sets) facts.push(...(await readRolloutFacts(deps.store, selectionRolloutIds(set), turn)));
+        for (const set of input.sets)
+          facts.push(...(await readRolloutFacts(deps.store, selectionRolloutIds(set), turn)));
         await ledger.record({
           id: input.id,
           kind: input.kind,

@@ -8,11 +8,21 @@ import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { ensureServed, type Serving } from '../src/registry/serving.js';
 import { harnessExecutor } from '../src/rollouts/harness-executor.js';
-import { harnessVersion, programSpec, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
+import {
+  harnessVersion,
+  programSpec,
+  type HarnessSettings,
+  type VerifierSettings,
+} from '../src/rollouts/harness-spec.js';
 import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
 import type { RolloutMode } from '../src/rollouts/rollout.js';
 import { loadTaskSet } from '../src/rollouts/tasks.js';
-import { RolloutSetupFailure, RolloutsHandedBackFailure, TaskSetChangedFailure, UnknownTaskFailure } from '../workflows/failures.js';
+import {
+  RolloutSetupFailure,
+  RolloutsHandedBackFailure,
+  TaskSetChangedFailure,
+  UnknownTaskFailure,
+} from '../workflows/failures.js';
 
 export interface RolloutActivityDeps {
   dataDir: string;
@@ -76,21 +86,29 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
     async runRollouts(input: RunRolloutsInput): Promise<RunRolloutsSummary> {
       const { gateway, harness, verifier } = deps;
       if (!gateway || !harness || !verifier) {
-        const missing = [!gateway && 'a gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)', !harness && 'harness', !verifier && 'verifier'].filter(Boolean);
+        const missing = [
+          !gateway && 'a gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)',
+          !harness && 'harness',
+          !verifier && 'verifier',
+        ].filter(Boolean);
         throw new RolloutSetupFailure(`this worker cannot run rollouts: its config has no ${missing.join(', ')}`);
       }
       const taskSet = loadTaskSet(input.taskSet.file);
       if (taskSet.sha256 !== input.taskSet.sha256) {
-        throw new TaskSetChangedFailure(`task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`);
+        throw new TaskSetChangedFailure(
+          `task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`,
+        );
       }
       const byId = new Map(taskSet.tasks.map((t) => [t.id, t]));
       const unknown = input.taskIds.filter((id) => !byId.has(id));
-      if (unknown.length > 0) throw new UnknownTaskFailure(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`);
+      if (unknown.length > 0)
+        throw new UnknownTaskFailure(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`);
 
       const context = Context.current();
       const pinned = input.policyVersion === null ? undefined : await deps.registry?.get(input.policyVersion);
       const { serving } = deps;
-      const serveAgain = pinned?.parent && serving ? () => ensureServed(pinned, gateway, serving).then(() => undefined) : undefined;
+      const serveAgain =
+        pinned?.parent && serving ? () => ensureServed(pinned, gateway, serving).then(() => undefined) : undefined;
       if (serveAgain) await serveAgain();
       // Rollouts that lost the version together (a backend restart) have it loaded again once.
       let servingAgain: Promise<void> | null = null;

@@ -82,7 +82,10 @@ export function createShadowActivities(deps: ShadowActivityDeps) {
      * for the shadow calls already sent to it, so a report made next counts them all. A mirror
      * moved to another candidate meanwhile is someone else's and stays.
      */
-    async stopMirror(input: { alias: string; candidate?: string }): Promise<{ removed: Mirror | null; drained: boolean }> {
+    async stopMirror(input: {
+      alias: string;
+      candidate?: string;
+    }): Promise<{ removed: Mirror | null; drained: boolean }> {
       const gateway = gatewayOrFail();
       const current = (await gateway.listMirrors()).find((m) => m.alias === input.alias);
       let removed: Mirror | null = null;
@@ -108,7 +111,10 @@ export function createShadowActivities(deps: ShadowActivityDeps) {
     async shadowReport(input: ShadowReportInput): Promise<ShadowReportSummary> {
       const rolloutIds = selectionRolloutIds(input);
       const report = await shadowReport(deps.store, { candidate: input.candidate, rolloutIds });
-      const stored = await deps.artifacts.put(`shadow/${input.batchId}/shadow-report.json`, `${JSON.stringify(report, null, 2)}\n`);
+      const stored = await deps.artifacts.put(
+        `shadow/${input.batchId}/shadow-report.json`,
+        `${JSON.stringify(report, null, 2)}\n`,
+      );
       return {
         uri: stored.uri,
         sha256: stored.sha256,

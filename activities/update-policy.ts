@@ -37,7 +37,14 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
     async registerBasePolicy(input: { version: string; checkpointUri: string }): Promise<void> {
       if (!deps.registry) throw new PolicyUpdateFailure('this worker has no policy registry');
       try {
-        await deps.registry.register({ ...input, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
+        await deps.registry.register({
+          ...input,
+          parent: null,
+          runId: null,
+          iteration: null,
+          batchContentHash: null,
+          trainerMetrics: {},
+        });
       } catch (err) {
         if (err instanceof PolicyConflictError) throw new PolicyUpdateFailure(err.message);
         throw err;
@@ -48,7 +55,9 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
     async updatePolicy(input: UpdatePolicyInput): Promise<UpdatePolicySummary> {
       const { registry, trainer, gateway, serving } = deps;
       if (!registry || !trainer || !gateway || !serving) {
-        throw new PolicyUpdateFailure('this worker cannot update policies: its config needs a gateway admin key and trainer.servingBackend naming a gateway backend');
+        throw new PolicyUpdateFailure(
+          'this worker cannot update policies: its config needs a gateway admin key and trainer.servingBackend naming a gateway backend',
+        );
       }
       const context = Context.current();
       const stopHeartbeat = keepHeartbeating(context, () => ({ stage: 'training' }));
@@ -56,7 +65,15 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
         const { batchUri, ...job } = input;
         const { policy, train } = await updatePolicy(
           { ...job, batchPath: batchUri.startsWith('file:') ? fileURLToPath(batchUri) : batchUri },
-          { registry, trainer, gateway, serving, policiesDir: deps.policiesDir, signal: context.cancellationSignal, handedBack: () => !isFinalCancel(context) },
+          {
+            registry,
+            trainer,
+            gateway,
+            serving,
+            policiesDir: deps.policiesDir,
+            signal: context.cancellationSignal,
+            handedBack: () => !isFinalCancel(context),
+          },
         );
         return {
           version: policy.version,

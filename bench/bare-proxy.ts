@@ -11,7 +11,12 @@ const server = http.createServer((req, res) => {
   req.on('data', (d: Buffer) => pieces.push(d));
   req.on('end', () => {
     pool
-      .request({ method: 'POST', path: req.url ?? '/', headers: { 'content-type': 'application/json' }, body: Buffer.concat(pieces) })
+      .request({
+        method: 'POST',
+        path: req.url ?? '/',
+        headers: { 'content-type': 'application/json' },
+        body: Buffer.concat(pieces),
+      })
       .then(async (up) => {
         res.writeHead(up.statusCode, { 'content-type': String(up.headers['content-type'] ?? 'application/json') });
         for await (const chunk of up.body) res.write(chunk);
@@ -20,5 +25,7 @@ const server = http.createServer((req, res) => {
       .catch(() => res.destroy());
   });
 });
-server.listen(0, '127.0.0.1', () => process.stdout.write(`http://127.0.0.1:${(server.address() as AddressInfo).port}\n`));
+server.listen(0, '127.0.0.1', () =>
+  process.stdout.write(`http://127.0.0.1:${(server.address() as AddressInfo).port}\n`),
+);
 process.on('SIGTERM', () => process.exit(0));

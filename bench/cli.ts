@@ -16,7 +16,10 @@ const rein = path.resolve(import.meta.dirname, '..', 'bin', 'rein.js');
 const cases: Array<{ name: string; argv: string[] }> = [
   { name: 'node (bare start)', argv: ['-e', ''] },
   { name: 'rein --help (every module)', argv: [rein, '--help'] },
-  ...['gateway', 'policy', 'api', 'worker', 'train', 'status', 'promote', 'gc'].map((command) => ({ name: `rein ${command} --help`, argv: [rein, command, '--help'] })),
+  ...['gateway', 'policy', 'api', 'worker', 'train', 'status', 'promote', 'gc'].map((command) => ({
+    name: `rein ${command} --help`,
+    argv: [rein, command, '--help'],
+  })),
 ];
 
 const times = new Map(cases.map((c) => [c.name, [] as number[]]));

@@ -52,7 +52,10 @@ export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<
       policyServer: { port: await freePort() },
       ...(options.concurrency && { rollouts: { concurrency: options.concurrency } }),
       ...(options.keepZeroVarianceGroups && { samples: { zeroVarianceGroups: 'keep' } }),
-      trainer: { ...(options.learningRate && { learningRate: options.learningRate }), ...(options.epochs && { epochs: options.epochs }) },
+      trainer: {
+        ...(options.learningRate && { learningRate: options.learningRate }),
+        ...(options.epochs && { epochs: options.epochs }),
+      },
       run: {
         iterations: options.iterations,
         tasksPerIteration: options.tasks,

@@ -57,13 +57,18 @@ interface ProfileNode {
 
 /** Self time per function, and inclusive time of a few named steps, as shares of the busy time. */
 function summarize(file: string): void {
-  const prof = JSON.parse(readFileSync(file, 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+  const prof = JSON.parse(readFileSync(file, 'utf8')) as {
+    nodes: ProfileNode[];
+    samples: number[];
+    timeDeltas: number[];
+  };
   const byId = new Map(prof.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const self = new Map<number, number>();
   prof.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[i] ?? 0)));
-  const label = (n: ProfileNode) => `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.replace(/^.*node_modules\//, '~/').replace(`file://${root}/`, '')}:${n.callFrame.lineNumber + 1}`;
+  const label = (n: ProfileNode) =>
+    `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.replace(/^.*node_modules\//, '~/').replace(`file://${root}/`, '')}:${n.callFrame.lineNumber + 1}`;
   let busy = 0;
   const selfBy = new Map<string, number>();
   const inclusive = new Map<string, number>();
@@ -84,6 +89,12 @@ function summarize(file: string): void {
   for (const [l, t] of [...selfBy].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(`${pct(t)} ${l}`);
   console.log('\ninclusive (src/ and selected):');
   for (const [l, t] of [...inclusive].sort((a, b) => b[1] - a[1])) {
-    if (/src\/|secure-json|parseJson|runPreParsing|onRequest|routeHandler|handleRequest|parserOnIncoming|emit|writeHead|end /.test(l) && t / busy > 0.004) console.log(`${pct(t)} ${l}`);
+    if (
+      /src\/|secure-json|parseJson|runPreParsing|onRequest|routeHandler|handleRequest|parserOnIncoming|emit|writeHead|end /.test(
+        l,
+      ) &&
+      t / busy > 0.004
+    )
+      console.log(`${pct(t)} ${l}`);
   }
 }

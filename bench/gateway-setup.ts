@@ -19,9 +19,19 @@ const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 const ADMIN = 'bench-admin-key';
 
 /** Runs a script of this checkout (TypeScript through tsx) or a compiled one (.js) as its own process. */
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, nodeArgs: string[] = [], cwd = root): Promise<{ child: ChildProcess; output: string }> {
+function start(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  nodeArgs: string[] = [],
+  cwd = root,
+): Promise<{ child: ChildProcess; output: string }> {
   const loader = args[0]?.endsWith('.ts') ? ['--import', tsx] : [];
-  const child = spawn(process.execPath, [...nodeArgs, ...loader, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...nodeArgs, ...loader, ...args], {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return new Promise((resolve, reject) => {
     let output = '';
     child.stdout?.on('data', (d: Buffer) => {
@@ -70,7 +80,9 @@ function compiledCli(tree: string): string {
     const outDir = path.join(tree, '.bench', 'dist');
     rmSync(outDir, { recursive: true, force: true });
     const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-    execFileSync(process.execPath, [tsc, '-p', path.join(tree, 'tsconfig.build.json'), '--outDir', outDir], { stdio: 'inherit' });
+    execFileSync(process.execPath, [tsc, '-p', path.join(tree, 'tsconfig.build.json'), '--outDir', outDir], {
+      stdio: 'inherit',
+    });
     cli = path.join(outDir, 'src', 'cli', 'cli.js');
     compiled.set(tree, cli);
   }
@@ -82,14 +94,26 @@ function compiledCli(tree: string): string {
  * `options.storeUrl`: its journal in that PostgreSQL database; `options.secretFile`: the rollout-key
  * secret, shared by gateways that must accept each other's keys.
  */
-export async function startGateway(tree: string, dir: string, upstreamUrl: string, nodeArgs: string[] = [], options: { storeUrl?: string; secretFile?: string } = {}) {
+export async function startGateway(
+  tree: string,
+  dir: string,
+  upstreamUrl: string,
+  nodeArgs: string[] = [],
+  options: { storeUrl?: string; secretFile?: string } = {},
+) {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = gatewayConfigFile(upstreamUrl, port) as { gateway: Record<string, unknown> };
   if (options.secretFile) config.gateway.secretFile = options.secretFile;
   writeFileSync(path.join(dir, 'rein.yaml'), stringify(config));
   const env = { REIN_GATEWAY_ADMIN_KEY: ADMIN, ...(options.storeUrl && { REIN_STORE_URL: options.storeUrl }) };
-  const gateway = await start([compiledCli(tree), '--config', path.join(dir, 'rein.yaml'), 'gateway'], env, /Gateway ready/, nodeArgs, tree);
+  const gateway = await start(
+    [compiledCli(tree), '--config', path.join(dir, 'rein.yaml'), 'gateway'],
+    env,
+    /Gateway ready/,
+    nodeArgs,
+    tree,
+  );
   const url = `http://127.0.0.1:${port}`;
   const admin = async (route: string, body: unknown): Promise<any> => {
     const res = await fetch(`${url}${route}`, {
@@ -100,7 +124,11 @@ export async function startGateway(tree: string, dir: string, upstreamUrl: strin
     return res.json();
   };
   const rollout = (await admin('/api/rollouts', { id: 'bench' })) as { key: string };
-  const target: Target = { pool: new Pool(url, { connections: 512 }), headers: { authorization: `Bearer ${rollout.key}` }, model: 'production' };
+  const target: Target = {
+    pool: new Pool(url, { connections: 512 }),
+    headers: { authorization: `Bearer ${rollout.key}` },
+    model: 'production',
+  };
   return { child: gateway.child, url, admin, target };
 }
 
@@ -108,16 +136,24 @@ export async function startGateway(tree: string, dir: string, upstreamUrl: strin
  * @param options.beforeTree another checkout of Rein (see checkoutBefore in before.ts) whose gateway runs beside
  *   this one, for before/after numbers from one run
  */
-export async function startGatewayBench(options: { gatewayNodeArgs?: string[]; beforeTree?: string } = {}): Promise<GatewayBench> {
+export async function startGatewayBench(
+  options: { gatewayNodeArgs?: string[]; beforeTree?: string } = {},
+): Promise<GatewayBench> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-gateway-'));
   const upstream = await start(['bench/upstream.ts'], {}, /\/v1\n/);
   const upstreamUrl = upstream.output.trim();
   const gateway = await startGateway(root, dir, upstreamUrl, options.gatewayNodeArgs);
-  const before = options.beforeTree ? await startGateway(options.beforeTree, path.join(dir, 'before'), upstreamUrl) : undefined;
+  const before = options.beforeTree
+    ? await startGateway(options.beforeTree, path.join(dir, 'before'), upstreamUrl)
+    : undefined;
   const gatewayUrl = gateway.url;
   const admin = gateway.admin;
   const bare = await start(['bench/bare-proxy.ts', upstreamUrl], {}, /\n/);
-  const direct: Target = { pool: new Pool(new URL(upstreamUrl).origin, { connections: 512 }), headers: {}, model: MODEL };
+  const direct: Target = {
+    pool: new Pool(new URL(upstreamUrl).origin, { connections: 512 }),
+    headers: {},
+    model: MODEL,
+  };
   return {
     dir,
     upstreamUrl,
@@ -151,15 +187,25 @@ async function call(target: Target, stream: boolean, i: number, caller: number):
   const t0 = performance.now();
   const pool = Array.isArray(target.pool) ? (target.pool[i % target.pool.length] as Pool) : target.pool;
   const key = target.rolloutKeys?.[caller % target.rolloutKeys.length];
-  const headers = { 'content-type': 'application/json', ...target.headers, ...(key && { authorization: `Bearer ${key}` }) };
+  const headers = {
+    'content-type': 'application/json',
+    ...target.headers,
+    ...(key && { authorization: `Bearer ${key}` }),
+  };
   const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body });
   const text = await res.body.text();
-  if (res.statusCode !== 200 || (stream && !text.includes('[DONE]'))) throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
+  if (res.statusCode !== 200 || (stream && !text.includes('[DONE]')))
+    throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
   return performance.now() - t0;
 }
 
 /** `total` calls from `concurrency` callers: latency p50 and p99 (ms) and throughput. */
-export async function load(target: Target, stream: boolean, concurrency: number, total: number): Promise<{ p50: number; p99: number; rps: number }> {
+export async function load(
+  target: Target,
+  stream: boolean,
+  concurrency: number,
+  total: number,
+): Promise<{ p50: number; p99: number; rps: number }> {
   const latencies: number[] = [];
   let next = 0;
   const t0 = performance.now();
@@ -173,4 +219,3 @@ export async function load(target: Target, stream: boolean, concurrency: number,
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] as number;
   return { p50: at(0.5), p99: at(0.99), rps: total / seconds };
 }
-

@@ -19,7 +19,13 @@ import type { CallFinish, TraceStore } from '../src/store/trace-store.js';
 import { startTestPostgres } from '../test/helpers/embedded-postgres.js';
 import { checkoutBefore } from './before.js';
 
-const { values: args } = parseArgs({ options: { before: { type: 'string' }, postgres: { type: 'boolean', default: false }, rounds: { type: 'string', default: '5' } } });
+const { values: args } = parseArgs({
+  options: {
+    before: { type: 'string' },
+    postgres: { type: 'boolean', default: false },
+    rounds: { type: 'string', default: '5' },
+  },
+});
 const rounds = Number(args.rounds);
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-journal-'));
 
@@ -28,12 +34,22 @@ interface Opener {
   sqlite(file: string): TraceStore;
   postgres(url: string): Promise<TraceStore>;
 }
-const openers: Opener[] = [{ name: 'now', sqlite: (file) => new SqliteTraceStore(file), postgres: (url) => PostgresTraceStore.open(url) }];
+const openers: Opener[] = [
+  { name: 'now', sqlite: (file) => new SqliteTraceStore(file), postgres: (url) => PostgresTraceStore.open(url) },
+];
 if (args.before) {
   const tree = checkoutBefore(args.before);
-  const sqlite = (await import(path.join(tree, 'src/store/sqlite-store.ts'))) as { SqliteTraceStore: new (file: string) => TraceStore };
-  const postgres = (await import(path.join(tree, 'src/store/postgres-store.ts'))) as { PostgresTraceStore: { open(url: string): Promise<TraceStore> } };
-  openers.push({ name: `before (${args.before})`, sqlite: (file) => new sqlite.SqliteTraceStore(file), postgres: (url) => postgres.PostgresTraceStore.open(url) });
+  const sqlite = (await import(path.join(tree, 'src/store/sqlite-store.ts'))) as {
+    SqliteTraceStore: new (file: string) => TraceStore;
+  };
+  const postgres = (await import(path.join(tree, 'src/store/postgres-store.ts'))) as {
+    PostgresTraceStore: { open(url: string): Promise<TraceStore> };
+  };
+  openers.push({
+    name: `before (${args.before})`,
+    sqlite: (file) => new sqlite.SqliteTraceStore(file),
+    postgres: (url) => postgres.PostgresTraceStore.open(url),
+  });
 }
 
 const finish = (promptIds: number[], completionIds: number[]): CallFinish => ({
@@ -63,7 +79,18 @@ async function load(store: TraceStore, callers: number, turns: number): Promise<
         messages.push({ role: 'user', content: `tool result ${t}: ${'x'.repeat(200)}` });
         const request = { model: 'production', messages };
         const id = `${rolloutId}-${t}`;
-        await store.beginCall({ id, rolloutId, attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: request, requestSent: request, startedAt: Date.now() });
+        await store.beginCall({
+          id,
+          rolloutId,
+          attempt: 1,
+          endpoint: 'chat.completions',
+          policyVersion: 'v1',
+          backendUrl: 'http://b',
+          stream: false,
+          requestReceived: request,
+          requestSent: request,
+          startedAt: Date.now(),
+        });
         const completion = Array.from({ length: 10 }, (_, k) => (k + t) % 150_000);
         await store.finishCall(id, finish(prompt, completion));
         messages.push({ role: 'assistant', content: 'x'.repeat(40) });
@@ -92,7 +119,10 @@ async function compare(backend: string, open: (opener: Opener, n: number) => Pro
       }
     }
     const cells = openers.map((o) => median(times.get(o.name)!).toFixed(0));
-    const ratio = openers.length > 1 ? ` ${(median(times.get(openers[0]!.name)!) / median(times.get(openers[1]!.name)!)).toFixed(2)} |` : '';
+    const ratio =
+      openers.length > 1
+        ? ` ${(median(times.get(openers[0]!.name)!) / median(times.get(openers[1]!.name)!)).toFixed(2)} |`
+        : '';
     rows.push(`| ${backend} | ${callers} | ${cells.join(' / ')} |${ratio}`);
     process.stderr.write(`${rows.at(-1)}\n`);
   }
@@ -100,7 +130,9 @@ async function compare(backend: string, open: (opener: Opener, n: number) => Pro
 }
 
 try {
-  const rows = await compare('SQLite', async (opener, round) => opener.sqlite(path.join(dir, `${opener.name.replace(/\W/g, '')}-${round}.sqlite`)));
+  const rows = await compare('SQLite', async (opener, round) =>
+    opener.sqlite(path.join(dir, `${opener.name.replace(/\W/g, '')}-${round}.sqlite`)),
+  );
   if (args.postgres) {
     const postgres = await startTestPostgres({ durable: true });
     try {
@@ -119,8 +151,12 @@ try {
       await postgres.stop();
     }
   }
-  console.log(`\nJournal hot path, µs per call (getRollout + beginCall + finishCall), median of ${rounds} rounds, ${os.cpus().length} cores.\n`);
-  console.log(`| journal | concurrent callers | µs per call ${openers.map((o) => o.name).join(' / ')} |${openers.length > 1 ? ' now / before |' : ''}`);
+  console.log(
+    `\nJournal hot path, µs per call (getRollout + beginCall + finishCall), median of ${rounds} rounds, ${os.cpus().length} cores.\n`,
+  );
+  console.log(
+    `| journal | concurrent callers | µs per call ${openers.map((o) => o.name).join(' / ')} |${openers.length > 1 ? ' now / before |' : ''}`,
+  );
   console.log(`|---|---|---|${openers.length > 1 ? '---|' : ''}`);
   for (const row of rows) console.log(row);
 } finally {

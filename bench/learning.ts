@@ -39,7 +39,8 @@ const status = run.report.status;
 const base = status?.heldout?.base;
 const final = status?.heldout?.latest;
 if (!base || !final) throw new Error(`the run did not replay held-out tasks: ${JSON.stringify(run.report)}`);
-const success = (byTask: Record<string, number>) => Object.values(byTask).filter((r) => r > 0).length / Object.keys(byTask).length;
+const success = (byTask: Record<string, number>) =>
+  Object.values(byTask).filter((r) => r > 0).length / Object.keys(byTask).length;
 const { gained, lost } = discordantPairs(base.meanRewardByTask, final.meanRewardByTask);
 console.log(
   JSON.stringify(
@@ -50,7 +51,12 @@ console.log(
       heldoutBase: success(base.meanRewardByTask),
       heldoutFinal: success(final.meanRewardByTask),
       gainPoints: 100 * (success(final.meanRewardByTask) - success(base.meanRewardByTask)),
-      pairedTasks: { gained: gained.length, lost: lost.length, n: Object.keys(base.meanRewardByTask).length, mcnemarP: mcnemarExactP(gained.length, lost.length) },
+      pairedTasks: {
+        gained: gained.length,
+        lost: lost.length,
+        n: Object.keys(base.meanRewardByTask).length,
+        mcnemarP: mcnemarExactP(gained.length, lost.length),
+      },
       wallSeconds: run.seconds,
     },
     null,

@@ -19,9 +19,16 @@ const { values } = parseArgs({
   },
 });
 const iterations = Number(values.iterations);
-const run = await embeddedTrainingRun({ iterations, tasks: Number(values.tasks), samples: Number(values.samples), heldout: false, keepZeroVarianceGroups: true });
+const run = await embeddedTrainingRun({
+  iterations,
+  tasks: Number(values.tasks),
+  samples: Number(values.samples),
+  heldout: false,
+  keepZeroVarianceGroups: true,
+});
 
-const seconds = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) + (t?.nanos ?? 0) / 1e9;
+const seconds = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
+  Number(t?.seconds ?? 0) + (t?.nanos ?? 0) / 1e9;
 
 /** A workflow's wall time and the time its activities spent executing, by activity type. */
 async function timings(client: Client, workflowId: string) {
@@ -32,13 +39,19 @@ async function timings(client: Client, workflowId: string) {
   const inActivities: Record<string, number> = {};
   for (const e of events) {
     const id = Number(e.eventId);
-    if (e.activityTaskScheduledEventAttributes) type.set(id, e.activityTaskScheduledEventAttributes.activityType?.name ?? '?');
-    if (e.activityTaskStartedEventAttributes) started.set(Number(e.activityTaskStartedEventAttributes.scheduledEventId), seconds(e.eventTime));
-    const done = e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
+    if (e.activityTaskScheduledEventAttributes)
+      type.set(id, e.activityTaskScheduledEventAttributes.activityType?.name ?? '?');
+    if (e.activityTaskStartedEventAttributes)
+      started.set(Number(e.activityTaskStartedEventAttributes.scheduledEventId), seconds(e.eventTime));
+    const done =
+      e.activityTaskCompletedEventAttributes ??
+      e.activityTaskFailedEventAttributes ??
+      e.activityTaskTimedOutEventAttributes;
     if (done) {
       const scheduled = Number(done.scheduledEventId);
       const name = type.get(scheduled) ?? '?';
-      inActivities[name] = (inActivities[name] ?? 0) + seconds(e.eventTime) - (started.get(scheduled) ?? seconds(e.eventTime));
+      inActivities[name] =
+        (inActivities[name] ?? 0) + seconds(e.eventTime) - (started.get(scheduled) ?? seconds(e.eventTime));
     }
   }
   return { wall: seconds(events.at(-1)?.eventTime) - seconds(events[0]?.eventTime), inActivities };
@@ -50,7 +63,13 @@ const activities: Record<string, number> = { ...total.inActivities };
 for (let i = 1; i <= iterations; i++) {
   const it = await timings(run.client, `${run.runId}-it${i}`);
   const inside = Object.values(it.inActivities).reduce((a, b) => a + b, 0);
-  perIteration.push({ iteration: i, wallSeconds: it.wall, inActivitiesSeconds: inside, overheadSeconds: it.wall - inside, activities: it.inActivities });
+  perIteration.push({
+    iteration: i,
+    wallSeconds: it.wall,
+    inActivitiesSeconds: inside,
+    overheadSeconds: it.wall - inside,
+    activities: it.inActivities,
+  });
   for (const [name, s] of Object.entries(it.inActivities)) activities[name] = (activities[name] ?? 0) + s;
 }
 const inside = Object.values(activities).reduce((a, b) => a + b, 0);

@@ -33,30 +33,50 @@ import { SqliteTraceStore } from '../src/store/sqlite-store.js';
 import { startKubeControlPlane } from '../test/helpers/kube-control-plane.js';
 import { startNodeAgent } from '../test/helpers/node-agent/node-agent.js';
 
-const { values } = parseArgs({ options: { rollouts: { type: 'string', default: '200' }, executor: { type: 'string', default: 'local' } } });
+const { values } = parseArgs({
+  options: { rollouts: { type: 'string', default: '200' }, executor: { type: 'string', default: 'local' } },
+});
 const count = Number(values.rollouts);
 const loadAtStart = os.loadavg();
-if (!Number.isInteger(count) || count < 1) throw new Error(`--rollouts ${values.rollouts}: expected a positive integer`);
-if (values.executor !== 'local' && values.executor !== 'kubernetes') throw new Error(`--executor ${values.executor}: expected local or kubernetes`);
+if (!Number.isInteger(count) || count < 1)
+  throw new Error(`--rollouts ${values.rollouts}: expected a positive integer`);
+if (values.executor !== 'local' && values.executor !== 'kubernetes')
+  throw new Error(`--executor ${values.executor}: expected local or kubernetes`);
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-rollouts-'));
 const store = new SqliteTraceStore(path.join(dir, 'traces.sqlite'));
 const adminKey = randomBytes(16).toString('hex');
 const gateway = await startGateway(
   {
     store,
-    routing: { backends: { none: { endpoints: ['http://127.0.0.1:9/v1'], tokenIds: true, logprobs: true } }, policies: { v0: { backend: 'none', model: 'v0' } }, aliases: {} },
+    routing: {
+      backends: { none: { endpoints: ['http://127.0.0.1:9/v1'], tokenIds: true, logprobs: true } },
+      policies: { v0: { backend: 'none', model: 'v0' } },
+      aliases: {},
+    },
     secret: randomBytes(32),
     adminKeyHash: sha256Hex(adminKey),
   },
   { host: '127.0.0.1', port: 0 },
 );
 const control = new GatewayControlClient(gateway.url, adminKey);
-const harness: ProgramSpec = { command: '/bin/sh', args: ['-c', 'echo "{\\"answer\\": 1}" > "$1"', 'harness', '{output}'], timeoutMs: 30_000 };
-const verifier: ProgramSpec = { command: '/bin/sh', args: ['-c', 'echo "{\\"components\\": {\\"success\\": 1}}"'], timeoutMs: 30_000 };
+const harness: ProgramSpec = {
+  command: '/bin/sh',
+  args: ['-c', 'echo "{\\"answer\\": 1}" > "$1"', 'harness', '{output}'],
+  timeoutMs: 30_000,
+};
+const verifier: ProgramSpec = {
+  command: '/bin/sh',
+  args: ['-c', 'echo "{\\"components\\": {\\"success\\": 1}}"'],
+  timeoutMs: 30_000,
+};
 
 function spawnOnce(spec: ProgramSpec, output: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(spec.command, spec.args.map((a) => a.replace('{output}', output)), { stdio: 'ignore' });
+    const child = spawn(
+      spec.command,
+      spec.args.map((a) => a.replace('{output}', output)),
+      { stdio: 'ignore' },
+    );
     child.on('error', reject);
     child.on('close', () => resolve());
   });
@@ -81,16 +101,32 @@ async function runner(concurrency: number): Promise<number> {
   const t0 = performance.now();
   const tasks = Array.from({ length: count }, (_, i) => ({ id: `t${i}` }));
   const outcomes = await runRollouts(
-    { batchId: `bench-c${concurrency}`, tasks, samplesPerTask: 1, mode: 'eval', policyVersion: 'v0', hiddenFields: [], rewardWeights: { success: 1 }, concurrency, maxAttempts: 1, workDir: path.join(dir, 'work') },
+    {
+      batchId: `bench-c${concurrency}`,
+      tasks,
+      samplesPerTask: 1,
+      mode: 'eval',
+      policyVersion: 'v0',
+      hiddenFields: [],
+      rewardWeights: { success: 1 },
+      concurrency,
+      maxAttempts: 1,
+      workDir: path.join(dir, 'work'),
+    },
     { gateway: control, harness: localExecutor(harness), verifier },
   );
-  if (outcomes.some((o) => o.status !== 'succeeded')) throw new Error(`a no-op rollout failed: ${JSON.stringify(outcomes.find((o) => o.status !== 'succeeded'))}`);
+  if (outcomes.some((o) => o.status !== 'succeeded'))
+    throw new Error(`a no-op rollout failed: ${JSON.stringify(outcomes.find((o) => o.status !== 'succeeded'))}`);
   return (performance.now() - t0) / 1000;
 }
 
 /** What each harness run writes as its output: the moment it started, by its own clock (this machine's). */
 const STAMP = 'echo "{\\"answer\\": 1, \\"startedAtMs\\": $(date +%s%3N)}"';
-const stampingHarness: ProgramSpec = { command: '/bin/sh', args: ['-c', `${STAMP} > "$1"`, 'harness', '{output}'], timeoutMs: 30_000 };
+const stampingHarness: ProgramSpec = {
+  command: '/bin/sh',
+  args: ['-c', `${STAMP} > "$1"`, 'harness', '{output}'],
+  timeoutMs: 30_000,
+};
 
 interface Timed {
   rolloutsPerSecond: number;
@@ -117,14 +153,33 @@ async function timedRunner(executor: HarnessExecutor, name: string, concurrency:
   const t0 = performance.now();
   const tasks = Array.from({ length: count }, (_, i) => ({ id: `t${i}` }));
   const outcomes = await runRollouts(
-    { batchId: `bench-${name}-c${concurrency}`, tasks, samplesPerTask: 1, mode: 'eval', policyVersion: 'v0', hiddenFields: [], rewardWeights: { success: 1 }, concurrency, maxAttempts: 1, workDir: path.join(dir, 'work') },
+    {
+      batchId: `bench-${name}-c${concurrency}`,
+      tasks,
+      samplesPerTask: 1,
+      mode: 'eval',
+      policyVersion: 'v0',
+      hiddenFields: [],
+      rewardWeights: { success: 1 },
+      concurrency,
+      maxAttempts: 1,
+      workDir: path.join(dir, 'work'),
+    },
     { gateway: control, harness: timing, verifier },
   );
   const seconds = (performance.now() - t0) / 1000;
-  if (outcomes.some((o) => o.status !== 'succeeded')) throw new Error(`a no-op rollout failed on ${name}: ${JSON.stringify(outcomes.find((o) => o.status !== 'succeeded'))}`);
+  if (outcomes.some((o) => o.status !== 'succeeded'))
+    throw new Error(
+      `a no-op rollout failed on ${name}: ${JSON.stringify(outcomes.find((o) => o.status !== 'succeeded'))}`,
+    );
   const latencies = started.map((s, i) => s - (launched[i] as number)).sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] as number;
-  return { rolloutsPerSecond: count / seconds, launchesPerSecond: count / ((Math.max(...started) - Math.min(...launched)) / 1000), p50Ms: at(0.5), p99Ms: at(0.99) };
+  return {
+    rolloutsPerSecond: count / seconds,
+    launchesPerSecond: count / ((Math.max(...started) - Math.min(...launched)) / 1000),
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+  };
 }
 
 const round = (x: number, digits = 1) => +x.toFixed(digits);
@@ -150,11 +205,17 @@ async function kubernetesRows() {
   const image = 'rein-bench/noop:1';
   const kubeDir = path.resolve(import.meta.dirname, '../examples/calculator-agent/kubernetes');
   const plane = await startKubeControlPlane();
-  const agent = await startNodeAgent(plane, { images: { [image]: { entrypoint: ['/bin/sh', '-c', `${STAMP} > "$REIN_OUTPUT_FILE"`] } } });
+  const agent = await startNodeAgent(plane, {
+    images: { [image]: { entrypoint: ['/bin/sh', '-c', `${STAMP} > "$REIN_OUTPUT_FILE"`] } },
+  });
   try {
     await plane.createFromYaml(readFileSync(path.join(kubeDir, 'rbac.yaml'), 'utf8'));
     const kubeConfig = await plane.kubeConfigForServiceAccount('rein-rollouts', 'rein-worker');
-    const settings = kubernetesHarnessSchema.parse({ template: path.join(kubeDir, 'job.yaml'), image, namespace: 'rein-rollouts' });
+    const settings = kubernetesHarnessSchema.parse({
+      template: path.join(kubeDir, 'job.yaml'),
+      image,
+      namespace: 'rein-rollouts',
+    });
     const rows = [];
     for (const concurrency of [1, 8, 32]) {
       const local = await timedRunner(localExecutor(stampingHarness), 'local', concurrency);
@@ -163,8 +224,18 @@ async function kubernetesRows() {
       rows.push({
         concurrency,
         rollouts: count,
-        local: { rolloutsPerSecond: round(local.rolloutsPerSecond), launchesPerSecond: round(local.launchesPerSecond), timeToRunningP50Ms: round(local.p50Ms), timeToRunningP99Ms: round(local.p99Ms) },
-        kubernetes: { rolloutsPerSecond: round(kube.rolloutsPerSecond), launchesPerSecond: round(kube.launchesPerSecond), timeToRunningP50Ms: round(kube.p50Ms), timeToRunningP99Ms: round(kube.p99Ms) },
+        local: {
+          rolloutsPerSecond: round(local.rolloutsPerSecond),
+          launchesPerSecond: round(local.launchesPerSecond),
+          timeToRunningP50Ms: round(local.p50Ms),
+          timeToRunningP99Ms: round(local.p99Ms),
+        },
+        kubernetes: {
+          rolloutsPerSecond: round(kube.rolloutsPerSecond),
+          launchesPerSecond: round(kube.launchesPerSecond),
+          timeToRunningP50Ms: round(kube.p50Ms),
+          timeToRunningP99Ms: round(kube.p99Ms),
+        },
         launchRateRatioVsLocal: round(kube.launchesPerSecond / local.launchesPerSecond, 3),
         rolloutRateRatioVsLocal: round(kube.rolloutsPerSecond / local.rolloutsPerSecond, 3),
       });
@@ -177,7 +248,20 @@ async function kubernetesRows() {
 }
 
 const rows = values.executor === 'kubernetes' ? await kubernetesRows() : await localRows();
-console.log(JSON.stringify({ executor: values.executor, cpus: os.cpus().length, node: process.version, loadAtStart: loadAtStart.map((l) => round(l, 2)), loadAtEnd: os.loadavg().map((l) => round(l, 2)), rows }, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      executor: values.executor,
+      cpus: os.cpus().length,
+      node: process.version,
+      loadAtStart: loadAtStart.map((l) => round(l, 2)),
+      loadAtEnd: os.loadavg().map((l) => round(l, 2)),
+      rows,
+    },
+    null,
+    2,
+  ),
+);
 await gateway.close();
 await store.close();
 rmSync(dir, { recursive: true, force: true });

@@ -23,10 +23,22 @@ function rollout(index: number): BatchRollout {
     const completion = Array.from({ length: 40 }, token);
     // As the journal reports it: each prompt extends the previous call's prompt + completion.
     const extendsCall = t === 0 ? null : { ref: `r${index}-c${t - 1}`, prefixLength: context.length - 30 };
-    calls.push({ callId: `r${index}-c${t}`, policyVersion: 'v1', promptIds: context, extends: extendsCall, choices: [{ completionIds: completion, logprobs: completion.map(() => -0.5), finishReason: 'stop' }] });
+    calls.push({
+      callId: `r${index}-c${t}`,
+      policyVersion: 'v1',
+      promptIds: context,
+      extends: extendsCall,
+      choices: [{ completionIds: completion, logprobs: completion.map(() => -0.5), finishReason: 'stop' }],
+    });
     context = [...context, ...completion, ...Array.from({ length: 30 }, token)];
   }
-  return { rolloutId: `r${index}`, groupId: `task-${index % (ROLLOUTS / 8)}`, reward: index % 3 === 0 ? 1 : 0, failureClass: null, calls };
+  return {
+    rolloutId: `r${index}`,
+    groupId: `task-${index % (ROLLOUTS / 8)}`,
+    reward: index % 3 === 0 ? 1 : 0,
+    failureClass: null,
+    calls,
+  };
 }
 
 const options: BatchOptions = {
@@ -62,9 +74,17 @@ const tokens = build.result.report.tokens.total;
 const encode = time(() => encodeBatch(build.result, { iteration: 1, policyVersion: 'v1', configHash: 'bench' }), 3);
 
 const mtps = (n: number, s: number) => (n / s / 1e6).toFixed(2);
-console.log(`Samples benchmark, ${ROLLOUTS} rollouts × ${TURNS} turns, ${tokens.toLocaleString()} batch tokens from ${journaledIds.toLocaleString()} journaled ids; one core of ${os.cpus().length}.\n`);
+console.log(
+  `Samples benchmark, ${ROLLOUTS} rollouts × ${TURNS} turns, ${tokens.toLocaleString()} batch tokens from ${journaledIds.toLocaleString()} journaled ids; one core of ${os.cpus().length}.\n`,
+);
 console.log('| step | seconds | batch tokens/s (M) | vs baseline |');
 console.log('|---|---|---|---|');
-console.log(`| baseline: copy every journaled id once | ${baseline.seconds.toFixed(3)} | ${mtps(tokens, baseline.seconds)} | 1.00 |`);
-console.log(`| merge + advantages + weights (buildBatch) | ${build.seconds.toFixed(3)} | ${mtps(tokens, build.seconds)} | ${(baseline.seconds / build.seconds).toFixed(2)} |`);
-console.log(`| encode the safetensors artifact | ${encode.seconds.toFixed(3)} | ${mtps(tokens, encode.seconds)} | ${(baseline.seconds / encode.seconds).toFixed(2)} |`);
+console.log(
+  `| baseline: copy every journaled id once | ${baseline.seconds.toFixed(3)} | ${mtps(tokens, baseline.seconds)} | 1.00 |`,
+);
+console.log(
+  `| merge + advantages + weights (buildBatch) | ${build.seconds.toFixed(3)} | ${mtps(tokens, build.seconds)} | ${(baseline.seconds / build.seconds).toFixed(2)} |`,
+);
+console.log(
+  `| encode the safetensors artifact | ${encode.seconds.toFixed(3)} | ${mtps(tokens, encode.seconds)} | ${(baseline.seconds / encode.seconds).toFixed(2)} |`,
+);

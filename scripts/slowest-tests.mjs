@@ -18,10 +18,19 @@ try {
   process.exit(1);
 }
 const files = report.testResults
-  .map((r) => ({ name: path.relative(process.cwd(), r.name), seconds: (r.endTime - r.startTime) / 1000, tests: r.assertionResults.length, status: r.status }))
+  .map((r) => ({
+    name: path.relative(process.cwd(), r.name),
+    seconds: (r.endTime - r.startTime) / 1000,
+    tests: r.assertionResults.length,
+    status: r.status,
+  }))
   .sort((a, b) => b.seconds - a.seconds);
 const total = files.reduce((sum, f) => sum + f.seconds, 0);
-console.log(`${files.length} files, ${report.numTotalTests} tests; file time summed over workers ${total.toFixed(0)} s; the ${Math.min(Number(count), files.length)} slowest:`);
+console.log(
+  `${files.length} files, ${report.numTotalTests} tests; file time summed over workers ${total.toFixed(0)} s; the ${Math.min(Number(count), files.length)} slowest:`,
+);
 for (const f of files.slice(0, Number(count))) {
-  console.log(`${f.seconds.toFixed(1).padStart(8)} s  ${String(f.tests).padStart(3)} tests  ${f.status === 'passed' ? '' : `${f.status}  `}${f.name}`);
+  console.log(
+    `${f.seconds.toFixed(1).padStart(8)} s  ${String(f.tests).padStart(3)} tests  ${f.status === 'passed' ? '' : `${f.status}  `}${f.name}`,
+  );
 }

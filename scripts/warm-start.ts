@@ -13,10 +13,20 @@ import { evaluateGreedy, warmStart, type ArithmeticTask } from '../src/policy/wa
 import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 import { tokenizerConfig, tokenizerJson } from '../src/policy/chat-format.js';
 
-const { values } = parseArgs({ options: { out: { type: 'string', default: 'models/base' }, steps: { type: 'string', default: '250' }, seed: { type: 'string', default: '1' }, lr: { type: 'string', default: '0.003' } } });
+const { values } = parseArgs({
+  options: {
+    out: { type: 'string', default: 'models/base' },
+    steps: { type: 'string', default: '250' },
+    seed: { type: 'string', default: '1' },
+    lr: { type: 'string', default: '0.003' },
+  },
+});
 const root = path.resolve(import.meta.dirname, '..');
 const tasks = (name: string) =>
-  readFileSync(path.join(root, 'examples/calculator-agent', `${name}.jsonl`), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as ArithmeticTask);
+  readFileSync(path.join(root, 'examples/calculator-agent', `${name}.jsonl`), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as ArithmeticTask);
 
 const backend = await readyBackend();
 const started = performance.now();
@@ -36,7 +46,10 @@ warmStart(model, tokenizer, tasks('train'), {
 const out = path.resolve(values.out as string);
 const heldout = tasks('heldout');
 const success = evaluateGreedy({ model, tokenizer }, heldout);
-saveCheckpoint(out, model, { name: 'base', warmStart: { steps, seed, learningRate: Number(values.lr), heldoutGreedySuccess: success } });
+saveCheckpoint(out, model, {
+  name: 'base',
+  warmStart: { steps, seed, learningRate: Number(values.lr), heldoutGreedySuccess: success },
+});
 const reloaded = loadCheckpoint(out);
 process.stdout.write(
   `${JSON.stringify({ out, backend, steps, seconds: (performance.now() - started) / 1000, heldoutGreedySuccess: success, reloadedSuccess: evaluateGreedy(reloaded, heldout.slice(0, 16)) })}\n`,

@@ -28,7 +28,8 @@ function isReinPackage(file: string): boolean {
  * unless REIN_TEST_CLI=dist says dist/ is built from these sources (scripts/test.sh checks).
  */
 export function reinCommand(): { command: string; args: string[] } {
-  if (!import.meta.url.endsWith('.ts') || process.env.REIN_TEST_CLI === 'dist') return { command: process.execPath, args: [path.join(packageRoot(), 'bin', 'rein.js')] };
+  if (!import.meta.url.endsWith('.ts') || process.env.REIN_TEST_CLI === 'dist')
+    return { command: process.execPath, args: [path.join(packageRoot(), 'bin', 'rein.js')] };
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   return { command: process.execPath, args: ['--import', tsx, path.join(packageRoot(), 'src', 'cli', 'cli.ts')] };
 }

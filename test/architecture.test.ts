@@ -40,7 +40,9 @@ function sourceFiles(dir: string): string[] {
 /** The module a relative specifier names: `./x.js` is the source file `./x.ts`. */
 function resolve(from: string, specifier: string, modules: ReadonlySet<string>): string | undefined {
   const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), specifier));
-  return [base, base.replace(/\.js$/, '.ts'), `${base}.ts`, `${base}/index.ts`].find((candidate) => modules.has(candidate));
+  return [base, base.replace(/\.js$/, '.ts'), `${base}.ts`, `${base}/index.ts`].find((candidate) =>
+    modules.has(candidate),
+  );
 }
 
 function importGraph(): Graph {
@@ -92,7 +94,10 @@ function cycles(graph: Graph): string[][] {
   return found;
 }
 
-const known = (cycle: readonly string[]): boolean => KNOWN_CYCLES.some((entry) => entry.length === cycle.length && [...entry].sort().every((file, i) => file === cycle[i]));
+const known = (cycle: readonly string[]): boolean =>
+  KNOWN_CYCLES.some(
+    (entry) => entry.length === cycle.length && [...entry].sort().every((file, i) => file === cycle[i]),
+  );
 
 const inFolder = (file: string, folder: string): boolean => file.startsWith(`${folder}/`);
 const isInterface = (file: string): boolean => INTERFACES.some((folder) => inFolder(file, folder));
@@ -120,7 +125,16 @@ describe('the import graph', () => {
     const unexpected = cycles(graph).filter((cycle) => !known(cycle));
     // Each module of a cycle with what it imports inside the cycle: where to cut.
     const described = unexpected.map(
-      (cycle) => `import cycle: ${cycle.map((file) => `${file} (imports ${graph.get(file)!.filter((target) => cycle.includes(target)).join(', ')})`).join('; ')}`,
+      (cycle) =>
+        `import cycle: ${cycle
+          .map(
+            (file) =>
+              `${file} (imports ${graph
+                .get(file)!
+                .filter((target) => cycle.includes(target))
+                .join(', ')})`,
+          )
+          .join('; ')}`,
     );
     expect(described).toEqual([]);
   });

@@ -35,7 +35,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   try {
     postgres = await postgresStarting;
     project.provide('postgresAdminUrl', postgres.adminUrl);
-    const temporal = await connectTemporal({ ...validateConfig({}, 'test defaults').temporal, address: server.address });
+    const temporal = await connectTemporal({
+      ...validateConfig({}, 'test defaults').temporal,
+      address: server.address,
+    });
     await ensureSearchAttributes(temporal.connection, 'default');
     await temporal.close();
     project.provide('temporalAddress', server.address);

@@ -34,7 +34,9 @@ export function notificationsFromConfig(config: ReinConfig): ReinConfig['notific
 }
 
 /** The activities' dependencies for a worker, from the config: the trace store, artifacts, tokenizer. */
-export async function activityDepsFromConfig(config: ReinConfig): Promise<{ deps: ActivityDeps; close(): Promise<void> }> {
+export async function activityDepsFromConfig(
+  config: ReinConfig,
+): Promise<{ deps: ActivityDeps; close(): Promise<void> }> {
   // Where store.url says: PostgreSQL shared with the CLI, the API and other workers, or the data directory's SQLite file.
   const registry = await openRegistry(storeLocation(config));
   const ledger = await openLedger(storeLocation(config)).catch(async (err: unknown) => {
@@ -64,9 +66,19 @@ export async function activityDepsFromConfig(config: ReinConfig): Promise<{ deps
     gate: config.gate,
     notifications: notificationsFromConfig(config),
     // s3:// batches and checkpoints are staged for the trainer, its output uploaded (src/training/staged-trainer.ts).
-    trainer: stagedPolicyTrainer(policyTrainer(config.trainer, path.join(config.dataDir, 'logs'), config.artifacts), { artifacts, stagingDir: stagingDir(config.dataDir), policiesDir: path.join(config.dataDir, 'policies') }),
+    trainer: stagedPolicyTrainer(policyTrainer(config.trainer, path.join(config.dataDir, 'logs'), config.artifacts), {
+      artifacts,
+      stagingDir: stagingDir(config.dataDir),
+      policiesDir: path.join(config.dataDir, 'policies'),
+    }),
     policiesDir: path.join(config.dataDir, 'policies'),
-    ...(servingEndpoints && { serving: { backend: config.trainer.servingBackend, endpoints: servingEndpoints, apiKey: () => servingKey(config) } }),
+    ...(servingEndpoints && {
+      serving: {
+        backend: config.trainer.servingBackend,
+        endpoints: servingEndpoints,
+        apiKey: () => servingKey(config),
+      },
+    }),
     ...(config.harness && { harness: config.harness }),
     ...(config.verifier && { verifier: config.verifier }),
     ...(config.samples.tokenizerDir && { tokenizer: ChatTokenizer.fromDirectory(config.samples.tokenizerDir) }),

@@ -10,7 +10,10 @@ import type { PolicyRegistry } from '../src/registry/policy-registry.js';
  * outcomes, and the trainer's metrics of a policy update (as the registry recorded them, which is
  * all the trainer reported, not only what the summary carries).
  */
-export function metricsInterceptor(metrics: WorkerMetrics, registry: PolicyRegistry | undefined): ActivityInterceptorsFactory {
+export function metricsInterceptor(
+  metrics: WorkerMetrics,
+  registry: PolicyRegistry | undefined,
+): ActivityInterceptorsFactory {
   return (ctx) => ({
     inbound: {
       async execute(input, next) {
@@ -38,7 +41,9 @@ export function metricsInterceptor(metrics: WorkerMetrics, registry: PolicyRegis
       metrics.rolloutSetDone((args[0] as RunRolloutsInput).mode, result as RunRolloutsSummary);
     } else if (activity === 'updatePolicy') {
       const { version } = result as UpdatePolicySummary;
-      metrics.policyUpdated((await registry?.get(version))?.trainerMetrics ?? (result as unknown as Record<string, unknown>));
+      metrics.policyUpdated(
+        (await registry?.get(version))?.trainerMetrics ?? (result as unknown as Record<string, unknown>),
+      );
     }
   }
 }

@@ -40,7 +40,13 @@ export const TRAINER_RETRY: RetryPolicy = { maximumAttempts: 3, nonRetryableErro
 /** Short steps against the registry, the gate, the ledgers and the gateway's mirrors. */
 export const REGISTRY_RETRY: RetryPolicy = {
   maximumAttempts: 5,
-  nonRetryableErrorTypes: typesOf(PolicyUpdateFailure, PromotionFailure, GateInputFailure, LedgerFailure, ShadowSetupFailure),
+  nonRetryableErrorTypes: typesOf(
+    PolicyUpdateFailure,
+    PromotionFailure,
+    GateInputFailure,
+    LedgerFailure,
+    ShadowSetupFailure,
+  ),
 };
 
 /**
@@ -64,13 +70,24 @@ export const ROLLOUT_ACTIVITY: ActivityOptions = { startToCloseTimeout: '4 hours
 export const BATCH_ACTIVITY: ActivityOptions = { startToCloseTimeout: '30 minutes', retry: BATCH_RETRY };
 export const TRAINER_ACTIVITY: ActivityOptions = { startToCloseTimeout: '6 hours', retry: TRAINER_RETRY };
 export const REGISTRY_ACTIVITY: ActivityOptions = { startToCloseTimeout: '5 minutes', retry: REGISTRY_RETRY };
-export const NOTIFY_ACTIVITY: ActivityOptions = { startToCloseTimeout: '1 minute', retry: NOTIFY_RETRY, summary: 'notify webhook' };
-export const HOST_CHECK_ACTIVITY: ActivityOptions = { startToCloseTimeout: '1 minute', retry: HOST_CHECK_RETRY, summary: 'check the worker host' };
+export const NOTIFY_ACTIVITY: ActivityOptions = {
+  startToCloseTimeout: '1 minute',
+  retry: NOTIFY_RETRY,
+  summary: 'notify webhook',
+};
+export const HOST_CHECK_ACTIVITY: ActivityOptions = {
+  startToCloseTimeout: '1 minute',
+  retry: HOST_CHECK_RETRY,
+  summary: 'check the worker host',
+};
 
 /** How long a worker may go silent in a stage before it moves to another worker, unless the run says. */
 export const DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 60;
 
 /** The options of one call: the run's heartbeat timeout and what the Web UI shows for it. */
 export function callOptions(heartbeatTimeoutSeconds: number | undefined, summary?: string): ActivityOptions {
-  return { heartbeatTimeout: `${heartbeatTimeoutSeconds ?? DEFAULT_HEARTBEAT_TIMEOUT_SECONDS} seconds`, ...(summary !== undefined && { summary }) };
+  return {
+    heartbeatTimeout: `${heartbeatTimeoutSeconds ?? DEFAULT_HEARTBEAT_TIMEOUT_SECONDS} seconds`,
+    ...(summary !== undefined && { summary }),
+  };
 }

@@ -62,4 +62,3 @@ export interface FailureClass {
 export function typesOf(...classes: FailureClass[]): string[] {
   return classes.map((c) => c.type);
 }
-

@@ -1,6 +1,17 @@
 export { preflight, type PreflightResult } from './preflight.js';
 export { rolloutSet, type RolloutSetInput } from './rollout-set.js';
 export { trainingIteration, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
-export { pauseSignal, PROGRESS_MEMO, resumeSignal, statusQuery, stopSignal, trainingRun, type HeldoutResult, type RunProgress, type RunStatus, type TrainingRunInput } from './training-run.js';
+export {
+  pauseSignal,
+  PROGRESS_MEMO,
+  resumeSignal,
+  statusQuery,
+  stopSignal,
+  trainingRun,
+  type HeldoutResult,
+  type RunProgress,
+  type RunStatus,
+  type TrainingRunInput,
+} from './training-run.js';
 export { releaseCandidate, type ReleaseCandidateInput, type ReleaseCandidateResult } from './release-candidate.js';
 export { shadowRun, type ShadowRunInput, type ShadowRunResult } from './shadow-run.js';

@@ -10,7 +10,9 @@ const { notify } = proxyActivities<Activities>(NOTIFY_ACTIVITY);
  * fails the workflow: a receiver that is still down after the retries costs the notification,
  * logged here and in each failed try's log.
  */
-export async function sendNotification(event: Omit<NotificationEvent, 'id' | 'at' | 'links'> & { links?: Record<string, string> }): Promise<void> {
+export async function sendNotification(
+  event: Omit<NotificationEvent, 'id' | 'at' | 'links'> & { links?: Record<string, string> },
+): Promise<void> {
   const id = `${workflowInfo().workflowId}.${event.event}`;
   try {
     await notify({ ...event, id, at: new Date().toISOString(), links: event.links ?? {} });

@@ -3,7 +3,14 @@ import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
-import { ReinHeldoutSuccess, ReinIteration, ReinPolicyVersion, ReinRunId, ReinStage, ReinVerdict } from './search-attributes.js';
+import {
+  ReinHeldoutSuccess,
+  ReinIteration,
+  ReinPolicyVersion,
+  ReinRunId,
+  ReinStage,
+  ReinVerdict,
+} from './search-attributes.js';
 import { callOptions, REGISTRY_ACTIVITY } from './activity-options.js';
 import { PromotionFailure } from './failures.js';
 import { gateLine } from './summaries.js';
@@ -11,7 +18,8 @@ import { scoredRollouts } from './rollouts-activity.js';
 import { sendNotification } from './notify.js';
 import type { HeldoutSelection } from './task-selection.js';
 
-const { productionPolicy, gateCandidate, promotePolicy, recordLedgerEntry } = proxyActivities<Activities>(REGISTRY_ACTIVITY);
+const { productionPolicy, gateCandidate, promotePolicy, recordLedgerEntry } =
+  proxyActivities<Activities>(REGISTRY_ACTIVITY);
 
 export interface ReleaseCandidateInput {
   candidate: string;
@@ -54,33 +62,52 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
     ...(input.runId ? [{ key: ReinRunId, value: input.runId }] : []),
     ...(input.iteration !== undefined ? [{ key: ReinIteration, value: input.iteration }] : []),
   ]);
-  const incumbent = await productionPolicy.executeWithOptions(quick, [{ base: input.base, candidate, actor: input.actor }]);
-  if (incumbent === candidate) throw new PromotionFailure(`${candidate} already serves production; there is nothing to compare it with`);
+  const incumbent = await productionPolicy.executeWithOptions(quick, [
+    { base: input.base, candidate, actor: input.actor },
+  ]);
+  if (incumbent === candidate)
+    throw new PromotionFailure(`${candidate} already serves production; there is nothing to compare it with`);
 
   const replay = (policyVersion: string, batchId: string) =>
-    scoredRollouts(`held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`, input.heartbeatTimeoutSeconds, {
-      batchId,
-      taskSet: heldout.taskSet,
-      taskIds: heldout.taskIds,
-      samplesPerTask,
-      mode: 'eval',
-      policyVersion,
-      ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
-    });
-  const incumbentSet = { batchId: heldoutBatchId(incumbent, input.configHash), taskIds: heldout.taskIds, samplesPerTask };
-  const candidateSet = { batchId: heldoutBatchId(candidate, input.configHash), taskIds: heldout.taskIds, samplesPerTask };
+    scoredRollouts(
+      `held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`,
+      input.heartbeatTimeoutSeconds,
+      {
+        batchId,
+        taskSet: heldout.taskSet,
+        taskIds: heldout.taskIds,
+        samplesPerTask,
+        mode: 'eval',
+        policyVersion,
+        ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
+      },
+    );
+  const incumbentSet = {
+    batchId: heldoutBatchId(incumbent, input.configHash),
+    taskIds: heldout.taskIds,
+    samplesPerTask,
+  };
+  const candidateSet = {
+    batchId: heldoutBatchId(candidate, input.configHash),
+    taskIds: heldout.taskIds,
+    samplesPerTask,
+  };
   const incumbentHeldout = await replay(incumbent, incumbentSet.batchId);
   const candidateHeldout = await replay(candidate, candidateSet.batchId);
 
   upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
   const decisionId = decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask);
-  const gate = await gateCandidate.executeWithOptions(quick, [{ decisionId, candidate, incumbent, candidateSet, incumbentSet }]);
+  const gate = await gateCandidate.executeWithOptions(quick, [
+    { decisionId, candidate, incumbent, candidateSet, incumbentSet },
+  ]);
   upsertSearchAttributes([{ key: ReinVerdict, value: gate.verdict }]);
   if (gate.acceptedRate) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: gate.acceptedRate.candidate }]);
   let promoted = false;
   if (gate.verdict === 'pass' && input.promote) {
     upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
-    await promotePolicy.executeWithOptions(quick, [{ version: candidate, decisionId: gate.decisionId, actor: input.actor }]);
+    await promotePolicy.executeWithOptions(quick, [
+      { version: candidate, decisionId: gate.decisionId, actor: input.actor },
+    ]);
     promoted = true;
   }
   // Refused releases are rows in the ledgers too: what was tried, and what it measured.

@@ -9,8 +9,16 @@ const { runRollouts } = proxyActivities<Activities>(ROLLOUT_ACTIVITY);
  * One set of rollouts as an activity, with the run's heartbeat timeout and a summary for the Web
  * UI; `timeoutMinutes` bounds it instead of ROLLOUT_ACTIVITY's start-to-close.
  */
-export function rolloutSetActivity(summary: string, heartbeatTimeoutSeconds: number | undefined, input: RunRolloutsInput, timeoutMinutes?: number): Promise<RunRolloutsSummary> {
-  const options = { ...callOptions(heartbeatTimeoutSeconds, summary), ...(timeoutMinutes !== undefined && { startToCloseTimeout: `${timeoutMinutes} minutes` }) };
+export function rolloutSetActivity(
+  summary: string,
+  heartbeatTimeoutSeconds: number | undefined,
+  input: RunRolloutsInput,
+  timeoutMinutes?: number,
+): Promise<RunRolloutsSummary> {
+  const options = {
+    ...callOptions(heartbeatTimeoutSeconds, summary),
+    ...(timeoutMinutes !== undefined && { startToCloseTimeout: `${timeoutMinutes} minutes` }),
+  };
   return runRollouts.executeWithOptions(options, [input]);
 }
 
@@ -22,7 +30,11 @@ const RESCORE_ROUNDS = 2;
  * computed from it: a verdict or a batch must rest on scored rollouts, and a short outage should
  * cost a pause, not the evidence. What is still unscored after the last round is reported as such.
  */
-export async function scoredRollouts(summary: string, heartbeatTimeoutSeconds: number | undefined, input: RunRolloutsInput): Promise<RunRolloutsSummary> {
+export async function scoredRollouts(
+  summary: string,
+  heartbeatTimeoutSeconds: number | undefined,
+  input: RunRolloutsInput,
+): Promise<RunRolloutsSummary> {
   let result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input);
   for (let round = 1; round <= RESCORE_ROUNDS && result.unscored > 0; round++) {
     await sleep(`${10 * round} seconds`);

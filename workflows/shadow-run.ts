@@ -47,15 +47,19 @@ export async function shadowRun(input: ShadowRunInput): Promise<ShadowRunResult>
   let rollouts: RunRolloutsSummary;
   try {
     upsertSearchAttributes([{ key: ReinStage, value: 'shadow-rollouts' }]);
-    rollouts = await rolloutSetActivity(`shadow run: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${alias}, mirrored to ${candidate}`, input.heartbeatTimeoutSeconds, {
-      batchId,
-      taskSet: heldout.taskSet,
-      taskIds: heldout.taskIds,
-      samplesPerTask,
-      mode: 'shadow',
-      policyVersion: null,
-      ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
-    });
+    rollouts = await rolloutSetActivity(
+      `shadow run: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${alias}, mirrored to ${candidate}`,
+      input.heartbeatTimeoutSeconds,
+      {
+        batchId,
+        taskSet: heldout.taskSet,
+        taskIds: heldout.taskIds,
+        samplesPerTask,
+        mode: 'shadow',
+        policyVersion: null,
+        ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
+      },
+    );
   } finally {
     await CancellationScope.nonCancellable(() => stopMirror({ alias, candidate }));
   }

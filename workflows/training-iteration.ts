@@ -1,13 +1,32 @@
-import { executeChild, proxyActivities, setCurrentDetails, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  executeChild,
+  proxyActivities,
+  setCurrentDetails,
+  upsertMemo,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
 import { iterationBatchId, selectionRolloutIds } from '../src/rollouts/rollout-id.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
-import { BATCH_ACTIVITY, callOptions, DEFAULT_HEARTBEAT_TIMEOUT_SECONDS, REGISTRY_ACTIVITY, TRAINER_ACTIVITY } from './activity-options.js';
+import {
+  BATCH_ACTIVITY,
+  callOptions,
+  DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+  REGISTRY_ACTIVITY,
+  TRAINER_ACTIVITY,
+} from './activity-options.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
 import { scoredRollouts } from './rollouts-activity.js';
-import { ReinHeldoutSuccess, ReinIteration, ReinMeanReward, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
+import {
+  ReinHeldoutSuccess,
+  ReinIteration,
+  ReinMeanReward,
+  ReinPolicyVersion,
+  ReinRunId,
+  ReinStage,
+} from './search-attributes.js';
 import { iterationSummary } from './summaries.js';
 import type { HeldoutSelection, TaskSelection } from './task-selection.js';
 
@@ -39,7 +58,10 @@ export interface TrainingIterationResult {
   update: UpdatePolicySummary;
   heldout: RunRolloutsSummary | null;
   /** `incumbentHeldout`: production's replay of the same held-out tasks (absent from iterations run before it was kept). */
-  release: (Pick<ReleaseCandidateResult, 'incumbent' | 'gate' | 'promoted'> & Partial<Pick<ReleaseCandidateResult, 'incumbentHeldout'>>) | null;
+  release:
+    | (Pick<ReleaseCandidateResult, 'incumbent' | 'gate' | 'promoted'> &
+        Partial<Pick<ReleaseCandidateResult, 'incumbentHeldout'>>)
+    | null;
 }
 
 /**
@@ -48,7 +70,12 @@ export interface TrainingIterationResult {
  * retry resumes rather than repeats; only references and summaries pass through history.
  */
 export async function trainingIteration(input: TrainingIterationInput): Promise<TrainingIterationResult> {
-  const { runId, iteration, policyVersion: parent, heartbeatTimeoutSeconds = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS } = input;
+  const {
+    runId,
+    iteration,
+    policyVersion: parent,
+    heartbeatTimeoutSeconds = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+  } = input;
   const startedAt = Date.now();
   const batchId = iterationBatchId(runId, iteration);
   const stage = (name: string) => upsertSearchAttributes([{ key: ReinStage, value: name }]);
@@ -60,26 +87,47 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   ]);
   upsertMemo({ configHash: input.configHash });
 
-  const rollouts = await scoredRollouts(`train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`, heartbeatTimeoutSeconds, {
-    batchId,
-    taskSet: input.train.taskSet,
-    taskIds: input.train.taskIds,
-    samplesPerTask: input.train.samplesPerTask,
-    mode: 'train',
-    policyVersion: parent,
-  });
+  const rollouts = await scoredRollouts(
+    `train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`,
+    heartbeatTimeoutSeconds,
+    {
+      batchId,
+      taskSet: input.train.taskSet,
+      taskIds: input.train.taskIds,
+      samplesPerTask: input.train.samplesPerTask,
+      mode: 'train',
+      policyVersion: parent,
+    },
+  );
   upsertMemo({ harnessVersion: rollouts.harnessVersion });
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
   stage('batch');
-  const rolloutIds = selectionRolloutIds({ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask });
-  const built = await buildBatch.executeWithOptions(callOptions(heartbeatTimeoutSeconds, `batch from ${rollouts.total} rollouts`), [{ runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds }]);
+  const rolloutIds = selectionRolloutIds({
+    batchId,
+    taskIds: input.train.taskIds,
+    samplesPerTask: input.train.samplesPerTask,
+  });
+  const built = await buildBatch.executeWithOptions(
+    callOptions(heartbeatTimeoutSeconds, `batch from ${rollouts.total} rollouts`),
+    [{ runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds }],
+  );
 
   stage('update');
   const candidate = `${runId}.v${iteration}`;
-  const update = await updatePolicy.executeWithOptions(callOptions(heartbeatTimeoutSeconds, `train ${candidate} from ${parent} on ${built.summary.sequences} sequences`), [
-    { runId, iteration, parentVersion: parent, newVersion: candidate, batchUri: built.batch.uri, batchContentHash: built.batch.contentHash },
-  ]);
+  const update = await updatePolicy.executeWithOptions(
+    callOptions(heartbeatTimeoutSeconds, `train ${candidate} from ${parent} on ${built.summary.sequences} sequences`),
+    [
+      {
+        runId,
+        iteration,
+        parentVersion: parent,
+        newVersion: candidate,
+        batchUri: built.batch.uri,
+        batchContentHash: built.batch.contentHash,
+      },
+    ],
+  );
 
   let heldout: RunRolloutsSummary | null = null;
   let release: TrainingIterationResult['release'] = null;
@@ -105,11 +153,23 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
       ],
     });
     heldout = released.candidateHeldout;
-    release = { incumbent: released.incumbent, gate: released.gate, promoted: released.promoted, incumbentHeldout: released.incumbentHeldout };
+    release = {
+      incumbent: released.incumbent,
+      gate: released.gate,
+      promoted: released.promoted,
+      incumbentHeldout: released.incumbentHeldout,
+    };
     const success = released.gate.acceptedRate?.candidate;
     if (success !== undefined) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
   }
-  setCurrentDetails(iterationSummary({ iteration, candidate, meanReward: rollouts.meanReward, ...(release && { gate: { ...release.gate, promoted: release.promoted } }) }));
+  setCurrentDetails(
+    iterationSummary({
+      iteration,
+      candidate,
+      meanReward: rollouts.meanReward,
+      ...(release && { gate: { ...release.gate, promoted: release.promoted } }),
+    }),
+  );
   await recordLedgerEntry.executeWithOptions(callOptions(heartbeatTimeoutSeconds), [
     {
       id: batchId,
@@ -130,7 +190,12 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     parent,
     candidate,
     rollouts,
-    batch: { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri, ...built.summary },
+    batch: {
+      uri: built.batch.uri,
+      contentHash: built.batch.contentHash,
+      reportUri: built.report.uri,
+      ...built.summary,
+    },
     update,
     heldout,
     release,

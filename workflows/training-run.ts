@@ -1,4 +1,18 @@
-import { condition, ContinueAsNew, continueAsNew, defineQuery, defineSignal, executeChild, isCancellation, proxyActivities, setCurrentDetails, setHandler, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  ContinueAsNew,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  executeChild,
+  isCancellation,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
@@ -66,7 +80,14 @@ export interface RunProgress {
     meanReward: number | null;
     heldoutMeanReward: number | null;
     /** The gate's verdict on the candidate against production, and whether production moved to it. */
-    gate?: { verdict: GateSummary['verdict']; decisionId: string; incumbent: string; promoted: boolean; reasons: string[]; acceptedRate?: GateSummary['acceptedRate'] };
+    gate?: {
+      verdict: GateSummary['verdict'];
+      decisionId: string;
+      incumbent: string;
+      promoted: boolean;
+      reasons: string[];
+      acceptedRate?: GateSummary['acceptedRate'];
+    };
     /** Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed. */
     failures?: Record<string, Record<string, number>>;
     failed?: string;
@@ -128,7 +149,11 @@ interface RunPosition {
 
 async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<RunStatus> {
   const runId = input.runId ?? workflowInfo().workflowId;
-  const progress: RunProgress = input.progress ?? { nextIteration: 1, policyVersion: input.base.version, iterations: [] };
+  const progress: RunProgress = input.progress ?? {
+    nextIteration: 1,
+    policyVersion: input.base.version,
+    iterations: [],
+  };
   const run = { paused: false, stopping: false, stage: 'starting', currentWorkflowId: runId as string | undefined };
   const status = (state?: RunStatus['state']): RunStatus => ({
     runId,
@@ -164,15 +189,29 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
     run.stage = `iteration ${iteration}`;
     upsertSearchAttributes([{ key: ReinStage, value: `iteration-${iteration}` }]);
 
-    const outcome = await runIteration(input, runId, iteration, progress.policyVersion, (id) => (run.currentWorkflowId = id));
+    const outcome = await runIteration(
+      input,
+      runId,
+      iteration,
+      progress.policyVersion,
+      (id) => (run.currentWorkflowId = id),
+    );
     if ('result' in outcome) {
       recordIteration(progress, outcome.result);
     } else {
-      progress.iterations.push({ iteration, candidate: null, meanReward: null, heldoutMeanReward: null, failed: outcome.failure });
+      progress.iterations.push({
+        iteration,
+        candidate: null,
+        meanReward: null,
+        heldoutMeanReward: null,
+        failed: outcome.failure,
+      });
       if (input.onFailedIteration !== 'skip') {
         // Recorded before the run fails with it: `rein resume` reads why from the memo.
         recordProgress(progress);
-        throw new IterationFailure(`iteration ${iteration} of run ${runId} failed${outcome.tries > 1 ? ` ${outcome.tries} times` : ''}: ${outcome.failure}`);
+        throw new IterationFailure(
+          `iteration ${iteration} of run ${runId} failed${outcome.tries > 1 ? ` ${outcome.tries} times` : ''}: ${outcome.failure}`,
+        );
       }
     }
     progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
@@ -182,7 +221,10 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
     setCurrentDetails(progress.iterations.slice(-10).map(iterationSummary).join('\n'));
     iterationsHere++;
     const every = input.continueAsNewEvery;
-    const asked = every !== undefined && iterationsHere >= every && (input.iterations === null || progress.nextIteration <= input.iterations);
+    const asked =
+      every !== undefined &&
+      iterationsHere >= every &&
+      (input.iterations === null || progress.nextIteration <= input.iterations);
     if ((workflowInfo().continueAsNewSuggested || asked) && !run.stopping && !run.paused) {
       await continueAsNew<typeof trainingRun>({ ...input, runId, progress });
     }
@@ -210,12 +252,21 @@ function recordProgress(progress: RunProgress): void {
  * A fresh run's start: the base registered as the lineage's root, the policy to train from
  * (production's, with run.startFrom: production), and that policy's held-out replay, the yardstick.
  */
-async function startFromBase(input: TrainingRunInput, runId: string, progress: RunProgress, setStage: (stage: string) => void): Promise<void> {
+async function startFromBase(
+  input: TrainingRunInput,
+  runId: string,
+  progress: RunProgress,
+  setStage: (stage: string) => void,
+): Promise<void> {
   await registerBasePolicy.executeWithOptions({ summary: `register ${input.base.version}` }, [input.base]);
   const fromProduction = input.startFrom === 'production';
   if (fromProduction) {
     // A recurring run goes on from what serves production now, not from the first base again.
-    progress.policyVersion = await productionPolicy({ base: input.base, candidate: input.base.version, actor: `run:${runId}` });
+    progress.policyVersion = await productionPolicy({
+      base: input.base,
+      candidate: input.base.version,
+      actor: `run:${runId}`,
+    });
     upsertSearchAttributes([{ key: ReinPolicyVersion, value: progress.policyVersion }]);
   }
   const start = progress.policyVersion;
@@ -224,17 +275,25 @@ async function startFromBase(input: TrainingRunInput, runId: string, progress: R
   setStage('heldout-base');
   upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
   const samplesPerTask = input.release?.samplesPerTask ?? 1;
-  const base = await scoredRollouts(`held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`, input.heartbeatTimeoutSeconds, {
-    batchId: heldoutBatchId(start, input.configHash),
-    taskSet: input.heldout.taskSet,
-    taskIds: input.heldout.taskIds,
-    samplesPerTask,
-    mode: 'eval',
-    policyVersion: start,
-    ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
-  });
+  const base = await scoredRollouts(
+    `held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`,
+    input.heartbeatTimeoutSeconds,
+    {
+      batchId: heldoutBatchId(start, input.configHash),
+      taskSet: input.heldout.taskSet,
+      taskIds: input.heldout.taskIds,
+      samplesPerTask,
+      mode: 'eval',
+      policyVersion: start,
+      ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
+    },
+  );
   // Starting from production, the yardstick is what production serves until a gate moves it.
-  progress.heldout = { base: heldoutResult(start, base), latest: null, ...(fromProduction && { production: heldoutResult(start, base) }) };
+  progress.heldout = {
+    base: heldoutResult(start, base),
+    latest: null,
+    ...(fromProduction && { production: heldoutResult(start, base) }),
+  };
 }
 
 /**
@@ -251,8 +310,12 @@ async function runIteration(
 ): Promise<{ result: TrainingIterationResult } | { failure: string; tries: number }> {
   const tasks = input.train.taskIds;
   const first = ((iteration - 1) * input.train.tasksPerIteration) % tasks.length;
-  const taskIds = Array.from({ length: Math.min(input.train.tasksPerIteration, tasks.length) }, (_, i) => tasks[(first + i) % tasks.length] as string);
-  const replayHeldout = input.heldout && (iteration % (input.heldoutEvery ?? 1) === 0 || iteration === input.iterations);
+  const taskIds = Array.from(
+    { length: Math.min(input.train.tasksPerIteration, tasks.length) },
+    (_, i) => tasks[(first + i) % tasks.length] as string,
+  );
+  const replayHeldout =
+    input.heldout && (iteration % (input.heldoutEvery ?? 1) === 0 || iteration === input.iterations);
   const tries = input.onFailedIteration === 'retry' ? (input.maxIterationTries ?? 3) : 1;
   let failure = 'failed';
   for (let attempt = 1; attempt <= tries; attempt++) {
@@ -269,7 +332,14 @@ async function runIteration(
             policyVersion,
             configHash: input.configHash,
             train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
-            ...(replayHeldout && { heldout: input.heldout, release: { samplesPerTask: input.release?.samplesPerTask ?? 1, promote: input.release?.promote ?? false, base: input.base } }),
+            ...(replayHeldout && {
+              heldout: input.heldout,
+              release: {
+                samplesPerTask: input.release?.samplesPerTask ?? 1,
+                promote: input.release?.promote ?? false,
+                base: input.base,
+              },
+            }),
             ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
           },
         ],
@@ -291,13 +361,19 @@ function recordIteration(progress: RunProgress, result: TrainingIterationResult)
   upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
   if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
   if (progress.heldout) progress.heldout.production = productionHeldout(result) ?? progress.heldout.production;
-  const success = release && (release.promoted ? release.gate.acceptedRate?.candidate : release.gate.acceptedRate?.incumbent);
+  const success =
+    release && (release.promoted ? release.gate.acceptedRate?.candidate : release.gate.acceptedRate?.incumbent);
   if (success !== undefined && success !== null) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
 }
 
 function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
   const failed = Object.keys(summary.byFailureClass ?? {}).length > 0;
-  return { policyVersion, meanReward: summary.meanReward, meanRewardByTask: summary.meanRewardByTask, ...(failed && { byFailureClass: summary.byFailureClass }) };
+  return {
+    policyVersion,
+    meanReward: summary.meanReward,
+    meanRewardByTask: summary.meanRewardByTask,
+    ...(failed && { byFailureClass: summary.byFailureClass }),
+  };
 }
 
 /** A finished iteration as the run's progress keeps it. */

@@ -35,7 +35,8 @@ const tools = [
 /** The tool: integer arithmetic only, evaluated without eval. */
 export function calculate(expression) {
   const tokens = String(expression).match(/\d+|[-+*()]/g) ?? [];
-  if (tokens.join('') !== String(expression).replace(/\s+/g, '')) throw new Error(`cannot evaluate ${JSON.stringify(expression)}`);
+  if (tokens.join('') !== String(expression).replace(/\s+/g, ''))
+    throw new Error(`cannot evaluate ${JSON.stringify(expression)}`);
   let at = 0;
   const primary = () => {
     const token = tokens[at++];
@@ -55,7 +56,8 @@ export function calculate(expression) {
   };
   const sum = () => {
     let value = product();
-    while (tokens[at] === '+' || tokens[at] === '-') value = tokens[at++] === '+' ? value + product() : value - product();
+    while (tokens[at] === '+' || tokens[at] === '-')
+      value = tokens[at++] === '+' ? value + product() : value - product();
     return value;
   };
   const value = sum();
@@ -70,7 +72,9 @@ export function seedFor(seed, rolloutId, turn) {
 
 async function main() {
   const [taskFile, outputFile = process.env.REIN_OUTPUT_FILE] = process.argv.slice(2);
-  const task = JSON.parse(taskFile ? readFileSync(taskFile, 'utf8') : (process.env.REIN_TASK ?? readFileSync(0, 'utf8')));
+  const task = JSON.parse(
+    taskFile ? readFileSync(taskFile, 'utf8') : (process.env.REIN_TASK ?? readFileSync(0, 'utf8')),
+  );
   const client = new OpenAI(); // OPENAI_BASE_URL and OPENAI_API_KEY from the environment
   const messages = [{ role: 'user', content: task.question }];
   let answer = null;
@@ -84,7 +88,11 @@ async function main() {
       ...(SEED !== undefined && { seed: seedFor(SEED, process.env.REIN_ROLLOUT_ID ?? '', turn) }),
     });
     const message = completion.choices[0].message;
-    messages.push({ role: 'assistant', content: message.content, ...(message.tool_calls?.length && { tool_calls: message.tool_calls }) });
+    messages.push({
+      role: 'assistant',
+      content: message.content,
+      ...(message.tool_calls?.length && { tool_calls: message.tool_calls }),
+    });
     if (!message.tool_calls?.length) {
       answer = (message.content ?? '').trim();
       break;
@@ -99,7 +107,11 @@ async function main() {
       messages.push({ role: 'tool', tool_call_id: call.id, content: result });
     }
   }
-  const output = JSON.stringify({ taskId: task.id, answer, turns: messages.filter((m) => m.role === 'assistant').length });
+  const output = JSON.stringify({
+    taskId: task.id,
+    answer,
+    turns: messages.filter((m) => m.role === 'assistant').length,
+  });
   if (outputFile) writeFileSync(outputFile, `${output}\n`);
   else process.stdout.write(`${output}\n`);
 }

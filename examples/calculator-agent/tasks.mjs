@@ -35,11 +35,16 @@ export function generate(seed, count, prefix) {
 }
 
 export function hashOf(tasks) {
-  return createHash('sha256').update(tasks.map((t) => JSON.stringify(t)).join('\n')).digest('hex');
+  return createHash('sha256')
+    .update(tasks.map((t) => JSON.stringify(t)).join('\n'))
+    .digest('hex');
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  for (const [name, seed, count] of [['train', 1, 512], ['heldout', 2, 128]]) {
+  for (const [name, seed, count] of [
+    ['train', 1, 512],
+    ['heldout', 2, 128],
+  ]) {
     const tasks = generate(seed, count, name);
     writeFileSync(path.join(here, `${name}.jsonl`), `${tasks.map((t) => JSON.stringify(t)).join('\n')}\n`);
     process.stdout.write(`${name}.jsonl: ${count} tasks, sha256 ${hashOf(tasks)}\n`);

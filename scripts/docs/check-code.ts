@@ -34,7 +34,10 @@ function checkCommands(ctx: DocsContext, { line, text }: Located, inBlock: boole
     let rest = text.slice((match.index ?? 0) + match[0].length);
     // In a shell block a comment, a pipe or a next command ends it; in a span only the span does.
     if (inBlock) rest = rest.split(/\s#|;|&&|\|\||\s\|\s|`/)[0] as string;
-    const tokens = rest.trim().split(/\s+/).filter((t) => t !== '');
+    const tokens = rest
+      .trim()
+      .split(/\s+/)
+      .filter((t) => t !== '');
     checkInvocation(ctx, tokens, line, report);
   }
 }
@@ -66,14 +69,19 @@ function checkInvocation(ctx: DocsContext, tokens: readonly string[], line: numb
       command = sub;
       continue;
     }
-    if (/^[a-z][a-z-]*$/.test(word)) report(line, `rein ${name} ${word}: rein ${name} has no subcommand ${word} (it has: ${command.commands.map((c) => c.name()).join(', ')})`);
+    if (/^[a-z][a-z-]*$/.test(word))
+      report(
+        line,
+        `rein ${name} ${word}: rein ${name} has no subcommand ${word} (it has: ${command.commands.map((c) => c.name()).join(', ')})`,
+      );
     break;
   }
   const own = new Set(command.options.flatMap((o) => [o.long, o.short].filter((f): f is string => f !== undefined)));
   for (const token of tokens.slice(i)) {
     const flag = bareFlag(token.replace(/^[([]+/, ''));
     if (!/^--?[a-z]/i.test(flag)) continue;
-    if (!own.has(flag) && !ctx.globalFlags.has(flag)) report(line, `rein ${name} ${flag}: not an option of rein ${name} (see docs/reference/cli.md)`);
+    if (!own.has(flag) && !ctx.globalFlags.has(flag))
+      report(line, `rein ${name} ${flag}: not an option of rein ${name} (see docs/reference/cli.md)`);
   }
 }
 
@@ -85,14 +93,16 @@ function bareFlag(token: string): string {
 /** A span that is only a flag (`--follow`, `--heldout N`) names an option of some rein command. */
 function checkLoneFlag(ctx: DocsContext, { line, text }: Located, report: Report): void {
   const flag = /^(--[a-z][a-z0-9-]*)(?:[ =]\S+)?$/.exec(text)?.[1];
-  if (flag && !ctx.allFlags.has(flag)) report(line, `${flag}: no rein command has this option (write another tool's flag with the tool's name)`);
+  if (flag && !ctx.allFlags.has(flag))
+    report(line, `${flag}: no rein command has this option (write another tool's flag with the tool's name)`);
 }
 
 function checkNpmScripts(ctx: DocsContext, { line, text }: Located, report: Report): void {
   for (const match of text.matchAll(/\bnpm run ([\w:.*-]+)/g)) {
     const script = match[1] as string;
     const pattern = new RegExp(`^${script.split('*').map(escapeRegex).join('.*')}$`);
-    if (![...ctx.npmScripts].some((s) => pattern.test(s))) report(line, `npm run ${script}: package.json has no script ${script}`);
+    if (![...ctx.npmScripts].some((s) => pattern.test(s)))
+      report(line, `npm run ${script}: package.json has no script ${script}`);
   }
 }
 
@@ -102,7 +112,8 @@ const FILE_EXTENSIONS = /\.(ts|mts|js|mjs|cjs|md|json|ya?ml|py|sh|sqlite|log|loc
 function checkConfigKey(ctx: DocsContext, { line, text }: Located, report: Report): void {
   const key = /^([a-z][A-Za-z0-9]*(?:\.(?:[A-Za-z0-9_<>*-]+(?:\[\])?))+)(?::(?:\s.*)?|\s*=.*)?$/.exec(text)?.[1];
   if (!key || !ctx.topKeys.has(key.split('.')[0] as string) || FILE_EXTENSIONS.test(key) || /\(/.test(key)) return;
-  if (!knownKey(ctx, splitKey(key))) report(line, `${key}: not a key of the config file (see docs/reference/config.md)`);
+  if (!knownKey(ctx, splitKey(key)))
+    report(line, `${key}: not a key of the config file (see docs/reference/config.md)`);
 }
 
 function knownKey(ctx: DocsContext, segments: readonly string[]): boolean {
@@ -124,15 +135,23 @@ function checkYamlConfig(ctx: DocsContext, block: Located, report: Report): void
   } catch {
     return; // An excerpt with placeholders; not a config file.
   }
-  if (!isMapping(value) || Object.keys(value).length === 0 || !Object.keys(value).every((k) => ctx.topKeys.has(k))) return;
+  if (!isMapping(value) || Object.keys(value).length === 0 || !Object.keys(value).every((k) => ctx.topKeys.has(k)))
+    return;
   const visit = (node: unknown, segments: string[]) => {
     if (segments.length > 0 && !knownKey(ctx, segments)) {
-      const lineOf = block.text.split('\n').findIndex((l) => new RegExp(`^\\s*-?\\s*${escapeRegex(segments.at(-1) as string)}\\s*:`).test(l));
-      report(block.line + Math.max(0, lineOf), `${segments.join('.').replace(/\.\[\]/g, '[]')}: not a key of the config file (see docs/reference/config.md)`);
+      const lineOf = block.text
+        .split('\n')
+        .findIndex((l) => new RegExp(`^\\s*-?\\s*${escapeRegex(segments.at(-1) as string)}\\s*:`).test(l));
+      report(
+        block.line + Math.max(0, lineOf),
+        `${segments.join('.').replace(/\.\[\]/g, '[]')}: not a key of the config file (see docs/reference/config.md)`,
+      );
       return;
     }
     if (isMapping(node)) for (const [k, v] of Object.entries(node)) visit(v, [...segments, k]);
-    else if (Array.isArray(node)) for (const item of node) if (isMapping(item) && knownKey(ctx, [...segments, '[]'])) visit(item, [...segments, '[]']);
+    else if (Array.isArray(node))
+      for (const item of node)
+        if (isMapping(item) && knownKey(ctx, [...segments, '[]'])) visit(item, [...segments, '[]']);
   };
   visit(value, []);
 }
@@ -150,7 +169,9 @@ function checkFileName(ctx: DocsContext, { line, text }: Located, report: Report
   if (!/^[\w.@*-]+(\/[\w.@*-]+)*\/?$/.test(text) || /^\.|\.\.|^\*/.test(text)) return;
   const source = /\.(ts|mts|mjs|cjs|py|sh|md)$/.test(text);
   if (!source && !ctx.topDirs.has(text.split('/')[0] as string)) return;
-  const pattern = new RegExp(`(^|/)${text.replace(/\/$/, '').split('*').map(escapeRegex).join('[^/]*')}${text.endsWith('/') || !FILE_EXTENSIONS.test(text) ? '(/|$)' : '$'}`);
+  const pattern = new RegExp(
+    `(^|/)${text.replace(/\/$/, '').split('*').map(escapeRegex).join('[^/]*')}${text.endsWith('/') || !FILE_EXTENSIONS.test(text) ? '(/|$)' : '$'}`,
+  );
   // A name with a folder is the repository's path from the root or from some folder in it (`kubernetes/job-executor.ts`).
   if (!ctx.files.some((f) => pattern.test(f))) report(line, `${text}: no such file or folder in the repository`);
 }

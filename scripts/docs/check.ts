@@ -45,7 +45,8 @@ export interface DocsContext {
 export async function docsContext(root = REPO_ROOT): Promise<DocsContext> {
   const program = await reinProgram();
   const commands = new Map(allCommands(program).map(({ name, command }) => [name, command]));
-  const flagsOf = (command: Command) => command.options.flatMap((o) => [o.long, o.short].filter((f): f is string => f !== undefined));
+  const flagsOf = (command: Command) =>
+    command.options.flatMap((o) => [o.long, o.short].filter((f): f is string => f !== undefined));
   const globalFlags = new Set([...flagsOf(program), '--help', '-h']);
   const allFlags = new Set([...globalFlags, ...[...commands.values()].flatMap(flagsOf)]);
   const schema = configJsonSchema() as JsonSchema;
@@ -73,7 +74,9 @@ function configKeyPaths(schema: JsonSchema): string[][] {
   for (const row of schemaRows(schema)) {
     const segments = splitKey(row.path);
     segments.forEach((_, n) => add(segments.slice(0, n + 1)));
-    const entries = row.schema.additionalProperties ?? row.schema.anyOf?.find((o) => typeof o.additionalProperties === 'object')?.additionalProperties;
+    const entries =
+      row.schema.additionalProperties ??
+      row.schema.anyOf?.find((o) => typeof o.additionalProperties === 'object')?.additionalProperties;
     if (typeof entries === 'object') add([...segments, '<name>']);
   }
   return [...paths.values()];
@@ -89,7 +92,11 @@ export function splitKey(key: string): string[] {
 
 function repositoryFiles(root: string): string[] {
   try {
-    const out = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    const out = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], {
+      cwd: root,
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    });
     // Deleted but not yet staged files are still listed by git; the tree is what counts.
     return out.split('\n').filter((f) => f !== '' && existsSync(path.join(root, f)));
   } catch {

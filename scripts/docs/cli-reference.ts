@@ -42,23 +42,39 @@ export async function cliReference(): Promise<string> {
     '',
     '## Commands',
     '',
-    ...commands.map(({ name, command }) => `- [\`rein ${name}\`](#${anchor(`rein ${name}`)}): ${cell(command.description())}`),
+    ...commands.map(
+      ({ name, command }) => `- [\`rein ${name}\`](#${anchor(`rein ${name}`)}): ${cell(command.description())}`,
+    ),
   ];
   for (const { name, command } of commands) lines.push('', ...commandSection(name, command));
   return `${lines.join('\n')}\n`;
 }
 
 function commandSection(name: string, command: Command): string[] {
-  const lines = [`### rein ${name}`, '', '```', `rein ${name} ${command.usage()}`, '```', '', sentence(command.description())];
+  const lines = [
+    `### rein ${name}`,
+    '',
+    '```',
+    `rein ${name} ${command.usage()}`,
+    '```',
+    '',
+    sentence(command.description()),
+  ];
   const args = command.registeredArguments;
   if (args.length > 0) {
     lines.push('', '| argument | required | description |', '|---|---|---|');
-    for (const a of args) lines.push(`| \`${a.name()}${a.variadic ? '...' : ''}\` | ${a.required ? 'yes' : 'no'} | ${cell(a.description)} |`);
+    for (const a of args)
+      lines.push(
+        `| \`${a.name()}${a.variadic ? '...' : ''}\` | ${a.required ? 'yes' : 'no'} | ${cell(a.description)} |`,
+      );
   }
   const options = command.options.filter((o) => !o.hidden);
   if (options.length > 0) lines.push('', ...optionTable(options));
   if (command.commands.length > 0) {
-    lines.push('', `Subcommands: ${command.commands.map((c) => `[\`${c.name()}\`](#${anchor(`rein ${name} ${c.name()}`)})`).join(', ')}.`);
+    lines.push(
+      '',
+      `Subcommands: ${command.commands.map((c) => `[\`${c.name()}\`](#${anchor(`rein ${name} ${c.name()}`)})`).join(', ')}.`,
+    );
   }
   return lines;
 }
@@ -73,7 +89,8 @@ function optionTable(options: readonly Option[]): string[] {
 
 function defaultOf(option: Option): string {
   const value: unknown = option.defaultValue;
-  if (value === undefined || (option.negate && value === true) || (Array.isArray(value) && value.length === 0)) return '';
+  if (value === undefined || (option.negate && value === true) || (Array.isArray(value) && value.length === 0))
+    return '';
   return `\`${cell(String(value))}\``;
 }
 

@@ -50,6 +50,9 @@ function table(rows: readonly SchemaRow[]): string[] {
   return [
     '| key | type | default | description |',
     '|---|---|---|---|',
-    ...rows.map((r) => `| \`${r.path}\` | ${cell(typeOf(r.schema))} | ${r.required ? 'required' : defaultOf(r.schema)} | ${cell(r.schema.description ?? '')} |`),
+    ...rows.map(
+      (r) =>
+        `| \`${r.path}\` | ${cell(typeOf(r.schema))} | ${r.required ? 'required' : defaultOf(r.schema)} | ${cell(r.schema.description ?? '')} |`,
+    ),
   ];
 }

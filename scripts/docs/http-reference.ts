@@ -34,15 +34,19 @@ export async function openApiDocument(): Promise<OpenApiDocument> {
 /** docs/reference/http-api.md: every route of Rein's HTTP API with its parameters, body and answer, from the OpenAPI document. */
 export async function httpReference(): Promise<string> {
   const doc = await openApiDocument();
-  const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })));
+  const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
+    Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
+  );
   const lines = [
     '# HTTP API reference',
     '',
-    GENERATED_NOTE("the OpenAPI document Rein's API builds (`src/api/routes/`, `src/api/schemas.ts`, `src/api/console-schemas.ts`)"),
+    GENERATED_NOTE(
+      "the OpenAPI document Rein's API builds (`src/api/routes/`, `src/api/schemas.ts`, `src/api/console-schemas.ts`)",
+    ),
     '',
     `${doc.info.description} Served by \`rein api\` and \`rein dev\` on \`api.port\` (8402); \`GET /openapi.json\` answers this`,
     "document as OpenAPI 3.1. Every route takes the gateway's admin key as `Authorization: Bearer <key>`. What the",
-    'API is for, its errors and limits: [The training loop](../training-loop.md#the-http-api). The gateway\'s own',
+    "API is for, its errors and limits: [The training loop](../training-loop.md#the-http-api). The gateway's own",
     'rollout API (on `gateway.port`) is described in [The gateway](../gateway.md#rollout-api).',
     '',
     'Errors are `{"error": {"code", "message"}}`.',
@@ -51,7 +55,9 @@ export async function httpReference(): Promise<string> {
     '',
     '| method | path | what |',
     '|---|---|---|',
-    ...operations.map(({ method, path, op }) => `| ${method} | [\`${path}\`](#${anchorOf(method, path)}) | ${cell(op.summary)} |`),
+    ...operations.map(
+      ({ method, path, op }) => `| ${method} | [\`${path}\`](#${anchorOf(method, path)}) | ${cell(op.summary)} |`,
+    ),
   ];
   for (const { method, path, op } of operations) lines.push('', ...operationSection(method, path, op));
   return `${lines.join('\n')}\n`;
@@ -66,7 +72,10 @@ function operationSection(method: string, path: string, op: Operation): string[]
   const parameters = op.parameters ?? [];
   if (parameters.length > 0) {
     lines.push('', '| parameter | in | type | required | default | description |', '|---|---|---|---|---|---|');
-    for (const p of parameters) lines.push(`| \`${p.name}\` | ${p.in} | ${cell(typeOf(p.schema))} | ${p.required ? 'yes' : 'no'} | ${defaultOf(p.schema)} | ${cell(p.description ?? p.schema.description ?? '')} |`);
+    for (const p of parameters)
+      lines.push(
+        `| \`${p.name}\` | ${p.in} | ${cell(typeOf(p.schema))} | ${p.required ? 'yes' : 'no'} | ${defaultOf(p.schema)} | ${cell(p.description ?? p.schema.description ?? '')} |`,
+      );
   }
   const body = op.requestBody?.content['application/json'].schema;
   if (body) {
@@ -87,7 +96,10 @@ function fieldTable(schema: JsonSchema): string[] {
   return [
     '| field | type | required | description |',
     '|---|---|---|---|',
-    ...rows.map((r) => `| \`${r.path}\` | ${cell(typeOf(r.schema))} | ${r.required ? 'yes' : 'no'} | ${cell([r.schema.description, defaultText(r.schema)].filter(Boolean).join('; '))} |`),
+    ...rows.map(
+      (r) =>
+        `| \`${r.path}\` | ${cell(typeOf(r.schema))} | ${r.required ? 'yes' : 'no'} | ${cell([r.schema.description, defaultText(r.schema)].filter(Boolean).join('; '))} |`,
+    ),
   ];
 }
 

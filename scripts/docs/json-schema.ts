@@ -39,7 +39,8 @@ export function schemaRows(root: JsonSchema, prefix = '', maxDepth = Infinity): 
   const visit = (schema: JsonSchema, path: string, required: boolean, depth: number) => {
     if (path) rows.push({ path, schema, required });
     if (depth >= maxDepth) return;
-    for (const [childPath, child, childRequired] of children(schema, path)) visit(child, childPath, childRequired, depth + 1);
+    for (const [childPath, child, childRequired] of children(schema, path))
+      visit(child, childPath, childRequired, depth + 1);
   };
   visit(root, prefix, true, 0);
   return rows;
@@ -48,7 +49,8 @@ export function schemaRows(root: JsonSchema, prefix = '', maxDepth = Infinity): 
 function children(schema: JsonSchema, path: string): Array<[string, JsonSchema, boolean]> {
   const join = (key: string) => (path ? `${path}.${key}` : key);
   const out: Array<[string, JsonSchema, boolean]> = [];
-  for (const [key, child] of Object.entries(schema.properties ?? {})) out.push([join(key), child, (schema.required ?? []).includes(key)]);
+  for (const [key, child] of Object.entries(schema.properties ?? {}))
+    out.push([join(key), child, (schema.required ?? []).includes(key)]);
   if (typeof schema.additionalProperties === 'object' && hasChildren(schema.additionalProperties)) {
     out.push(...children(schema.additionalProperties, join('<name>')));
   }
@@ -61,7 +63,11 @@ function children(schema: JsonSchema, path: string): Array<[string, JsonSchema, 
 }
 
 function hasChildren(schema: JsonSchema): boolean {
-  return schema.properties !== undefined || typeof schema.additionalProperties === 'object' || (schema.anyOf ?? []).some((o) => o.properties);
+  return (
+    schema.properties !== undefined ||
+    typeof schema.additionalProperties === 'object' ||
+    (schema.anyOf ?? []).some((o) => o.properties)
+  );
 }
 
 /** A short type: `integer (≥ 1, ≤ 65535)`, `"a" | "b"`, `string[]`, `map of string`, `integer or null`. */
@@ -74,7 +80,8 @@ export function typeOf(schema: JsonSchema): string {
   if (type === 'array') return schema.items ? arrayOf(schema.items) : 'any[]';
   if (type === 'object') {
     // Named fields with others passing through (a zod loose object) is an object, not a map.
-    if (typeof schema.additionalProperties === 'object' && !schema.properties) return `map of ${typeOf(schema.additionalProperties)}`;
+    if (typeof schema.additionalProperties === 'object' && !schema.properties)
+      return `map of ${typeOf(schema.additionalProperties)}`;
     return 'object';
   }
   if (type === 'integer' || type === 'number') return `${type}${range(schema)}`;
@@ -108,6 +115,13 @@ export function cell(text: string): string {
 export function defaultOf(schema: JsonSchema): string {
   if (schema.default === undefined) return '';
   const value = schema.default;
-  if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0 && schema.properties) return '';
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    !Array.isArray(value) &&
+    Object.keys(value).length === 0 &&
+    schema.properties
+  )
+    return '';
   return `\`${cell(JSON.stringify(value))}\``;
 }

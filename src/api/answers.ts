@@ -8,7 +8,13 @@ import type * as s from './schemas.js';
  */
 
 /** A value as JSON carries it: the times the server holds as Dates arrive as ISO 8601 text. */
-export type Json<T> = T extends Date ? string : T extends readonly (infer Item)[] ? Json<Item>[] : T extends object ? { [K in keyof T]: Json<T[K]> } : T;
+export type Json<T> = T extends Date
+  ? string
+  : T extends readonly (infer Item)[]
+    ? Json<Item>[]
+    : T extends object
+      ? { [K in keyof T]: Json<T[K]> }
+      : T;
 
 /** What a route with this response schema answers, as JSON. */
 export type Answer<Schema extends z.ZodType> = Json<z.output<Schema>>;

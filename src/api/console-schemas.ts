@@ -13,19 +13,58 @@ export const iterationView = z.object({
   failed: z.string().nullable(),
   meanReward: numberOrNull.describe('Mean verifier reward of the training rollouts'),
   heldout: z
-    .object({ candidate: numberOrNull, production: numberOrNull, lower: numberOrNull, upper: numberOrNull, incumbent: z.string().nullable(), meanReward: numberOrNull })
-    .describe("Accepted rates over the gate's scored pairs; lower/upper: production's rate plus the gate's interval on the gain"),
-  trainer: z.object({ loss: numberOrNull, approxKl: numberOrNull, clipFraction: numberOrNull, entropy: numberOrNull, gradNorm: numberOrNull }),
+    .object({
+      candidate: numberOrNull,
+      production: numberOrNull,
+      lower: numberOrNull,
+      upper: numberOrNull,
+      incumbent: z.string().nullable(),
+      meanReward: numberOrNull,
+    })
+    .describe(
+      "Accepted rates over the gate's scored pairs; lower/upper: production's rate plus the gate's interval on the gain",
+    ),
+  trainer: z.object({
+    loss: numberOrNull,
+    approxKl: numberOrNull,
+    clipFraction: numberOrNull,
+    entropy: numberOrNull,
+    gradNorm: numberOrNull,
+  }),
   tokens: z.object({ rollouts: numberOrNull, trained: numberOrNull }),
-  stageSeconds: counts.describe('Seconds per stage (rollouts, batch, update, heldout, ledger) from the workflow history'),
+  stageSeconds: counts.describe(
+    'Seconds per stage (rollouts, batch, update, heldout, ledger) from the workflow history',
+  ),
   failures: z.object({ train: counts, heldout: counts }).describe('Rollouts by failure class'),
   gate: iterationGate.nullable(),
-  workflows: z.array(z.object({ label: z.string(), workflowId: z.string(), executionRunId: z.string(), url: z.string().nullable().describe('In the Temporal Web UI, when its address is known') })),
+  workflows: z.array(
+    z.object({
+      label: z.string(),
+      workflowId: z.string(),
+      executionRunId: z.string(),
+      url: z.string().nullable().describe('In the Temporal Web UI, when its address is known'),
+    }),
+  ),
 });
-export const runView = z.object({ runId: z.string(), iterations: z.array(iterationView), workflowUrl: z.string().nullable() });
+export const runView = z.object({
+  runId: z.string(),
+  iterations: z.array(iterationView),
+  workflowUrl: z.string().nullable(),
+});
 
-const pairSide = z.object({ rolloutId: z.string(), status: z.string().nullable(), reward: numberOrNull, failureClass: z.string().nullable() });
-export const decisionPair = z.object({ taskId: z.string(), sample: z.number().int(), incumbent: pairSide, candidate: pairSide, outcome: z.enum(['gained', 'lost', 'both', 'neither', 'unscored']) });
+const pairSide = z.object({
+  rolloutId: z.string(),
+  status: z.string().nullable(),
+  reward: numberOrNull,
+  failureClass: z.string().nullable(),
+});
+export const decisionPair = z.object({
+  taskId: z.string(),
+  sample: z.number().int(),
+  incumbent: pairSide,
+  candidate: pairSide,
+  outcome: z.enum(['gained', 'lost', 'both', 'neither', 'unscored']),
+});
 
 export const rollout = z
   .object({
@@ -46,7 +85,10 @@ export const rollout = z
 
 /** Absent while the call is in flight; the gateway fills them in when it ends. */
 const callFinish = {
-  response: z.unknown().optional().describe('The assembled response as the harness received it (redacted as stored), without token-id arrays'),
+  response: z
+    .unknown()
+    .optional()
+    .describe('The assembled response as the harness received it (redacted as stored), without token-id arrays'),
   usage: z.unknown().optional(),
   upstreamStatus: z.number().int().nullable().optional(),
   errorClass: z.string().nullable().optional(),
@@ -78,7 +120,9 @@ export const rolloutEvent = z.object({
   rolloutId: z.string(),
   attempt: z.number().int(),
   type: z.enum(['reward', 'span', 'custom', 'intervention', 'status']),
-  source: z.enum(['rollout', 'admin', 'gateway']).describe("Who appended it: the rollout's own key, or the admin (control plane, verifier)"),
+  source: z
+    .enum(['rollout', 'admin', 'gateway'])
+    .describe("Who appended it: the rollout's own key, or the admin (control plane, verifier)"),
   actionId: z.string().nullable(),
   payload: z.record(z.string(), z.unknown()),
   at: timestamp,
@@ -86,19 +130,32 @@ export const rolloutEvent = z.object({
 
 export const rolloutView = z.object({
   rollout,
-  calls: z.array(callView).describe('Each model call as journaled (request and response redacted as stored), with latency, time to first token and token counts'),
+  calls: z
+    .array(callView)
+    .describe(
+      'Each model call as journaled (request and response redacted as stored), with latency, time to first token and token counts',
+    ),
   events: z.array(rolloutEvent).describe('Status changes (with failure evidence), tool spans, rewards, interventions'),
-  rewards: z.object({ verified: numberOrNull, reported: numberOrNull, disagrees: z.boolean() }).describe("The verifier's reward and the one the harness reported"),
+  rewards: z
+    .object({ verified: numberOrNull, reported: numberOrNull, disagrees: z.boolean() })
+    .describe("The verifier's reward and the one the harness reported"),
   logs: z
     .array(
       z.object({
         name: z.string(),
         text: z.string(),
         truncatedBytes: z.number().int(),
-        source: z.enum(['artifacts', 'local', 'missing']).describe("artifacts: uploaded by the worker; local: only in the API host's dataDir; missing: neither (note says why and where it stayed)"),
+        source: z
+          .enum(['artifacts', 'local', 'missing'])
+          .describe(
+            "artifacts: uploaded by the worker; local: only in the API host's dataDir; missing: neither (note says why and where it stayed)",
+          ),
         note: z.string().optional(),
       }),
     )
     .describe("The end of the harness's and verifier's logs"),
-  logsProblem: z.string().nullable().describe('Why the uploaded logs could not be read (the artifact store down or refusing)'),
+  logsProblem: z
+    .string()
+    .nullable()
+    .describe('Why the uploaded logs could not be read (the artifact store down or refusing)'),
 });

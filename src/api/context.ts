@@ -62,12 +62,19 @@ export function apiContext(options: ApiOptions): ApiContext {
     gateway: () => {
       // With the admin key workers use; the gateway itself may know only its hash.
       const control = gatewayControlFromConfig(config.gateway);
-      if (!control) throw new ApiError(503, 'gateway_unavailable', 'rollouts are read from the gateway, and no admin key for it can be read here: set REIN_GATEWAY_ADMIN_KEY (the gateway has only gateway.adminKeyHash)');
+      if (!control)
+        throw new ApiError(
+          503,
+          'gateway_unavailable',
+          'rollouts are read from the gateway, and no admin key for it can be read here: set REIN_GATEWAY_ADMIN_KEY (the gateway has only gateway.adminKeyHash)',
+        );
       return control;
     },
     artifacts: () => (artifacts ??= artifactStoreFromConfig(config)),
     told: (move) => {
-      void notifyAliasMove(config.notifications, move, (problem) => (notifyLog ??= createLogger(config.log.level, 'api')).warn(problem));
+      void notifyAliasMove(config.notifications, move, (problem) =>
+        (notifyLog ??= createLogger(config.log.level, 'api')).warn(problem),
+      );
       return move;
     },
     close: async () => {
@@ -79,5 +86,10 @@ export function apiContext(options: ApiOptions): ApiContext {
 
 /** The run sizes a request may override, as the run's input takes them. */
 export function runOverrides(body: RunOverrides): RunOverrides {
-  return { iterations: body.iterations, tasksPerIteration: body.tasksPerIteration, samplesPerTask: body.samplesPerTask, heldoutLimit: body.heldoutLimit };
+  return {
+    iterations: body.iterations,
+    tasksPerIteration: body.tasksPerIteration,
+    samplesPerTask: body.samplesPerTask,
+    heldoutLimit: body.heldoutLimit,
+  };
 }

@@ -13,12 +13,21 @@ export type Undeclared<Returned, Declared, Path extends string = ''> = unknown e
     ? never
     : Returned extends readonly (infer Item)[]
       ? Undeclared<Item, Declared extends readonly (infer DeclaredItem)[] ? DeclaredItem : never, `${Path}[]`>
-      : { [K in keyof Returned & string]: K extends keyof NonNullable<Declared> ? Undeclared<Returned[K], NonNullable<Declared>[K], `${Path}${Path extends '' ? '' : '.'}${K}`> : `${Path}${Path extends '' ? '' : '.'}${K}` }[keyof Returned & string];
+      : {
+          [K in keyof Returned & string]: K extends keyof NonNullable<Declared>
+            ? Undeclared<Returned[K], NonNullable<Declared>[K], `${Path}${Path extends '' ? '' : '.'}${K}`>
+            : `${Path}${Path extends '' ? '' : '.'}${K}`;
+        }[keyof Returned & string];
 
 /**
  * The response schema, accepted by the type checker only when it declares every field of
  * `Returned` (what the route's source gives back): `declaring<RunReport>()(runReport)`.
  */
 export function declaring<Returned>() {
-  return <Schema extends ZodType>(schema: Schema & ([Undeclared<Returned, z.output<Schema>>] extends [never] ? unknown : { undeclaredFields: Undeclared<Returned, z.output<Schema>> })): Schema => schema;
+  return <Schema extends ZodType>(
+    schema: Schema &
+      ([Undeclared<Returned, z.output<Schema>>] extends [never]
+        ? unknown
+        : { undeclaredFields: Undeclared<Returned, z.output<Schema>> }),
+  ): Schema => schema;
 }

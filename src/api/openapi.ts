@@ -3,7 +3,11 @@ import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { z, type ZodType } from 'zod';
 import { errorBody } from './schemas.js';
 
-type Operation = { requestBody?: { required?: boolean }; responses?: Record<string, { description?: string }>; security?: unknown };
+type Operation = {
+  requestBody?: { required?: boolean };
+  responses?: Record<string, { description?: string }>;
+  security?: unknown;
+};
 type Paths = Record<string, Record<string, Operation>>;
 
 /** The error answer every route may give instead of its own. */
@@ -24,8 +28,14 @@ export function openApiOptions(): FastifyDynamicSwaggerOptions {
   return {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Rein API', version: '1', description: 'Training runs, schedules and policies of a Rein installation.' },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: "The gateway's admin key" } } },
+      info: {
+        title: 'Rein API',
+        version: '1',
+        description: 'Training runs, schedules and policies of a Rein installation.',
+      },
+      components: {
+        securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: "The gateway's admin key" } },
+      },
     },
     transform: (input) => {
       if (!input.url.startsWith('/api/')) return { schema: { hide: true } as typeof input.schema, url: input.url };
@@ -38,8 +48,10 @@ export function openApiOptions(): FastifyDynamicSwaggerOptions {
       const { openapiObject } = document;
       for (const [path, operations] of Object.entries((openapiObject.paths ?? {}) as Paths)) {
         for (const [method, operation] of Object.entries(operations)) {
-          if (operation.requestBody && optionalBodies.has(operationKey(method, path))) operation.requestBody.required = false;
-          for (const answer of Object.values(operation.responses ?? {})) if (answer.description === 'Default Response') answer.description = 'OK';
+          if (operation.requestBody && optionalBodies.has(operationKey(method, path)))
+            operation.requestBody.required = false;
+          for (const answer of Object.values(operation.responses ?? {}))
+            if (answer.description === 'Default Response') answer.description = 'OK';
           operation.responses = { ...operation.responses, default: ERROR_RESPONSE };
           operation.security = [{ bearer: [] }];
         }

@@ -47,7 +47,10 @@ const gateSummary = z.object({
 });
 /** The gate's verdict on an iteration's candidate, as the run reports it. */
 export const iterationGate = gateSummary.extend({
-  acceptedRate: z.object({ incumbent: z.number(), candidate: z.number() }).optional().describe("Held-out accepted rates over the gate's scored pairs"),
+  acceptedRate: z
+    .object({ incumbent: z.number(), candidate: z.number() })
+    .optional()
+    .describe("Held-out accepted rates over the gate's scored pairs"),
 });
 const iteration = z.object({
   iteration: z.number().int(),
@@ -57,28 +60,38 @@ const iteration = z.object({
   gate: iterationGate
     .optional()
     .describe("The gate's verdict on the candidate against production, and whether production moved to it"),
-  failures: z.record(z.string(), counts).optional().describe('Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed'),
+  failures: z
+    .record(z.string(), counts)
+    .optional()
+    .describe(
+      'Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed',
+    ),
   failed: z.string().optional(),
 });
 const heldoutResult = z.object({
   policyVersion: z.string(),
   meanReward: z.number().nullable(),
   meanRewardByTask: counts,
-  byFailureClass: counts.optional().describe("Failed rollouts of the replay by failure class; absent when none failed"),
+  byFailureClass: counts.optional().describe('Failed rollouts of the replay by failure class; absent when none failed'),
 });
 
 export const runStatus = z.object({
   runId: z.string(),
   state: z.enum(['running', 'paused', 'stopping', 'finished', 'stopped']),
   stage: z.string(),
-  currentWorkflowId: z.string().optional().describe("The workflow doing the current stage's work (this run, or its current iteration)"),
+  currentWorkflowId: z
+    .string()
+    .optional()
+    .describe("The workflow doing the current stage's work (this run, or its current iteration)"),
   nextIteration: z.number().int(),
   policyVersion: z.string(),
   iterations: z.array(iteration),
   heldout: z
     .object({ base: heldoutResult, latest: heldoutResult.nullable(), production: heldoutResult.optional() })
     .optional()
-    .describe("The starting policy's held-out replay, the latest candidate's, and what production serves after the latest gate (absent until a gate ran)"),
+    .describe(
+      "The starting policy's held-out replay, the latest candidate's, and what production serves after the latest gate (absent until a gate ran)",
+    ),
 });
 
 export const runListing = z.object({
@@ -98,7 +111,16 @@ export const runReport = z.object({
   status: runStatus.optional(),
   problem: z.string().optional().describe('Why the run failed, or why its status could not be read'),
   activity: z
-    .object({ workflowId: z.string(), stage: z.string().optional(), type: z.string(), attempt: z.number().int(), done: z.number().int().optional(), total: z.number().int().optional(), lastFailure: z.string().optional(), waiting: z.string().optional() })
+    .object({
+      workflowId: z.string(),
+      stage: z.string().optional(),
+      type: z.string(),
+      attempt: z.number().int(),
+      done: z.number().int().optional(),
+      total: z.number().int().optional(),
+      lastFailure: z.string().optional(),
+      waiting: z.string().optional(),
+    })
     .optional(),
   resumes: z
     .array(
@@ -109,7 +131,11 @@ export const runReport = z.object({
         previousExecutionRunId: z.string(),
         previousStatus: z.string(),
         reason: z.string(),
-        progressFrom: z.enum(['query', 'history']).describe("Where the progress came from: query, the run's own record of it (what its status query answers, kept in its memo); history, rebuilt from the execution's history (continuations made by earlier Rein versions)"),
+        progressFrom: z
+          .enum(['query', 'history'])
+          .describe(
+            "Where the progress came from: query, the run's own record of it (what its status query answers, kept in its memo); history, rebuilt from the execution's history (continuations made by earlier Rein versions)",
+          ),
         at: timestamp,
       }),
     )
@@ -124,8 +150,15 @@ export const policyRecord = z.object({
   checkpointUri: z.string(),
   batchContentHash: z.string().nullable(),
   trainerMetrics: z.record(z.string(), z.unknown()),
-  format: z.enum(['full', 'lora']).optional().describe('A full model folder, or a LoRA adapter served on baseCheckpointUri (default full)'),
-  baseCheckpointUri: z.string().nullable().optional().describe('The full base model an adapter applies to; null for full checkpoints'),
+  format: z
+    .enum(['full', 'lora'])
+    .optional()
+    .describe('A full model folder, or a LoRA adapter served on baseCheckpointUri (default full)'),
+  baseCheckpointUri: z
+    .string()
+    .nullable()
+    .optional()
+    .describe('The full base model an adapter applies to; null for full checkpoints'),
   status: z.enum(['candidate', 'promoted', 'rejected', 'retired']),
   createdAt: timestamp,
 });
@@ -142,7 +175,9 @@ export const scheduleListing = z.object({
 export const startedRun = z.object({ runId: z.string(), executionRunId: z.string() });
 export const accepted = z.object({ ok: z.literal(true) });
 export const resumedRun = z.object({
-  action: z.enum(['signalled', 'continued']).describe('signalled: a paused run was sent the resume signal; continued: a closed run goes on as a new execution'),
+  action: z
+    .enum(['signalled', 'continued'])
+    .describe('signalled: a paused run was sent the resume signal; continued: a closed run goes on as a new execution'),
   fromIteration: z.number().int().optional(),
   policyVersion: z.string().optional(),
   previousStatus: z.string().optional().describe("Temporal's status of the execution that was continued"),
@@ -156,8 +191,15 @@ export const decisionParams = z.strictObject({ decisionId: z.string().min(1) });
 export const rolloutIdParams = z.strictObject({ rolloutId: z.string().min(1) });
 export const promoteBody = z
   .strictObject({
-    decisionId: z.string().min(1).optional().describe('The gate decision that allows it (default: the newest against the current production)'),
-    override: z.strictObject({ reason: z.string().min(1) }).optional().describe('Promote without a passing decision; recorded as an override'),
+    decisionId: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('The gate decision that allows it (default: the newest against the current production)'),
+    override: z
+      .strictObject({ reason: z.string().min(1) })
+      .optional()
+      .describe('Promote without a passing decision; recorded as an override'),
   })
   .optional();
 export const rollbackBody = z.strictObject({ reason: z.string().min(1).optional() }).optional();
@@ -166,7 +208,12 @@ export const releaseBody = z.strictObject({
   promote: z.boolean().default(false).describe('Move production to the candidate when the gate passes'),
   heldoutLimit: positive.optional(),
 });
-export const startedRelease = z.object({ workflowId: z.string(), decisionId: z.string().describe('Where the decision will be (GET /api/decisions/{decisionId}) once the replays are done') });
+export const startedRelease = z.object({
+  workflowId: z.string(),
+  decisionId: z
+    .string()
+    .describe('Where the decision will be (GET /api/decisions/{decisionId}) once the replays are done'),
+});
 
 const aliasChange = z.object({
   id: z.number().int(),
@@ -180,14 +227,32 @@ const aliasChange = z.object({
   decisionId: z.string().nullable(),
   at: timestamp,
 });
-export const aliasMove = z.object({ change: aliasChange, gatewayUpdated: z.boolean(), gatewayError: z.string().optional() });
+export const aliasMove = z.object({
+  change: aliasChange,
+  gatewayUpdated: z.boolean(),
+  gatewayError: z.string().optional(),
+});
 export const aliases = z.object({ aliases: z.record(z.string(), z.string()), history: z.array(aliasChange) });
 /** The gate's record as stored; the parts the console reads are named, the rest passes through as the gate wrote it. */
 const decisionRecord = z
   .looseObject({
     reasons: z.array(z.string()).optional().describe('One sentence per failed check, with its numbers'),
-    checks: z.array(z.looseObject({ name: z.string(), passed: z.boolean(), detail: z.string(), rollouts: z.array(z.string()).describe('The rollout ids behind the numbers') })).optional(),
-    evidence: z.record(z.string(), z.unknown()).optional().describe('Accepted rates, gain with its interval and test, failure classes, tokens, steps, latency, reward disagreement'),
+    checks: z
+      .array(
+        z.looseObject({
+          name: z.string(),
+          passed: z.boolean(),
+          detail: z.string(),
+          rollouts: z.array(z.string()).describe('The rollout ids behind the numbers'),
+        }),
+      )
+      .optional(),
+    evidence: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe(
+        'Accepted rates, gain with its interval and test, failure classes, tokens, steps, latency, reward disagreement',
+      ),
     rules: z.record(z.string(), z.unknown()).optional().describe("The gate's rules the decision applied"),
   })
   .describe('Rules, checks with the rollout ids behind them, evidence');

@@ -31,7 +31,10 @@ const inject = async (method: 'GET' | 'POST', url: string, options: { body?: str
   const res = await app.inject({
     method,
     url,
-    headers: { ...(key !== null && { authorization: `Bearer ${key}` }), ...(options.body !== undefined && { 'content-type': 'application/json' }) },
+    headers: {
+      ...(key !== null && { authorization: `Bearer ${key}` }),
+      ...(options.body !== undefined && { 'content-type': 'application/json' }),
+    },
     ...(options.body !== undefined && { payload: options.body }),
   });
   return { status: res.statusCode, body: res.json<Record<string, any>>() };
@@ -39,28 +42,50 @@ const inject = async (method: 'GET' | 'POST', url: string, options: { body?: str
 
 describe('the HTTP API without Temporal', () => {
   it('asks for the key before it looks at the request', async () => {
-    expect(await inject('POST', '/api/runs', { body: '{"iterations": 0}', key: null })).toMatchObject({ status: 401, body: { error: { code: 'missing_key' } } });
-    expect(await inject('GET', '/api/runs?limit=0', { key: 'wrong' })).toMatchObject({ status: 403, body: { error: { code: 'forbidden' } } });
+    expect(await inject('POST', '/api/runs', { body: '{"iterations": 0}', key: null })).toMatchObject({
+      status: 401,
+      body: { error: { code: 'missing_key' } },
+    });
+    expect(await inject('GET', '/api/runs?limit=0', { key: 'wrong' })).toMatchObject({
+      status: 403,
+      body: { error: { code: 'forbidden' } },
+    });
   });
 
   it('names where each problem of a refused request is', async () => {
-    expect(await inject('GET', '/api/runs?limit=0')).toMatchObject({ status: 400, body: { error: { code: 'invalid_request', message: expect.stringMatching(/^query\.limit: /) } } });
-    expect(await inject('POST', '/api/schedules/weekly/pause', { body: '{"bogus": 1}' })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('body: Unrecognized key: "bogus"') } } });
-    expect(await inject('POST', '/api/releases', { body: '{}' })).toMatchObject({ status: 400, body: { error: { message: expect.stringMatching(/^body\.candidate: /) } } });
+    expect(await inject('GET', '/api/runs?limit=0')).toMatchObject({
+      status: 400,
+      body: { error: { code: 'invalid_request', message: expect.stringMatching(/^query\.limit: /) } },
+    });
+    expect(await inject('POST', '/api/schedules/weekly/pause', { body: '{"bogus": 1}' })).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringContaining('body: Unrecognized key: "bogus"') } },
+    });
+    expect(await inject('POST', '/api/releases', { body: '{}' })).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringMatching(/^body\.candidate: /) } },
+    });
   });
 
   it('takes an optional body left out, sent as null, or sent', async () => {
     asked.length = 0;
     expect(await inject('POST', '/api/schedules/weekly/pause')).toMatchObject({ status: 202, body: { ok: true } });
-    expect(await inject('POST', '/api/schedules/weekly/unpause', { body: 'null' })).toMatchObject({ status: 202, body: { ok: true } });
-    expect(await inject('POST', '/api/schedules/weekly/pause', { body: '{"note": "freeze"}' })).toMatchObject({ status: 202 });
+    expect(await inject('POST', '/api/schedules/weekly/unpause', { body: 'null' })).toMatchObject({
+      status: 202,
+      body: { ok: true },
+    });
+    expect(await inject('POST', '/api/schedules/weekly/pause', { body: '{"note": "freeze"}' })).toMatchObject({
+      status: 202,
+    });
     expect(asked).toEqual(['pause weekly -', 'unpause weekly -', 'pause weekly freeze']);
   });
 
   it('documents each /api/ route with its key, its answers and whether its body may be left out', async () => {
     const { status, body: doc } = await inject('GET', '/openapi.json', { key: null });
     expect(status).toBe(200);
-    const operations = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })));
+    const operations = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ path, method, op })),
+    );
     expect(operations.length).toBe(22);
     for (const { path, op } of operations) {
       expect(path).toMatch(/^\/api\//);
@@ -69,7 +94,10 @@ describe('the HTTP API without Temporal', () => {
     }
     expect(doc.paths['/api/schedules/{scheduleId}/pause'].post.requestBody.required).toBe(false);
     expect(doc.paths['/api/releases'].post.requestBody.required).toBe(true);
-    expect(doc.paths['/api/runs'].get.responses['200'].content['application/json'].schema.properties.items.items.properties.startTime).toMatchObject({ type: 'string', format: 'date-time' });
+    expect(
+      doc.paths['/api/runs'].get.responses['200'].content['application/json'].schema.properties.items.items.properties
+        .startTime,
+    ).toMatchObject({ type: 'string', format: 'date-time' });
   });
 
   it('answers unknown routes and /healthz outside the document', async () => {

@@ -41,7 +41,12 @@ export function buildApi(options: ApiOptions): FastifyInstance {
   app.setErrorHandler((err, _req, reply) => sendError(reply, err));
   app.addHook('onClose', () => context.close());
   refuseDeepJson(app);
-  app.setNotFoundHandler((req, reply) => void reply.code(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url}; GET /openapi.json lists them` } }));
+  app.setNotFoundHandler(
+    (req, reply) =>
+      void reply.code(404).send({
+        error: { code: 'not_found', message: `no route ${req.method} ${req.url}; GET /openapi.json lists them` },
+      }),
+  );
 
   app.get('/healthz', async () => ({ ok: true }));
   registerConsole(app);
@@ -58,7 +63,10 @@ export async function startApi(options: ApiOptions, listen: { host: string; port
 }
 
 /** The `/api/` routes, each group in its own plugin, behind the admin key. */
-async function apiRoutes(app: FastifyInstance, { context, keyHash }: { context: ApiContext; keyHash: string }): Promise<void> {
+async function apiRoutes(
+  app: FastifyInstance,
+  { context, keyHash }: { context: ApiContext; keyHash: string },
+): Promise<void> {
   // Before validation, as before any handler: a caller without the key learns nothing about its request.
   app.addHook('preValidation', async (req: FastifyRequest) => {
     const header = req.headers.authorization;
@@ -77,7 +85,14 @@ function refuseDeepJson(app: FastifyInstance): void {
   const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
-    if (nestedDeeperThan(text as string, MAX_BODY_DEPTH)) return done(new ApiError(400, 'invalid_request', `the JSON body is nested deeper than ${MAX_BODY_DEPTH} levels; the API's requests nest a few levels at most`));
+    if (nestedDeeperThan(text as string, MAX_BODY_DEPTH))
+      return done(
+        new ApiError(
+          400,
+          'invalid_request',
+          `the JSON body is nested deeper than ${MAX_BODY_DEPTH} levels; the API's requests nest a few levels at most`,
+        ),
+      );
     void defaultJsonParser(req, text as string, done);
   });
 }

@@ -16,6 +16,8 @@ export const zodValidatorCompiler: FastifySchemaCompiler<ZodType> =
     const part = PART_NAMES[httpPart ?? ''] ?? httpPart ?? 'request';
     const result = schema.safeParse(part === 'body' && data === null ? undefined : data);
     if (result.success) return { value: result.data };
-    const problems = result.error.issues.map((i) => `${part}${i.path.length ? `.${i.path.join('.')}` : ''}: ${i.message}`);
+    const problems = result.error.issues.map(
+      (i) => `${part}${i.path.length ? `.${i.path.join('.')}` : ''}: ${i.message}`,
+    );
     return { error: new ApiError(400, 'invalid_request', problems.join('; ')) };
   };

@@ -6,7 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
-import { ArtifactChecksumError, ArtifactNameError, ArtifactNotFoundError, type ArtifactStore } from './artifact-store.js';
+import {
+  ArtifactChecksumError,
+  ArtifactNameError,
+  ArtifactNotFoundError,
+  type ArtifactStore,
+} from './artifact-store.js';
 import { FOLDER_MANIFEST, folderExists, putFolder, stageFolder } from './folders.js';
 import { LocalArtifactStore } from './local-store.js';
 import { parseS3Url, S3ArtifactStore } from './s3-store.js';
@@ -69,7 +74,9 @@ describe.each(Object.entries(backends))('the ArtifactStore contract: %s', (_kind
     expect(await store.list('nothing-here/')).toEqual([]);
     // With sizes and last writes, for rein gc.
     const entries = await store.listEntries('list/');
-    expect(entries.map((e) => [e.uri, e.bytes])).toEqual(['list/a/0', 'list/a/1', 'list/b/2'].map((n) => [store.uriOf(n), n.length]));
+    expect(entries.map((e) => [e.uri, e.bytes])).toEqual(
+      ['list/a/0', 'list/a/1', 'list/b/2'].map((n) => [store.uriOf(n), n.length]),
+    );
     for (const e of entries) expect(Math.abs(e.modifiedAt - Date.now())).toBeLessThan(10 * 60_000);
     await store.delete(store.uriOf('list/a/0'));
     await store.delete(store.uriOf('list/a/0'));
@@ -99,11 +106,15 @@ describe.each(Object.entries(backends))('the ArtifactStore contract: %s', (_kind
       await expect(store.put(name, 'x'), name).rejects.toThrow(ArtifactNameError);
       expect(() => store.uriOf(name), name).toThrow(/is not a relative path inside the artifact store/);
     }
-    const outside = store.url.startsWith('s3://') ? ['s3://another-bucket/some/prefix/x', store.url.replace(/\/prefix$/, '/other/x')] : ['file:///etc/passwd', `${store.url}/../x`];
+    const outside = store.url.startsWith('s3://')
+      ? ['s3://another-bucket/some/prefix/x', store.url.replace(/\/prefix$/, '/other/x')]
+      : ['file:///etc/passwd', `${store.url}/../x`];
     for (const uri of outside) {
       const error = await store.get(uri).catch((e: unknown) => e);
       expect(error, uri).toBeInstanceOf(ArtifactNameError);
-      expect((error as Error).message).toContain(`is outside the artifact store ${store.url.startsWith('s3://') ? store.url : fileURLToPath(store.url)}`);
+      expect((error as Error).message).toContain(
+        `is outside the artifact store ${store.url.startsWith('s3://') ? store.url : fileURLToPath(store.url)}`,
+      );
     }
     await expect(store.get('https://example.com/x')).rejects.toThrow(ArtifactNameError);
   });
@@ -139,25 +150,34 @@ describe.each(Object.entries(backends))('the ArtifactStore contract: %s', (_kind
     expect(await folderExists(store, uri)).toBe(true);
     const cache = path.join(dir, `staging-${stores++}`);
     const staged = await stageFolder(store, uri, cache);
-    expect(readFileSync(path.join(staged, 'sub', 'model.safetensors')).equals(readFileSync(path.join(source, 'sub', 'model.safetensors')))).toBe(true);
+    expect(
+      readFileSync(path.join(staged, 'sub', 'model.safetensors')).equals(
+        readFileSync(path.join(source, 'sub', 'model.safetensors')),
+      ),
+    ).toBe(true);
     expect(await stageFolder(store, uri, cache)).toBe(staged);
 
     // A writer that died before its manifest left an unfinished folder.
     await store.put('policies/run-1/v2/config.json', '{}');
     expect(await folderExists(store, store.uriOf('policies/run-1/v2'))).toBe(false);
-    await expect(stageFolder(store, store.uriOf('policies/run-1/v2'), cache)).rejects.toThrow(`${store.uriOf('policies/run-1/v2')} (a folder: no ${FOLDER_MANIFEST}, so it was never written whole) does not exist`);
+    await expect(stageFolder(store, store.uriOf('policies/run-1/v2'), cache)).rejects.toThrow(
+      `${store.uriOf('policies/run-1/v2')} (a folder: no ${FOLDER_MANIFEST}, so it was never written whole) does not exist`,
+    );
 
     // A file changed after the upload: the stage fails naming it, and leaves no partial copy.
     await backend.overwrite(store.uriOf('policies/run-1/v1/sub/model.safetensors'), Buffer.from('tampered'));
     rmSync(staged, { recursive: true });
-    await expect(stageFolder(store, uri, cache)).rejects.toThrow(`artifact ${store.uriOf('policies/run-1/v1/sub/model.safetensors')} changed after it was written`);
+    await expect(stageFolder(store, uri, cache)).rejects.toThrow(
+      `artifact ${store.uriOf('policies/run-1/v1/sub/model.safetensors')} changed after it was written`,
+    );
     expect(readdirSync(cache)).toEqual([]);
   });
 });
 
 describe('S3ArtifactStore settings', () => {
   it('refuses an artifacts URL that is not s3://bucket/prefix, saying the form', () => {
-    for (const url of ['s3://', 'https://bucket/x', 's3://Bad_Bucket/x']) expect(() => new S3ArtifactStore(url), url).toThrow('write s3://bucket/optional/prefix');
+    for (const url of ['s3://', 'https://bucket/x', 's3://Bad_Bucket/x'])
+      expect(() => new S3ArtifactStore(url), url).toThrow('write s3://bucket/optional/prefix');
   });
 
   it('checks the sha256 recorded with the object even when the reader does not know it', async () => {
@@ -165,7 +185,9 @@ describe('S3ArtifactStore settings', () => {
     const stored = await store.put('report.json', '{}');
     expect(stored.uri).toMatch(/^s3:\/\/rein-[^/]+\/report\.json$/);
     const { bucket, prefix: key } = parseS3Url(stored.uri);
-    await raw.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'bit rot', Metadata: { sha256: stored.sha256 } }));
+    await raw.send(
+      new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'bit rot', Metadata: { sha256: stored.sha256 } }),
+    );
     await expect(store.get(stored.uri)).rejects.toThrow(`artifact ${stored.uri} changed after it was written`);
   });
 });

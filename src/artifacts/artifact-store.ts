@@ -64,8 +64,16 @@ export class ArtifactNameError extends Error {
 /** A relative artifact name, normalised; one that is empty, absolute or climbs out (`..`) is refused. */
 export function checkedName(name: string): string {
   const parts = name.split('/').filter((p) => p !== '' && p !== '.');
-  if (name.startsWith('/') || name.includes('\\') || name.includes('\0') || parts.length === 0 || parts.includes('..')) {
-    throw new ArtifactNameError(`artifact name ${JSON.stringify(name)} is not a relative path inside the artifact store (no leading /, no .., no backslashes)`);
+  if (
+    name.startsWith('/') ||
+    name.includes('\\') ||
+    name.includes('\0') ||
+    parts.length === 0 ||
+    parts.includes('..')
+  ) {
+    throw new ArtifactNameError(
+      `artifact name ${JSON.stringify(name)} is not a relative path inside the artifact store (no leading /, no .., no backslashes)`,
+    );
   }
   return parts.join('/');
 }
@@ -73,7 +81,10 @@ export function checkedName(name: string): string {
 /** The name a URI of this store has (the inverse of uriOf); a URI of another store is refused, naming both. */
 export function nameInStore(store: Pick<ArtifactStore, 'url'>, uri: string): string {
   const prefix = `${store.url.replace(/\/+$/, '')}/`;
-  if (!uri.startsWith(prefix)) throw new ArtifactNameError(`${uri} is not in the artifact store ${store.url}: give every service the same artifacts.url`);
+  if (!uri.startsWith(prefix))
+    throw new ArtifactNameError(
+      `${uri} is not in the artifact store ${store.url}: give every service the same artifacts.url`,
+    );
   const rest = uri.slice(prefix.length);
   return checkedName(store.url.startsWith('file://') ? decodeURIComponent(rest) : rest);
 }

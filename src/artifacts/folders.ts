@@ -17,7 +17,8 @@ interface FolderManifest {
 }
 
 /** Local paths and file:// URIs are read in place; s3:// (or any other store's URI) is staged. */
-export const isLocalReference = (ref: string): boolean => !/^[a-z][a-z0-9+.-]*:\/\//i.test(ref) || ref.startsWith('file://');
+export const isLocalReference = (ref: string): boolean =>
+  !/^[a-z][a-z0-9+.-]*:\/\//i.test(ref) || ref.startsWith('file://');
 
 /** A file:// URI or a path → the path. */
 export function localPath(ref: string): string {
@@ -58,7 +59,8 @@ async function readManifest(store: ArtifactStore, base: string): Promise<FolderM
   try {
     return JSON.parse((await store.get(`${base}/${FOLDER_MANIFEST}`)).toString('utf8')) as FolderManifest;
   } catch (err) {
-    if (err instanceof ArtifactNotFoundError) throw new ArtifactNotFoundError(`${base} (a folder: no ${FOLDER_MANIFEST}, so it was never written whole)`);
+    if (err instanceof ArtifactNotFoundError)
+      throw new ArtifactNotFoundError(`${base} (a folder: no ${FOLDER_MANIFEST}, so it was never written whole)`);
     throw err;
   }
 }
@@ -103,8 +105,16 @@ async function copyFolder(store: ArtifactStore, base: string, manifest: FolderMa
 }
 
 /** A local copy of one artifact (a batch), verified when its sha256 is known. */
-export async function stageFile(store: ArtifactStore, uri: string, cacheDir: string, expected?: { sha256: string }): Promise<string> {
-  const file = path.join(cacheDir, `${createHash('sha256').update(uri).digest('hex').slice(0, 16)}-${path.posix.basename(uri)}`);
+export async function stageFile(
+  store: ArtifactStore,
+  uri: string,
+  cacheDir: string,
+  expected?: { sha256: string },
+): Promise<string> {
+  const file = path.join(
+    cacheDir,
+    `${createHash('sha256').update(uri).digest('hex').slice(0, 16)}-${path.posix.basename(uri)}`,
+  );
   await mkdir(cacheDir, { recursive: true });
   const tmp = `${file}.${randomUUID()}.tmp`;
   try {

@@ -17,12 +17,17 @@ describe('artifacts.url', () => {
     const local = artifactStoreFromConfig(loadConfig({ env: {}, cwd: dir }).config);
     expect(local).toBeInstanceOf(LocalArtifactStore);
     expect(local.url).toBe(pathToFileURL(path.join(dir, '.rein', 'artifacts')).href);
-    const { config } = loadConfig({ env: { REIN_ARTIFACTS_URL: 's3://rein-artifacts/team-a/', REIN_S3_ENDPOINT: 'http://127.0.0.1:9000' }, cwd: dir });
+    const { config } = loadConfig({
+      env: { REIN_ARTIFACTS_URL: 's3://rein-artifacts/team-a/', REIN_S3_ENDPOINT: 'http://127.0.0.1:9000' },
+      cwd: dir,
+    });
     expect(config.artifacts).toEqual({ url: 's3://rein-artifacts/team-a/', s3: { endpoint: 'http://127.0.0.1:9000' } });
     const s3 = artifactStoreFromConfig(config);
     expect(s3).toBeInstanceOf(S3ArtifactStore);
     expect(s3.url).toBe('s3://rein-artifacts/team-a');
-    expect(s3.uriOf('runs/r1/iterations/1/batch.safetensors')).toBe('s3://rein-artifacts/team-a/runs/r1/iterations/1/batch.safetensors');
+    expect(s3.uriOf('runs/r1/iterations/1/batch.safetensors')).toBe(
+      's3://rein-artifacts/team-a/runs/r1/iterations/1/batch.safetensors',
+    );
   });
 
   it('refuses anything but s3://bucket/prefix, naming the setting and the form', () => {

@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { ArtifactNameError, ArtifactNotFoundError, checkedName, type ArtifactEntry, type ArtifactStore, type StoredArtifact } from './artifact-store.js';
+import {
+  ArtifactNameError,
+  ArtifactNotFoundError,
+  checkedName,
+  type ArtifactEntry,
+  type ArtifactStore,
+  type StoredArtifact,
+} from './artifact-store.js';
 import { sha256Of, verified } from './checksum.js';
 
 export type { StoredArtifact } from './artifact-store.js';
@@ -10,7 +17,8 @@ export type { StoredArtifact } from './artifact-store.js';
 /** A write in progress (see put): never listed. */
 const TEMPORARY = /\.[0-9a-f-]{36}\.tmp$/;
 
-const isMissing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR';
+const isMissing = (err: unknown) =>
+  (err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR';
 
 /**
  * Artifacts (batches, reports, policies) in a local folder: the embedded default. Writes are
@@ -71,7 +79,9 @@ export class LocalArtifactStore implements ArtifactStore {
     const entries: ArtifactEntry[] = [];
     for (const name of await this.names(prefix)) {
       // Gone since the listing (deleted by another process): not listed.
-      const stats = await stat(path.join(this.root, name)).catch((err: unknown) => (isMissing(err) ? undefined : Promise.reject(err)));
+      const stats = await stat(path.join(this.root, name)).catch((err: unknown) =>
+        isMissing(err) ? undefined : Promise.reject(err),
+      );
       if (stats) entries.push({ uri: this.uriOf(name), bytes: stats.size, modifiedAt: stats.mtimeMs });
     }
     return entries;
@@ -94,10 +104,12 @@ export class LocalArtifactStore implements ArtifactStore {
   }
 
   private fileOf(uri: string): string {
-    if (!uri.startsWith('file:')) throw new ArtifactNameError(`artifact ${uri} is not a file:// URI of the artifact store ${this.url}`);
+    if (!uri.startsWith('file:'))
+      throw new ArtifactNameError(`artifact ${uri} is not a file:// URI of the artifact store ${this.url}`);
     const file = fileURLToPath(uri);
     const rel = path.relative(this.root, file);
-    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) throw new ArtifactNameError(`artifact ${uri} is outside the artifact store ${this.root}`);
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel))
+      throw new ArtifactNameError(`artifact ${uri} is outside the artifact store ${this.root}`);
     return file;
   }
 }

@@ -1,5 +1,20 @@
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
-import { ArtifactNameError, ArtifactNotFoundError, checkedName, type ArtifactEntry, type ArtifactStore, type StoredArtifact } from './artifact-store.js';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
+import {
+  ArtifactNameError,
+  ArtifactNotFoundError,
+  checkedName,
+  type ArtifactEntry,
+  type ArtifactStore,
+  type StoredArtifact,
+} from './artifact-store.js';
 import { sha256Of, verified } from './checksum.js';
 
 export interface S3Location {
@@ -19,14 +34,19 @@ export interface S3Settings {
 /** s3://bucket/some/prefix → its bucket and prefix; anything else is refused with the form it needs. */
 export function parseS3Url(url: string): S3Location {
   const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(url);
-  if (!m) throw new ArtifactNameError(`${url} is not an S3 URI: write s3://bucket/optional/prefix (a bucket name is 3-63 lowercase letters, digits, dots, hyphens)`);
+  if (!m)
+    throw new ArtifactNameError(
+      `${url} is not an S3 URI: write s3://bucket/optional/prefix (a bucket name is 3-63 lowercase letters, digits, dots, hyphens)`,
+    );
   return { bucket: m[1] as string, prefix: (m[2] ?? '').replace(/^\/+|\/+$/g, '') };
 }
 
 /** The object metadata key that carries the writer's sha256, checked again on every read. */
 const SHA256_META = 'sha256';
 
-const notFound = (err: unknown) => err instanceof S3ServiceException && (err.name === 'NoSuchKey' || err.name === 'NotFound' || err.$metadata.httpStatusCode === 404);
+const notFound = (err: unknown) =>
+  err instanceof S3ServiceException &&
+  (err.name === 'NoSuchKey' || err.name === 'NotFound' || err.$metadata.httpStatusCode === 404);
 
 /**
  * Artifacts in a bucket of S3-compatible object storage, so workers, trainers and policy servers
@@ -61,7 +81,13 @@ export class S3ArtifactStore implements ArtifactStore {
     const key = this.keyOfName(name);
     // The SHA-256 checksum header makes the server refuse bytes that changed on the way.
     await this.client.send(
-      new PutObjectCommand({ Bucket: this.location.bucket, Key: key, Body: data, ChecksumSHA256: Buffer.from(sha256, 'hex').toString('base64'), Metadata: { [SHA256_META]: sha256 } }),
+      new PutObjectCommand({
+        Bucket: this.location.bucket,
+        Key: key,
+        Body: data,
+        ChecksumSHA256: Buffer.from(sha256, 'hex').toString('base64'),
+        Metadata: { [SHA256_META]: sha256 },
+      }),
     );
     return { uri: `s3://${this.location.bucket}/${key}`, sha256, bytes: data.length };
   }
@@ -98,13 +124,21 @@ export class S3ArtifactStore implements ArtifactStore {
   }
 
   async listEntries(prefix: string): Promise<ArtifactEntry[]> {
-    const start = prefix === '' ? this.keyPrefix() : `${this.keyPrefix()}${checkedName(prefix)}${prefix.endsWith('/') ? '/' : ''}`;
+    const start =
+      prefix === '' ? this.keyPrefix() : `${this.keyPrefix()}${checkedName(prefix)}${prefix.endsWith('/') ? '/' : ''}`;
     const entries: ArtifactEntry[] = [];
     let token: string | undefined;
     do {
-      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.location.bucket, Prefix: start, ContinuationToken: token }));
+      const page = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.location.bucket, Prefix: start, ContinuationToken: token }),
+      );
       for (const object of page.Contents ?? []) {
-        if (object.Key) entries.push({ uri: `s3://${this.location.bucket}/${object.Key}`, bytes: object.Size ?? 0, modifiedAt: object.LastModified?.getTime() ?? 0 });
+        if (object.Key)
+          entries.push({
+            uri: `s3://${this.location.bucket}/${object.Key}`,
+            bytes: object.Size ?? 0,
+            modifiedAt: object.LastModified?.getTime() ?? 0,
+          });
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
@@ -126,7 +160,8 @@ export class S3ArtifactStore implements ArtifactStore {
   /** The key of a URI of this store; a URI of another bucket or outside the prefix is refused. */
   private keyOf(uri: string): string {
     const { bucket, prefix: key } = parseS3Url(uri);
-    const inside = bucket === this.location.bucket && key.startsWith(this.keyPrefix()) && key.length > this.keyPrefix().length;
+    const inside =
+      bucket === this.location.bucket && key.startsWith(this.keyPrefix()) && key.length > this.keyPrefix().length;
     if (!inside) throw new ArtifactNameError(`artifact ${uri} is outside the artifact store ${this.url}`);
     checkedName(key.slice(this.keyPrefix().length));
     return key;

@@ -30,7 +30,10 @@ export function cliContext(options: GlobalOptions): CliContext {
  * with the environment applied; else the schema's defaults. Never throws: a config that cannot
  * be read is the command's to report when it runs.
  */
-export function helpSettings(args: readonly string[], options: { env?: NodeJS.ProcessEnv | undefined; cwd?: string | undefined } = {}): ReinConfig {
+export function helpSettings(
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv | undefined; cwd?: string | undefined } = {},
+): ReinConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
   const file = configOption(args) ?? env.REIN_CONFIG;
@@ -79,8 +82,17 @@ export function devServerHelp(config: ReinConfig): string {
 }
 
 /** Pretty lines on a terminal, JSON lines (for log collectors) everywhere else. */
-export function loggerFor(level: ReinConfig['log']['level'], err: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr): Logger {
-  return err.isTTY ? createLogger(level, 'rein', prettyDestination(err)) : createLogger(level, 'rein', err === process.stderr ? undefined : { write: (line: string) => void err.write(line) });
+export function loggerFor(
+  level: ReinConfig['log']['level'],
+  err: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr,
+): Logger {
+  return err.isTTY
+    ? createLogger(level, 'rein', prettyDestination(err))
+    : createLogger(
+        level,
+        'rein',
+        err === process.stderr ? undefined : { write: (line: string) => void err.write(line) },
+      );
 }
 
 /** Resolves on the first SIGINT or SIGTERM, so a command can shut down in order. */

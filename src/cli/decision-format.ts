@@ -11,7 +11,10 @@ export function formatDecision(stored: StoredDecision, options: { rolloutsPerChe
   const { evidence } = record;
   const shown = options.rolloutsPerCheck ?? 5;
   // Decisions recorded before unscored rollouts were set aside have no `scored`: all their pairs counted.
-  const scoredPairs = evidence.scored && evidence.scored.pairs !== evidence.pairs ? `${evidence.scored.pairs} scored of ${evidence.pairs}` : `${evidence.pairs}`;
+  const scoredPairs =
+    evidence.scored && evidence.scored.pairs !== evidence.pairs
+      ? `${evidence.scored.pairs} scored of ${evidence.pairs}`
+      : `${evidence.pairs}`;
   const lines = [
     `Gate decision ${stored.id}: ${stored.verdict.toUpperCase()} — ${stored.candidate} against production ${stored.incumbent}`,
     evidence.acceptedRate && evidence.gain
@@ -24,7 +27,8 @@ export function formatDecision(stored: StoredDecision, options: { rolloutsPerChe
       return `  ${check.passed ? 'ok  ' : 'FAIL'} ${check.name}: ${check.detail}${ids.length > 0 ? `\n         rollouts: ${ids.join(', ')}${more}` : ''}`;
     }),
   ];
-  if (record.traces) lines.push(`  traces: ${record.traces.replace('{rolloutId}', '<rollout>')}/calls (gateway admin key)`);
+  if (record.traces)
+    lines.push(`  traces: ${record.traces.replace('{rolloutId}', '<rollout>')}/calls (gateway admin key)`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -44,7 +48,9 @@ export interface DecisionListing {
 
 /** Every gate decision about the registry's versions (or one run's), newest first. */
 export async function listDecisions(registry: PolicyRegistry, filter: { runId?: string }): Promise<DecisionListing[]> {
-  const promotedBy = new Set((await registry.aliasHistory(PRODUCTION_ALIAS)).flatMap((c) => (c.decisionId ? [c.decisionId] : [])));
+  const promotedBy = new Set(
+    (await registry.aliasHistory(PRODUCTION_ALIAS)).flatMap((c) => (c.decisionId ? [c.decisionId] : [])),
+  );
   const policies = await registry.list(filter);
   return (await Promise.all(policies.map((p) => registry.decisionsFor(p.version))))
     .flat()

@@ -2,11 +2,29 @@ import { PassThrough } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { RunNotFoundError, type RunReport } from '../client/runs.js';
-import { followRun, formatRunSummary, StoppedFollowing, TemporalUnreachableError, type FollowOptions } from './follow-run.js';
+import {
+  followRun,
+  formatRunSummary,
+  StoppedFollowing,
+  TemporalUnreachableError,
+  type FollowOptions,
+} from './follow-run.js';
 
 // What the SDK throws when the server is down: its own message, the gRPC status in the cause.
-const unreachable = () => new Error('cannot describe run r: Failed to describe workflow', { cause: Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14 }) });
-const report = (execution: string): RunReport => ({ runId: 'r', execution, startTime: new Date(), closeTime: undefined, status: undefined, problem: undefined, activity: undefined, resumes: [] });
+const unreachable = () =>
+  new Error('cannot describe run r: Failed to describe workflow', {
+    cause: Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14 }),
+  });
+const report = (execution: string): RunReport => ({
+  runId: 'r',
+  execution,
+  startTime: new Date(),
+  closeTime: undefined,
+  status: undefined,
+  problem: undefined,
+  activity: undefined,
+  resumes: [],
+});
 const client = {} as Client;
 
 function follow(describeRun: () => Promise<RunReport>, options: Partial<FollowOptions> = {}) {
@@ -16,7 +34,15 @@ function follow(describeRun: () => Promise<RunReport>, options: Partial<FollowOp
   out.on('data', (d: Buffer) => (printed += d.toString()));
   let notices = '';
   err.on('data', (d: Buffer) => (notices += d.toString()));
-  const done = followRun(client, 'r', { out, err, address: 'temporal.test:7233', intervalMs: 5, retryDelayMs: { first: 5, longest: 20 }, describe: describeRun, ...options });
+  const done = followRun(client, 'r', {
+    out,
+    err,
+    address: 'temporal.test:7233',
+    intervalMs: 5,
+    retryDelayMs: { first: 5, longest: 20 },
+    describe: describeRun,
+    ...options,
+  });
   return { done, notices: () => notices, printed: () => printed };
 }
 
@@ -27,7 +53,13 @@ async function until(check: () => boolean): Promise<void> {
 
 describe('followRun while Temporal is unreachable', () => {
   it('says so once per try, keeps trying, and reports the run as it ends', async () => {
-    const answers = [() => Promise.resolve(report('RUNNING')), () => Promise.reject(unreachable()), () => Promise.reject(unreachable()), () => Promise.resolve(report('RUNNING')), () => Promise.resolve(report('COMPLETED'))];
+    const answers = [
+      () => Promise.resolve(report('RUNNING')),
+      () => Promise.reject(unreachable()),
+      () => Promise.reject(unreachable()),
+      () => Promise.resolve(report('RUNNING')),
+      () => Promise.resolve(report('COMPLETED')),
+    ];
     const { done, notices } = follow(() => (answers.shift() as () => Promise<RunReport>)());
     await expect(done).resolves.toMatchObject({ execution: 'COMPLETED' });
     expect(notices().split('\n').filter(Boolean)).toEqual([
@@ -53,7 +85,10 @@ describe('followRun while Temporal is unreachable', () => {
   it('stops at once when interrupted during a call that hangs, with the last report', async () => {
     const interrupt = new AbortController();
     let calls = 0;
-    const { done } = follow(() => (++calls === 1 ? Promise.resolve(report('RUNNING')) : new Promise<RunReport>(() => {})), { signal: interrupt.signal });
+    const { done } = follow(
+      () => (++calls === 1 ? Promise.resolve(report('RUNNING')) : new Promise<RunReport>(() => {})),
+      { signal: interrupt.signal },
+    );
     await until(() => calls === 2);
     interrupt.abort('SIGTERM');
     const stopped = await done.catch((e: unknown) => e);
@@ -63,7 +98,10 @@ describe('followRun while Temporal is unreachable', () => {
 
   it('stops at once when interrupted while waiting to retry', async () => {
     const interrupt = new AbortController();
-    const { done, notices } = follow(() => Promise.reject(unreachable()), { signal: interrupt.signal, retryDelayMs: { first: 600_000, longest: 600_000 } });
+    const { done, notices } = follow(() => Promise.reject(unreachable()), {
+      signal: interrupt.signal,
+      retryDelayMs: { first: 600_000, longest: 600_000 },
+    });
     await until(() => notices().includes('attempt 1'));
     interrupt.abort('SIGINT');
     await expect(done).rejects.toBeInstanceOf(StoppedFollowing);
@@ -72,15 +110,29 @@ describe('followRun while Temporal is unreachable', () => {
 
 describe('followRun while a stage is retried', () => {
   it('says once per failed attempt why it failed (a full disk never stays silent)', async () => {
-    const full = 'only 12.0 MiB free under /data, below the floor of 1.0 GiB: free space there, or lower storage.minFreeMegabytes';
-    const activity = (attempt: number, lastFailure?: string) => ({ workflowId: 'r-it1', stage: 'rollouts', type: 'runRollouts', attempt, done: undefined, total: undefined, lastFailure, waiting: undefined });
+    const full =
+      'only 12.0 MiB free under /data, below the floor of 1.0 GiB: free space there, or lower storage.minFreeMegabytes';
+    const activity = (attempt: number, lastFailure?: string) => ({
+      workflowId: 'r-it1',
+      stage: 'rollouts',
+      type: 'runRollouts',
+      attempt,
+      done: undefined,
+      total: undefined,
+      lastFailure,
+      waiting: undefined,
+    });
     const answers = [activity(1), activity(2, full), activity(2, full), activity(3, full), undefined];
     const { done, printed } = follow(() => {
       const next = answers.shift();
       return Promise.resolve(next ? { ...report('RUNNING'), activity: next } : report('COMPLETED'));
     });
     await done;
-    expect(printed().split('\n').filter((l) => l.includes('failed'))).toEqual([
+    expect(
+      printed()
+        .split('\n')
+        .filter((l) => l.includes('failed')),
+    ).toEqual([
       `  attempt 1 of runRollouts failed: ${full}; retrying`,
       `  attempt 2 of runRollouts failed: ${full}; retrying`,
     ]);
@@ -97,7 +149,16 @@ describe('formatRunSummary', () => {
     ]);
     expect(formatRunSummary({ ...report('TIMED_OUT'), status })).toMatch(/^run r: timed out\n/);
     expect(formatRunSummary({ ...report('RUNNING'), status })).toBe('run r: running\n');
-    const resume = { fromIteration: 2, policyVersion: 'r.v1', startOver: false, previousExecutionRunId: 'e1', previousStatus: 'TIMED_OUT', reason: 'trainer killed', progressFrom: 'query' as const, at: '2026-12-01T10:00:00.000Z' };
+    const resume = {
+      fromIteration: 2,
+      policyVersion: 'r.v1',
+      startOver: false,
+      previousExecutionRunId: 'e1',
+      previousStatus: 'TIMED_OUT',
+      reason: 'trainer killed',
+      progressFrom: 'query' as const,
+      at: '2026-12-01T10:00:00.000Z',
+    };
     expect(formatRunSummary({ ...report('RUNNING'), status, resumes: [resume, resume] })).toBe(
       'run r: running\ncontinued 2 times; last from iteration 2 with r.v1 after it timed out (trainer killed) at 2026-12-01T10:00:00.000Z\n',
     );
@@ -105,11 +166,36 @@ describe('formatRunSummary', () => {
 });
 
 describe('followRun progress', () => {
-  const rollouts = (done: number, stage = 'rollouts', type = 'runRollouts') => ({ workflowId: 'r-it1', stage, type, attempt: 1, done, total: 8, lastFailure: undefined, waiting: undefined });
-  const running = (activity: RunReport['activity'], stage = 'iteration 1') => ({ ...report('RUNNING'), status: { runId: 'r', state: 'running', stage, nextIteration: 1, policyVersion: 'v0', iterations: [] } as RunReport['status'], activity });
+  const rollouts = (done: number, stage = 'rollouts', type = 'runRollouts') => ({
+    workflowId: 'r-it1',
+    stage,
+    type,
+    attempt: 1,
+    done,
+    total: 8,
+    lastFailure: undefined,
+    waiting: undefined,
+  });
+  const running = (activity: RunReport['activity'], stage = 'iteration 1') => ({
+    ...report('RUNNING'),
+    status: {
+      runId: 'r',
+      state: 'running',
+      stage,
+      nextIteration: 1,
+      policyVersion: 'v0',
+      iterations: [],
+    } as RunReport['status'],
+    activity,
+  });
 
   it('ends the progress bar at its total when the stage moves on (a poll rarely sees the last rollout)', async () => {
-    const answers = [running(rollouts(3)), running(rollouts(5)), running({ ...rollouts(0, 'batch', 'buildBatch'), done: undefined, total: undefined }), report('COMPLETED')];
+    const answers = [
+      running(rollouts(3)),
+      running(rollouts(5)),
+      running({ ...rollouts(0, 'batch', 'buildBatch'), done: undefined, total: undefined }),
+      report('COMPLETED'),
+    ];
     const out = Object.assign(new PassThrough(), { isTTY: true });
     let printed = '';
     out.on('data', (d: Buffer) => (printed += d.toString()));
@@ -119,10 +205,18 @@ describe('followRun progress', () => {
   });
 
   it('off a terminal, says the stage reached its total too', async () => {
-    const answers = [running(rollouts(3)), running({ ...rollouts(0, 'batch', 'buildBatch'), done: undefined, total: undefined }), report('COMPLETED')];
+    const answers = [
+      running(rollouts(3)),
+      running({ ...rollouts(0, 'batch', 'buildBatch'), done: undefined, total: undefined }),
+      report('COMPLETED'),
+    ];
     const { done, printed } = follow(() => Promise.resolve(answers.shift() as RunReport));
     await done;
-    expect(printed().split('\n').filter((l) => l.includes('rollouts') && l.includes('/'))).toEqual(['  3/8 rollouts', '  8/8 rollouts']);
+    expect(
+      printed()
+        .split('\n')
+        .filter((l) => l.includes('rollouts') && l.includes('/')),
+    ).toEqual(['  3/8 rollouts', '  8/8 rollouts']);
   });
 
   it('shows failed rollouts by class per stage as each iteration ends, and for the starting policy', async () => {
@@ -132,39 +226,95 @@ describe('followRun progress', () => {
       stage: 'iteration 2',
       nextIteration: 2,
       policyVersion: 'r.v1',
-      iterations: [{ iteration: 1, candidate: 'r.v1', meanReward: 0.5, heldoutMeanReward: 0.25, failures: { rollouts: { harness: 2 }, heldout: { harness: 1, infrastructure: 1 } } }],
-      heldout: { base: { policyVersion: 'v0', meanReward: 0.2, meanRewardByTask: {}, byFailureClass: { verifier: 3 } }, latest: null },
+      iterations: [
+        {
+          iteration: 1,
+          candidate: 'r.v1',
+          meanReward: 0.5,
+          heldoutMeanReward: 0.25,
+          failures: { rollouts: { harness: 2 }, heldout: { harness: 1, infrastructure: 1 } },
+        },
+      ],
+      heldout: {
+        base: { policyVersion: 'v0', meanReward: 0.2, meanRewardByTask: {}, byFailureClass: { verifier: 3 } },
+        latest: null,
+      },
     } as RunReport['status'];
     const answers = [{ ...report('RUNNING'), status }, report('COMPLETED')];
     const { done, printed } = follow(() => Promise.resolve(answers.shift() as RunReport));
     await done;
     expect(printed()).toContain('held-out v0: mean reward 0.200; failed rollouts: verifier 3');
-    expect(printed()).toContain('iteration 1: r.v1  train mean reward 0.500, held-out 0.250; failed rollouts: training rollouts harness 2; held-out replay of the candidate harness 1, infrastructure 1');
+    expect(printed()).toContain(
+      'iteration 1: r.v1  train mean reward 0.500, held-out 0.250; failed rollouts: training rollouts harness 2; held-out replay of the candidate harness 1, infrastructure 1',
+    );
   });
 });
 
 describe('formatRunSummary of held-out results', () => {
-  const heldout = (policyVersion: string, byTask: Record<string, number>) => ({ policyVersion, meanReward: Object.values(byTask).reduce((a, b) => a + b, 0) / 4, meanRewardByTask: byTask });
+  const heldout = (policyVersion: string, byTask: Record<string, number>) => ({
+    policyVersion,
+    meanReward: Object.values(byTask).reduce((a, b) => a + b, 0) / 4,
+    meanRewardByTask: byTask,
+  });
   const base = heldout('v0', { a: 1, b: 0, c: 0, d: 0 });
   const v2 = heldout('r.v2', { a: 1, b: 1, c: 1, d: 0 });
-  const gate = (verdict: 'pass' | 'fail', promoted: boolean) => ({ verdict, decisionId: 'd', incumbent: 'v0', promoted, reasons: [], acceptedRate: { incumbent: 0.25, candidate: 0.75 } });
-  const statusWith = (iterations: NonNullable<RunReport['status']>['iterations'], held: NonNullable<RunReport['status']>['heldout']) =>
-    ({ runId: 'r', state: 'finished', stage: 'done', nextIteration: 3, policyVersion: 'r.v2', iterations, heldout: held }) as RunReport['status'];
+  const gate = (verdict: 'pass' | 'fail', promoted: boolean) => ({
+    verdict,
+    decisionId: 'd',
+    incumbent: 'v0',
+    promoted,
+    reasons: [],
+    acceptedRate: { incumbent: 0.25, candidate: 0.75 },
+  });
+  const statusWith = (
+    iterations: NonNullable<RunReport['status']>['iterations'],
+    held: NonNullable<RunReport['status']>['heldout'],
+  ) =>
+    ({
+      runId: 'r',
+      state: 'finished',
+      stage: 'done',
+      nextIteration: 3,
+      policyVersion: 'r.v2',
+      iterations,
+      heldout: held,
+    }) as RunReport['status'];
 
   it('reports as final what production serves, and the last candidate apart when it was not promoted', () => {
     const iterations = [
-      { iteration: 1, candidate: 'r.v1', meanReward: 0.5, heldoutMeanReward: 0.25, gate: { ...gate('fail', false), acceptedRate: { incumbent: 0.25, candidate: 0.25 } } },
-      { iteration: 2, candidate: 'r.v2', meanReward: 0.6, heldoutMeanReward: 0.75, gate: gate('fail', false), failures: { rollouts: { harness: 1 } } },
+      {
+        iteration: 1,
+        candidate: 'r.v1',
+        meanReward: 0.5,
+        heldoutMeanReward: 0.25,
+        gate: { ...gate('fail', false), acceptedRate: { incumbent: 0.25, candidate: 0.25 } },
+      },
+      {
+        iteration: 2,
+        candidate: 'r.v2',
+        meanReward: 0.6,
+        heldoutMeanReward: 0.75,
+        gate: gate('fail', false),
+        failures: { rollouts: { harness: 1 } },
+      },
     ];
-    const text = formatRunSummary({ ...report('COMPLETED'), status: statusWith(iterations, { base, latest: v2, production: base }) });
+    const text = formatRunSummary({
+      ...report('COMPLETED'),
+      status: statusWith(iterations, { base, latest: v2, production: base }),
+    });
     expect(text).toMatch(/^final +v0 +25\.0% +0\.250 +- +production$/m);
     expect(text).toMatch(/^last candidate +r\.v2 +75\.0% +0\.750 +- +not promoted \(gate fail\)$/m);
     expect(text).toMatch(/^2 +r\.v2 +0\.600 +0\.750 +fail +training rollouts harness 1$/m);
   });
 
   it('is one final row when the last candidate is what production serves', () => {
-    const iterations = [{ iteration: 2, candidate: 'r.v2', meanReward: 0.6, heldoutMeanReward: 0.75, gate: gate('pass', true) }];
-    const text = formatRunSummary({ ...report('COMPLETED'), status: statusWith(iterations, { base, latest: v2, production: v2 }) });
+    const iterations = [
+      { iteration: 2, candidate: 'r.v2', meanReward: 0.6, heldoutMeanReward: 0.75, gate: gate('pass', true) },
+    ];
+    const text = formatRunSummary({
+      ...report('COMPLETED'),
+      status: statusWith(iterations, { base, latest: v2, production: v2 }),
+    });
     expect(text).toMatch(/^final +r\.v2 +75\.0% +0\.750 +- +production$/m);
     expect(text).not.toContain('last candidate');
     expect(text).toContain('2 tasks gained, 0 lost (paired by task)');

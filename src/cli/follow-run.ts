@@ -179,12 +179,20 @@ export async function followToEnd(client: Client, runId: string, options: Follow
     stop.abort('abandoned');
   });
   try {
-    const report = await followRun(client, runId, { out: process.stdout, err: process.stderr, signal: stop.signal, address: options.address, ...(options.reconnectForMs !== undefined && { reconnectForMs: options.reconnectForMs }) });
+    const report = await followRun(client, runId, {
+      out: process.stdout,
+      err: process.stderr,
+      signal: stop.signal,
+      address: options.address,
+      ...(options.reconnectForMs !== undefined && { reconnectForMs: options.reconnectForMs }),
+    });
     process.stdout.write(`\n${formatRunSummary(report)}`);
     return report.execution === 'COMPLETED' ? 0 : 1;
   } catch (err) {
     if (err instanceof StoppedFollowing && abandonedFor !== undefined) {
-      process.stderr.write(`rein: ${abandonedFor}; the run is durable: start \`rein dev\` (or \`rein worker\`) and it goes on\n`);
+      process.stderr.write(
+        `rein: ${abandonedFor}; the run is durable: start \`rein dev\` (or \`rein worker\`) and it goes on\n`,
+      );
       return EXIT_TEMPORAL_UNREACHABLE;
     }
     if (err instanceof StoppedFollowing) {

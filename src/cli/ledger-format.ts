@@ -3,13 +3,17 @@ import { formatTable } from '../text-table.js';
 import { ledgerChanges, type LedgerEntry, type LedgerName } from '../ledger/ledger.js';
 
 const short = (text: string, n = 12) => (text.length > n ? text.slice(0, n) : text);
-const environmentId = (e: LedgerEntry['environment']) => createHash('sha256').update(`${e.taskSet}|${e.verifier}|${e.config}`).digest('hex').slice(0, 8);
+const environmentId = (e: LedgerEntry['environment']) =>
+  createHash('sha256').update(`${e.taskSet}|${e.verifier}|${e.config}`).digest('hex').slice(0, 8);
 
 /**
  * The three ledgers as one table (a row per iteration and release, refused releases included),
  * with what each environment id stands for. `verdicts`: the gate's verdict by decision id.
  */
-export function formatLedger(entries: readonly LedgerEntry[], verdicts: ReadonlyMap<string, string> = new Map()): string {
+export function formatLedger(
+  entries: readonly LedgerEntry[],
+  verdicts: ReadonlyMap<string, string> = new Map(),
+): string {
   const rows = entries.map((e) => [
     e.id,
     e.kind,
@@ -26,11 +30,34 @@ export function formatLedger(entries: readonly LedgerEntry[], verdicts: Readonly
     String(e.metrics.irreversibleFailures),
     e.decisionId ? (verdicts.get(e.decisionId) ?? '?') : '-',
   ]);
-  const table = formatTable(['entry', 'kind', 'model', 'harness', 'environment', 'accepted', 'rollouts', 'tokens', 'elapsed', 'tool errors', 'retries', 'interventions', 'irreversible', 'gate'], rows);
+  const table = formatTable(
+    [
+      'entry',
+      'kind',
+      'model',
+      'harness',
+      'environment',
+      'accepted',
+      'rollouts',
+      'tokens',
+      'elapsed',
+      'tool errors',
+      'retries',
+      'interventions',
+      'irreversible',
+      'gate',
+    ],
+    rows,
+  );
   const environments = new Map(entries.map((e) => [environmentId(e.environment), e.environment]));
-  const legend = [...environments].map(([id, env]) => `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}`);
+  const legend = [...environments].map(
+    ([id, env]) => `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}`,
+  );
   const releases = entries.filter((e) => e.kind === 'release');
-  const lastTwo = releases.length >= 2 ? `\nBetween the last two releases:\n${formatLedgerChanges(releases.at(-2) as LedgerEntry, releases.at(-1) as LedgerEntry)}` : '';
+  const lastTwo =
+    releases.length >= 2
+      ? `\nBetween the last two releases:\n${formatLedgerChanges(releases.at(-2) as LedgerEntry, releases.at(-1) as LedgerEntry)}`
+      : '';
   return `${table}\n${legend.join('\n')}\n${lastTwo}`;
 }
 
@@ -39,13 +66,20 @@ export function formatLedgerChanges(a: LedgerEntry, b: LedgerEntry): string {
   const changes = ledgerChanges(a, b);
   const lines = (['model', 'harness', 'environment'] as LedgerName[]).map((name) => {
     const fields = changes[name];
-    return fields.length === 0 ? `  ${name}: unchanged` : `  ${name}: CHANGED (${fields.map((f) => `${f.field} ${String(f.from)} → ${String(f.to)}`).join('; ')})`;
+    return fields.length === 0
+      ? `  ${name}: unchanged`
+      : `  ${name}: CHANGED (${fields.map((f) => `${f.field} ${String(f.from)} → ${String(f.to)}`).join('; ')})`;
   });
   const delta = (label: string, x: number, y: number, unit = '') => `${label} ${x}${unit} → ${y}${unit}`;
   lines.push(
     `  ${a.id} → ${b.id}: ` +
       [
-        delta('accepted', Number((100 * a.metrics.acceptedRate).toFixed(1)), Number((100 * b.metrics.acceptedRate).toFixed(1)), '%'),
+        delta(
+          'accepted',
+          Number((100 * a.metrics.acceptedRate).toFixed(1)),
+          Number((100 * b.metrics.acceptedRate).toFixed(1)),
+          '%',
+        ),
         delta('tokens', a.metrics.tokens, b.metrics.tokens),
         delta('tool errors', a.metrics.toolErrors, b.metrics.toolErrors),
         delta('irreversible', a.metrics.irreversibleFailures, b.metrics.irreversibleFailures),

@@ -17,18 +17,28 @@ export interface RunningWorker {
 }
 
 /** Starts a Rein worker inside this process (what `rein dev` and `rein doctor` use). */
-export async function startLocalWorker(config: ReinConfig, logger: Logger, options: { serveMetrics?: boolean } = {}): Promise<RunningWorker> {
+export async function startLocalWorker(
+  config: ReinConfig,
+  logger: Logger,
+  options: { serveMetrics?: boolean } = {},
+): Promise<RunningWorker> {
   installTemporalRuntime(logger);
   const connection = await connectWorker(config.temporal);
   const activities = await activityDepsFromConfig(config);
   // A short-lived worker (`rein doctor`'s) leaves worker.metricsPort to the long-running one.
-  const metrics = config.worker.metricsPort === undefined || options.serveMetrics === false ? undefined : new WorkerMetrics();
+  const metrics =
+    config.worker.metricsPort === undefined || options.serveMetrics === false ? undefined : new WorkerMetrics();
   let metricsServer: MetricsServer | undefined;
   let worker: Worker;
   try {
     // Bound first: a port in use stops the worker before it takes any task.
     if (metrics && config.worker.metricsPort !== undefined) {
-      metricsServer = await startMetricsServer(metrics.registry, { host: config.worker.metricsHost, port: config.worker.metricsPort }, 'the worker', 'worker.metricsPort');
+      metricsServer = await startMetricsServer(
+        metrics.registry,
+        { host: config.worker.metricsHost, port: config.worker.metricsPort },
+        'the worker',
+        'worker.metricsPort',
+      );
     }
     worker = await createReinWorker({
       connection,
@@ -48,7 +58,10 @@ export async function startLocalWorker(config: ReinConfig, logger: Logger, optio
     await connection.close();
     await activities.close();
   });
-  logger.info({ taskQueue: config.temporal.taskQueue, ...(metricsServer && { metrics: metricsServer.url }) }, 'worker polling');
+  logger.info(
+    { taskQueue: config.temporal.taskQueue, ...(metricsServer && { metrics: metricsServer.url }) },
+    'worker polling',
+  );
   return {
     worker,
     ...(metricsServer && { metricsUrl: metricsServer.url }),

@@ -40,9 +40,18 @@ describe('the CLI loads only the module of the command it runs', () => {
   });
 
   it('builds the named command alone, with --config before or after it, and every command for help or an unknown word', async () => {
-    const names = async (...args: string[]) => (await buildProgram(['node', 'rein', ...args])).commands.map((c) => c.name());
+    const names = async (...args: string[]) =>
+      (await buildProgram(['node', 'rein', ...args])).commands.map((c) => c.name());
     expect(await names('gateway', '--port', '1')).toEqual(['gateway']);
-    expect(await names('-c', 'rein.yaml', 'promote', 'v2')).toEqual(['register', 'gate', 'promote', 'rollback', 'decision', 'decisions', 'ledger']);
+    expect(await names('-c', 'rein.yaml', 'promote', 'v2')).toEqual([
+      'register',
+      'gate',
+      'promote',
+      'rollback',
+      'decision',
+      'decisions',
+      'ledger',
+    ]);
     expect(await names('--config', 'rein.yaml', 'policy', 'serve')).toEqual(['policy']);
     const all = commandModules.flatMap((m) => m.commands);
     expect(await names('--help')).toEqual(all);
@@ -58,7 +67,9 @@ describe('the CLI loads only the module of the command it runs', () => {
 
 describe('rein --version', () => {
   it("prints package.json's version and exits 0, as -V too", async () => {
-    const { version } = JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
+    const { version } = JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as {
+      version: string;
+    };
     expect(version).toMatch(/^\d+\.\d+\.\d+/);
     expect(await rein('--version')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
     expect(await rein('-V')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
@@ -86,7 +97,8 @@ describe('help shows the ports the services would use', () => {
     file,
     'gateway: { host: 0.0.0.0, port: 9400 }\npolicyServer: { host: 127.0.0.2, port: 9401 }\napi: { port: 9402 }\ntemporal:\n  devServer: { ip: 127.0.0.3, port: 9233, uiPort: 9234 }\n',
   );
-  const help = async (args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) => allHelp(await buildProgram(['node', 'rein', ...args], { env: {}, cwd: empty, ...options }));
+  const help = async (args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) =>
+    allHelp(await buildProgram(['node', 'rein', ...args], { env: {}, cwd: empty, ...options }));
 
   it('the configured ones: --config before or after the command, REIN_CONFIG, rein.yaml in the folder', async () => {
     const helps = [
@@ -105,14 +117,19 @@ describe('help shows the ports the services would use', () => {
       // No second copy of a default port anywhere in the help.
       for (const port of defaultPorts()) expect(text).not.toContain(String(port));
     }
-    for (const args of [['gateway', '--config', file, '--help'], ['gateway', `--config=${file}`, '--help']]) {
+    for (const args of [
+      ['gateway', '--config', file, '--help'],
+      ['gateway', `--config=${file}`, '--help'],
+    ]) {
       expect(await help(args)).toContain('0.0.0.0:9400');
     }
     expect(await help(['--help'], { env: { REIN_GATEWAY_PORT: '9500' } })).toContain('127.0.0.1:9500');
   });
 
   it("rein policy serve listens where the config's policy server does, unless told otherwise", async () => {
-    const serve = (await buildProgram(['node', 'rein', '--config', file, 'policy', 'serve'], { env: {}, cwd: empty })).commands[0]?.commands.find((c) => c.name() === 'serve');
+    const serve = (
+      await buildProgram(['node', 'rein', '--config', file, 'policy', 'serve'], { env: {}, cwd: empty })
+    ).commands[0]?.commands.find((c) => c.name() === 'serve');
     expect(serve?.options.find((o) => o.long === '--port')?.defaultValue).toBe('9401');
     expect(serve?.options.find((o) => o.long === '--host')?.defaultValue).toBe('127.0.0.2');
   });
@@ -121,7 +138,11 @@ describe('help shows the ports the services would use', () => {
     const d = configDefaults();
     const broken = path.join(dir, 'broken.yaml');
     writeFileSync(broken, 'gateway: { port: "eighty" }\n');
-    for (const text of [await help([]), await help(['--config', broken, '--help']), await help(['--config', path.join(dir, 'absent.yaml')])]) {
+    for (const text of [
+      await help([]),
+      await help(['--config', broken, '--help']),
+      await help(['--config', path.join(dir, 'absent.yaml')]),
+    ]) {
       expect(text).toContain(`${d.gateway.host}:${d.gateway.port}`);
       expect(text).toContain(`${d.policyServer.host}:${d.policyServer.port}`);
       expect(text).toContain(`${d.api.host}:${d.api.port}`);
@@ -129,14 +150,24 @@ describe('help shows the ports the services would use', () => {
     }
     expect(await rein('--config', broken, 'gateway', '--help')).toMatchObject({ code: 0, stderr: '' });
     // References generated from the program ask for the defaults, whatever config is about.
-    expect(allHelp(await buildProgram(['node', 'rein'], { settings: 'defaults', env: { REIN_CONFIG: file } }))).toContain(`${d.gateway.host}:${d.gateway.port}`);
+    expect(
+      allHelp(await buildProgram(['node', 'rein'], { settings: 'defaults', env: { REIN_CONFIG: file } })),
+    ).toContain(`${d.gateway.host}:${d.gateway.port}`);
   });
 
-  it('leaves a pipe given as the config (--config <(…)) to the command: read twice, it would be empty the second time', { skip: process.platform === 'win32' }, () => {
-    const fifo = path.join(dir, 'config.fifo');
-    execFileSync('mkfifo', [fifo]);
-    // Reading a pipe nobody writes to would never return.
-    expect(helpSettings(['--config', fifo], { env: {}, cwd: empty }).gateway.port).toBe(configDefaults().gateway.port);
-    expect(helpSettings([], { env: { REIN_CONFIG: fifo }, cwd: empty }).gateway.port).toBe(configDefaults().gateway.port);
-  });
+  it(
+    'leaves a pipe given as the config (--config <(…)) to the command: read twice, it would be empty the second time',
+    { skip: process.platform === 'win32' },
+    () => {
+      const fifo = path.join(dir, 'config.fifo');
+      execFileSync('mkfifo', [fifo]);
+      // Reading a pipe nobody writes to would never return.
+      expect(helpSettings(['--config', fifo], { env: {}, cwd: empty }).gateway.port).toBe(
+        configDefaults().gateway.port,
+      );
+      expect(helpSettings([], { env: { REIN_CONFIG: fifo }, cwd: empty }).gateway.port).toBe(
+        configDefaults().gateway.port,
+      );
+    },
+  );
 });

@@ -26,8 +26,14 @@ export const commandModules: ReadonlyArray<{ commands: readonly string[]; load: 
   { commands: ['api'], load: async () => (await import('./commands/api.js')).registerApiCommand },
   { commands: ['policy'], load: async () => (await import('./commands/policy.js')).registerPolicyCommands },
   { commands: ['train'], load: async () => (await import('./commands/train.js')).registerTrainCommand },
-  { commands: ['runs', 'status', 'pause', 'stop', 'cancel', 'resume', 'policies'], load: async () => (await import('./commands/runs.js')).registerRunCommands },
-  { commands: ['register', 'gate', 'promote', 'rollback', 'decision', 'decisions', 'ledger'], load: async () => (await import('./commands/release.js')).registerReleaseCommands },
+  {
+    commands: ['runs', 'status', 'pause', 'stop', 'cancel', 'resume', 'policies'],
+    load: async () => (await import('./commands/runs.js')).registerRunCommands,
+  },
+  {
+    commands: ['register', 'gate', 'promote', 'rollback', 'decision', 'decisions', 'ledger'],
+    load: async () => (await import('./commands/release.js')).registerReleaseCommands,
+  },
   { commands: ['shadow'], load: async () => (await import('./commands/shadow.js')).registerShadowCommands },
   { commands: ['schedule'], load: async () => (await import('./commands/schedule.js')).registerScheduleCommands },
   { commands: ['doctor'], load: async () => (await import('./commands/doctor.js')).registerDoctorCommand },
@@ -57,7 +63,8 @@ export async function buildProgram(argv: readonly string[] = [], options: Progra
   const args = argv.slice(2);
   const modules = modulesFor(args);
   if (modules.length === 0) return program;
-  const settings = options.settings === 'defaults' ? defaultSettings() : (options.settings ?? helpSettings(args, options));
+  const settings =
+    options.settings === 'defaults' ? defaultSettings() : (options.settings ?? helpSettings(args, options));
   for (const m of modules) (await m.load())(program, settings);
   return program;
 }
@@ -96,10 +103,18 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    const usage = err instanceof ConfigError || err instanceof TemporalCliNotFoundError || err instanceof ScheduleError || err instanceof TrainerInputError || err instanceof PortInUseError;
+    const usage =
+      err instanceof ConfigError ||
+      err instanceof TemporalCliNotFoundError ||
+      err instanceof ScheduleError ||
+      err instanceof TrainerInputError ||
+      err instanceof PortInUseError;
     process.stderr.write(`rein: ${(err as Error).message}\n`);
     // Without a config file the command talked to the defaults; Rein running elsewhere with its own config is the usual cause.
-    if (configFileUsed === undefined) process.stderr.write(`rein: no config file was read (no --config, REIN_CONFIG or rein.yaml in ${process.cwd()}), so this used the defaults; if Rein runs with a config elsewhere, pass it: rein --config FILE …\n`);
+    if (configFileUsed === undefined)
+      process.stderr.write(
+        `rein: no config file was read (no --config, REIN_CONFIG or rein.yaml in ${process.cwd()}), so this used the defaults; if Rein runs with a config elsewhere, pass it: rein --config FILE …\n`,
+      );
     return usage ? 2 : 1;
   }
 }

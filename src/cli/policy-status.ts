@@ -34,7 +34,9 @@ export async function describePolicies(registry: PolicyRegistry, filter: { runId
       aliases: aliases.filter(([, v]) => v === p.version).map(([a]) => a),
       state: stateOf(p, production, newest),
       decision: newest && { id: newest.id, verdict: newest.verdict, incumbent: newest.incumbent },
-      heldout: rate ? `${percent(rate.candidate)} (production ${newest?.incumbent} ${percent(rate.incumbent)})` : undefined,
+      heldout: rate
+        ? `${percent(rate.candidate)} (production ${newest?.incumbent} ${percent(rate.incumbent)})`
+        : undefined,
       trainer: trainerSummary(p.trainerMetrics),
     };
   });

@@ -5,11 +5,19 @@ export class PortInUseError extends Error {}
  * Starts a listening service; a port already in use becomes a PortInUseError naming the service
  * and its setting, rather than Node's "listen EADDRINUSE".
  */
-export async function listenAs<T>(service: string, setting: string, address: { host: string; port: number }, start: () => Promise<T>): Promise<T> {
+export async function listenAs<T>(
+  service: string,
+  setting: string,
+  address: { host: string; port: number },
+  start: () => Promise<T>,
+): Promise<T> {
   try {
     return await start();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    throw new PortInUseError(`the ${service} cannot listen on ${address.host}:${address.port}: another program uses that port. Stop it, or set ${setting} to a free port.`, { cause: err });
+    throw new PortInUseError(
+      `the ${service} cannot listen on ${address.host}:${address.port}: another program uses that port. Stop it, or set ${setting} to a free port.`,
+      { cause: err },
+    );
   }
 }

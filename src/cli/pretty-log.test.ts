@@ -5,7 +5,16 @@ import { prettyLine } from './pretty-log.js';
 
 describe('logs on a terminal', () => {
   it('are lines a person reads: time, level, message, then the fields', () => {
-    const line = JSON.stringify({ level: 40, time: Date.UTC(2026, 11, 2, 12, 4, 31), pid: 1, hostname: 'h', name: 'rein', msg: 'gateway listening', url: 'http://127.0.0.1:8080', note: 'two words' });
+    const line = JSON.stringify({
+      level: 40,
+      time: Date.UTC(2026, 11, 2, 12, 4, 31),
+      pid: 1,
+      hostname: 'h',
+      name: 'rein',
+      msg: 'gateway listening',
+      url: 'http://127.0.0.1:8080',
+      note: 'two words',
+    });
     expect(prettyLine(line)).toBe('12:04:31 WARN  gateway listening  url=http://127.0.0.1:8080 note="two words"\n');
     expect(prettyLine('not json')).toBe('not json\n');
   });

@@ -17,11 +17,13 @@ export const STAGE_NAMES: Record<string, string> = {
   'heldout-production': 'held-out replay of production',
 };
 
-export const formatReward = (value: number | null | undefined) => (value === null || value === undefined ? '-' : value.toFixed(3));
+export const formatReward = (value: number | null | undefined) =>
+  value === null || value === undefined ? '-' : value.toFixed(3);
 
 export function iterationLine(it: RunStatus['iterations'][number]): string {
   if (it.failed) return `iteration ${it.iteration}: failed (${it.failed})`;
-  const failures = it.failures && Object.keys(it.failures).length > 0 ? `; failed rollouts: ${failuresByStage(it.failures)}` : '';
+  const failures =
+    it.failures && Object.keys(it.failures).length > 0 ? `; failed rollouts: ${failuresByStage(it.failures)}` : '';
   return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${formatReward(it.meanReward)}, held-out ${formatReward(it.heldoutMeanReward)}${failures}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
 }
 
@@ -41,9 +43,13 @@ export function failuresByStage(byStage: Record<string, Record<string, number>>)
 }
 
 function gateLabel(gate: NonNullable<RunStatus['iterations'][number]['gate']>): string {
-  if (gate.verdict === 'insufficient') return `INSUFFICIENT EVIDENCE against ${gate.incumbent}, not promoted (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
-  if (gate.verdict === 'fail') return `FAIL against ${gate.incumbent} (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
-  return gate.promoted ? `pass, promoted over ${gate.incumbent}` : `pass against ${gate.incumbent} (not promoted: gate.autoPromote is off)`;
+  if (gate.verdict === 'insufficient')
+    return `INSUFFICIENT EVIDENCE against ${gate.incumbent}, not promoted (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
+  if (gate.verdict === 'fail')
+    return `FAIL against ${gate.incumbent} (${gate.reasons.join(' ')}) — \`rein decision ${gate.decisionId}\``;
+  return gate.promoted
+    ? `pass, promoted over ${gate.incumbent}`
+    : `pass against ${gate.incumbent} (not promoted: gate.autoPromote is off)`;
 }
 
 /** The final table: each iteration, then the base and the final candidate on the same held-out tasks. */
@@ -52,42 +58,82 @@ export function formatRunSummary(report: RunReport): string {
   const status = report.status;
   // The run's own state is the last it reported; a run that failed or was ended did not report that.
   const ended = ['FAILED', 'TERMINATED', 'CANCELLED', 'TIMED_OUT'].includes(report.execution);
-  lines.push(`run ${report.runId}: ${ended ? report.execution.toLowerCase().replace('_', ' ') : (status?.state ?? report.execution.toLowerCase())}${report.problem ? ` (${report.problem})` : ''}`);
+  lines.push(
+    `run ${report.runId}: ${ended ? report.execution.toLowerCase().replace('_', ' ') : (status?.state ?? report.execution.toLowerCase())}${report.problem ? ` (${report.problem})` : ''}`,
+  );
   const lastResume = report.resumes.at(-1);
   if (lastResume) {
     const times = report.resumes.length === 1 ? 'once' : `${report.resumes.length} times`;
-    lines.push(`continued ${times}; last from iteration ${lastResume.fromIteration} with ${lastResume.policyVersion} after it ${lastResume.previousStatus.toLowerCase().replace('_', ' ')} (${lastResume.reason}) at ${lastResume.at}`);
+    lines.push(
+      `continued ${times}; last from iteration ${lastResume.fromIteration} with ${lastResume.policyVersion} after it ${lastResume.previousStatus.toLowerCase().replace('_', ' ')} (${lastResume.reason}) at ${lastResume.at}`,
+    );
   }
   if (ended) lines.push(`\`rein resume ${report.runId}\` continues it from its first unfinished iteration.`);
   if (!status) return `${lines.join('\n')}\n`;
   if (status.iterations.length > 0) {
-    const verdict = (it: RunStatus['iterations'][number]) => (it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-');
-    const failed = (it: RunStatus['iterations'][number]) => (it.failures && Object.keys(it.failures).length > 0 ? failuresByStage(it.failures) : '-');
-    const rows = status.iterations.map((it) => [String(it.iteration), it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'), formatReward(it.meanReward), formatReward(it.heldoutMeanReward), verdict(it), failed(it)]);
-    lines.push('', formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows));
+    const verdict = (it: RunStatus['iterations'][number]) =>
+      it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-';
+    const failed = (it: RunStatus['iterations'][number]) =>
+      it.failures && Object.keys(it.failures).length > 0 ? failuresByStage(it.failures) : '-';
+    const rows = status.iterations.map((it) => [
+      String(it.iteration),
+      it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'),
+      formatReward(it.meanReward),
+      formatReward(it.heldoutMeanReward),
+      verdict(it),
+      failed(it),
+    ]);
+    lines.push(
+      '',
+      formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows),
+    );
   }
   const heldout = status.heldout;
   if (heldout?.latest) {
     const { base, latest } = heldout;
     // "final" is what production serves; runs from before the run kept it know it only when the last candidate was promoted.
     const lastGate = status.iterations.filter((i) => i.gate).at(-1)?.gate;
-    const production = heldout.production ?? (lastGate?.promoted && lastGate && status.iterations.at(-1)?.candidate === latest.policyVersion ? latest : undefined);
+    const production =
+      heldout.production ??
+      (lastGate?.promoted && lastGate && status.iterations.at(-1)?.candidate === latest.policyVersion
+        ? latest
+        : undefined);
     const final = production ?? latest;
     // Only tasks scored in both replays are compared; a task a fault cost one side is set aside.
     const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in final.meanRewardByTask);
-    const setAside = new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(final.meanRewardByTask)]).size - tasks.length;
+    const setAside =
+      new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(final.meanRewardByTask)]).size - tasks.length;
     const byTask = (r: typeof base) => Object.fromEntries(tasks.map((t) => [t, r.meanRewardByTask[t] as number]));
-    const success = (r: typeof base) => tasks.filter((t) => ((r.meanRewardByTask[t] ?? 0) as number) > 0).length / Math.max(1, tasks.length);
+    const success = (r: typeof base) =>
+      tasks.filter((t) => ((r.meanRewardByTask[t] ?? 0) as number) > 0).length / Math.max(1, tasks.length);
     const { gained, lost } = discordantPairs(byTask(base), byTask(final));
     const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
-    const row = (label: string, r: typeof base, note: string) => [label, r.policyVersion, percent(success(r)), formatReward(r.meanReward), r.byFailureClass ? classes(r.byFailureClass) : '-', note];
+    const row = (label: string, r: typeof base, note: string) => [
+      label,
+      r.policyVersion,
+      percent(success(r)),
+      formatReward(r.meanReward),
+      r.byFailureClass ? classes(r.byFailureClass) : '-',
+      note,
+    ];
     const candidateGate = status.iterations.find((i) => i.candidate === latest.policyVersion)?.gate;
     const rows = [row('base', base, 'starting policy')];
     if (production) rows.push(row('final', production, 'production'));
-    if (production?.policyVersion !== latest.policyVersion) rows.push(row('last candidate', latest, candidateGate ? `not promoted (gate ${candidateGate.verdict})` : 'not promoted'));
-    lines.push('', formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows));
-    lines.push(`${final.policyVersion} against ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`);
-    if (setAside > 0) lines.push(`${setAside} held-out tasks set aside: not scored in one of the replays (lost to a fault, not failed by a policy)`);
+    if (production?.policyVersion !== latest.policyVersion)
+      rows.push(
+        row('last candidate', latest, candidateGate ? `not promoted (gate ${candidateGate.verdict})` : 'not promoted'),
+      );
+    lines.push(
+      '',
+      formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows),
+    );
+    lines.push(
+      `${final.policyVersion} against ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`,
+    );
+    if (setAside > 0)
+      lines.push(
+        `${setAside} held-out tasks set aside: not scored in one of the replays (lost to a fault, not failed by a policy)`,
+      );
   }
   return `${lines.join('\n')}\n`;
 }

@@ -32,7 +32,10 @@ export class RunProgress {
     const activity = report.activity;
     this.showStage(stageLabel(status, activity));
     // A stage that keeps failing (a full disk, a dead backend) says why while Temporal retries it.
-    const retrying = activity && activity.attempt > 1 && activity.lastFailure ? `  attempt ${activity.attempt - 1} of ${activity.type} failed: ${activity.lastFailure}; retrying` : undefined;
+    const retrying =
+      activity && activity.attempt > 1 && activity.lastFailure
+        ? `  attempt ${activity.attempt - 1} of ${activity.type} failed: ${activity.lastFailure}; retrying`
+        : undefined;
     if (retrying && retrying !== this.lastRetrying) {
       this.stopBar();
       this.say(retrying);
@@ -45,7 +48,8 @@ export class RunProgress {
       }
       this.lastWaiting = activity?.waiting;
     }
-    if (activity?.total !== undefined && activity.done !== undefined) this.showActivityProgress(activity, activity.done, activity.total);
+    if (activity?.total !== undefined && activity.done !== undefined)
+      this.showActivityProgress(activity, activity.done, activity.total);
   }
 
   /** Ends the progress bar; `finished` first shows the activity at its total. */
@@ -74,7 +78,9 @@ export class RunProgress {
     if (status.heldout && !this.baseShown) {
       this.stopBar(true);
       const { base } = status.heldout;
-      this.say(`held-out ${base.policyVersion}: mean reward ${formatReward(base.meanReward)}${base.byFailureClass ? `; failed rollouts: ${classes(base.byFailureClass)}` : ''}`);
+      this.say(
+        `held-out ${base.policyVersion}: mean reward ${formatReward(base.meanReward)}${base.byFailureClass ? `; failed rollouts: ${classes(base.byFailureClass)}` : ''}`,
+      );
       this.baseShown = true;
     }
   }
@@ -93,7 +99,14 @@ export class RunProgress {
       const key = `${activity.workflowId}/${activity.type}/${activity.stage ?? ''}`;
       if (key !== this.barKey) {
         this.stopBar(this.barKey !== '');
-        this.bar = new cliProgress.SingleBar({ format: '  {bar} {value}/{total} rollouts {note}', hideCursor: true, stream: this.out as NodeJS.WriteStream }, cliProgress.Presets.shades_classic);
+        this.bar = new cliProgress.SingleBar(
+          {
+            format: '  {bar} {value}/{total} rollouts {note}',
+            hideCursor: true,
+            stream: this.out as NodeJS.WriteStream,
+          },
+          cliProgress.Presets.shades_classic,
+        );
         this.bar.start(total, done, { note: '' });
         this.barKey = key;
       }

@@ -39,7 +39,11 @@ export interface RunningServices {
  * address is configured), the embedded policy server, the gateway, and a worker. Policy versions
  * trained earlier are served again, so a run resumed after a restart finds its policy.
  */
-export async function startServices(config: ReinConfig, logger: Logger, options: { api?: boolean } = {}): Promise<RunningServices> {
+export async function startServices(
+  config: ReinConfig,
+  logger: Logger,
+  options: { api?: boolean } = {},
+): Promise<RunningServices> {
   const closers: Array<() => Promise<void> | void> = [];
   const shutdown = async () => {
     for (const close of closers.splice(0).reverse()) await close();
@@ -68,7 +72,12 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
 
     const store = await traceStoreFromConfig(config, { gateway: gatewayInstanceName(config.gateway) });
     closers.push(() => store.close());
-    const gateway = await listenAs('gateway', 'gateway.port', config.gateway, () => startGateway(gatewayOptions(config.gateway, store).options, { host: config.gateway.host, port: config.gateway.port }));
+    const gateway = await listenAs('gateway', 'gateway.port', config.gateway, () =>
+      startGateway(gatewayOptions(config.gateway, store).options, {
+        host: config.gateway.host,
+        port: config.gateway.port,
+      }),
+    );
     closers.push(() => gateway.close());
     logger.info({ url: gateway.url }, 'gateway listening');
     await restoreRegistryRoutes(config, policyServer, gateway, logger);
@@ -80,7 +89,17 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
     closers.push(() => worker.stop());
     let api: ApiServer | undefined;
     if (options.api) {
-      api = await listenAs('HTTP API', 'api.port', config.api, () => startApi({ config, client: temporal.temporal.client, keyHash: adminKeyHash(config.gateway, process.env).hash, ...(temporal.uiUrl && { temporalUiUrl: temporal.uiUrl }) }, config.api));
+      api = await listenAs('HTTP API', 'api.port', config.api, () =>
+        startApi(
+          {
+            config,
+            client: temporal.temporal.client,
+            keyHash: adminKeyHash(config.gateway, process.env).hash,
+            ...(temporal.uiUrl && { temporalUiUrl: temporal.uiUrl }),
+          },
+          config.api,
+        ),
+      );
       const server = api;
       closers.push(() => server.close());
       logger.info({ url: api.url }, 'HTTP API listening');
@@ -90,7 +109,9 @@ export async function startServices(config: ReinConfig, logger: Logger, options:
         () => 'the worker stopped',
         (err: Error) => `the worker crashed: ${err.message}`,
       ),
-      temporal.devServer?.exited.then((code) => `the Temporal dev server exited (code ${String(code)}); see ${temporal.devServer?.logFile}`) ?? new Promise<never>(() => {}),
+      temporal.devServer?.exited.then(
+        (code) => `the Temporal dev server exited (code ${String(code)}); see ${temporal.devServer?.logFile}`,
+      ) ?? new Promise<never>(() => {}),
     ]);
     return { temporal, policyServer, gateway, worker, api, failed, shutdown };
   } catch (err) {
@@ -127,16 +148,25 @@ export async function connectOrStartServices(
  * Serves the registry's trained versions again and points aliases where the registry says (the
  * policy server and the gateway's routes live in memory).
  */
-async function restoreRegistryRoutes(config: ReinConfig, policyServer: PolicyServer | undefined, gateway: Gateway, logger: Logger): Promise<void> {
+async function restoreRegistryRoutes(
+  config: ReinConfig,
+  policyServer: PolicyServer | undefined,
+  gateway: Gateway,
+  logger: Logger,
+): Promise<void> {
   await withRegistry(storeLocation(config), async (registry) => {
     if (policyServer) {
       const served = new Set(policyServer.models());
-      const loaded = (await trainedVersions(registry)).filter((p) => !served.has(p.version) && (!isLocalReference(p.checkpointUri) || existsSync(p.checkpointUri)));
+      const loaded = (await trainedVersions(registry)).filter(
+        (p) => !served.has(p.version) && (!isLocalReference(p.checkpointUri) || existsSync(p.checkpointUri)),
+      );
       for (const policy of loaded) await policyServer.loadFrom(policy.version, policy.checkpointUri);
-      if (loaded.length > 0) logger.info({ loaded: loaded.map((p) => p.version) }, 'serving trained policy versions again');
+      if (loaded.length > 0)
+        logger.info({ loaded: loaded.map((p) => p.version) }, 'serving trained policy versions again');
     }
     const { skipped, skippedAliases } = await restoreRoutes(registry, gateway.router, config.trainer.servingBackend);
     if (skipped.length > 0) logger.warn({ skipped }, 'trained policy versions this gateway cannot route');
-    if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
+    if (skippedAliases.length > 0)
+      logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
   });
 }

@@ -20,13 +20,23 @@ export interface TemporalUp {
  * `reuseRunning`, the dev server is already up from another `rein` command), connects, and
  * registers Rein's search attributes.
  */
-export async function bringUpTemporal(config: ReinConfig, logger: Logger, options: { reuseRunning?: boolean } = {}): Promise<TemporalUp> {
+export async function bringUpTemporal(
+  config: ReinConfig,
+  logger: Logger,
+  options: { reuseRunning?: boolean } = {},
+): Promise<TemporalUp> {
   const settings = config.temporal;
   let devServer: DevServer | undefined;
-  const running = options.reuseRunning && usesEmbeddedServer(settings) ? await connectTemporal(settings, 1500).catch(() => undefined) : undefined;
+  const running =
+    options.reuseRunning && usesEmbeddedServer(settings)
+      ? await connectTemporal(settings, 1500).catch(() => undefined)
+      : undefined;
   if (running) {
     await running.close();
-    logger.info({ address: `${settings.devServer.ip}:${settings.devServer.port}` }, 'the Temporal dev server is already running');
+    logger.info(
+      { address: `${settings.devServer.ip}:${settings.devServer.port}` },
+      'the Temporal dev server is already running',
+    );
   } else if (usesEmbeddedServer(settings)) {
     const cliPath = findTemporalCli();
     logger.info({ cliPath, dbFile: settings.devServer.dbFile }, 'starting the Temporal dev server');

@@ -1,4 +1,13 @@
-import { CancelledFailure, TerminatedFailure, TimeoutFailure, WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
+import {
+  CancelledFailure,
+  TerminatedFailure,
+  TimeoutFailure,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  type Client,
+  type WorkflowExecutionDescription,
+} from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { RunProgress, RunStatus, TrainingRunInput, trainingRun } from '../../workflows/index.js';
 import { refuseConcurrentPromotion } from './promotion-guard.js';
@@ -32,20 +41,28 @@ export interface RunContinuation extends RunResume {
  * Refused (RunNotResumableError) for a running run (a paused one is resumed by signal) and a
  * completed one. The memo's `resumes` records each continuation.
  */
-export async function continueRun(client: Client, runId: string, options: { allowConcurrentPromotion?: boolean } = {}): Promise<RunContinuation> {
+export async function continueRun(
+  client: Client,
+  runId: string,
+  options: { allowConcurrentPromotion?: boolean } = {},
+): Promise<RunContinuation> {
   let described;
   try {
     described = await client.workflow.getHandle(runId).describe();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
     throw new Error(`cannot describe run ${runId}: ${failureMessage(err)}`, { cause: err });
   }
-  if (described.type !== 'trainingRun') throw new RunNotResumableError(`${runId} is not a training run (its workflow type is ${described.type})`);
+  if (described.type !== 'trainingRun')
+    throw new RunNotResumableError(`${runId} is not a training run (its workflow type is ${described.type})`);
   const execution = described.status.name;
   // The execution described, not whichever is latest by the time we ask again.
   const handle = client.workflow.getHandle<typeof trainingRun>(runId, described.runId);
   if (execution === 'RUNNING' || execution === 'PAUSED' || execution === 'CONTINUED_AS_NEW') {
-    throw new RunNotResumableError(`run ${runId} is still running: there is nothing to continue. A paused run goes on with \`rein resume ${runId}\` (the resume signal); \`rein status ${runId}\` shows where it is.`);
+    throw new RunNotResumableError(
+      `run ${runId} is still running: there is nothing to continue. A paused run goes on with \`rein resume ${runId}\` (the resume signal); \`rein status ${runId}\` shows where it is.`,
+    );
   }
   if (execution === 'COMPLETED') {
     const final = (await handle.result().catch(() => undefined)) as RunStatus | undefined;
@@ -53,7 +70,8 @@ export async function continueRun(client: Client, runId: string, options: { allo
   }
 
   const memo = (described.memo ?? {}) as Record<string, unknown>;
-  if (typeof memo.promotes === 'string' && !options.allowConcurrentPromotion) await refuseConcurrentPromotion(client, runId, memo.promotes);
+  if (typeof memo.promotes === 'string' && !options.allowConcurrentPromotion)
+    await refuseConcurrentPromotion(client, runId, memo.promotes);
   const { input, taskQueue } = await startedWith(client, described);
 
   // Recorded by this execution, or (ended before it recorded any) given to it by the one before.
@@ -62,7 +80,10 @@ export async function continueRun(client: Client, runId: string, options: { allo
   const fromIteration = recorded?.nextIteration ?? 1;
   // The iteration that ended the run runs again: its `failed` entry goes, or the status would list it twice.
   const failedEntry = recorded?.iterations.find((i) => i.iteration === fromIteration && i.failed);
-  const progress: RunProgress | undefined = recorded && { ...recorded, iterations: recorded.iterations.filter((i) => i.iteration < fromIteration) };
+  const progress: RunProgress | undefined = recorded && {
+    ...recorded,
+    iterations: recorded.iterations.filter((i) => i.iteration < fromIteration),
+  };
 
   // Children a terminated or timed-out run leaves are ended by their parent-close policy, but not
   // at once: end them here, or the iteration that runs again could find its id still taken.
@@ -95,7 +116,9 @@ export async function continueRun(client: Client, runId: string, options: { allo
     });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      throw new RunNotResumableError(`run ${runId} was started again meanwhile (another \`rein resume\`?); \`rein status ${runId}\` shows it`);
+      throw new RunNotResumableError(
+        `run ${runId} was started again meanwhile (another \`rein resume\`?); \`rein status ${runId}\` shows it`,
+      );
     }
     throw err;
   }
@@ -112,8 +135,13 @@ export async function continueRun(client: Client, runId: string, options: { allo
 
 /** What `rein resume` says about a completed run: nothing to resume, and how to go on from it. */
 export function completedRunMessage(runId: string, final: RunStatus | undefined): string {
-  const how = final?.state === 'stopped' ? ` (stopped after ${final.iterations.length === 1 ? 'one iteration' : `${final.iterations.length} iterations`})` : '';
-  const fromLast = final ? `; to go on from this run's last policy, \`rein promote ${final.policyVersion}\` first (it needs a passing gate decision, or --override)` : '';
+  const how =
+    final?.state === 'stopped'
+      ? ` (stopped after ${final.iterations.length === 1 ? 'one iteration' : `${final.iterations.length} iterations`})`
+      : '';
+  const fromLast = final
+    ? `; to go on from this run's last policy, \`rein promote ${final.policyVersion}\` first (it needs a passing gate decision, or --override)`
+    : '';
   return (
     `run ${runId} completed${how}: there is nothing to resume. To train on, start a new run: ` +
     `\`rein train\` starts from what production serves (run.startFrom: production, the default)${fromLast}.`
@@ -121,7 +149,10 @@ export function completedRunMessage(runId: string, final: RunStatus | undefined)
 }
 
 /** The input and task queue a closed execution was started with: the first event of its history, and only that. */
-async function startedWith(client: Client, described: WorkflowExecutionDescription): Promise<{ input: TrainingRunInput; taskQueue: string }> {
+async function startedWith(
+  client: Client,
+  described: WorkflowExecutionDescription,
+): Promise<{ input: TrainingRunInput; taskQueue: string }> {
   const { history } = await client.workflowService.getWorkflowExecutionHistory({
     namespace: client.options.namespace,
     execution: { workflowId: described.workflowId, runId: described.runId },
@@ -129,15 +160,24 @@ async function startedWith(client: Client, described: WorkflowExecutionDescripti
   });
   const started = history?.events?.[0]?.workflowExecutionStartedEventAttributes;
   const payload = started?.input?.payloads?.[0];
-  if (!payload) throw new Error(`run ${described.workflowId}: execution ${described.runId} has no input to start it again from`);
-  return { input: defaultPayloadConverter.fromPayload<TrainingRunInput>(payload), taskQueue: started?.taskQueue?.name || described.taskQueue };
+  if (!payload)
+    throw new Error(`run ${described.workflowId}: execution ${described.runId} has no input to start it again from`);
+  return {
+    input: defaultPayloadConverter.fromPayload<TrainingRunInput>(payload),
+    taskQueue: started?.taskQueue?.name || described.taskQueue,
+  };
 }
 
 /**
  * Terminates the child workflows a closed execution left open (Temporal still lists them as its
  * pending children) that still run, and theirs.
  */
-async function endOpenChildren(client: Client, described: WorkflowExecutionDescription, reason: string, depth = 0): Promise<void> {
+async function endOpenChildren(
+  client: Client,
+  described: WorkflowExecutionDescription,
+  reason: string,
+  depth = 0,
+): Promise<void> {
   if (depth > 3) return;
   for (const pending of described.raw.pendingChildren ?? []) {
     if (!pending.workflowId || !pending.runId) continue;
@@ -161,7 +201,8 @@ async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>):
   } catch (err) {
     if (isTemporalUnreachable(err) || !(err instanceof WorkflowFailedError)) throw err;
     const { cause } = err;
-    if (cause instanceof TerminatedFailure) return cause.message === 'Workflow execution terminated' ? 'terminated' : cause.message;
+    if (cause instanceof TerminatedFailure)
+      return cause.message === 'Workflow execution terminated' ? 'terminated' : cause.message;
     if (cause instanceof TimeoutFailure) return 'timed out';
     if (cause instanceof CancelledFailure) return 'cancelled';
     let innermost: Error | undefined = cause;
@@ -175,7 +216,11 @@ async function closeReason(handle: ReturnType<Client['workflow']['getHandle']>):
  * was terminated, cancelled or timed out is continued from its first unfinished iteration
  * (continueRun); a completed one is refused (RunNotResumableError).
  */
-export async function resumeRun(client: Client, runId: string, options: { allowConcurrentPromotion?: boolean } = {}): Promise<{ action: 'signalled' } | { action: 'continued'; continuation: RunContinuation }> {
+export async function resumeRun(
+  client: Client,
+  runId: string,
+  options: { allowConcurrentPromotion?: boolean } = {},
+): Promise<{ action: 'signalled' } | { action: 'continued'; continuation: RunContinuation }> {
   if ((await runExecutionStatus(client, runId)) === 'RUNNING') {
     await signalRun(client, runId, 'resume');
     return { action: 'signalled' };

@@ -24,13 +24,24 @@ export interface IterationWorkflow {
 const COMPLETED_KEPT = 10_000;
 
 /** Which stage each of the iteration's activities and children is. */
-const STAGE_OF: Record<string, string> = { runRollouts: 'rollouts', buildBatch: 'batch', updatePolicy: 'update', releaseCandidate: 'heldout', recordLedgerEntry: 'ledger' };
+const STAGE_OF: Record<string, string> = {
+  runRollouts: 'rollouts',
+  buildBatch: 'batch',
+  updatePolicy: 'update',
+  releaseCandidate: 'heldout',
+  recordLedgerEntry: 'ledger',
+};
 
 /**
  * The workflows of a run's iterations 1..`through` (the run's `<runId>-it<n>` children; a retried
  * iteration's last try). Iterations never started are left out.
  */
-export async function iterationWorkflows(client: Client, runId: string, through: number, options: { completed?: Map<string, IterationWorkflow>; now?: number } = {}): Promise<IterationWorkflow[]> {
+export async function iterationWorkflows(
+  client: Client,
+  runId: string,
+  through: number,
+  options: { completed?: Map<string, IterationWorkflow>; now?: number } = {},
+): Promise<IterationWorkflow[]> {
   const { completed, now = Date.now() } = options;
   const found: IterationWorkflow[] = [];
   for (let iteration = 1; iteration <= through; iteration++) {
@@ -47,7 +58,15 @@ export async function iterationWorkflows(client: Client, runId: string, through:
     const result = described.status.name === 'COMPLETED' ? await handle.result().catch(() => undefined) : undefined;
     const history = await handle.fetchHistory();
     const { stageSeconds, release } = stagesOf(history.events ?? [], now);
-    const view: IterationWorkflow = { iteration, workflowId, executionRunId: described.runId, execution: described.status.name, result: result as TrainingIterationResult | undefined, stageSeconds, release };
+    const view: IterationWorkflow = {
+      iteration,
+      workflowId,
+      executionRunId: described.runId,
+      execution: described.status.name,
+      result: result as TrainingIterationResult | undefined,
+      stageSeconds,
+      release,
+    };
     if (completed && view.execution === 'COMPLETED' && view.result) {
       if (completed.size >= COMPLETED_KEPT) completed.clear();
       completed.set(`${runId}-it${iteration}`, view);
@@ -59,7 +78,9 @@ export async function iterationWorkflows(client: Client, runId: string, through:
 
 /** The iteration's workflow, or its last retry (`-try2`, `-try3`, ...). */
 async function lastTry(client: Client, workflowId: string) {
-  let last: { workflowId: string; described: Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>> } | undefined;
+  let last:
+    | { workflowId: string; described: Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>> }
+    | undefined;
   for (let attempt = 1; ; attempt++) {
     const id = attempt === 1 ? workflowId : `${workflowId}-try${attempt}`;
     try {
@@ -74,7 +95,10 @@ async function lastTry(client: Client, workflowId: string) {
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 
 /** Stage durations from scheduled/started to closed events; retries of one activity add up in one span. */
-export function stagesOf(events: readonly HistoryEvent[], now: number): Pick<IterationWorkflow, 'stageSeconds' | 'release'> {
+export function stagesOf(
+  events: readonly HistoryEvent[],
+  now: number,
+): Pick<IterationWorkflow, 'stageSeconds' | 'release'> {
   const opened = new Map<number, { stage: string; at: number }>();
   const seconds: Record<string, number> = {};
   let release: IterationWorkflow['release'];
@@ -109,7 +133,8 @@ export function stagesOf(events: readonly HistoryEvent[], now: number): Pick<Ite
       }
       case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED: {
         const a = event.childWorkflowExecutionStartedEventAttributes;
-        if (a?.workflowType?.name === 'releaseCandidate' && a.workflowExecution?.workflowId) release = { workflowId: a.workflowExecution.workflowId, executionRunId: a.workflowExecution.runId ?? '' };
+        if (a?.workflowType?.name === 'releaseCandidate' && a.workflowExecution?.workflowId)
+          release = { workflowId: a.workflowExecution.workflowId, executionRunId: a.workflowExecution.runId ?? '' };
         break;
       }
       case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:

@@ -22,7 +22,10 @@ export function promotionGuard(config: ReinConfig): PromotionGuard {
 }
 
 /** The memo entry that says what a run promotes into: none for a run that does not promote. */
-export function promotionMemo(input: Pick<TrainingRunInput, 'release'>, guard: PromotionGuard | undefined): { promotes?: string } {
+export function promotionMemo(
+  input: Pick<TrainingRunInput, 'release'>,
+  guard: PromotionGuard | undefined,
+): { promotes?: string } {
   return guard && input.release?.promote ? { promotes: `${PRODUCTION_ALIAS} of ${guard.store}` } : {};
 }
 
@@ -43,4 +46,3 @@ export async function refuseConcurrentPromotion(client: Client, runId: string, p
     );
   }
 }
-

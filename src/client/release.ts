@@ -10,11 +10,18 @@ import { heldoutSelection } from './runs.js';
  * set, its gate settings, and a replay batch named after the version and the config, so asking
  * again reuses the replays already done.
  */
-export function releaseInput(config: ReinConfig, candidate: string, options: { promote: boolean; heldoutLimit?: number | undefined; actor: string }, source = 'config'): ReleaseCandidateInput {
+export function releaseInput(
+  config: ReinConfig,
+  candidate: string,
+  options: { promote: boolean; heldoutLimit?: number | undefined; actor: string },
+  source = 'config',
+): ReleaseCandidateInput {
   const { run } = config;
   const heldout = heldoutSelection(run, options.heldoutLimit ?? run.heldoutLimit);
   if (!heldout) {
-    throw new ConfigError(source, ['run.heldoutTasks: not set; the gate replays a held-out task set with the candidate and production (see examples/calculator-agent/rein.yaml)']);
+    throw new ConfigError(source, [
+      'run.heldoutTasks: not set; the gate replays a held-out task set with the candidate and production (see examples/calculator-agent/rein.yaml)',
+    ]);
   }
   return {
     candidate,
@@ -30,12 +37,19 @@ export function releaseInput(config: ReinConfig, candidate: string, options: { p
 
 /** Starts a release and returns its workflow id (the decision lands in the registry when it is done). */
 export async function startRelease(client: Client, taskQueue: string, input: ReleaseCandidateInput): Promise<string> {
-  const handle = await client.workflow.start<typeof releaseCandidate>('releaseCandidate', releaseOptions(taskQueue, input));
+  const handle = await client.workflow.start<typeof releaseCandidate>(
+    'releaseCandidate',
+    releaseOptions(taskQueue, input),
+  );
   return handle.workflowId;
 }
 
 /** Runs a release to its end (replays, gate, promotion when asked) and returns what it decided. */
-export async function runRelease(client: Client, taskQueue: string, input: ReleaseCandidateInput): Promise<ReleaseCandidateResult> {
+export async function runRelease(
+  client: Client,
+  taskQueue: string,
+  input: ReleaseCandidateInput,
+): Promise<ReleaseCandidateResult> {
   return client.workflow.execute<typeof releaseCandidate>('releaseCandidate', releaseOptions(taskQueue, input));
 }
 

@@ -9,7 +9,8 @@ export async function signalRun(client: Client, runId: string, signal: 'pause' |
   try {
     await client.workflow.getHandle(runId).signal(definition);
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
     throw err;
   }
 }
@@ -23,10 +24,14 @@ export async function cancelRun(client: Client, runId: string, taskQueue: string
   const handle = client.workflow.getHandle(runId);
   try {
     const { status } = await handle.describe();
-    if (status.name !== 'RUNNING') throw new RunNotFoundError(`run ${runId} is not running (it ${status.name === 'CANCELLED' ? 'was cancelled' : status.name.toLowerCase().replace('_', ' ')}); \`rein status ${runId}\` shows it`);
+    if (status.name !== 'RUNNING')
+      throw new RunNotFoundError(
+        `run ${runId} is not running (it ${status.name === 'CANCELLED' ? 'was cancelled' : status.name.toLowerCase().replace('_', ' ')}); \`rein status ${runId}\` shows it`,
+      );
     await handle.cancel();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
     throw err;
   }
   if (!(await workerIsPolling(client, taskQueue))) return 'requested';
@@ -36,7 +41,9 @@ export async function cancelRun(client: Client, runId: string, taskQueue: string
     if (isTemporalUnreachable(err)) throw err;
   }
   const { status } = await handle.describe();
-  if (status.name !== 'CANCELLED') throw new Error(`run ${runId} did not end cancelled: it ${status.name.toLowerCase()}; \`rein status ${runId}\` says why`);
+  if (status.name !== 'CANCELLED')
+    throw new Error(
+      `run ${runId} did not end cancelled: it ${status.name.toLowerCase()}; \`rein status ${runId}\` says why`,
+    );
   return 'cancelled';
 }
-

@@ -1,7 +1,13 @@
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import { PROGRESS_MEMO, statusQuery, type RunProgress, type RunStatus, type trainingRun } from '../../workflows/index.js';
+import {
+  PROGRESS_MEMO,
+  statusQuery,
+  type RunProgress,
+  type RunStatus,
+  type trainingRun,
+} from '../../workflows/index.js';
 import { failureMessage, grpcCode, isTemporalUnreachable, RunNotFoundError, UNAVAILABLE } from './run-errors.js';
 
 export interface RunReport {
@@ -69,7 +75,8 @@ export async function describeRun(client: Client, runId: string): Promise<RunRep
   try {
     described = await handle.describe();
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
     // The SDK's own message ("Failed to describe workflow") leaves out the reason, which is in its cause.
     throw new Error(`cannot describe run ${runId}: ${failureMessage(err)}`, { cause: err });
   }
@@ -79,7 +86,8 @@ export async function describeRun(client: Client, runId: string): Promise<RunRep
   if (execution === 'RUNNING') {
     const answer = await queryStatus(client, runId, described.taskQueue);
     status = 'status' in answer ? answer.status : recordedStatus(runId, described);
-    if ('problem' in answer) problem = `${answer.problem}; ${status ? 'showing the progress the run last recorded' : 'the run has recorded no progress yet'}`;
+    if ('problem' in answer)
+      problem = `${answer.problem}; ${status ? 'showing the progress the run last recorded' : 'the run has recorded no progress yet'}`;
   } else {
     // A closed run's final account: its result once completed, else the progress it recorded; and why it ended.
     try {
@@ -91,16 +99,32 @@ export async function describeRun(client: Client, runId: string): Promise<RunRep
     }
     status ??= recordedStatus(runId, described);
   }
-  const activity = execution === 'RUNNING' && status ? await describeStage(client, status.currentWorkflowId ?? runId) : undefined;
+  const activity =
+    execution === 'RUNNING' && status ? await describeStage(client, status.currentWorkflowId ?? runId) : undefined;
   const resumes = Array.isArray(described.memo?.resumes) ? (described.memo.resumes as RunResume[]) : [];
-  return { runId, execution, startTime: described.startTime, closeTime: described.closeTime, status, problem, activity, resumes };
+  return {
+    runId,
+    execution,
+    startTime: described.startTime,
+    closeTime: described.closeTime,
+    status,
+    problem,
+    activity,
+    resumes,
+  };
 }
 
 /** The status query's answer, or why there is none (no worker polls, none answered in time, the replay failed). */
-async function queryStatus(client: Client, runId: string, taskQueue: string): Promise<{ status: RunStatus } | { problem: string }> {
+async function queryStatus(
+  client: Client,
+  runId: string,
+  taskQueue: string,
+): Promise<{ status: RunStatus } | { problem: string }> {
   if (!(await workerIsPolling(client, taskQueue))) return { problem: `no worker polls task queue "${taskQueue}"` };
   try {
-    const status = await client.withDeadline(Date.now() + STATUS_QUERY_TIMEOUT_MS, () => client.workflow.getHandle<typeof trainingRun>(runId).query(statusQuery));
+    const status = await client.withDeadline(Date.now() + STATUS_QUERY_TIMEOUT_MS, () =>
+      client.workflow.getHandle<typeof trainingRun>(runId).query(statusQuery),
+    );
     return { status };
   } catch (err) {
     // A query that runs out of time may only mean that no worker answers; a refused connection is Temporal's.
@@ -124,7 +148,12 @@ export function recordedStatus(runId: string, described: WorkflowExecutionDescri
   if (!progress) return undefined;
   // The attribute's `iteration-2` is the query's `iteration 2`.
   const stage = (stageAttribute(described) ?? 'starting').replace(/^iteration-(\d+)$/, 'iteration $1');
-  return { runId, state: stage === 'paused' ? 'paused' : stage === 'stopped' ? 'stopped' : 'running', stage, ...progress };
+  return {
+    runId,
+    state: stage === 'paused' ? 'paused' : stage === 'stopped' ? 'stopped' : 'running',
+    stage,
+    ...progress,
+  };
 }
 
 /** A workflow's ReinStage search attribute. */
@@ -149,7 +178,9 @@ export async function describeStage(client: Client, workflowId: string): Promise
     return child ? describeStage(client, child) : undefined;
   }
   const payload = pending.heartbeatDetails?.payloads?.[0];
-  const beat = payload ? (defaultPayloadConverter.fromPayload(payload) as { done?: number; total?: number; waiting?: string } | undefined) : undefined;
+  const beat = payload
+    ? (defaultPayloadConverter.fromPayload(payload) as { done?: number; total?: number; waiting?: string } | undefined)
+    : undefined;
   return {
     workflowId,
     stage: stageAttribute(described),
@@ -167,7 +198,8 @@ export async function runExecutionStatus(client: Client, runId: string): Promise
   try {
     return (await client.workflow.getHandle(runId).describe()).status.name;
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new RunNotFoundError(`no run named ${runId}; \`rein runs\` lists the runs`);
     throw err;
   }
 }

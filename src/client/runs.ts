@@ -12,8 +12,22 @@ import { RunExistsError } from './run-errors.js';
 export { completedRunMessage, continueRun, resumeRun, type RunContinuation } from './continue-run.js';
 export { promotionGuard, promotionMemo, type PromotionGuard } from './promotion-guard.js';
 export { cancelRun, signalRun } from './run-control.js';
-export { isTemporalUnreachable, PromotionConflictError, RunExistsError, RunNotFoundError, RunNotResumableError } from './run-errors.js';
-export { describeRun, describeStage, runExecutionStatus, workerIsPolling, type RunReport, type RunResume, type StageActivity } from './run-status.js';
+export {
+  isTemporalUnreachable,
+  PromotionConflictError,
+  RunExistsError,
+  RunNotFoundError,
+  RunNotResumableError,
+} from './run-errors.js';
+export {
+  describeRun,
+  describeStage,
+  runExecutionStatus,
+  workerIsPolling,
+  type RunReport,
+  type RunResume,
+  type StageActivity,
+} from './run-status.js';
 
 /** What the command line may change about the config's `run` section. */
 export interface RunOverrides {
@@ -57,7 +71,11 @@ export function heldoutSelection(run: RunSettings, limit = run.heldoutLimit): Tr
  * The trainingRun input from the config (and command-line overrides): task sets pinned by their
  * content hash, the base policy, sizes. Only references travel: the tasks stay in their files.
  */
-export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {}, source = 'config'): TrainingRunInput {
+export function trainingRunInput(
+  config: ReinConfig,
+  overrides: RunOverrides = {},
+  source = 'config',
+): TrainingRunInput {
   const run = { ...config.run };
   if (overrides.iterations !== undefined) run.iterations = overrides.iterations;
   if (overrides.tasksPerIteration !== undefined) run.tasksPerIteration = overrides.tasksPerIteration;
@@ -73,7 +91,9 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
   const train = loadTaskSet(run.trainTasks as string);
   if (run.tasksPerIteration > train.tasks.length) {
     // Taking the same task twice in one iteration would only repeat its group.
-    throw new ConfigError(source, [`run.tasksPerIteration (or --tasks): ${run.tasksPerIteration} is more than the ${train.tasks.length} tasks in ${train.file}; use at most ${train.tasks.length}`]);
+    throw new ConfigError(source, [
+      `run.tasksPerIteration (or --tasks): ${run.tasksPerIteration} is more than the ${train.tasks.length} tasks in ${train.file}; use at most ${train.tasks.length}`,
+    ]);
   }
   const heldout = heldoutSelection(run);
   return {
@@ -82,7 +102,12 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
     base: { version: run.base.version, checkpointUri: run.base.checkpoint as string },
     startFrom: run.startFrom,
     iterations: run.iterations,
-    train: { taskSet: { file: train.file, sha256: train.sha256 }, taskIds: train.tasks.map((t) => t.id), tasksPerIteration: run.tasksPerIteration, samplesPerTask: run.samplesPerTask },
+    train: {
+      taskSet: { file: train.file, sha256: train.sha256 },
+      taskIds: train.tasks.map((t) => t.id),
+      tasksPerIteration: run.tasksPerIteration,
+      samplesPerTask: run.samplesPerTask,
+    },
     ...(heldout && { heldout }),
     heldoutEvery: run.heldoutEvery,
     release: { samplesPerTask: config.gate.samplesPerTask, promote: config.gate.autoPromote },
@@ -92,12 +117,16 @@ export function trainingRunInput(config: ReinConfig, overrides: RunOverrides = {
   };
 }
 
-
 /**
  * Starts a training run; its workflow id is the run id. With a guard, a run that promotes is
  * refused while another run promotes into the same alias (PromotionConflictError).
  */
-export async function startRun(client: Client, taskQueue: string, input: RunStart, guard?: PromotionGuard): Promise<{ runId: string; executionRunId: string }> {
+export async function startRun(
+  client: Client,
+  taskQueue: string,
+  input: RunStart,
+  guard?: PromotionGuard,
+): Promise<{ runId: string; executionRunId: string }> {
   const { promotes } = promotionMemo(input, guard);
   if (promotes && !guard?.allowConcurrent) await refuseConcurrentPromotion(client, input.runId, promotes);
   try {
@@ -113,7 +142,9 @@ export async function startRun(client: Client, taskQueue: string, input: RunStar
     return { runId: input.runId, executionRunId: handle.firstExecutionRunId };
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      throw new RunExistsError(`a run named ${input.runId} already exists; follow it with \`rein status ${input.runId}\`, or choose another --run-id`);
+      throw new RunExistsError(
+        `a run named ${input.runId} already exists; follow it with \`rein status ${input.runId}\`, or choose another --run-id`,
+      );
     }
     throw err;
   }
@@ -150,4 +181,3 @@ export async function listRuns(client: Client, limit = 20): Promise<RunListing[]
   }
   return runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime()).slice(0, limit);
 }
-

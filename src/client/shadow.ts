@@ -20,7 +20,9 @@ export function shadowRunInput(
   const { run } = config;
   const heldout = heldoutSelection(run, options.heldoutLimit ?? run.heldoutLimit);
   if (!heldout) {
-    throw new ConfigError(source, ['run.heldoutTasks: not set; a shadow run runs the held-out task set through the harness (see examples/calculator-agent/rein.yaml)']);
+    throw new ConfigError(source, [
+      'run.heldoutTasks: not set; a shadow run runs the held-out task set through the harness (see examples/calculator-agent/rein.yaml)',
+    ]);
   }
   return {
     candidate,
@@ -44,7 +46,8 @@ export async function runShadow(client: Client, taskQueue: string, input: Shadow
     });
   } catch (err) {
     // "Workflow execution failed" says nothing; the activity's own failure says what to fix.
-    if (err instanceof WorkflowFailedError) throw new Error(`shadow run ${workflowId} failed: ${rootCause(err).message}`, { cause: err });
+    if (err instanceof WorkflowFailedError)
+      throw new Error(`shadow run ${workflowId} failed: ${rootCause(err).message}`, { cause: err });
     throw err;
   }
 }

@@ -70,7 +70,10 @@ export async function ensureSearchAttributes(
     await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
   } catch (err) {
     const commands = created
-      .map((name) => `  temporal operator search-attribute create --namespace ${namespace} --name ${name} --type ${REIN_SEARCH_ATTRIBUTES[name as keyof typeof REIN_SEARCH_ATTRIBUTES]}`)
+      .map(
+        (name) =>
+          `  temporal operator search-attribute create --namespace ${namespace} --name ${name} --type ${REIN_SEARCH_ATTRIBUTES[name as keyof typeof REIN_SEARCH_ATTRIBUTES]}`,
+      )
       .join('\n');
     throw new Error(
       `could not register Rein's search attributes (${(err as Error).message}). Create them as an administrator:\n${commands}`,

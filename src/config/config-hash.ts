@@ -14,7 +14,12 @@ export function resultShapingConfig(config: ReinConfig): Record<string, unknown>
   return {
     harness: harness ?? null,
     verifier: verifier ?? null,
-    rollouts: { hiddenFields: rollouts.hiddenFields, rewardWeights: rollouts.rewardWeights, refusalPatterns: rollouts.refusalPatterns ?? null, maxAttempts: rollouts.maxAttempts },
+    rollouts: {
+      hiddenFields: rollouts.hiddenFields,
+      rewardWeights: rollouts.rewardWeights,
+      refusalPatterns: rollouts.refusalPatterns ?? null,
+      maxAttempts: rollouts.maxAttempts,
+    },
     samples,
     gate: gateRules,
     base: run.base,
@@ -23,12 +28,17 @@ export function resultShapingConfig(config: ReinConfig): Record<string, unknown>
     gateway: {
       redact: gateway.redact,
       policies: gateway.policies,
-      backends: Object.fromEntries(Object.entries(gateway.backends).map(([name, b]) => [name, { tokenIds: b.tokenIds, logprobs: b.logprobs }])),
+      backends: Object.fromEntries(
+        Object.entries(gateway.backends).map(([name, b]) => [name, { tokenIds: b.tokenIds, logprobs: b.logprobs }]),
+      ),
     },
   };
 }
 
 /** A short content hash of resultShapingConfig, kept in every workflow's memo. */
 export function configHash(config: ReinConfig): string {
-  return createHash('sha256').update(canonicalJson(resultShapingConfig(config))).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(canonicalJson(resultShapingConfig(config)))
+    .digest('hex')
+    .slice(0, 16);
 }

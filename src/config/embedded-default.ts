@@ -26,7 +26,10 @@ export function withEmbeddedDefault(config: ReinConfig): ReinConfig {
     ...resolved,
     gateway: {
       ...gateway,
-      backends: { ...gateway.backends, [EMBEDDED_BACKEND]: { endpoints: [`http://${host}:${policyServer.port}/v1`], tokenIds: true, logprobs: true } },
+      backends: {
+        ...gateway.backends,
+        [EMBEDDED_BACKEND]: { endpoints: [`http://${host}:${policyServer.port}/v1`], tokenIds: true, logprobs: true },
+      },
       policies: { [base.version]: { backend: EMBEDDED_BACKEND, model: base.version }, ...gateway.policies },
       aliases: { production: base.version, ...gateway.aliases },
     },

@@ -32,7 +32,12 @@ const DEFAULT_FILES = ['rein.yaml', 'rein.yml', 'rein.json'];
  * `overrides` (merged into the file's settings, key by key) let a program adjust a config it reads.
  */
 export function loadConfig(
-  options: { file?: string | undefined; env?: NodeJS.ProcessEnv; cwd?: string; overrides?: Record<string, unknown> } = {},
+  options: {
+    file?: string | undefined;
+    env?: NodeJS.ProcessEnv;
+    cwd?: string;
+    overrides?: Record<string, unknown>;
+  } = {},
 ): LoadedConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
@@ -68,7 +73,9 @@ export const MAX_CONFIG_BYTES = 1024 * 1024;
 function readConfigFile(file: string): Record<string, unknown> {
   const size = statSync(file).size;
   if (size > MAX_CONFIG_BYTES) {
-    throw new ConfigError(file, [`the file is ${size} bytes, larger than 1 MiB: a config file is small, so this is likely the wrong file`]);
+    throw new ConfigError(file, [
+      `the file is ${size} bytes, larger than 1 MiB: a config file is small, so this is likely the wrong file`,
+    ]);
   }
   let text: string;
   try {
@@ -79,7 +86,9 @@ function readConfigFile(file: string): Record<string, unknown> {
   const value = file.endsWith('.json') ? parseJson(file, text) : parseYaml(file, text);
   if (value === undefined || (value === null && !file.endsWith('.json'))) return {}; // an empty YAML file: all defaults
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new ConfigError(file, [`(top level): got ${JSON.stringify(value)}; expected a mapping of settings (e.g. "dataDir: .rein"), not a list or a single value`]);
+    throw new ConfigError(file, [
+      `(top level): got ${JSON.stringify(value)}; expected a mapping of settings (e.g. "dataDir: .rein"), not a list or a single value`,
+    ]);
   }
   // Checked here, before merging and cloning walk the value recursively.
   const problems = valueProblems(value);
@@ -103,7 +112,8 @@ function parseYaml(file: string, text: string): unknown {
       doc.errors.map((e) => {
         const at = e.linePos ? ` (line ${e.linePos[0].line}, column ${e.linePos[0].col})` : '';
         // The yaml package's name for a collection it could not build: the stack ran out on the nesting.
-        if (e.code === 'RESOURCE_EXHAUSTION') return `nested more than ${MAX_CONFIG_DEPTH} levels deep${at}; a config's settings nest a few levels at most`;
+        if (e.code === 'RESOURCE_EXHAUSTION')
+          return `nested more than ${MAX_CONFIG_DEPTH} levels deep${at}; a config's settings nest a few levels at most`;
         return `not valid YAML: ${e.message.split('\n')[0]}`;
       }),
     );
@@ -112,7 +122,9 @@ function parseYaml(file: string, text: string): unknown {
     return doc.toJS({ maxAliasCount: MAX_ALIAS_USES });
   } catch (err) {
     // toJS throws a ReferenceError past maxAliasCount: aliases expanding into aliases (a "billion laughs").
-    throw new ConfigError(file, [`not usable YAML: ${(err as Error).message}; a config may use aliases (*name) ${MAX_ALIAS_USES} times at most`]);
+    throw new ConfigError(file, [
+      `not usable YAML: ${(err as Error).message}; a config may use aliases (*name) ${MAX_ALIAS_USES} times at most`,
+    ]);
   }
 }
 
@@ -147,7 +159,10 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown, fromEnv: Readonl
   if (issue.code === 'invalid_key') return `${where}: ${issue.issues.map((i) => i.message).join('; ')}`;
   const value = valueAt(input, issue.path);
   // A store URL may carry a password: shown without it.
-  const shown = value === undefined ? 'nothing' : JSON.stringify(at === 'store.url' && typeof value === 'string' ? redactedStoreUrl(value) : value);
+  const shown =
+    value === undefined
+      ? 'nothing'
+      : JSON.stringify(at === 'store.url' && typeof value === 'string' ? redactedStoreUrl(value) : value);
   return `${where}: got ${shown}; expected ${expectation(issue)}`;
 }
 
@@ -211,7 +226,9 @@ function objectShapeOf(schema: z.core.$ZodType): Record<string, z.core.$ZodType>
 }
 
 /** Environment variables that override the file; names follow the Temporal CLI's own. */
-export const CONFIG_ENVIRONMENT: ReadonlyArray<[variable: string, keys: string[], kind: 'string' | 'path' | 'boolean' | 'integer']> = [
+export const CONFIG_ENVIRONMENT: ReadonlyArray<
+  [variable: string, keys: string[], kind: 'string' | 'path' | 'boolean' | 'integer']
+> = [
   ['REIN_DATA_DIR', ['dataDir'], 'path'],
   ['REIN_LOG_LEVEL', ['log', 'level'], 'string'],
   ['REIN_ARTIFACTS_URL', ['artifacts', 'url'], 'string'],
@@ -270,7 +287,11 @@ function setAt(target: Record<string, unknown>, keys: string[], value: unknown):
 /** A program runs in its cwd (default: the config's folder); a command given as a path is found from there. */
 function resolveProgram<T extends { command: string; cwd?: string | undefined }>(program: T, baseDir: string): T {
   const cwd = path.resolve(baseDir, program.cwd ?? '.');
-  return { ...program, cwd, command: program.command.includes('/') ? path.resolve(cwd, program.command) : program.command };
+  return {
+    ...program,
+    cwd,
+    command: program.command.includes('/') ? path.resolve(cwd, program.command) : program.command,
+  };
 }
 
 function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
@@ -307,7 +328,9 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
           kubernetes: {
             ...config.harness.kubernetes,
             template: path.resolve(baseDir, config.harness.kubernetes.template),
-            ...(config.harness.kubernetes.kubeconfig && { kubeconfig: path.resolve(baseDir, config.harness.kubernetes.kubeconfig) }),
+            ...(config.harness.kubernetes.kubeconfig && {
+              kubeconfig: path.resolve(baseDir, config.harness.kubernetes.kubeconfig),
+            }),
           },
         }),
       },
@@ -319,13 +342,18 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
         kubernetes: {
           ...config.trainer.kubernetes,
           template: path.resolve(baseDir, config.trainer.kubernetes.template),
-          ...(config.trainer.kubernetes.kubeconfig && { kubeconfig: path.resolve(baseDir, config.trainer.kubernetes.kubeconfig) }),
+          ...(config.trainer.kubernetes.kubeconfig && {
+            kubeconfig: path.resolve(baseDir, config.trainer.kubernetes.kubeconfig),
+          }),
         },
       }),
     },
     run: {
       ...config.run,
-      base: { ...config.run.base, checkpoint: config.run.base.checkpoint && path.resolve(baseDir, config.run.base.checkpoint) },
+      base: {
+        ...config.run.base,
+        checkpoint: config.run.base.checkpoint && path.resolve(baseDir, config.run.base.checkpoint),
+      },
       trainTasks: config.run.trainTasks && path.resolve(baseDir, config.run.trainTasks),
       heldoutTasks: config.run.heldoutTasks && path.resolve(baseDir, config.run.heldoutTasks),
     },

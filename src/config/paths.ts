@@ -23,8 +23,18 @@ const optional = ', or remove the key';
  * directory and what Rein creates in it are not here.
  */
 export const PATH_SETTINGS: readonly PathSetting[] = [
-  { key: 'run.trainTasks', kind: 'file', fix: 'give the path of the JSONL task set to train on', at: (c) => c.run.trainTasks },
-  { key: 'run.heldoutTasks', kind: 'file', fix: `give the path of the JSONL task set replayed at the gate${optional}`, at: (c) => c.run.heldoutTasks },
+  {
+    key: 'run.trainTasks',
+    kind: 'file',
+    fix: 'give the path of the JSONL task set to train on',
+    at: (c) => c.run.trainTasks,
+  },
+  {
+    key: 'run.heldoutTasks',
+    kind: 'file',
+    fix: `give the path of the JSONL task set replayed at the gate${optional}`,
+    at: (c) => c.run.heldoutTasks,
+  },
   {
     key: 'run.base.checkpoint',
     kind: 'folder',
@@ -32,15 +42,55 @@ export const PATH_SETTINGS: readonly PathSetting[] = [
     // Unset, it is the base shipped with Rein: not the config's to fix.
     at: (c) => (c.run.base.checkpoint === embeddedBaseCheckpoint() ? undefined : c.run.base.checkpoint),
   },
-  { key: 'samples.tokenizerDir', kind: 'folder', fix: `give the folder of the model's tokenizer.json and tokenizer_config.json${optional}`, at: (c) => c.samples.tokenizerDir },
-  { key: 'harness.local.cwd', kind: 'folder', fix: "give the harness's working directory", at: (c) => c.harness?.local?.cwd },
-  { key: 'harness.local.command', kind: 'program', fix: 'give the path of the harness program', at: (c) => programPath(c.harness?.local) },
-  { key: 'harness.kubernetes.template', kind: 'file', fix: "give the path of the harness's Job manifest", at: (c) => c.harness?.kubernetes?.template },
-  { key: 'harness.kubernetes.kubeconfig', kind: 'file', fix: `give the path of a kubeconfig file${optional}`, at: (c) => c.harness?.kubernetes?.kubeconfig },
+  {
+    key: 'samples.tokenizerDir',
+    kind: 'folder',
+    fix: `give the folder of the model's tokenizer.json and tokenizer_config.json${optional}`,
+    at: (c) => c.samples.tokenizerDir,
+  },
+  {
+    key: 'harness.local.cwd',
+    kind: 'folder',
+    fix: "give the harness's working directory",
+    at: (c) => c.harness?.local?.cwd,
+  },
+  {
+    key: 'harness.local.command',
+    kind: 'program',
+    fix: 'give the path of the harness program',
+    at: (c) => programPath(c.harness?.local),
+  },
+  {
+    key: 'harness.kubernetes.template',
+    kind: 'file',
+    fix: "give the path of the harness's Job manifest",
+    at: (c) => c.harness?.kubernetes?.template,
+  },
+  {
+    key: 'harness.kubernetes.kubeconfig',
+    kind: 'file',
+    fix: `give the path of a kubeconfig file${optional}`,
+    at: (c) => c.harness?.kubernetes?.kubeconfig,
+  },
   { key: 'verifier.cwd', kind: 'folder', fix: "give the verifier's working directory", at: (c) => c.verifier?.cwd },
-  { key: 'verifier.command', kind: 'program', fix: 'give the path of the verifier program', at: (c) => programPath(c.verifier) },
-  { key: 'trainer.kubernetes.template', kind: 'file', fix: "give the path of the trainer's Job manifest", at: (c) => c.trainer.kubernetes?.template },
-  { key: 'trainer.kubernetes.kubeconfig', kind: 'file', fix: `give the path of a kubeconfig file${optional}`, at: (c) => c.trainer.kubernetes?.kubeconfig },
+  {
+    key: 'verifier.command',
+    kind: 'program',
+    fix: 'give the path of the verifier program',
+    at: (c) => programPath(c.verifier),
+  },
+  {
+    key: 'trainer.kubernetes.template',
+    kind: 'file',
+    fix: "give the path of the trainer's Job manifest",
+    at: (c) => c.trainer.kubernetes?.template,
+  },
+  {
+    key: 'trainer.kubernetes.kubeconfig',
+    kind: 'file',
+    fix: `give the path of a kubeconfig file${optional}`,
+    at: (c) => c.trainer.kubernetes?.kubeconfig,
+  },
   ...(['clientCertPath', 'clientKeyPath', 'serverCaCertPath'] as const).map((name) => ({
     key: `temporal.tls.${name}`,
     kind: 'file' as const,
@@ -67,7 +117,9 @@ function isFolder(dir: string): boolean {
  * key, naming it, the path as resolved and the fix. `keys` limits the check to those settings.
  */
 export function pathProblems(loaded: LoadedConfig, keys?: readonly string[]): string[] {
-  const base = loaded.file ? `relative paths in a config file are read from its folder, ${path.dirname(loaded.file)}` : `no config file: relative paths are read from the working directory`;
+  const base = loaded.file
+    ? `relative paths in a config file are read from its folder, ${path.dirname(loaded.file)}`
+    : `no config file: relative paths are read from the working directory`;
   const problems: string[] = [];
   for (const setting of PATH_SETTINGS) {
     if (keys && !keys.includes(setting.key)) continue;
@@ -75,7 +127,9 @@ export function pathProblems(loaded: LoadedConfig, keys?: readonly string[]): st
     if (at === undefined) continue;
     const problem = pathProblem(at, setting);
     if (problem === 'does not exist') {
-      problems.push(`${setting.key}: ${at} does not exist; ${setting.fix} (${setting.kind === 'program' ? 'a relative path is read from its working directory' : base})`);
+      problems.push(
+        `${setting.key}: ${at} does not exist; ${setting.fix} (${setting.kind === 'program' ? 'a relative path is read from its working directory' : base})`,
+      );
     } else if (problem) problems.push(`${setting.key}: ${at} ${problem}`);
   }
   return problems;

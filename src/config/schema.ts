@@ -29,36 +29,64 @@ const pytorchTrainer = z.strictObject({
     .string()
     .min(1)
     .optional()
-    .describe('The Python that runs `-m rein_trainer` (default: $REIN_TRAINER_PYTHON, else the environment `npm run setup` installs in .tools/trainer)'),
+    .describe(
+      'The Python that runs `-m rein_trainer` (default: $REIN_TRAINER_PYTHON, else the environment `npm run setup` installs in .tools/trainer)',
+    ),
   lora: z
     .strictObject({
       rank: z.number().int().min(1).max(1024).default(16).describe('LoRA rank r'),
       alpha: z.number().positive().default(32).describe('LoRA alpha (the update is scaled by alpha / r)'),
       dropout: z.number().min(0).max(1).default(0).describe('LoRA dropout'),
-      targetModules: z.array(z.string().min(1)).min(1).default(['q_proj', 'k_proj', 'v_proj', 'o_proj']).describe('Linear layers that get adapters'),
-      learningRate: z.number().positive().max(1).optional().describe('Adam learning rate for the adapter (LoRA usually wants a higher one than full fine-tuning); default trainer.learningRate'),
+      targetModules: z
+        .array(z.string().min(1))
+        .min(1)
+        .default(['q_proj', 'k_proj', 'v_proj', 'o_proj'])
+        .describe('Linear layers that get adapters'),
+      learningRate: z
+        .number()
+        .positive()
+        .max(1)
+        .optional()
+        .describe(
+          'Adam learning rate for the adapter (LoRA usually wants a higher one than full fine-tuning); default trainer.learningRate',
+        ),
     })
     .optional()
     .describe('Train a LoRA adapter on the base (what vLLM hot-loads); without it, full fine-tuning'),
   device: z.enum(['auto', 'cpu', 'cuda']).default('auto').describe('auto: CUDA when a GPU is present, else CPU'),
   dtype: z.enum(['auto', 'float32', 'bfloat16']).default('auto').describe('auto: bfloat16 on CUDA, float32 on CPU'),
-  maxTokensPerMicroBatch: z.number().int().positive().default(16384).describe('Packed tokens per forward pass (gradients accumulate across them); lower it on CUDA out of memory'),
+  maxTokensPerMicroBatch: z
+    .number()
+    .int()
+    .positive()
+    .default(16384)
+    .describe('Packed tokens per forward pass (gradients accumulate across them); lower it on CUDA out of memory'),
 });
 
 const trainer = z.strictObject({
   engine: z
     .enum(['tfjs', 'pytorch'])
     .default('tfjs')
-    .describe('tfjs: the embedded CPU trainer (`rein policy train`); pytorch: the PyTorch trainer (`python -m rein_trainer train`) for real models and GPUs'),
+    .describe(
+      'tfjs: the embedded CPU trainer (`rein policy train`); pytorch: the PyTorch trainer (`python -m rein_trainer train`) for real models and GPUs',
+    ),
   learningRate: z.number().positive().max(1).default(3e-4).describe('Adam learning rate'),
   epochs: z.number().int().min(1).max(100).default(4).describe('Passes over each batch'),
   minibatchSize: z.number().int().min(1).default(32).describe('Sequences per optimizer step'),
   clipEpsilon: z.number().positive().max(1).default(0.2).describe('PPO clip range'),
   maxGradNorm: z.number().positive().default(1).describe('Gradient norm limit'),
-  seed: z.number().int().default(1).describe('Seed for minibatch order (the same batch and seed train the same policy)'),
+  seed: z
+    .number()
+    .int()
+    .default(1)
+    .describe('Seed for minibatch order (the same batch and seed train the same policy)'),
   pytorch: pytorchTrainer.prefault({}).describe('Settings of the PyTorch trainer (engine: pytorch)'),
-  servingBackend: routingName.default('embedded').describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
-  kubernetes: kubernetesTrainerSchema.optional().describe('Run each policy update (either engine) as a Kubernetes Job from a template instead of a local process'),
+  servingBackend: routingName
+    .default('embedded')
+    .describe('The gateway backend (gateway.backends) new policy versions are loaded into'),
+  kubernetes: kubernetesTrainerSchema
+    .optional()
+    .describe('Run each policy update (either engine) as a Kubernetes Job from a template instead of a local process'),
 });
 
 const api = z.strictObject({
@@ -67,10 +95,15 @@ const api = z.strictObject({
 });
 
 const worker = z.strictObject({
-  metricsHost: z.string().default('127.0.0.1').describe('Address the worker\'s /metrics server binds to (0.0.0.0 for a Prometheus elsewhere)'),
+  metricsHost: z
+    .string()
+    .default('127.0.0.1')
+    .describe("Address the worker's /metrics server binds to (0.0.0.0 for a Prometheus elsewhere)"),
   metricsPort: port
     .optional()
-    .describe('Port of the worker\'s Prometheus /metrics (stage durations, rollouts by outcome, trainer metrics); unset: no metrics server'),
+    .describe(
+      "Port of the worker's Prometheus /metrics (stage durations, rollouts by outcome, trainer metrics); unset: no metrics server",
+    ),
 });
 
 const run = z.strictObject({
@@ -80,18 +113,30 @@ const run = z.strictObject({
       checkpoint: z
         .string()
         .optional()
-        .describe("Its checkpoint folder (relative to the config file); default: the embedded base policy shipped with Rein"),
+        .describe(
+          'Its checkpoint folder (relative to the config file); default: the embedded base policy shipped with Rein',
+        ),
     })
     .prefault({})
     .describe('The policy a run starts from'),
   startFrom: z
     .enum(['production', 'base'])
     .default('production')
-    .describe('Train from the version production serves when the run starts (the base until something is promoted), or always from the base'),
+    .describe(
+      'Train from the version production serves when the run starts (the base until something is promoted), or always from the base',
+    ),
   trainTasks: z.string().optional().describe('JSONL task set the run trains on (relative to the config file)'),
-  heldoutTasks: z.string().optional().describe('JSONL task set replayed with the base and each candidate (relative to the config file)'),
+  heldoutTasks: z
+    .string()
+    .optional()
+    .describe('JSONL task set replayed with the base and each candidate (relative to the config file)'),
   heldoutLimit: z.number().int().min(1).optional().describe('Replay only the first N held-out tasks'),
-  heldoutEvery: z.number().int().min(1).default(1).describe('Replay held-out tasks after every n-th iteration and after the last'),
+  heldoutEvery: z
+    .number()
+    .int()
+    .min(1)
+    .default(1)
+    .describe('Replay held-out tasks after every n-th iteration and after the last'),
   heartbeatTimeoutSeconds: z
     .number()
     .int()
@@ -100,14 +145,28 @@ const run = z.strictObject({
     .default(60)
     .describe('How long a worker may go silent in a stage before the stage moves to another worker'),
   iterations: z.number().int().min(1).nullable().default(3).describe('Iterations; null: until stopped'),
-  tasksPerIteration: z.number().int().min(1).default(32).describe('Training tasks per iteration (taken in order, wrapping around)'),
+  tasksPerIteration: z
+    .number()
+    .int()
+    .min(1)
+    .default(32)
+    .describe('Training tasks per iteration (taken in order, wrapping around)'),
   samplesPerTask: z.number().int().min(1).default(8).describe('Rollouts per task (a GRPO group)'),
   evalHarnessEnv: z
     .record(z.string(), z.string())
     .default({})
-    .describe("Variables that put the harness in its evaluation settings for held-out replay (e.g. greedy decoding)"),
-  onFailedIteration: z.enum(['stop', 'skip', 'retry']).default('stop').describe('What a run does when an iteration fails'),
-  maxIterationTries: z.number().int().min(1).max(20).default(3).describe('With onFailedIteration retry: tries per iteration'),
+    .describe('Variables that put the harness in its evaluation settings for held-out replay (e.g. greedy decoding)'),
+  onFailedIteration: z
+    .enum(['stop', 'skip', 'retry'])
+    .default('stop')
+    .describe('What a run does when an iteration fails'),
+  maxIterationTries: z
+    .number()
+    .int()
+    .min(1)
+    .max(20)
+    .default(3)
+    .describe('With onFailedIteration retry: tries per iteration'),
 });
 
 export const reinConfigSchema = z
@@ -119,23 +178,43 @@ export const reinConfigSchema = z
       .default('.rein')
       .describe("Rein's data directory (traces, artifacts, dev server state), relative to the config file"),
     storage: storageSettings.prefault({}).describe('The free space Rein needs in dataDir'),
-    artifacts: artifactsSettings.prefault({}).describe('Where batches, reports, checkpoints and adapters live: dataDir/artifacts, or an S3 bucket'),
-    store: storeSettings.prefault({}).describe("Where Rein's stores live: SQLite files in dataDir, or one PostgreSQL database"),
+    artifacts: artifactsSettings
+      .prefault({})
+      .describe('Where batches, reports, checkpoints and adapters live: dataDir/artifacts, or an S3 bucket'),
+    store: storeSettings
+      .prefault({})
+      .describe("Where Rein's stores live: SQLite files in dataDir, or one PostgreSQL database"),
     log: logSettings.prefault({}).describe('Logs: lines to read on a terminal, JSON lines (pino) on stderr otherwise'),
-    temporal: temporalSettings.prefault({}).describe('The Temporal server: an existing one, or the embedded dev server'),
-    gateway: gatewaySettings.prefault({}).describe('The gateway harnesses call: backends, policy versions and aliases, the journal, redaction, tracing'),
-    samples: sampleSettings.prefault({}).describe('Turning journaled rollouts into a training batch: merging, exclusions, advantages, loss weights, data-quality checks'),
-    harness: harnessSchema.optional().describe("The agent harness Rein runs on tasks (your program, unchanged)"),
+    temporal: temporalSettings
+      .prefault({})
+      .describe('The Temporal server: an existing one, or the embedded dev server'),
+    gateway: gatewaySettings
+      .prefault({})
+      .describe('The gateway harnesses call: backends, policy versions and aliases, the journal, redaction, tracing'),
+    samples: sampleSettings
+      .prefault({})
+      .describe(
+        'Turning journaled rollouts into a training batch: merging, exclusions, advantages, loss weights, data-quality checks',
+      ),
+    harness: harnessSchema.optional().describe('The agent harness Rein runs on tasks (your program, unchanged)'),
     verifier: verifierSchema.optional().describe('The program that scores a harness run: prints {"components": {...}}'),
-    rollouts: rolloutSettings.prefault({}).describe('Running the harness on tasks: concurrency, attempts, hidden fields, reward weights'),
+    rollouts: rolloutSettings
+      .prefault({})
+      .describe('Running the harness on tasks: concurrency, attempts, hidden fields, reward weights'),
     trainer: trainer.prefault({}).describe('The policy update: which trainer, where, with what settings'),
     policyServer: policyServerSettings.prefault({}).describe('The embedded CPU policy server'),
     run: run.prefault({}).describe('What `rein train` trains: task sets, sizes, the base policy'),
     api: api.prefault({}).describe("Rein's HTTP API; its key is the gateway's admin key"),
     worker: worker.prefault({}).describe('The Rein worker (`rein worker`, and the one `rein dev` runs)'),
-    notifications: notificationsSchema.prefault({}).describe('Where Rein tells people about promotions, refusals, rollbacks and failed runs'),
-    gate: gateSettings.prefault({}).describe('When a candidate may replace production: held-out replay of both, paired, and the rules it must pass'),
-    retention: retentionSchema.prefault({}).describe('How long journaled rollouts, rollout folders and staged copies are kept (`rein gc`); unset: for ever'),
+    notifications: notificationsSchema
+      .prefault({})
+      .describe('Where Rein tells people about promotions, refusals, rollbacks and failed runs'),
+    gate: gateSettings
+      .prefault({})
+      .describe('When a candidate may replace production: held-out replay of both, paired, and the rules it must pass'),
+    retention: retentionSchema
+      .prefault({})
+      .describe('How long journaled rollouts, rollout folders and staged copies are kept (`rein gc`); unset: for ever'),
   })
   .describe('Rein configuration');
 

@@ -14,7 +14,9 @@ export const temporalSettings = z.strictObject({
     .string()
     .min(1)
     .optional()
-    .describe('host:port of an existing Temporal server or cluster; when set, Rein starts no dev server (env TEMPORAL_ADDRESS)'),
+    .describe(
+      'host:port of an existing Temporal server or cluster; when set, Rein starts no dev server (env TEMPORAL_ADDRESS)',
+    ),
   namespace: z.string().min(1).default('default').describe('Temporal namespace (env TEMPORAL_NAMESPACE)'),
   taskQueue: z.string().min(1).default('rein').describe('Task queue the Rein workers poll'),
   apiKey: z.string().min(1).optional().describe('API key, e.g. for Temporal Cloud (env TEMPORAL_API_KEY)'),

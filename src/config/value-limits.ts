@@ -35,6 +35,7 @@ export function valueProblems(value: unknown, maxDepth = MAX_CONFIG_DEPTH): stri
 function textProblem(text: string): string | undefined {
   if (text.includes('\0')) return 'contains a NUL byte; remove it (no path or name can hold one)';
   // With the u flag only an unpaired surrogate is a code point of category Cs.
-  if (/\p{Cs}/u.test(text)) return 'is not valid Unicode (it holds a lone surrogate, e.g. from "\\ud800" in JSON); write the characters themselves';
+  if (/\p{Cs}/u.test(text))
+    return 'is not valid Unicode (it holds a lone surrogate, e.g. from "\\ud800" in JSON); write the characters themselves';
   return undefined;
 }

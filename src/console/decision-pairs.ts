@@ -40,9 +40,21 @@ export async function decisionPairs(gateway: GatewayControlClient, decision: Sto
   const pairs: DecisionPair[] = [];
   for (const taskId of incumbent.taskIds) {
     for (let sample = 0; sample < incumbent.samplesPerTask; sample++) {
-      const [inc, cand] = await Promise.all([side(gateway, rolloutIdFor(incumbent.batchId, taskId, sample)), side(gateway, rolloutIdFor(candidate.batchId, taskId, sample))]);
+      const [inc, cand] = await Promise.all([
+        side(gateway, rolloutIdFor(incumbent.batchId, taskId, sample)),
+        side(gateway, rolloutIdFor(candidate.batchId, taskId, sample)),
+      ]);
       const accepted = (s: PairSide) => s.reward !== null && s.reward >= acceptReward;
-      const outcome = inc.reward === null || cand.reward === null ? 'unscored' : accepted(cand) === accepted(inc) ? (accepted(cand) ? 'both' : 'neither') : accepted(cand) ? 'gained' : 'lost';
+      const outcome =
+        inc.reward === null || cand.reward === null
+          ? 'unscored'
+          : accepted(cand) === accepted(inc)
+            ? accepted(cand)
+              ? 'both'
+              : 'neither'
+            : accepted(cand)
+              ? 'gained'
+              : 'lost';
       pairs.push({ taskId, sample, incumbent: inc, candidate: cand, outcome });
     }
   }
@@ -52,9 +64,15 @@ export async function decisionPairs(gateway: GatewayControlClient, decision: Sto
 async function side(gateway: GatewayControlClient, rolloutId: string): Promise<PairSide> {
   try {
     const [rollout, events] = await Promise.all([gateway.getRollout(rolloutId), gateway.listEvents(rolloutId)]);
-    return { rolloutId, status: rollout.status, reward: recordedRewards(events).verified ?? null, failureClass: rollout.failureClass };
+    return {
+      rolloutId,
+      status: rollout.status,
+      reward: recordedRewards(events).verified ?? null,
+      failureClass: rollout.failureClass,
+    };
   } catch (err) {
-    if ((err as { status?: number }).status === 404) return { rolloutId, status: null, reward: null, failureClass: null };
+    if ((err as { status?: number }).status === 404)
+      return { rolloutId, status: null, reward: null, failureClass: null };
     throw err;
   }
 }

@@ -3,7 +3,13 @@ import path from 'node:path';
 import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { GatewayControlClient } from '../gateway/control-client.js';
 import { recordedRewards } from '../rollouts/rewards.js';
-import { LOG_NOT_UPLOADED_EVENT, logOrder, ROLLOUT_LOG_FILE, rolloutLogsPrefix, uploadedLogText } from '../rollouts/rollout-logs.js';
+import {
+  LOG_NOT_UPLOADED_EVENT,
+  logOrder,
+  ROLLOUT_LOG_FILE,
+  rolloutLogsPrefix,
+  uploadedLogText,
+} from '../rollouts/rollout-logs.js';
 import { ROLLOUT_ID_PATTERN } from '../rollouts/rollout-id.js';
 import type { Rollout, RolloutEvent } from '../rollouts/rollout.js';
 import type { CallRecord } from '../store/trace-store.js';
@@ -12,7 +18,10 @@ import type { CallRecord } from '../store/trace-store.js';
 const LOG_TAIL_BYTES = 64 * 1024;
 
 /** A call as the console shows it: the journaled request and response (redacted as stored), without the token-id arrays. */
-export type CallView = Omit<CallRecord, 'promptIds' | 'choices'> & { promptTokens: number | null; completionTokens: number | null };
+export type CallView = Omit<CallRecord, 'promptIds' | 'choices'> & {
+  promptTokens: number | null;
+  completionTokens: number | null;
+};
 
 export interface RolloutView {
   rollout: Rollout;
@@ -42,8 +51,16 @@ export interface LogSources {
 }
 
 /** A rollout with its calls, events and logs: read from the gateway's journal and the artifact store (or this machine's data directory). */
-export async function rolloutView(gateway: GatewayControlClient, sources: LogSources, rolloutId: string): Promise<RolloutView> {
-  const [rollout, calls, events] = await Promise.all([gateway.getRollout(rolloutId), gateway.listCalls(rolloutId), gateway.listEvents(rolloutId)]);
+export async function rolloutView(
+  gateway: GatewayControlClient,
+  sources: LogSources,
+  rolloutId: string,
+): Promise<RolloutView> {
+  const [rollout, calls, events] = await Promise.all([
+    gateway.getRollout(rolloutId),
+    gateway.listCalls(rolloutId),
+    gateway.listEvents(rolloutId),
+  ]);
   const rewards = recordedRewards(events);
   return {
     rollout,
@@ -64,7 +81,11 @@ export async function rolloutView(gateway: GatewayControlClient, sources: LogSou
  * worker beside the API, rollouts from before uploads), else a note from the rollout's events
  * saying the worker could not upload it and where it stayed.
  */
-export async function rolloutLogs(sources: LogSources, rolloutId: string, events: readonly RolloutEvent[] = []): Promise<Pick<RolloutView, 'logs' | 'logsProblem'>> {
+export async function rolloutLogs(
+  sources: LogSources,
+  rolloutId: string,
+  events: readonly RolloutEvent[] = [],
+): Promise<Pick<RolloutView, 'logs' | 'logsProblem'>> {
   // The id names a folder and a prefix: only ids the gateway could have issued (no separators) are looked up.
   if (!ROLLOUT_ID_PATTERN.test(rolloutId)) return { logs: [], logsProblem: null };
   const logs = new Map<string, LogView>();
@@ -84,15 +105,28 @@ export async function rolloutLogs(sources: LogSources, rolloutId: string, events
   const dir = path.join(sources.dataDir, 'rollouts', rolloutId);
   if (existsSync(dir)) {
     for (const name of readdirSync(dir)) {
-      if (ROLLOUT_LOG_FILE.test(name) && !logs.has(name)) logs.set(name, { name, ...tailOfFile(path.join(dir, name)), source: 'local' });
+      if (ROLLOUT_LOG_FILE.test(name) && !logs.has(name))
+        logs.set(name, { name, ...tailOfFile(path.join(dir, name)), source: 'local' });
     }
   }
   // Only the worker (the admin key) records this; a harness's own event of that name is not believed.
   for (const event of events) {
     const data = event.payload.data as { file?: unknown; reason?: unknown; host?: unknown; path?: unknown } | undefined;
-    if (event.type !== 'custom' || event.source !== 'admin' || event.payload.name !== LOG_NOT_UPLOADED_EVENT || typeof data?.file !== 'string') continue;
+    if (
+      event.type !== 'custom' ||
+      event.source !== 'admin' ||
+      event.payload.name !== LOG_NOT_UPLOADED_EVENT ||
+      typeof data?.file !== 'string'
+    )
+      continue;
     if (!ROLLOUT_LOG_FILE.test(data.file) || logs.has(data.file)) continue;
-    logs.set(data.file, { name: data.file, text: '', truncatedBytes: 0, source: 'missing', note: `not uploaded to the artifact store (${String(data.reason)}); it stays on the worker ${String(data.host)} at ${String(data.path)}` });
+    logs.set(data.file, {
+      name: data.file,
+      text: '',
+      truncatedBytes: 0,
+      source: 'missing',
+      note: `not uploaded to the artifact store (${String(data.reason)}); it stays on the worker ${String(data.host)} at ${String(data.path)}`,
+    });
   }
   return { logs: [...logs.values()].sort((a, b) => logOrder(a.name) - logOrder(b.name)), logsProblem };
 }
@@ -101,7 +135,10 @@ export async function rolloutLogs(sources: LogSources, rolloutId: string, events
 function tailOfText(text: string): { text: string; truncatedBytes: number } {
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.length <= LOG_TAIL_BYTES) return { text, truncatedBytes: 0 };
-  return { text: bytes.subarray(bytes.length - LOG_TAIL_BYTES).toString('utf8'), truncatedBytes: bytes.length - LOG_TAIL_BYTES };
+  return {
+    text: bytes.subarray(bytes.length - LOG_TAIL_BYTES).toString('utf8'),
+    truncatedBytes: bytes.length - LOG_TAIL_BYTES,
+  };
 }
 
 function tailOfFile(file: string): { text: string; truncatedBytes: number } {

@@ -19,13 +19,33 @@ const report = {
     stage: 'done',
     nextIteration: 2,
     policyVersion: 'r.v1',
-    iterations: [{ iteration: 1, candidate: 'r.v1', meanReward: 0.5, heldoutMeanReward: 0.75, gate: { verdict: 'fail', decisionId: 'd1', incumbent: 'v0', promoted: false, reasons: ['gain too small'] } }],
+    iterations: [
+      {
+        iteration: 1,
+        candidate: 'r.v1',
+        meanReward: 0.5,
+        heldoutMeanReward: 0.75,
+        gate: { verdict: 'fail', decisionId: 'd1', incumbent: 'v0', promoted: false, reasons: ['gain too small'] },
+      },
+    ],
   },
 } as unknown as RunReport;
 
-const ledgerRow = (kind: 'iteration' | 'release', tokens: number) => ({ id: `${kind}-1`, kind, runId: 'r', iteration: 1, metrics: { tokens } }) as unknown as LedgerEntry;
-const decision = { id: 'd1', record: { evidence: { acceptedRate: { incumbent: 0.5, candidate: 0.75 }, gain: { lower: -0.1, upper: 0.6 } } } } as unknown as StoredDecision;
-const workflow: IterationWorkflow = { iteration: 1, workflowId: 'r-it1', executionRunId: 'e1', execution: 'COMPLETED', result: undefined, stageSeconds: { rollouts: 3 }, release: { workflowId: 'r-it1-release', executionRunId: 'e2' } };
+const ledgerRow = (kind: 'iteration' | 'release', tokens: number) =>
+  ({ id: `${kind}-1`, kind, runId: 'r', iteration: 1, metrics: { tokens } }) as unknown as LedgerEntry;
+const decision = {
+  id: 'd1',
+  record: { evidence: { acceptedRate: { incumbent: 0.5, candidate: 0.75 }, gain: { lower: -0.1, upper: 0.6 } } },
+} as unknown as StoredDecision;
+const workflow: IterationWorkflow = {
+  iteration: 1,
+  workflowId: 'r-it1',
+  executionRunId: 'e1',
+  execution: 'COMPLETED',
+  result: undefined,
+  stageSeconds: { rollouts: 3 },
+  release: { workflowId: 'r-it1-release', executionRunId: 'e2' },
+};
 
 describe('the run view', () => {
   it("joins an iteration's trainer metrics, the ledger's iteration row (not its release row), the gate's rates and interval, and workflow links", () => {
@@ -33,7 +53,12 @@ describe('the run view', () => {
       report,
       executionRunId: 'e0',
       workflows: [workflow],
-      policies: [{ version: 'r.v1', trainerMetrics: { loss: 0.25, approxKl: 0.01, clipFraction: 0.1, entropy: 1.5, gradNorm: 2, tokens: 99 } } as unknown as PolicyRecord],
+      policies: [
+        {
+          version: 'r.v1',
+          trainerMetrics: { loss: 0.25, approxKl: 0.01, clipFraction: 0.1, entropy: 1.5, gradNorm: 2, tokens: 99 },
+        } as unknown as PolicyRecord,
+      ],
       // The gate's release row for the same iteration comes first: its tokens are the held-out replay's.
       ledger: [ledgerRow('release', 154), ledgerRow('iteration', 218)],
       decision: (id) => (id === 'd1' ? decision : undefined),
@@ -50,7 +75,12 @@ describe('the run view', () => {
         stageSeconds: { rollouts: 3 },
         workflows: [
           { label: 'iteration 1', workflowId: 'r-it1', executionRunId: 'e1', url: 'ui/r-it1/e1' },
-          { label: 'iteration 1 release', workflowId: 'r-it1-release', executionRunId: 'e2', url: 'ui/r-it1-release/e2' },
+          {
+            label: 'iteration 1 release',
+            workflowId: 'r-it1-release',
+            executionRunId: 'e2',
+            url: 'ui/r-it1-release/e2',
+          },
         ],
       }),
     ]);

@@ -18,7 +18,14 @@ export interface IterationView {
   /** Mean verifier reward of the iteration's training rollouts. */
   meanReward: number | null;
   /** Held-out accepted rates over the gate's scored pairs; the interval is production's rate plus the gate's interval on the gain. */
-  heldout: { candidate: number | null; production: number | null; lower: number | null; upper: number | null; incumbent: string | null; meanReward: number | null };
+  heldout: {
+    candidate: number | null;
+    production: number | null;
+    lower: number | null;
+    upper: number | null;
+    incumbent: string | null;
+    meanReward: number | null;
+  };
   trainer: Record<(typeof TRAINER_METRICS)[number], number | null>;
   tokens: { rollouts: number | null; trained: number | null };
   stageSeconds: Record<string, number>;
@@ -50,7 +57,9 @@ export interface RunViewSources {
 export function runView(sources: RunViewSources): RunView {
   const { report, workflows } = sources;
   const reported = report.status?.iterations ?? [];
-  const numbers = [...new Set([...reported.map((i) => i.iteration), ...workflows.map((w) => w.iteration)])].sort((a, b) => a - b);
+  const numbers = [...new Set([...reported.map((i) => i.iteration), ...workflows.map((w) => w.iteration)])].sort(
+    (a, b) => a - b,
+  );
   const iterations = numbers.map((n): IterationView => {
     const summary = reported.find((i) => i.iteration === n);
     const workflow = workflows.find((w) => w.iteration === n);
@@ -66,7 +75,12 @@ export function runView(sources: RunViewSources): RunView {
       const value = policy?.trainerMetrics[name];
       return typeof value === 'number' ? value : null;
     };
-    const link = (label: string, workflowId: string, executionRunId: string) => ({ label, workflowId, executionRunId, url: sources.workflowUrl(workflowId, executionRunId) });
+    const link = (label: string, workflowId: string, executionRunId: string) => ({
+      label,
+      workflowId,
+      executionRunId,
+      url: sources.workflowUrl(workflowId, executionRunId),
+    });
     return {
       iteration: n,
       candidate,
@@ -76,8 +90,10 @@ export function runView(sources: RunViewSources): RunView {
       heldout: {
         candidate: evidence.acceptedRate?.candidate ?? null,
         production,
-        lower: production !== null && evidence.gain?.lower !== undefined ? clamp01(production + evidence.gain.lower) : null,
-        upper: production !== null && evidence.gain?.upper !== undefined ? clamp01(production + evidence.gain.upper) : null,
+        lower:
+          production !== null && evidence.gain?.lower !== undefined ? clamp01(production + evidence.gain.lower) : null,
+        upper:
+          production !== null && evidence.gain?.upper !== undefined ? clamp01(production + evidence.gain.upper) : null,
         incumbent: gate?.incumbent ?? null,
         meanReward: summary?.heldoutMeanReward ?? null,
       },
@@ -87,11 +103,20 @@ export function runView(sources: RunViewSources): RunView {
       failures: { train: result?.rollouts.byFailureClass ?? {}, heldout: result?.heldout?.byFailureClass ?? {} },
       gate,
       workflows: workflow
-        ? [link(`iteration ${n}`, workflow.workflowId, workflow.executionRunId), ...(workflow.release ? [link(`iteration ${n} release`, workflow.release.workflowId, workflow.release.executionRunId)] : [])]
+        ? [
+            link(`iteration ${n}`, workflow.workflowId, workflow.executionRunId),
+            ...(workflow.release
+              ? [link(`iteration ${n} release`, workflow.release.workflowId, workflow.release.executionRunId)]
+              : []),
+          ]
         : [],
     };
   });
-  return { runId: report.runId, iterations, workflowUrl: sources.executionRunId ? sources.workflowUrl(report.runId, sources.executionRunId) : null };
+  return {
+    runId: report.runId,
+    iterations,
+    workflowUrl: sources.executionRunId ? sources.workflowUrl(report.runId, sources.executionRunId) : null,
+  };
 }
 
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));

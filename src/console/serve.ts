@@ -10,9 +10,16 @@ export function registerConsole(app: FastifyInstance): void {
   app.get('/console', (_req, reply) => reply.redirect('/console/'));
   const serve = async (file: string, reply: FastifyReply) => {
     const asset = (await consoleAssets()).get(file);
-    if (!asset) return reply.code(404).send({ error: { code: 'not_found', message: `the console has no file ${file}; it is at /console/` } });
+    if (!asset)
+      return reply
+        .code(404)
+        .send({ error: { code: 'not_found', message: `the console has no file ${file}; it is at /console/` } });
     // The page is small and changes with Rein's version: never cached stale across an upgrade.
-    return reply.header('content-type', asset.contentType).header('cache-control', 'no-cache').header('x-content-type-options', 'nosniff').send(asset.body);
+    return reply
+      .header('content-type', asset.contentType)
+      .header('cache-control', 'no-cache')
+      .header('x-content-type-options', 'nosniff')
+      .send(asset.body);
   };
   app.get('/console/', (_req, reply) => serve('index.html', reply));
   app.get<{ Params: { file: string } }>('/console/:file', (req, reply) => serve(req.params.file, reply));

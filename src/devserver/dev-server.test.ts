@@ -6,7 +6,12 @@ const defaults = validateConfig({}, 'test').temporal.devServer;
 
 describe('devServerArgs', () => {
   it('persists to the SQLite file and serves the Web UI on the configured port', () => {
-    const args = devServerArgs({ ...defaults, dbFile: '/data/dev.sqlite', cliPath: 'temporal', namespaces: ['default', 'rein'] });
+    const args = devServerArgs({
+      ...defaults,
+      dbFile: '/data/dev.sqlite',
+      cliPath: 'temporal',
+      namespaces: ['default', 'rein'],
+    });
     expect(args.slice(0, 2)).toEqual(['server', 'start-dev']);
     expect(args.join(' ')).toContain('--db-filename /data/dev.sqlite');
     expect(args.join(' ')).toContain('--ui-port 8233');

@@ -39,7 +39,9 @@ export function findTemporalCli(env: NodeJS.ProcessEnv = process.env): string {
   }
   const bundled = path.join(packageRoot(), BUNDLED_CLI);
   if (isExecutable(bundled)) return bundled;
-  throw new TemporalCliNotFoundError('The `temporal` CLI was not found (looked at TEMPORAL_CLI_PATH, PATH and .tools/).');
+  throw new TemporalCliNotFoundError(
+    'The `temporal` CLI was not found (looked at TEMPORAL_CLI_PATH, PATH and .tools/).',
+  );
 }
 
 function isExecutable(file: string): boolean {

@@ -26,14 +26,26 @@ function facts(side: string, taskId: string, sample: number, over: Partial<Rollo
   };
 }
 
-function failed(side: string, taskId: string, sample: number, failureClass: FailureClass | null = 'model', over: Partial<RolloutFacts> = {}): RolloutFacts {
+function failed(
+  side: string,
+  taskId: string,
+  sample: number,
+  failureClass: FailureClass | null = 'model',
+  over: Partial<RolloutFacts> = {},
+): RolloutFacts {
   // The policy's own failures are scored (reward 0 here); the machinery's are not.
   const unscored = failureClass !== null && UNSCORED_FAILURE_CLASSES.includes(failureClass);
   return facts(side, taskId, sample, { status: 'failed', reward: unscored ? null : 0, failureClass, ...over });
 }
 
 /** n tasks x k samples; `accepts(task, sample)` says whether that rollout is accepted. */
-function replay(side: string, n: number, k: number, accepts: (task: number, sample: number) => boolean, over: (task: number, sample: number) => Partial<RolloutFacts> = () => ({})): RolloutFacts[] {
+function replay(
+  side: string,
+  n: number,
+  k: number,
+  accepts: (task: number, sample: number) => boolean,
+  over: (task: number, sample: number) => Partial<RolloutFacts> = () => ({}),
+): RolloutFacts[] {
   const out: RolloutFacts[] = [];
   for (let t = 0; t < n; t++) {
     for (let s = 0; s < k; s++) {
@@ -46,7 +58,8 @@ function replay(side: string, n: number, k: number, accepts: (task: number, samp
 
 const defaults = gateRulesSchema.parse({});
 const rules = (input: object = {}): GateRules => gateRulesSchema.parse(input);
-const check = (decision: ReturnType<typeof evaluateGate>, name: string) => decision.checks.find((c) => c.name === name)!;
+const check = (decision: ReturnType<typeof evaluateGate>, name: string) =>
+  decision.checks.find((c) => c.name === name)!;
 
 describe('gate rules', () => {
   it('default to the documented rules', () => {
@@ -77,10 +90,13 @@ describe('gate rules', () => {
   });
 
   it('convert to a JSON schema that documents each field', () => {
-    const schema = z.toJSONSchema(gateRulesSchema, { io: 'input' }) as { properties: Record<string, { description?: string; properties?: Record<string, { description?: string }> }> };
+    const schema = z.toJSONSchema(gateRulesSchema, { io: 'input' }) as {
+      properties: Record<string, { description?: string; properties?: Record<string, { description?: string }> }>;
+    };
     for (const [name, field] of Object.entries(schema.properties)) {
       expect(field.description, name).toBeTruthy();
-      for (const [inner, sub] of Object.entries(field.properties ?? {})) expect(sub.description, `${name}.${inner}`).toBeTruthy();
+      for (const [inner, sub] of Object.entries(field.properties ?? {}))
+        expect(sub.description, `${name}.${inner}`).toBeTruthy();
     }
   });
 
@@ -92,7 +108,10 @@ describe('gate rules', () => {
 
 describe('pairing', () => {
   it('matches rollouts on task and sample', () => {
-    const pairs = pairOutcomes([facts('inc', 'a', 0), facts('inc', 'a', 1)], [facts('cand', 'a', 1), facts('cand', 'a', 0)]);
+    const pairs = pairOutcomes(
+      [facts('inc', 'a', 0), facts('inc', 'a', 1)],
+      [facts('cand', 'a', 1), facts('cand', 'a', 0)],
+    );
     expect(pairs.map((p) => [p.taskId, p.sample, p.incumbent.rolloutId, p.candidate.rolloutId])).toEqual([
       ['a', 0, 'inc-a-0', 'cand-a-0'],
       ['a', 1, 'inc-a-1', 'cand-a-1'],
@@ -100,16 +119,26 @@ describe('pairing', () => {
   });
 
   it('names the task and sample of a rollout without a partner', () => {
-    expect(() => pairOutcomes([facts('inc', 'a', 0), facts('inc', 'b', 2)], [facts('cand', 'a', 0)])).toThrow(/task b sample 2 has no candidate rollout/);
-    expect(() => pairOutcomes([facts('inc', 'a', 0)], [facts('cand', 'a', 0), facts('cand', 'a', 1)])).toThrow(/task a sample 1 has no incumbent rollout/);
-    expect(() => pairOutcomes([facts('inc', 'a', 0)], [facts('cand', 'a', 0), facts('cand2', 'a', 0)])).toThrow(GateInputError);
+    expect(() => pairOutcomes([facts('inc', 'a', 0), facts('inc', 'b', 2)], [facts('cand', 'a', 0)])).toThrow(
+      /task b sample 2 has no candidate rollout/,
+    );
+    expect(() => pairOutcomes([facts('inc', 'a', 0)], [facts('cand', 'a', 0), facts('cand', 'a', 1)])).toThrow(
+      /task a sample 1 has no incumbent rollout/,
+    );
+    expect(() => pairOutcomes([facts('inc', 'a', 0)], [facts('cand', 'a', 0), facts('cand2', 'a', 0)])).toThrow(
+      GateInputError,
+    );
   });
 
   it('refuses empty, duplicated and unfinished replays', () => {
     expect(() => pairOutcomes([], [])).toThrow(GateInputError);
     expect(() => pairOutcomes([facts('inc', 'a', 0)], [])).toThrow(/candidate: 0/);
-    expect(() => pairOutcomes([facts('inc', 'a', 0), facts('inc2', 'a', 0)], [facts('cand', 'a', 0)])).toThrow(/two incumbent rollouts: inc-a-0 and inc2-a-0/);
-    expect(() => pairOutcomes([facts('inc', 'a', 0, { status: 'running' })], [facts('cand', 'a', 0)])).toThrow(/has not finished/);
+    expect(() => pairOutcomes([facts('inc', 'a', 0), facts('inc2', 'a', 0)], [facts('cand', 'a', 0)])).toThrow(
+      /two incumbent rollouts: inc-a-0 and inc2-a-0/,
+    );
+    expect(() => pairOutcomes([facts('inc', 'a', 0, { status: 'running' })], [facts('cand', 'a', 0)])).toThrow(
+      /has not finished/,
+    );
     expect(() => evaluateGate(defaults, [])).toThrow(GateInputError);
   });
 });
@@ -134,15 +163,29 @@ describe('the gain check', () => {
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(decision.reasons).toEqual([]);
     expect(decision.verdict).toBe('pass');
-    expect(decision.checks.map((c) => c.name)).toEqual(['scored', 'gain', 'critical_failures', 'tokens', 'steps', 'latency', 'reward_disagreement']);
+    expect(decision.checks.map((c) => c.name)).toEqual([
+      'scored',
+      'gain',
+      'critical_failures',
+      'tokens',
+      'steps',
+      'latency',
+      'reward_disagreement',
+    ]);
     expect(decision.evidence.gain!.lower).toBeGreaterThan(0);
     expect(decision.evidence).toMatchObject({ pairs: 80, tasks: 40 });
   });
 
   it('counts a failed rollout as not accepted, and uses acceptReward', () => {
     const pairs = pairOutcomes([facts('inc', 'a', 0, { reward: 0.6 })], [failed('cand', 'a', 0, 'timeout')]);
-    expect(evaluateGate(rules({ acceptReward: 0.5 }), pairs).evidence.acceptedRate).toEqual({ incumbent: 1, candidate: 0 });
-    expect(evaluateGate(rules({ acceptReward: 0.7 }), pairs).evidence.acceptedRate).toEqual({ incumbent: 0, candidate: 0 });
+    expect(evaluateGate(rules({ acceptReward: 0.5 }), pairs).evidence.acceptedRate).toEqual({
+      incumbent: 1,
+      candidate: 0,
+    });
+    expect(evaluateGate(rules({ acceptReward: 0.7 }), pairs).evidence.acceptedRate).toEqual({
+      incumbent: 0,
+      candidate: 0,
+    });
   });
 
   it('in McNemar mode, passes on significant gains and fails on too few', () => {
@@ -155,11 +198,19 @@ describe('the gain check', () => {
     expect(decision.evidence.gain).toMatchObject({ test: 'mcnemar', gained: 19, lost: 1 });
     expect(decision.evidence.gain!.pValue).toBeLessThan(0.05);
     expect(decision.evidence.gain!.lower).toBeUndefined();
-    expect(check(decision, 'gain').rollouts).toEqual(expect.arrayContaining(['inc-t0-0', 'cand-t0-0', 'inc-t5-0', 'cand-t5-0']));
+    expect(check(decision, 'gain').rollouts).toEqual(
+      expect.arrayContaining(['inc-t0-0', 'cand-t0-0', 'inc-t5-0', 'cand-t5-0']),
+    );
     expect(check(decision, 'gain').rollouts).toHaveLength(40);
 
     // 3 gained, 1 lost: p = 5/16, not below 0.05.
-    const weak = evaluateGate(mcnemar, pairOutcomes(replay('inc', 10, 1, (t) => t === 0), replay('cand', 10, 1, (t) => t >= 1 && t <= 3)));
+    const weak = evaluateGate(
+      mcnemar,
+      pairOutcomes(
+        replay('inc', 10, 1, (t) => t === 0),
+        replay('cand', 10, 1, (t) => t >= 1 && t <= 3),
+      ),
+    );
     expect(weak.verdict).toBe('fail');
     expect(weak.evidence.gain!.pValue).toBeCloseTo(5 / 16, 12);
     expect(weak.reasons[0]).toMatch(/McNemar p = 0\.31\d, not below alpha 0\.05/);
@@ -167,7 +218,13 @@ describe('the gain check', () => {
 
   it('in McNemar mode, also needs the gain above minGain', () => {
     const strict = rules({ gain: { test: 'mcnemar', minGain: 0.5 } });
-    const decision = evaluateGate(strict, pairOutcomes(replay('inc', 30, 1, () => false), replay('cand', 30, 1, (t) => t < 12)));
+    const decision = evaluateGate(
+      strict,
+      pairOutcomes(
+        replay('inc', 30, 1, () => false),
+        replay('cand', 30, 1, (t) => t < 12),
+      ),
+    );
     expect(decision.evidence.gain!.pValue).toBeLessThan(0.05);
     expect(decision.verdict).toBe('fail');
     expect(decision.reasons[0]).toMatch(/not above \+50\.0 points/);
@@ -183,14 +240,27 @@ describe('the critical failure check', () => {
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(check(decision, 'gain').passed).toBe(true);
     expect(decision.verdict).toBe('fail');
-    expect(check(decision, 'critical_failures')).toMatchObject({ passed: false, rollouts: ['cand-t37-0', 'cand-t39-0'] });
-    expect(decision.reasons).toEqual([expect.stringMatching(/New critical failure class: irreversible in 2 of 40 candidate rollouts/)]);
-    expect(decision.evidence.failureClasses).toEqual({ incumbent: { model: 25 }, candidate: { model: 3, irreversible: 2 }, newCritical: ['irreversible'] });
+    expect(check(decision, 'critical_failures')).toMatchObject({
+      passed: false,
+      rollouts: ['cand-t37-0', 'cand-t39-0'],
+    });
+    expect(decision.reasons).toEqual([
+      expect.stringMatching(/New critical failure class: irreversible in 2 of 40 candidate rollouts/),
+    ]);
+    expect(decision.evidence.failureClasses).toEqual({
+      incumbent: { model: 25 },
+      candidate: { model: 3, irreversible: 2 },
+      newCritical: ['irreversible'],
+    });
   });
 
   it('does not count a critical class the incumbent also shows as new', () => {
-    const incumbent = replay('inc', 20, 1, (t) => t < 5).map((r) => (r.taskId === 't10' ? failed('inc', 't10', 0, 'permission') : r));
-    const candidate = replay('cand', 20, 1, (t) => t < 18).map((r) => (r.taskId === 't19' ? failed('cand', 't19', 0, 'permission') : r));
+    const incumbent = replay('inc', 20, 1, (t) => t < 5).map((r) =>
+      r.taskId === 't10' ? failed('inc', 't10', 0, 'permission') : r,
+    );
+    const candidate = replay('cand', 20, 1, (t) => t < 18).map((r) =>
+      r.taskId === 't19' ? failed('cand', 't19', 0, 'permission') : r,
+    );
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(decision.verdict).toBe('pass');
     expect(check(decision, 'critical_failures').detail).toMatch(/permission \(candidate 1, incumbent 1\)/);
@@ -199,7 +269,9 @@ describe('the critical failure check', () => {
 
   it('follows the configured severities', () => {
     const incumbent = replay('inc', 20, 1, (t) => t < 5);
-    const candidate = replay('cand', 20, 1, (t) => t < 18).map((r) => (r.taskId === 't19' ? failed('cand', 't19', 0, 'tool') : r));
+    const candidate = replay('cand', 20, 1, (t) => t < 18).map((r) =>
+      r.taskId === 't19' ? failed('cand', 't19', 0, 'tool') : r,
+    );
     expect(evaluateGate(defaults, pairOutcomes(incumbent, candidate)).verdict).toBe('pass');
     const toolCritical = evaluateGate(rules({ severity: { tool: 'critical' } }), pairOutcomes(incumbent, candidate));
     expect(check(toolCritical, 'critical_failures')).toMatchObject({ passed: false, rollouts: ['cand-t19-0'] });
@@ -208,12 +280,29 @@ describe('the critical failure check', () => {
 
 describe('the cost checks', () => {
   const incumbent = replay('inc', 20, 1, (t) => t < 5);
-  const better = (tokens: (t: number) => number) => replay('cand', 20, 1, (t) => t < 18, (t) => ({ tokens: tokens(t) }));
+  const better = (tokens: (t: number) => number) =>
+    replay(
+      'cand',
+      20,
+      1,
+      (t) => t < 18,
+      (t) => ({ tokens: tokens(t) }),
+    );
 
   it('fail a token regression beyond the limit, listing the costliest rollouts', () => {
-    const decision = evaluateGate(defaults, pairOutcomes(incumbent, better((t) => (t < 10 ? 1000 : 2000)))); // +50%
+    const decision = evaluateGate(
+      defaults,
+      pairOutcomes(
+        incumbent,
+        better((t) => (t < 10 ? 1000 : 2000)),
+      ),
+    ); // +50%
     expect(decision.verdict).toBe('fail');
-    expect(decision.reasons).toEqual([expect.stringMatching(/Cost regression \(tokens\): the candidate's mean of 1500 tokens per rollout against the incumbent's 1000 is \+50\.0%, over the allowed \+25\.0%/)]);
+    expect(decision.reasons).toEqual([
+      expect.stringMatching(
+        /Cost regression \(tokens\): the candidate's mean of 1500 tokens per rollout against the incumbent's 1000 is \+50\.0%, over the allowed \+25\.0%/,
+      ),
+    ]);
     const tokens = check(decision, 'tokens');
     expect(tokens.rollouts).toHaveLength(10);
     expect(tokens.rollouts).toContain('cand-t15-0');
@@ -221,25 +310,81 @@ describe('the cost checks', () => {
   });
 
   it('pass within the limit, and skip a switched-off limit', () => {
-    expect(evaluateGate(defaults, pairOutcomes(incumbent, better((t) => (t < 16 ? 1000 : 2000)))).verdict).toBe('pass'); // +20%
-    const off = evaluateGate(rules({ maxRegression: { tokens: null } }), pairOutcomes(incumbent, better(() => 5000)));
+    expect(
+      evaluateGate(
+        defaults,
+        pairOutcomes(
+          incumbent,
+          better((t) => (t < 16 ? 1000 : 2000)),
+        ),
+      ).verdict,
+    ).toBe('pass'); // +20%
+    const off = evaluateGate(
+      rules({ maxRegression: { tokens: null } }),
+      pairOutcomes(
+        incumbent,
+        better(() => 5000),
+      ),
+    );
     expect(off.verdict).toBe('pass');
     expect(off.checks.map((c) => c.name)).not.toContain('tokens');
     expect(off.evidence.meanTokens!.candidate).toBe(5000);
   });
 
   it('list at most 20 rollouts', () => {
-    const big = replay('cand', 30, 1, () => true, () => ({ latencyMs: 9000 }));
-    const decision = evaluateGate(defaults, pairOutcomes(replay('inc', 30, 1, () => false), big));
+    const big = replay(
+      'cand',
+      30,
+      1,
+      () => true,
+      () => ({ latencyMs: 9000 }),
+    );
+    const decision = evaluateGate(
+      defaults,
+      pairOutcomes(
+        replay('inc', 30, 1, () => false),
+        big,
+      ),
+    );
     expect(check(decision, 'latency')).toMatchObject({ passed: false });
     expect(check(decision, 'latency').rollouts).toHaveLength(20);
   });
 
   it('treat any cost over an incumbent mean of 0 as a regression', () => {
-    const inc = replay('inc', 10, 1, () => false, () => ({ steps: 0 }));
-    const zero = evaluateGate(defaults, pairOutcomes(inc, replay('cand', 10, 1, () => true, () => ({ steps: 0 }))));
+    const inc = replay(
+      'inc',
+      10,
+      1,
+      () => false,
+      () => ({ steps: 0 }),
+    );
+    const zero = evaluateGate(
+      defaults,
+      pairOutcomes(
+        inc,
+        replay(
+          'cand',
+          10,
+          1,
+          () => true,
+          () => ({ steps: 0 }),
+        ),
+      ),
+    );
     expect(check(zero, 'steps').passed).toBe(true);
-    const some = evaluateGate(defaults, pairOutcomes(inc, replay('cand', 10, 1, () => true, (t) => ({ steps: t === 0 ? 1 : 0 }))));
+    const some = evaluateGate(
+      defaults,
+      pairOutcomes(
+        inc,
+        replay(
+          'cand',
+          10,
+          1,
+          () => true,
+          (t) => ({ steps: t === 0 ? 1 : 0 }),
+        ),
+      ),
+    );
     expect(check(some, 'steps')).toMatchObject({ passed: false, rollouts: ['cand-t0-0'] });
     expect(some.reasons[0]).toMatch(/an increase from 0/);
   });
@@ -248,22 +393,43 @@ describe('the cost checks', () => {
 describe('the reward disagreement check', () => {
   it('fails when more of the candidate rollouts disagree than allowed', () => {
     const incumbent = replay('inc', 20, 1, (t) => t < 5);
-    const candidate = replay('cand', 20, 1, (t) => t < 18, (t) => ({ rewardDisagrees: t === 3 || t === 7 }));
+    const candidate = replay(
+      'cand',
+      20,
+      1,
+      (t) => t < 18,
+      (t) => ({ rewardDisagrees: t === 3 || t === 7 }),
+    );
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(decision.verdict).toBe('fail');
-    expect(check(decision, 'reward_disagreement')).toMatchObject({ passed: false, rollouts: ['cand-t3-0', 'cand-t7-0'] });
+    expect(check(decision, 'reward_disagreement')).toMatchObject({
+      passed: false,
+      rollouts: ['cand-t3-0', 'cand-t7-0'],
+    });
     expect(decision.reasons[0]).toMatch(/2 of 20 candidate rollouts \(10\.0%\).*over the allowed 5\.0%/);
     expect(decision.evidence.rewardDisagreement).toEqual({ incumbent: 0, candidate: 0.1 });
-    expect(evaluateGate(rules({ maxRewardDisagreement: 0.1 }), pairOutcomes(incumbent, candidate)).verdict).toBe('pass');
+    expect(evaluateGate(rules({ maxRewardDisagreement: 0.1 }), pairOutcomes(incumbent, candidate)).verdict).toBe(
+      'pass',
+    );
   });
 });
 
 describe('gate properties', () => {
   const replays = fc.array(
-    fc.record({ accepted: fc.boolean(), tokens: fc.integer({ min: 0, max: 5000 }), steps: fc.integer({ min: 0, max: 20 }), latencyMs: fc.integer({ min: 0, max: 60_000 }), disagrees: fc.boolean() }),
+    fc.record({
+      accepted: fc.boolean(),
+      tokens: fc.integer({ min: 0, max: 5000 }),
+      steps: fc.integer({ min: 0, max: 20 }),
+      latencyMs: fc.integer({ min: 0, max: 60_000 }),
+      disagrees: fc.boolean(),
+    }),
     { minLength: 1, maxLength: 40 },
   );
-  const toFacts = (side: string, rows: Array<{ accepted: boolean; tokens: number; steps: number; latencyMs: number; disagrees: boolean }>, k: number) =>
+  const toFacts = (
+    side: string,
+    rows: Array<{ accepted: boolean; tokens: number; steps: number; latencyMs: number; disagrees: boolean }>,
+    k: number,
+  ) =>
     rows.map((r, i) => {
       const base = { tokens: r.tokens, steps: r.steps, latencyMs: r.latencyMs, rewardDisagrees: r.disagrees };
       const task = `t${Math.floor(i / k)}`;
@@ -272,61 +438,90 @@ describe('gate properties', () => {
 
   it('never passes a candidate identical to the incumbent when minGain >= 0', () => {
     fc.assert(
-      fc.property(replays, fc.integer({ min: 1, max: 4 }), fc.double({ min: 0, max: 0.5, noNaN: true }), fc.integer(), (rows, k, minGain, seed) => {
-        const r = rules({ gain: { minGain, seed, resamples: 200 } });
-        const decision = evaluateGate(r, pairOutcomes(toFacts('inc', rows, k), toFacts('cand', rows, k)));
-        expect(decision.verdict).toBe('fail');
-        expect(check(decision, 'gain').passed).toBe(false);
-        expect(decision.evidence.gain).toMatchObject({ estimate: 0, lower: 0, upper: 0, gained: 0, lost: 0 });
-      }),
+      fc.property(
+        replays,
+        fc.integer({ min: 1, max: 4 }),
+        fc.double({ min: 0, max: 0.5, noNaN: true }),
+        fc.integer(),
+        (rows, k, minGain, seed) => {
+          const r = rules({ gain: { minGain, seed, resamples: 200 } });
+          const decision = evaluateGate(r, pairOutcomes(toFacts('inc', rows, k), toFacts('cand', rows, k)));
+          expect(decision.verdict).toBe('fail');
+          expect(check(decision, 'gain').passed).toBe(false);
+          expect(decision.evidence.gain).toMatchObject({ estimate: 0, lower: 0, upper: 0, gained: 0, lost: 0 });
+        },
+      ),
       { numRuns: 50 },
     );
   });
 
   it('decides the same way for the same seed, and negates the estimate when the policies swap', () => {
     fc.assert(
-      fc.property(replays, replays, fc.integer({ min: 1, max: 3 }), fc.constantFrom<'bootstrap' | 'mcnemar'>('bootstrap', 'mcnemar'), (a, b, k, test) => {
-        const n = Math.min(a.length, b.length);
-        const inc = toFacts('inc', a.slice(0, n), k);
-        const cand = toFacts('cand', b.slice(0, n), k);
-        const r = rules({ gain: { test, resamples: 200, seed: 7 } });
-        const decision = evaluateGate(r, pairOutcomes(inc, cand));
-        expect(evaluateGate(r, pairOutcomes(inc, cand))).toEqual(decision);
-        const swapped = evaluateGate(r, pairOutcomes(cand, inc));
-        expect(swapped.evidence.gain!.estimate).toBeCloseTo(-decision.evidence.gain!.estimate, 12);
-        expect(swapped.evidence.gain!.gained).toBe(decision.evidence.gain!.lost);
-        expect(decision.checks.every((c) => typeof c.passed === 'boolean')).toBe(true);
-        expect(decision.verdict === 'pass').toBe(decision.reasons.length === 0);
-        expect(decision.reasons).toHaveLength(decision.checks.filter((c) => !c.passed).length);
-      }),
+      fc.property(
+        replays,
+        replays,
+        fc.integer({ min: 1, max: 3 }),
+        fc.constantFrom<'bootstrap' | 'mcnemar'>('bootstrap', 'mcnemar'),
+        (a, b, k, test) => {
+          const n = Math.min(a.length, b.length);
+          const inc = toFacts('inc', a.slice(0, n), k);
+          const cand = toFacts('cand', b.slice(0, n), k);
+          const r = rules({ gain: { test, resamples: 200, seed: 7 } });
+          const decision = evaluateGate(r, pairOutcomes(inc, cand));
+          expect(evaluateGate(r, pairOutcomes(inc, cand))).toEqual(decision);
+          const swapped = evaluateGate(r, pairOutcomes(cand, inc));
+          expect(swapped.evidence.gain!.estimate).toBeCloseTo(-decision.evidence.gain!.estimate, 12);
+          expect(swapped.evidence.gain!.gained).toBe(decision.evidence.gain!.lost);
+          expect(decision.checks.every((c) => typeof c.passed === 'boolean')).toBe(true);
+          expect(decision.verdict === 'pass').toBe(decision.reasons.length === 0);
+          expect(decision.reasons).toHaveLength(decision.checks.filter((c) => !c.passed).length);
+        },
+      ),
       { numRuns: 50 },
     );
   });
 
   it('leaves unscored rollouts out: they never decide a verdict, they can only make it insufficient', () => {
-    const unscoredClasses = fc.constantFrom<FailureClass | 'cancelled'>('infrastructure', 'orchestrator', 'verifier', 'environment', 'cancelled');
+    const unscoredClasses = fc.constantFrom<FailureClass | 'cancelled'>(
+      'infrastructure',
+      'orchestrator',
+      'verifier',
+      'environment',
+      'cancelled',
+    );
     fc.assert(
-      fc.property(replays, replays, fc.array(fc.tuple(fc.boolean(), fc.boolean(), unscoredClasses), { maxLength: 20 }), (a, b, lost) => {
-        const n = Math.min(a.length, b.length);
-        const inc = toFacts('inc', a.slice(0, n), 1);
-        const cand = toFacts('cand', b.slice(0, n), 1);
-        // Extra tasks where one side (or both) lost its rollout to a fault.
-        const unscored = (side: string, task: string, cause: FailureClass | 'cancelled') =>
-          cause === 'cancelled' ? facts(side, task, 0, { status: 'cancelled', reward: null }) : failed(side, task, 0, cause);
-        const extraInc = lost.map(([incLost, candLost, cause], i) => (incLost || !candLost ? unscored('inc', `x${i}`, cause) : facts('inc', `x${i}`, 0)));
-        const extraCand = lost.map(([incLost, candLost, cause], i) => (candLost || !incLost ? unscored('cand', `x${i}`, cause) : facts('cand', `x${i}`, 0)));
-        const r = rules({ gain: { resamples: 200 } });
-        const scoredOnly = evaluateGate(r, pairOutcomes(inc, cand));
-        const withLost = evaluateGate(r, pairOutcomes([...inc, ...extraInc], [...cand, ...extraCand]));
-        expect(withLost.evidence.scored.pairs).toBe(n);
-        if (n / (n + lost.length) >= r.minScoredShare) {
-          expect(withLost.verdict).toBe(scoredOnly.verdict);
-          expect(withLost.evidence.gain).toEqual(scoredOnly.evidence.gain);
-        } else {
-          expect(withLost.verdict).toBe('insufficient');
-          expect(withLost.reasons).toEqual([check(withLost, 'scored').detail]);
-        }
-      }),
+      fc.property(
+        replays,
+        replays,
+        fc.array(fc.tuple(fc.boolean(), fc.boolean(), unscoredClasses), { maxLength: 20 }),
+        (a, b, lost) => {
+          const n = Math.min(a.length, b.length);
+          const inc = toFacts('inc', a.slice(0, n), 1);
+          const cand = toFacts('cand', b.slice(0, n), 1);
+          // Extra tasks where one side (or both) lost its rollout to a fault.
+          const unscored = (side: string, task: string, cause: FailureClass | 'cancelled') =>
+            cause === 'cancelled'
+              ? facts(side, task, 0, { status: 'cancelled', reward: null })
+              : failed(side, task, 0, cause);
+          const extraInc = lost.map(([incLost, candLost, cause], i) =>
+            incLost || !candLost ? unscored('inc', `x${i}`, cause) : facts('inc', `x${i}`, 0),
+          );
+          const extraCand = lost.map(([incLost, candLost, cause], i) =>
+            candLost || !incLost ? unscored('cand', `x${i}`, cause) : facts('cand', `x${i}`, 0),
+          );
+          const r = rules({ gain: { resamples: 200 } });
+          const scoredOnly = evaluateGate(r, pairOutcomes(inc, cand));
+          const withLost = evaluateGate(r, pairOutcomes([...inc, ...extraInc], [...cand, ...extraCand]));
+          expect(withLost.evidence.scored.pairs).toBe(n);
+          if (n / (n + lost.length) >= r.minScoredShare) {
+            expect(withLost.verdict).toBe(scoredOnly.verdict);
+            expect(withLost.evidence.gain).toEqual(scoredOnly.evidence.gain);
+          } else {
+            expect(withLost.verdict).toBe('insufficient');
+            expect(withLost.reasons).toEqual([check(withLost, 'scored').detail]);
+          }
+        },
+      ),
       { numRuns: 100 },
     );
   });
@@ -335,19 +530,28 @@ describe('gate properties', () => {
 describe('unscored rollouts', () => {
   it('a base whose replay lost most rollouts to an outage gives an insufficient verdict, naming the causes', () => {
     // 32 tasks: both policies accept the same 8; an outage cost the incumbent 25 rollouts.
-    const incumbent = replay('inc', 32, 1, (t) => t < 8).map((r, t) => (t >= 7 ? failed('inc', r.taskId, 0, t % 2 ? 'infrastructure' : 'orchestrator') : r));
+    const incumbent = replay('inc', 32, 1, (t) => t < 8).map((r, t) =>
+      t >= 7 ? failed('inc', r.taskId, 0, t % 2 ? 'infrastructure' : 'orchestrator') : r,
+    );
     const candidate = replay('cand', 32, 1, (t) => t < 8);
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(decision.verdict).toBe('insufficient');
-    expect(decision.evidence.scored).toEqual({ pairs: 7, unscored: { incumbent: { infrastructure: 13, orchestrator: 12 }, candidate: {} } });
-    expect(decision.reasons[0]).toMatch(/^Insufficient evidence: 7 of 32 pairs \(21\.9%\) were scored on both sides; unscored rollouts: candidate none; incumbent 13 infrastructure, 12 orchestrator, below the required 90\.0%/);
+    expect(decision.evidence.scored).toEqual({
+      pairs: 7,
+      unscored: { incumbent: { infrastructure: 13, orchestrator: 12 }, candidate: {} },
+    });
+    expect(decision.reasons[0]).toMatch(
+      /^Insufficient evidence: 7 of 32 pairs \(21\.9%\) were scored on both sides; unscored rollouts: candidate none; incumbent 13 infrastructure, 12 orchestrator, below the required 90\.0%/,
+    );
     expect(check(decision, 'scored').rollouts).toHaveLength(25);
     // Compared on the scored pairs only, the policies are equal: no task was "gained".
     expect(decision.evidence.gain).toMatchObject({ gained: 0, lost: 0 });
   });
 
   it('compares the scored pairs when enough were scored, and says how many were set aside', () => {
-    const incumbent = replay('inc', 20, 1, () => false).map((r, t) => (t === 0 ? facts('inc', r.taskId, 0, { status: 'cancelled', reward: null }) : r));
+    const incumbent = replay('inc', 20, 1, () => false).map((r, t) =>
+      t === 0 ? facts('inc', r.taskId, 0, { status: 'cancelled', reward: null }) : r,
+    );
     const candidate = replay('cand', 20, 1, (t) => t < 4);
     const decision = evaluateGate(defaults, pairOutcomes(incumbent, candidate));
     expect(decision.evidence.scored.pairs).toBe(19);
@@ -357,7 +561,13 @@ describe('unscored rollouts', () => {
 
   it('with no pair scored on both sides there is nothing to compare', () => {
     const incumbent = replay('inc', 4, 1, () => true).map((r) => failed('inc', r.taskId, 0, 'infrastructure'));
-    const decision = evaluateGate(defaults, pairOutcomes(incumbent, replay('cand', 4, 1, () => true)));
+    const decision = evaluateGate(
+      defaults,
+      pairOutcomes(
+        incumbent,
+        replay('cand', 4, 1, () => true),
+      ),
+    );
     expect(decision).toMatchObject({ verdict: 'insufficient', checks: [{ name: 'scored', passed: false }] });
     expect(decision.evidence.gain).toBeUndefined();
   });

@@ -33,19 +33,26 @@ export interface RolloutPair {
  */
 export function pairOutcomes(incumbent: readonly RolloutFacts[], candidate: readonly RolloutFacts[]): RolloutPair[] {
   if (incumbent.length === 0 || candidate.length === 0) {
-    throw new GateInputError(`the gate needs replays of both policies (incumbent: ${incumbent.length} rollouts, candidate: ${candidate.length})`);
+    throw new GateInputError(
+      `the gate needs replays of both policies (incumbent: ${incumbent.length} rollouts, candidate: ${candidate.length})`,
+    );
   }
   const incumbentByKey = indexByTaskAndSample(incumbent, 'incumbent');
   const candidateByKey = indexByTaskAndSample(candidate, 'candidate');
   const pairs: RolloutPair[] = [];
   for (const [key, inc] of incumbentByKey) {
     const cand = candidateByKey.get(key);
-    if (!cand) throw new GateInputError(`task ${inc.taskId} sample ${inc.sample} has no candidate rollout (incumbent rollout ${inc.rolloutId})`);
+    if (!cand)
+      throw new GateInputError(
+        `task ${inc.taskId} sample ${inc.sample} has no candidate rollout (incumbent rollout ${inc.rolloutId})`,
+      );
     pairs.push({ taskId: inc.taskId, sample: inc.sample, incumbent: inc, candidate: cand });
   }
   for (const [key, cand] of candidateByKey) {
     if (!incumbentByKey.has(key)) {
-      throw new GateInputError(`task ${cand.taskId} sample ${cand.sample} has no incumbent rollout (candidate rollout ${cand.rolloutId})`);
+      throw new GateInputError(
+        `task ${cand.taskId} sample ${cand.sample} has no incumbent rollout (candidate rollout ${cand.rolloutId})`,
+      );
     }
   }
   return pairs;
@@ -55,12 +62,16 @@ function indexByTaskAndSample(rollouts: readonly RolloutFacts[], side: string): 
   const byKey = new Map<string, RolloutFacts>();
   for (const rollout of rollouts) {
     if (!isFinished(rollout.status)) {
-      throw new GateInputError(`${side} rollout ${rollout.rolloutId} (task ${rollout.taskId} sample ${rollout.sample}) has not finished (${rollout.status})`);
+      throw new GateInputError(
+        `${side} rollout ${rollout.rolloutId} (task ${rollout.taskId} sample ${rollout.sample}) has not finished (${rollout.status})`,
+      );
     }
     const key = JSON.stringify([rollout.taskId, rollout.sample]);
     const seen = byKey.get(key);
     if (seen) {
-      throw new GateInputError(`task ${rollout.taskId} sample ${rollout.sample} has two ${side} rollouts: ${seen.rolloutId} and ${rollout.rolloutId}`);
+      throw new GateInputError(
+        `task ${rollout.taskId} sample ${rollout.sample} has two ${side} rollouts: ${seen.rolloutId} and ${rollout.rolloutId}`,
+      );
     }
     byKey.set(key, rollout);
   }
@@ -71,7 +82,8 @@ function indexByTaskAndSample(rollouts: readonly RolloutFacts[], side: string): 
 export const VERDICTS = ['pass', 'fail', 'insufficient'] as const;
 export type Verdict = (typeof VERDICTS)[number];
 
-export type GateCheckName = 'scored' | 'gain' | 'critical_failures' | 'tokens' | 'steps' | 'latency' | 'reward_disagreement';
+export type GateCheckName =
+  'scored' | 'gain' | 'critical_failures' | 'tokens' | 'steps' | 'latency' | 'reward_disagreement';
 
 export interface GateCheck {
   name: GateCheckName;
@@ -138,8 +150,13 @@ export function evaluateGate(rules: GateRules, allPairs: readonly RolloutPair[])
   // would hand the other side a win it did not earn. Only pairs scored on both sides are compared.
   const pairs = allPairs.filter((p) => isScored(p.incumbent) && isScored(p.candidate));
   const scored = scoredCheck(rules, allPairs, pairs);
-  const replayed = { pairs: allPairs.length, tasks: new Set(allPairs.map((p) => p.taskId)).size, scored: scored.evidence };
-  if (pairs.length === 0) return { verdict: 'insufficient', reasons: [scored.check.detail], checks: [scored.check], evidence: replayed };
+  const replayed = {
+    pairs: allPairs.length,
+    tasks: new Set(allPairs.map((p) => p.taskId)).size,
+    scored: scored.evidence,
+  };
+  if (pairs.length === 0)
+    return { verdict: 'insufficient', reasons: [scored.check.detail], checks: [scored.check], evidence: replayed };
   const incumbent = pairs.map((p) => p.incumbent);
   const candidate = pairs.map((p) => p.candidate);
   const accepted = (r: RolloutFacts): boolean => r.reward !== null && r.reward >= rules.acceptReward;
@@ -153,7 +170,13 @@ export function evaluateGate(rules: GateRules, allPairs: readonly RolloutPair[])
   ];
   const disagreement = rewardDisagreementCheck(rules, incumbent, candidate);
 
-  const checks = [scored.check, gain.check, critical.check, ...costs.flatMap((c) => (c.check ? [c.check] : [])), disagreement.check];
+  const checks = [
+    scored.check,
+    gain.check,
+    critical.check,
+    ...costs.flatMap((c) => (c.check ? [c.check] : [])),
+    disagreement.check,
+  ];
   // Too little evidence is its own verdict: the comparisons are shown but decide nothing.
   const reasons = scored.check.passed ? checks.filter((c) => !c.passed).map((c) => c.detail) : [scored.check.detail];
   return {
@@ -195,14 +218,27 @@ function scoredCheck(rules: GateRules, allPairs: readonly RolloutPair[], scoredP
   const detail = passed
     ? `Evidence: ${numbers}; the comparison uses the scored pairs only.`
     : `Insufficient evidence: ${numbers}, below the required ${pct(rules.minScoredShare)}. These rollouts were lost to a fault, not failed by a policy; fix the fault and replay (unscored rollouts run again, scored ones are kept).`;
-  const rollouts = allPairs.flatMap((p) => [p.incumbent, p.candidate]).filter((r) => !isScored(r)).map((r) => r.rolloutId);
-  return { check: { name: 'scored' as const, passed, detail, rollouts }, evidence: { pairs: scoredPairs.length, unscored } };
+  const rollouts = allPairs
+    .flatMap((p) => [p.incumbent, p.candidate])
+    .filter((r) => !isScored(r))
+    .map((r) => r.rolloutId);
+  return {
+    check: { name: 'scored' as const, passed, detail, rollouts },
+    evidence: { pairs: scoredPairs.length, unscored },
+  };
 }
 
 function gainCheck(rules: GateRules, pairs: readonly RolloutPair[], accepted: (r: RolloutFacts) => boolean) {
   const { test, minGain } = rules.gain;
-  const outcomes = pairs.map((p) => ({ task: p.taskId, incumbent: accepted(p.incumbent) ? 1 : 0, candidate: accepted(p.candidate) ? 1 : 0 }));
-  const acceptedRate = { incumbent: mean(outcomes.map((o) => o.incumbent)), candidate: mean(outcomes.map((o) => o.candidate)) };
+  const outcomes = pairs.map((p) => ({
+    task: p.taskId,
+    incumbent: accepted(p.incumbent) ? 1 : 0,
+    candidate: accepted(p.candidate) ? 1 : 0,
+  }));
+  const acceptedRate = {
+    incumbent: mean(outcomes.map((o) => o.incumbent)),
+    candidate: mean(outcomes.map((o) => o.candidate)),
+  };
   const gainedPairs = pairs.filter((_, i) => outcomes[i]!.incumbent === 0 && outcomes[i]!.candidate === 1);
   const lostPairs = pairs.filter((_, i) => outcomes[i]!.incumbent === 1 && outcomes[i]!.candidate === 0);
   const rollouts = [...gainedPairs, ...lostPairs].flatMap((p) => [p.incumbent.rolloutId, p.candidate.rolloutId]);
@@ -216,7 +252,11 @@ function gainCheck(rules: GateRules, pairs: readonly RolloutPair[], accepted: (r
     const detail = passed
       ? `Gain: ${rates}; ${interval}, above ${points(minGain)}.`
       : `Gain too small: ${rates}; ${interval}, whose lower bound is not above ${points(minGain)}.`;
-    return { check: { name: 'gain' as const, passed, detail, rollouts }, acceptedRate, evidence: { ...base, estimate: gain, lower, upper } };
+    return {
+      check: { name: 'gain' as const, passed, detail, rollouts },
+      acceptedRate,
+      evidence: { ...base, estimate: gain, lower, upper },
+    };
   }
 
   const estimate = acceptedRate.candidate - acceptedRate.incumbent;
@@ -225,11 +265,21 @@ function gainCheck(rules: GateRules, pairs: readonly RolloutPair[], accepted: (r
   const passed = significant && estimate > minGain;
   const stats = `the gain is ${points(estimate)}, one-sided McNemar p = ${pValue.toPrecision(3)}`;
   const why = !significant ? `not below alpha ${rules.gain.alpha}` : `but the gain is not above ${points(minGain)}`;
-  const detail = passed ? `Gain: ${rates}; ${stats} < ${rules.gain.alpha}.` : `Gain not shown: ${rates}; ${stats}, ${why}.`;
-  return { check: { name: 'gain' as const, passed, detail, rollouts }, acceptedRate, evidence: { ...base, estimate, pValue } };
+  const detail = passed
+    ? `Gain: ${rates}; ${stats} < ${rules.gain.alpha}.`
+    : `Gain not shown: ${rates}; ${stats}, ${why}.`;
+  return {
+    check: { name: 'gain' as const, passed, detail, rollouts },
+    acceptedRate,
+    evidence: { ...base, estimate, pValue },
+  };
 }
 
-function criticalFailuresCheck(rules: GateRules, incumbent: readonly RolloutFacts[], candidate: readonly RolloutFacts[]) {
+function criticalFailuresCheck(
+  rules: GateRules,
+  incumbent: readonly RolloutFacts[],
+  candidate: readonly RolloutFacts[],
+) {
   const incumbentCounts = countClasses(incumbent);
   const candidateCounts = countClasses(candidate);
   const criticalSeen = Object.keys(candidateCounts).filter((c) => severityOf(rules, c as FailureClass) === 'critical');
@@ -242,7 +292,9 @@ function criticalFailuresCheck(rules: GateRules, incumbent: readonly RolloutFact
       ? ''
       : ` Critical classes both policies show: ${known.map((c) => `${c} (candidate ${candidateCounts[c]}, incumbent ${incumbentCounts[c]})`).join(', ')}.`;
   const passed = newCritical.length === 0;
-  const rollouts = candidate.filter((r) => r.failureClass !== null && newCritical.includes(r.failureClass)).map((r) => r.rolloutId);
+  const rollouts = candidate
+    .filter((r) => r.failureClass !== null && newCritical.includes(r.failureClass))
+    .map((r) => r.rolloutId);
   const detail = passed
     ? `No new critical failure class.${knownNote}`
     : `New critical failure class: ${newCritical.map((c) => `${c} in ${candidateCounts[c]} of ${candidate.length} candidate rollouts`).join(', ')}, none in the incumbent's.${knownNote}`;
@@ -267,7 +319,8 @@ function costCheck(
 ) {
   const means = { incumbent: mean(incumbent.map(cost)), candidate: mean(candidate.map(cost)) };
   if (limit === null) return { means, check: undefined };
-  const increase = means.incumbent > 0 ? (means.candidate - means.incumbent) / means.incumbent : means.candidate > 0 ? Infinity : 0;
+  const increase =
+    means.incumbent > 0 ? (means.candidate - means.incumbent) / means.incumbent : means.candidate > 0 ? Infinity : 0;
   const passed = increase <= limit;
   const rollouts = candidate
     .filter((r) => cost(r) > means.incumbent)
@@ -282,15 +335,25 @@ function costCheck(
   return { means, check: { name, passed, detail, rollouts } satisfies GateCheck };
 }
 
-function rewardDisagreementCheck(rules: GateRules, incumbent: readonly RolloutFacts[], candidate: readonly RolloutFacts[]) {
+function rewardDisagreementCheck(
+  rules: GateRules,
+  incumbent: readonly RolloutFacts[],
+  candidate: readonly RolloutFacts[],
+) {
   const disagreeing = candidate.filter((r) => r.rewardDisagrees);
-  const evidence = { incumbent: incumbent.filter((r) => r.rewardDisagrees).length / incumbent.length, candidate: disagreeing.length / candidate.length };
+  const evidence = {
+    incumbent: incumbent.filter((r) => r.rewardDisagrees).length / incumbent.length,
+    candidate: disagreeing.length / candidate.length,
+  };
   const passed = evidence.candidate <= rules.maxRewardDisagreement;
   const share = `${disagreeing.length} of ${candidate.length} candidate rollouts (${pct(evidence.candidate)}) had a harness-reported reward the verifier did not give (incumbent: ${pct(evidence.incumbent)})`;
   const detail = passed
     ? `Reward agreement: ${share}, within ${pct(rules.maxRewardDisagreement)}.`
     : `Reward disagreement: ${share}, over the allowed ${pct(rules.maxRewardDisagreement)}.`;
-  return { check: { name: 'reward_disagreement' as const, passed, detail, rollouts: disagreeing.map((r) => r.rolloutId) }, evidence };
+  return {
+    check: { name: 'reward_disagreement' as const, passed, detail, rollouts: disagreeing.map((r) => r.rolloutId) },
+    evidence,
+  };
 }
 
 function countClasses(rollouts: readonly RolloutFacts[]): Record<string, number> {

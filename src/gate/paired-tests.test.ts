@@ -31,13 +31,20 @@ describe('the exact McNemar test', () => {
 
 describe('discordant pairs', () => {
   it('counts tasks gained and lost, and refuses an unpaired comparison', () => {
-    expect(discordantPairs({ a: 0, b: 1, c: 1, d: 0 }, { a: 1, b: 0, c: 1, d: 0 })).toEqual({ gained: ['a'], lost: ['b'] });
+    expect(discordantPairs({ a: 0, b: 1, c: 1, d: 0 }, { a: 1, b: 0, c: 1, d: 0 })).toEqual({
+      gained: ['a'],
+      lost: ['b'],
+    });
     expect(() => discordantPairs({ a: 0, b: 1 }, { a: 1 })).toThrow(/no outcome after, e.g. b/);
   });
 });
 
 const pairedValues = fc.array(
-  fc.record({ task: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g'), incumbent: fc.integer({ min: 0, max: 1 }), candidate: fc.integer({ min: 0, max: 1 }) }),
+  fc.record({
+    task: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g'),
+    incumbent: fc.integer({ min: 0, max: 1 }),
+    candidate: fc.integer({ min: 0, max: 1 }),
+  }),
   { minLength: 1, maxLength: 60 },
 );
 const realValues = fc.array(
@@ -50,7 +57,11 @@ const realValues = fc.array(
 );
 // The gate's own range: at least 100 resamples, confidence above one half. (A handful of
 // resamples can miss the estimate, as any percentile interval can.)
-const bootOptions = fc.record({ resamples: fc.integer({ min: 100, max: 400 }), confidence: fc.double({ min: 0.5, max: 0.999, noNaN: true, minExcluded: true }), seed: fc.integer() });
+const bootOptions = fc.record({
+  resamples: fc.integer({ min: 100, max: 400 }),
+  confidence: fc.double({ min: 0.5, max: 0.999, noNaN: true, minExcluded: true }),
+  seed: fc.integer(),
+});
 
 describe('the paired bootstrap', () => {
   it('gives an interval that holds the point estimate', () => {
@@ -85,12 +96,20 @@ describe('the paired bootstrap', () => {
   it('resamples whole tasks', () => {
     // One task: every resample is that task, so the interval collapses on the estimate.
     const oneTask = [0, 1, 1, 1].map((c) => ({ task: 'only', incumbent: 0, candidate: c }));
-    expect(pairedBootstrap(oneTask, { resamples: 500, confidence: 0.95, seed: 3 })).toEqual({ gain: 0.75, lower: 0.75, upper: 0.75 });
+    expect(pairedBootstrap(oneTask, { resamples: 500, confidence: 0.95, seed: 3 })).toEqual({
+      gain: 0.75,
+      lower: 0.75,
+      upper: 0.75,
+    });
   });
 
   it('refuses bad input', () => {
     expect(() => pairedBootstrap([], { resamples: 10, confidence: 0.9, seed: 1 })).toThrow(/at least one pair/);
-    expect(() => pairedBootstrap([{ task: 'a', incumbent: 0, candidate: 1 }], { resamples: 0, confidence: 0.9, seed: 1 })).toThrow(/resamples/);
-    expect(() => pairedBootstrap([{ task: 'a', incumbent: 0, candidate: 1 }], { resamples: 10, confidence: 1, seed: 1 })).toThrow(/confidence/);
+    expect(() =>
+      pairedBootstrap([{ task: 'a', incumbent: 0, candidate: 1 }], { resamples: 0, confidence: 0.9, seed: 1 }),
+    ).toThrow(/resamples/);
+    expect(() =>
+      pairedBootstrap([{ task: 'a', incumbent: 0, candidate: 1 }], { resamples: 10, confidence: 1, seed: 1 }),
+    ).toThrow(/confidence/);
   });
 });

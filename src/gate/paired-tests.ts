@@ -29,9 +29,13 @@ function logChoose(n: number, k: number): number {
 }
 
 /** Tasks whose outcome went from failure to success, and from success to failure. */
-export function discordantPairs(before: Record<string, number>, after: Record<string, number>): { gained: string[]; lost: string[] } {
+export function discordantPairs(
+  before: Record<string, number>,
+  after: Record<string, number>,
+): { gained: string[]; lost: string[] } {
   const missing = Object.keys(before).filter((id) => !(id in after));
-  if (missing.length > 0) throw new Error(`paired comparison: ${missing.length} task(s) have no outcome after, e.g. ${missing[0]}`);
+  if (missing.length > 0)
+    throw new Error(`paired comparison: ${missing.length} task(s) have no outcome after, e.g. ${missing[0]}`);
   const ids = Object.keys(before);
   return {
     gained: ids.filter((id) => (before[id] ?? 0) <= 0 && (after[id] ?? 0) > 0),
@@ -70,8 +74,10 @@ export interface BootstrapInterval {
 export function pairedBootstrap(pairs: readonly PairedValue[], options: BootstrapOptions): BootstrapInterval {
   const { resamples, confidence, seed } = options;
   if (pairs.length === 0) throw new Error('pairedBootstrap needs at least one pair');
-  if (!Number.isInteger(resamples) || resamples < 1) throw new Error(`pairedBootstrap: resamples must be a positive integer, got ${resamples}`);
-  if (!(confidence > 0 && confidence < 1)) throw new Error(`pairedBootstrap: confidence must be in (0, 1), got ${confidence}`);
+  if (!Number.isInteger(resamples) || resamples < 1)
+    throw new Error(`pairedBootstrap: resamples must be a positive integer, got ${resamples}`);
+  if (!(confidence > 0 && confidence < 1))
+    throw new Error(`pairedBootstrap: confidence must be in (0, 1), got ${confidence}`);
 
   const byTask = new Map<string, { sum: number; count: number }>();
   for (const pair of pairs) {

@@ -8,6 +8,12 @@ export function heldoutBatchId(version: string, configHash: string): string {
 }
 
 /** The same candidate, incumbent, config and tasks make the same evidence, so the same decision. */
-export function decisionIdFor(candidate: string, incumbent: string, configHash: string, tasks: number, samplesPerTask: number): string {
+export function decisionIdFor(
+  candidate: string,
+  incumbent: string,
+  configHash: string,
+  tasks: number,
+  samplesPerTask: number,
+): string {
   return `${candidate}.vs.${incumbent}.${configHash.slice(0, 12)}.${tasks}x${samplesPerTask}`;
 }

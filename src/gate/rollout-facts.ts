@@ -1,5 +1,11 @@
 import { recordedRewards } from '../rollouts/rewards.js';
-import { isFinished, type FailureClass, type Rollout, type RolloutEvent, type RolloutStatus } from '../rollouts/rollout.js';
+import {
+  isFinished,
+  type FailureClass,
+  type Rollout,
+  type RolloutEvent,
+  type RolloutStatus,
+} from '../rollouts/rollout.js';
 import type { CallRecord, TraceStore } from '../store/trace-store.js';
 
 /**
@@ -36,20 +42,29 @@ export interface RolloutFacts {
  * replay is not done). One rollout at a time, awaiting `beforeEach` first: a hook for the caller,
  * e.g. a turn for an activity's heartbeat timer between the store's synchronous reads.
  */
-export async function readRolloutFacts(store: TraceStore, rolloutIds: readonly string[], beforeEach?: () => Promise<void>): Promise<RolloutFacts[]> {
+export async function readRolloutFacts(
+  store: TraceStore,
+  rolloutIds: readonly string[],
+  beforeEach?: () => Promise<void>,
+): Promise<RolloutFacts[]> {
   const facts: RolloutFacts[] = [];
   for (const id of rolloutIds) {
     await beforeEach?.();
     const rollout = await store.getRollout(id);
     if (!rollout) throw new Error(`rollout ${id} is not in the trace store; was the replay run against this store?`);
-    if (!isFinished(rollout.status)) throw new Error(`rollout ${id} is still ${rollout.status}; facts are read from finished rollouts`);
+    if (!isFinished(rollout.status))
+      throw new Error(`rollout ${id} is still ${rollout.status}; facts are read from finished rollouts`);
     const [calls, events] = await Promise.all([store.listCalls(id), store.listEvents(id)]);
     facts.push(rolloutFactsOf(rollout, calls, events));
   }
   return facts;
 }
 
-export function rolloutFactsOf(rollout: Rollout, calls: readonly CallRecord[], events: readonly RolloutEvent[]): RolloutFacts {
+export function rolloutFactsOf(
+  rollout: Rollout,
+  calls: readonly CallRecord[],
+  events: readonly RolloutEvent[],
+): RolloutFacts {
   const rewards = recordedRewards(events);
   const lastAttempt = calls.filter((c) => c.attempt === rollout.attempts);
   const start = Math.min(...lastAttempt.map((c) => c.startedAt));
@@ -73,7 +88,13 @@ export function rolloutFactsOf(rollout: Rollout, calls: readonly CallRecord[], e
 }
 
 function tokensOf(usage: unknown): number {
-  const u = (usage ?? {}) as { total_tokens?: unknown; prompt_tokens?: unknown; completion_tokens?: unknown; input_tokens?: unknown; output_tokens?: unknown };
+  const u = (usage ?? {}) as {
+    total_tokens?: unknown;
+    prompt_tokens?: unknown;
+    completion_tokens?: unknown;
+    input_tokens?: unknown;
+    output_tokens?: unknown;
+  };
   if (typeof u.total_tokens === 'number') return u.total_tokens;
   const parts = [u.prompt_tokens, u.completion_tokens, u.input_tokens, u.output_tokens];
   return parts.reduce<number>((sum, p) => sum + (typeof p === 'number' ? p : 0), 0);

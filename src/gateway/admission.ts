@@ -7,14 +7,25 @@ import { GatewayHttpError } from './errors.js';
  * was superseded by a newer one (or never started). One rule for model calls and events alike,
  * so a harness left running from an earlier attempt can add nothing the ledgers would count.
  */
-export function refuseClosedAttempt(rollout: Pick<Rollout, 'id' | 'status' | 'attempts'>, claim: RolloutKeyClaim): void {
+export function refuseClosedAttempt(
+  rollout: Pick<Rollout, 'id' | 'status' | 'attempts'>,
+  claim: RolloutKeyClaim,
+): void {
   if (isFinished(rollout.status)) {
-    throw new GatewayHttpError(409, 'rollout_finished', `rollout ${rollout.id} has finished (${rollout.status}); it takes no more calls or events`);
+    throw new GatewayHttpError(
+      409,
+      'rollout_finished',
+      `rollout ${rollout.id} has finished (${rollout.status}); it takes no more calls or events`,
+    );
   }
   if (claim.attempt > rollout.attempts) {
     throw new GatewayHttpError(404, 'attempt_not_found', `rollout ${rollout.id} has no attempt ${claim.attempt}`);
   }
   if (claim.attempt < rollout.attempts) {
-    throw new GatewayHttpError(409, 'attempt_superseded', `attempt ${claim.attempt} of rollout ${rollout.id} was superseded by attempt ${rollout.attempts}`);
+    throw new GatewayHttpError(
+      409,
+      'attempt_superseded',
+      `attempt ${claim.attempt} of rollout ${rollout.id} was superseded by attempt ${rollout.attempts}`,
+    );
   }
 }

@@ -10,13 +10,27 @@ import type { Route } from './routing.js';
 /** What the gateway does with a backend's reply besides relaying it: read it, journal it, say what went wrong. */
 
 /** Response headers that belong to the hop from the backend (or that the gateway sets itself). */
-const NOT_RELAYED = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'content-length']);
+const NOT_RELAYED = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+]);
 
 /** Journals a call's outcome (ModelCallProxy.forward): the fields not given are those of a call that got no response. */
 export type Finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) => Promise<void>;
 
 /** The request as sent, for the journal: the values it shares with the received one are the same (already redacted) objects. */
-export function journalShare(sent: RequestBody, received: RequestBody, receivedForJournal: JsonObject, redaction: readonly RedactionRule[]): JsonObject {
+export function journalShare(
+  sent: RequestBody,
+  received: RequestBody,
+  receivedForJournal: JsonObject,
+  redaction: readonly RedactionRule[],
+): JsonObject {
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(sent)) {
     const shared = value === received[key] ? receivedForJournal[key] : redact(value, redaction);
@@ -48,7 +62,11 @@ export function parseJson(text: string): JsonObject | undefined {
 }
 
 export function badResponse(route: Route): GatewayHttpError {
-  return new GatewayHttpError(502, 'upstream_bad_response', `backend ${route.backendName} returned a response the gateway cannot read; the call's journal entry says why`);
+  return new GatewayHttpError(
+    502,
+    'upstream_bad_response',
+    `backend ${route.backendName} returned a response the gateway cannot read; the call's journal entry says why`,
+  );
 }
 
 /**
@@ -72,7 +90,8 @@ export function classify(
     return {
       errorClass: 'upstream_timeout',
       message,
-      httpError: (route) => new GatewayHttpError(504, 'upstream_timeout', `backend ${route.backendName} did not answer in time`),
+      httpError: (route) =>
+        new GatewayHttpError(504, 'upstream_timeout', `backend ${route.backendName} did not answer in time`),
     };
   }
   return {

@@ -10,7 +10,8 @@ const redactionRegex = z
   .min(1)
   .superRefine((source, ctx) => {
     const problem = redactionRegexProblem(source);
-    if (problem) ctx.addIssue({ code: 'custom', message: `a valid regular expression (Invalid regular expression: ${problem})` });
+    if (problem)
+      ctx.addIssue({ code: 'custom', message: `a valid regular expression (Invalid regular expression: ${problem})` });
   });
 
 /** A backend, policy version or alias name: the gateway's one rule, so a config cannot hold a name its admin API refuses. */
@@ -42,15 +43,34 @@ export const gatewaySettings = z
       .string()
       .regex(/^[0-9a-f]{64}$/)
       .optional()
-      .describe('SHA-256 (hex) of the admin key; else REIN_GATEWAY_ADMIN_KEY, else a key generated into dataDir/gateway/admin-key'),
+      .describe(
+        'SHA-256 (hex) of the admin key; else REIN_GATEWAY_ADMIN_KEY, else a key generated into dataDir/gateway/admin-key',
+      ),
     secretFile: z
       .string()
       .default('gateway/secret')
       .describe('Secret rollout keys are derived from, relative to dataDir; created on first start'),
     traceDb: z.string().default('traces.sqlite').describe('SQLite trace store, relative to dataDir'),
-    bodyLimitBytes: z.number().int().min(1024).default(32 * 1024 * 1024).describe('Largest request body accepted'),
-    requestTimeoutMs: z.number().int().min(100).default(30_000).describe('Longest a request may take to arrive whole (a slower one gets 408); the answer may take as long as the backend needs'),
-    headersTimeoutMs: z.number().int().min(100).default(600_000).describe('Longest wait for a backend to start answering'),
+    bodyLimitBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(32 * 1024 * 1024)
+      .describe('Largest request body accepted'),
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(30_000)
+      .describe(
+        'Longest a request may take to arrive whole (a slower one gets 408); the answer may take as long as the backend needs',
+      ),
+    headersTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(600_000)
+      .describe('Longest wait for a backend to start answering'),
     bodyTimeoutMs: z.number().int().min(100).default(120_000).describe('Longest silence inside a backend response'),
     retryAfterSeconds: z.number().int().min(1).default(5).describe('Retry-After sent while a policy is paused'),
     maxShadowsInFlight: z
@@ -58,12 +78,19 @@ export const gatewaySettings = z
       .int()
       .min(1)
       .default(256)
-      .describe('Mirror mode: shadow calls in flight at most; past it they are not sent and are journaled as shadow_overloaded'),
+      .describe(
+        'Mirror mode: shadow calls in flight at most; past it they are not sent and are journaled as shadow_overloaded',
+      ),
     redact: z
       .strictObject({
         defaults: z.boolean().default(true).describe('Redact API keys, bearer tokens, rollout keys, private keys'),
         rules: z
-          .array(z.strictObject({ name: z.string().min(1).describe('Shown in what replaces a match: [REDACTED:<name>]'), regex: redactionRegex.describe('RE2 syntax (flags inline, as (?i); no backreferences or lookaround)') }))
+          .array(
+            z.strictObject({
+              name: z.string().min(1).describe('Shown in what replaces a match: [REDACTED:<name>]'),
+              regex: redactionRegex.describe('RE2 syntax (flags inline, as (?i); no backreferences or lookaround)'),
+            }),
+          )
           .default([])
           .describe('Extra patterns to redact before anything is journaled'),
       })
@@ -72,7 +99,13 @@ export const gatewaySettings = z
     tracing: tracingSettings.prefault({}),
     backends: z.record(routingName, backend).default({}).describe('Inference servers by name'),
     policies: z
-      .record(routingName, z.strictObject({ backend: z.string().describe('A backend of gateway.backends'), model: z.string().min(1).describe('The model name that backend serves it under') }))
+      .record(
+        routingName,
+        z.strictObject({
+          backend: z.string().describe('A backend of gateway.backends'),
+          model: z.string().min(1).describe('The model name that backend serves it under'),
+        }),
+      )
       .default({})
       .describe('Policy version -> the backend and model name serving it'),
     aliases: z.record(routingName, z.string()).default({}).describe('Model alias a harness asks for -> policy version'),

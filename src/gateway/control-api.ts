@@ -1,5 +1,13 @@
 import { z, type ZodType } from 'zod';
-import { newEventSchema, newRolloutSchema, ROLLOUT_MODES, ROLLOUT_STATUSES, statusChangeSchema, type Rollout, type RolloutEvent } from '../rollouts/rollout.js';
+import {
+  newEventSchema,
+  newRolloutSchema,
+  ROLLOUT_MODES,
+  ROLLOUT_STATUSES,
+  statusChangeSchema,
+  type Rollout,
+  type RolloutEvent,
+} from '../rollouts/rollout.js';
 import type { CallRecord, Page, ShadowCallRecord } from '../store/trace-store.js';
 import type { Mirror } from './routing.js';
 
@@ -31,7 +39,9 @@ export type PathParams<Path extends string> = Path extends `${string}:${infer Na
     : Record<never, never>;
 
 type SchemaOf<R, Part extends 'query' | 'body'> = R extends { [K in Part]: infer S extends ZodType } ? S : undefined;
-type ParamsPart<R extends ControlRoute> = keyof PathParams<R['path']> extends never ? unknown : { params: PathParams<R['path']> };
+type ParamsPart<R extends ControlRoute> = keyof PathParams<R['path']> extends never
+  ? unknown
+  : { params: PathParams<R['path']> };
 /** A part the route takes: required, or optional where its schema accepts nothing at all. */
 type InputPart<R, Part extends 'query' | 'body'> =
   SchemaOf<R, Part> extends ZodType
@@ -45,7 +55,8 @@ export type ControlInput<R extends ControlRoute> = ParamsPart<R> & InputPart<R, 
 /** What the route answers with on success. */
 export type ControlOutput<R extends ControlRoute> = z.output<R['response']>;
 /** The query and body as the route's schemas parse them (undefined where it takes none). */
-export type ControlParsed<R extends ControlRoute, Part extends 'query' | 'body'> = SchemaOf<R, Part> extends ZodType ? z.output<SchemaOf<R, Part>> : undefined;
+export type ControlParsed<R extends ControlRoute, Part extends 'query' | 'body'> =
+  SchemaOf<R, Part> extends ZodType ? z.output<SchemaOf<R, Part>> : undefined;
 
 /** What creating a rollout (or a new attempt) returns: the credentials its harness gets. */
 const issuedRollout = z.object({
@@ -102,7 +113,12 @@ export const controlRoutes = {
     response: z.custom<Page<Rollout>>(),
   }),
   getRollout: controlRoute({ method: 'GET', path: '/api/rollouts/:id', response: z.custom<Rollout>() }),
-  setRolloutStatus: controlRoute({ method: 'POST', path: '/api/rollouts/:id/status', body: statusChangeSchema, response: z.custom<Rollout>() }),
+  setRolloutStatus: controlRoute({
+    method: 'POST',
+    path: '/api/rollouts/:id/status',
+    body: statusChangeSchema,
+    response: z.custom<Rollout>(),
+  }),
   startAttempt: controlRoute({ method: 'POST', path: '/api/rollouts/:id/attempts', response: issuedRollout }),
   /** A new attempt for a rollout that finished unscored (see TraceStore.reopenRollout). */
   reopenRollout: controlRoute({
@@ -111,8 +127,17 @@ export const controlRoutes = {
     body: z.strictObject({ reason: z.string().min(1).max(2000) }),
     response: issuedRollout,
   }),
-  appendEvent: controlRoute({ method: 'POST', path: '/api/rollouts/:id/events', body: newEventSchema, response: z.custom<RolloutEvent>() }),
-  listEvents: controlRoute({ method: 'GET', path: '/api/rollouts/:id/events', response: z.object({ items: z.array(z.custom<RolloutEvent>()) }) }),
+  appendEvent: controlRoute({
+    method: 'POST',
+    path: '/api/rollouts/:id/events',
+    body: newEventSchema,
+    response: z.custom<RolloutEvent>(),
+  }),
+  listEvents: controlRoute({
+    method: 'GET',
+    path: '/api/rollouts/:id/events',
+    response: z.object({ items: z.array(z.custom<RolloutEvent>()) }),
+  }),
   listCalls: controlRoute({
     method: 'GET',
     path: '/api/rollouts/:id/calls',
@@ -120,11 +145,24 @@ export const controlRoutes = {
     response: z.object({ items: z.array(z.custom<CallRecord>()) }),
   }),
   /** A key the rollout's verifier may use to read its calls and events (and nothing else). */
-  verifierKey: controlRoute({ method: 'POST', path: '/api/rollouts/:id/verifier-key', response: z.object({ key: z.string() }) }),
+  verifierKey: controlRoute({
+    method: 'POST',
+    path: '/api/rollouts/:id/verifier-key',
+    response: z.object({ key: z.string() }),
+  }),
 
   // --- policies and aliases ---
-  listPolicies: controlRoute({ method: 'GET', path: '/api/policies', response: z.object({ items: z.array(policyStatus) }) }),
-  registerPolicy: controlRoute({ method: 'PUT', path: '/api/policies/:version', body: policySpecSchema, response: policyStatus }),
+  listPolicies: controlRoute({
+    method: 'GET',
+    path: '/api/policies',
+    response: z.object({ items: z.array(policyStatus) }),
+  }),
+  registerPolicy: controlRoute({
+    method: 'PUT',
+    path: '/api/policies/:version',
+    body: policySpecSchema,
+    response: policyStatus,
+  }),
   /** Whether calls pinned to the version would reach a backend now; 404 when it is not routed. */
   policyReady: controlRoute({
     method: 'GET',
@@ -148,7 +186,11 @@ export const controlRoutes = {
   }),
 
   // --- mirror mode: an alias's production calls also go to a candidate, journaled as shadow calls ---
-  listMirrors: controlRoute({ method: 'GET', path: '/api/mirrors', response: z.object({ items: z.array(z.custom<Mirror>()) }) }),
+  listMirrors: controlRoute({
+    method: 'GET',
+    path: '/api/mirrors',
+    response: z.object({ items: z.array(z.custom<Mirror>()) }),
+  }),
   setMirror: controlRoute({
     method: 'PUT',
     path: '/api/mirrors/:alias',
@@ -175,10 +217,16 @@ export const controlRoutes = {
 };
 
 /** The path with its parameters filled in (each encoded) and the query appended. */
-export function controlUrl(route: ControlRoute, params: Record<string, string> | undefined, query: object | undefined): string {
+export function controlUrl(
+  route: ControlRoute,
+  params: Record<string, string> | undefined,
+  query: object | undefined,
+): string {
   const path = route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params?.[name] ?? ''));
   const search = new URLSearchParams(
-    Object.entries(query ?? {}).flatMap(([key, value]) => (value === undefined ? [] : [[key, String(value)] as [string, string]])),
+    Object.entries(query ?? {}).flatMap(([key, value]) =>
+      value === undefined ? [] : [[key, String(value)] as [string, string]],
+    ),
   ).toString();
   return search ? `${path}?${search}` : path;
 }

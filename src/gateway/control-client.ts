@@ -1,6 +1,14 @@
 import type { CallRecord, Page, ShadowCallFilter, ShadowCallRecord } from '../store/trace-store.js';
 import type { NewEventInput, NewRollout, Rollout, RolloutEvent, StatusChange } from '../rollouts/rollout.js';
-import { controlRoutes as api, controlUrl, type ControlInput, type ControlOutput, type ControlRoute, type IssuedRollout, type PolicyStatus } from './control-api.js';
+import {
+  controlRoutes as api,
+  controlUrl,
+  type ControlInput,
+  type ControlOutput,
+  type ControlRoute,
+  type IssuedRollout,
+  type PolicyStatus,
+} from './control-api.js';
 import type { Mirror, PolicySpec } from './routing.js';
 
 export type { IssuedRollout } from './control-api.js';
@@ -119,13 +127,21 @@ export class GatewayControlClient {
         ...(body !== undefined && { body: JSON.stringify(body) }),
       });
     } catch (err) {
-      throw new GatewayRequestError(0, 'gateway_unreachable', `the gateway at ${this.url} is unreachable (${(err as Error).message}); is \`rein gateway\` running?`);
+      throw new GatewayRequestError(
+        0,
+        'gateway_unreachable',
+        `the gateway at ${this.url} is unreachable (${(err as Error).message}); is \`rein gateway\` running?`,
+      );
     }
     const text = await res.text();
     const parsed = text ? (JSON.parse(text) as unknown) : undefined;
     if (!res.ok) {
       const error = (parsed as { error?: { message?: string; code?: string } } | undefined)?.error;
-      throw new GatewayRequestError(res.status, error?.code ?? 'error', `${method} ${route}: ${res.status} ${error?.message ?? text}`);
+      throw new GatewayRequestError(
+        res.status,
+        error?.code ?? 'error',
+        `${method} ${route}: ${res.status} ${error?.message ?? text}`,
+      );
     }
     return parsed;
   }

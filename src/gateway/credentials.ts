@@ -29,7 +29,12 @@ export class GatewayCredentials {
   /** A preHandler: the control API needs the admin key. */
   readonly requireAdmin = async (req: FastifyRequest): Promise<void> => {
     const key = credentialOf(req);
-    if (!key) throw new GatewayHttpError(401, 'missing_key', 'the control API needs the admin key: send Authorization: Bearer <admin key>');
+    if (!key)
+      throw new GatewayHttpError(
+        401,
+        'missing_key',
+        'the control API needs the admin key: send Authorization: Bearer <admin key>',
+      );
     if (!this.isAdmin(key)) throw new GatewayHttpError(403, 'forbidden', 'this key may not use the control API');
   };
 
@@ -37,7 +42,8 @@ export class GatewayCredentials {
   readonly requireAdminOrVerifier = async (req: FastifyRequest): Promise<void> => {
     const key = credentialOf(req);
     if (key && this.keys.verifyVerifierKey(key) === (req.params as { id: string }).id) return;
-    if (key?.startsWith('vk-')) throw new GatewayHttpError(403, 'forbidden', 'a verifier key reads its own rollout only');
+    if (key?.startsWith('vk-'))
+      throw new GatewayHttpError(403, 'forbidden', 'a verifier key reads its own rollout only');
     await this.requireAdmin(req);
   };
 
@@ -47,9 +53,14 @@ export class GatewayCredentials {
     const claim = key ? this.keys.verify(key) : undefined;
     if (!pathClaim) {
       if (!key) {
-        throw new GatewayHttpError(401, 'missing_key', 'no API key: set OPENAI_API_KEY to the rollout key Rein issued for this rollout');
+        throw new GatewayHttpError(
+          401,
+          'missing_key',
+          'no API key: set OPENAI_API_KEY to the rollout key Rein issued for this rollout',
+        );
       }
-      if (!claim) throw new GatewayHttpError(401, 'invalid_key', 'the API key is not a valid rollout key for this gateway');
+      if (!claim)
+        throw new GatewayHttpError(401, 'invalid_key', 'the API key is not a valid rollout key for this gateway');
       return claim;
     }
     if (claim) {
@@ -64,6 +75,10 @@ export class GatewayCredentials {
     if (!rollout || rollout.keyless) return pathClaim;
     throw key
       ? new GatewayHttpError(401, 'invalid_key', 'the API key is not a valid rollout key for this gateway')
-      : new GatewayHttpError(401, 'missing_key', `rollout ${pathClaim.rolloutId} was not created keyless; send its rollout key`);
+      : new GatewayHttpError(
+          401,
+          'missing_key',
+          `rollout ${pathClaim.rolloutId} was not created keyless; send its rollout key`,
+        );
   }
 }

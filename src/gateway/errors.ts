@@ -43,8 +43,14 @@ export function isGatewayFailure(described: { status: number; code: string }): b
   return described.status >= 500 && described.code === 'gateway_error';
 }
 
-export function describeError(err: unknown): { status: number; code: string; message: string; headers: Record<string, string> } {
-  if (err instanceof GatewayHttpError) return { status: err.status, code: err.code, message: err.message, headers: err.headers };
+export function describeError(err: unknown): {
+  status: number;
+  code: string;
+  message: string;
+  headers: Record<string, string>;
+} {
+  if (err instanceof GatewayHttpError)
+    return { status: err.status, code: err.code, message: err.message, headers: err.headers };
   if (err instanceof RoutingError) {
     return {
       status: err.status,
@@ -60,22 +66,44 @@ export function describeError(err: unknown): { status: number; code: string; mes
   const e = err as { statusCode?: number; status?: number; code?: string; message?: string };
   const status = e.statusCode ?? e.status;
   if (e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (err instanceof SyntaxError && status === 400)) {
-    return { status: 400, code: 'malformed_json', message: `malformed JSON body (${e.message ?? 'parse error'}); send one JSON object`, headers: {} };
+    return {
+      status: 400,
+      code: 'malformed_json',
+      message: `malformed JSON body (${e.message ?? 'parse error'}); send one JSON object`,
+      headers: {},
+    };
   }
   if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return { status: 413, code: 'body_too_large', message: `request body too large; the gateway's limit is gateway.bodyLimitBytes`, headers: {} };
+    return {
+      status: 413,
+      code: 'body_too_large',
+      message: `request body too large; the gateway's limit is gateway.bodyLimitBytes`,
+      headers: {},
+    };
   }
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return { status, code: e.code ?? 'bad_request', message: e.message ?? 'bad request', headers: {} };
   }
-  if (e.code === 'FST_ERR_MAX_PARAM_LENGTH') return { status: 414, code: 'uri_too_long', message: 'a part of the URL is too long', headers: {} };
-  if (e.code === 'FST_ERR_BAD_URL') return { status: 400, code: 'bad_url', message: 'the URL is not valid (it does not decode)', headers: {} };
+  if (e.code === 'FST_ERR_MAX_PARAM_LENGTH')
+    return { status: 414, code: 'uri_too_long', message: 'a part of the URL is too long', headers: {} };
+  if (e.code === 'FST_ERR_BAD_URL')
+    return { status: 400, code: 'bad_url', message: 'the URL is not valid (it does not decode)', headers: {} };
   // The details are in the gateway's log, not in the answer: they are internals.
-  return { status: 500, code: 'gateway_error', message: 'the gateway failed to handle the request; its log has the details', headers: {} };
+  return {
+    status: 500,
+    code: 'gateway_error',
+    message: 'the gateway failed to handle the request; its log has the details',
+    headers: {},
+  };
 }
 
 /** A failure of the gateway itself: logged with what leads to it (its call, if journaled); returns that call's id. */
-export function logGatewayFailure(log: Logger, err: unknown, req: { method: string; url: string }, res: ServerResponse): string | undefined {
+export function logGatewayFailure(
+  log: Logger,
+  err: unknown,
+  req: { method: string; url: string },
+  res: ServerResponse,
+): string | undefined {
   const callId = err instanceof GatewayCallError ? err.callId : (res.getHeader('x-rein-call-id') as string | undefined);
   log.error({ err, callId, method: req.method, url: req.url }, 'gateway error');
   return callId;
@@ -97,7 +125,11 @@ export function connectionOptions(requestTimeoutMs: number) {
   return {
     requestTimeout: requestTimeoutMs,
     // Node checks for timed-out requests this often (its default, 30 s, would let a short limit run long).
-    http: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(60_000, requestTimeoutMs), connectionsCheckingInterval: Math.min(1000, requestTimeoutMs) },
+    http: {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.min(60_000, requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
+    },
     clientErrorHandler: clientErrorAnswer({ body: errorBody, timeoutSetting: 'gateway.requestTimeoutMs' }),
     frameworkErrors: (err: Error, _req: FastifyRequest, reply: FastifyReply) => {
       const { status, code, message } = describeError(err);

@@ -17,7 +17,11 @@ export interface ResolvedGateway {
 }
 
 /** Turns the `gateway` config section into what startGateway takes, reading secrets from their files and env. */
-export function gatewayOptions(settings: GatewaySettings, store: TraceStore, env: NodeJS.ProcessEnv = process.env): ResolvedGateway {
+export function gatewayOptions(
+  settings: GatewaySettings,
+  store: TraceStore,
+  env: NodeJS.ProcessEnv = process.env,
+): ResolvedGateway {
   const { hash, source } = adminKeyHash(settings, env);
   return {
     adminKeySource: source,
@@ -46,17 +50,25 @@ export function routingTable(settings: GatewaySettings, env: NodeJS.ProcessEnv =
     if (backend.apiKeyEnv) {
       apiKey = env[backend.apiKeyEnv];
       if (!apiKey) {
-        throw new Error(`gateway.backends.${name}.apiKeyEnv names ${backend.apiKeyEnv}, which is not set in the environment`);
+        throw new Error(
+          `gateway.backends.${name}.apiKeyEnv names ${backend.apiKeyEnv}, which is not set in the environment`,
+        );
       }
     }
-    backends[name] = { endpoints: backend.endpoints.map((e) => e.replace(/\/$/, '')), apiKey, tokenIds: backend.tokenIds, logprobs: backend.logprobs };
+    backends[name] = {
+      endpoints: backend.endpoints.map((e) => e.replace(/\/$/, '')),
+      apiKey,
+      tokenIds: backend.tokenIds,
+      logprobs: backend.logprobs,
+    };
   }
   return { backends, policies: settings.policies, aliases: settings.aliases };
 }
 
 /** The admin key: REIN_GATEWAY_ADMIN_KEY, else gateway.adminKeyHash, else a key generated beside the secret. */
 export function adminKeyHash(settings: GatewaySettings, env: NodeJS.ProcessEnv): { hash: string; source: string } {
-  if (env.REIN_GATEWAY_ADMIN_KEY) return { hash: sha256Hex(env.REIN_GATEWAY_ADMIN_KEY), source: 'REIN_GATEWAY_ADMIN_KEY' };
+  if (env.REIN_GATEWAY_ADMIN_KEY)
+    return { hash: sha256Hex(env.REIN_GATEWAY_ADMIN_KEY), source: 'REIN_GATEWAY_ADMIN_KEY' };
   if (settings.adminKeyHash) return { hash: settings.adminKeyHash, source: 'gateway.adminKeyHash' };
   const file = adminKeyFile(settings);
   if (!existsSync(file)) {
@@ -77,7 +89,10 @@ export function adminKeyFile(settings: GatewaySettings): string {
  * a worker started before the gateway's first start works once the gateway has written it.
  * Undefined when no key can ever be read (a gateway configured with only a key hash).
  */
-export function gatewayControlFromConfig(settings: GatewaySettings, env: NodeJS.ProcessEnv = process.env): GatewayControlClient | undefined {
+export function gatewayControlFromConfig(
+  settings: GatewaySettings,
+  env: NodeJS.ProcessEnv = process.env,
+): GatewayControlClient | undefined {
   const url = (settings.publicUrl ?? `http://${settings.host}:${settings.port}`).replace(/\/$/, '');
   if (env.REIN_GATEWAY_ADMIN_KEY) return new GatewayControlClient(url, env.REIN_GATEWAY_ADMIN_KEY);
   if (settings.adminKeyHash) return undefined;
@@ -85,7 +100,12 @@ export function gatewayControlFromConfig(settings: GatewaySettings, env: NodeJS.
   let key: string | undefined;
   return new GatewayControlClient(url, () => {
     key ??= existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
-    if (!key) throw new GatewayRequestError(0, 'no_admin_key', `no gateway admin key yet: \`rein gateway\` writes ${file} when it first starts (or set REIN_GATEWAY_ADMIN_KEY)`);
+    if (!key)
+      throw new GatewayRequestError(
+        0,
+        'no_admin_key',
+        `no gateway admin key yet: \`rein gateway\` writes ${file} when it first starts (or set REIN_GATEWAY_ADMIN_KEY)`,
+      );
     return key;
   });
 }

@@ -35,7 +35,7 @@ export function nestedDeeperThan(text: string, max: number): boolean {
   if (text.length <= max || openersAtMost(text, max)) return false;
   let depth = 0;
   const scan = new StructuralScan(text);
-  for (let at = scan.at(0); at >= 0; ) {
+  for (let at = scan.at(0); at >= 0;) {
     const c = text.charCodeAt(at);
     if (c === QUOTE) {
       at = scan.at(stringEnd(text, at));
@@ -63,7 +63,12 @@ function openersAtMost(text: string, max: number): boolean {
  * a member's value itself (one pass over the text instead of one to skip it and one to go back
  * into it) and return where the value ends; undefined: skip it here.
  */
-export function membersOf(text: string, at: number, scan = new StructuralScan(text), enter?: (key: string, valueStart: number) => number | undefined): { members: Member[]; end: number } {
+export function membersOf(
+  text: string,
+  at: number,
+  scan = new StructuralScan(text),
+  enter?: (key: string, valueStart: number) => number | undefined,
+): { members: Member[]; end: number } {
   const members: Member[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACE) return { members, end: i + 1 };
@@ -86,7 +91,12 @@ export function membersOf(text: string, at: number, scan = new StructuralScan(te
  * The elements of the array that starts at `at` (its `[`); `scan` and `enter` as for membersOf.
  * The array ends one past the first `]` after the last element's end.
  */
-export function elementsOf(text: string, at: number, scan = new StructuralScan(text), enter?: (valueStart: number) => number | undefined): Span[] {
+export function elementsOf(
+  text: string,
+  at: number,
+  scan = new StructuralScan(text),
+  enter?: (valueStart: number) => number | undefined,
+): Span[] {
   const elements: Span[] = [];
   let i = skipSpace(text, at + 1);
   if (text.charCodeAt(i) === CLOSE_BRACKET) return elements;
@@ -111,7 +121,8 @@ export function removals(members: readonly Member[], remove: (member: Member) =>
   members.forEach((member, i) => {
     if (gone[i] && i < lastKept) edits.push({ start: member.start, end: (members[i + 1] as Member).start, text: '' });
   });
-  if (lastKept < members.length - 1) edits.push({ start: (members[lastKept] as Member).valueEnd, end: last.valueEnd, text: '' });
+  if (lastKept < members.length - 1)
+    edits.push({ start: (members[lastKept] as Member).valueEnd, end: last.valueEnd, text: '' });
   return edits;
 }
 
@@ -210,7 +221,7 @@ export class StructuralScan {
 
 /** One past the closing quote of the string whose opening quote is at `i`. */
 function stringEnd(text: string, i: number): number {
-  for (let at = i + 1; ; ) {
+  for (let at = i + 1; ;) {
     const quote = text.indexOf('"', at);
     if (quote < 0) return text.length;
     let backslashes = 0;
@@ -227,7 +238,7 @@ function valueEndOf(text: string, i: number, scan: StructuralScan): number {
   if (c === QUOTE) return stringEnd(text, i);
   if (c === OPEN_BRACE || c === OPEN_BRACKET) {
     let depth = 0;
-    for (let at = scan.at(i); at >= 0; ) {
+    for (let at = scan.at(i); at >= 0;) {
       const d = text.charCodeAt(at);
       if (d === QUOTE) {
         at = scan.at(stringEnd(text, at));
@@ -243,7 +254,8 @@ function valueEndOf(text: string, i: number, scan: StructuralScan): number {
   let at = i;
   for (; at < text.length; at++) {
     const d = text.charCodeAt(at);
-    if (d === 0x2c || d === CLOSE_BRACE || d === CLOSE_BRACKET || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) break;
+    if (d === 0x2c || d === CLOSE_BRACE || d === CLOSE_BRACKET || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09)
+      break;
   }
   return at;
 }

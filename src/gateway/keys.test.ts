@@ -8,9 +8,13 @@ describe('RolloutKeys', () => {
 
   it('verifies the keys it issued, for exactly their rollout attempt', () => {
     fc.assert(
-      fc.property(fc.string({ minLength: 1, maxLength: 128 }), fc.integer({ min: 1, max: 999 }), (rolloutId, attempt) => {
-        expect(keys.verify(keys.issue(rolloutId, attempt))).toEqual({ rolloutId, attempt });
-      }),
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 128 }),
+        fc.integer({ min: 1, max: 999 }),
+        (rolloutId, attempt) => {
+          expect(keys.verify(keys.issue(rolloutId, attempt))).toEqual({ rolloutId, attempt });
+        },
+      ),
     );
   });
 

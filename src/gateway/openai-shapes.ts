@@ -1,5 +1,14 @@
 import type { CallEndpoint, ChoiceTokens } from '../store/trace-store.js';
-import { addition, applyEdits, elementsOf, membersOf, removals, skipSpace, StructuralScan, type Edit } from './json-text.js';
+import {
+  addition,
+  applyEdits,
+  elementsOf,
+  membersOf,
+  removals,
+  skipSpace,
+  StructuralScan,
+  type Edit,
+} from './json-text.js';
 import type { BackendChoice, BackendResponse, JsonObject, RequestBody, Usage } from './openai-types.js';
 import type { BackendSpec } from './routing.js';
 
@@ -68,7 +77,10 @@ export function upstreamRequest(
   function withoutStreamOptions(edited: string): string {
     if (!unstreamed || !Object.hasOwn(body, 'stream_options')) return edited;
     delete sent.stream_options;
-    return applyEdits(edited, removals(membersOf(edited, skipSpace(edited, 0)).members, (m) => m.key === 'stream_options'));
+    return applyEdits(
+      edited,
+      removals(membersOf(edited, skipSpace(edited, 0)).members, (m) => m.key === 'stream_options'),
+    );
   }
 }
 
@@ -105,9 +117,11 @@ export function stripInjectedText(text: string, injected: Injected): string {
   const editChoice = (start: number): number | undefined => {
     if (text[start] !== '{') return undefined;
     const choice = membersOf(text, start, scan);
-    if (injected.tokenIds) edits.push(...removals(choice.members, (m) => m.key === 'token_ids' || m.key === 'prompt_token_ids'));
+    if (injected.tokenIds)
+      edits.push(...removals(choice.members, (m) => m.key === 'token_ids' || m.key === 'prompt_token_ids'));
     for (const field of choice.members) {
-      if (injected.logprobs && field.key === 'logprobs') edits.push({ start: field.valueStart, end: field.valueEnd, text: 'null' });
+      if (injected.logprobs && field.key === 'logprobs')
+        edits.push({ start: field.valueStart, end: field.valueEnd, text: 'null' });
     }
     return choice.end;
   };
@@ -132,7 +146,8 @@ export function responseProblem(endpoint: CallEndpoint, message: JsonObject, chu
   const ids = (value: unknown, where: string) => {
     if (value === undefined || value === null) return;
     if (!Array.isArray(value)) problems.push(`${where} is not an array`);
-    else if (!value.every(isTokenId)) problems.push(`${where} holds a value that is not a token id (an integer in [0, 2^32))`);
+    else if (!value.every(isTokenId))
+      problems.push(`${where} holds a value that is not a token id (an integer in [0, 2^32))`);
   };
   ids(message.prompt_token_ids, 'prompt_token_ids');
   if (!Array.isArray(message.choices)) {
@@ -145,11 +160,16 @@ export function responseProblem(endpoint: CallEndpoint, message: JsonObject, chu
       return;
     }
     const c = choice as JsonObject;
-    if (c.index !== undefined && !(Number.isSafeInteger(c.index) && (c.index as number) >= 0)) problems.push(`choices[${i}].index is not a non-negative integer`);
+    if (c.index !== undefined && !(Number.isSafeInteger(c.index) && (c.index as number) >= 0))
+      problems.push(`choices[${i}].index is not a non-negative integer`);
     if (chunk && c.delta !== undefined && c.delta !== null) {
       const delta = c.delta as JsonObject;
       if (typeof delta !== 'object' || Array.isArray(delta)) problems.push(`choices[${i}].delta is not an object`);
-      else if (delta.tool_calls !== undefined && delta.tool_calls !== null && !(Array.isArray(delta.tool_calls) && delta.tool_calls.every(isObject))) {
+      else if (
+        delta.tool_calls !== undefined &&
+        delta.tool_calls !== null &&
+        !(Array.isArray(delta.tool_calls) && delta.tool_calls.every(isObject))
+      ) {
         problems.push(`choices[${i}].delta.tool_calls is not an array of objects`);
       }
     }
@@ -194,7 +214,11 @@ function isLogprob(value: unknown): boolean {
 export function usageFromTokens(promptIds: number[] | null, choices: ChoiceTokens[]): Usage | null {
   if (promptIds === null || choices.some((c) => c.completionIds === null)) return null;
   const completion = choices.reduce((sum, c) => sum + (c.completionIds as number[]).length, 0);
-  return { prompt_tokens: promptIds.length, completion_tokens: completion, total_tokens: promptIds.length + completion };
+  return {
+    prompt_tokens: promptIds.length,
+    completion_tokens: completion,
+    total_tokens: promptIds.length + completion,
+  };
 }
 
 /** Token ids, log-probs and finish reasons of a complete (non-streamed or assembled) response. */

@@ -23,7 +23,8 @@ export async function policyRoutes(app: FastifyInstance, context: GatewayContext
   // runner waits on this before it spends an attempt, so a short outage costs a pause, not evidence.
   serveControl(app, api.policyReady, requireAdmin, async ({ params }) => {
     const routes = router.routesOf(params.version);
-    if (!routes) throw new GatewayHttpError(404, 'policy_not_found', `policy ${params.version} is not in the routing table`);
+    if (!routes)
+      throw new GatewayHttpError(404, 'policy_not_found', `policy ${params.version} is not in the routing table`);
     const problems = (await Promise.all(routes.map(backendProblem))).filter((p): p is string => p !== null);
     return { ready: problems.length < routes.length, problems };
   });
@@ -57,7 +58,11 @@ export async function policyRoutes(app: FastifyInstance, context: GatewayContext
   serveControl(app, api.clearMirror, requireAdmin, async ({ params }) => {
     const removed = router.clearMirror(params.alias);
     if (!removed) {
-      throw new GatewayHttpError(404, 'mirror_not_found', `alias ${params.alias} is not mirrored; GET /api/mirrors lists the mirrors`);
+      throw new GatewayHttpError(
+        404,
+        'mirror_not_found',
+        `alias ${params.alias} is not mirrored; GET /api/mirrors lists the mirrors`,
+      );
     }
     return removed;
   });
@@ -79,7 +84,10 @@ function policyStatus(router: Router, version: string): PolicyStatus {
 async function backendProblem(route: Route): Promise<string | null> {
   const url = `${route.endpoint.replace(/\/+$/, '')}/models`;
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(3000), headers: route.backend.apiKey ? { authorization: `Bearer ${route.backend.apiKey}` } : {} });
+    const res = await fetch(url, {
+      signal: AbortSignal.timeout(3000),
+      headers: route.backend.apiKey ? { authorization: `Bearer ${route.backend.apiKey}` } : {},
+    });
     if (!res.ok) return `backend ${route.backendName} at ${route.endpoint} answered ${res.status} to GET /models`;
     // A backend that lost the model answers too: waiting would not bring it back (Rein loads it again).
     return null;

@@ -44,12 +44,21 @@ export function jsonBodyParser(app: FastifyInstance, rawBodies: WeakMap<Incoming
 export async function proxyRoutes(app: FastifyInstance, context: GatewayContext): Promise<void> {
   const { store, credentials, proxy, rawBodies, log } = context;
 
-  const proxyCall = async (req: FastifyRequest, reply: FastifyReply, endpoint: CallEndpoint, pathClaim?: RolloutKeyClaim) => {
+  const proxyCall = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    endpoint: CallEndpoint,
+    pathClaim?: RolloutKeyClaim,
+  ) => {
     const claim = await credentials.authorizeCall(req, pathClaim);
     const body = req.body;
     const text = rawBodies.get(req.raw);
     if (body === null || typeof body !== 'object' || Array.isArray(body) || text === undefined) {
-      throw new GatewayHttpError(400, 'invalid_body', 'the request body must be a JSON object (sent as content-type application/json)');
+      throw new GatewayHttpError(
+        400,
+        'invalid_body',
+        'the request body must be a JSON object (sent as content-type application/json)',
+      );
     }
     const rollout = await admitRollout(claim);
     const controller = new AbortController();
@@ -96,14 +105,22 @@ export async function proxyRoutes(app: FastifyInstance, context: GatewayContext)
 
   for (const [path, endpoint] of ENDPOINTS) {
     app.post(`/v1/${path}`, (req, reply) => proxyCall(req, reply, endpoint));
-    app.post<PathClaimParams>(`/rollouts/:rolloutId/attempts/:attempt/v1/${path}`, (req, reply) => proxyCall(req, reply, endpoint, pathClaimOf(req.params)));
+    app.post<PathClaimParams>(`/rollouts/:rolloutId/attempts/:attempt/v1/${path}`, (req, reply) =>
+      proxyCall(req, reply, endpoint, pathClaimOf(req.params)),
+    );
   }
   app.get('/v1/models', (req) => listModels(context, req));
-  app.get<PathClaimParams>('/rollouts/:rolloutId/attempts/:attempt/v1/models', (req) => listModels(context, req, pathClaimOf(req.params)));
+  app.get<PathClaimParams>('/rollouts/:rolloutId/attempts/:attempt/v1/models', (req) =>
+    listModels(context, req, pathClaimOf(req.params)),
+  );
 }
 
 /** Each alias and version with its backend's model card (context length, root, …) as the backend lists it, under the name the harness uses. */
-async function listModels(context: GatewayContext, req: FastifyRequest, pathClaim?: RolloutKeyClaim): Promise<ModelList> {
+async function listModels(
+  context: GatewayContext,
+  req: FastifyRequest,
+  pathClaim?: RolloutKeyClaim,
+): Promise<ModelList> {
   const { credentials, router } = context;
   const key = credentialOf(req);
   if (!pathClaim && !credentials.isAdmin(key) && !(key && credentials.keys.verify(key))) {
@@ -133,13 +150,21 @@ function pathClaimOf(params: { rolloutId: string; attempt: string }): RolloutKey
 /** A request body: one JSON value, nested no deeper than the gateway (and its journal) can walk. */
 function parseJsonBody(text: string): unknown {
   if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
-    throw new GatewayHttpError(400, 'json_too_deep', `the JSON body nests deeper than ${MAX_JSON_DEPTH} levels; send a flatter one`);
+    throw new GatewayHttpError(
+      400,
+      'json_too_deep',
+      `the JSON body nests deeper than ${MAX_JSON_DEPTH} levels; send a flatter one`,
+    );
   }
   try {
     // A key named __proto__ stays a plain key here (JSON.parse makes it an own property), as it does for the backend.
     return JSON.parse(text);
   } catch (err) {
-    throw new GatewayHttpError(400, 'malformed_json', `malformed JSON body (${(err as Error).message}); send one JSON object`);
+    throw new GatewayHttpError(
+      400,
+      'malformed_json',
+      `malformed JSON body (${(err as Error).message}); send one JSON object`,
+    );
   }
 }
 

@@ -7,7 +7,16 @@ import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
 import { badResponse, classify, journalShare, parseJson, relayedHeaders, type Finish } from './backend-reply.js';
 import { GatewayCallError, GatewayHttpError } from './errors.js';
 import { MAX_JSON_DEPTH } from './json-text.js';
-import { extractTokens, responseProblem, stripInjected, stripInjectedText, upstreamRequest, usageFromTokens, withoutTokenIds, type Injected } from './openai-shapes.js';
+import {
+  extractTokens,
+  responseProblem,
+  stripInjected,
+  stripInjectedText,
+  upstreamRequest,
+  usageFromTokens,
+  withoutTokenIds,
+  type Injected,
+} from './openai-shapes.js';
 import type { JsonObject } from './openai-types.js';
 import type { ProxiedCall } from './proxied-call.js';
 import { redact, type RedactionRule } from './redact.js';
@@ -73,7 +82,12 @@ export class ModelCallProxy {
   private readonly shadowCalls: ShadowCalls;
 
   constructor(private readonly options: ProxyOptions) {
-    this.shadowCalls = new ShadowCalls(options.store, options.redaction, options.maxShadowsInFlight ?? 256, (...request) => this.send(...request));
+    this.shadowCalls = new ShadowCalls(
+      options.store,
+      options.redaction,
+      options.maxShadowsInFlight ?? 256,
+      (...request) => this.send(...request),
+    );
   }
 
   async handle(call: ProxiedCall, res: ServerResponse): Promise<void> {
@@ -82,7 +96,8 @@ export class ModelCallProxy {
       admitted = this.options.router.admit(call.body.model, call.rolloutId, call.pinnedPolicyVersion ?? undefined);
     } catch (err) {
       // Rein's routing failed the call, not the harness: journal it, so the rollout is classed infrastructure.
-      if (err instanceof RoutingError && ROUTING_FAULTS.has(err.code)) await this.journalRefusal(call, err).catch(() => undefined);
+      if (err instanceof RoutingError && ROUTING_FAULTS.has(err.code))
+        await this.journalRefusal(call, err).catch(() => undefined);
       throw err;
     }
     const { route, release, mirror } = admitted;
@@ -129,8 +144,24 @@ export class ModelCallProxy {
     });
     this.options.metrics?.callFinished(call.endpoint, 'policy_unavailable', 0, null, null);
     this.options.tracing
-      ?.callStarted({ callId: id, rolloutId: call.rolloutId, attempt: call.attempt, endpoint: call.endpoint, request: received, headers: call.headers, policyVersion: call.pinnedPolicyVersion ?? String(call.body.model), startedAt: Date.now() })
-      ?.end({ upstreamStatus: null, errorClass: 'policy_unavailable', errorMessage: `${err.status} ${err.code}: ${err.message}` }, 0);
+      ?.callStarted({
+        callId: id,
+        rolloutId: call.rolloutId,
+        attempt: call.attempt,
+        endpoint: call.endpoint,
+        request: received,
+        headers: call.headers,
+        policyVersion: call.pinnedPolicyVersion ?? String(call.body.model),
+        startedAt: Date.now(),
+      })
+      ?.end(
+        {
+          upstreamStatus: null,
+          errorClass: 'policy_unavailable',
+          errorMessage: `${err.status} ${err.code}: ${err.message}`,
+        },
+        0,
+      );
   }
 
   async close(): Promise<void> {
@@ -149,7 +180,13 @@ export class ModelCallProxy {
     journaled: (callId: string, receivedForJournal: JsonObject) => void,
   ): Promise<void> {
     const { store, redaction, metrics } = this.options;
-    const { sent, sentText, injected } = upstreamRequest(call.endpoint, call.body, call.text, route.model, route.backend);
+    const { sent, sentText, injected } = upstreamRequest(
+      call.endpoint,
+      call.body,
+      call.text,
+      route.model,
+      route.backend,
+    );
     const callId = `call-${randomUUID()}`;
     const startedAt = Date.now();
     const t0 = performance.now();
@@ -172,7 +209,17 @@ export class ModelCallProxy {
     });
     metrics?.journalWrite('begin', performance.now() - beginAt);
     journaled(callId, receivedForJournal);
-    const span = this.options.tracing?.callStarted({ callId, rolloutId: call.rolloutId, attempt: call.attempt, endpoint: call.endpoint, request: receivedForJournal, headers: call.headers, policyVersion: route.policyVersion, route, startedAt });
+    const span = this.options.tracing?.callStarted({
+      callId,
+      rolloutId: call.rolloutId,
+      attempt: call.attempt,
+      endpoint: call.endpoint,
+      request: receivedForJournal,
+      headers: call.headers,
+      policyVersion: route.policyVersion,
+      route,
+      startedAt,
+    });
     // The backend's own spans (vLLM traces too) become children of the call's span.
     if (span) call = { ...call, headers: span.forwardedHeaders(call.headers) };
     let finished = false;
@@ -212,7 +259,15 @@ export class ModelCallProxy {
     }
   }
 
-  private async exchange(call: ProxiedCall, route: Route, res: ServerResponse, sentText: string, injected: Injected, finish: Finish, t0: number): Promise<void> {
+  private async exchange(
+    call: ProxiedCall,
+    route: Route,
+    res: ServerResponse,
+    sentText: string,
+    injected: Injected,
+    finish: Finish,
+    t0: number,
+  ): Promise<void> {
     let upstream;
     try {
       upstream = await this.send(route, call.endpoint, sentText, call.headers, call.body.stream === true, call.signal);
@@ -234,7 +289,12 @@ export class ModelCallProxy {
       text = await upstream.body.text();
     } catch (err) {
       const failure = classify(err, call.signal, true);
-      await finish({ upstreamStatus: upstream.statusCode, errorClass: failure.errorClass, errorMessage: failure.message, ttftMs: ttft });
+      await finish({
+        upstreamStatus: upstream.statusCode,
+        errorClass: failure.errorClass,
+        errorMessage: failure.message,
+        ttftMs: ttft,
+      });
       throw failure.httpError(route);
     }
     if (upstream.statusCode < 200 || upstream.statusCode >= 300) {
@@ -251,7 +311,9 @@ export class ModelCallProxy {
       return;
     }
     const response = parseJson(text);
-    const problem = response ? responseProblem(call.endpoint, response) : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
+    const problem = response
+      ? responseProblem(call.endpoint, response)
+      : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
     if (!response || problem) {
       await finish({
         upstreamStatus: upstream.statusCode,
@@ -263,7 +325,13 @@ export class ModelCallProxy {
     }
     const tokens = extractTokens(call.endpoint, response);
     stripInjected(response, injected);
-    await finish({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), ...tokens, usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices), ttftMs: ttft });
+    await finish({
+      upstreamStatus: upstream.statusCode,
+      response: withoutTokenIds(response),
+      ...tokens,
+      usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices),
+      ttftMs: ttft,
+    });
     const out = stripInjectedText(text, injected);
     res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(out)));
     res.end(out);
@@ -271,10 +339,22 @@ export class ModelCallProxy {
 
   /** Sends the call to the candidate in the background; its outcome goes to the journal only. */
   /** The request to a route's backend, for a production call and its shadow alike. */
-  private send(route: Route, endpoint: CallEndpoint, text: string, harnessHeaders: IncomingHttpHeaders, stream: boolean, signal: AbortSignal) {
+  private send(
+    route: Route,
+    endpoint: CallEndpoint,
+    text: string,
+    harnessHeaders: IncomingHttpHeaders,
+    stream: boolean,
+    signal: AbortSignal,
+  ) {
     const { pool, basePath } = this.upstream(route.endpoint);
     const headers: Record<string, string | string[]> = {};
-    const hopHeaders = new Set(String(harnessHeaders.connection ?? '').toLowerCase().split(',').map((h) => h.trim()));
+    const hopHeaders = new Set(
+      String(harnessHeaders.connection ?? '')
+        .toLowerCase()
+        .split(',')
+        .map((h) => h.trim()),
+    );
     for (const [name, value] of Object.entries(harnessHeaders)) {
       if (value !== undefined && !NOT_FORWARDED.has(name) && !hopHeaders.has(name)) headers[name] = value;
     }

@@ -28,9 +28,21 @@ describe('redact', () => {
   it('copies only what it changes, and returns a value with nothing to redact as it is', () => {
     const clean = { model: 'production', messages: [{ role: 'user', content: 'hello' }], n: 2 };
     expect(redact(clean, DEFAULT_REDACTION_RULES)).toBe(clean);
-    const mixed = { messages: [{ role: 'system', content: 'plain' }, { role: 'user', content: 'sk-abcdefghijklmnopqrstuv' }], tools: [{ name: 't' }] };
+    const mixed = {
+      messages: [
+        { role: 'system', content: 'plain' },
+        { role: 'user', content: 'sk-abcdefghijklmnopqrstuv' },
+      ],
+      tools: [{ name: 't' }],
+    };
     const out = redact(mixed, DEFAULT_REDACTION_RULES);
-    expect(out).toEqual({ messages: [{ role: 'system', content: 'plain' }, { role: 'user', content: '[REDACTED:openai-key]' }], tools: [{ name: 't' }] });
+    expect(out).toEqual({
+      messages: [
+        { role: 'system', content: 'plain' },
+        { role: 'user', content: '[REDACTED:openai-key]' },
+      ],
+      tools: [{ name: 't' }],
+    });
     expect(out.messages[0]).toBe(mixed.messages[0]);
     expect(out.tools).toBe(mixed.tools);
     expect(mixed.messages[1]?.content).toBe('sk-abcdefghijklmnopqrstuv');
@@ -48,12 +60,21 @@ describe('redact', () => {
 
   it('removes every rollout and verifier key the gateway can issue, whatever characters its MAC ends with', () => {
     fc.assert(
-      fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.string({ minLength: 1 }), fc.integer({ min: 1, max: 999 }), (secret, rolloutId, attempt) => {
-        const keys = new RolloutKeys(Buffer.from(secret));
-        const key = keys.issue(rolloutId, attempt);
-        expect(redact(`key "${key}", again ${key}.`, DEFAULT_REDACTION_RULES)).toBe('key "[REDACTED:rollout-key]", again [REDACTED:rollout-key].');
-        expect(redact(`verifier ${keys.issueVerifierKey(rolloutId)}!`, DEFAULT_REDACTION_RULES)).toBe('verifier [REDACTED:verifier-key]!');
-      }),
+      fc.property(
+        fc.uint8Array({ minLength: 32, maxLength: 32 }),
+        fc.string({ minLength: 1 }),
+        fc.integer({ min: 1, max: 999 }),
+        (secret, rolloutId, attempt) => {
+          const keys = new RolloutKeys(Buffer.from(secret));
+          const key = keys.issue(rolloutId, attempt);
+          expect(redact(`key "${key}", again ${key}.`, DEFAULT_REDACTION_RULES)).toBe(
+            'key "[REDACTED:rollout-key]", again [REDACTED:rollout-key].',
+          );
+          expect(redact(`verifier ${keys.issueVerifierKey(rolloutId)}!`, DEFAULT_REDACTION_RULES)).toBe(
+            'verifier [REDACTED:verifier-key]!',
+          );
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -77,13 +98,18 @@ describe('redact', () => {
   });
 
   it('keeps the text around a secret as it was, astral characters and lone surrogates included', () => {
-    expect(redactText('\uD800 sk-abcdefghijklmnopqrstuv 😀 中文 \uDC00', DEFAULT_REDACTION_RULES)).toBe('\uD800 [REDACTED:openai-key] 😀 中文 \uDC00');
+    expect(redactText('\uD800 sk-abcdefghijklmnopqrstuv 😀 中文 \uDC00', DEFAULT_REDACTION_RULES)).toBe(
+      '\uD800 [REDACTED:openai-key] 😀 中文 \uDC00',
+    );
   });
 
   it('refuses, naming the rule, a custom rule that needs backtracking (backreferences, lookaround)', () => {
-    expect(() => redactionRules([{ name: 'repeat', regex: '(a+)\\1' }])).toThrow(/gateway\.redact: rule "repeat" has an invalid regex.*linear time: no backreferences or lookaround/);
+    expect(() => redactionRules([{ name: 'repeat', regex: '(a+)\\1' }])).toThrow(
+      /gateway\.redact: rule "repeat" has an invalid regex.*linear time: no backreferences or lookaround/,
+    );
     expect(() => redactionRules([{ name: 'ahead', regex: 'key(?=[0-9])' }])).toThrow(/rule "ahead"/);
-    expect(redactionRules([{ name: 'ok', regex: '(?i)ticket-\\d+' }], false).map((r) => redactText('TICKET-1 x', [r]))).toEqual(['[REDACTED:ok] x']);
+    expect(
+      redactionRules([{ name: 'ok', regex: '(?i)ticket-\\d+' }], false).map((r) => redactText('TICKET-1 x', [r])),
+    ).toEqual(['[REDACTED:ok] x']);
   });
 });
-

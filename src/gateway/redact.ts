@@ -16,13 +16,16 @@ export interface RedactionRule {
   pattern: RE2JS;
 }
 
-const RE2_SYNTAX = 'rules use RE2 syntax, which runs in linear time: no backreferences or lookaround; flags inline, as (?i)';
+const RE2_SYNTAX =
+  'rules use RE2 syntax, which runs in linear time: no backreferences or lookaround; flags inline, as (?i)';
 
 function rule(name: string, regex: string): RedactionRule {
   try {
     return { name, pattern: RE2JS.compile(regex) };
   } catch (err) {
-    throw new Error(`gateway.redact: rule "${name}" has an invalid regex ${JSON.stringify(regex)}: ${(err as Error).message} (${RE2_SYNTAX})`);
+    throw new Error(
+      `gateway.redact: rule "${name}" has an invalid regex ${JSON.stringify(regex)}: ${(err as Error).message} (${RE2_SYNTAX})`,
+    );
   }
 }
 
@@ -52,7 +55,10 @@ export const DEFAULT_REDACTION_RULES: RedactionRule[] = [
  * Builds rules from config: `{ name, regex }` pairs in RE2 syntax (flags inline, as `(?i)`). A
  * regex RE2 cannot run (a backreference, a lookaround) is refused here, at load, naming the rule.
  */
-export function redactionRules(custom: Array<{ name: string; regex: string }>, includeDefaults = true): RedactionRule[] {
+export function redactionRules(
+  custom: Array<{ name: string; regex: string }>,
+  includeDefaults = true,
+): RedactionRule[] {
   const rules = custom.map(({ name, regex }) => rule(name, regex));
   return includeDefaults ? [...DEFAULT_REDACTION_RULES, ...rules] : rules;
 }
@@ -84,7 +90,13 @@ function redacted(v: unknown, rules: readonly RedactionRule[]): unknown {
       const inner = (v as JsonObject)[k];
       const replaced = redacted(inner, rules);
       // As a data property, so that even a key named __proto__ stays a plain key.
-      if (replaced !== inner) Object.defineProperty((out ??= { ...v }), k, { value: replaced, enumerable: true, writable: true, configurable: true });
+      if (replaced !== inner)
+        Object.defineProperty((out ??= { ...v }), k, {
+          value: replaced,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
     }
     return out ?? v;
   }

@@ -14,6 +14,9 @@ describe('RedactingStore', () => {
     const message = '400: invalid api key sk-abcdefghijklmnopqrstuv';
     await store.finishCall('c', { errorMessage: message } as CallFinish);
     await store.recordShadowCall({ errorMessage: message } as ShadowCallRecord);
-    expect(written).toEqual(['400: invalid api key [REDACTED:openai-key]', '400: invalid api key [REDACTED:openai-key]']);
+    expect(written).toEqual([
+      '400: invalid api key [REDACTED:openai-key]',
+      '400: invalid api key [REDACTED:openai-key]',
+    ]);
   });
 });

@@ -20,7 +20,9 @@ export class RedactingStore implements TraceStore {
   }
 
   createRollout(input: NewRollout & { id: string }) {
-    return this.store.createRollout(input.metadata === undefined ? input : { ...input, metadata: this.clean(input.metadata) });
+    return this.store.createRollout(
+      input.metadata === undefined ? input : { ...input, metadata: this.clean(input.metadata) },
+    );
   }
   setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']) {
     return this.store.setRolloutStatus(id, this.clean(change), source);
@@ -38,10 +40,15 @@ export class RedactingStore implements TraceStore {
     return this.store.beginCall(call);
   }
   finishCall(id: string, result: CallFinish) {
-    return this.store.finishCall(id, result.errorMessage === null ? result : { ...result, errorMessage: this.clean(result.errorMessage) });
+    return this.store.finishCall(
+      id,
+      result.errorMessage === null ? result : { ...result, errorMessage: this.clean(result.errorMessage) },
+    );
   }
   recordShadowCall(call: ShadowCallRecord) {
-    return this.store.recordShadowCall(call.errorMessage === null ? call : { ...call, errorMessage: this.clean(call.errorMessage) });
+    return this.store.recordShadowCall(
+      call.errorMessage === null ? call : { ...call, errorMessage: this.clean(call.errorMessage) },
+    );
   }
 
   // Reads and writes that carry no text.

@@ -58,7 +58,12 @@ export async function rolloutRoutes(app: FastifyInstance, context: GatewayContex
     const rollout = await requireRollout(store, params.id);
     if (claim) refuseClosedAttempt(rollout, claim);
     const event = body();
-    const recorded = await store.appendEvent(rollout.id, claim?.attempt ?? rollout.attempts, event, claim ? 'rollout' : 'admin');
+    const recorded = await store.appendEvent(
+      rollout.id,
+      claim?.attempt ?? rollout.attempts,
+      event,
+      claim ? 'rollout' : 'admin',
+    );
     tracing?.eventRecorded(recorded, req.headers, receivedAt);
     void reply.code(201);
     return recorded;

@@ -24,7 +24,17 @@ function refusal(fn: () => unknown): RoutingError {
 
 describe('routing names', () => {
   it('accepts the names models go by', () => {
-    for (const name of ['v1', 'policy-v1', 'run-20261201-0531-a3f9-it2', 'fault:slow:2500', 'Qwen/Qwen3-0.6B', 'llama3.1:8b', 'gpt-4o-2024-08-06', 'model@v2', 'constructor']) {
+    for (const name of [
+      'v1',
+      'policy-v1',
+      'run-20261201-0531-a3f9-it2',
+      'fault:slow:2500',
+      'Qwen/Qwen3-0.6B',
+      'llama3.1:8b',
+      'gpt-4o-2024-08-06',
+      'model@v2',
+      'constructor',
+    ]) {
       expect(routingNameProblem(name)).toBeUndefined();
     }
   });
@@ -37,7 +47,11 @@ describe('routing names', () => {
 
   it('the router refuses a bad version or alias with a 400 and keeps serving', () => {
     const router = new Router(table());
-    for (const register of [() => router.registerPolicy('v\r\nX: 1', { backend: 'vllm', model: 'm' }), () => router.registerPolicy('vé', { backend: 'vllm', model: 'm' }), () => router.setAlias('__proto__', 'v1')]) {
+    for (const register of [
+      () => router.registerPolicy('v\r\nX: 1', { backend: 'vllm', model: 'm' }),
+      () => router.registerPolicy('vé', { backend: 'vllm', model: 'm' }),
+      () => router.setAlias('__proto__', 'v1'),
+    ]) {
       expect(refusal(register)).toMatchObject({ status: 400, code: 'invalid_name' });
     }
     expect(() => router.setMirror('production', 'v\r\n', 1)).toThrow(RoutingError);
@@ -49,13 +63,20 @@ describe('routing names', () => {
 
   it('looks up only what the table holds', () => {
     const router = new Router(table());
-    expect(refusal(() => router.registerPolicy('v2', { backend: 'constructor', model: 'm' }))).toMatchObject({ status: 400, message: expect.stringMatching(/unknown backend constructor/) });
+    expect(refusal(() => router.registerPolicy('v2', { backend: 'constructor', model: 'm' }))).toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/unknown backend constructor/),
+    });
     expect(refusal(() => router.setAlias('staging', 'constructor'))).toMatchObject({ status: 404 });
     expect(refusal(() => router.pause('toString'))).toMatchObject({ status: 404 });
     expect(router.routesOf('constructor')).toBeUndefined();
     expect(router.admit('production', 'r1').route.policyVersion).toBe('v1');
     // A backend that is really called "constructor" is as good as any other.
-    const own = new Router({ backends: { constructor: { endpoints: ['http://a/v1'], tokenIds: true, logprobs: true } }, policies: { constructor: { backend: 'constructor', model: 'm' } }, aliases: { toString: 'constructor' } });
+    const own = new Router({
+      backends: { constructor: { endpoints: ['http://a/v1'], tokenIds: true, logprobs: true } },
+      policies: { constructor: { backend: 'constructor', model: 'm' } },
+      aliases: { toString: 'constructor' },
+    });
     expect(own.admit('toString', 'r1').route).toMatchObject({ policyVersion: 'constructor', endpoint: 'http://a/v1' });
   });
 });
@@ -75,17 +96,25 @@ describe('gateway routing in the config', () => {
     expect(problems({ backends, policies: { v1: { backend: 'constructor', model: 'm' } } })).toEqual([
       'gateway.policies.v1.backend: got "constructor"; expected a backend defined in gateway.backends (known: vllm)',
     ]);
-    expect(problems({ backends, policies: { v1: { backend: 'vllm', model: 'm' } }, aliases: { production: '__proto__' } })).toEqual([
+    expect(
+      problems({ backends, policies: { v1: { backend: 'vllm', model: 'm' } }, aliases: { production: '__proto__' } }),
+    ).toEqual([
       'gateway.aliases.production: got "__proto__"; expected a policy version defined in gateway.policies (known: v1)',
     ]);
   });
 
   it('names follow the routing name rule', () => {
-    const listed = problems(JSON.parse('{"backends": {"vllm": {"endpoints": ["http://gpu-1:8000/v1"]}, "b c": {"endpoints": ["http://gpu-1:8000/v1"]}}, "policies": {"v\\r\\nX: 1": {"backend": "vllm", "model": "m"}}}'));
+    const listed = problems(
+      JSON.parse(
+        '{"backends": {"vllm": {"endpoints": ["http://gpu-1:8000/v1"]}, "b c": {"endpoints": ["http://gpu-1:8000/v1"]}}, "policies": {"v\\r\\nX: 1": {"backend": "vllm", "model": "m"}}}',
+      ),
+    );
     expect(listed).toEqual([
       expect.stringMatching(/^gateway\.backends\.b c: "b c" is not a usable name: use 1 to 200 ASCII letters, digits/),
       expect.stringMatching(/^gateway\.policies\.v\r\nX: 1: "v\\r\\nX: 1" is not a usable name/),
     ]);
-    expect(problems(JSON.parse('{"aliases": {"__proto__": "v1"}}'))).toEqual(['gateway.aliases."__proto__": the key is "__proto__", which no setting or name may be']);
+    expect(problems(JSON.parse('{"aliases": {"__proto__": "v1"}}'))).toEqual([
+      'gateway.aliases."__proto__": the key is "__proto__", which no setting or name may be',
+    ]);
   });
 });

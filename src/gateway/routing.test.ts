@@ -11,7 +11,11 @@ const table: RoutingTable = {
 describe('Router', () => {
   it('resolves an alias or a version to the policy, its backend model and an endpoint', () => {
     const router = new Router(table);
-    expect(router.admit('production', 'r1').route).toMatchObject({ policyVersion: 'v1', model: 'base', backendName: 'vllm' });
+    expect(router.admit('production', 'r1').route).toMatchObject({
+      policyVersion: 'v1',
+      model: 'base',
+      backendName: 'vllm',
+    });
     expect(router.admit('v2', 'r1').route).toMatchObject({ policyVersion: 'v2', model: 'lora-2' });
     expect(() => router.admit('gpt-4', 'r1')).toThrow('The model `gpt-4` does not exist.');
     // No model, as vLLM takes it: the rollout's pinned version, else production.
@@ -24,10 +28,14 @@ describe('Router', () => {
   it('keeps a rollout on one endpoint and spreads rollouts over all of them', () => {
     fc.assert(
       fc.property(fc.string({ minLength: 1 }), (rolloutId) => {
-        expect(stickyEndpoint(table.backends.vllm!.endpoints, rolloutId)).toBe(stickyEndpoint(table.backends.vllm!.endpoints, rolloutId));
+        expect(stickyEndpoint(table.backends.vllm!.endpoints, rolloutId)).toBe(
+          stickyEndpoint(table.backends.vllm!.endpoints, rolloutId),
+        );
       }),
     );
-    const used = new Set(Array.from({ length: 200 }, (_, i) => stickyEndpoint(table.backends.vllm!.endpoints, `rollout-${i}`)));
+    const used = new Set(
+      Array.from({ length: 200 }, (_, i) => stickyEndpoint(table.backends.vllm!.endpoints, `rollout-${i}`)),
+    );
     expect(used).toEqual(new Set(table.backends.vllm!.endpoints));
   });
 
@@ -36,9 +44,15 @@ describe('Router', () => {
     const a = router.admit('production', 'r1');
     const b = router.admit('v1', 'r2');
     router.pause('v1');
-    expect(() => router.admit('production', 'r3')).toThrow(expect.objectContaining({ status: 429, retryAfterSeconds: 7 }));
+    expect(() => router.admit('production', 'r3')).toThrow(
+      expect.objectContaining({ status: 429, retryAfterSeconds: 7 }),
+    );
     expect(router.admit('candidate', 'r3').route.policyVersion).toBe('v2');
-    expect(router.status().find((p) => p.policyVersion === 'v1')).toMatchObject({ inFlight: 2, paused: true, aliases: ['production'] });
+    expect(router.status().find((p) => p.policyVersion === 'v1')).toMatchObject({
+      inFlight: 2,
+      paused: true,
+      aliases: ['production'],
+    });
     let drained = false;
     const draining = router.drain('v1').then(() => (drained = true));
     a.release();
@@ -54,12 +68,21 @@ describe('Router', () => {
 
   it('mirrors an alias to a candidate for unpinned calls through the alias only', () => {
     const router = new Router({ ...table, policies: { ...table.policies, v3: { backend: 'vllm', model: 'lora-3' } } });
-    expect(router.setMirror('production', 'v3')).toEqual({ alias: 'production', incumbent: 'v1', candidate: 'v3', sampleRate: 1 });
+    expect(router.setMirror('production', 'v3')).toEqual({
+      alias: 'production',
+      incumbent: 'v1',
+      candidate: 'v3',
+      sampleRate: 1,
+    });
     expect(router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v1', candidate: 'v3', sampleRate: 1 }]);
 
     const mirrored = router.admit('production', 'r1');
     expect(mirrored.route.policyVersion).toBe('v1');
-    expect(mirrored.mirror).toMatchObject({ policyVersion: 'v3', model: 'lora-3', endpoint: stickyEndpoint(table.backends.vllm!.endpoints, 'r1') });
+    expect(mirrored.mirror).toMatchObject({
+      policyVersion: 'v3',
+      model: 'lora-3',
+      endpoint: stickyEndpoint(table.backends.vllm!.endpoints, 'r1'),
+    });
     // By version, through another alias, or pinned (Rein's own traffic): not production's calls.
     expect(router.admit('v1', 'r1').mirror).toBeUndefined();
     expect(router.admit('candidate', 'r1').mirror).toBeUndefined();
@@ -78,8 +101,15 @@ describe('Router', () => {
 
   it('refuses a mirror of an unknown alias or to an unregistered candidate, naming the fix', () => {
     const router = new Router(table);
-    expect(() => router.setMirror('staging', 'v2')).toThrow(expect.objectContaining({ status: 404, message: expect.stringContaining('known aliases: production, candidate') }));
-    expect(() => router.setMirror('production', 'v9')).toThrow(expect.objectContaining({ status: 404, message: expect.stringContaining('PUT /api/policies/v9') }));
+    expect(() => router.setMirror('staging', 'v2')).toThrow(
+      expect.objectContaining({
+        status: 404,
+        message: expect.stringContaining('known aliases: production, candidate'),
+      }),
+    );
+    expect(() => router.setMirror('production', 'v9')).toThrow(
+      expect.objectContaining({ status: 404, message: expect.stringContaining('PUT /api/policies/v9') }),
+    );
     expect(() => router.setMirror('constructor', 'v2')).toThrow(/alias constructor does not exist/);
     expect(() => router.admit('constructor', 'r1')).toThrow(/does not exist/);
     expect(router.mirrors()).toEqual([]);
@@ -107,10 +137,16 @@ describe('Router', () => {
   });
 
   it('rejects a table whose references dangle', () => {
-    expect(() => new Router({ ...table, aliases: { production: 'v9' } })).toThrow(/alias production points at unknown policy v9/);
-    expect(() => new Router({ ...table, mirrors: { production: { candidate: 'v9', sampleRate: 1 }, staging: { candidate: 'v1', sampleRate: 1 } } })).toThrow(
-      /alias production is mirrored to unknown policy v9; mirror of alias staging, which does not exist/,
+    expect(() => new Router({ ...table, aliases: { production: 'v9' } })).toThrow(
+      /alias production points at unknown policy v9/,
     );
+    expect(
+      () =>
+        new Router({
+          ...table,
+          mirrors: { production: { candidate: 'v9', sampleRate: 1 }, staging: { candidate: 'v1', sampleRate: 1 } },
+        }),
+    ).toThrow(/alias production is mirrored to unknown policy v9; mirror of alias staging, which does not exist/);
   });
 
   it('mirrors a sample of rollouts, each one whole, when asked for less than all', () => {
@@ -128,6 +164,7 @@ describe('Router', () => {
     expect(share).toBeGreaterThan(0.2);
     expect(share).toBeLessThan(0.3);
     // A rollout in the sample has every call mirrored, one outside none.
-    for (const id of ids.slice(0, 50)) expect([mirrored(id), mirrored(id), mirrored(id)].every((m) => m === mirrored(id))).toBe(true);
+    for (const id of ids.slice(0, 50))
+      expect([mirrored(id), mirrored(id), mirrored(id)].every((m) => m === mirrored(id))).toBe(true);
   });
 });

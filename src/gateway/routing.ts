@@ -127,7 +127,8 @@ export class Router {
    * rollouts are Rein's own training and evaluation traffic, not production's.
    */
   setMirror(alias: string, candidateVersion: string, sampleRate = 1): Mirror {
-    if (!(sampleRate > 0 && sampleRate <= 1)) throw new RoutingError(`sampleRate must be in (0, 1], got ${sampleRate}`, 400, 'invalid_sample_rate');
+    if (!(sampleRate > 0 && sampleRate <= 1))
+      throw new RoutingError(`sampleRate must be in (0, 1], got ${sampleRate}`, 400, 'invalid_sample_rate');
     if (!Object.hasOwn(this.table.aliases, alias)) {
       const known = Object.keys(this.table.aliases).join(', ') || '(none)';
       throw new RoutingError(
@@ -143,7 +144,10 @@ export class Router {
         'policy_not_found',
       );
     }
-    this.update({ ...this.table, mirrors: { ...this.table.mirrors, [alias]: { candidate: candidateVersion, sampleRate } } });
+    this.update({
+      ...this.table,
+      mirrors: { ...this.table.mirrors, [alias]: { candidate: candidateVersion, sampleRate } },
+    });
     return this.mirrorOf(alias) as Mirror;
   }
 
@@ -174,15 +178,28 @@ export class Router {
    * call counts as in flight on the candidate (so draining it waits for shadows too) until
    * mirror.release() runs.
    */
-  admit(model: unknown, rolloutId: string, pinnedVersion?: string): { route: Route; release: () => void; mirror?: MirrorRoute } {
+  admit(
+    model: unknown,
+    rolloutId: string,
+    pinnedVersion?: string,
+  ): { route: Route; release: () => void; mirror?: MirrorRoute } {
     // As vLLM serves a request without a model with its one model: the rollout's pinned version, else production.
-    if (model === undefined || model === null) model = pinnedVersion ?? (Object.hasOwn(this.table.aliases, 'production') ? 'production' : undefined);
+    if (model === undefined || model === null)
+      model = pinnedVersion ?? (Object.hasOwn(this.table.aliases, 'production') ? 'production' : undefined);
     if (typeof model !== 'string' || model === '') {
-      throw new RoutingError('the request names no model; set "model" to a policy alias or version', 400, 'model_missing');
+      throw new RoutingError(
+        'the request names no model; set "model" to a policy alias or version',
+        400,
+        'model_missing',
+      );
     }
     // Own properties only: a model named "constructor" is unknown, not Object's.
     const viaAlias = Object.hasOwn(this.table.aliases, model);
-    const requested = viaAlias ? own(this.table.aliases, model) : Object.hasOwn(this.table.policies, model) ? model : undefined;
+    const requested = viaAlias
+      ? own(this.table.aliases, model)
+      : Object.hasOwn(this.table.policies, model)
+        ? model
+        : undefined;
     if (!requested) {
       // The backend's words: what else is served is for those who may list the models to ask.
       throw new RoutingError(`The model \`${model}\` does not exist.`, 404, 'model_not_found');
@@ -230,7 +247,14 @@ export class Router {
     return new Promise((resolve) => state.drained.push(resolve));
   }
 
-  status(): Array<{ policyVersion: string; model: string; backend: string; paused: boolean; inFlight: number; aliases: string[] }> {
+  status(): Array<{
+    policyVersion: string;
+    model: string;
+    backend: string;
+    paused: boolean;
+    inFlight: number;
+    aliases: string[];
+  }> {
     return Object.entries(this.table.policies).map(([policyVersion, policy]) => {
       const state = this.stateOf(policyVersion);
       return {
@@ -251,7 +275,13 @@ export class Router {
     const policy = own(this.table.policies, policyVersion);
     if (!policy) return undefined;
     const backend = own(this.table.backends, policy.backend) as BackendSpec;
-    return backend.endpoints.map((endpoint) => ({ policyVersion, model: policy.model, backendName: policy.backend, backend, endpoint }));
+    return backend.endpoints.map((endpoint) => ({
+      policyVersion,
+      model: policy.model,
+      backendName: policy.backend,
+      backend,
+      endpoint,
+    }));
   }
 
   /** Counts a call in flight on a policy (known to be in the table) and routes it. */
@@ -281,7 +311,12 @@ export class Router {
   private mirrorOf(alias: string): Mirror | undefined {
     const mirror = own(this.table.mirrors, alias);
     if (!mirror) return undefined;
-    return { alias, incumbent: own(this.table.aliases, alias) as string, candidate: mirror.candidate, sampleRate: mirror.sampleRate };
+    return {
+      alias,
+      incumbent: own(this.table.aliases, alias) as string,
+      candidate: mirror.candidate,
+      sampleRate: mirror.sampleRate,
+    };
   }
 
   private requirePolicy(policyVersion: string): void {
@@ -326,14 +361,17 @@ function validateTable(table: RoutingTable): void {
     if (backend.endpoints.length === 0) problems.push(`backend ${name} has no endpoints`);
   }
   for (const [version, policy] of Object.entries(table.policies)) {
-    if (!own(table.backends, policy.backend)) problems.push(`policy ${version} names unknown backend ${policy.backend}`);
+    if (!own(table.backends, policy.backend))
+      problems.push(`policy ${version} names unknown backend ${policy.backend}`);
   }
   for (const [alias, version] of Object.entries(table.aliases)) {
     if (!own(table.policies, version)) problems.push(`alias ${alias} points at unknown policy ${version}`);
   }
   for (const [alias, { candidate }] of Object.entries(table.mirrors ?? {})) {
-    if (!Object.hasOwn(table.aliases, alias)) problems.push(`mirror of alias ${alias}, which does not exist (clear it first: DELETE /api/mirrors/${alias})`);
+    if (!Object.hasOwn(table.aliases, alias))
+      problems.push(`mirror of alias ${alias}, which does not exist (clear it first: DELETE /api/mirrors/${alias})`);
     if (!own(table.policies, candidate)) problems.push(`alias ${alias} is mirrored to unknown policy ${candidate}`);
   }
-  if (problems.length) throw new RoutingError(`invalid gateway routing: ${problems.join('; ')}`, 400, 'invalid_routing');
+  if (problems.length)
+    throw new RoutingError(`invalid gateway routing: ${problems.join('; ')}`, 400, 'invalid_routing');
 }

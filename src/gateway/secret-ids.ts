@@ -14,25 +14,36 @@ import { redact, type RedactionRule } from './redact.js';
  *
  * @param requestRedacted whether redaction changed anything in the request as journaled
  */
-export function withoutSecretIds<T extends Partial<Pick<CallFinish, 'response' | 'promptIds' | 'choices'>>>(result: T, requestRedacted: boolean, rules: readonly RedactionRule[]): T {
+export function withoutSecretIds<T extends Partial<Pick<CallFinish, 'response' | 'promptIds' | 'choices'>>>(
+  result: T,
+  requestRedacted: boolean,
+  rules: readonly RedactionRule[],
+): T {
   const out: T = { ...result };
   if (requestRedacted && out.promptIds) out.promptIds = null;
   if (result.response === undefined) return out;
   const response = result.response;
   let redacted = redact(response, rules) as JsonObject;
-  if (requestRedacted && isObject(redacted) && redacted.prompt_logprobs != null) redacted = { ...redacted, prompt_logprobs: null };
+  if (requestRedacted && isObject(redacted) && redacted.prompt_logprobs != null)
+    redacted = { ...redacted, prompt_logprobs: null };
   out.response = redacted;
   if (redacted === response) return out;
   const changed = changedChoices(response, redacted);
   const hit = (position: number | undefined) => changed === 'all' || position === undefined || changed.has(position);
   if (Array.isArray(redacted.choices)) {
-    redacted.choices = (redacted.choices as unknown[]).map((choice, position) => (hit(position) && isObject(choice) && choice.logprobs != null ? { ...choice, logprobs: null } : choice));
+    redacted.choices = (redacted.choices as unknown[]).map((choice, position) =>
+      hit(position) && isObject(choice) && choice.logprobs != null ? { ...choice, logprobs: null } : choice,
+    );
   }
   if (!out.choices?.length) return out;
   // Choices' tokens are in the order of their index (see extractTokens).
-  const byIndex = (isObject(response) && Array.isArray(response.choices) ? (response.choices as unknown[]) : []).map((choice, position) => ({ position, index: indexOf(choice, position) }));
+  const byIndex = (isObject(response) && Array.isArray(response.choices) ? (response.choices as unknown[]) : []).map(
+    (choice, position) => ({ position, index: indexOf(choice, position) }),
+  );
   byIndex.sort((a, b) => a.index - b.index);
-  out.choices = out.choices.map((choice, order) => (hit(byIndex[order]?.position) ? { ...choice, completionIds: null, logprobs: null } : choice));
+  out.choices = out.choices.map((choice, order) =>
+    hit(byIndex[order]?.position) ? { ...choice, completionIds: null, logprobs: null } : choice,
+  );
   return out;
 }
 
@@ -42,7 +53,8 @@ export function withoutSecretIds<T extends Partial<Pick<CallFinish, 'response' |
  */
 function changedChoices(response: unknown, redacted: JsonObject): Set<number> | 'all' {
   if (!isObject(response) || !Array.isArray(response.choices) || !Array.isArray(redacted.choices)) return 'all';
-  for (const key of Object.keys(redacted)) if (key !== 'choices' && key !== 'prompt_logprobs' && redacted[key] !== response[key]) return 'all';
+  for (const key of Object.keys(redacted))
+    if (key !== 'choices' && key !== 'prompt_logprobs' && redacted[key] !== response[key]) return 'all';
   const changed = new Set<number>();
   (redacted.choices as unknown[]).forEach((choice, position) => {
     if (choice !== (response.choices as unknown[])[position]) changed.add(position);

@@ -68,7 +68,8 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   const store = new RedactingStore(options.store, options.redaction ?? []);
   const metrics = new GatewayMetrics();
   const log = options.logger ?? createLogger('warn', 'gateway');
-  const tracing = options.tracing && new GatewayTracing(options.tracing, { store, redaction: options.redaction ?? [], log });
+  const tracing =
+    options.tracing && new GatewayTracing(options.tracing, { store, redaction: options.redaction ?? [], log });
   const proxy = new ModelCallProxy({
     store,
     router,
@@ -94,7 +95,13 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   const app = buildApp(options, context);
 
   const startedAt = Date.now();
-  const lostCalls = options.markLostCalls === false ? 0 : await store.markLostCalls(startedAt, 'the gateway stopped while this call was in flight (found by the next gateway on start)');
+  const lostCalls =
+    options.markLostCalls === false
+      ? 0
+      : await store.markLostCalls(
+          startedAt,
+          'the gateway stopped while this call was in flight (found by the next gateway on start)',
+        );
   const url = await app.listen({ host: listen.host, port: listen.port });
   publicUrl ||= url;
   return {
@@ -115,13 +122,21 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
 /** The gateway's HTTP server: Rein's error shape everywhere, and its routes by concern. */
 function buildApp(options: GatewayOptions, context: GatewayContext): FastifyInstance {
   // Route parameters as long as the longest rollout id and routing name (Fastify's default, 100, answered 414).
-  const app = Fastify({ bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024, logger: false, ...connectionOptions(options.requestTimeoutMs ?? 30_000), routerOptions: { maxParamLength: Math.max(ROLLOUT_ID_MAX_LENGTH, ROUTING_NAME_MAX_LENGTH) } });
+  const app = Fastify({
+    bodyLimit: options.bodyLimitBytes ?? 32 * 1024 * 1024,
+    logger: false,
+    ...connectionOptions(options.requestTimeoutMs ?? 30_000),
+    routerOptions: { maxParamLength: Math.max(ROLLOUT_ID_MAX_LENGTH, ROUTING_NAME_MAX_LENGTH) },
+  });
   jsonBodyParser(app, context.rawBodies);
   app.setErrorHandler((err, req, reply) => {
     const described = describeError(err);
     const { status, code, message, headers } = described;
     const callId = isGatewayFailure(described) ? logGatewayFailure(context.log, err, req, reply.raw) : undefined;
-    void reply.code(status).headers(headers).send(errorBody(status, code, callId === undefined ? message : `${message} (call ${callId})`));
+    void reply
+      .code(status)
+      .headers(headers)
+      .send(errorBody(status, code, callId === undefined ? message : `${message} (call ${callId})`));
   });
   // Errors Fastify raises before any route (a URL it cannot decode, a parameter too long) in Rein's shape too.
   app.setNotFoundHandler((req, reply) => {

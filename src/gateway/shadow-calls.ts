@@ -5,7 +5,14 @@ import type { Dispatcher } from 'undici';
 import type { CallEndpoint, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
 import { classify, journalShare, parseJson } from './backend-reply.js';
 import { MAX_JSON_DEPTH } from './json-text.js';
-import { extractTokens, responseProblem, stripInjected, upstreamRequest, withoutTokenIds, type Injected } from './openai-shapes.js';
+import {
+  extractTokens,
+  responseProblem,
+  stripInjected,
+  upstreamRequest,
+  withoutTokenIds,
+  type Injected,
+} from './openai-shapes.js';
 import type { JsonObject } from './openai-types.js';
 import type { ProxiedCall } from './proxied-call.js';
 import type { RedactionRule } from './redact.js';
@@ -13,7 +20,14 @@ import type { MirrorRoute, Route } from './routing.js';
 import { withoutSecretIds } from './secret-ids.js';
 
 /** Sends a request to a route's backend (ModelCallProxy's pools). */
-export type SendToBackend = (route: Route, endpoint: CallEndpoint, text: string, harnessHeaders: IncomingHttpHeaders, stream: boolean, signal: AbortSignal) => Promise<Dispatcher.ResponseData>;
+export type SendToBackend = (
+  route: Route,
+  endpoint: CallEndpoint,
+  text: string,
+  harnessHeaders: IncomingHttpHeaders,
+  stream: boolean,
+  signal: AbortSignal,
+) => Promise<Dispatcher.ResponseData>;
 
 /**
  * Mirror mode's shadow calls: a mirrored call also goes to the candidate, in the background, and
@@ -41,7 +55,13 @@ export class ShadowCalls {
     await Promise.all([...this.shadows]);
   }
 
-  start(call: ProxiedCall, incumbent: Route, candidate: MirrorRoute, primaryCallId: string, receivedForJournal: JsonObject): void {
+  start(
+    call: ProxiedCall,
+    incumbent: Route,
+    candidate: MirrorRoute,
+    primaryCallId: string,
+    receivedForJournal: JsonObject,
+  ): void {
     if (this.closing.signal.aborted) {
       // Shutting down: a shadow sent now could not be journaled before the store closes.
       candidate.release();
@@ -69,11 +89,20 @@ export class ShadowCalls {
   ): Promise<void> {
     const { store, redaction } = this;
     // Always non-streamed: nobody reads it as it arrives, and one body is simpler to time out and journal.
-    const { sent, sentText, injected } = upstreamRequest(call.endpoint, call.body, call.text, candidate.model, candidate.backend, true);
+    const { sent, sentText, injected } = upstreamRequest(
+      call.endpoint,
+      call.body,
+      call.text,
+      candidate.model,
+      candidate.backend,
+      true,
+    );
     const startedAt = Date.now();
     const t0 = performance.now();
     const sentForJournal = journalShare(sent, call.body, receivedForJournal, redaction);
-    const record = (result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>) =>
+    const record = (
+      result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>,
+    ) =>
       store.recordShadowCall({
         id: `shadow-${randomUUID()}`,
         primaryCallId,
@@ -96,7 +125,11 @@ export class ShadowCalls {
       await this.shadowExchange(call, candidate, sentText, injected, record, overloaded);
     } catch (err) {
       // Whatever went wrong, the mirrored call is counted: the report must see every one.
-      await record({ upstreamStatus: null, errorClass: 'gateway_error', errorMessage: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
+      await record({
+        upstreamStatus: null,
+        errorClass: 'gateway_error',
+        errorMessage: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      });
     }
   }
 
@@ -105,7 +138,9 @@ export class ShadowCalls {
     candidate: MirrorRoute,
     sentText: string,
     injected: Injected,
-    record: (result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>) => Promise<void>,
+    record: (
+      result: Pick<ShadowCallRecord, 'upstreamStatus' | 'errorClass' | 'errorMessage'> & Partial<ShadowCallRecord>,
+    ) => Promise<void>,
     overloaded: boolean,
   ): Promise<void> {
     if (overloaded) {
@@ -122,7 +157,11 @@ export class ShadowCalls {
       const failure = signal.aborted
         ? { errorClass: 'gateway_closed' as const, message: 'the gateway closed before the candidate answered' }
         : classify(err, signal, afterHeaders);
-      return record({ upstreamStatus, errorClass: failure.errorClass as ShadowCallRecord['errorClass'], errorMessage: failure.message });
+      return record({
+        upstreamStatus,
+        errorClass: failure.errorClass as ShadowCallRecord['errorClass'],
+        errorMessage: failure.message,
+      });
     };
     let upstream;
     try {
@@ -148,7 +187,9 @@ export class ShadowCalls {
       return;
     }
     const response = parseJson(text);
-    const problem = response ? responseProblem(call.endpoint, response) : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
+    const problem = response
+      ? responseProblem(call.endpoint, response)
+      : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
     if (!response || problem) {
       await record({
         upstreamStatus: upstream.statusCode,
@@ -159,6 +200,12 @@ export class ShadowCalls {
     }
     const { choices } = extractTokens(call.endpoint, response);
     stripInjected(response, injected);
-    await record({ upstreamStatus: upstream.statusCode, response: withoutTokenIds(response), choices, errorClass: null, errorMessage: null });
+    await record({
+      upstreamStatus: upstream.statusCode,
+      response: withoutTokenIds(response),
+      choices,
+      errorClass: null,
+      errorMessage: null,
+    });
   }
 }

@@ -46,7 +46,8 @@ export class SseParser {
 function dataOf(raw: string): string | null {
   // Most events are one `data: …` line and the blank line that ends them.
   const firstBreak = raw.indexOf('\n');
-  if (firstBreak === raw.length - 2 && raw.startsWith('data: ') && raw.charCodeAt(firstBreak - 1) !== 13) return raw.slice(6, firstBreak);
+  if (firstBreak === raw.length - 2 && raw.startsWith('data: ') && raw.charCodeAt(firstBreak - 1) !== 13)
+    return raw.slice(6, firstBreak);
   const lines = raw.split(/\r?\n/).filter((line) => line.startsWith('data:'));
   if (lines.length === 0) return null;
   return lines.map((line) => line.slice(line.startsWith('data: ') ? 6 : 5)).join('\n');

@@ -1,7 +1,16 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { CallEndpoint, CallErrorClass } from '../store/trace-store.js';
 import { classify, parseJson, relayedHeaders, type Finish } from './backend-reply.js';
-import { anythingInjected, extractTokens, responseProblem, stripInjected, stripInjectedText, usageFromTokens, withoutTokenIds, type Injected } from './openai-shapes.js';
+import {
+  anythingInjected,
+  extractTokens,
+  responseProblem,
+  stripInjected,
+  stripInjectedText,
+  usageFromTokens,
+  withoutTokenIds,
+  type Injected,
+} from './openai-shapes.js';
 import type { ProxiedCall } from './proxied-call.js';
 import { SseParser } from './sse.js';
 import { StreamAssembler } from './stream-assembler.js';
@@ -43,7 +52,9 @@ export async function relayStream(
           continue;
         }
         const chunk = parseJson(event.data);
-        const problem = chunk ? responseProblem(call.endpoint, chunk, true) : 'an event whose data is not a JSON object';
+        const problem = chunk
+          ? responseProblem(call.endpoint, chunk, true)
+          : 'an event whose data is not a JSON object';
         if (!chunk || problem) {
           // Relayed as it came (the harness would have had it without the gateway); the call is not one to learn from.
           badChunk ??= problem ?? undefined;
@@ -71,9 +82,16 @@ export async function relayStream(
     failure = classify(err, call.signal, true);
   }
   if (!failure && badChunk !== undefined) {
-    failure = { errorClass: 'upstream_bad_response', message: `the backend's stream holds a chunk the gateway cannot read: ${badChunk}` };
+    failure = {
+      errorClass: 'upstream_bad_response',
+      message: `the backend's stream holds a chunk the gateway cannot read: ${badChunk}`,
+    };
   }
-  await finishAssembled(call.endpoint, assembler, injected, finish, { upstreamStatus: upstream.statusCode, ttftMs, failure });
+  await finishAssembled(call.endpoint, assembler, injected, finish, {
+    upstreamStatus: upstream.statusCode,
+    ttftMs,
+    failure,
+  });
   if (failure && failure.errorClass !== 'upstream_bad_response') {
     // The harness sees a broken stream, as it would have from the backend directly.
     res.destroy();
@@ -88,7 +106,11 @@ async function finishAssembled(
   assembler: StreamAssembler,
   injected: Injected,
   finish: Finish,
-  outcome: { upstreamStatus: number; ttftMs: number | null; failure: { errorClass: CallErrorClass; message: string } | undefined },
+  outcome: {
+    upstreamStatus: number;
+    ttftMs: number | null;
+    failure: { errorClass: CallErrorClass; message: string } | undefined;
+  },
 ): Promise<void> {
   const assembled = assembler.response();
   const tokens = extractTokens(endpoint, assembled);

@@ -18,13 +18,22 @@ export function clientErrorAnswer(shape: ClientErrorShape): (err: Error & { code
     const [status, code, message] = describeClientError(err, shape.timeoutSetting);
     if (!socket.writable) return void socket.destroy();
     const body = JSON.stringify(shape.body(status, code, message));
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   };
 }
 
-function describeClientError(err: Error & { code?: string }, timeoutSetting: string | undefined): [number, string, string] {
+function describeClientError(
+  err: Error & { code?: string },
+  timeoutSetting: string | undefined,
+): [number, string, string] {
   if (err.code === 'HPE_HEADER_OVERFLOW') {
-    return [431, 'request_too_large', 'the request line and headers are over the size limit; send a shorter URL (fewer or shorter query parameters) and fewer headers'];
+    return [
+      431,
+      'request_too_large',
+      'the request line and headers are over the size limit; send a shorter URL (fewer or shorter query parameters) and fewer headers',
+    ];
   }
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
     const setting = timeoutSetting ? ` (${timeoutSetting})` : '';

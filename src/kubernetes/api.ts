@@ -28,7 +28,7 @@ export function messageOf(err: unknown): string {
     }
   }
   if (body && typeof body === 'object' && 'message' in body) return String((body as { message: unknown }).message);
-  return err instanceof Error ? err.message.split('\n')[0] ?? '' : String(err);
+  return err instanceof Error ? (err.message.split('\n')[0] ?? '') : String(err);
 }
 
 export function retryAfterMs(err: unknown): number | undefined {
@@ -45,7 +45,10 @@ export function isTransient(err: unknown): boolean {
 
 /** The newest of a Job's pods, by time: a watched pod's creationTimestamp is text, a listed one's a Date. */
 export function newestPodOf(pods: readonly V1Pod[]): V1Pod | undefined {
-  return [...pods].sort((a, b) => new Date(b.metadata?.creationTimestamp ?? 0).getTime() - new Date(a.metadata?.creationTimestamp ?? 0).getTime())[0];
+  return [...pods].sort(
+    (a, b) =>
+      new Date(b.metadata?.creationTimestamp ?? 0).getTime() - new Date(a.metadata?.creationTimestamp ?? 0).getTime(),
+  )[0];
 }
 
 /** Why a Job that never started has no pod: only the Job controller's events say, and a worker's Role cannot read events. */

@@ -20,7 +20,10 @@ export interface TemplateRules {
 }
 
 /** The container Rein runs its program in: the named one, else the first. */
-export function programContainer(containers: readonly V1Container[], name: string | undefined): V1Container | undefined {
+export function programContainer(
+  containers: readonly V1Container[],
+  name: string | undefined,
+): V1Container | undefined {
   return name === undefined ? containers[0] : containers.find((c) => c.name === name);
 }
 
@@ -28,21 +31,27 @@ export function programContainer(containers: readonly V1Container[], name: strin
 export function jobTemplateProblems(job: V1Job, containerName: string | undefined, rules: TemplateRules): string[] {
   if (job === null || typeof job !== 'object' || Array.isArray(job)) return ['is not a YAML mapping (a Job manifest)'];
   const problems: string[] = [];
-  if (job.apiVersion !== 'batch/v1' || job.kind !== 'Job') problems.push(`must be apiVersion batch/v1, kind Job (got ${job.apiVersion}, ${job.kind})`);
+  if (job.apiVersion !== 'batch/v1' || job.kind !== 'Job')
+    problems.push(`must be apiVersion batch/v1, kind Job (got ${job.apiVersion}, ${job.kind})`);
   const podSpec = job.spec?.template?.spec;
   const containers = podSpec?.containers;
   if (!Array.isArray(containers) || containers.length === 0) {
     problems.push(`has no spec.template.spec.containers; give at least the ${rules.program} container`);
     return problems;
   }
-  if (!programContainer(containers, containerName)) problems.push(`has no container named "${containerName}" (it has ${containers.map((c) => c.name).join(', ')})`);
+  if (!programContainer(containers, containerName))
+    problems.push(`has no container named "${containerName}" (it has ${containers.map((c) => c.name).join(', ')})`);
   const unnamed = containers.findIndex((c) => typeof c?.name !== 'string' || c.name === '');
   if (unnamed >= 0) problems.push(`spec.template.spec.containers[${unnamed}] has no name`);
   if (podSpec?.restartPolicy !== undefined && podSpec.restartPolicy !== 'Never') {
-    problems.push(`sets restartPolicy ${podSpec.restartPolicy}; remove it (Rein runs each attempt once, restartPolicy Never)`);
+    problems.push(
+      `sets restartPolicy ${podSpec.restartPolicy}; remove it (Rein runs each attempt once, restartPolicy Never)`,
+    );
   }
-  if (job.spec?.backoffLimit !== undefined && job.spec.backoffLimit !== 0) problems.push(`sets backoffLimit ${job.spec.backoffLimit}; remove it (${rules.retries})`);
-  if ((job.spec?.completions ?? 1) !== 1 || (job.spec?.parallelism ?? 1) !== 1) problems.push(`must run one pod (completions and parallelism 1)${rules.onePod}`);
+  if (job.spec?.backoffLimit !== undefined && job.spec.backoffLimit !== 0)
+    problems.push(`sets backoffLimit ${job.spec.backoffLimit}; remove it (${rules.retries})`);
+  if ((job.spec?.completions ?? 1) !== 1 || (job.spec?.parallelism ?? 1) !== 1)
+    problems.push(`must run one pod (completions and parallelism 1)${rules.onePod}`);
   return problems;
 }
 
@@ -51,7 +60,10 @@ export function jobTemplateProblems(job: V1Job, containerName: string | undefine
  * `resultFileEnv` naming its termination message file, where the program writes its result; a
  * crash leaves the log's end there instead.
  */
-export function withReinEnvironment(container: V1Container, defaults: { image: string; env: Record<string, string>; resultFileEnv: string }): V1Container {
+export function withReinEnvironment(
+  container: V1Container,
+  defaults: { image: string; env: Record<string, string>; resultFileEnv: string },
+): V1Container {
   const resultFile = container.terminationMessagePath ?? '/dev/termination-log';
   const env: Record<string, string> = { ...defaults.env, [defaults.resultFileEnv]: resultFile };
   return {
@@ -59,7 +71,10 @@ export function withReinEnvironment(container: V1Container, defaults: { image: s
     image: container.image ?? defaults.image,
     terminationMessagePath: resultFile,
     terminationMessagePolicy: container.terminationMessagePolicy ?? 'FallbackToLogsOnError',
-    env: [...(container.env ?? []).filter((e: V1EnvVar) => !(e.name in env)), ...Object.entries(env).map(([name, value]) => ({ name, value }))],
+    env: [
+      ...(container.env ?? []).filter((e: V1EnvVar) => !(e.name in env)),
+      ...Object.entries(env).map(([name, value]) => ({ name, value })),
+    ],
   };
 }
 

@@ -20,12 +20,17 @@ export function fillPlaceholders(value: unknown, values: Readonly<Record<string,
     return value.replace(/\{\{\s*([A-Za-z]+)\s*\}\}/g, (_match, name: string) => {
       const replacement = values[name];
       if (replacement === undefined) {
-        throw new JobTemplateError(`uses {{${name}}}, which Rein does not know; the placeholders are ${Object.keys(values).map((p) => `{{${p}}}`).join(', ')}`);
+        throw new JobTemplateError(
+          `uses {{${name}}}, which Rein does not know; the placeholders are ${Object.keys(values)
+            .map((p) => `{{${p}}}`)
+            .join(', ')}`,
+        );
       }
       return replacement;
     });
   }
   if (Array.isArray(value)) return value.map((v) => fillPlaceholders(v, values));
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fillPlaceholders(v, values)]));
+  if (value !== null && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fillPlaceholders(v, values)]));
   return value;
 }

@@ -10,11 +10,22 @@ const digest = (value: unknown) => createHash('sha256').update(canonicalJson(val
  * declared version and what runs it) and the settings that shape what the harness sees and how
  * it is scored. Two entries with equal keys ran in the same environment.
  */
-export function environmentKeys(taskSetSha256: string, verifier: VerifierSettings, rollouts: RolloutSettings, harnessEnv: Record<string, string> = {}): LedgerKeys['environment'] {
+export function environmentKeys(
+  taskSetSha256: string,
+  verifier: VerifierSettings,
+  rollouts: RolloutSettings,
+  harnessEnv: Record<string, string> = {},
+): LedgerKeys['environment'] {
   const { version, ...program } = verifier;
   return {
     taskSet: taskSetSha256.slice(0, 16),
     verifier: `${version ?? 'unversioned'}@${digest(programSpec(program))}`,
-    config: digest({ hiddenFields: rollouts.hiddenFields, rewardWeights: rollouts.rewardWeights, refusalPatterns: rollouts.refusalPatterns ?? null, maxAttempts: rollouts.maxAttempts, harnessEnv }),
+    config: digest({
+      hiddenFields: rollouts.hiddenFields,
+      rewardWeights: rollouts.rewardWeights,
+      refusalPatterns: rollouts.refusalPatterns ?? null,
+      maxAttempts: rollouts.maxAttempts,
+      harnessEnv,
+    }),
   };
 }

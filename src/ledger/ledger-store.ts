@@ -72,7 +72,15 @@ export class SqlLedger implements LedgerStore {
     const { id, kind, runId, iteration, decisionId, ...rest } = entry;
     await this.db
       .insertInto('ledger')
-      .values({ id, kind, run_id: runId, iteration, decision_id: decisionId, entry: JSON.stringify(rest), at: Date.now() })
+      .values({
+        id,
+        kind,
+        run_id: runId,
+        iteration,
+        decision_id: decisionId,
+        entry: JSON.stringify(rest),
+        at: Date.now(),
+      })
       .onConflict((oc) => oc.column('id').doNothing())
       .execute();
     return (await this.get(id)) as LedgerEntry;

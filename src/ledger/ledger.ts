@@ -41,13 +41,20 @@ export interface LedgerEntry extends LedgerKeys {
   at: string;
 }
 
-export function ledgerMetrics(facts: readonly RolloutFacts[], acceptReward: number, elapsedSeconds: number): LedgerMetrics {
+export function ledgerMetrics(
+  facts: readonly RolloutFacts[],
+  acceptReward: number,
+  elapsedSeconds: number,
+): LedgerMetrics {
   // The gate's rule: a rollout the machinery lost is not a failure of the policy.
   const scored = facts.filter(isScored);
   return {
     rollouts: facts.length,
     unscored: facts.length - scored.length,
-    acceptedRate: scored.length === 0 ? 0 : scored.filter((f) => f.reward !== null && f.reward >= acceptReward).length / scored.length,
+    acceptedRate:
+      scored.length === 0
+        ? 0
+        : scored.filter((f) => f.reward !== null && f.reward >= acceptReward).length / scored.length,
     tokens: facts.reduce((s, f) => s + f.tokens, 0),
     elapsedSeconds,
     toolErrors: facts.reduce((s, f) => s + f.toolErrors, 0),
@@ -60,7 +67,10 @@ export function ledgerMetrics(facts: readonly RolloutFacts[], acceptReward: numb
 export type LedgerName = 'model' | 'harness' | 'environment';
 
 /** Which of the three ledgers differ between two entries, field by field. */
-export function ledgerChanges(a: LedgerKeys, b: LedgerKeys): Record<LedgerName, Array<{ field: string; from: unknown; to: unknown }>> {
+export function ledgerChanges(
+  a: LedgerKeys,
+  b: LedgerKeys,
+): Record<LedgerName, Array<{ field: string; from: unknown; to: unknown }>> {
   const diff = (x: Record<string, unknown>, y: Record<string, unknown>) =>
     Object.keys({ ...x, ...y })
       .filter((k) => x[k] !== y[k])
@@ -95,5 +105,13 @@ export interface LedgerRow {
 
 export function toEntry(row: LedgerRow): LedgerEntry {
   const rest = JSON.parse(row.entry) as Omit<LedgerEntry, 'id' | 'kind' | 'runId' | 'iteration' | 'decisionId' | 'at'>;
-  return { id: row.id, kind: row.kind, runId: row.run_id, iteration: row.iteration, decisionId: row.decision_id, ...rest, at: new Date(Number(row.at)).toISOString() };
+  return {
+    id: row.id,
+    kind: row.kind,
+    runId: row.run_id,
+    iteration: row.iteration,
+    decisionId: row.decision_id,
+    ...rest,
+    at: new Date(Number(row.at)).toISOString(),
+  };
 }

@@ -26,7 +26,11 @@ const activityFailure = () =>
     '7',
     RetryState.IN_PROGRESS,
     undefined,
-    ApplicationFailure.create({ message: 'only 12.0 MiB free under /data, below the floor of 1.0 GiB', type: 'DiskSpaceError', cause: Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }) }),
+    ApplicationFailure.create({
+      message: 'only 12.0 MiB free under /data, below the floor of 1.0 GiB',
+      type: 'DiskSpaceError',
+      cause: Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }),
+    }),
   );
 
 describe('createLogger', () => {
@@ -41,10 +45,13 @@ describe('createLogger', () => {
         name: 'ActivityFailure',
         message: 'Activity task failed',
         stack: expect.stringContaining('ActivityFailure: Activity task failed'),
-        causes: ['ApplicationFailure (DiskSpaceError): only 12.0 MiB free under /data, below the floor of 1.0 GiB', 'Error (ENOSPC): ENOSPC: no space left on device, write'],
+        causes: [
+          'ApplicationFailure (DiskSpaceError): only 12.0 MiB free under /data, below the floor of 1.0 GiB',
+          'Error (ENOSPC): ENOSPC: no space left on device, write',
+        ],
       },
     });
-    expect(((line?.error as { stack: string }).stack.split('\n')).length).toBeLessThanOrEqual(6);
+    expect((line?.error as { stack: string }).stack.split('\n').length).toBeLessThanOrEqual(6);
   });
 
   it('writes an ApplicationFailure with its failure type, and `err` the same way', () => {
@@ -63,7 +70,12 @@ describe('the Temporal SDK logger bridge', () => {
     const { logger, lines } = capture();
     temporalLogger(logger).warn('Activity failed', { error: activityFailure(), durationMs: 12 });
     const [line] = lines();
-    expect(line).toMatchObject({ component: 'temporal-sdk', msg: 'Activity failed', durationMs: 12, error: { message: 'Activity task failed' } });
+    expect(line).toMatchObject({
+      component: 'temporal-sdk',
+      msg: 'Activity failed',
+      durationMs: 12,
+      error: { message: 'Activity task failed' },
+    });
     expect((line?.error as { causes: string[] }).causes[0]).toContain('DiskSpaceError');
   });
 });

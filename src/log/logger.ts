@@ -4,14 +4,23 @@ import type { LogLevel } from './config.js';
 export type Logger = PinoLogger;
 
 /** Logs go to stderr as JSON lines, so stdout stays for a command's results. */
-export function createLogger(level: LogLevel, name = 'rein', destination: DestinationStream = pino.destination(2)): Logger {
+export function createLogger(
+  level: LogLevel,
+  name = 'rein',
+  destination: DestinationStream = pino.destination(2),
+): Logger {
   return pino(
     {
       name,
       level,
       // JSON.stringify writes an Error as {}; pino's own serializer covers only the `err` key,
       // while the Temporal SDK and others log theirs under `error` and more.
-      formatters: { log: (fields) => Object.fromEntries(Object.entries(fields).map(([key, value]) => [key, value instanceof Error ? errorFields(value) : value])) },
+      formatters: {
+        log: (fields) =>
+          Object.fromEntries(
+            Object.entries(fields).map(([key, value]) => [key, value instanceof Error ? errorFields(value) : value]),
+          ),
+      },
       serializers: { err: (value: unknown) => (value instanceof Error ? errorFields(value) : value) },
     },
     destination,
@@ -42,7 +51,11 @@ export function errorFields(err: Error): ErrorFields {
   if (err.stack) fields.stack = err.stack.split('\n').slice(0, STACK_LINES).join('\n');
   const causes: string[] = [];
   const seen = new Set<unknown>([err]);
-  for (let cause = err.cause; cause !== undefined && cause !== null && !seen.has(cause); cause = cause instanceof Error ? cause.cause : undefined) {
+  for (
+    let cause = err.cause;
+    cause !== undefined && cause !== null && !seen.has(cause);
+    cause = cause instanceof Error ? cause.cause : undefined
+  ) {
     seen.add(cause);
     if (cause instanceof Error) {
       const label = kind(cause).type ?? kind(cause).code;

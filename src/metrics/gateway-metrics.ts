@@ -77,7 +77,13 @@ export class GatewayMetrics {
   }
 
   /** A call's journal entry is complete (with its outcome). */
-  callFinished(endpoint: CallEndpoint, errorClass: CallErrorClass | null, latencyMs: number, ttftMs: number | null, usage: unknown): void {
+  callFinished(
+    endpoint: CallEndpoint,
+    errorClass: CallErrorClass | null,
+    latencyMs: number,
+    ttftMs: number | null,
+    usage: unknown,
+  ): void {
     const s = this.seriesOf(endpoint, errorClass);
     s.calls.inc();
     s.seconds.observe(latencyMs / 1000);
@@ -114,5 +120,8 @@ function tokensOf(usage: unknown): { prompt: number; completion: number } {
   if (usage === null || typeof usage !== 'object') return { prompt: 0, completion: 0 };
   const u = usage as Record<string, unknown>;
   const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0);
-  return { prompt: count(u.prompt_tokens ?? u.input_tokens), completion: count(u.completion_tokens ?? u.output_tokens) };
+  return {
+    prompt: count(u.prompt_tokens ?? u.input_tokens),
+    completion: count(u.completion_tokens ?? u.output_tokens),
+  };
 }

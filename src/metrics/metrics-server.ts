@@ -13,7 +13,12 @@ export interface MetricsServer {
  * A server of its own for /metrics, for a process that serves nothing else over HTTP (the
  * worker). No auth: it binds where the config says (loopback by default), as exporters do.
  */
-export async function startMetricsServer(registry: Registry, listen: { host: string; port: number }, service: string, setting: string): Promise<MetricsServer> {
+export async function startMetricsServer(
+  registry: Registry,
+  listen: { host: string; port: number },
+  service: string,
+  setting: string,
+): Promise<MetricsServer> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
@@ -22,12 +27,19 @@ export async function startMetricsServer(registry: Registry, listen: { host: str
     }
     exposition(registry).then(
       ({ contentType, text }) => res.writeHead(200, { 'content-type': contentType }).end(text),
-      (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`collecting metrics failed: ${err.message}\n`),
+      (err: Error) =>
+        res.writeHead(500, { 'content-type': 'text/plain' }).end(`collecting metrics failed: ${err.message}\n`),
     );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? new Error(`${service} metrics: port ${listen.port} on ${listen.host} is in use; choose another with ${setting}`) : err),
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new Error(
+              `${service} metrics: port ${listen.port} on ${listen.host} is in use; choose another with ${setting}`,
+            )
+          : err,
+      ),
     );
     server.listen(listen.port, listen.host, resolve);
   });

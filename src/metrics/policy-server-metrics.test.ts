@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parseExposition, valueOf } from '../../test/helpers/prometheus.js';
 import { PolicyServerMetrics } from './policy-server-metrics.js';
 
-const depth = async (metrics: PolicyServerMetrics) => valueOf(parseExposition(await metrics.registry.metrics()), 'rein_policy_server_queue_depth');
+const depth = async (metrics: PolicyServerMetrics) =>
+  valueOf(parseExposition(await metrics.registry.metrics()), 'rein_policy_server_queue_depth');
 
 describe('the policy server queue depth', () => {
   it('counts each row from queued to finished or failed, and hands its promise back as it was', async () => {

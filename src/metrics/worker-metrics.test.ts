@@ -5,7 +5,15 @@ import { WorkerMetrics } from './worker-metrics.js';
 describe('the trainer metrics a worker exposes', () => {
   it('are the numbers the trainer reported for the last update; one it did not report keeps its value', async () => {
     const metrics = new WorkerMetrics();
-    metrics.policyUpdated({ steps: 4, loss: 0.5, approxKl: 0.01, clipFraction: 0.2, entropy: 1.5, gradNorm: 0.9, seconds: 3 });
+    metrics.policyUpdated({
+      steps: 4,
+      loss: 0.5,
+      approxKl: 0.01,
+      clipFraction: 0.2,
+      entropy: 1.5,
+      gradNorm: 0.9,
+      seconds: 3,
+    });
     metrics.policyUpdated({ steps: 2, loss: -0.25, approxKl: 0.02, clipFraction: 0.1, entropy: 1.25, gradNorm: 'n/a' });
     const samples = parseExposition(await metrics.registry.metrics());
     expect(valueOf(samples, 'rein_trainer_updates_total')).toBe(2);

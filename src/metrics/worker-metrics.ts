@@ -10,8 +10,14 @@ export interface RolloutSetCounts {
 /** The trainer's numbers as it reports them for one policy update (the registry's trainerMetrics). */
 const TRAINER_GAUGES = {
   loss: ['rein_trainer_loss', 'PPO-clip loss of the last policy update, as the trainer reports it'],
-  approxKl: ['rein_trainer_approx_kl', 'Approximate KL divergence of the last policy update from the policy that sampled'],
-  clipFraction: ['rein_trainer_clip_fraction', 'Share of trained tokens whose ratio was clipped in the last policy update'],
+  approxKl: [
+    'rein_trainer_approx_kl',
+    'Approximate KL divergence of the last policy update from the policy that sampled',
+  ],
+  clipFraction: [
+    'rein_trainer_clip_fraction',
+    'Share of trained tokens whose ratio was clipped in the last policy update',
+  ],
   entropy: ['rein_trainer_entropy', 'Mean entropy of the policy over trained tokens in the last policy update'],
   gradNorm: ['rein_trainer_grad_norm', 'Gradient norm (before clipping) of the last policy update'],
 } as const;
@@ -59,7 +65,10 @@ export class WorkerMetrics {
     registers: [this.registry],
   });
   private readonly trainer = Object.fromEntries(
-    Object.entries(TRAINER_GAUGES).map(([key, [name, help]]) => [key, new Gauge({ name, help, registers: [this.registry] })]),
+    Object.entries(TRAINER_GAUGES).map(([key, [name, help]]) => [
+      key,
+      new Gauge({ name, help, registers: [this.registry] }),
+    ]),
   ) as Record<keyof typeof TRAINER_GAUGES, Gauge>;
 
   activityStarted(activity: string): void {
@@ -73,7 +82,8 @@ export class WorkerMetrics {
 
   rolloutSetDone(mode: string, counts: RolloutSetCounts): void {
     for (const [status, n] of Object.entries(counts.byStatus)) this.rollouts.labels(mode, status).inc(n);
-    for (const [failureClass, n] of Object.entries(counts.byFailureClass)) this.rolloutFailures.labels(mode, failureClass).inc(n);
+    for (const [failureClass, n] of Object.entries(counts.byFailureClass))
+      this.rolloutFailures.labels(mode, failureClass).inc(n);
   }
 
   /** A policy update's metrics as the trainer wrote them; a number it did not report leaves its gauge as it was. */

@@ -12,7 +12,11 @@ const LONGEST_PAUSE_MS = 30_000;
  * `rein promote`, the API): rollback, or promotion. Retried here with the workflows' backoff,
  * since no Temporal activity carries it; never throws: a failed delivery is only reported.
  */
-export async function notifyAliasMove(settings: NotificationSettings, move: AliasMove, report: (problem: string) => void): Promise<void> {
+export async function notifyAliasMove(
+  settings: NotificationSettings,
+  move: AliasMove,
+  report: (problem: string) => void,
+): Promise<void> {
   const { webhook } = settings;
   const { change } = move;
   const name = change.operation === 'rollback' ? 'rollback' : change.operation === 'promote' ? 'promotion' : undefined;
@@ -21,7 +25,12 @@ export async function notifyAliasMove(settings: NotificationSettings, move: Alia
     event: name,
     id: `alias-change.${change.alias}.${change.id}`,
     at: new Date(change.at).toISOString(),
-    versions: { from: change.from, to: change.to, production: change.to, ...(name === 'promotion' && { candidate: change.to, ...(change.from && { incumbent: change.from }) }) },
+    versions: {
+      from: change.from,
+      to: change.to,
+      production: change.to,
+      ...(name === 'promotion' && { candidate: change.to, ...(change.from && { incumbent: change.from }) }),
+    },
     ...(change.reason && { reasons: [change.reason] }),
     ...(change.decisionId && { decisionId: change.decisionId }),
     actor: change.actor,
@@ -30,7 +39,11 @@ export async function notifyAliasMove(settings: NotificationSettings, move: Alia
   await deliverWithRetries(webhook, event, report);
 }
 
-async function deliverWithRetries(webhook: WebhookSettings, event: NotificationEvent, report: (problem: string) => void): Promise<void> {
+async function deliverWithRetries(
+  webhook: WebhookSettings,
+  event: NotificationEvent,
+  report: (problem: string) => void,
+): Promise<void> {
   let pause = FIRST_PAUSE_MS;
   for (let attempt = 1; ; attempt++) {
     try {
@@ -39,10 +52,14 @@ async function deliverWithRetries(webhook: WebhookSettings, event: NotificationE
     } catch (err) {
       const message = (err as Error).message;
       if (err instanceof WebhookSetupError || attempt === TRIES) {
-        report(`the ${event.event} notification ${event.id} was not delivered${attempt > 1 ? ` after ${attempt} tries` : ''}: ${message}`);
+        report(
+          `the ${event.event} notification ${event.id} was not delivered${attempt > 1 ? ` after ${attempt} tries` : ''}: ${message}`,
+        );
         return;
       }
-      report(`the ${event.event} notification ${event.id} failed (try ${attempt} of ${TRIES}), trying again in ${pause / 1000} s: ${message}`);
+      report(
+        `the ${event.event} notification ${event.id} failed (try ${attempt} of ${TRIES}), trying again in ${pause / 1000} s: ${message}`,
+      );
       await new Promise((resolve) => setTimeout(resolve, pause));
       pause = Math.min(pause * 2, LONGEST_PAUSE_MS);
     }

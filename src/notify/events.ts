@@ -17,7 +17,14 @@ export interface NotificationEvent {
    * candidate: the version judged; incumbent: production's when it was judged; production: what
    * serves now; parent: the version a failed run was training from; from/to: a rollback's move.
    */
-  versions: { candidate?: string; incumbent?: string; production?: string; parent?: string; from?: string | null; to?: string };
+  versions: {
+    candidate?: string;
+    incumbent?: string;
+    production?: string;
+    parent?: string;
+    from?: string | null;
+    to?: string;
+  };
   /** The gate's verdict (pass, fail, insufficient) and its reasons. */
   verdict?: string;
   reasons?: string[];
@@ -41,20 +48,34 @@ export const webhookSettingsSchema = z.strictObject({
     .string()
     .min(1)
     .optional()
-    .describe('Environment variable holding a secret: each body is signed with it, X-Rein-Signature: sha256=<HMAC-SHA256 of the body, hex>'),
+    .describe(
+      'Environment variable holding a secret: each body is signed with it, X-Rein-Signature: sha256=<HMAC-SHA256 of the body, hex>',
+    ),
   headersFromEnv: z
     .record(z.string().regex(/^[A-Za-z0-9-]+$/, 'an HTTP header name'), z.string().min(1))
     .default({})
     .describe('Extra headers, each read from an environment variable: {"Authorization": "MY_WEBHOOK_AUTH"}'),
-  timeoutMs: z.number().int().min(100).max(60_000).default(10_000).describe('Longest wait for the receiver to answer one try'),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(100)
+    .max(60_000)
+    .default(10_000)
+    .describe('Longest wait for the receiver to answer one try'),
 });
 
 export const notificationsSchema = z.strictObject({
-  webhook: webhookSettingsSchema.optional().describe('A webhook called on promotion, refusal, rollback and failed runs; retried with backoff, never failing the run'),
+  webhook: webhookSettingsSchema
+    .optional()
+    .describe(
+      'A webhook called on promotion, refusal, rollback and failed runs; retried with backoff, never failing the run',
+    ),
   temporalUiUrl: z
     .url()
     .optional()
-    .describe("The Temporal Web UI's address, for links to workflows in notifications (default: the embedded dev server's UI when Rein runs it)"),
+    .describe(
+      "The Temporal Web UI's address, for links to workflows in notifications (default: the embedded dev server's UI when Rein runs it)",
+    ),
 });
 
 export type WebhookSettings = z.output<typeof webhookSettingsSchema>;

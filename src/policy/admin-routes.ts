@@ -20,15 +20,32 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptio
   const adminKeyHash = options.adminKey ? sha256Hex(options.adminKey) : undefined;
   const requireAdmin = (authorization: string | undefined) => {
     if (!adminKeyHash) {
-      throw new HttpError(403, 'PermissionDeniedError', 'loading and unloading versions is off on this server: start it with an admin key (REIN_POLICY_SERVER_KEY, or `rein policy serve --admin-key-env NAME`)');
+      throw new HttpError(
+        403,
+        'PermissionDeniedError',
+        'loading and unloading versions is off on this server: start it with an admin key (REIN_POLICY_SERVER_KEY, or `rein policy serve --admin-key-env NAME`)',
+      );
     }
     const given = /^Bearer (.+)$/.exec(authorization ?? '')?.[1] ?? '';
-    if (!matchesHash(given, adminKeyHash)) throw new HttpError(401, 'AuthenticationError', 'loading and unloading versions needs the admin key: send Authorization: Bearer <key>');
+    if (!matchesHash(given, adminKeyHash))
+      throw new HttpError(
+        401,
+        'AuthenticationError',
+        'loading and unloading versions needs the admin key: send Authorization: Bearer <key>',
+      );
   };
 
   app.get('/v1/models', async (): Promise<ModelList> => ({
     object: 'list',
-    data: models.entries().map(([id, c]) => ({ id, object: 'model', created: 0, owned_by: 'rein', root: id, parent: null, max_model_len: c.config.maxPositions })),
+    data: models.entries().map(([id, c]) => ({
+      id,
+      object: 'model',
+      created: 0,
+      owned_by: 'rein',
+      root: id,
+      parent: null,
+      max_model_len: c.config.maxPositions,
+    })),
   }));
 
   const loadBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1) });

@@ -26,13 +26,19 @@ describe('the embedded policy tokenizer', () => {
         messages: [
           { role: 'system', content: 'calc' },
           { role: 'user', content: '6*7?' },
-          { role: 'assistant', content: null, tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'calc', arguments: '{"x":"6*7"}' } }] },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'calc', arguments: '{"x":"6*7"}' } }],
+          },
           { role: 'tool', tool_call_id: 'call_0', content: '42' },
         ],
       },
       true,
     );
-    expect(text).toBe('<|system|>calc<|end|><|user|>6*7?<|end|><|assistant|><tool_call>calc{"x":"6*7"}</tool_call><|end|><|tool|>42<|end|><|assistant|>');
+    expect(text).toBe(
+      '<|system|>calc<|end|><|user|>6*7?<|end|><|assistant|><tool_call>calc{"x":"6*7"}</tool_call><|end|><|tool|>42<|end|><|assistant|>',
+    );
   });
 
   it('keeps the prompt prefix across tool-use turns, so the turns merge into one sequence', () => {
@@ -40,7 +46,11 @@ describe('the embedded policy tokenizer', () => {
     const generated1 = '<tool_call>calc{"x":"6*7"}</tool_call><|end|>';
     const parsed = parseToolCalls(generated1.replace('<|end|>', ''));
     const turn2: ChatRequest = {
-      messages: [...turn1.messages, { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls }, { role: 'tool', tool_call_id: 'call_0', content: '42' }],
+      messages: [
+        ...turn1.messages,
+        { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls },
+        { role: 'tool', tool_call_id: 'call_0', content: '42' },
+      ],
     };
     const call = (callId: string, request: ChatRequest, completion: string) => ({
       callId,
@@ -60,12 +70,17 @@ describe('parseToolCalls', () => {
       content: 'Let me check.',
       toolCalls: [{ id: 'call_0', type: 'function', function: { name: 'calc', arguments: '{"x":"1+1"}' } }],
     });
-    expect(parseToolCalls('<tool_call>a{}</tool_call><tool_call>b{"k":1}</tool_call>').toolCalls.map((c) => c.function.name)).toEqual(['a', 'b']);
+    expect(
+      parseToolCalls('<tool_call>a{}</tool_call><tool_call>b{"k":1}</tool_call>').toolCalls.map((c) => c.function.name),
+    ).toEqual(['a', 'b']);
     expect(parseToolCalls('<tool_call>a{}</tool_call>').content).toBeNull();
   });
 
   it('leaves a malformed call in the content', () => {
-    expect(parseToolCalls('<tool_call>calc{"x":</tool_call>')).toEqual({ content: '<tool_call>calc{"x":</tool_call>', toolCalls: [] });
+    expect(parseToolCalls('<tool_call>calc{"x":</tool_call>')).toEqual({
+      content: '<tool_call>calc{"x":</tool_call>',
+      toolCalls: [],
+    });
     expect(parseToolCalls('The answer is 42')).toEqual({ content: 'The answer is 42', toolCalls: [] });
   });
 });

@@ -97,7 +97,10 @@ export function tokenizerConfig(): object {
     model_max_length: 512,
     chat_template: CHAT_TEMPLATE,
     added_tokens_decoder: Object.fromEntries(
-      SPECIAL_TOKENS.map((content, i) => [String(256 + i), { content, special: true, normalized: false, lstrip: false, rstrip: false, single_word: false }]),
+      SPECIAL_TOKENS.map((content, i) => [
+        String(256 + i),
+        { content, special: true, normalized: false, lstrip: false, rstrip: false, single_word: false },
+      ]),
     ),
   };
 }
@@ -122,7 +125,11 @@ export function parseToolCalls(text: string, callIdPrefix = 'call'): ParsedReply
     } catch {
       return whole;
     }
-    toolCalls.push({ id: `${callIdPrefix}_${toolCalls.length}`, type: 'function', function: { name, arguments: args } });
+    toolCalls.push({
+      id: `${callIdPrefix}_${toolCalls.length}`,
+      type: 'function',
+      function: { name, arguments: args },
+    });
     return '';
   });
   return { content: content === '' && toolCalls.length > 0 ? null : content, toolCalls };

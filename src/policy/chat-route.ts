@@ -4,7 +4,16 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { parseToolCalls } from './chat-format.js';
 import type { Checkpoint } from './checkpoint.js';
-import { generateRows, nothingEmitted, replyText, samplingFields, settledLength, stopHoldBack, type Emitted, type Generator } from './generation.js';
+import {
+  generateRows,
+  nothingEmitted,
+  replyText,
+  samplingFields,
+  settledLength,
+  stopHoldBack,
+  type Emitted,
+  type Generator,
+} from './generation.js';
 import type { ChatChunkBody, ChatLogprobs, ChatReply } from './openai-replies.js';
 import { usageOf } from './openai-replies.js';
 import { startStream, streamed } from './policy-http.js';
@@ -54,12 +63,24 @@ export async function chatRoute(app: FastifyInstance, options: ChatRouteOptions)
 function messageOf(call: ChatCall, state: GenerationState) {
   const text = replyText(call.checkpoint, state);
   const parsed = call.withTools ? parseToolCalls(text) : { content: text, toolCalls: [] };
-  return { parsed, finish: parsed.toolCalls.length > 0 ? ('tool_calls' as const) : (state.finishReason as 'stop' | 'length') };
+  return {
+    parsed,
+    finish: parsed.toolCalls.length > 0 ? ('tool_calls' as const) : (state.finishReason as 'stop' | 'length'),
+  };
 }
 
 function logprobsOf(call: ChatCall, ids: number[], logprobs: number[]): ChatLogprobs {
   const { tokenizer } = call.checkpoint;
-  return call.body.logprobs ? { content: ids.map((id, i) => ({ token: tokenizer.decode([id]), logprob: logprobs[i] as number, bytes: null, top_logprobs: [] })) } : null;
+  return call.body.logprobs
+    ? {
+        content: ids.map((id, i) => ({
+          token: tokenizer.decode([id]),
+          logprob: logprobs[i] as number,
+          bytes: null,
+          top_logprobs: [],
+        })),
+      }
+    : null;
 }
 
 async function chatReply(generator: Generator, call: ChatCall): Promise<ChatReply> {
@@ -73,7 +94,11 @@ async function chatReply(generator: Generator, call: ChatCall): Promise<ChatRepl
       const { parsed, finish } = messageOf(call, state);
       return {
         index,
-        message: { role: 'assistant', content: parsed.content, ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls }) },
+        message: {
+          role: 'assistant',
+          content: parsed.content,
+          ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls }),
+        },
         logprobs: logprobsOf(call, state.ids, state.logprobs),
         finish_reason: finish,
         stop_reason: state.stopReason,
@@ -90,7 +115,9 @@ async function streamChat(generator: Generator, call: ChatCall, reply: FastifyRe
   const { body, prompt, checkpoint } = call;
   let res: ServerResponse | undefined;
   // Rows of a failed stream may still be going: nothing goes out after its end.
-  const send = (chunk: ChatChunkBody) => !res?.writableEnded && res?.write(`data: ${JSON.stringify({ ...call.head, object: 'chat.completion.chunk', ...chunk })}\n\n`);
+  const send = (chunk: ChatChunkBody) =>
+    !res?.writableEnded &&
+    res?.write(`data: ${JSON.stringify({ ...call.head, object: 'chat.completion.chunk', ...chunk })}\n\n`);
   const n = body.n ?? 1;
   const emitted = nothingEmitted(n);
   const holdBack = stopHoldBack(body.stop);
@@ -119,7 +146,12 @@ async function streamChat(generator: Generator, call: ChatCall, reply: FastifyRe
   res = startStream(reply);
   await streamed(res, async () => {
     send({
-      choices: Array.from({ length: n }, (_, index) => ({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })),
+      choices: Array.from({ length: n }, (_, index) => ({
+        index,
+        delta: { role: 'assistant', content: '' },
+        logprobs: null,
+        finish_reason: null,
+      })),
       ...(body.return_token_ids && { prompt_token_ids: prompt }),
     });
     let completionTokens = 0;
@@ -145,7 +177,9 @@ function lastChunk(call: ChatCall, state: GenerationState, choice: number, mark:
         index: choice,
         delta: {
           ...(rest && { content: rest }),
-          ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls.map((toolCall, index) => ({ index, ...toolCall })) }),
+          ...(parsed.toolCalls.length > 0 && {
+            tool_calls: parsed.toolCalls.map((toolCall, index) => ({ index, ...toolCall })),
+          }),
         },
         logprobs: logprobsOf(call, ids, state.logprobs.slice(mark.tokens)),
         finish_reason: finish,

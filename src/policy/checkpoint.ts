@@ -39,12 +39,19 @@ const qwen3ConfigSchema = z
     max_position_embeddings: positive,
     rms_norm_eps: z.number().positive().default(1e-6),
     rope_theta: z.number().positive().optional(),
-    rope_parameters: z.object({ rope_type: z.string().default('default'), rope_theta: z.number().positive().optional() }).passthrough().nullish(),
+    rope_parameters: z
+      .object({ rope_type: z.string().default('default'), rope_theta: z.number().positive().optional() })
+      .passthrough()
+      .nullish(),
     rope_scaling: z.object({ rope_type: z.string().optional(), type: z.string().optional() }).passthrough().nullish(),
     tie_word_embeddings: z.boolean().default(false),
     hidden_act: z.literal('silu').default('silu'),
-    attention_bias: z.literal(false, { message: 'attention biases are not supported by the embedded policy' }).default(false),
-    use_sliding_window: z.literal(false, { message: 'sliding-window attention is not supported by the embedded policy' }).default(false),
+    attention_bias: z
+      .literal(false, { message: 'attention biases are not supported by the embedded policy' })
+      .default(false),
+    use_sliding_window: z
+      .literal(false, { message: 'sliding-window attention is not supported by the embedded policy' })
+      .default(false),
   })
   .passthrough();
 
@@ -58,7 +65,9 @@ const adapterConfigSchema = z
     use_rslora: z.boolean().default(false),
     use_dora: z.literal(false, { message: 'DoRA adapters are not supported' }).default(false),
     fan_in_fan_out: z.literal(false, { message: 'fan_in_fan_out adapters are not supported' }).default(false),
-    bias: z.literal('none', { message: 'adapters that train biases are not supported (bias must be "none")' }).default('none'),
+    bias: z
+      .literal('none', { message: 'adapters that train biases are not supported (bias must be "none")' })
+      .default('none'),
     modules_to_save: z.null({ message: 'adapters with modules_to_save are not supported' }).nullish(),
     rank_pattern: z.record(z.string(), z.number()).default({}),
     alpha_pattern: z.record(z.string(), z.number()).default({}),
@@ -116,13 +125,24 @@ export function hfConfig(c: ModelConfig): Record<string, unknown> {
   };
 }
 
-const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'generation_config.json', 'chat_template.jinja'];
+const TOKENIZER_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+  'generation_config.json',
+  'chat_template.jinja',
+];
 
 /**
  * Writes a full model folder. The tokenizer files are copied from `tokenizerFrom` (the parent's,
  * byte for byte, so batches built with it still match) or, for a new base, generated.
  */
-export function saveCheckpoint(dir: string, model: Qwen3Model, info: Record<string, unknown> = {}, options: { tokenizerFrom?: string } = {}): void {
+export function saveCheckpoint(
+  dir: string,
+  model: Qwen3Model,
+  info: Record<string, unknown> = {},
+  options: { tokenizerFrom?: string } = {},
+): void {
   mkdirSync(dir, { recursive: true });
   const write = (name: string, data: string | Buffer) => {
     const tmp = path.join(dir, `.${name}.tmp`);
@@ -132,12 +152,16 @@ export function saveCheckpoint(dir: string, model: Qwen3Model, info: Record<stri
   write('model.safetensors', encodeSafetensors(model.toTensors(), { format: 'pt' }));
   if (options.tokenizerFrom) {
     for (const name of TOKENIZER_FILES) {
-      if (existsSync(path.join(options.tokenizerFrom, name))) copyFileSync(path.join(options.tokenizerFrom, name), path.join(dir, name));
+      if (existsSync(path.join(options.tokenizerFrom, name)))
+        copyFileSync(path.join(options.tokenizerFrom, name), path.join(dir, name));
     }
   } else {
     write('tokenizer.json', JSON.stringify(tokenizerJson()));
     write('tokenizer_config.json', `${JSON.stringify(tokenizerConfig(), null, 2)}\n`);
-    write('generation_config.json', `${JSON.stringify({ eos_token_id: specialTokenId(END_OF_TURN), pad_token_id: specialTokenId('<|endoftext|>') }, null, 2)}\n`);
+    write(
+      'generation_config.json',
+      `${JSON.stringify({ eos_token_id: specialTokenId(END_OF_TURN), pad_token_id: specialTokenId('<|endoftext|>') }, null, 2)}\n`,
+    );
   }
   write('rein.json', `${JSON.stringify(info, null, 2)}\n`);
   // config.json last: its presence marks a complete checkpoint.
@@ -163,10 +187,15 @@ export function readModelConfig(dir: string): ModelConfig {
   if (!parsed.success) throw issues(file, parsed.error);
   const p = parsed.data;
   if (p.model_type !== 'qwen3') {
-    throw new Error(`${file}: model_type is ${p.model_type}; the embedded policy runs Qwen3ForCausalLM (model_type qwen3) — serve other architectures with vLLM`);
+    throw new Error(
+      `${file}: model_type is ${p.model_type}; the embedded policy runs Qwen3ForCausalLM (model_type qwen3) — serve other architectures with vLLM`,
+    );
   }
   const ropeType = p.rope_parameters?.rope_type ?? p.rope_scaling?.rope_type ?? p.rope_scaling?.type ?? 'default';
-  if (ropeType !== 'default') throw new Error(`${file}: rope type ${ropeType} is not supported by the embedded policy (only default rotary positions)`);
+  if (ropeType !== 'default')
+    throw new Error(
+      `${file}: rope type ${ropeType} is not supported by the embedded policy (only default rotary positions)`,
+    );
   return {
     vocabSize: p.vocab_size,
     hiddenSize: p.hidden_size,
@@ -187,10 +216,14 @@ function readWeights(dir: string): Record<string, Tensor> {
   const single = path.join(dir, 'model.safetensors');
   if (existsSync(single)) return decodeSafetensors(readFileSync(single)).tensors;
   const indexFile = path.join(dir, 'model.safetensors.index.json');
-  if (!existsSync(indexFile)) throw new Error(`${dir} has no model.safetensors (nor a model.safetensors.index.json); save the model with safetensors`);
+  if (!existsSync(indexFile))
+    throw new Error(
+      `${dir} has no model.safetensors (nor a model.safetensors.index.json); save the model with safetensors`,
+    );
   const index = readJson(indexFile, 'model.safetensors.index.json') as { weight_map?: Record<string, string> };
   const tensors: Record<string, Tensor> = {};
-  for (const shard of new Set(Object.values(index.weight_map ?? {}))) Object.assign(tensors, decodeSafetensors(readFileSync(path.join(dir, shard))).tensors);
+  for (const shard of new Set(Object.values(index.weight_map ?? {})))
+    Object.assign(tensors, decodeSafetensors(readFileSync(path.join(dir, shard))).tensors);
   return tensors;
 }
 
@@ -206,15 +239,25 @@ export function isAdapter(dir: string): boolean {
 /** For a local LoRA adapter folder, the base model folder it applies to; undefined for anything else. */
 export function adapterBaseOf(dir: string): string | undefined {
   if (!isAdapter(dir)) return undefined;
-  const base = (readJson(path.join(dir, 'adapter_config.json'), 'adapter_config.json') as { base_model_name_or_path?: unknown }).base_model_name_or_path;
+  const base = (
+    readJson(path.join(dir, 'adapter_config.json'), 'adapter_config.json') as { base_model_name_or_path?: unknown }
+  ).base_model_name_or_path;
   return typeof base === 'string' ? path.resolve(dir, base) : undefined;
 }
 
 export function loadCheckpoint(dir: string): Checkpoint {
   if (isAdapter(dir)) return loadAdapter(dir);
-  if (!existsSync(path.join(dir, 'config.json'))) throw new Error(`${dir} is not a policy checkpoint (no config.json or adapter_config.json)`);
+  if (!existsSync(path.join(dir, 'config.json')))
+    throw new Error(`${dir} is not a policy checkpoint (no config.json or adapter_config.json)`);
   const config = readModelConfig(dir);
-  return { dir, config, model: Qwen3Model.fromTensors(config, readWeights(dir)), tokenizer: ChatTokenizer.fromDirectory(dir), tokenizerDir: dir, info: readInfo(dir) };
+  return {
+    dir,
+    config,
+    model: Qwen3Model.fromTensors(config, readWeights(dir)),
+    tokenizer: ChatTokenizer.fromDirectory(dir),
+    tokenizerDir: dir,
+    info: readInfo(dir),
+  };
 }
 
 /** A LoRA adapter merged into its base: W ← W + s·B·A per target module, s = α/r (α/√r with rsLoRA). */
@@ -225,7 +268,9 @@ function loadAdapter(dir: string): Checkpoint {
   const a = parsed.data;
   const base = path.resolve(dir, a.base_model_name_or_path);
   if (isAdapter(base) || !existsSync(path.join(base, 'config.json'))) {
-    throw new Error(`${file}: base_model_name_or_path ${a.base_model_name_or_path} is not a local full model folder; an adapter for the embedded policy names the folder of its base model`);
+    throw new Error(
+      `${file}: base_model_name_or_path ${a.base_model_name_or_path} is not a local full model folder; an adapter for the embedded policy names the folder of its base model`,
+    );
   }
   const config = readModelConfig(base);
   const tensors = readWeights(base);
@@ -235,20 +280,31 @@ function loadAdapter(dir: string): Checkpoint {
   const modules = new Set<string>();
   for (const name of Object.keys(lora)) {
     const m = /^base_model\.model\.(.+)\.lora_([AB])(?:\.[^.]+)?\.weight$/.exec(name);
-    if (!m) throw new Error(`${adapterFile}: tensor ${name} is not a LoRA A/B weight of a linear layer (embedding adapters and extra modules are not supported)`);
+    if (!m)
+      throw new Error(
+        `${adapterFile}: tensor ${name} is not a LoRA A/B weight of a linear layer (embedding adapters and extra modules are not supported)`,
+      );
     modules.add(m[1] as string);
   }
-  const patternValue = (patterns: Record<string, number>, module: string) => Object.entries(patterns).find(([key]) => new RegExp(`(^|\\.)${key}$`).test(module))?.[1];
+  const patternValue = (patterns: Record<string, number>, module: string) =>
+    Object.entries(patterns).find(([key]) => new RegExp(`(^|\\.)${key}$`).test(module))?.[1];
   for (const module of modules) {
-    const find = (which: 'A' | 'B') => lora[`base_model.model.${module}.lora_${which}.weight`] ?? lora[`base_model.model.${module}.lora_${which}.default.weight`];
+    const find = (which: 'A' | 'B') =>
+      lora[`base_model.model.${module}.lora_${which}.weight`] ??
+      lora[`base_model.model.${module}.lora_${which}.default.weight`];
     const [A, B] = [find('A'), find('B')];
     const target = tensors[`${module}.weight`];
     if (!A || !B) throw new Error(`${adapterFile}: ${module} lacks its lora_A or lora_B weight`);
-    if (!target || target.shape.length !== 2) throw new Error(`${adapterFile}: ${module} is not a linear layer of the base model ${base}; the adapter was trained for another model`);
+    if (!target || target.shape.length !== 2)
+      throw new Error(
+        `${adapterFile}: ${module} is not a linear layer of the base model ${base}; the adapter was trained for another model`,
+      );
     const [out, inp] = target.shape as [number, number];
     const rank = A.shape[0] as number;
     if (A.shape.join('x') !== `${rank}x${inp}` || B.shape.join('x') !== `${out}x${rank}`) {
-      throw new Error(`${adapterFile}: ${module} has lora_A ${A.shape.join('x')} and lora_B ${B.shape.join('x')}, which do not fit the base weight ${out}x${inp}; the adapter was trained for another model`);
+      throw new Error(
+        `${adapterFile}: ${module} has lora_A ${A.shape.join('x')} and lora_B ${B.shape.join('x')}, which do not fit the base weight ${out}x${inp}; the adapter was trained for another model`,
+      );
     }
     const alpha = patternValue(a.alpha_pattern, module) ?? a.lora_alpha;
     const scale = a.use_rslora ? alpha / Math.sqrt(rank) : alpha / rank;
@@ -270,6 +326,11 @@ function loadAdapter(dir: string): Checkpoint {
     tokenizer: ChatTokenizer.fromDirectory(tokenizerDir),
     tokenizerDir,
     info: readInfo(dir),
-    adapter: { base, rank: a.r, alpha: a.lora_alpha, targetModules: [...modules].map((m) => m.split('.').at(-1) as string).filter((m, i, all) => all.indexOf(m) === i) },
+    adapter: {
+      base,
+      rank: a.r,
+      alpha: a.lora_alpha,
+      targetModules: [...modules].map((m) => m.split('.').at(-1) as string).filter((m, i, all) => all.indexOf(m) === i),
+    },
   };
 }

@@ -3,15 +3,34 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import type { Checkpoint } from './checkpoint.js';
-import { generateRows, nothingEmitted, replyText, samplingFields, settledLength, stopHoldBack, type Emitted, type Generator } from './generation.js';
-import { usageOf, type CompletionLogprobs, type CompletionReply, type CompletionReplyChoice, type Usage } from './openai-replies.js';
+import {
+  generateRows,
+  nothingEmitted,
+  replyText,
+  samplingFields,
+  settledLength,
+  stopHoldBack,
+  type Emitted,
+  type Generator,
+} from './generation.js';
+import {
+  usageOf,
+  type CompletionLogprobs,
+  type CompletionReply,
+  type CompletionReplyChoice,
+  type Usage,
+} from './openai-replies.js';
 import { HttpError, startStream, streamed } from './policy-http.js';
 import type { GenerationState } from './scheduler.js';
 import type { ServedModels } from './served-models.js';
 
 /** The fields of a completions request the server reads (vLLM's names); any other passes. */
 const completionRequest = z
-  .object({ ...samplingFields, prompt: z.union([z.string(), z.array(z.number().int().min(0))]), logprobs: z.number().int().min(0).max(20).nullish() })
+  .object({
+    ...samplingFields,
+    prompt: z.union([z.string(), z.array(z.number().int().min(0))]),
+    logprobs: z.number().int().min(0).max(20).nullish(),
+  })
   .passthrough();
 
 /** One completions request being answered. */
@@ -31,7 +50,12 @@ export async function completionRoute(app: FastifyInstance, options: CompletionR
     const checkpoint = options.models.get(body.model);
     const prompt = typeof body.prompt === 'string' ? checkpoint.tokenizer.encode(body.prompt) : body.prompt;
     if (prompt.length === 0) throw new HttpError(400, 'BadRequestError', 'prompt: must not be empty');
-    const head = { id: `cmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: body.model, object: 'text_completion' as const };
+    const head = {
+      id: `cmpl-${randomUUID()}`,
+      created: Math.floor(Date.now() / 1000),
+      model: body.model,
+      object: 'text_completion' as const,
+    };
     const call: CompletionCall = { body, checkpoint, prompt, head };
     if (body.stream) return streamCompletion(options, call, reply);
     return completionReply(options, call);
@@ -40,11 +64,16 @@ export async function completionRoute(app: FastifyInstance, options: CompletionR
 
 function logprobsOf(call: CompletionCall, ids: number[], logprobs: number[]): CompletionLogprobs {
   const { tokenizer } = call.checkpoint;
-  return typeof call.body.logprobs === 'number' ? { tokens: ids.map((id) => tokenizer.decode([id])), token_logprobs: logprobs, top_logprobs: null, text_offset: [] } : null;
+  return typeof call.body.logprobs === 'number'
+    ? { tokens: ids.map((id) => tokenizer.decode([id])), token_logprobs: logprobs, top_logprobs: null, text_offset: [] }
+    : null;
 }
 
 function usageOfRows(call: CompletionCall, done: GenerationState[]): Usage {
-  return usageOf(call.prompt.length, done.reduce((n, st) => n + st.ids.length, 0));
+  return usageOf(
+    call.prompt.length,
+    done.reduce((n, st) => n + st.ids.length, 0),
+  );
 }
 
 async function completionReply(generator: Generator, call: CompletionCall): Promise<CompletionReply> {
@@ -65,7 +94,9 @@ async function completionReply(generator: Generator, call: CompletionCall): Prom
 async function streamCompletion(generator: Generator, call: CompletionCall, reply: FastifyReply): Promise<void> {
   const { body, prompt, checkpoint } = call;
   let res: ServerResponse | undefined;
-  const send = (choice: CompletionReplyChoice) => !res?.writableEnded && res?.write(`data: ${JSON.stringify({ ...call.head, choices: [choice] } satisfies CompletionReply)}\n\n`);
+  const send = (choice: CompletionReplyChoice) =>
+    !res?.writableEnded &&
+    res?.write(`data: ${JSON.stringify({ ...call.head, choices: [choice] } satisfies CompletionReply)}\n\n`);
   const emitted = nothingEmitted(body.n ?? 1);
   const holdBack = stopHoldBack(body.stop);
   const piece = (index: number, state: GenerationState, final: boolean): CompletionReplyChoice => {
@@ -99,6 +130,9 @@ async function streamCompletion(generator: Generator, call: CompletionCall, repl
         return state;
       }),
     );
-    if (body.stream_options?.include_usage) stream.write(`data: ${JSON.stringify({ ...call.head, choices: [], usage: usageOfRows(call, done) } satisfies CompletionReply)}\n\n`);
+    if (body.stream_options?.include_usage)
+      stream.write(
+        `data: ${JSON.stringify({ ...call.head, choices: [], usage: usageOfRows(call, done) } satisfies CompletionReply)}\n\n`,
+      );
   });
 }

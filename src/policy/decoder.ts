@@ -14,7 +14,12 @@ export type LayerCache = {
 export interface CachedForward {
   readonly config: ModelConfig;
   prefill(prompts: number[][]): { lastLogits: number[][]; caches: LayerCache[][] };
-  stepWithCache(tokens: number[], positions: number[], caches: LayerCache[], padMask: tf.Tensor4D): { logits: tf.Tensor2D; caches: LayerCache[] };
+  stepWithCache(
+    tokens: number[],
+    positions: number[],
+    caches: LayerCache[],
+    padMask: tf.Tensor4D,
+  ): { logits: tf.Tensor2D; caches: LayerCache[] };
 }
 
 /**
@@ -52,11 +57,19 @@ export class Decoder {
         ? Array.from({ length: this.model.config.numLayers }, (_, l) => {
             const parts = [
               ...(this.keys.length > 0 ? [leftPad(this.caches[l] as LayerCache, columns - this.columns)] : []),
-              ...caches.map((row, i) => leftPad(row[l] as LayerCache, columns - (rows[i] as { ids: number[] }).ids.length)),
+              ...caches.map((row, i) =>
+                leftPad(row[l] as LayerCache, columns - (rows[i] as { ids: number[] }).ids.length),
+              ),
             ];
             return {
-              keysT: tf.concat(parts.map((p) => p.keysT), 0) as tf.Tensor4D,
-              values: tf.concat(parts.map((p) => p.values), 0) as tf.Tensor4D,
+              keysT: tf.concat(
+                parts.map((p) => p.keysT),
+                0,
+              ) as tf.Tensor4D,
+              values: tf.concat(
+                parts.map((p) => p.values),
+                0,
+              ) as tf.Tensor4D,
             };
           })
         : [],
@@ -75,18 +88,21 @@ export class Decoder {
   /** Feeds one token to every row (all of them, each exactly once); returns each row's next logits. */
   step(tokens: Array<{ key: number; id: number }>): Map<number, number[]> {
     const byKey = new Map(tokens.map((t) => [t.key, t.id]));
-    if (byKey.size !== this.keys.length || this.keys.some((k) => !byKey.has(k))) throw new Error('a decoding step needs one token for every row');
+    if (byKey.size !== this.keys.length || this.keys.some((k) => !byKey.has(k)))
+      throw new Error('a decoding step needs one token for every row');
     const limit = this.model.config.maxPositions;
     if (this.lengths.some((n) => n >= limit)) throw new Error(`a row reached the context of ${limit} tokens`);
     const width = this.columns + 1;
     const mask = new Float32Array(this.keys.length * width);
     this.lengths.forEach((n, row) => mask.fill(-1e9, row * width, row * width + width - (n + 1)));
-    const { logits, caches } = tf.tidy(() => this.model.stepWithCache(
-      this.keys.map((k) => byKey.get(k) as number),
-      [...this.lengths],
-      this.caches,
-      tf.tensor4d(mask, [this.keys.length, 1, 1, width]),
-    ));
+    const { logits, caches } = tf.tidy(() =>
+      this.model.stepWithCache(
+        this.keys.map((k) => byKey.get(k) as number),
+        [...this.lengths],
+        this.caches,
+        tf.tensor4d(mask, [this.keys.length, 1, 1, width]),
+      ),
+    );
     tf.dispose(this.cacheTensors());
     this.caches = caches;
     this.columns = width;

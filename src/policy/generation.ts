@@ -37,7 +37,12 @@ export function generateRows(
 ): Array<Promise<GenerationState>> {
   const { vocabSize } = checkpoint.config;
   const outside = prompt.find((id) => id >= vocabSize);
-  if (outside !== undefined) throw new HttpError(400, 'BadRequestError', `prompt: token id ${outside} is outside the vocabulary of ${body.model} (ids 0 to ${vocabSize - 1})`);
+  if (outside !== undefined)
+    throw new HttpError(
+      400,
+      'BadRequestError',
+      `prompt: token id ${outside} is outside the vocabulary of ${body.model} (ids 0 to ${vocabSize - 1})`,
+    );
   const context = checkpoint.config.maxPositions;
   const requested = body.max_tokens ?? body.max_completion_tokens ?? undefined;
   const maxTokens = requested ?? context - prompt.length;
@@ -50,17 +55,20 @@ export function generateRows(
   }
   const seed = body.seed ?? Math.floor(Math.random() * 2 ** 31);
   return Array.from({ length: body.n ?? 1 }, (_, choice) =>
-    generator.metrics.row(prompt.length, generator.scheduler.generate({
-      checkpoint,
-      prompt,
-      maxTokens,
-      temperature: body.temperature ?? 1,
-      topP: body.top_p ?? 1,
-      seed: seed + choice,
-      stopIds: [specialTokenId(END_OF_TURN), specialTokenId('<|endoftext|>')],
-      stopStrings: body.stop === undefined || body.stop === null ? [] : ([] as string[]).concat(body.stop),
-      ...(onToken && { onToken: (state) => onToken(choice, state) }),
-    })),
+    generator.metrics.row(
+      prompt.length,
+      generator.scheduler.generate({
+        checkpoint,
+        prompt,
+        maxTokens,
+        temperature: body.temperature ?? 1,
+        topP: body.top_p ?? 1,
+        seed: seed + choice,
+        stopIds: [specialTokenId(END_OF_TURN), specialTokenId('<|endoftext|>')],
+        stopStrings: body.stop === undefined || body.stop === null ? [] : ([] as string[]).concat(body.stop),
+        ...(onToken && { onToken: (state) => onToken(choice, state) }),
+      }),
+    ),
   );
 }
 

@@ -51,9 +51,11 @@ export function weightSpecs(c: ModelConfig): Record<string, WeightSpec> {
 // Variables stay unnamed: tfjs names are global, and several policy versions live side by side.
 export function validateConfig(c: ModelConfig): void {
   const problems: string[] = [];
-  if (c.numHeads % c.numKvHeads !== 0) problems.push(`num_attention_heads (${c.numHeads}) must be a multiple of num_key_value_heads (${c.numKvHeads})`);
+  if (c.numHeads % c.numKvHeads !== 0)
+    problems.push(`num_attention_heads (${c.numHeads}) must be a multiple of num_key_value_heads (${c.numKvHeads})`);
   if (c.headDim % 2 !== 0) problems.push(`head_dim (${c.headDim}) must be even for rotary positions`);
-  for (const [key, value] of Object.entries(c)) if (typeof value === 'number' && !(value > 0)) problems.push(`${key} must be positive, got ${value}`);
+  for (const [key, value] of Object.entries(c))
+    if (typeof value === 'number' && !(value > 0)) problems.push(`${key} must be positive, got ${value}`);
   if (problems.length) throw new Error(`invalid model config: ${problems.join('; ')}`);
 }
 

@@ -3,7 +3,16 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelConfig } from './checkpoint.js';
 import { Qwen3Model, readyBackend, sampleToken } from './model.js';
 
-const config = defaultModelConfig({ vocabSize: 40, maxPositions: 16, hiddenSize: 16, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 4, intermediateSize: 32 });
+const config = defaultModelConfig({
+  vocabSize: 40,
+  maxPositions: 16,
+  hiddenSize: 16,
+  numLayers: 2,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 4,
+  intermediateSize: 32,
+});
 let backend: string;
 beforeAll(async () => {
   backend = await readyBackend();
@@ -14,7 +23,7 @@ describe('Qwen3Model', () => {
     expect(backend).toBe('wasm');
   });
 
-  it('is causal: a position\'s logits do not depend on later tokens', () => {
+  it("is causal: a position's logits do not depend on later tokens", () => {
     const model = Qwen3Model.init(config, 1);
     const a = model.logits([[1, 2, 3, 4, 5]]).arraySync()[0]!;
     const b = model.logits([[1, 2, 3, 9, 9]]).arraySync()[0]!;
@@ -27,7 +36,9 @@ describe('Qwen3Model', () => {
     const one = Qwen3Model.init(config, 7);
     const two = Qwen3Model.fromTensors(config, Qwen3Model.init(config, 7).toTensors());
     expect(one.logits([[3, 1, 4]]).arraySync()).toEqual(two.logits([[3, 1, 4]]).arraySync());
-    expect(() => Qwen3Model.fromTensors({ ...config, hiddenSize: 32 }, one.toTensors())).toThrow(/do not fit the config/);
+    expect(() => Qwen3Model.fromTensors({ ...config, hiddenSize: 32 }, one.toTensors())).toThrow(
+      /do not fit the config/,
+    );
     one.dispose();
     two.dispose();
   });
@@ -36,8 +47,22 @@ describe('Qwen3Model', () => {
     const before = tf.memory().numTensors;
     const model = Qwen3Model.init(config, 3);
     const options = { maxTokens: 8, temperature: 1, stopIds: [5], seed: 11 };
-    const first = model.generate([[1, 2], [3, 4, 6]], options);
-    expect(model.generate([[1, 2], [3, 4, 6]], options)).toEqual(first);
+    const first = model.generate(
+      [
+        [1, 2],
+        [3, 4, 6],
+      ],
+      options,
+    );
+    expect(
+      model.generate(
+        [
+          [1, 2],
+          [3, 4, 6],
+        ],
+        options,
+      ),
+    ).toEqual(first);
     for (const r of first) {
       expect(r.ids.length).toBe(r.logprobs.length);
       expect(r.logprobs.every((l) => l <= 0)).toBe(true);
@@ -46,7 +71,13 @@ describe('Qwen3Model', () => {
     }
     // A row is generated the same alone as beside a longer one (padding does not leak).
     const alone = model.generate([[1, 2]], { ...options, temperature: 0 });
-    const together = model.generate([[1, 2], [3, 4, 6, 7, 8]], { ...options, temperature: 0 });
+    const together = model.generate(
+      [
+        [1, 2],
+        [3, 4, 6, 7, 8],
+      ],
+      { ...options, temperature: 0 },
+    );
     expect(together[0]?.ids).toEqual(alone[0]?.ids);
     model.dispose();
     expect(tf.memory().numTensors).toBe(before);
@@ -54,7 +85,8 @@ describe('Qwen3Model', () => {
 });
 
 describe('Decoder (key/value cache)', () => {
-  const lastLogitsOf = (model: Qwen3Model, ids: number[]) => tf.tidy(() => (model.logits([ids]).arraySync()[0] as number[][]).at(-1) as number[]);
+  const lastLogitsOf = (model: Qwen3Model, ids: number[]) =>
+    tf.tidy(() => (model.logits([ids]).arraySync()[0] as number[][]).at(-1) as number[]);
   const close = (a: number[], b: number[]) => Math.max(...a.map((v, i) => Math.abs(v - (b[i] as number))));
 
   it('gives the logits of a whole-sequence pass, for rows that join and leave at different steps', () => {
@@ -64,7 +96,8 @@ describe('Decoder (key/value cache)', () => {
     const rows = new Map<number, number[]>([[1, [3, 1, 4]]]);
     let logits = decoder.add([{ key: 1, ids: [3, 1, 4] }]);
     for (let step = 0; step < 6; step++) {
-      for (const [key, row] of logits) expect(close(row, lastLogitsOf(model, rows.get(key) as number[]))).toBeLessThan(1e-4);
+      for (const [key, row] of logits)
+        expect(close(row, lastLogitsOf(model, rows.get(key) as number[]))).toBeLessThan(1e-4);
       if (step === 2) {
         // A longer prompt joins (the cache widens on the left for the shorter row), and one leaves.
         rows.set(2, [5, 9, 2, 6, 5, 3, 5]);
@@ -90,7 +123,9 @@ describe('Decoder (key/value cache)', () => {
     const decoder = model.decoder();
     decoder.add([{ key: 0, ids: Array.from({ length: 16 }, (_, i) => i) }]);
     expect(() => decoder.step([{ key: 0, id: 1 }])).toThrow(/context of 16/);
-    expect(() => decoder.add([{ key: 1, ids: Array.from({ length: 17 }, () => 1) }])).toThrow(/exceeds the context of 16/);
+    expect(() => decoder.add([{ key: 1, ids: Array.from({ length: 17 }, () => 1) }])).toThrow(
+      /exceeds the context of 16/,
+    );
     decoder.dispose();
     model.dispose();
   });
@@ -121,7 +156,15 @@ describe('Qwen3Model gradients', () => {
     const byName = new Map(Object.entries(model.weights).map(([key, v]) => [v.name, { key, v }]));
     for (const [name, gradient] of Object.entries(grads)) {
       const { key, v: variable } = byName.get(name) as { key: string; v: tf.Variable };
-      if (!['model.embed_tokens.weight', 'model.layers.0.self_attn.q_proj.weight', 'model.layers.0.self_attn.k_norm.weight', 'model.layers.0.mlp.down_proj.weight'].includes(key)) continue;
+      if (
+        ![
+          'model.embed_tokens.weight',
+          'model.layers.0.self_attn.q_proj.weight',
+          'model.layers.0.self_attn.k_norm.weight',
+          'model.layers.0.mlp.down_proj.weight',
+        ].includes(key)
+      )
+        continue;
       const grad = gradient.flatten().arraySync() as number[];
       const original = variable.flatten().arraySync() as number[];
       const at = original.length - 1;

@@ -66,7 +66,9 @@ export class Qwen3Model {
       const stored = linear ? [shape[1] as number, shape[0] as number] : shape;
       weights[name] = tf.tidy(() =>
         tf.variable(
-          shape.length === 1 ? tf.ones(stored) : tf.randomNormal(stored, 0, linear ? 1 / Math.sqrt(stored[0] as number) : 0.02, 'float32', seedOfWeight),
+          shape.length === 1
+            ? tf.ones(stored)
+            : tf.randomNormal(stored, 0, linear ? 1 / Math.sqrt(stored[0] as number) : 0.02, 'float32', seedOfWeight),
           true,
         ),
       );
@@ -97,7 +99,9 @@ export class Qwen3Model {
       for (const [name, { shape, linear }] of Object.entries(weightSpecs(config))) {
         const t = tensors[name];
         if (!t || t.shape.join('x') !== shape.join('x')) {
-          throw new Error(`weights do not fit the config: ${name} is ${t ? t.shape.join('x') : 'missing'}, expected ${shape.join('x')}`);
+          throw new Error(
+            `weights do not fit the config: ${name} is ${t ? t.shape.join('x') : 'missing'}, expected ${shape.join('x')}`,
+          );
         }
         const values = floatValues(t);
         weights[name] = tf.tidy(() => {
@@ -121,7 +125,9 @@ export class Qwen3Model {
   }
 
   private headWeight(): tf.Tensor2D {
-    return this.config.tieWordEmbeddings ? (this.w('model.embed_tokens.weight').transpose() as tf.Tensor2D) : (this.w('lm_head.weight') as tf.Tensor2D);
+    return this.config.tieWordEmbeddings
+      ? (this.w('model.embed_tokens.weight').transpose() as tf.Tensor2D)
+      : (this.w('lm_head.weight') as tf.Tensor2D);
   }
 
   /** Logits [B, T, V] for token ids [B][T] (rows the same length; pad on the right: attention is causal). */
@@ -142,14 +148,35 @@ export class Qwen3Model {
     const rep = nH / nKV;
     const cos = this.rope.cos.slice([0, 0], [T, hd]).reshape([1, T, 1, hd]);
     const sin = this.rope.sin.slice([0, 0], [T, hd]).reshape([1, T, 1, hd]);
-    const causal = tf.linalg.bandPart(tf.ones([T, T]), -1, 0).sub(1).mul(1e9);
+    const causal = tf.linalg
+      .bandPart(tf.ones([T, T]), -1, 0)
+      .sub(1)
+      .mul(1e9);
     let x = this.embed(ids.flat(), B * T);
     const caches: LayerCache[] = [];
     for (let l = 0; l < c.numLayers; l++) {
       const p = `model.layers.${l}.`;
       const h = rmsNorm(x, this.w(`${p}input_layernorm.weight`), c.rmsNormEps);
-      const q = this.rotate(this.headNorm(matMul(h, this.w(`${p}self_attn.q_proj.weight`)), `${p}self_attn.q_norm.weight`).reshape([B, T, nH, hd]), cos, sin);
-      const k = this.rotate(this.headNorm(matMul(h, this.w(`${p}self_attn.k_proj.weight`)), `${p}self_attn.k_norm.weight`).reshape([B, T, nKV, hd]), cos, sin);
+      const q = this.rotate(
+        this.headNorm(matMul(h, this.w(`${p}self_attn.q_proj.weight`)), `${p}self_attn.q_norm.weight`).reshape([
+          B,
+          T,
+          nH,
+          hd,
+        ]),
+        cos,
+        sin,
+      );
+      const k = this.rotate(
+        this.headNorm(matMul(h, this.w(`${p}self_attn.k_proj.weight`)), `${p}self_attn.k_norm.weight`).reshape([
+          B,
+          T,
+          nKV,
+          hd,
+        ]),
+        cos,
+        sin,
+      );
       const v = matMul(h, this.w(`${p}self_attn.v_proj.weight`)).reshape([B, T, nKV, hd]);
       // Query heads of one key/value group are adjacent (Hugging Face's repeat_kv order), so a
       // group's queries stack into one matrix against its keys.
@@ -157,7 +184,10 @@ export class Qwen3Model {
       const keysT = k.transpose([0, 2, 3, 1]) as tf.Tensor4D;
       const values = v.transpose([0, 2, 1, 3]) as tf.Tensor4D;
       caches.push({ keysT, values });
-      const scores = matMul(grouped, keysT).mul(1 / Math.sqrt(hd)).reshape([B, nH, T, T]).add(causal);
+      const scores = matMul(grouped, keysT)
+        .mul(1 / Math.sqrt(hd))
+        .reshape([B, nH, T, T])
+        .add(causal);
       const attended = matMul(tf.softmax(scores).reshape([B, nKV, rep * T, T]), values)
         .reshape([B, nH, T, hd])
         .transpose([0, 2, 1, 3])
@@ -171,8 +201,12 @@ export class Qwen3Model {
 
   private embed(ids: number[], n: number): tf.Tensor2D {
     const c = this.config;
-    for (const id of ids) if (!(id >= 0 && id < c.vocabSize)) throw new Error(`token id ${id} is outside the vocabulary of ${c.vocabSize}`);
-    return matMul(tf.oneHot(tf.tensor1d(ids, 'int32'), c.vocabSize), this.w('model.embed_tokens.weight')).reshape([n, c.hiddenSize]);
+    for (const id of ids)
+      if (!(id >= 0 && id < c.vocabSize)) throw new Error(`token id ${id} is outside the vocabulary of ${c.vocabSize}`);
+    return matMul(tf.oneHot(tf.tensor1d(ids, 'int32'), c.vocabSize), this.w('model.embed_tokens.weight')).reshape([
+      n,
+      c.hiddenSize,
+    ]);
   }
 
   /** Qwen3's per-head RMSNorm of queries or keys, over head_dim. */
@@ -201,7 +235,12 @@ export class Qwen3Model {
   }
 
   /** One decoding step for rows whose caches are aligned to the same last column (see Decoder). */
-  stepWithCache(tokens: number[], positions: number[], caches: LayerCache[], padMask: tf.Tensor4D): { logits: tf.Tensor2D; caches: LayerCache[] } {
+  stepWithCache(
+    tokens: number[],
+    positions: number[],
+    caches: LayerCache[],
+    padMask: tf.Tensor4D,
+  ): { logits: tf.Tensor2D; caches: LayerCache[] } {
     const c = this.config;
     const B = tokens.length;
     const [nH, nKV, hd] = [c.numHeads, c.numKvHeads, c.headDim];
@@ -214,14 +253,34 @@ export class Qwen3Model {
     for (let l = 0; l < c.numLayers; l++) {
       const p = `model.layers.${l}.`;
       const h = rmsNorm(x, this.w(`${p}input_layernorm.weight`), c.rmsNormEps);
-      const q = this.rotate(this.headNorm(matMul(h, this.w(`${p}self_attn.q_proj.weight`)), `${p}self_attn.q_norm.weight`).reshape([B, 1, nH, hd]), cos, sin);
-      const k = this.rotate(this.headNorm(matMul(h, this.w(`${p}self_attn.k_proj.weight`)), `${p}self_attn.k_norm.weight`).reshape([B, 1, nKV, hd]), cos, sin);
+      const q = this.rotate(
+        this.headNorm(matMul(h, this.w(`${p}self_attn.q_proj.weight`)), `${p}self_attn.q_norm.weight`).reshape([
+          B,
+          1,
+          nH,
+          hd,
+        ]),
+        cos,
+        sin,
+      );
+      const k = this.rotate(
+        this.headNorm(matMul(h, this.w(`${p}self_attn.k_proj.weight`)), `${p}self_attn.k_norm.weight`).reshape([
+          B,
+          1,
+          nKV,
+          hd,
+        ]),
+        cos,
+        sin,
+      );
       const v = matMul(h, this.w(`${p}self_attn.v_proj.weight`)).reshape([B, nKV, 1, hd]);
       const cache = caches[l] as LayerCache;
       const keysT = tf.concat([cache.keysT, k.reshape([B, nKV, hd, 1])], 3) as tf.Tensor4D;
       const values = tf.concat([cache.values, v], 2) as tf.Tensor4D;
       next.push({ keysT, values });
-      const scores = matMul(q.reshape([B, nKV, rep, hd]), keysT).mul(1 / Math.sqrt(hd)).add(padMask);
+      const scores = matMul(q.reshape([B, nKV, rep, hd]), keysT)
+        .mul(1 / Math.sqrt(hd))
+        .add(padMask);
       const attended = matMul(tf.softmax(scores), values).reshape([B, nH * hd]);
       x = x.add(matMul(attended, this.w(`${p}self_attn.o_proj.weight`)));
       x = x.add(this.mlp(rmsNorm(x, this.w(`${p}post_attention_layernorm.weight`), c.rmsNormEps), p));
@@ -238,7 +297,15 @@ export class Qwen3Model {
     const caches = tf.tidy(() => {
       const { logits, caches: full } = this.forward(padded);
       const flat = logits.reshape([prompts.length * width, this.config.vocabSize]);
-      lastLogits = tf.gather(flat, tf.tensor1d(prompts.map((p, row) => row * width + p.length - 1), 'int32')).arraySync() as number[][];
+      lastLogits = tf
+        .gather(
+          flat,
+          tf.tensor1d(
+            prompts.map((p, row) => row * width + p.length - 1),
+            'int32',
+          ),
+        )
+        .arraySync() as number[][];
       return prompts.map((p, row) =>
         full.map((cache) => ({
           keysT: cache.keysT.slice([row, 0, 0, 0], [1, -1, -1, p.length]) as tf.Tensor4D,
@@ -270,7 +337,12 @@ export class Qwen3Model {
           r.ids.push(id);
           r.logprobs.push(logprob);
           if (options.stopIds.includes(id)) r.stopped = true;
-          if (r.stopped || step === options.maxTokens - 1 || prompts[key]!.length + r.ids.length >= this.config.maxPositions) decoder.remove([key]);
+          if (
+            r.stopped ||
+            step === options.maxTokens - 1 ||
+            prompts[key]!.length + r.ids.length >= this.config.maxPositions
+          )
+            decoder.remove([key]);
           else next.push({ key, id });
         }
         if (next.length === 0) break;

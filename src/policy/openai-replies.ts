@@ -1,4 +1,9 @@
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionMessageFunctionToolCall, ChatCompletionTokenLogprob } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionMessageFunctionToolCall,
+  ChatCompletionTokenLogprob,
+} from 'openai/resources/chat/completions';
 import type { Completion, CompletionUsage } from 'openai/resources/completions';
 import type { Model } from 'openai/resources/models';
 
@@ -32,7 +37,11 @@ export type ChatReply = Pick<ChatCompletion, 'id' | 'created' | 'model' | 'objec
 
 export interface ChatChunkChoice {
   index: number;
-  delta: { role?: 'assistant'; content?: string; tool_calls?: Array<ChatCompletionMessageFunctionToolCall & { index: number }> };
+  delta: {
+    role?: 'assistant';
+    content?: string;
+    tool_calls?: Array<ChatCompletionMessageFunctionToolCall & { index: number }>;
+  };
   logprobs: ChatLogprobs;
   finish_reason: ChatCompletionChunk.Choice['finish_reason'];
   stop_reason?: StopReason;
@@ -47,7 +56,12 @@ export interface ChatChunkBody {
 }
 
 /** Completions' log-probs as vLLM fills them (no top log-probs, no offsets). */
-export type CompletionLogprobs = { tokens: string[]; token_logprobs: number[]; top_logprobs: null; text_offset: number[] } | null;
+export type CompletionLogprobs = {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: null;
+  text_offset: number[];
+} | null;
 
 export interface CompletionReplyChoice {
   index: number;
@@ -68,9 +82,15 @@ export type CompletionReply = Pick<Completion, 'id' | 'created' | 'model' | 'obj
 /** GET /v1/models: each served version, with vLLM's context length. */
 export interface ModelList {
   object: 'list';
-  data: Array<Pick<Model, 'id' | 'object' | 'created' | 'owned_by'> & { root: string; parent: null; max_model_len: number }>;
+  data: Array<
+    Pick<Model, 'id' | 'object' | 'created' | 'owned_by'> & { root: string; parent: null; max_model_len: number }
+  >;
 }
 
 export function usageOf(promptTokens: number, completionTokens: number): Usage {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
 }

@@ -33,7 +33,9 @@ export async function streamed(res: ServerResponse, write: () => Promise<void>):
   try {
     await write();
   } catch (err) {
-    res.write(`data: ${JSON.stringify(errorBody(500, 'InternalServerError', `generation failed: ${(err as Error).message}`))}\n\n`);
+    res.write(
+      `data: ${JSON.stringify(errorBody(500, 'InternalServerError', `generation failed: ${(err as Error).message}`))}\n\n`,
+    );
   }
   res.end('data: [DONE]\n\n');
 }

@@ -3,7 +3,12 @@
  * greedy. The log-prob returned is the model's own (log-softmax of the raw logits), as vLLM
  * reports by default and as the trainer computes it, so the first PPO ratio is exactly 1.
  */
-export function sampleToken(logits: readonly number[], temperature: number, topP: number, u: number): { id: number; logprob: number } {
+export function sampleToken(
+  logits: readonly number[],
+  temperature: number,
+  topP: number,
+  u: number,
+): { id: number; logprob: number } {
   const max = Math.max(...logits);
   const logZ = max + Math.log(logits.reduce((sum, l) => sum + Math.exp(l - max), 0));
   const pick = (id: number) => ({ id, logprob: (logits[id] as number) - logZ });

@@ -51,13 +51,22 @@ export class GenerationScheduler {
   /** Resolves when no row of this model is waiting or decoding (at once if none is). */
   idle(checkpoint: Checkpoint): Promise<void> {
     if (!this.pending.get(checkpoint)) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.set(checkpoint, [...(this.idleWaiters.get(checkpoint) ?? []), resolve]));
+    return new Promise((resolve) =>
+      this.idleWaiters.set(checkpoint, [...(this.idleWaiters.get(checkpoint) ?? []), resolve]),
+    );
   }
 
   generate(row: GenerationRow): Promise<GenerationState> {
     this.pending.set(row.checkpoint, (this.pending.get(row.checkpoint) ?? 0) + 1);
     return new Promise((resolve, reject) => {
-      this.waiting.push({ key: this.nextKey++, row, state: { ids: [], logprobs: [], finishReason: null, stopReason: null }, random: seededRandom(row.seed), resolve, reject });
+      this.waiting.push({
+        key: this.nextKey++,
+        row,
+        state: { ids: [], logprobs: [], finishReason: null, stopReason: null },
+        random: seededRandom(row.seed),
+        resolve,
+        reject,
+      });
       if (!this.running) {
         this.running = true;
         setImmediate(() => void this.loop());
@@ -77,7 +86,9 @@ export class GenerationScheduler {
       // prefill, whose last logits give their first token), so all rows end on one column.
       for (const group of this.decoding.values()) {
         if (group.rows.size === 0) continue;
-        this.run(group, () => group.decoder.step([...group.rows.values()].map((a) => ({ key: a.key, id: a.state.ids.at(-1) as number }))));
+        this.run(group, () =>
+          group.decoder.step([...group.rows.values()].map((a) => ({ key: a.key, id: a.state.ids.at(-1) as number }))),
+        );
       }
       const joining = this.waiting.splice(0, Math.max(0, this.maxRows - this.inFlight()));
       const byModel = new Map<Checkpoint, Active[]>();
@@ -101,7 +112,11 @@ export class GenerationScheduler {
   }
 
   /** One pass of a model's decoder; on failure the rows it was for fail and leave the batch. */
-  private run(group: { decoder: Decoder; rows: Map<number, Active> }, pass: () => Map<number, number[]>, only?: Active[]): void {
+  private run(
+    group: { decoder: Decoder; rows: Map<number, Active> },
+    pass: () => Map<number, number[]>,
+    only?: Active[],
+  ): void {
     let logits: Map<number, number[]>;
     try {
       logits = pass();

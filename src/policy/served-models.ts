@@ -35,13 +35,15 @@ export class ServedModels {
   }
 
   load(name: string, dir: string): void {
-    if (this.models.has(name)) throw new HttpError(400, 'BadRequestError', `model ${name} is already loaded; unload it first`);
+    if (this.models.has(name))
+      throw new HttpError(400, 'BadRequestError', `model ${name} is already loaded; unload it first`);
     this.models.set(name, loadCheckpoint(dir));
   }
 
   /** Loads a checkpoint by path or URI: one in the artifact store (s3://) is staged to a local folder first. */
   async loadFrom(name: string, ref: string): Promise<void> {
-    if (this.models.has(name)) throw new HttpError(400, 'BadRequestError', `model ${name} is already loaded; unload it first`);
+    if (this.models.has(name))
+      throw new HttpError(400, 'BadRequestError', `model ${name} is already loaded; unload it first`);
     this.load(name, await this.localFolder(ref));
   }
 
@@ -60,7 +62,12 @@ export class ServedModels {
 
   private async localFolder(ref: string): Promise<string> {
     if (isLocalReference(ref)) return localPath(ref);
-    if (!this.artifacts) throw new HttpError(400, 'BadRequestError', `${ref} is not a local folder, and this policy server has no artifact store to read it from: set artifacts.url (and artifacts.s3) in its config`);
+    if (!this.artifacts)
+      throw new HttpError(
+        400,
+        'BadRequestError',
+        `${ref} is not a local folder, and this policy server has no artifact store to read it from: set artifacts.url (and artifacts.s3) in its config`,
+      );
     return stageFolder(this.artifacts.store, ref, this.artifacts.stagingDir);
   }
 }

@@ -84,7 +84,9 @@ function buildApp(metrics: PolicyServerMetrics) {
       void (reply as FastifyReply).code(status).send(errorBody(status, 'BadRequestError', err.message));
     },
     // So do requests Node's HTTP parser refuses (a URL or headers over its limit: 431, bad framing: 400).
-    clientErrorHandler: clientErrorAnswer({ body: (status, _code, message) => errorBody(status, 'BadRequestError', message) }),
+    clientErrorHandler: clientErrorAnswer({
+      body: (status, _code, message) => errorBody(status, 'BadRequestError', message),
+    }),
   });
 
   app.setErrorHandler((err, _req, reply) => {
@@ -95,15 +97,31 @@ function buildApp(metrics: PolicyServerMetrics) {
   app.addHook('onRequest', async (req, reply) => {
     reply.raw.once('finish', () => metrics.answered(req.routeOptions.url ?? '', reply.raw.statusCode));
   });
-  app.setNotFoundHandler((req, reply) => void reply.code(404).send(errorBody(404, 'NotFoundError', `no route ${req.method} ${req.url.split('?')[0] ?? ''}`)));
+  app.setNotFoundHandler(
+    (req, reply) =>
+      void reply
+        .code(404)
+        .send(errorBody(404, 'NotFoundError', `no route ${req.method} ${req.url.split('?')[0] ?? ''}`)),
+  );
   return app;
 }
 
 function describeError(err: unknown): { code: number; type: string; message: string } {
   const status = (err as { statusCode?: number }).statusCode;
   if (err instanceof HttpError) return { code: err.status, type: err.type, message: err.message };
-  if (err instanceof ZodError) return { code: 400, type: 'BadRequestError', message: err.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ') };
-  if (status === 413) return { code: 413, type: 'BadRequestError', message: `the request body is over the limit of ${BODY_LIMIT_BYTES} bytes; send a shorter prompt` };
-  if (status !== undefined && status >= 400 && status < 500) return { code: status, type: 'BadRequestError', message: (err as Error).message };
+  if (err instanceof ZodError)
+    return {
+      code: 400,
+      type: 'BadRequestError',
+      message: err.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; '),
+    };
+  if (status === 413)
+    return {
+      code: 413,
+      type: 'BadRequestError',
+      message: `the request body is over the limit of ${BODY_LIMIT_BYTES} bytes; send a shorter prompt`,
+    };
+  if (status !== undefined && status >= 400 && status < 500)
+    return { code: status, type: 'BadRequestError', message: (err as Error).message };
   return { code: 500, type: 'InternalServerError', message: (err as Error).message };
 }

@@ -48,4 +48,3 @@ export const matMul = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>
 export function rmsNorm(x: tf.Tensor, weight: tf.Tensor, eps: number): tf.Tensor {
   return x.mul(x.square().mean(-1, true).add(eps).rsqrt()).mul(weight);
 }
-

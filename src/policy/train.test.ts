@@ -4,7 +4,16 @@ import { defaultModelConfig } from './checkpoint.js';
 import { Qwen3Model, readyBackend } from './model.js';
 import { ppoStep } from './train.js';
 
-const config = defaultModelConfig({ vocabSize: 20, maxPositions: 16, hiddenSize: 16, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 8, intermediateSize: 32 });
+const config = defaultModelConfig({
+  vocabSize: 20,
+  maxPositions: 16,
+  hiddenSize: 16,
+  numLayers: 1,
+  numHeads: 2,
+  numKvHeads: 1,
+  headDim: 8,
+  intermediateSize: 32,
+});
 beforeAll(() => readyBackend());
 
 /** Log-probs the model gives each token of a sequence (0 for the first, which nothing predicts). */
@@ -15,7 +24,14 @@ function tokenLogprobs(model: Qwen3Model, ids: number[]): number[] {
   });
 }
 
-function sequence(model: Qwen3Model, rolloutId: string, ids: number[], trained: number[], advantage: number, weight: number) {
+function sequence(
+  model: Qwen3Model,
+  rolloutId: string,
+  ids: number[],
+  trained: number[],
+  advantage: number,
+  weight: number,
+) {
   const lossMask = ids.map((_, i) => (trained.includes(i) ? 1 : 0));
   const current = tokenLogprobs(model, ids);
   return {
@@ -57,7 +73,10 @@ describe('ppoStep', () => {
     const run = () => {
       const model = Qwen3Model.init(config, 9);
       const optimizer = tf.train.adam(0.01);
-      const metrics = ppoStep(model, optimizer, [sequence(model, 'a', [1, 2, 3, 4], [2, 3], 0.5, 0.5)], { clipEpsilon: 0.2, maxGradNorm: 1 });
+      const metrics = ppoStep(model, optimizer, [sequence(model, 'a', [1, 2, 3, 4], [2, 3], 0.5, 0.5)], {
+        clipEpsilon: 0.2,
+        maxGradNorm: 1,
+      });
       const weights = model.toTensors();
       model.dispose();
       optimizer.dispose();
@@ -72,7 +91,15 @@ describe('ppoStep', () => {
     const model = Qwen3Model.init(config, 1);
     const ids = Array.from({ length: 20 }, (_, i) => i % 10);
     const zeros = ids.map(() => 0);
-    const long = { rolloutId: 'a', ids, lossMask: ids.map(() => 1), advantages: zeros, oldLogprobs: zeros, lossWeights: zeros, policyVersions: ids.map(() => 'v1') };
+    const long = {
+      rolloutId: 'a',
+      ids,
+      lossMask: ids.map(() => 1),
+      advantages: zeros,
+      oldLogprobs: zeros,
+      lossWeights: zeros,
+      policyVersions: ids.map(() => 'v1'),
+    };
     expect(() => ppoStep(model, tf.train.adam(0.01), [long], { clipEpsilon: 0.2, maxGradNorm: 1 })).toThrow(
       /exceeds the model context of 16; lower samples.maxPromptTokens/,
     );

@@ -24,19 +24,30 @@ export interface StepMetrics {
 
 type Sequence = DecodedBatch['sequences'][number];
 
-export function ppoStep(model: Qwen3Model, optimizer: tf.Optimizer, sequences: readonly Sequence[], options: PpoOptions): StepMetrics {
+export function ppoStep(
+  model: Qwen3Model,
+  optimizer: tf.Optimizer,
+  sequences: readonly Sequence[],
+  options: PpoOptions,
+): StepMetrics {
   const rows = sequences.filter((s) => s.lossMask.some((m, i) => i > 0 && m === 1));
   const tokens = rows.reduce((n, s) => n + s.lossMask.slice(1).reduce((a, b) => a + b, 0), 0);
   if (rows.length === 0) return { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 };
   const width = Math.max(...rows.map((s) => s.ids.length)) - 1;
   if (width + 1 > model.config.maxPositions) {
-    throw new Error(`a sequence of ${width + 1} tokens exceeds the model context of ${model.config.maxPositions}; lower samples.maxPromptTokens / maxResponseTokens`);
+    throw new Error(
+      `a sequence of ${width + 1} tokens exceeds the model context of ${model.config.maxPositions}; lower samples.maxPromptTokens / maxResponseTokens`,
+    );
   }
   // Position t predicts token t + 1; right padding carries zero weight.
   const pad = (values: number[]) => [...values, ...Array<number>(width - values.length).fill(0)];
   const inputs = rows.map((s) => pad(s.ids.slice(0, -1)));
   const targets = rows.map((s) => pad(s.ids.slice(1)));
-  const column = (pick: (s: Sequence) => number[]) => tf.tensor2d(rows.map((s) => pad(pick(s).slice(1))), [rows.length, width]);
+  const column = (pick: (s: Sequence) => number[]) =>
+    tf.tensor2d(
+      rows.map((s) => pad(pick(s).slice(1))),
+      [rows.length, width],
+    );
 
   const stats = { clipped: 0, kl: 0, entropy: 0 };
   const { value, grads } = tf.tidy(() => {
@@ -86,8 +97,18 @@ export function sftStep(
   const inputs = sequences.map((s) => pad(s.ids.slice(0, -1)));
   const tokens = sequences.reduce((n, s) => n + s.lossMask.slice(1).reduce((a, b) => a + b, 0), 0);
   const { value, grads } = tf.tidy(() => {
-    const mask = tf.tensor2d(sequences.map((s) => pad(s.lossMask.slice(1))), [sequences.length, width]);
-    const targetHot = tf.oneHot(tf.tensor2d(sequences.map((s) => pad(s.ids.slice(1))), [sequences.length, width], 'int32'), model.config.vocabSize);
+    const mask = tf.tensor2d(
+      sequences.map((s) => pad(s.lossMask.slice(1))),
+      [sequences.length, width],
+    );
+    const targetHot = tf.oneHot(
+      tf.tensor2d(
+        sequences.map((s) => pad(s.ids.slice(1))),
+        [sequences.length, width],
+        'int32',
+      ),
+      model.config.vocabSize,
+    );
     return tf.variableGrads(() => {
       const logProbs = tf.logSoftmax(model.logits(inputs)).mul(targetHot).sum(-1);
       return logProbs.mul(mask).sum().div(Math.max(tokens, 1)).neg() as tf.Scalar;
@@ -101,7 +122,9 @@ export function sftStep(
 
 /** Scales gradients down to maxGradNorm (global norm), applies them, frees them; returns the norm before scaling. */
 function applyClipped(optimizer: tf.Optimizer, grads: tf.NamedTensorMap, maxGradNorm: number): number {
-  const norm = tf.tidy(() => Math.sqrt(Object.values(grads).reduce((sum, g) => sum + (g.square().sum().dataSync()[0] as number), 0)));
+  const norm = tf.tidy(() =>
+    Math.sqrt(Object.values(grads).reduce((sum, g) => sum + (g.square().sum().dataSync()[0] as number), 0)),
+  );
   const scale = norm > maxGradNorm ? maxGradNorm / norm : 1;
   const scaled = tf.tidy(() => Object.fromEntries(Object.entries(grads).map(([name, g]) => [name, g.mul(scale)])));
   optimizer.applyGradients(scaled);

@@ -27,15 +27,21 @@ export function readBatch(file: string): DecodedBatch {
   try {
     format = safetensorsMetadata(bytes).format;
   } catch (err) {
-    throw new TrainerInputError(`${file} is not a safetensors batch (${(err as Error).message}); pass the batch artifact the batch stage wrote`);
+    throw new TrainerInputError(
+      `${file} is not a safetensors batch (${(err as Error).message}); pass the batch artifact the batch stage wrote`,
+    );
   }
   if (format !== BATCH_FORMAT) {
-    throw new TrainerInputError(`${file} is a batch of format ${format ?? '(none)'}; this trainer reads ${BATCH_FORMAT} — rebuild the batch with this Rein version, or use a trainer of the batch's version`);
+    throw new TrainerInputError(
+      `${file} is a batch of format ${format ?? '(none)'}; this trainer reads ${BATCH_FORMAT} — rebuild the batch with this Rein version, or use a trainer of the batch's version`,
+    );
   }
   try {
     return decodeBatch(bytes);
   } catch (err) {
-    throw new TrainerInputError(`${file}: ${(err as Error).message}; the batch is damaged — rebuild it from the journal`);
+    throw new TrainerInputError(
+      `${file}: ${(err as Error).message}; the batch is damaged — rebuild it from the journal`,
+    );
   }
 }
 
@@ -59,10 +65,14 @@ export function checkBatchFits(batch: DecodedBatch, checkpoint: Checkpoint): voi
   for (const s of batch.sequences) {
     const outside = s.ids.find((id) => id < 0 || id >= vocabSize);
     if (outside !== undefined) {
-      throw new TrainerInputError(`the batch has token id ${outside}, outside the vocabulary of ${checkpoint.dir} (${vocabSize}): it was built for another tokenizer; train the checkpoint the rollouts were sampled from`);
+      throw new TrainerInputError(
+        `the batch has token id ${outside}, outside the vocabulary of ${checkpoint.dir} (${vocabSize}): it was built for another tokenizer; train the checkpoint the rollouts were sampled from`,
+      );
     }
     if (s.ids.length > maxPositions) {
-      throw new TrainerInputError(`a sequence of ${s.ids.length} tokens exceeds the context of ${checkpoint.dir} (${maxPositions}); lower samples.maxPromptTokens / samples.maxResponseTokens`);
+      throw new TrainerInputError(
+        `a sequence of ${s.ids.length} tokens exceeds the context of ${checkpoint.dir} (${maxPositions}); lower samples.maxPromptTokens / samples.maxResponseTokens`,
+      );
     }
   }
 }

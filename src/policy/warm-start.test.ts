@@ -28,7 +28,11 @@ describe('warm-start demonstrations', () => {
       {
         messages: [
           { role: 'user', content: '6 times 7?' },
-          { role: 'assistant', content: null, tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'calc', arguments: '{"x":"6*7"}' } }] },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'calc', arguments: '{"x":"6*7"}' } }],
+          },
           { role: 'tool', tool_call_id: 'call_0', content: '42' },
         ],
       },

@@ -52,7 +52,11 @@ export function fromMemoryShare(task: ArithmeticTask): number {
  * A demonstration as one training sequence: the whole episode, with the assistant's turns
  * trained. With the calculator: call, result, answer; from memory: the answer at once.
  */
-export function demonstration(tokenizer: ChatTokenizer, task: ArithmeticTask, style: 'calculator' | 'memory' = 'calculator'): { ids: number[]; lossMask: number[] } {
+export function demonstration(
+  tokenizer: ChatTokenizer,
+  task: ArithmeticTask,
+  style: 'calculator' | 'memory' = 'calculator',
+): { ids: number[]; lossMask: number[] } {
   const pieces: Array<[string, 0 | 1]> =
     style === 'memory'
       ? [
@@ -79,10 +83,20 @@ export function warmStart(
   model: Qwen3Model,
   tokenizer: ChatTokenizer,
   tasks: readonly ArithmeticTask[],
-  options: { steps: number; batchSize: number; learningRate: number; seed: number; onStep?: (step: number, loss: number) => void },
+  options: {
+    steps: number;
+    batchSize: number;
+    learningRate: number;
+    seed: number;
+    onStep?: (step: number, loss: number) => void;
+  },
 ): void {
   const random = seededRandom(options.seed);
-  const demos = tasks.map((t) => ({ calculator: demonstration(tokenizer, t), memory: demonstration(tokenizer, t, 'memory'), fromMemory: fromMemoryShare(t) }));
+  const demos = tasks.map((t) => ({
+    calculator: demonstration(tokenizer, t),
+    memory: demonstration(tokenizer, t, 'memory'),
+    fromMemory: fromMemoryShare(t),
+  }));
   const optimizer = tf.train.adam(options.learningRate);
   for (let step = 0; step < options.steps; step++) {
     const batch = Array.from({ length: options.batchSize }, () => {
@@ -104,11 +118,16 @@ function calculate(expression: string): number | undefined {
 }
 
 /** Greedy success rate on tasks, playing the harness's protocol against the model directly. */
-export function evaluateGreedy(checkpoint: Pick<Checkpoint, 'model' | 'tokenizer'>, tasks: readonly ArithmeticTask[]): number {
+export function evaluateGreedy(
+  checkpoint: Pick<Checkpoint, 'model' | 'tokenizer'>,
+  tasks: readonly ArithmeticTask[],
+): number {
   const { model, tokenizer } = checkpoint;
   const stop = [specialTokenId(END_OF_TURN)];
   const reply = (prompts: number[][]) =>
-    model.generate(prompts, { maxTokens: 40, temperature: 0, stopIds: stop, seed: 0 }).map((r) => tokenizer.decode(r.ids).replace(END_OF_TURN, ''));
+    model
+      .generate(prompts, { maxTokens: 40, temperature: 0, stopIds: stop, seed: 0 })
+      .map((r) => tokenizer.decode(r.ids).replace(END_OF_TURN, ''));
   const first = reply(tasks.map((t) => tokenizer.encode(`<|user|>${t.question}<|end|><|assistant|>`)));
   const followUps = tasks.map((t, i) => {
     const parsed = parseToolCalls(first[i] as string);
@@ -116,12 +135,16 @@ export function evaluateGreedy(checkpoint: Pick<Checkpoint, 'model' | 'tokenizer
     if (!call) return undefined;
     const x = (JSON.parse(call.function.arguments) as { x?: unknown }).x;
     const result = typeof x === 'string' ? calculate(x) : undefined;
-    return tokenizer.encode(`<|user|>${t.question}<|end|><|assistant|>${first[i]}<|end|><|tool|>${result ?? 'error'}<|end|><|assistant|>`);
+    return tokenizer.encode(
+      `<|user|>${t.question}<|end|><|assistant|>${first[i]}<|end|><|tool|>${result ?? 'error'}<|end|><|assistant|>`,
+    );
   });
   const asked = followUps.map((p, i) => ({ p, i })).filter((x): x is { p: number[]; i: number } => x.p !== undefined);
   const followUpAnswers = asked.length ? reply(asked.map((x) => x.p)) : [];
   // Without a tool call, the first reply is the answer (as the harness takes it).
-  const answers = first.map((text, i) => (followUps[i] === undefined ? text : followUpAnswers[asked.findIndex((x) => x.i === i)]));
+  const answers = first.map((text, i) =>
+    followUps[i] === undefined ? text : followUpAnswers[asked.findIndex((x) => x.i === i)],
+  );
   const correct = tasks.filter((task, i) => {
     const number = answers[i]?.match(/-?\d+/)?.[0];
     return number !== undefined && Number(number) === task.answer;

@@ -8,5 +8,7 @@ export const storageSettings = z.strictObject({
     .int()
     .min(0)
     .default(DEFAULT_MIN_FREE_MEGABYTES)
-    .describe('Below this much free space (MiB) in dataDir, preflight fails and every activity refuses to start (a retryable DiskSpaceError that says so); 0: no check'),
+    .describe(
+      'Below this much free space (MiB) in dataDir, preflight fails and every activity refuses to start (a retryable DiskSpaceError that says so); 0: no check',
+    ),
 });

@@ -21,8 +21,14 @@ describe('assertFreeSpace', () => {
     const { message, directory, freeBytes: free, floorBytes } = err as DiskSpaceError;
     expect({ directory, floorBytes }).toEqual({ directory: dir, floorBytes: floor });
     expect(free).toBeGreaterThan(0);
-    expect(message).toMatch(new RegExp(`^only \\d+\\.\\d (B|KiB|MiB|GiB|TiB) free under ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, below the floor of 8\\.0 PiB: `));
-    expect(message).toContain('free space there, or lower storage.minFreeMegabytes in the config (0 turns the check off)');
+    expect(message).toMatch(
+      new RegExp(
+        `^only \\d+\\.\\d (B|KiB|MiB|GiB|TiB) free under ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, below the floor of 8\\.0 PiB: `,
+      ),
+    );
+    expect(message).toContain(
+      'free space there, or lower storage.minFreeMegabytes in the config (0 turns the check off)',
+    );
   });
 
   it('checks nothing with a floor of 0', async () => {

@@ -18,13 +18,23 @@ describe('checkWorkerHost', () => {
   it('fails the disk check below the floor, naming the directory, the floor and the fix', async () => {
     const report = await checkWorkerHost({ dataDir: dir, minFreeBytes: Number.MAX_SAFE_INTEGER });
     const disk = report.checks.find((c) => c.name === 'free disk space');
-    expect(disk).toMatchObject({ ok: false, detail: expect.stringMatching(new RegExp(`free under ${dir}, below the floor of 8\\.0 PiB: free space there, or lower storage\\.minFreeMegabytes`)) });
+    expect(disk).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(
+        new RegExp(
+          `free under ${dir}, below the floor of 8\\.0 PiB: free space there, or lower storage\\.minFreeMegabytes`,
+        ),
+      ),
+    });
     expect(report.checks.filter((c) => !c.ok)).toHaveLength(1);
   });
 
   it('skips the disk check with a floor of 0', async () => {
     const report = await checkWorkerHost({ dataDir: dir, minFreeBytes: 0 });
-    expect(report.checks.find((c) => c.name === 'free disk space')).toMatchObject({ ok: true, detail: 'not checked (storage.minFreeMegabytes is 0)' });
+    expect(report.checks.find((c) => c.name === 'free disk space')).toMatchObject({
+      ok: true,
+      detail: 'not checked (storage.minFreeMegabytes is 0)',
+    });
   });
 });
 

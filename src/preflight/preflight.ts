@@ -67,8 +67,17 @@ async function checkFreeSpace(dataDir: string, minFreeBytes: number): Promise<Pr
   const name = 'free disk space';
   try {
     const free = await assertFreeSpace(dataDir, minFreeBytes);
-    return { name, ok: true, detail: free === undefined ? 'not checked (storage.minFreeMegabytes is 0)' : `${formatBytes(free)} free in ${dataDir}` };
+    return {
+      name,
+      ok: true,
+      detail:
+        free === undefined ? 'not checked (storage.minFreeMegabytes is 0)' : `${formatBytes(free)} free in ${dataDir}`,
+    };
   } catch (err) {
-    return { name, ok: false, detail: err instanceof DiskSpaceError ? err.message : `${dataDir}: ${(err as Error).message}` };
+    return {
+      name,
+      ok: false,
+      detail: err instanceof DiskSpaceError ? err.message : `${dataDir}: ${(err as Error).message}`,
+    };
   }
 }

@@ -63,7 +63,15 @@ function copyingTrainer(): PolicyTrainer & { parents: string[] } {
     async train(input: TrainInput): Promise<TrainResult> {
       parents.push(input.parentCheckpoint);
       cpSync(input.parentCheckpoint, input.outputDir, { recursive: true });
-      return { parent: input.parentCheckpoint, batchContentHash: 'batch', steps: 1, skippedMinibatches: 0, seconds: 0, metrics: { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 }, reused: false };
+      return {
+        parent: input.parentCheckpoint,
+        batchContentHash: 'batch',
+        steps: 1,
+        skippedMinibatches: 0,
+        seconds: 0,
+        metrics: { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 },
+        reused: false,
+      };
     },
   };
 }
@@ -74,7 +82,15 @@ describe('checkpoint locations in the registry', () => {
     const under = path.join(dataDir, 'policies', 'run', 'run.v1');
     expect(storedCheckpointLocation(under, dataDir)).toBe(`${DATA_DIR_PREFIX}policies/run/run.v1`);
     expect(resolvedCheckpointLocation(`${DATA_DIR_PREFIX}policies/run/run.v1`, dataDir)).toBe(under);
-    for (const kept of [baseModel, dataDir, path.join(dir, 'data-other', 'x'), 's3://bucket/rein/policies/run/run.v1', `file://${under}`, 'Qwen/Qwen3-0.6B', '../relative/path']) {
+    for (const kept of [
+      baseModel,
+      dataDir,
+      path.join(dir, 'data-other', 'x'),
+      's3://bucket/rein/policies/run/run.v1',
+      `file://${under}`,
+      'Qwen/Qwen3-0.6B',
+      '../relative/path',
+    ]) {
       expect(storedCheckpointLocation(kept, dataDir)).toBe(kept);
       expect(resolvedCheckpointLocation(kept, dataDir)).toBe(kept);
     }
@@ -85,9 +101,30 @@ describe('checkpoint locations in the registry', () => {
     mkdirSync(before);
     const trainer = copyingTrainer();
     const registry = await openRegistry({ dataDir: before, postgresUrl: null });
-    await registry.register({ version: 'base', parent: null, runId: null, iteration: null, checkpointUri: baseModel, batchContentHash: null, trainerMetrics: {} });
-    const job = { runId: 'run', iteration: 1, parentVersion: 'base', newVersion: 'run.v1', batchPath: '/unused', batchContentHash: 'batch' };
-    const { policy } = await updatePolicy(job, { registry, trainer, gateway, serving: serving(), policiesDir: path.join(before, 'policies') });
+    await registry.register({
+      version: 'base',
+      parent: null,
+      runId: null,
+      iteration: null,
+      checkpointUri: baseModel,
+      batchContentHash: null,
+      trainerMetrics: {},
+    });
+    const job = {
+      runId: 'run',
+      iteration: 1,
+      parentVersion: 'base',
+      newVersion: 'run.v1',
+      batchPath: '/unused',
+      batchContentHash: 'batch',
+    };
+    const { policy } = await updatePolicy(job, {
+      registry,
+      trainer,
+      gateway,
+      serving: serving(),
+      policiesDir: path.join(before, 'policies'),
+    });
     expect(policy.checkpointUri).toBe(path.join(before, 'policies', 'run', 'run.v1'));
     // Registering the same version again is still the same lineage.
     expect(await registry.register({ ...policy })).toEqual(policy);
@@ -99,11 +136,17 @@ describe('checkpoint locations in the registry', () => {
     const version = await moved.get('run.v1');
     expect(version?.checkpointUri).toBe(path.join(after, 'policies', 'run', 'run.v1'));
     expect((await moved.get('base'))?.checkpointUri).toBe(baseModel);
-    expect((await moved.list()).map((p) => p.checkpointUri)).toEqual([baseModel, path.join(after, 'policies', 'run', 'run.v1')]);
+    expect((await moved.list()).map((p) => p.checkpointUri)).toEqual([
+      baseModel,
+      path.join(after, 'policies', 'run', 'run.v1'),
+    ]);
 
     await ensureServed(version!, gateway, serving());
     expect(loaded.at(-1)).toEqual({ lora_name: 'run.v1', lora_path: path.join(after, 'policies', 'run', 'run.v1') });
-    await updatePolicy({ ...job, iteration: 2, parentVersion: 'run.v1', newVersion: 'run.v2' }, { registry: moved, trainer, gateway, serving: serving(), policiesDir: path.join(after, 'policies') });
+    await updatePolicy(
+      { ...job, iteration: 2, parentVersion: 'run.v1', newVersion: 'run.v2' },
+      { registry: moved, trainer, gateway, serving: serving(), policiesDir: path.join(after, 'policies') },
+    );
     expect(trainer.parents).toEqual([baseModel, path.join(after, 'policies', 'run', 'run.v1')]);
     await moved.close();
 
@@ -118,7 +161,15 @@ describe('checkpoint locations in the registry', () => {
     const dataDir = path.join(dir, 'older');
     mkdirSync(dataDir);
     const checkpoint = path.join(dataDir, 'policies', 'run', 'run.v1');
-    const lineage = { version: 'run.v1', parent: null, runId: 'run', iteration: 1, checkpointUri: checkpoint, batchContentHash: 'batch', trainerMetrics: {} };
+    const lineage = {
+      version: 'run.v1',
+      parent: null,
+      runId: 'run',
+      iteration: 1,
+      checkpointUri: checkpoint,
+      batchContentHash: 'batch',
+      trainerMetrics: {},
+    };
     const store = new SqlitePolicyRegistry(registryFile(dataDir));
     await store.ready;
     await store.register(lineage);

@@ -20,7 +20,9 @@ export function storedCheckpointLocation(location: string, dataDir: string): str
 }
 
 export function resolvedCheckpointLocation(stored: string, dataDir: string): string {
-  return stored.startsWith(DATA_DIR_PREFIX) ? path.join(path.resolve(dataDir), ...stored.slice(DATA_DIR_PREFIX.length).split('/')) : stored;
+  return stored.startsWith(DATA_DIR_PREFIX)
+    ? path.join(path.resolve(dataDir), ...stored.slice(DATA_DIR_PREFIX.length).split('/'))
+    : stored;
 }
 
 /** A registry that stores checkpoint locations relative to `dataDir` and gives them back resolved. */
@@ -28,12 +30,16 @@ export function withRelativeCheckpoints(registry: PolicyRegistry, dataDir: strin
   const resolved = (record: PolicyRecord): PolicyRecord => ({
     ...record,
     checkpointUri: resolvedCheckpointLocation(record.checkpointUri, dataDir),
-    ...(record.baseCheckpointUri && { baseCheckpointUri: resolvedCheckpointLocation(record.baseCheckpointUri, dataDir) }),
+    ...(record.baseCheckpointUri && {
+      baseCheckpointUri: resolvedCheckpointLocation(record.baseCheckpointUri, dataDir),
+    }),
   });
   const stored = (lineage: PolicyLineage): PolicyLineage => ({
     ...lineage,
     checkpointUri: storedCheckpointLocation(lineage.checkpointUri, dataDir),
-    ...(lineage.baseCheckpointUri && { baseCheckpointUri: storedCheckpointLocation(lineage.baseCheckpointUri, dataDir) }),
+    ...(lineage.baseCheckpointUri && {
+      baseCheckpointUri: storedCheckpointLocation(lineage.baseCheckpointUri, dataDir),
+    }),
   });
   return {
     async register(lineage) {

@@ -65,7 +65,11 @@ class RegistryListener {
   ) {}
 
   async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url, application_name: 'rein-registry-follower', keepAlive: true });
+    const client = new pg.Client({
+      connectionString: this.url,
+      application_name: 'rein-registry-follower',
+      keepAlive: true,
+    });
     // Until it listens, a failure is the caller's to handle (this handler only keeps pg from crashing the process).
     client.on('error', () => undefined);
     try {
@@ -105,7 +109,10 @@ class RegistryListener {
     this.connection = undefined;
     client.end().catch(() => undefined);
     if (this.closed) return;
-    this.logger.warn({ err: err?.message, retryInMs: this.delay }, 'lost the connection that hears registry changes; reconnecting');
+    this.logger.warn(
+      { err: err?.message, retryInMs: this.delay },
+      'lost the connection that hears registry changes; reconnecting',
+    );
     this.scheduleReconnect();
   }
 
@@ -114,7 +121,10 @@ class RegistryListener {
       this.connect().catch((err: unknown) => {
         if (this.closed) return;
         this.delay = Math.min(this.delay * 2, RECONNECT_MS.max);
-        this.logger.warn({ err: (err as Error).message, retryInMs: this.delay }, 'cannot reach PostgreSQL to hear registry changes; retrying');
+        this.logger.warn(
+          { err: (err as Error).message, retryInMs: this.delay },
+          'cannot reach PostgreSQL to hear registry changes; retrying',
+        );
         this.scheduleReconnect();
       });
     }, this.delay);
@@ -131,7 +141,10 @@ class RegistryListener {
         try {
           await this.apply();
         } catch (err) {
-          this.logger.warn({ err: (err as Error).message }, 'could not read the registry to update routes; retrying on the next change or reconnection');
+          this.logger.warn(
+            { err: (err as Error).message },
+            'could not read the registry to update routes; retrying on the next change or reconnection',
+          );
         }
       } while (this.again && !this.closed);
     })().finally(() => {
@@ -141,9 +154,15 @@ class RegistryListener {
   }
 }
 
-async function applyRegistry(registry: PolicyRegistry, router: Parameters<typeof restoreRoutes>[1], backend: string, logger: Logger): Promise<void> {
+async function applyRegistry(
+  registry: PolicyRegistry,
+  router: Parameters<typeof restoreRoutes>[1],
+  backend: string,
+  logger: Logger,
+): Promise<void> {
   const { restored, skipped, skippedAliases } = await restoreRoutes(registry, router, backend);
   if (restored.length > 0) logger.info({ restored }, 'routing policy versions registered elsewhere');
   if (skipped.length > 0) logger.warn({ skipped }, 'registered policy versions this gateway cannot route');
-  if (skippedAliases.length > 0) logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
+  if (skippedAliases.length > 0)
+    logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
 }

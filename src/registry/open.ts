@@ -24,6 +24,9 @@ async function openStoredRegistry(location: StoreLocation): Promise<PolicyRegist
 }
 
 /** Opens the registry for one piece of work and closes it after. */
-export async function withRegistry<T>(location: StoreLocation, use: (registry: PolicyRegistry) => T | Promise<T>): Promise<T> {
+export async function withRegistry<T>(
+  location: StoreLocation,
+  use: (registry: PolicyRegistry) => T | Promise<T>,
+): Promise<T> {
   return closingAfter(await openRegistry(location), use);
 }

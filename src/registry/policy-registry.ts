@@ -59,11 +59,14 @@ export interface AliasChange {
   at: string;
 }
 
-export type NewAliasChange = Pick<AliasChange, 'operation' | 'actor'> & Partial<Pick<AliasChange, 'reason' | 'override' | 'decisionId'>>;
+export type NewAliasChange = Pick<AliasChange, 'operation' | 'actor'> &
+  Partial<Pick<AliasChange, 'reason' | 'override' | 'decisionId'>>;
 
 /** A version registered again must name the same policy: the existing record if it does, a PolicyConflictError if not. */
 export function sameLineage(existing: PolicyRecord, lineage: PolicyLineage): PolicyRecord {
-  const same = (['parent', 'runId', 'iteration', 'checkpointUri', 'batchContentHash'] as const).every((k) => existing[k] === lineage[k]);
+  const same = (['parent', 'runId', 'iteration', 'checkpointUri', 'batchContentHash'] as const).every(
+    (k) => existing[k] === lineage[k],
+  );
   if (!same) {
     throw new PolicyConflictError(
       `policy ${lineage.version} is already registered from ${existing.parent ?? 'no parent'} / batch ${existing.batchContentHash ?? 'none'} at ${existing.checkpointUri}; a version names one policy`,
@@ -75,7 +78,12 @@ export function sameLineage(existing: PolicyRecord, lineage: PolicyLineage): Pol
 /** Versions from the root to `version`, oldest first (just `version` when the registry does not know it). */
 export async function lineageOf(registry: Pick<PolicyRegistry, 'get'>, version: string): Promise<string[]> {
   const chain = [version];
-  for (let parent = (await registry.get(version))?.parent; parent && !chain.includes(parent); parent = (await registry.get(parent))?.parent) chain.push(parent);
+  for (
+    let parent = (await registry.get(version))?.parent;
+    parent && !chain.includes(parent);
+    parent = (await registry.get(parent))?.parent
+  )
+    chain.push(parent);
   return chain.reverse();
 }
 
@@ -109,7 +117,12 @@ export interface PolicyRegistry {
    * and throws AliasMovedError otherwise: a decision made against one version says nothing about
    * another that another process put there meanwhile.
    */
-  setAlias(alias: string, version: string, change: NewAliasChange, options?: { expectedFrom?: string | null; statuses?: Record<string, PolicyStatus> }): Promise<AliasChange>;
+  setAlias(
+    alias: string,
+    version: string,
+    change: NewAliasChange,
+    options?: { expectedFrom?: string | null; statuses?: Record<string, PolicyStatus> },
+  ): Promise<AliasChange>;
   /** Changes of one alias (or all), oldest first. */
   aliasHistory(alias?: string): Promise<AliasChange[]>;
   /**
@@ -127,7 +140,9 @@ export interface PolicyRegistry {
  * A store a long-lived service opens once, on first use, and closes when it stops. An open that
  * fails (the database is down) is tried again on the next use rather than remembered.
  */
-export function openedOnFirstUse<R extends { close(): void | Promise<void> }>(open: () => Promise<R>): { get(): Promise<R>; close(): Promise<void> } {
+export function openedOnFirstUse<R extends { close(): void | Promise<void> }>(
+  open: () => Promise<R>,
+): { get(): Promise<R>; close(): Promise<void> } {
   let opening: Promise<R> | undefined;
   return {
     get: () =>
@@ -144,7 +159,10 @@ export function openedOnFirstUse<R extends { close(): void | Promise<void> }>(op
 }
 
 /** Runs one piece of work with a store and closes it after, also when the work fails. */
-export async function closingAfter<R extends { close(): void | Promise<void> }, T>(resource: R, use: (resource: R) => T | Promise<T>): Promise<T> {
+export async function closingAfter<R extends { close(): void | Promise<void> }, T>(
+  resource: R,
+  use: (resource: R) => T | Promise<T>,
+): Promise<T> {
   try {
     return await use(resource);
   } finally {

@@ -15,13 +15,34 @@ const freshLocation = (backend: StoreBackend) => testStoreLocation(backend, mkdt
 
 async function registryWith(backend: StoreBackend, ...versions: string[]): Promise<PolicyRegistry> {
   const registry = await openRegistry(await freshLocation(backend));
-  for (const version of versions) await registry.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
+  for (const version of versions)
+    await registry.register({
+      version,
+      parent: null,
+      runId: null,
+      iteration: null,
+      checkpointUri: `/p/${version}`,
+      batchContentHash: null,
+      trainerMetrics: {},
+    });
   await registry.setAlias(PRODUCTION_ALIAS, versions[0] as string, { operation: 'set', actor: 'test' });
   return registry;
 }
 
-const decide = (registry: PolicyRegistry, candidate: string, incumbent: string, verdict: 'pass' | 'fail', id = `${candidate}.vs.${incumbent}`) =>
-  registry.saveDecision({ id, candidate, incumbent, verdict, record: { reasons: verdict === 'fail' ? ['gain too small'] : [] } });
+const decide = (
+  registry: PolicyRegistry,
+  candidate: string,
+  incumbent: string,
+  verdict: 'pass' | 'fail',
+  id = `${candidate}.vs.${incumbent}`,
+) =>
+  registry.saveDecision({
+    id,
+    candidate,
+    incumbent,
+    verdict,
+    record: { reasons: verdict === 'fail' ? ['gain too small'] : [] },
+  });
 
 describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
   it('lets only one of two promotions decided against the same production through, when another process moves it in between', async () => {
@@ -29,7 +50,16 @@ describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
     // Two connections to one registry, as the CLI and the API (or two runs' workers) have.
     const first = await openRegistry(location);
     const other = await openRegistry(location);
-    for (const version of ['v0', 'v1', 'v2']) await first.register({ version, parent: null, runId: null, iteration: null, checkpointUri: `/p/${version}`, batchContentHash: null, trainerMetrics: {} });
+    for (const version of ['v0', 'v1', 'v2'])
+      await first.register({
+        version,
+        parent: null,
+        runId: null,
+        iteration: null,
+        checkpointUri: `/p/${version}`,
+        batchContentHash: null,
+        trainerMetrics: {},
+      });
     await first.setAlias(PRODUCTION_ALIAS, 'v0', { operation: 'set', actor: 'test' });
     await decide(first, 'v1', 'v0', 'pass');
     await decide(first, 'v2', 'v0', 'pass');
@@ -38,7 +68,8 @@ describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
     const racing = new Proxy(first, {
       get(target, key, receiver) {
         const value = Reflect.get(target, key, receiver) as unknown;
-        if (key !== 'decisionsFor' || raced) return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        if (key !== 'decisionsFor' || raced)
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
         return async (...args: unknown[]) => {
           const found = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
           raced = true;
@@ -47,14 +78,20 @@ describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
         };
       },
     });
-    await expect(promote(racing, undefined, { version: 'v1', actor: 'test' })).rejects.toThrow(/production moved from v0 to v2 .*gate v1 against v2/);
+    await expect(promote(racing, undefined, { version: 'v1', actor: 'test' })).rejects.toThrow(
+      /production moved from v0 to v2 .*gate v1 against v2/,
+    );
     expect(raced).toBe(true);
     expect(await first.alias(PRODUCTION_ALIAS)).toBe('v2');
     expect((await first.aliasHistory(PRODUCTION_ALIAS)).map((c) => [c.operation, c.from, c.to])).toEqual([
       ['set', null, 'v0'],
       ['promote', 'v0', 'v2'],
     ]);
-    expect(await Promise.all(['v1', 'v2', 'v0'].map(async (v) => (await first.get(v))?.status))).toEqual(['candidate', 'promoted', 'retired']);
+    expect(await Promise.all(['v1', 'v2', 'v0'].map(async (v) => (await first.get(v))?.status))).toEqual([
+      'candidate',
+      'promoted',
+      'retired',
+    ]);
     await first.close();
     await other.close();
   });
@@ -63,18 +100,27 @@ describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
     const registry = await registryWith(backend, 'v0', 'v1', 'v2');
     const told: string[] = [];
     const gateway = { setAlias: async (_alias: string, version: string) => void told.push(version) };
-    await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(/no gate decision compares v1 with production \(v0\); run `rein gate v1`/);
+    await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(
+      /no gate decision compares v1 with production \(v0\); run `rein gate v1`/,
+    );
     await decide(registry, 'v1', 'v0', 'fail');
-    await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(/the gate refused v1 .*gain too small.*--override/);
+    await expect(promote(registry, gateway, { version: 'v1', actor: 'test' })).rejects.toThrow(
+      /the gate refused v1 .*gain too small.*--override/,
+    );
     await decide(registry, 'v1', 'v0', 'pass', 'second-look');
     const moved = await promote(registry, gateway, { version: 'v1', actor: 'test', decisionId: 'second-look' });
-    expect(moved).toMatchObject({ change: { from: 'v0', to: 'v1', operation: 'promote', decisionId: 'second-look', override: false }, gatewayUpdated: true });
+    expect(moved).toMatchObject({
+      change: { from: 'v0', to: 'v1', operation: 'promote', decisionId: 'second-look', override: false },
+      gatewayUpdated: true,
+    });
     expect(told).toEqual(['v1']);
     expect((await registry.get('v1'))?.status).toBe('promoted');
     expect((await registry.get('v0'))?.status).toBe('retired');
     // A pass against v0 says nothing about v2 against v1.
     await decide(registry, 'v2', 'v0', 'pass');
-    await expect(promote(registry, gateway, { version: 'v2', actor: 'test', decisionId: 'v2.vs.v0' })).rejects.toThrow(/compared v2 with v0, but production is now v1/);
+    await expect(promote(registry, gateway, { version: 'v2', actor: 'test', decisionId: 'v2.vs.v0' })).rejects.toThrow(
+      /compared v2 with v0, but production is now v1/,
+    );
     await expect(promote(registry, gateway, { version: 'v9', actor: 'test' })).rejects.toBeInstanceOf(PromotionError);
     await registry.close();
   });
@@ -87,9 +133,16 @@ describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
     const moved = await promote(registry, unreachable, { version: 'v2', actor: 'test' });
     // The registry moved; the gateway learns it when it starts.
     expect(moved).toMatchObject({ change: { to: 'v2' }, gatewayUpdated: false, gatewayError: 'connection refused' });
-    expect((await rollback(registry, undefined, { actor: 'ops', reason: 'pager' })).change).toMatchObject({ from: 'v2', to: 'v1', operation: 'rollback', reason: 'pager' });
+    expect((await rollback(registry, undefined, { actor: 'ops', reason: 'pager' })).change).toMatchObject({
+      from: 'v2',
+      to: 'v1',
+      operation: 'rollback',
+      reason: 'pager',
+    });
     expect((await rollback(registry, undefined, { actor: 'ops' })).change).toMatchObject({ from: 'v1', to: 'v0' });
-    await expect(rollback(registry, undefined, { actor: 'ops' })).rejects.toThrow(/production \(v0\) has no earlier version to roll back to/);
+    await expect(rollback(registry, undefined, { actor: 'ops' })).rejects.toThrow(
+      /production \(v0\) has no earlier version to roll back to/,
+    );
     expect((await registry.aliasHistory(PRODUCTION_ALIAS)).map((c) => [c.operation, c.to, c.override])).toEqual([
       ['set', 'v0', false],
       ['promote', 'v1', true],

@@ -33,38 +33,60 @@ export interface PromoteRequest {
  * against the version production serves now: a pass against an older incumbent proves nothing
  * about the current one.
  */
-export async function promote(registry: PolicyRegistry, gateway: AliasTarget | undefined, request: PromoteRequest): Promise<AliasMove> {
+export async function promote(
+  registry: PolicyRegistry,
+  gateway: AliasTarget | undefined,
+  request: PromoteRequest,
+): Promise<AliasMove> {
   const { version } = request;
-  if (!(await registry.get(version))) throw new PromotionError(`policy ${version} is not registered; see \`rein policies\` for the versions there are`);
+  if (!(await registry.get(version)))
+    throw new PromotionError(`policy ${version} is not registered; see \`rein policies\` for the versions there are`);
   const incumbent = await registry.alias(PRODUCTION_ALIAS);
   if (incumbent === version) throw new PromotionError(`${version} already serves production`);
   let decision: StoredDecision | undefined;
   if (!request.override) {
-    decision = request.decisionId ? await registry.decision(request.decisionId) : (await registry.decisionsFor(version)).find((d) => d.incumbent === incumbent);
+    decision = request.decisionId
+      ? await registry.decision(request.decisionId)
+      : (await registry.decisionsFor(version)).find((d) => d.incumbent === incumbent);
     const gateHint = `run \`rein gate ${version}\`, or promote with --override "<reason>"`;
-    if (!decision) throw new PromotionError(`no gate decision compares ${version} with production (${incumbent ?? 'unset'}); ${gateHint}`);
-    if (decision.candidate !== version) throw new PromotionError(`decision ${decision.id} is about ${decision.candidate}, not ${version}`);
+    if (!decision)
+      throw new PromotionError(
+        `no gate decision compares ${version} with production (${incumbent ?? 'unset'}); ${gateHint}`,
+      );
+    if (decision.candidate !== version)
+      throw new PromotionError(`decision ${decision.id} is about ${decision.candidate}, not ${version}`);
     if (decision.incumbent !== incumbent) {
-      throw new PromotionError(`decision ${decision.id} compared ${version} with ${decision.incumbent}, but production is now ${incumbent ?? 'unset'}; ${gateHint}`);
+      throw new PromotionError(
+        `decision ${decision.id} compared ${version} with ${decision.incumbent}, but production is now ${incumbent ?? 'unset'}; ${gateHint}`,
+      );
     }
     if (decision.verdict !== 'pass') {
       const reasons = (decision.record.reasons as string[] | undefined)?.join('; ') ?? 'see the decision';
-      throw new PromotionError(`the gate refused ${version} (decision ${decision.id}): ${reasons}; fix the candidate, or promote with --override "<reason>"`);
+      throw new PromotionError(
+        `the gate refused ${version} (decision ${decision.id}): ${reasons}; fix the candidate, or promote with --override "<reason>"`,
+      );
     }
   }
-  const change = await movedOnlyFrom(incumbent, `${version} was being promoted`, `gate ${version} against it (\`rein gate ${version}\`), or promote with --override "<reason>"`, () =>
-    registry.setAlias(
-      PRODUCTION_ALIAS,
-      version,
-      {
-        operation: 'promote',
-        actor: request.actor,
-        reason: request.override?.reason ?? `gate decision ${decision?.id ?? ''} passed`,
-        override: request.override !== undefined,
-        decisionId: decision?.id ?? null,
-      },
-      { expectedFrom: incumbent ?? null, statuses: { [version]: 'promoted', ...(incumbent && { [incumbent]: 'retired' }) } },
-    ),
+  const change = await movedOnlyFrom(
+    incumbent,
+    `${version} was being promoted`,
+    `gate ${version} against it (\`rein gate ${version}\`), or promote with --override "<reason>"`,
+    () =>
+      registry.setAlias(
+        PRODUCTION_ALIAS,
+        version,
+        {
+          operation: 'promote',
+          actor: request.actor,
+          reason: request.override?.reason ?? `gate decision ${decision?.id ?? ''} passed`,
+          override: request.override !== undefined,
+          decisionId: decision?.id ?? null,
+        },
+        {
+          expectedFrom: incumbent ?? null,
+          statuses: { [version]: 'promoted', ...(incumbent && { [incumbent]: 'retired' }) },
+        },
+      ),
   );
   return { change, ...(await tellGateway(gateway, version)) };
 }
@@ -73,7 +95,11 @@ export async function promote(registry: PolicyRegistry, gateway: AliasTarget | u
  * Moves `production` back to the version it served before the current one came in (a rollback of
  * a rollback goes further back, not forth).
  */
-export async function rollback(registry: PolicyRegistry, gateway: AliasTarget | undefined, request: { actor: string; reason?: string }): Promise<AliasMove> {
+export async function rollback(
+  registry: PolicyRegistry,
+  gateway: AliasTarget | undefined,
+  request: { actor: string; reason?: string },
+): Promise<AliasMove> {
   const current = await registry.alias(PRODUCTION_ALIAS);
   if (!current) throw new PromotionError('production has never been set here, so there is nothing to roll back to');
   const arrival = (await registry.aliasHistory(PRODUCTION_ALIAS))
@@ -81,19 +107,35 @@ export async function rollback(registry: PolicyRegistry, gateway: AliasTarget | 
     .find((c) => c.to === current && c.operation !== 'rollback' && c.from !== null);
   if (!arrival?.from) throw new PromotionError(`production (${current}) has no earlier version to roll back to`);
   const from = arrival.from;
-  const change = await movedOnlyFrom(current, `it was being rolled back`, 'look at `rein policies` and roll back again if you still want to', () =>
-    registry.setAlias(PRODUCTION_ALIAS, from, { operation: 'rollback', actor: request.actor, reason: request.reason ?? `roll back ${current}` }, { expectedFrom: current, statuses: { [from]: 'promoted', [current]: 'retired' } }),
+  const change = await movedOnlyFrom(
+    current,
+    `it was being rolled back`,
+    'look at `rein policies` and roll back again if you still want to',
+    () =>
+      registry.setAlias(
+        PRODUCTION_ALIAS,
+        from,
+        { operation: 'rollback', actor: request.actor, reason: request.reason ?? `roll back ${current}` },
+        { expectedFrom: current, statuses: { [from]: 'promoted', [current]: 'retired' } },
+      ),
   );
   return { change, ...(await tellGateway(gateway, from)) };
 }
 
 /** `move()`, with a compare-and-set refusal (production moved meanwhile) said as a PromotionError naming both versions. */
-async function movedOnlyFrom(expected: string | undefined, what: string, fix: string, move: () => Promise<AliasChange>): Promise<AliasChange> {
+async function movedOnlyFrom(
+  expected: string | undefined,
+  what: string,
+  fix: string,
+  move: () => Promise<AliasChange>,
+): Promise<AliasChange> {
   try {
     return await move();
   } catch (err) {
     if (!(err instanceof AliasMovedError)) throw err;
-    throw new PromotionError(`production moved from ${expected ?? 'unset'} to ${err.actual ?? 'unset'} while ${what}, by another promotion or rollback; ${fix.replace('against it', `against ${err.actual ?? 'it'}`)}`);
+    throw new PromotionError(
+      `production moved from ${expected ?? 'unset'} to ${err.actual ?? 'unset'} while ${what}, by another promotion or rollback; ${fix.replace('against it', `against ${err.actual ?? 'it'}`)}`,
+    );
   }
 }
 
@@ -111,7 +153,10 @@ async function tellGateway(gateway: AliasTarget | undefined, version: string): P
  * Points the gateway's aliases where the registry says: the gateway keeps its routes in memory,
  * so one that starts after a promotion learns it here. Returns what it could not apply.
  */
-export async function restoreAliases(registry: PolicyRegistry, router: { setAlias(alias: string, version: string): void }): Promise<string[]> {
+export async function restoreAliases(
+  registry: PolicyRegistry,
+  router: { setAlias(alias: string, version: string): void },
+): Promise<string[]> {
   const skipped: string[] = [];
   for (const [alias, version] of Object.entries(await registry.aliases())) {
     try {

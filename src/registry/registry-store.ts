@@ -26,7 +26,10 @@ export function registryFile(dataDir: string): string {
 
 // Registries made before adapters were recorded gain the columns (their versions are full checkpoints).
 const migrate = migrationsOf('registry', REGISTRY_MIGRATIONS, (database) =>
-  addMissingSqliteColumns(database, 'policies', { format: "TEXT NOT NULL DEFAULT 'full'", base_checkpoint_uri: 'TEXT' }),
+  addMissingSqliteColumns(database, 'policies', {
+    format: "TEXT NOT NULL DEFAULT 'full'",
+    base_checkpoint_uri: 'TEXT',
+  }),
 );
 
 /** The registry on PostgreSQL, shared by the CLI, the API and workers on any host. */
@@ -114,15 +117,24 @@ export class SqlPolicyRegistry implements PolicyRegistry {
     return Object.fromEntries(rows.map((r) => [r.alias, r.version]));
   }
 
-  async setAlias(alias: string, version: string, change: NewAliasChange, options: { expectedFrom?: string | null; statuses?: Record<string, PolicyStatus> } = {}): Promise<AliasChange> {
+  async setAlias(
+    alias: string,
+    version: string,
+    change: NewAliasChange,
+    options: { expectedFrom?: string | null; statuses?: Record<string, PolicyStatus> } = {},
+  ): Promise<AliasChange> {
     return this.db.transaction().execute(async (trx) => {
       await this.lockAlias(trx, alias);
       if (!(await trx.selectFrom('policies').select('version').where('version', '=', version).executeTakeFirst())) {
-        throw new PolicyConflictError(`policy ${version} is not registered; an alias can only point at a registered version`);
+        throw new PolicyConflictError(
+          `policy ${version} is not registered; an alias can only point at a registered version`,
+        );
       }
       const from = (await this.aliasOf(trx, alias)) ?? null;
-      if (options.expectedFrom !== undefined && from !== options.expectedFrom) throw new AliasMovedError(alias, options.expectedFrom, from);
-      for (const [name, status] of Object.entries(options.statuses ?? {})) await trx.updateTable('policies').set({ status }).where('version', '=', name).execute();
+      if (options.expectedFrom !== undefined && from !== options.expectedFrom)
+        throw new AliasMovedError(alias, options.expectedFrom, from);
+      for (const [name, status] of Object.entries(options.statuses ?? {}))
+        await trx.updateTable('policies').set({ status }).where('version', '=', name).execute();
       await trx
         .insertInto('aliases')
         .values({ alias, version })
@@ -173,7 +185,11 @@ export class SqlPolicyRegistry implements PolicyRegistry {
       .onConflict((oc) =>
         oc
           .column('id')
-          .doUpdateSet({ verdict: (eb) => eb.ref('excluded.verdict'), record: (eb) => eb.ref('excluded.record'), created_at: (eb) => eb.ref('excluded.created_at') })
+          .doUpdateSet({
+            verdict: (eb) => eb.ref('excluded.verdict'),
+            record: (eb) => eb.ref('excluded.record'),
+            created_at: (eb) => eb.ref('excluded.created_at'),
+          })
           .where('decisions.verdict', '=', 'insufficient'),
       )
       .execute();
@@ -186,7 +202,13 @@ export class SqlPolicyRegistry implements PolicyRegistry {
   }
 
   async decisionsFor(candidate: string): Promise<StoredDecision[]> {
-    const rows = await this.db.selectFrom('decisions').selectAll().where('candidate', '=', candidate).orderBy('created_at', 'desc').orderBy(sql`${this.writtenOrder} DESC`).execute();
+    const rows = await this.db
+      .selectFrom('decisions')
+      .selectAll()
+      .where('candidate', '=', candidate)
+      .orderBy('created_at', 'desc')
+      .orderBy(sql`${this.writtenOrder} DESC`)
+      .execute();
     return rows.map(toDecision);
   }
 
@@ -200,7 +222,8 @@ export class SqlPolicyRegistry implements PolicyRegistry {
 
   /** PostgreSQL: held until COMMIT, so another process's move of this alias waits here, then reads where this one put it. */
   private async lockAlias(trx: Transaction<RegistryTables>, alias: string): Promise<void> {
-    if (this.database.kind === 'postgres') await sql`SELECT pg_advisory_xact_lock(${ALIAS_LOCK}, hashtext(${alias}))`.execute(trx);
+    if (this.database.kind === 'postgres')
+      await sql`SELECT pg_advisory_xact_lock(${ALIAS_LOCK}, hashtext(${alias}))`.execute(trx);
   }
 
   /** PostgreSQL tells the processes that follow the registry (LISTEN/NOTIFY); SQLite's followers are in this process. */

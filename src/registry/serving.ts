@@ -20,7 +20,8 @@ export class ServingError extends Error {
 }
 
 /** Versions Rein trained (they have a parent): the backend loads them at run time, not from its config. */
-export const trainedVersions = async (registry: PolicyRegistry): Promise<PolicyRecord[]> => (await registry.list()).filter((p) => p.parent !== null);
+export const trainedVersions = async (registry: PolicyRegistry): Promise<PolicyRecord[]> =>
+  (await registry.list()).filter((p) => p.parent !== null);
 
 /**
  * Routes every trained version of the registry to the serving backend and points the aliases
@@ -29,7 +30,11 @@ export const trainedVersions = async (registry: PolicyRegistry): Promise<PolicyR
  */
 export async function restoreRoutes(
   registry: PolicyRegistry,
-  router: { registerPolicy(version: string, spec: PolicySpec): void; setAlias(alias: string, version: string): void; models(): Array<{ id: string }> },
+  router: {
+    registerPolicy(version: string, spec: PolicySpec): void;
+    setAlias(alias: string, version: string): void;
+    models(): Array<{ id: string }>;
+  },
   backend: string,
 ): Promise<{ restored: string[]; skipped: string[]; skippedAliases: string[] }> {
   const routed = new Set(router.models().map((m) => m.id));
@@ -53,16 +58,28 @@ export async function restoreRoutes(
  * (a restarted backend forgot it), then routed by the gateway (a restarted gateway forgot it).
  * Idempotent; cheap when both already have it.
  */
-export async function ensureServed(policy: Pick<PolicyRecord, 'version' | 'checkpointUri'>, gateway: GatewayControlClient, serving: Serving): Promise<{ loadedOn: string[] }> {
+export async function ensureServed(
+  policy: Pick<PolicyRecord, 'version' | 'checkpointUri'>,
+  gateway: GatewayControlClient,
+  serving: Serving,
+): Promise<{ loadedOn: string[] }> {
   const loadedOn: string[] = [];
   for (const endpoint of serving.endpoints) {
     const base = endpoint.replace(/\/+$/, '').replace(/\/v1$/, '');
     const key = serving.apiKey?.();
     const ask = async (route: string, init?: RequestInit) => {
       try {
-        return await fetch(`${base}${route}`, { ...init, headers: { ...(init?.headers as Record<string, string> | undefined), ...(key && { authorization: `Bearer ${key}` }) } });
+        return await fetch(`${base}${route}`, {
+          ...init,
+          headers: {
+            ...(init?.headers as Record<string, string> | undefined),
+            ...(key && { authorization: `Bearer ${key}` }),
+          },
+        });
       } catch (err) {
-        throw new ServingError(`serving endpoint ${base} is unreachable (${(err as Error).message}); is the inference server (or \`rein policy serve\`) running?`);
+        throw new ServingError(
+          `serving endpoint ${base} is unreachable (${(err as Error).message}); is the inference server (or \`rein policy serve\`) running?`,
+        );
       }
     };
     const models = (await (await ask('/v1/models')).json()) as { data?: Array<{ id: string }> };
@@ -72,7 +89,10 @@ export async function ensureServed(policy: Pick<PolicyRecord, 'version' | 'check
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ lora_name: policy.version, lora_path: policy.checkpointUri }),
     });
-    if (!res.ok) throw new ServingError(`loading ${policy.version} into ${base} failed (${res.status}): ${(await res.text()).slice(0, 300)}`);
+    if (!res.ok)
+      throw new ServingError(
+        `loading ${policy.version} into ${base} failed (${res.status}): ${(await res.text()).slice(0, 300)}`,
+      );
     loadedOn.push(base);
   }
   await gateway.registerPolicy(policy.version, { backend: serving.backend, model: policy.version });

@@ -25,13 +25,19 @@ const duration = z.string().superRefine((text, ctx) => {
 export const retentionSchema = z.strictObject({
   journal: duration
     .optional()
-    .describe('Finished rollouts with their calls, shadow calls and events are deleted from the trace store this long after they last changed, e.g. "30d"; unset: kept'),
+    .describe(
+      'Finished rollouts with their calls, shadow calls and events are deleted from the trace store this long after they last changed, e.g. "30d"; unset: kept',
+    ),
   rolloutFolders: duration
     .optional()
-    .describe('Rollout folders (dataDir/rollouts/<id>: task, harness and verifier logs) and the logs workers uploaded to the artifact store (rollouts/<id>/) are deleted this long after their last write, e.g. "14d"; unset: kept'),
+    .describe(
+      'Rollout folders (dataDir/rollouts/<id>: task, harness and verifier logs) and the logs workers uploaded to the artifact store (rollouts/<id>/) are deleted this long after their last write, e.g. "14d"; unset: kept',
+    ),
   staging: duration
     .optional()
-    .describe("Local copies of remote artifacts (dataDir/staging) and temporary files a dead writer left (dataDir/artifacts, dataDir/staging) are deleted this long after their last write, e.g. \"7d\"; unset: kept"),
+    .describe(
+      'Local copies of remote artifacts (dataDir/staging) and temporary files a dead writer left (dataDir/artifacts, dataDir/staging) are deleted this long after their last write, e.g. "7d"; unset: kept',
+    ),
 });
 
 export type RetentionSettings = z.output<typeof retentionSchema>;

@@ -20,7 +20,12 @@ export async function measure(file: string): Promise<DiskEntry | undefined> {
     if (isMissing(err)) return undefined;
     throw err;
   }
-  const entry = { path: file, directory: stats.isDirectory(), bytes: stats.isDirectory() ? 0 : stats.size, lastWrite: stats.mtimeMs };
+  const entry = {
+    path: file,
+    directory: stats.isDirectory(),
+    bytes: stats.isDirectory() ? 0 : stats.size,
+    lastWrite: stats.mtimeMs,
+  };
   if (!stats.isDirectory()) return entry;
   for (const name of await readdir(file).catch((err: unknown) => (isMissing(err) ? [] : Promise.reject(err)))) {
     const inner = await measure(path.join(file, name));
@@ -49,7 +54,9 @@ const TEMPORARY = /\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 export async function temporariesUnder(dir: string): Promise<DiskEntry[]> {
   const found: DiskEntry[] = [];
   const walk = async (at: string): Promise<void> => {
-    const entries = await readdir(at, { withFileTypes: true }).catch((err: unknown) => (isMissing(err) ? [] : Promise.reject(err)));
+    const entries = await readdir(at, { withFileTypes: true }).catch((err: unknown) =>
+      isMissing(err) ? [] : Promise.reject(err),
+    );
     for (const entry of entries) {
       const file = path.join(at, entry.name);
       if (TEMPORARY.test(entry.name)) {

@@ -18,7 +18,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 type Store = TraceStore & JournalRetention;
 
-const rollout = (store: Store, id: string, batchId: string | null, status?: RolloutStatus) => journaledRollout(store, id, batchId, { status });
+const rollout = (store: Store, id: string, batchId: string | null, status?: RolloutStatus) =>
+  journaledRollout(store, id, batchId, { status });
 
 describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
   it('deletes old finished rollouts, never one a trained version or a decision needs, an unfinished one or one of a batch in use; a dry run deletes nothing and says the same', async () => {
@@ -28,10 +29,29 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
     const registry = await openRegistry(location);
     try {
       // r1.v1 was trained on batch r1.it1; decision d compared replays heldout.v0 and r1.it1.heldout and names adhoc-2 in a check.
-      await registry.register({ version: 'v0', parent: null, runId: null, iteration: null, checkpointUri: '/base', batchContentHash: null, trainerMetrics: {} });
-      await registry.register({ version: 'r1.v1', parent: 'v0', runId: 'r1', iteration: 1, checkpointUri: '/c1', batchContentHash: 'h1', trainerMetrics: {} });
+      await registry.register({
+        version: 'v0',
+        parent: null,
+        runId: null,
+        iteration: null,
+        checkpointUri: '/base',
+        batchContentHash: null,
+        trainerMetrics: {},
+      });
+      await registry.register({
+        version: 'r1.v1',
+        parent: 'v0',
+        runId: 'r1',
+        iteration: 1,
+        checkpointUri: '/c1',
+        batchContentHash: 'h1',
+        trainerMetrics: {},
+      });
       await registry.saveDecision({
-        id: 'd', candidate: 'r1.v1', incumbent: 'v0', verdict: 'pass',
+        id: 'd',
+        candidate: 'r1.v1',
+        incumbent: 'v0',
+        verdict: 'pass',
         record: {
           candidate: { version: 'r1.v1', batchId: 'r1.it1.heldout', taskIds: ['a'], samplesPerTask: 1 },
           incumbent: { version: 'v0', batchId: 'heldout.v0', taskIds: ['a'], samplesPerTask: 1 },
@@ -75,13 +95,29 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
         expect(await store.getRollout(gone)).toBeUndefined();
         expect(await store.listCalls(gone)).toEqual([]);
       }
-      for (const kept of ['r1.it1.a.0', 'r1.it1.heldout.a.0', 'heldout.v0.a.0', 'adhoc-2', 'stuck', 'r2.it2.a.0', 'r2.it2.b.0', 'young']) {
+      for (const kept of [
+        'r1.it1.a.0',
+        'r1.it1.heldout.a.0',
+        'heldout.v0.a.0',
+        'adhoc-2',
+        'stuck',
+        'r2.it2.a.0',
+        'r2.it2.b.0',
+        'young',
+      ]) {
         expect(await store.listCalls(kept)).toHaveLength(1);
       }
       // Again: nothing more to do.
       expect((await collectGarbage(deps, { ...options, dryRun: false })).journal?.delete.rollouts).toBe(0);
       // Unset: the journal is kept whole, and not even read.
-      expect(await collectGarbage({ dataDir, artifactsDir: null }, { retention: {}, dryRun: false })).toEqual({ dryRun: false, journal: null, rolloutFolders: null, rolloutLogs: null, staging: null, bytes: 0 });
+      expect(await collectGarbage({ dataDir, artifactsDir: null }, { retention: {}, dryRun: false })).toEqual({
+        dryRun: false,
+        journal: null,
+        rolloutFolders: null,
+        rolloutLogs: null,
+        staging: null,
+        bytes: 0,
+      });
     } finally {
       await registry.close();
       await store.close();
@@ -96,9 +132,23 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
     // Where the workers upload logs (a bucket in production; a folder elsewhere here, as S3 is no local disk).
     const artifacts = new LocalArtifactStore(path.join(dir, `${backend}-logs-artifacts`));
     try {
-      await registry.register({ version: 'r1.v1', parent: null, runId: 'r1', iteration: 1, checkpointUri: '/c1', batchContentHash: 'h1', trainerMetrics: {} });
+      await registry.register({
+        version: 'r1.v1',
+        parent: null,
+        runId: 'r1',
+        iteration: 1,
+        checkpointUri: '/c1',
+        batchContentHash: 'h1',
+        trainerMetrics: {},
+      });
       // adhoc-1 ran here (a folder and uploaded logs); remote-1 on another worker (uploaded logs only).
-      const logs = { 'adhoc-1': 'harness-1 output\n', 'remote-1': 'remote harness output\n', 'r1.it1.a.0': 'trained on\n', stuck: 'still going\n', young: 'just now\n' };
+      const logs = {
+        'adhoc-1': 'harness-1 output\n',
+        'remote-1': 'remote harness output\n',
+        'r1.it1.a.0': 'trained on\n',
+        stuck: 'still going\n',
+        young: 'just now\n',
+      };
       await rollout(store, 'adhoc-1', null);
       await rollout(store, 'remote-1', null);
       await rollout(store, 'r1.it1.a.0', 'r1.it1');
@@ -115,15 +165,22 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
       // Everything is older than the cutoff but young's logs, written after it.
       const now = Date.now() + 5 * 60_000;
       const later = new Date(now);
-      for (const file of ['harness-1.log', 'verifier.log']) utimesSync(fileURLToPath(artifacts.uriOf(`rollouts/young/${file}`)), later, later);
+      for (const file of ['harness-1.log', 'verifier.log'])
+        utimesSync(fileURLToPath(artifacts.uriOf(`rollouts/young/${file}`)), later, later);
       const deps = { store, registry, dataDir, artifactsDir: null, artifacts };
       const options = { retention: { rolloutFolders: '1m' }, now };
       const uploaded = (id: string) => artifacts.list(`rollouts/${id}/`);
-      const doomedBytes = ['adhoc-1', 'remote-1'].reduce((sum, id) => sum + Buffer.byteLength(logs[id as keyof typeof logs]) + '{"components":{}}\n'.length, 0);
+      const doomedBytes = ['adhoc-1', 'remote-1'].reduce(
+        (sum, id) => sum + Buffer.byteLength(logs[id as keyof typeof logs]) + '{"components":{}}\n'.length,
+        0,
+      );
 
       const dry = await collectGarbage(deps, { ...options, dryRun: true });
       expect(dry.rolloutLogs?.delete).toEqual({ rollouts: 2, objects: 4, bytes: doomedBytes });
-      expect(dry.rolloutLogs?.protected).toMatchObject({ unfinished: { rollouts: 1, by: ['stuck'] }, policyBatch: { rollouts: 1, by: ['r1.v1'] } });
+      expect(dry.rolloutLogs?.protected).toMatchObject({
+        unfinished: { rollouts: 1, by: ['stuck'] },
+        policyBatch: { rollouts: 1, by: ['r1.v1'] },
+      });
       expect(dry.bytes).toBe(doomedBytes + (dry.rolloutFolders?.delete.bytes ?? 0));
       expect(await uploaded('remote-1')).toHaveLength(2);
 
@@ -156,13 +213,37 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
         let n = 0;
         while (!stop || n < 20) {
           const id = randomUUID();
-          await gateway.beginCall({ id, rolloutId: 'live', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: { n }, requestSent: { n }, startedAt: Date.now() });
-          await gateway.finishCall(id, { response: {}, promptIds: [n], choices: [{ completionIds: [1], logprobs: [-1], finishReason: 'stop' }], usage: null, upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 1 });
+          await gateway.beginCall({
+            id,
+            rolloutId: 'live',
+            attempt: 1,
+            endpoint: 'chat.completions',
+            policyVersion: 'v1',
+            backendUrl: 'http://b',
+            stream: false,
+            requestReceived: { n },
+            requestSent: { n },
+            startedAt: Date.now(),
+          });
+          await gateway.finishCall(id, {
+            response: {},
+            promptIds: [n],
+            choices: [{ completionIds: [1], logprobs: [-1], finishReason: 'stop' }],
+            usage: null,
+            upstreamStatus: 200,
+            errorClass: null,
+            errorMessage: null,
+            ttftMs: 1,
+            latencyMs: 1,
+          });
           n++;
         }
         return n;
       })();
-      const report = await collectGarbage({ store: gc, registry, dataDir, artifactsDir: null }, { retention: { journal: '1m' }, now: cutoff + 60_000, batchSize: 4, dryRun: false });
+      const report = await collectGarbage(
+        { store: gc, registry, dataDir, artifactsDir: null },
+        { retention: { journal: '1m' }, now: cutoff + 60_000, batchSize: 4, dryRun: false },
+      );
       stop = true;
       const calls = await journaled;
       expect(report.journal?.delete.rollouts).toBe(30);

@@ -7,7 +7,14 @@ import { ROLLOUT_ID_PATTERN } from '../rollouts/rollout-id.js';
 import { ROLLOUT_LOG_FILE } from '../rollouts/rollout-logs.js';
 import type { JournalRetention, TraceStore } from '../store/trace-store.js';
 import { entriesOf, remove, temporariesUnder, type DiskEntry } from './disk.js';
-import { addCounts, noJournalCounts, ProtectedTally, splitPage, type JournalCounts, type ProtectedCounts } from './plan.js';
+import {
+  addCounts,
+  noJournalCounts,
+  ProtectedTally,
+  splitPage,
+  type JournalCounts,
+  type ProtectedCounts,
+} from './plan.js';
 import { protectionOf, registryProtections, type ProtectionReason, type Protections } from './protections.js';
 
 export interface GcDeps {
@@ -42,10 +49,23 @@ interface Section {
 export interface GcReport {
   dryRun: boolean;
   /** Null: retention.journal is unset, the journal is kept whole. */
-  journal: (Section & { delete: JournalCounts; protected: Record<ProtectionReason, ProtectedCounts>; oldestKept: { id: string; updatedAt: string; reason: ProtectionReason } | null }) | null;
-  rolloutFolders: (Section & { delete: { folders: number; bytes: number }; protected: Record<ProtectionReason, ProtectedCounts> }) | null;
+  journal:
+    | (Section & {
+        delete: JournalCounts;
+        protected: Record<ProtectionReason, ProtectedCounts>;
+        oldestKept: { id: string; updatedAt: string; reason: ProtectionReason } | null;
+      })
+    | null;
+  rolloutFolders:
+    | (Section & { delete: { folders: number; bytes: number }; protected: Record<ProtectionReason, ProtectedCounts> })
+    | null;
   /** The harness and verifier logs workers uploaded (rollouts/<id>/ in the artifact store), by retention.rolloutFolders. */
-  rolloutLogs: (Section & { delete: { rollouts: number; objects: number; bytes: number }; protected: Record<ProtectionReason, ProtectedCounts> }) | null;
+  rolloutLogs:
+    | (Section & {
+        delete: { rollouts: number; objects: number; bytes: number };
+        protected: Record<ProtectionReason, ProtectedCounts>;
+      })
+    | null;
   staging: (Section & { delete: { entries: number; bytes: number } }) | null;
   /** Bytes deleted (or, in a dry run, that would be), in all. */
   bytes: number;
@@ -68,7 +88,8 @@ type RolloutProtection = (id: string) => Promise<{ reason: ProtectionReason; by:
  */
 export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<GcReport> {
   const now = options.now ?? Date.now();
-  const cutoffOf = (setting: string | undefined): Cutoff | undefined => (setting === undefined ? undefined : { retention: setting, at: now - (durationMs(setting) as number) });
+  const cutoffOf = (setting: string | undefined): Cutoff | undefined =>
+    setting === undefined ? undefined : { retention: setting, at: now - (durationMs(setting) as number) };
   const journalCutoff = cutoffOf(options.retention.journal);
   const foldersCutoff = cutoffOf(options.retention.rolloutFolders);
   const stagingCutoff = cutoffOf(options.retention.staging);
@@ -80,17 +101,30 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions): Promise<
     return { ...registryKept, activeBatches: new Set(await store.activeBatchIds(cutoff)) };
   };
   const needStore = () => {
-    if (!deps.store) throw new Error('collectGarbage needs the trace store for retention.journal and retention.rolloutFolders');
+    if (!deps.store)
+      throw new Error('collectGarbage needs the trace store for retention.journal and retention.rolloutFolders');
     return deps.store;
   };
 
-  const report: GcReport = { dryRun: options.dryRun, journal: null, rolloutFolders: null, rolloutLogs: null, staging: null, bytes: 0 };
+  const report: GcReport = {
+    dryRun: options.dryRun,
+    journal: null,
+    rolloutFolders: null,
+    rolloutLogs: null,
+    staging: null,
+    bytes: 0,
+  };
 
   // Folders first: their rollouts' journal rows (status, batch) are read before the journal loses any.
   if (foldersCutoff) {
     const store = needStore();
     const protectionOfRollout = rolloutProtection(store, await protections(store, foldersCutoff.at));
-    report.rolloutFolders = await collectRolloutFolders(deps.dataDir, foldersCutoff, protectionOfRollout, options.dryRun);
+    report.rolloutFolders = await collectRolloutFolders(
+      deps.dataDir,
+      foldersCutoff,
+      protectionOfRollout,
+      options.dryRun,
+    );
     report.bytes += report.rolloutFolders.delete.bytes;
     if (deps.artifacts) {
       report.rolloutLogs = await collectRolloutLogs(deps.artifacts, foldersCutoff, protectionOfRollout, options.dryRun);
@@ -123,12 +157,20 @@ function rolloutProtection(store: NonNullable<GcDeps['store']>, kept: Protection
     const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
     // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.
     const batchId = rollout?.metadata.batchId;
-    return protectionOf({ id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null }, kept);
+    return protectionOf(
+      { id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null },
+      kept,
+    );
   };
 }
 
 /** The rollouts' folders on this host (dataDir/rollouts/<id>) older than the cutoff. */
-async function collectRolloutFolders(dataDir: string, cutoff: Cutoff, protectionOfRollout: RolloutProtection, dryRun: boolean): Promise<NonNullable<GcReport['rolloutFolders']>> {
+async function collectRolloutFolders(
+  dataDir: string,
+  cutoff: Cutoff,
+  protectionOfRollout: RolloutProtection,
+  dryRun: boolean,
+): Promise<NonNullable<GcReport['rolloutFolders']>> {
   const tally = new ProtectedTally();
   const doomed: DiskEntry[] = [];
   for (const folder of await entriesOf(path.join(dataDir, 'rollouts'))) {
@@ -136,7 +178,8 @@ async function collectRolloutFolders(dataDir: string, cutoff: Cutoff, protection
     if (!folder.directory || folder.lastWrite >= cutoff.at) continue;
     const id = path.basename(folder.path);
     const protection = await protectionOfRollout(id);
-    if (protection) tally.add(protection.reason, protection.by, { id, updatedAt: folder.lastWrite, bytes: folder.bytes });
+    if (protection)
+      tally.add(protection.reason, protection.by, { id, updatedAt: folder.lastWrite, bytes: folder.bytes });
     else doomed.push(folder);
   }
   if (!dryRun) for (const folder of doomed) await remove(folder);
@@ -145,7 +188,12 @@ async function collectRolloutFolders(dataDir: string, cutoff: Cutoff, protection
 }
 
 /** The rollout logs workers uploaded to the artifact store whose last write is older than the cutoff. */
-async function collectRolloutLogs(artifacts: ArtifactStore, cutoff: Cutoff, protectionOfRollout: RolloutProtection, dryRun: boolean): Promise<NonNullable<GcReport['rolloutLogs']>> {
+async function collectRolloutLogs(
+  artifacts: ArtifactStore,
+  cutoff: Cutoff,
+  protectionOfRollout: RolloutProtection,
+  dryRun: boolean,
+): Promise<NonNullable<GcReport['rolloutLogs']>> {
   const tally = new ProtectedTally();
   const doomed: ArtifactEntry[] = [];
   let rollouts = 0;
@@ -153,7 +201,12 @@ async function collectRolloutLogs(artifacts: ArtifactStore, cutoff: Cutoff, prot
     const lastWrite = Math.max(...logs.map((l) => l.modifiedAt));
     if (lastWrite >= cutoff.at) continue;
     const protection = await protectionOfRollout(id);
-    if (protection) tally.add(protection.reason, protection.by, { id, updatedAt: lastWrite, bytes: logs.reduce((sum, l) => sum + l.bytes, 0) });
+    if (protection)
+      tally.add(protection.reason, protection.by, {
+        id,
+        updatedAt: lastWrite,
+        bytes: logs.reduce((sum, l) => sum + l.bytes, 0),
+      });
     else {
       doomed.push(...logs);
       rollouts++;
@@ -165,7 +218,13 @@ async function collectRolloutLogs(artifacts: ArtifactStore, cutoff: Cutoff, prot
 }
 
 /** Finished rollouts in the journal older than the cutoff, a page (and a delete transaction) at a time. */
-async function collectJournal(store: JournalRetention, kept: Protections, cutoff: Cutoff, batchSize: number, dryRun: boolean): Promise<NonNullable<GcReport['journal']>> {
+async function collectJournal(
+  store: JournalRetention,
+  kept: Protections,
+  cutoff: Cutoff,
+  batchSize: number,
+  dryRun: boolean,
+): Promise<NonNullable<GcReport['journal']>> {
   const deleted = noJournalCounts();
   const tally = new ProtectedTally();
   let after: string | null = null;
@@ -175,8 +234,16 @@ async function collectJournal(store: JournalRetention, kept: Protections, cutoff
     for (const p of protectedOnes) tally.add(p.reason, p.by, p.rollout);
     if (dryRun) addCounts(deleted, doomed);
     else if (doomed.length > 0) {
-      const gone = new Set(await store.deleteFinishedRollouts(doomed.map((r) => r.id), cutoff.at));
-      addCounts(deleted, doomed.filter((r) => gone.has(r.id)));
+      const gone = new Set(
+        await store.deleteFinishedRollouts(
+          doomed.map((r) => r.id),
+          cutoff.at,
+        ),
+      );
+      addCounts(
+        deleted,
+        doomed.filter((r) => gone.has(r.id)),
+      );
     }
     after = page.next;
   } while (after);
@@ -189,7 +256,11 @@ async function collectJournal(store: JournalRetention, kept: Protections, cutoff
 }
 
 /** Staged copies and temporaries older than the cutoff. */
-async function collectStaging(deps: GcDeps, cutoff: Cutoff, dryRun: boolean): Promise<NonNullable<GcReport['staging']>> {
+async function collectStaging(
+  deps: GcDeps,
+  cutoff: Cutoff,
+  dryRun: boolean,
+): Promise<NonNullable<GcReport['staging']>> {
   const doomed = (await stagedEntries(deps)).filter((e) => e.lastWrite < cutoff.at);
   if (!dryRun) for (const entry of doomed) await remove(entry);
   const bytes = doomed.reduce((sum, e) => sum + e.bytes, 0);
@@ -218,7 +289,14 @@ async function uploadedLogsByRollout(artifacts: ArtifactStore): Promise<Map<stri
   const byRollout = new Map<string, ArtifactEntry[]>();
   for (const entry of await artifacts.listEntries('rollouts/')) {
     const [, id, file, ...deeper] = nameInStore(artifacts, entry.uri).split('/');
-    if (id === undefined || file === undefined || deeper.length > 0 || !ROLLOUT_ID_PATTERN.test(id) || !ROLLOUT_LOG_FILE.test(file)) continue;
+    if (
+      id === undefined ||
+      file === undefined ||
+      deeper.length > 0 ||
+      !ROLLOUT_ID_PATTERN.test(id) ||
+      !ROLLOUT_LOG_FILE.test(file)
+    )
+      continue;
     byRollout.set(id, [...(byRollout.get(id) ?? []), entry]);
   }
   return byRollout;

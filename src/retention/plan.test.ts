@@ -19,7 +19,9 @@ const rolloutArb = fc.record({
 const protectionsArb = fc.record({
   policyBatches: fc.dictionary(batch, fc.constantFrom('r1.v1', 'r1.v2')).map((d) => new Map(Object.entries(d))),
   decisionBatches: fc.dictionary(batch, fc.constant('d1')).map((d) => new Map(Object.entries(d))),
-  decisionRollouts: fc.dictionary(fc.constantFrom('r0', 'r3', 'r7'), fc.constant('d2')).map((d) => new Map(Object.entries(d))),
+  decisionRollouts: fc
+    .dictionary(fc.constantFrom('r0', 'r3', 'r7'), fc.constant('d2'))
+    .map((d) => new Map(Object.entries(d))),
   activeBatches: fc.uniqueArray(batch).map((b) => new Set(b)),
 }) satisfies fc.Arbitrary<Protections>;
 
@@ -28,19 +30,25 @@ describe('the retention plan', () => {
     fc.assert(
       fc.property(fc.uniqueArray(rolloutArb, { selector: (r) => r.id }), protectionsArb, (rollouts, p) => {
         const { doomed, kept } = splitPage(rollouts, p);
-        expect([...doomed, ...kept.map((k) => k.rollout)].map((r) => r.id).sort()).toEqual(rollouts.map((r) => r.id).sort());
+        expect([...doomed, ...kept.map((k) => k.rollout)].map((r) => r.id).sort()).toEqual(
+          rollouts.map((r) => r.id).sort(),
+        );
         for (const r of doomed) {
           expect(['succeeded', 'failed', 'cancelled']).toContain(r.status);
           expect(p.decisionRollouts.has(r.id)).toBe(false);
           if (r.batchId !== null) {
-            expect(p.policyBatches.has(r.batchId) || p.decisionBatches.has(r.batchId) || p.activeBatches.has(r.batchId)).toBe(false);
+            expect(
+              p.policyBatches.has(r.batchId) || p.decisionBatches.has(r.batchId) || p.activeBatches.has(r.batchId),
+            ).toBe(false);
           }
         }
         for (const { rollout, reason, by } of kept) {
           const needs = {
             unfinished: !['succeeded', 'failed', 'cancelled'].includes(rollout.status),
             policyBatch: rollout.batchId !== null && p.policyBatches.get(rollout.batchId) === by,
-            decision: p.decisionRollouts.get(rollout.id) === by || (rollout.batchId !== null && p.decisionBatches.get(rollout.batchId) === by),
+            decision:
+              p.decisionRollouts.get(rollout.id) === by ||
+              (rollout.batchId !== null && p.decisionBatches.get(rollout.batchId) === by),
             batchInUse: rollout.batchId === by && p.activeBatches.has(by),
           };
           expect(needs[reason]).toBe(true);

@@ -21,7 +21,10 @@ export interface ProtectedCounts {
 const EXAMPLES = 5;
 
 /** One page of aged rollouts, split: those to delete, and those kept with why. */
-export function splitPage(items: readonly AgedRollout[], protections: Protections): { doomed: AgedRollout[]; kept: Array<{ rollout: AgedRollout; reason: ProtectionReason; by: string }> } {
+export function splitPage(
+  items: readonly AgedRollout[],
+  protections: Protections,
+): { doomed: AgedRollout[]; kept: Array<{ rollout: AgedRollout; reason: ProtectionReason; by: string }> } {
   const doomed: AgedRollout[] = [];
   const kept: Array<{ rollout: AgedRollout; reason: ProtectionReason; by: string }> = [];
   for (const rollout of items) {
@@ -46,7 +49,9 @@ export function addCounts(total: JournalCounts, rollouts: readonly AgedRollout[]
 
 /** Counts of what was kept, by reason (every reason present, zero when none). */
 export class ProtectedTally {
-  readonly byReason = Object.fromEntries(PROTECTION_REASONS.map((r): [ProtectionReason, ProtectedCounts] => [r, { rollouts: 0, bytes: 0, by: [] }])) as Record<ProtectionReason, ProtectedCounts>;
+  readonly byReason = Object.fromEntries(
+    PROTECTION_REASONS.map((r): [ProtectionReason, ProtectedCounts] => [r, { rollouts: 0, bytes: 0, by: [] }]),
+  ) as Record<ProtectionReason, ProtectedCounts>;
   /** The oldest rollout kept among those old enough to go. */
   oldest: { id: string; updatedAt: number; reason: ProtectionReason } | null = null;
 
@@ -55,6 +60,7 @@ export class ProtectedTally {
     entry.rollouts++;
     entry.bytes += rollout.bytes;
     if (entry.by.length < EXAMPLES && !entry.by.includes(by)) entry.by.push(by);
-    if (!this.oldest || rollout.updatedAt < this.oldest.updatedAt) this.oldest = { id: rollout.id, updatedAt: rollout.updatedAt, reason };
+    if (!this.oldest || rollout.updatedAt < this.oldest.updatedAt)
+      this.oldest = { id: rollout.id, updatedAt: rollout.updatedAt, reason };
   }
 }

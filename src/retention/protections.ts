@@ -7,7 +7,7 @@ export type ProtectionReason = (typeof PROTECTION_REASONS)[number];
 
 export const PROTECTION_LABELS: Record<ProtectionReason, string> = {
   unfinished: 'unfinished (queued or running)',
-  policyBatch: "in the batch a registered policy version was trained on",
+  policyBatch: 'in the batch a registered policy version was trained on',
   decision: 'cited by a gate decision',
   batchInUse: 'in a batch still in use (another of its rollouts is unfinished or newer than the cutoff)',
 };
@@ -62,21 +62,29 @@ export async function registryProtections(registry: PolicyRegistry): Promise<Omi
   const decisionRollouts = new Map<string, string>();
   const versions = await registry.list();
   for (const policy of versions) {
-    if (policy.runId !== null && policy.iteration !== null && policy.batchContentHash !== null) policyBatches.set(iterationBatchId(policy.runId, policy.iteration), policy.version);
+    if (policy.runId !== null && policy.iteration !== null && policy.batchContentHash !== null)
+      policyBatches.set(iterationBatchId(policy.runId, policy.iteration), policy.version);
   }
   for (const policy of versions) {
     for (const decision of await registry.decisionsFor(policy.version)) {
-      const record = decision.record as { candidate?: RolloutSetRecord; incumbent?: RolloutSetRecord; checks?: Array<{ rollouts?: unknown }> };
+      const record = decision.record as {
+        candidate?: RolloutSetRecord;
+        incumbent?: RolloutSetRecord;
+        checks?: Array<{ rollouts?: unknown }>;
+      };
       for (const set of [record.candidate, record.incumbent]) {
         if (typeof set?.batchId !== 'string') continue;
         decisionBatches.set(set.batchId, decision.id);
         // The ids the replay gave its rollouts, should one have lost its batch id.
         if (Array.isArray(set.taskIds) && typeof set.samplesPerTask === 'number') {
-          for (const task of set.taskIds) for (let s = 0; s < set.samplesPerTask; s++) decisionRollouts.set(rolloutIdFor(set.batchId, String(task), s), decision.id);
+          for (const task of set.taskIds)
+            for (let s = 0; s < set.samplesPerTask; s++)
+              decisionRollouts.set(rolloutIdFor(set.batchId, String(task), s), decision.id);
         }
       }
       for (const check of record.checks ?? []) {
-        if (Array.isArray(check.rollouts)) for (const id of check.rollouts) if (typeof id === 'string') decisionRollouts.set(id, decision.id);
+        if (Array.isArray(check.rollouts))
+          for (const id of check.rollouts) if (typeof id === 'string') decisionRollouts.set(id, decision.id);
       }
     }
   }

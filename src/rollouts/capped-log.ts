@@ -42,7 +42,9 @@ export class CappedLog {
     const kept = tail.subarray(Math.max(0, tail.length - this.tailLimit));
     this.truncatedBytes = this.bytes - this.headBytes - kept.length;
     if (this.truncatedBytes > 0) {
-      this.file.write(`\n[rein: ${this.truncatedBytes} bytes cut here; this log keeps the first ${this.headBytes} and the last ${kept.length} bytes]\n`);
+      this.file.write(
+        `\n[rein: ${this.truncatedBytes} bytes cut here; this log keeps the first ${this.headBytes} and the last ${kept.length} bytes]\n`,
+      );
     }
     this.file.end(kept, done);
   }

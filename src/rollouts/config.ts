@@ -14,17 +14,39 @@ const regexSource = z
 
 /** The config's `rollouts` section: running the harness on tasks. */
 export const rolloutSettings = z.strictObject({
-  concurrency: z.number().int().min(1).max(10_000).default(16).describe('Harness runs at once (local processes or running Jobs)'),
-  launchesPerSecond: z.number().positive().max(10_000).optional().describe('The most harness runs started per second (Job creations on Kubernetes); no limit when unset'),
-  maxAttempts: z.number().int().min(1).max(10).default(2).describe('Attempts per rollout; only infrastructure failures start another'),
+  concurrency: z
+    .number()
+    .int()
+    .min(1)
+    .max(10_000)
+    .default(16)
+    .describe('Harness runs at once (local processes or running Jobs)'),
+  launchesPerSecond: z
+    .number()
+    .positive()
+    .max(10_000)
+    .optional()
+    .describe('The most harness runs started per second (Job creations on Kubernetes); no limit when unset'),
+  maxAttempts: z
+    .number()
+    .int()
+    .min(1)
+    .max(10)
+    .default(2)
+    .describe('Attempts per rollout; only infrastructure failures start another'),
   dependencyWaitSeconds: z
     .number()
     .int()
     .min(0)
     .max(86_400)
     .default(300)
-    .describe("Before launching, wait (with backoff, shown in the stage's status) while the gateway or the pinned version's backend does not answer; at most this long per set of rollouts, then launches go ahead and fail as infrastructure"),
-  hiddenFields: z.array(z.string().min(1)).default(['answer']).describe('Task fields the harness must not see (the verifier gets the whole task)'),
+    .describe(
+      "Before launching, wait (with backoff, shown in the stage's status) while the gateway or the pinned version's backend does not answer; at most this long per set of rollouts, then launches go ahead and fail as infrastructure",
+    ),
+  hiddenFields: z
+    .array(z.string().min(1))
+    .default(['answer'])
+    .describe('Task fields the harness must not see (the verifier gets the whole task)'),
   rewardWeights: z
     .record(z.string().min(1), z.number().finite())
     .default({ success: 1 })
@@ -32,5 +54,7 @@ export const rolloutSettings = z.strictObject({
   refusalPatterns: z
     .array(regexSource)
     .optional()
-    .describe("Regular expressions (case-insensitive) that mark a model reply as a refusal, for the 'model' failure class; a few common English refusals when unset"),
+    .describe(
+      "Regular expressions (case-insensitive) that mark a model reply as a refusal, for the 'model' failure class; a few common English refusals when unset",
+    ),
 });

@@ -20,16 +20,26 @@ export const programSchema = z.strictObject({
     .default(['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'])
     .describe("Variables copied from the runner's environment; nothing else is inherited"),
   timeoutSeconds: z.number().positive().max(86_400).default(600).describe('Per run, counted from the moment it starts'),
-  taskOnStdin: z.boolean().default(false).describe("Also give the program the task as JSON on standard input (the harness its view of it)"),
+  taskOnStdin: z
+    .boolean()
+    .default(false)
+    .describe('Also give the program the task as JSON on standard input (the harness its view of it)'),
 });
 
 export const harnessSchema = z
   .strictObject({
-    version: z.string().min(1).max(200).optional().describe('The version you give the harness (a release tag, a commit); part of the harness version'),
+    version: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('The version you give the harness (a release tag, a commit); part of the harness version'),
     local: programSchema.optional().describe('Run the harness as a local process per rollout'),
     kubernetes: kubernetesHarnessSchema.optional().describe('Run the harness as a Kubernetes Job per rollout attempt'),
   })
-  .refine((h) => (h.local === undefined) !== (h.kubernetes === undefined), { message: 'give exactly one of local and kubernetes' });
+  .refine((h) => (h.local === undefined) !== (h.kubernetes === undefined), {
+    message: 'give exactly one of local and kubernetes',
+  });
 
 export const verifierSchema = programSchema.extend({
   version: z.string().min(1).max(200).optional().describe('The verifier version, recorded in the environment ledger'),
@@ -56,15 +66,19 @@ export function programSpec(settings: z.output<typeof programSchema>): ProgramSp
  */
 export function harnessVersion(settings: HarnessSettings): string {
   const template = settings.kubernetes ? readFileSync(settings.kubernetes.template, 'utf8') : undefined;
-  return `h-${createHash('sha256').update(canonicalJson({ ...settings, ...(template !== undefined && { templateText: template }) })).digest('hex').slice(0, 16)}`;
+  return `h-${createHash('sha256')
+    .update(canonicalJson({ ...settings, ...(template !== undefined && { templateText: template }) }))
+    .digest('hex')
+    .slice(0, 16)}`;
 }
-
 
 /** JSON with object keys sorted, so equal specs hash equally however they were written. */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
     v !== null && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+        )
       : v,
   );
 }

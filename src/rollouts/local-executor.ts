@@ -16,7 +16,11 @@ export function localExecutor(spec: ProgramSpec): HarnessExecutor {
       const { issued } = launch;
       const result = await runCommand({
         command: spec.command,
-        args: withPlaceholders(spec.args, { task: launch.taskFile, output: launch.outputFile, rollout: issued.rollout.id }),
+        args: withPlaceholders(spec.args, {
+          task: launch.taskFile,
+          output: launch.outputFile,
+          rollout: issued.rollout.id,
+        }),
         cwd: spec.cwd,
         env: {
           ...allowedEnv(spec.envAllow),
@@ -42,7 +46,10 @@ export function localExecutor(spec: ProgramSpec): HarnessExecutor {
         timedOut: result.timedOut,
         cancelled: result.cancelled,
         // A harness that cannot start here is a setup problem, not the policy's doing.
-        problem: result.spawnError === null ? null : { failureClass: 'environment', reason: `the harness could not start: ${result.spawnError}` },
+        problem:
+          result.spawnError === null
+            ? null
+            : { failureClass: 'environment', reason: `the harness could not start: ${result.spawnError}` },
         logTail: result.stderrTail,
         logTruncatedBytes: result.logTruncatedBytes,
         seconds: result.seconds,
@@ -52,10 +59,17 @@ export function localExecutor(spec: ProgramSpec): HarnessExecutor {
   };
 }
 
-export function withPlaceholders(args: readonly string[], values: { task: string; output: string; rollout: string }): string[] {
-  return args.map((a) => a.replaceAll('{task}', values.task).replaceAll('{output}', values.output).replaceAll('{rollout}', values.rollout));
+export function withPlaceholders(
+  args: readonly string[],
+  values: { task: string; output: string; rollout: string },
+): string[] {
+  return args.map((a) =>
+    a.replaceAll('{task}', values.task).replaceAll('{output}', values.output).replaceAll('{rollout}', values.rollout),
+  );
 }
 
 export function allowedEnv(names: readonly string[] = DEFAULT_ENV_ALLOW): Record<string, string> {
-  return Object.fromEntries(names.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name] as string]])));
+  return Object.fromEntries(
+    names.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name] as string]])),
+  );
 }

@@ -32,7 +32,10 @@ export async function killMarked(token: string): Promise<void> {
     } catch {
       return;
     }
-    const pids = entries.filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => pid !== process.pid);
+    const pids = entries
+      .filter((e) => /^\d+$/.test(e))
+      .map(Number)
+      .filter((pid) => pid !== process.pid);
     const marked = await Promise.all(
       pids.map(async (pid) => {
         try {

@@ -6,7 +6,9 @@ describe('launchPacer', () => {
     const pace = launchPacer(20);
     const start = performance.now();
     const released: Array<{ i: number; at: number }> = [];
-    await Promise.all(Array.from({ length: 5 }, (_, i) => pace().then(() => released.push({ i, at: performance.now() }))));
+    await Promise.all(
+      Array.from({ length: 5 }, (_, i) => pace().then(() => released.push({ i, at: performance.now() }))),
+    );
     expect(released.map((r) => r.i)).toEqual([0, 1, 2, 3, 4]);
     // Launch k has its slot k × 50 ms after the first ask. A late timer can bring two releases
     // closer than 50 ms (the slots stay fixed), but none is ever released before its slot; libuv

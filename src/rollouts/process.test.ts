@@ -14,7 +14,14 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 const bash = (script: string, extra: Partial<CommandSpec> = {}) =>
-  runCommand({ command: 'bash', args: ['-c', script, 'harness', dir], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, timeoutMs: 30_000, logFile: path.join(dir, 'run.log'), ...extra });
+  runCommand({
+    command: 'bash',
+    args: ['-c', script, 'harness', dir],
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    timeoutMs: 30_000,
+    logFile: path.join(dir, 'run.log'),
+    ...extra,
+  });
 
 const pidIn = (file: string) => Number(readFileSync(path.join(dir, file), 'utf8').trim());
 
@@ -52,7 +59,9 @@ describe.skipIf(process.platform !== 'linux')('runCommand and the harness’s de
   });
 
   it('times out a harness that never exits (and ignores SIGTERM), and kills it and its setsid grandchild', async () => {
-    const run = await bash(`trap '' TERM\n${escapedChild}\necho $$ > "$1/main.pid"\nwhile true; do sleep 1; done`, { timeoutMs: 1500 });
+    const run = await bash(`trap '' TERM\n${escapedChild}\necho $$ > "$1/main.pid"\nwhile true; do sleep 1; done`, {
+      timeoutMs: 1500,
+    });
     expect(run).toMatchObject({ timedOut: true, cancelled: false });
     expect(run.exitCode).not.toBe(0);
     expect(await gone(pidIn('main.pid'))).toBe(true);
@@ -80,7 +89,13 @@ describe.skipIf(process.platform !== 'linux')('runCommand and the harness’s de
 
 describe('runCommand', () => {
   it('reports a command that cannot start', async () => {
-    const run = await runCommand({ command: path.join(dir, 'missing'), args: [], env: {}, timeoutMs: 30_000, logFile: path.join(dir, 'run.log') });
+    const run = await runCommand({
+      command: path.join(dir, 'missing'),
+      args: [],
+      env: {},
+      timeoutMs: 30_000,
+      logFile: path.join(dir, 'run.log'),
+    });
     expect(run.spawnError).toContain('ENOENT');
     expect(run.exitCode).toBeNull();
   });
@@ -97,7 +112,10 @@ describe('runCommand', () => {
     const limit = 64 * 1024;
     const run = await runCommand({
       command: process.execPath,
-      args: ['-e', `let s = ''; for (let i = 0; i < ${lines}; i++) { s += 'line ' + i + '\\n'; if (s.length > 65536) { process.stdout.write(s); s = ''; } } process.stdout.write(s);`],
+      args: [
+        '-e',
+        `let s = ''; for (let i = 0; i < ${lines}; i++) { s += 'line ' + i + '\\n'; if (s.length > 65536) { process.stdout.write(s); s = ''; } } process.stdout.write(s);`,
+      ],
       env: {},
       timeoutMs: 120_000,
       logFile: path.join(dir, 'run.log'),
@@ -124,7 +142,11 @@ describe('localExecutor', () => {
       dir,
       env: {},
     } as unknown as HarnessLaunch;
-    const harness = localExecutor({ command: process.execPath, args: ['-e', `process.stderr.write('x'.repeat(20 * 1024 * 1024))`], timeoutMs: 120_000 });
+    const harness = localExecutor({
+      command: process.execPath,
+      args: ['-e', `process.stderr.write('x'.repeat(20 * 1024 * 1024))`],
+      timeoutMs: 120_000,
+    });
     const run = await harness.run(launch);
     expect(run).toMatchObject({ exitCode: 0, timedOut: false });
     expect(run.logTruncatedBytes).toBe(20 * 1024 * 1024 - 8 * 1024 * 1024);

@@ -29,7 +29,10 @@ export function programProblems(name: string, spec: ProgramSpec, env: NodeJS.Pro
   const searchPath = spec.env?.PATH ?? env.PATH ?? '';
   const candidates = spec.command.includes('/')
     ? [path.resolve(spec.cwd ?? '.', spec.command)]
-    : searchPath.split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, spec.command));
+    : searchPath
+        .split(path.delimiter)
+        .filter(Boolean)
+        .map((dir) => path.join(dir, spec.command));
   if (!candidates.some(isExecutable)) {
     problems.push(
       spec.command.includes('/')

@@ -17,7 +17,11 @@ describe('dependencyWaiter', () => {
     const ready = dependencyWaiter(dep.check, { maxWaitMs: 60_000, onWaiting: (p) => said.push(p) });
     await Promise.all([ready(), ready(), ready()]);
     expect(dep.calls()).toBe(3);
-    expect(said).toEqual([expect.stringMatching(/^backend down \(1\); waiting before launching more \(try 1/), expect.stringMatching(/^backend down \(2\);.*try 2/), null]);
+    expect(said).toEqual([
+      expect.stringMatching(/^backend down \(1\); waiting before launching more \(try 1/),
+      expect.stringMatching(/^backend down \(2\);.*try 2/),
+      null,
+    ]);
     // Fresh: the next launches do not ask again.
     await ready();
     expect(dep.calls()).toBe(3);
@@ -39,7 +43,11 @@ describe('dependencyWaiter', () => {
   it('stops waiting when the batch is cancelled, and counts a failing check as a problem', async () => {
     const abort = new AbortController();
     const said: Array<string | null> = [];
-    const ready = dependencyWaiter(async () => Promise.reject(new Error('gateway unreachable')), { maxWaitMs: 600_000, signal: abort.signal, onWaiting: (p) => said.push(p) });
+    const ready = dependencyWaiter(async () => Promise.reject(new Error('gateway unreachable')), {
+      maxWaitMs: 600_000,
+      signal: abort.signal,
+      onWaiting: (p) => said.push(p),
+    });
     const waiting = ready();
     abort.abort();
     await waiting;

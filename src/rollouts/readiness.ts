@@ -33,7 +33,9 @@ export function dependencyWaiter(check: () => Promise<string[]>, options: Depend
       }
       const delay = Math.min(MAX_DELAY_MS, 500 * 2 ** (attempt - 1));
       if (performance.now() + delay > deadline) break;
-      options.onWaiting?.(`${problems.join('; ')}; waiting before launching more (try ${attempt}, next in ${(delay / 1000).toFixed(1)} s)`);
+      options.onWaiting?.(
+        `${problems.join('; ')}; waiting before launching more (try ${attempt}, next in ${(delay / 1000).toFixed(1)} s)`,
+      );
       await sleep(delay, undefined, options.signal ? { signal: options.signal } : {}).catch(() => undefined);
     }
     budgetMs = Math.max(0, budgetMs - (performance.now() - started));

@@ -19,7 +19,11 @@ export function recordedRewards(events: readonly Pick<RolloutEvent, 'type' | 'so
   };
   const verified = latest('admin');
   const reported = latest('rollout');
-  return { verified, reported, disagrees: verified !== undefined && reported !== undefined && rewardsDisagree(verified, reported) };
+  return {
+    verified,
+    reported,
+    disagrees: verified !== undefined && reported !== undefined && rewardsDisagree(verified, reported),
+  };
 }
 
 export function rewardsDisagree(verified: number, reported: number): boolean {

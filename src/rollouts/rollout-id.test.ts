@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { newRolloutSchema } from './rollout.js';
-import { batchRolloutIdProblems, ROLLOUT_ID_MAX_LENGTH, rolloutIdFor, selectionRolloutIds, taskSamples } from './rollout-id.js';
+import {
+  batchRolloutIdProblems,
+  ROLLOUT_ID_MAX_LENGTH,
+  rolloutIdFor,
+  selectionRolloutIds,
+  taskSamples,
+} from './rollout-id.js';
 
 describe('rollout ids of a batch', () => {
   it('are all accepted by the gateway when the batch passes the check', () => {
@@ -24,7 +30,9 @@ describe('rollout ids of a batch', () => {
   });
 
   it('refuses a batch id with characters ids may not hold', () => {
-    expect(batchRolloutIdProblems('batch 1', ['a'], 1)).toEqual(['batch id "batch 1" may hold letters, digits and . _ : - only']);
+    expect(batchRolloutIdProblems('batch 1', ['a'], 1)).toEqual([
+      'batch id "batch 1" may hold letters, digits and . _ : - only',
+    ]);
   });
 });
 
@@ -36,7 +44,12 @@ describe('the rollouts of a selection', () => {
       { task: 'b', sample: 0 },
       { task: 'b', sample: 1 },
     ]);
-    expect(selectionRolloutIds({ batchId: 'run.it1', taskIds: ['sum 1', 'b'], samplesPerTask: 2 })).toEqual(['run.it1.sum_1.0', 'run.it1.sum_1.1', 'run.it1.b.0', 'run.it1.b.1']);
+    expect(selectionRolloutIds({ batchId: 'run.it1', taskIds: ['sum 1', 'b'], samplesPerTask: 2 })).toEqual([
+      'run.it1.sum_1.0',
+      'run.it1.sum_1.1',
+      'run.it1.b.0',
+      'run.it1.b.1',
+    ]);
     expect(selectionRolloutIds({ batchId: 'x', taskIds: ['a'], samplesPerTask: 0 })).toEqual([]);
   });
 });

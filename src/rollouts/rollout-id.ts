@@ -26,8 +26,14 @@ export function taskSamples<T>(tasks: readonly T[], samplesPerTask: number): Arr
 }
 
 /** The ids of a selection's rollouts (its task ids × samples in the batch), in the order the batch runs them. */
-export function selectionRolloutIds(selection: { batchId: string; taskIds: readonly string[]; samplesPerTask: number }): string[] {
-  return taskSamples(selection.taskIds, selection.samplesPerTask).map(({ task, sample }) => rolloutIdFor(selection.batchId, task, sample));
+export function selectionRolloutIds(selection: {
+  batchId: string;
+  taskIds: readonly string[];
+  samplesPerTask: number;
+}): string[] {
+  return taskSamples(selection.taskIds, selection.samplesPerTask).map(({ task, sample }) =>
+    rolloutIdFor(selection.batchId, task, sample),
+  );
 }
 
 /** The batch of a training iteration's rollouts, which its policy version is trained on (retention keeps it: see src/retention/). */
@@ -41,11 +47,15 @@ export function iterationBatchId(runId: string, iteration: number): string {
  * id (its last sample) is too long. Empty when all are fine.
  */
 export function batchRolloutIdProblems(batchId: string, taskIds: readonly string[], samplesPerTask: number): string[] {
-  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(batchId)) return [`batch id "${batchId}" may hold letters, digits and . _ : - only`];
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]*$/.test(batchId))
+    return [`batch id "${batchId}" may hold letters, digits and . _ : - only`];
   const lastSample = Math.max(0, samplesPerTask - 1);
   const tooLong = taskIds.filter((taskId) => rolloutIdFor(batchId, taskId, lastSample).length > ROLLOUT_ID_MAX_LENGTH);
   if (tooLong.length === 0) return [];
-  const shown = tooLong.slice(0, 3).map((id) => `"${id}"`).join(', ');
+  const shown = tooLong
+    .slice(0, 3)
+    .map((id) => `"${id}"`)
+    .join(', ');
   const more = tooLong.length > 3 ? ` and ${tooLong.length - 3} more` : '';
   return [
     `rollout ids "<batch id>.<task id>.<sample>" may be at most ${ROLLOUT_ID_MAX_LENGTH} characters; with batch id "${batchId}" (${batchId.length} characters) the task ids ${shown}${more} make them longer (e.g. "${rolloutIdFor(batchId, tooLong[0] ?? '', lastSample)}"): shorten the batch id or those task ids`,

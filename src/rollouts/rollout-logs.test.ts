@@ -31,7 +31,9 @@ describe('uploading a rollout log', () => {
     const uploaded = await uploadRolloutLog({ artifacts: store, redaction }, 'b.t.0', file);
     expect(uploaded).toEqual({ uri: store.uriOf('rollouts/b.t.0/harness-1.log') });
     const stored = readFileSync(fileURLToPath(store.uriOf('rollouts/b.t.0/harness-1.log')), 'utf8');
-    expect(stored).toBe('starting\nusing key [REDACTED:openai-key] for the tool\ninternal ticket [REDACTED:ticket] opened\ndone\n');
+    expect(stored).toBe(
+      'starting\nusing key [REDACTED:openai-key] for the tool\ninternal ticket [REDACTED:ticket] opened\ndone\n',
+    );
     expect(readFileSync(file, 'utf8')).toBe(text);
   });
 
@@ -58,15 +60,22 @@ describe('uploading a rollout log', () => {
     let failures = 1;
     // The real store, whose first write fails as a remote store's can.
     const flaky: ArtifactStore = Object.assign(Object.create(store) as ArtifactStore, {
-      put: (name: string, bytes: Buffer | string) => (failures-- > 0 ? Promise.reject(new Error('connection reset')) : store.put(name, bytes)),
+      put: (name: string, bytes: Buffer | string) =>
+        failures-- > 0 ? Promise.reject(new Error('connection reset')) : store.put(name, bytes),
     });
-    expect(await uploadRolloutLog({ artifacts: flaky, redaction: [], retryDelaysMs: [0] }, 'b.t.1', file)).toEqual({ uri: store.uriOf('rollouts/b.t.1/harness-2.log') });
+    expect(await uploadRolloutLog({ artifacts: flaky, redaction: [], retryDelaysMs: [0] }, 'b.t.1', file)).toEqual({
+      uri: store.uriOf('rollouts/b.t.1/harness-2.log'),
+    });
     failures = 5;
-    expect(await uploadRolloutLog({ artifacts: flaky, redaction: [], retryDelaysMs: [0, 0] }, 'b.t.2', file)).toEqual({ error: `${store.url}: connection reset` });
+    expect(await uploadRolloutLog({ artifacts: flaky, redaction: [], retryDelaysMs: [0, 0] }, 'b.t.2', file)).toEqual({
+      error: `${store.url}: connection reset`,
+    });
     expect(failures).toBe(2);
   });
 
   it('uploads nothing for a log that was never written', async () => {
-    expect(await uploadRolloutLog({ artifacts: freshStore(), redaction: [] }, 'b.t.0', path.join(dir, 'no-such.log'))).toBeNull();
+    expect(
+      await uploadRolloutLog({ artifacts: freshStore(), redaction: [] }, 'b.t.0', path.join(dir, 'no-such.log')),
+    ).toBeNull();
   });
 });

@@ -16,7 +16,8 @@ export const ROLLOUT_LOG_FILE = /^harness-\d+\.log$|^verifier\.log$/;
 export const rolloutLogsPrefix = (rolloutId: string): string => `rollouts/${rolloutId}/`;
 
 /** The harness's log first, by attempt, then the verifier's. */
-export const logOrder = (name: string): number => (name === 'verifier.log' ? Number.MAX_SAFE_INTEGER : Number(/\d+/.exec(name)?.[0] ?? 0));
+export const logOrder = (name: string): number =>
+  name === 'verifier.log' ? Number.MAX_SAFE_INTEGER : Number(/\d+/.exec(name)?.[0] ?? 0);
 
 /** An uploaded log keeps its last 4 MiB: one runaway harness cannot fill the bucket. */
 export const UPLOADED_LOG_LIMIT_BYTES = 4 * 1024 * 1024;
@@ -29,7 +30,8 @@ const READ_LIMIT_BYTES = 16 * 1024 * 1024;
 
 /** The first line of an uploaded log that was cut; the reader adds the count to what it left out. */
 const CUT_NOTE = /^\[rein: the first (\d+) bytes of this log were cut[^\n]*\n/;
-const cutNote = (cut: number, kept: number) => `[rein: the first ${cut} bytes of this log were cut before upload; it keeps the last ${kept}]\n`;
+const cutNote = (cut: number, kept: number) =>
+  `[rein: the first ${cut} bytes of this log were cut before upload; it keeps the last ${kept}]\n`;
 
 /** An uploaded log's text without its cut note, and how many bytes the upload cut. */
 export function uploadedLogText(text: string): { text: string; cutBytes: number } {
@@ -56,7 +58,11 @@ const DEFAULT_RETRY_DELAYS_MS = [500, 2000];
  * Uploads one local log of a rollout, redacted and cut to its last `limitBytes`. Never throws:
  * a failure is an answer (the rollout goes on; the local file stays). Null when there is no log.
  */
-export async function uploadRolloutLog(settings: LogUploadSettings, rolloutId: string, file: string): Promise<{ uri: string } | { error: string } | null> {
+export async function uploadRolloutLog(
+  settings: LogUploadSettings,
+  rolloutId: string,
+  file: string,
+): Promise<{ uri: string } | { error: string } | null> {
   let text: string | null;
   try {
     text = await redactedTail(file, settings.redaction, settings.limitBytes ?? UPLOADED_LOG_LIMIT_BYTES);
@@ -70,7 +76,8 @@ export async function uploadRolloutLog(settings: LogUploadSettings, rolloutId: s
     try {
       return { uri: (await settings.artifacts.put(name, text)).uri };
     } catch (err) {
-      if (attempt >= delays.length || !worthRetrying(err)) return { error: `${settings.artifacts.url}: ${(err as Error).message}` };
+      if (attempt >= delays.length || !worthRetrying(err))
+        return { error: `${settings.artifacts.url}: ${(err as Error).message}` };
       await sleep(delays[attempt]);
     }
   }
@@ -83,7 +90,9 @@ function worthRetrying(err: unknown): boolean {
 
 /** The log's redacted text, its start cut (at a line) to `limit` bytes with a note; null when the file does not exist. */
 async function redactedTail(file: string, rules: readonly RedactionRule[], limit: number): Promise<string | null> {
-  const handle = await open(file, 'r').catch((err: unknown) => ((err as NodeJS.ErrnoException).code === 'ENOENT' ? null : Promise.reject(err)));
+  const handle = await open(file, 'r').catch((err: unknown) =>
+    (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : Promise.reject(err),
+  );
   if (!handle) return null;
   let raw: Buffer;
   let unread: number;

@@ -16,8 +16,17 @@ export function unscoredFields(base: OutcomeBase, attempts: number) {
 }
 
 /** Ends a scored attempt from its reward event: succeeded, or failed with the policy's failure the event carries. */
-export async function finishScored(gateway: GatewayControlClient, base: OutcomeBase, attempt: number, event: RolloutEvent): Promise<RolloutOutcome> {
-  const data = (event.payload.data ?? {}) as { harnessReported?: number; disagrees?: boolean; failure?: { failureClass: FailureClass; reason: string; evidence?: Record<string, unknown> } };
+export async function finishScored(
+  gateway: GatewayControlClient,
+  base: OutcomeBase,
+  attempt: number,
+  event: RolloutEvent,
+): Promise<RolloutOutcome> {
+  const data = (event.payload.data ?? {}) as {
+    harnessReported?: number;
+    disagrees?: boolean;
+    failure?: { failureClass: FailureClass; reason: string; evidence?: Record<string, unknown> };
+  };
   const scored = {
     ...base,
     reward: event.payload.value as number,

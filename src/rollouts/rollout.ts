@@ -13,14 +13,30 @@ export type RolloutMode = (typeof ROLLOUT_MODES)[number];
  * `irreversible`: an action the harness marked irreversible failed (data deleted, money sent);
  * it outranks every other cause, whatever the harness's exit code.
  */
-export const FAILURE_CLASSES = ['model', 'tool', 'permission', 'harness', 'verifier', 'environment', 'timeout', 'orchestrator', 'infrastructure', 'irreversible'] as const;
+export const FAILURE_CLASSES = [
+  'model',
+  'tool',
+  'permission',
+  'harness',
+  'verifier',
+  'environment',
+  'timeout',
+  'orchestrator',
+  'infrastructure',
+  'irreversible',
+] as const;
 export type FailureClass = (typeof FAILURE_CLASSES)[number];
 
 /**
  * Failures of Rein's machinery or the task's environment, not of the policy: such a rollout gets
  * no reward (it is never scored as a failure), and running its batch again runs it again.
  */
-export const UNSCORED_FAILURE_CLASSES: readonly FailureClass[] = ['infrastructure', 'orchestrator', 'verifier', 'environment'];
+export const UNSCORED_FAILURE_CLASSES: readonly FailureClass[] = [
+  'infrastructure',
+  'orchestrator',
+  'verifier',
+  'environment',
+];
 
 /** Where a rollout may go from each status; finished rollouts go nowhere. */
 const NEXT: Record<RolloutStatus, readonly RolloutStatus[]> = {
@@ -41,7 +57,12 @@ export function isFinished(status: RolloutStatus): boolean {
 
 /** Finished without a score: cancelled, or failed for a reason that is not the policy's. */
 export function isUnscored(rollout: Pick<Rollout, 'status' | 'failureClass'>): boolean {
-  return rollout.status === 'cancelled' || (rollout.status === 'failed' && rollout.failureClass !== null && UNSCORED_FAILURE_CLASSES.includes(rollout.failureClass));
+  return (
+    rollout.status === 'cancelled' ||
+    (rollout.status === 'failed' &&
+      rollout.failureClass !== null &&
+      UNSCORED_FAILURE_CLASSES.includes(rollout.failureClass))
+  );
 }
 
 export interface Rollout {
@@ -63,10 +84,7 @@ export interface Rollout {
 }
 
 export const newRolloutSchema = z.strictObject({
-  id: z
-    .string()
-    .regex(ROLLOUT_ID_PATTERN, ROLLOUT_ID_RULE)
-    .optional(),
+  id: z.string().regex(ROLLOUT_ID_PATTERN, ROLLOUT_ID_RULE).optional(),
   taskId: z.string().min(1).max(512).optional(),
   mode: z.enum(ROLLOUT_MODES).default('train'),
   keyless: z.boolean().default(false),
@@ -83,7 +101,10 @@ export const statusChangeSchema = z
     /** What the failure class was read from (exit code, log tail, a call or span id); kept on the status event. */
     evidence: z.record(z.string(), z.unknown()).optional(),
   })
-  .refine((c) => c.failureClass === undefined || c.status === 'failed', { message: 'failureClass goes with status "failed" only', path: ['failureClass'] });
+  .refine((c) => c.failureClass === undefined || c.status === 'failed', {
+    message: 'failureClass goes with status "failed" only',
+    path: ['failureClass'],
+  });
 export type StatusChange = z.input<typeof statusChangeSchema>;
 
 const rewardEvent = z.strictObject({

@@ -49,7 +49,12 @@ export async function runRollout(batch: BatchContext, task: Task, sample: number
     taskId: task.id,
     mode: spec.mode,
     ...(spec.policyVersion !== null && { policyVersion: spec.policyVersion }),
-    metadata: { ...spec.metadata, batchId: spec.batchId, sample, ...(spec.harnessVersion && { harnessVersion: spec.harnessVersion }) },
+    metadata: {
+      ...spec.metadata,
+      batchId: spec.batchId,
+      sample,
+      ...(spec.harnessVersion && { harnessVersion: spec.harnessVersion }),
+    },
   });
   const base = { rolloutId, taskId: task.id, sample };
   if (isFinished(issued.rollout.status)) {
@@ -100,16 +105,30 @@ function rolloutFolder(batch: BatchContext, task: Task, base: OutcomeBase): Roll
 }
 
 /** A log that cannot be uploaded costs the rollout nothing: it stays here, and the rollout's events say so for the console. */
-function logUploader(deps: RunnerDeps, rolloutId: string, dir: string): (file: string, attempt: number) => Promise<void> {
+function logUploader(
+  deps: RunnerDeps,
+  rolloutId: string,
+  dir: string,
+): (file: string, attempt: number) => Promise<void> {
   return async (file, attempt) => {
     if (!deps.logUpload) return;
     const local = path.join(dir, file);
     const result = await uploadRolloutLog(deps.logUpload, rolloutId, local);
     if (result === null || 'uri' in result) return;
-    deps.onWarning?.(`rollout ${rolloutId}: ${file} was not uploaded to the artifact store (${result.error}); it stays on this worker (${os.hostname()}) at ${local}`);
+    deps.onWarning?.(
+      `rollout ${rolloutId}: ${file} was not uploaded to the artifact store (${result.error}); it stays on this worker (${os.hostname()}) at ${local}`,
+    );
     await deps.gateway
-      .appendEvent(rolloutId, { type: 'custom', name: LOG_NOT_UPLOADED_EVENT, data: { file, attempt, reason: result.error, host: os.hostname(), path: local } })
-      .catch((err: unknown) => deps.onWarning?.(`rollout ${rolloutId}: could not record that ${file} was not uploaded: ${(err as Error).message}`));
+      .appendEvent(rolloutId, {
+        type: 'custom',
+        name: LOG_NOT_UPLOADED_EVENT,
+        data: { file, attempt, reason: result.error, host: os.hostname(), path: local },
+      })
+      .catch((err: unknown) =>
+        deps.onWarning?.(
+          `rollout ${rolloutId}: could not record that ${file} was not uploaded: ${(err as Error).message}`,
+        ),
+      );
   };
 }
 
@@ -121,17 +140,27 @@ async function takeOverRunning(
   const { gateway, harness } = rollout.batch.deps;
   const { rolloutId } = rollout.base;
   // Scored, then the runner died before the status write: the score stands, the verifier does not run twice.
-  const scored = (await gateway.listEvents(rolloutId)).filter((e) => e.attempt === issued.attempt && e.type === 'reward' && e.source === 'admin').at(-1);
+  const scored = (await gateway.listEvents(rolloutId))
+    .filter((e) => e.attempt === issued.attempt && e.type === 'reward' && e.source === 'admin')
+    .at(-1);
   if (scored) return { outcome: await finishScored(gateway, rollout.base, issued.attempt, scored) };
   const resumed = (await harness.resume?.(rollout.launch(issued))) ?? null;
   if (resumed) return { issued, resumed };
   const reason = `the runner of attempt ${issued.attempt} stopped before it finished (its worker was lost); starting another`;
-  await gateway.appendEvent(rolloutId, { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, failureClass: 'orchestrator', reason } });
+  await gateway.appendEvent(rolloutId, {
+    type: 'custom',
+    name: 'attempt_failed',
+    data: { attempt: issued.attempt, failureClass: 'orchestrator', reason },
+  });
   return { issued: await gateway.startAttempt(rolloutId), resumed: null };
 }
 
 /** Runs attempts (the first one possibly resumed) until one ends the rollout: only infrastructure failures start another. */
-async function runAttempts(rollout: RolloutContext, first: IssuedRollout, resumedRun: HarnessRun | null): Promise<RolloutOutcome> {
+async function runAttempts(
+  rollout: RolloutContext,
+  first: IssuedRollout,
+  resumedRun: HarnessRun | null,
+): Promise<RolloutOutcome> {
   const { spec, deps, pace, ready, refusalPatterns } = rollout.batch;
   const { gateway } = deps;
   const { base } = rollout;
@@ -144,7 +173,11 @@ async function runAttempts(rollout: RolloutContext, first: IssuedRollout, resume
     if (!run) {
       await ready();
       await pace();
-      if (issued.rollout.status === 'queued') await gateway.setStatus(rolloutId, { status: 'running', reason: `harness started (attempt ${issued.attempt})` });
+      if (issued.rollout.status === 'queued')
+        await gateway.setStatus(rolloutId, {
+          status: 'running',
+          reason: `harness started (attempt ${issued.attempt})`,
+        });
       run = await deps.harness.run(rollout.launch(issued));
     }
     await rollout.uploadLog(`harness-${issued.attempt}.log`, issued.attempt);
@@ -157,7 +190,11 @@ async function runAttempts(rollout: RolloutContext, first: IssuedRollout, resume
       refusalPatterns,
     );
     if (failure?.failureClass === 'infrastructure' && issued.attempt < spec.maxAttempts) {
-      await gateway.appendEvent(rolloutId, { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, ...failure } });
+      await gateway.appendEvent(rolloutId, {
+        type: 'custom',
+        name: 'attempt_failed',
+        data: { attempt: issued.attempt, ...failure },
+      });
       const lost = failure.evidence?.upstreamStatus === 404 || failure.evidence?.errorClass === 'policy_unavailable';
       if (lost) await deps.onPolicyLost?.().catch(() => undefined); // if it cannot, the next attempt says why
       issued = await gateway.startAttempt(rolloutId);
@@ -165,7 +202,13 @@ async function runAttempts(rollout: RolloutContext, first: IssuedRollout, resume
     }
     if (failure && (failure.failureClass === 'infrastructure' || failure.failureClass === 'environment')) {
       await gateway.setStatus(rolloutId, { status: 'failed', ...failure });
-      return { ...unscoredFields(base, issued.attempt), status: 'failed', reward: null, failureClass: failure.failureClass, reason: failure.reason };
+      return {
+        ...unscoredFields(base, issued.attempt),
+        status: 'failed',
+        reward: null,
+        failureClass: failure.failureClass,
+        reason: failure.reason,
+      };
     }
     // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they achieved.
     return scoreAttempt(rollout, issued.attempt, attemptEvents, failure);
@@ -183,12 +226,29 @@ async function scoreAttempt(
   const { gateway } = deps;
   const { base } = rollout;
   const { rolloutId } = base;
-  const verdict = await runVerifier(deps, spec.rewardWeights, rolloutId, { task: rollout.task, output: rollout.outputOf(attempt) }, rollout.dir);
+  const verdict = await runVerifier(
+    deps,
+    spec.rewardWeights,
+    rolloutId,
+    { task: rollout.task, output: rollout.outputOf(attempt) },
+    rollout.dir,
+  );
   await rollout.uploadLog('verifier.log', attempt);
   if ('cancelled' in verdict) return cancelled(deps, base, attempt);
   if ('error' in verdict) {
-    await gateway.setStatus(rolloutId, { status: 'failed', reason: verdict.error, failureClass: 'verifier', evidence: verdict.evidence });
-    return { ...unscoredFields(base, attempt), status: 'failed', reward: null, failureClass: 'verifier', reason: verdict.error };
+    await gateway.setStatus(rolloutId, {
+      status: 'failed',
+      reason: verdict.error,
+      failureClass: 'verifier',
+      evidence: verdict.evidence,
+    });
+    return {
+      ...unscoredFields(base, attempt),
+      status: 'failed',
+      reward: null,
+      failureClass: 'verifier',
+      reason: verdict.error,
+    };
   }
   const reported = recordedRewards(attemptEvents).reported ?? null;
   const disagrees = reported !== null && rewardsDisagree(verdict.reward, reported);
@@ -197,7 +257,11 @@ async function scoreAttempt(
     type: 'reward',
     value: verdict.reward,
     components: verdict.components,
-    data: { weights: spec.rewardWeights, ...(reported !== null && { harnessReported: reported, disagrees }), ...(failure && { failure }) },
+    data: {
+      weights: spec.rewardWeights,
+      ...(reported !== null && { harnessReported: reported, disagrees }),
+      ...(failure && { failure }),
+    },
   });
   return finishScored(gateway, base, attempt, event);
 }
@@ -205,8 +269,20 @@ async function scoreAttempt(
 /** A cancel ends the rollout; a worker going away leaves it running (its attempt is taken over on resume) and stops the batch. */
 async function cancelled(deps: RunnerDeps, base: OutcomeBase, attempt: number): Promise<RolloutOutcome> {
   if (deps.cancelIsFinal && !deps.cancelIsFinal()) {
-    throw new RolloutsHandedBack(`the rollouts were interrupted (their worker is going away) at ${base.rolloutId} attempt ${attempt}; they resume where they stopped`);
+    throw new RolloutsHandedBack(
+      `the rollouts were interrupted (their worker is going away) at ${base.rolloutId} attempt ${attempt}; they resume where they stopped`,
+    );
   }
   await deps.gateway.setStatus(base.rolloutId, { status: 'cancelled', reason: 'the rollout batch was cancelled' });
-  return { ...base, status: 'cancelled', reward: null, components: {}, harnessReportedReward: null, rewardDisagrees: false, failureClass: null, reason: 'cancelled', attempts: attempt };
+  return {
+    ...base,
+    status: 'cancelled',
+    reward: null,
+    components: {},
+    harnessReportedReward: null,
+    rewardDisagrees: false,
+    failureClass: null,
+    reason: 'cancelled',
+    attempts: attempt,
+  };
 }

@@ -9,7 +9,14 @@ import { batchRolloutIdProblems, rolloutIdFor, taskSamples } from './rollout-id.
 import { runRollout, type BatchContext } from './run-rollout.js';
 import type { Task } from './tasks.js';
 
-export { RolloutSetupError, RolloutsHandedBack, type RolloutBatchSpec, type RolloutOutcome, type RunnerDeps, type VerifierSpec } from './rollout-batch.js';
+export {
+  RolloutSetupError,
+  RolloutsHandedBack,
+  type RolloutBatchSpec,
+  type RolloutOutcome,
+  type RunnerDeps,
+  type VerifierSpec,
+} from './rollout-batch.js';
 export { rewardOf } from './verifier.js';
 export { rolloutIdFor };
 
@@ -20,10 +27,16 @@ export { rolloutIdFor };
  */
 export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Promise<RolloutOutcome[]> {
   const problems = [
-    ...batchRolloutIdProblems(spec.batchId, spec.tasks.map((task) => task.id), spec.samplesPerTask),
+    ...batchRolloutIdProblems(
+      spec.batchId,
+      spec.tasks.map((task) => task.id),
+      spec.samplesPerTask,
+    ),
     ...refusalPatternProblems(spec.refusalPatterns ?? []),
     // Training must know which version produced its samples; only a pin guarantees that.
-    ...(spec.policyVersion === null && spec.mode === 'train' ? ['train rollouts must be pinned to a policy version (policyVersion is null)'] : []),
+    ...(spec.policyVersion === null && spec.mode === 'train'
+      ? ['train rollouts must be pinned to a policy version (policyVersion is null)']
+      : []),
     ...(await deps.harness.problems()),
     ...programProblems('verifier', deps.verifier),
   ];

@@ -15,7 +15,9 @@ describe('loadTaskSet', () => {
   it('refuses two task ids that would share rollout ids, naming both lines', () => {
     const file = taskFile(['{"id": "a_b"}', '{"id": "c"}', '{"id": "a b"}']);
     expect(rolloutIdFor('b', 'a b', 0)).toBe(rolloutIdFor('b', 'a_b', 0));
-    expect(() => loadTaskSet(file)).toThrow(/tasks\.jsonl:3: task ids "a_b" \(line 1\) and "a b" would share rollout ids \(both become "a_b"/);
+    expect(() => loadTaskSet(file)).toThrow(
+      /tasks\.jsonl:3: task ids "a_b" \(line 1\) and "a b" would share rollout ids \(both become "a_b"/,
+    );
   });
 
   it('keeps ids with other characters when they stay apart', () => {

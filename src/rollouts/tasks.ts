@@ -32,7 +32,9 @@ export function loadTaskSet(file: string): TaskSet {
     try {
       value = JSON.parse(line);
     } catch (err) {
-      throw new Error(`${file}:${i + 1}: not JSON (${(err as Error).message}); a task set holds one JSON object per line`);
+      throw new Error(
+        `${file}:${i + 1}: not JSON (${(err as Error).message}); a task set holds one JSON object per line`,
+      );
     }
     const id = (value as { id?: unknown } | null)?.id;
     if (value === null || typeof value !== 'object' || Array.isArray(value) || typeof id !== 'string' || id === '') {
@@ -55,7 +57,9 @@ export function loadTaskSet(file: string): TaskSet {
 }
 
 export function taskSetHash(tasks: readonly Task[]): string {
-  return createHash('sha256').update(tasks.map((t) => JSON.stringify(t)).join('\n')).digest('hex');
+  return createHash('sha256')
+    .update(tasks.map((t) => JSON.stringify(t)).join('\n'))
+    .digest('hex');
 }
 
 /** The task as its harness sees it: the fields only the verifier may know are removed. */

@@ -25,11 +25,17 @@ export async function runVerifier(
   rolloutId: string,
   inputs: { task: Task; output: string },
   dir: string,
-): Promise<{ reward: number; components: Record<string, number> } | { error: string; evidence: Record<string, unknown> } | { cancelled: true }> {
+): Promise<
+  | { reward: number; components: Record<string, number> }
+  | { error: string; evidence: Record<string, unknown> }
+  | { cancelled: true }
+> {
   const { verifier } = deps;
   if (!existsSync(inputs.output)) writeFileSync(inputs.output, 'null\n');
   const taskJson = `${JSON.stringify(inputs.task)}\n`;
-  const taskDir = verifier.args.some((a) => a.includes('{task}')) ? mkdtempSync(path.join(os.tmpdir(), 'rein-verifier-')) : null;
+  const taskDir = verifier.args.some((a) => a.includes('{task}'))
+    ? mkdtempSync(path.join(os.tmpdir(), 'rein-verifier-'))
+    : null;
   const taskFile = taskDir ? path.join(taskDir, 'task.json') : '';
   if (taskDir) writeFileSync(taskFile, taskJson, { mode: 0o600, flag: 'wx' });
   const run = await runCommand({
@@ -51,30 +57,49 @@ export async function runVerifier(
   }).finally(() => taskDir && rmSync(taskDir, { recursive: true, force: true }));
   // A verifier stopped by a cancel or a shutdown did not judge anything.
   if (run.cancelled) return { cancelled: true };
-  const evidence = { verifierExitCode: run.exitCode, verifierKilledBy: run.killedBy, verifierLogTail: run.stderrTail.slice(-1000), seconds: Number(run.seconds.toFixed(3)) };
+  const evidence = {
+    verifierExitCode: run.exitCode,
+    verifierKilledBy: run.killedBy,
+    verifierLogTail: run.stderrTail.slice(-1000),
+    seconds: Number(run.seconds.toFixed(3)),
+  };
   if (run.spawnError) return { error: `the verifier could not start: ${run.spawnError}`, evidence };
   if (run.timedOut) return { error: `the verifier ran past its timeout (${run.seconds.toFixed(1)} s)`, evidence };
-  if (run.exitCode !== 0) return { error: `the verifier exited with ${run.exitCode ?? run.killedBy}: ${run.stderrTail.trim().slice(-300)}`, evidence };
+  if (run.exitCode !== 0)
+    return {
+      error: `the verifier exited with ${run.exitCode ?? run.killedBy}: ${run.stderrTail.trim().slice(-300)}`,
+      evidence,
+    };
   const verdict = rewardOf(run.stdout, weights);
   return 'error' in verdict ? { ...verdict, evidence: { ...evidence, stdoutTail: run.stdout.slice(-500) } } : verdict;
 }
 
 /** Reads the verifier's last stdout line: `{"components": {name: number}}`, weighted into one reward. */
-export function rewardOf(stdout: string, weights: Record<string, number>): { reward: number; components: Record<string, number> } | { error: string } {
+export function rewardOf(
+  stdout: string,
+  weights: Record<string, number>,
+): { reward: number; components: Record<string, number> } | { error: string } {
   const last = stdout.trim().split('\n').at(-1) ?? '';
   let parsed: unknown;
   try {
     parsed = JSON.parse(last);
   } catch {
-    return { error: `the verifier printed no JSON (last line: ${JSON.stringify(last.slice(0, 200))}); it must print {"components": {...}}` };
+    return {
+      error: `the verifier printed no JSON (last line: ${JSON.stringify(last.slice(0, 200))}); it must print {"components": {...}}`,
+    };
   }
   const components = (parsed as { components?: unknown } | null)?.components;
-  if (components === null || typeof components !== 'object' || Object.values(components).some((v) => typeof v !== 'number' || !Number.isFinite(v))) {
+  if (
+    components === null ||
+    typeof components !== 'object' ||
+    Object.values(components).some((v) => typeof v !== 'number' || !Number.isFinite(v))
+  ) {
     return { error: `the verifier's JSON has no "components" object of finite numbers: ${last.slice(0, 200)}` };
   }
   const values = components as Record<string, number>;
   const missing = Object.keys(weights).filter((k) => !(k in values));
-  if (missing.length > 0) return { error: `the verifier reported no ${missing.join(', ')}, which the reward weights use` };
+  if (missing.length > 0)
+    return { error: `the verifier reported no ${missing.join(', ')}, which the reward weights use` };
   const reward = Object.entries(weights).reduce((sum, [k, w]) => sum + w * (values[k] as number), 0);
   return { reward, components: values };
 }

@@ -20,7 +20,9 @@ describe('computeAdvantages: the formulas, on a hand-built group', () => {
   });
 
   it('dr_grpo: r − mean', () => {
-    expect([...computeAdvantages(rollouts, { estimator: 'dr_grpo' }).byRollout.values()]).toEqual([0.5, -0.5, -0.5, 0.5]);
+    expect([...computeAdvantages(rollouts, { estimator: 'dr_grpo' }).byRollout.values()]).toEqual([
+      0.5, -0.5, -0.5, 0.5,
+    ]);
   });
 
   it('rloo: r − mean of the others', () => {
@@ -40,7 +42,9 @@ describe('computeAdvantages: the formulas, on a hand-built group', () => {
 
 describe('computeAdvantages: zero-variance groups', () => {
   it('drops groups with equal rewards (and groups of one) by default, and says so', () => {
-    const result = computeAdvantages([...group('flat', [1, 1, 1]), ...group('single', [0.3]), ...group('ok', [1, 0])], { estimator: 'grpo' });
+    const result = computeAdvantages([...group('flat', [1, 1, 1]), ...group('single', [0.3]), ...group('ok', [1, 0])], {
+      estimator: 'grpo',
+    });
     expect([...result.byRollout.keys()]).toEqual(['ok-0', 'ok-1']);
     expect(result.zeroVarianceGroupIds).toEqual(['flat', 'single']);
     expect([...result.dropped]).toEqual([
@@ -60,7 +64,10 @@ describe('computeAdvantages: zero-variance groups', () => {
 
 describe('computeAdvantages: properties', () => {
   const batch = fc
-    .array(fc.array(fc.double({ min: -10, max: 10, noNaN: true }), { minLength: 2, maxLength: 8 }), { minLength: 1, maxLength: 6 })
+    .array(fc.array(fc.double({ min: -10, max: 10, noNaN: true }), { minLength: 2, maxLength: 8 }), {
+      minLength: 1,
+      maxLength: 6,
+    })
     .map((groups) => groups.flatMap((rewards, g) => group(`g${g}`, rewards, 1 + g)));
 
   it('centres every kept group for grpo, dr_grpo and rloo', () => {
@@ -68,7 +75,9 @@ describe('computeAdvantages: properties', () => {
       fc.property(batch, fc.constantFrom('grpo', 'dr_grpo', 'rloo' as const), (rollouts, estimator) => {
         const { byRollout } = computeAdvantages(rollouts, { estimator });
         const sums = new Map<string, number>();
-        for (const r of rollouts) if (byRollout.has(r.rolloutId)) sums.set(r.groupId, (sums.get(r.groupId) ?? 0) + (byRollout.get(r.rolloutId) as number));
+        for (const r of rollouts)
+          if (byRollout.has(r.rolloutId))
+            sums.set(r.groupId, (sums.get(r.groupId) ?? 0) + (byRollout.get(r.rolloutId) as number));
         for (const sum of sums.values()) expect(Math.abs(sum)).toBeLessThan(1e-6);
       }),
     );
@@ -94,7 +103,9 @@ describe('computeAdvantages: properties', () => {
         const { byRollout } = computeAdvantages(rollouts, { estimator: 'rloo' });
         for (const r of rollouts) {
           if (!byRollout.has(r.rolloutId)) continue;
-          const others = rollouts.filter((o) => o.groupId === r.groupId && o.rolloutId !== r.rolloutId).map((o) => o.reward);
+          const others = rollouts
+            .filter((o) => o.groupId === r.groupId && o.rolloutId !== r.rolloutId)
+            .map((o) => o.reward);
           const baseline = others.reduce((a, b) => a + b, 0) / others.length;
           expect(byRollout.get(r.rolloutId)).toBeCloseTo(r.reward - baseline, 9);
         }

@@ -95,7 +95,8 @@ function whitenByTokens(rollouts: readonly ScoredRollout[], byRollout: Map<strin
   const tokens = kept.reduce((s, r) => s + r.trainedTokens, 0);
   if (tokens < 2) return;
   const mean = kept.reduce((s, r) => s + r.trainedTokens * (byRollout.get(r.rolloutId) as number), 0) / tokens;
-  const variance = kept.reduce((s, r) => s + r.trainedTokens * ((byRollout.get(r.rolloutId) as number) - mean) ** 2, 0) / (tokens - 1);
+  const variance =
+    kept.reduce((s, r) => s + r.trainedTokens * ((byRollout.get(r.rolloutId) as number) - mean) ** 2, 0) / (tokens - 1);
   const std = Math.sqrt(variance);
   for (const [id, advantage] of byRollout) byRollout.set(id, (advantage - mean) / (std + epsilon));
 }

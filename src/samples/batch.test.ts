@@ -5,11 +5,28 @@ import type { MergeCall } from './merge.js';
 const ids = (text: string) => [...text].map((c) => c.charCodeAt(0));
 const tokenizer = { decode: (t: readonly number[]) => String.fromCharCode(...t) };
 
-function call(callId: string, prompt: string, completion: string, finishReason = 'stop', policyVersion = 'v2'): MergeCall {
-  return { callId, policyVersion, promptIds: ids(prompt), choices: [{ completionIds: ids(completion), logprobs: ids(completion).map(() => -0.25), finishReason }] };
+function call(
+  callId: string,
+  prompt: string,
+  completion: string,
+  finishReason = 'stop',
+  policyVersion = 'v2',
+): MergeCall {
+  return {
+    callId,
+    policyVersion,
+    promptIds: ids(prompt),
+    choices: [{ completionIds: ids(completion), logprobs: ids(completion).map(() => -0.25), finishReason }],
+  };
 }
 
-function rollout(rolloutId: string, groupId: string, reward: number | null, calls: MergeCall[], failureClass: string | null = null): BatchRollout {
+function rollout(
+  rolloutId: string,
+  groupId: string,
+  reward: number | null,
+  calls: MergeCall[],
+  failureClass: string | null = null,
+): BatchRollout {
   return { rolloutId, groupId, reward, failureClass, calls };
 }
 
@@ -58,7 +75,10 @@ describe('buildBatch on hand-built rollouts', () => {
     // Dr. GRPO over t1's kept rewards [1, 0, 0]: mean 1/3.
     expect(ok!.advantage).toBeCloseTo(2 / 3, 12);
     expect(byRollout('wrong')[0]!.advantage).toBeCloseTo(-1 / 3, 12);
-    expect(byRollout('rewritten').map((s) => s.advantage)).toEqual([expect.closeTo(-1 / 3, 12), expect.closeTo(-1 / 3, 12)]);
+    expect(byRollout('rewritten').map((s) => s.advantage)).toEqual([
+      expect.closeTo(-1 / 3, 12),
+      expect.closeTo(-1 / 3, 12),
+    ]);
     // rollout-mean over 3 trained rollouts (the truncated one is masked): each weighs 1/3 in all.
     expect(ok!.weight * 8).toBeCloseTo(1 / 3, 12);
     const rewritten = byRollout('rewritten');
@@ -74,7 +94,9 @@ describe('buildBatch on hand-built rollouts', () => {
   });
 
   it('drops or zero-rewards truncated rollouts when configured', () => {
-    expect(buildBatch(hand, { ...options, truncated: 'drop' }, tokenizer).report.rollouts.excludedIds.truncated).toEqual(['cut']);
+    expect(
+      buildBatch(hand, { ...options, truncated: 'drop' }, tokenizer).report.rollouts.excludedIds.truncated,
+    ).toEqual(['cut']);
     const zero = buildBatch(hand, { ...options, truncated: 'zero_reward' }, tokenizer);
     // t2 is now [0 (cut, zero reward), 0]: no variance, both dropped.
     expect(zero.report.rollouts.excludedIds.zero_variance_group).toEqual(['cut', 't2-other']);
@@ -105,14 +127,21 @@ describe('buildBatch on hand-built rollouts', () => {
   });
 
   it('cuts sequences at the response limit and counts the rollout as truncated', () => {
-    const short = buildBatch([rollout('a', 'g', 1, [call('x', 'U:q|A:', 'a long reply')]), rollout('b', 'g', 0, [call('y', 'U:q|A:', 'no')])], { ...options, maxResponseTokens: 4, truncated: 'zero_reward', zeroVarianceGroups: 'keep' }, tokenizer);
+    const short = buildBatch(
+      [rollout('a', 'g', 1, [call('x', 'U:q|A:', 'a long reply')]), rollout('b', 'g', 0, [call('y', 'U:q|A:', 'no')])],
+      { ...options, maxResponseTokens: 4, truncated: 'zero_reward', zeroVarianceGroups: 'keep' },
+      tokenizer,
+    );
     expect(short.report.truncatedRollouts).toBe(1);
     expect(short.sequences.find((s) => s.rolloutId === 'a')?.ids).toEqual(ids('U:q|A:a lo'));
   });
 
   it('leaves out rollouts sampled from a policy too many versions old', () => {
     const stale = buildBatch(
-      [rollout('old', 'g', 1, [call('x', 'U:q|A:', 'a', 'stop', 'v0')]), rollout('new', 'g', 0, [call('y', 'U:q|A:', 'b', 'stop', 'v2')])],
+      [
+        rollout('old', 'g', 1, [call('x', 'U:q|A:', 'a', 'stop', 'v0')]),
+        rollout('new', 'g', 0, [call('y', 'U:q|A:', 'b', 'stop', 'v2')]),
+      ],
       { ...options, zeroVarianceGroups: 'keep', staleness: { lineage: ['v0', 'v1', 'v2'], maxVersionsBehind: 1 } },
       tokenizer,
     );
@@ -123,7 +152,12 @@ describe('buildBatch on hand-built rollouts', () => {
 describe('the batch artifact', () => {
   it('reads back exactly what was written, with its identity', () => {
     const batch = buildBatch(hand, options, tokenizer);
-    const { bytes, contentHash } = encodeBatch(batch, { iteration: 3, policyVersion: 'v2', configHash: 'cfg-1', importanceWeightCap: 2 });
+    const { bytes, contentHash } = encodeBatch(batch, {
+      iteration: 3,
+      policyVersion: 'v2',
+      configHash: 'cfg-1',
+      importanceWeightCap: 2,
+    });
     const decoded = decodeBatch(bytes);
     expect(decoded.metadata).toMatchObject({
       iteration: '3',
@@ -150,7 +184,10 @@ describe('the batch artifact', () => {
   it('records which policy version sampled each trained token', () => {
     const mixed = buildBatch(
       [
-        rollout('m', 'g', 1, [call('x', 'U:q|A:', 'ab', 'stop', 'v1'), call('y', 'U:q|A:ab|T:c|A:', 'de', 'stop', 'v2')]),
+        rollout('m', 'g', 1, [
+          call('x', 'U:q|A:', 'ab', 'stop', 'v1'),
+          call('y', 'U:q|A:ab|T:c|A:', 'de', 'stop', 'v2'),
+        ]),
         rollout('n', 'g', 0, [call('z', 'U:q|A:', 'no', 'stop', 'v2')]),
       ],
       options,
@@ -162,7 +199,11 @@ describe('the batch artifact', () => {
   });
 
   it('refuses an artifact whose tensors were altered', () => {
-    const { bytes } = encodeBatch(buildBatch(hand, options, tokenizer), { iteration: 1, policyVersion: 'v2', configHash: 'c' });
+    const { bytes } = encodeBatch(buildBatch(hand, options, tokenizer), {
+      iteration: 1,
+      policyVersion: 'v2',
+      configHash: 'c',
+    });
     const tampered = Buffer.from(bytes);
     tampered.writeUInt8(tampered.readUInt8(tampered.length - 1) ^ 0xff, tampered.length - 1);
     expect(() => decodeBatch(tampered)).toThrow(/content hash does not match/);

@@ -49,7 +49,12 @@ export type ExclusionReason =
   | 'incomplete_group';
 
 export interface BatchReport {
-  rollouts: { total: number; used: number; excluded: Partial<Record<ExclusionReason, number>>; excludedIds: Partial<Record<ExclusionReason, string[]>> };
+  rollouts: {
+    total: number;
+    used: number;
+    excluded: Partial<Record<ExclusionReason, number>>;
+    excludedIds: Partial<Record<ExclusionReason, string[]>>;
+  };
   calls: { total: number; merged: number; skippedWithoutTokenIds: number; missingLogprobs: number };
   /** Calls that extended an earlier sequence, over calls that could have (all but each rollout's first). */
   mergeRate: number;
@@ -102,7 +107,8 @@ export function prepareRollout(rollout: BatchRollout, options: BatchOptions, tok
     mismatchCauses: {},
   };
   const out = (reason: ExclusionReason): PreparedRollout => ({ ...prepared, excluded: reason, sequences: [] });
-  if (rollout.failureClass && options.excludedFailureClasses.includes(rollout.failureClass)) return out('excluded_failure_class');
+  if (rollout.failureClass && options.excludedFailureClasses.includes(rollout.failureClass))
+    return out('excluded_failure_class');
   if (rollout.reward === null) return out('no_reward');
   if (options.staleness && isStale(rollout.calls, options.staleness)) return out('stale_policy');
 
@@ -116,7 +122,8 @@ export function prepareRollout(rollout: BatchRollout, options: BatchOptions, tok
 
   const limited = limitLengths(merge.sequences, options);
   prepared.truncated =
-    limited.truncated || merge.sequences.some((s) => s.spans.some((span) => span.finishReason === 'length' || span.finishReason === null));
+    limited.truncated ||
+    merge.sequences.some((s) => s.spans.some((span) => span.finishReason === 'length' || span.finishReason === null));
   if (prepared.truncated && options.truncated === 'drop') return out('truncated');
   prepared.sequences = limited.sequences;
   return prepared;
@@ -136,7 +143,8 @@ export function assembleBatch(prepared: readonly PreparedRollout[], options: Bat
   const mismatchCauses: Partial<Record<MismatchCause, number>> = {};
   for (const p of prepared) {
     if (p.excluded) exclude(p.rolloutId, p.excluded);
-    for (const [cause, n] of Object.entries(p.mismatchCauses) as Array<[MismatchCause, number]>) mismatchCauses[cause] = (mismatchCauses[cause] ?? 0) + n;
+    for (const [cause, n] of Object.entries(p.mismatchCauses) as Array<[MismatchCause, number]>)
+      mismatchCauses[cause] = (mismatchCauses[cause] ?? 0) + n;
   }
   const candidates = prepared.filter((p) => !p.excluded);
 
@@ -187,13 +195,21 @@ export function assembleBatch(prepared: readonly PreparedRollout[], options: Bat
     sequences: sequences.map((s, i) => ({ ...s, weight: weights[i] as number })),
     report: {
       rollouts: { total: prepared.length, used: kept.length, excluded: excludedCounts, excludedIds },
-      calls: { total: sum((p) => p.calls), merged, skippedWithoutTokenIds: sum((p) => p.skippedCalls), missingLogprobs: sum((p) => p.missingLogprobs) },
+      calls: {
+        total: sum((p) => p.calls),
+        merged,
+        skippedWithoutTokenIds: sum((p) => p.skippedCalls),
+        missingLogprobs: sum((p) => p.missingLogprobs),
+      },
       mergeRate: mergeable === 0 ? 1 : merged / mergeable,
       mismatchCauses,
       truncatedRollouts: prepared.filter((p) => p.truncated).length,
       zeroVarianceGroups: advantages.zeroVarianceGroupIds.length,
       sequences: sequences.length,
-      tokens: { total: sequences.reduce((n, s) => n + s.ids.length, 0), trained: sequences.reduce((n, s) => n + trainedTokens(s), 0) },
+      tokens: {
+        total: sequences.reduce((n, s) => n + s.ids.length, 0),
+        trained: sequences.reduce((n, s) => n + trainedTokens(s), 0),
+      },
       rewards: rewards.length ? summary(rewards) : null,
     },
   };
@@ -222,7 +238,10 @@ function isStale(calls: readonly MergeCall[], staleness: NonNullable<BatchOption
 }
 
 /** Applies the prompt and response limits; reports whether anything was cut. */
-function limitLengths(sequences: TrainingSequence[], options: BatchOptions): { sequences: TrainingSequence[]; truncated: boolean } {
+function limitLengths(
+  sequences: TrainingSequence[],
+  options: BatchOptions,
+): { sequences: TrainingSequence[]; truncated: boolean } {
   let truncated = false;
   const out: TrainingSequence[] = [];
   for (const s of sequences) {
@@ -363,7 +382,8 @@ export function decodeBatch(bytes: Buffer): DecodedBatch {
     if (!t) throw new Error(`batch artifact lacks tensor ${name}`);
     return Array.from(t.data as ArrayLike<number>);
   };
-  if (tensorsHash(tensors) !== metadata.content_hash) throw new Error('batch artifact content hash does not match its tensors');
+  if (tensorsHash(tensors) !== metadata.content_hash)
+    throw new Error('batch artifact content hash does not match its tensors');
   const rollouts = JSON.parse(metadata.rollouts ?? '[]') as string[];
   const policies = JSON.parse(metadata.policy_versions ?? '[]') as string[];
   const [ids, mask, advantages, oldLogprobs, weights, cu, owner, tokenPolicy] = [

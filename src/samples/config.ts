@@ -6,10 +6,18 @@ import { LOSS_AGGREGATIONS } from './loss-weights.js';
 export const sampleSettings = z.strictObject({
   estimator: z.enum(ADVANTAGE_ESTIMATORS).default('grpo').describe('Group-relative advantage estimator'),
   zeroVarianceGroups: z.enum(['drop', 'keep']).default('drop').describe('Groups whose rewards are all equal'),
-  lossAggregation: z.enum(LOSS_AGGREGATIONS).default('token-mean').describe('Loss normalization, folded into per-token weights'),
+  lossAggregation: z
+    .enum(LOSS_AGGREGATIONS)
+    .default('token-mean')
+    .describe('Loss normalization, folded into per-token weights'),
   normConstant: z.number().positive().optional().describe('C of seq-mean-token-sum-norm (default: maxResponseTokens)'),
   maxPromptTokens: z.number().int().positive().default(16_384).describe('Longer first prompts drop the sequence'),
-  maxResponseTokens: z.number().int().positive().default(8_192).describe('Sequences are cut this far after their first prompt'),
+  maxResponseTokens: z
+    .number()
+    .int()
+    .positive()
+    .default(8_192)
+    .describe('Sequences are cut this far after their first prompt'),
   truncated: z
     .enum(['mask', 'drop', 'zero_reward'])
     .default('mask')
@@ -17,28 +25,39 @@ export const sampleSettings = z.strictObject({
   excludedFailureClasses: z
     .array(z.string())
     .default(['infrastructure', 'orchestrator', 'verifier', 'cancelled', 'unfinished'])
-    .describe('Rollouts failed for these reasons are not the policy\'s doing and are left out (counted)'),
+    .describe("Rollouts failed for these reasons are not the policy's doing and are left out (counted)"),
   incompleteGroups: z.enum(['keep', 'drop']).default('keep').describe('When some rollouts of a group are left out'),
   maxVersionsBehind: z.number().int().min(0).optional().describe('Leave out rollouts sampled from older policies'),
   importanceWeightCap: z
     .number()
     .positive()
     .optional()
-    .describe('Truncated importance weights: the trainer caps pi_trainer / pi_sampler at this value (written into the batch)'),
+    .describe(
+      'Truncated importance weights: the trainer caps pi_trainer / pi_sampler at this value (written into the batch)',
+    ),
   tokenizerDir: z
     .string()
     .optional()
-    .describe("The model's tokenizer.json + tokenizer_config.json, to re-render calls without token ids and measure drift"),
+    .describe(
+      "The model's tokenizer.json + tokenizer_config.json, to re-render calls without token ids and measure drift",
+    ),
   thresholds: z
     .strictObject({
-      maxDriftRate: z.number().min(0).max(1).default(0.05).describe('Fail the stage above this share of drifted prompts'),
+      maxDriftRate: z
+        .number()
+        .min(0)
+        .max(1)
+        .default(0.05)
+        .describe('Fail the stage above this share of drifted prompts'),
       minRolloutsUsed: z.number().int().min(0).default(1).describe('Fail the stage with fewer usable rollouts'),
       minScoredShare: z
         .number()
         .min(0)
         .max(1)
         .default(0.8)
-        .describe("Fail the stage when a smaller share of the iteration's rollouts was scored (the rest lost to faults: infrastructure, orchestrator, verifier, environment, cancelled): an update from the scraps of a broken iteration is not worth its risk"),
+        .describe(
+          "Fail the stage when a smaller share of the iteration's rollouts was scored (the rest lost to faults: infrastructure, orchestrator, verifier, environment, cancelled): an update from the scraps of a broken iteration is not worth its risk",
+        ),
       maxRewardDisagreementRate: z
         .number()
         .min(0)

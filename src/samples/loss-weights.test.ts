@@ -29,13 +29,15 @@ function reference(sequences: Sequence[], aggregation: LossAggregation, C: numbe
   }
 }
 
-const sequences = fc.array(
-  fc.record({
-    rolloutId: fc.constantFrom('r1', 'r2', 'r3', 'r4'),
-    losses: fc.array(fc.double({ min: -5, max: 5, noNaN: true }), { maxLength: 40 }),
-  }),
-  { minLength: 1, maxLength: 12 },
-).filter((seqs) => seqs.some((s) => s.losses.length > 0));
+const sequences = fc
+  .array(
+    fc.record({
+      rolloutId: fc.constantFrom('r1', 'r2', 'r3', 'r4'),
+      losses: fc.array(fc.double({ min: -5, max: 5, noNaN: true }), { maxLength: 40 }),
+    }),
+    { minLength: 1, maxLength: 12 },
+  )
+  .filter((seqs) => seqs.some((s) => s.losses.length > 0));
 
 describe('sequenceWeights', () => {
   it.each(LOSS_AGGREGATIONS)('Σ w_t ℓ_t equals the %s formula for any losses', (aggregation) => {
@@ -46,7 +48,10 @@ describe('sequenceWeights', () => {
           aggregation,
           { normConstant: C },
         );
-        const weighted = seqs.reduce((total, s, i) => total + s.losses.reduce((a, l) => a + (weights[i] as number) * l, 0), 0);
+        const weighted = seqs.reduce(
+          (total, s, i) => total + s.losses.reduce((a, l) => a + (weights[i] as number) * l, 0),
+          0,
+        );
         expect(weighted).toBeCloseTo(reference(seqs, aggregation, C), 9);
       }),
     );
@@ -66,10 +71,20 @@ describe('sequenceWeights', () => {
   });
 
   it('gives no weight to a sequence without trained tokens, nor counts it', () => {
-    expect(sequenceWeights([{ rolloutId: 'a', trainedTokens: 0 }, { rolloutId: 'a', trainedTokens: 4 }], 'seq-mean-token-sum')).toEqual([0, 1]);
+    expect(
+      sequenceWeights(
+        [
+          { rolloutId: 'a', trainedTokens: 0 },
+          { rolloutId: 'a', trainedTokens: 4 },
+        ],
+        'seq-mean-token-sum',
+      ),
+    ).toEqual([0, 1]);
   });
 
   it('asks for the constant of seq-mean-token-sum-norm', () => {
-    expect(() => sequenceWeights([{ rolloutId: 'a', trainedTokens: 1 }], 'seq-mean-token-sum-norm')).toThrow(/normConstant/);
+    expect(() => sequenceWeights([{ rolloutId: 'a', trainedTokens: 1 }], 'seq-mean-token-sum-norm')).toThrow(
+      /normConstant/,
+    );
   });
 });

@@ -7,15 +7,28 @@ import { mergeRollout, type MergeCall } from './merge.js';
  * text, for retokenization drift).
  */
 const ids = (text: string) => [...text].map((c) => c.charCodeAt(0));
-const tokenizer = { decode: (tokens: readonly number[]) => String.fromCharCode(...tokens.map((t) => (t >= 1000 ? t - 1000 : t))) };
+const tokenizer = {
+  decode: (tokens: readonly number[]) => String.fromCharCode(...tokens.map((t) => (t >= 1000 ? t - 1000 : t))),
+};
 const logprobsOf = (text: string) => [...text].map((_, i) => -(i + 1) / 100);
 
-function call(callId: string, prompt: string, completion: string, options: Partial<MergeCall> & { finishReason?: string } = {}): MergeCall {
+function call(
+  callId: string,
+  prompt: string,
+  completion: string,
+  options: Partial<MergeCall> & { finishReason?: string } = {},
+): MergeCall {
   return {
     callId,
     policyVersion: 'v1',
     promptIds: ids(prompt),
-    choices: [{ completionIds: ids(completion), logprobs: logprobsOf(completion), finishReason: options.finishReason ?? 'stop' }],
+    choices: [
+      {
+        completionIds: ids(completion),
+        logprobs: logprobsOf(completion),
+        finishReason: options.finishReason ?? 'stop',
+      },
+    ],
     ...options,
   };
 }
@@ -45,12 +58,28 @@ describe('mergeRollout', () => {
     const [sequence] = result.sequences;
     expect(show(sequence!)).toBe('S:solve 6*7|A:[calc(6*7)]|T:42|A:[answer 42]');
     expect(sequence!.spans).toEqual([
-      { callId: 'c1', choice: 0, start: turn1.length, end: turn1.length + reply1.length, policyVersion: 'v1', finishReason: 'stop' },
-      { callId: 'c2', choice: 0, start: turn2.length, end: turn2.length + reply2.length, policyVersion: 'v1', finishReason: 'stop' },
+      {
+        callId: 'c1',
+        choice: 0,
+        start: turn1.length,
+        end: turn1.length + reply1.length,
+        policyVersion: 'v1',
+        finishReason: 'stop',
+      },
+      {
+        callId: 'c2',
+        choice: 0,
+        start: turn2.length,
+        end: turn2.length + reply2.length,
+        policyVersion: 'v1',
+        finishReason: 'stop',
+      },
     ]);
     // Old log-probs sit exactly on the trained tokens.
     expect(sequence!.oldLogprobs.slice(turn1.length, turn1.length + reply1.length)).toEqual(logprobsOf(reply1));
-    expect(sequence!.oldLogprobs.slice(turn1.length + reply1.length, turn2.length)).toEqual(Array(turn2.length - turn1.length - reply1.length).fill(0));
+    expect(sequence!.oldLogprobs.slice(turn1.length + reply1.length, turn2.length)).toEqual(
+      Array(turn2.length - turn1.length - reply1.length).fill(0),
+    );
     expect(sequence!.oldLogprobs.slice(0, turn1.length).every((l) => l === 0)).toBe(true);
   });
 
@@ -60,13 +89,19 @@ describe('mergeRollout', () => {
     const turn2 = `${turn1}hello|U:more|A:`;
     const result = mergeRollout('r1', [call('c1', turn1, reply1), call('c2', turn2, 'ok')], tokenizer);
     expect(result.sequences.map(show)).toEqual(['U:hi|A:[<think>plan it</think>hello]', 'U:hi|A:hello|U:more|A:[ok]']);
-    expect(result.mismatches).toEqual([{ callId: 'c2', cause: 'chat_template_rewrote_history', divergesAt: turn1.length }]);
+    expect(result.mismatches).toEqual([
+      { callId: 'c2', cause: 'chat_template_rewrote_history', divergesAt: turn1.length },
+    ]);
   });
 
   it('names retokenization drift: the same text under other ids', () => {
     const turn1 = 'U:go|A:';
     const turn2 = [...ids(turn1), ...ids('done').map((i) => i + 1000), ...ids('|U:next|A:')];
-    const result = mergeRollout('r1', [call('c1', turn1, 'done'), { ...call('c2', '', 'fine'), promptIds: turn2 }], tokenizer);
+    const result = mergeRollout(
+      'r1',
+      [call('c1', turn1, 'done'), { ...call('c2', '', 'fine'), promptIds: turn2 }],
+      tokenizer,
+    );
     expect(result.mismatches).toEqual([{ callId: 'c2', cause: 'retokenization_drift', divergesAt: turn1.length }]);
     expect(result.sequences).toHaveLength(2);
   });
@@ -109,7 +144,10 @@ describe('mergeRollout', () => {
   it('marks truncated completions on their span and skips calls without token ids', () => {
     const result = mergeRollout(
       'r1',
-      [call('c1', 'U:long|A:', 'cut of', { finishReason: 'length' }), { ...call('c2', 'U:x|A:', 'y'), promptIds: null }],
+      [
+        call('c1', 'U:long|A:', 'cut of', { finishReason: 'length' }),
+        { ...call('c2', 'U:x|A:', 'y'), promptIds: null },
+      ],
       tokenizer,
     );
     expect(result.sequences[0]?.spans[0]?.finishReason).toBe('length');
@@ -117,7 +155,12 @@ describe('mergeRollout', () => {
   });
 
   it('counts trained completions that came without log-probs', () => {
-    const noLogprobs: MergeCall = { callId: 'c1', policyVersion: 'v1', promptIds: ids('U:a|A:'), choices: [{ completionIds: ids('b'), logprobs: null, finishReason: 'stop' }] };
+    const noLogprobs: MergeCall = {
+      callId: 'c1',
+      policyVersion: 'v1',
+      promptIds: ids('U:a|A:'),
+      choices: [{ completionIds: ids('b'), logprobs: null, finishReason: 'stop' }],
+    };
     const result = mergeRollout('r1', [noLogprobs], tokenizer);
     expect(result.missingLogprobs).toBe(1);
     expect(result.sequences[0]?.oldLogprobs).toEqual([0, 0, 0, 0, 0, 0, 0]);
@@ -129,7 +172,11 @@ describe('mergeRollout: what the journal already knows', () => {
     const turn1 = 'U:q|A:';
     const c1 = call('c1', turn1, 'ans');
     const c2 = call('c2', `${turn1}ans|T:x|A:`, 'end');
-    const claimed = mergeRollout('r', [c1, { ...c2, extends: { ref: 'c1', prefixLength: (turn1 + 'ans').length } }], tokenizer);
+    const claimed = mergeRollout(
+      'r',
+      [c1, { ...c2, extends: { ref: 'c1', prefixLength: (turn1 + 'ans').length } }],
+      tokenizer,
+    );
     expect(claimed.sequences.map(show)).toEqual(['U:q|A:[ans]|T:x|A:[end]']);
     // A claim about another call, or a shorter shared prefix, falls back to comparing the ids.
     const wrongRef = mergeRollout('r', [c1, { ...c2, extends: { ref: 'c0', prefixLength: 99 } }], tokenizer);
@@ -145,12 +192,25 @@ describe('mergeRollout: properties', () => {
     const fc = (await import('fast-check')).default;
     fc.assert(
       fc.property(
-        fc.array(fc.record({ inserted: fc.array(fc.integer({ min: 1, max: 500 }), { maxLength: 20 }), completion: fc.array(fc.integer({ min: 1, max: 500 }), { minLength: 1, maxLength: 20 }) }), { minLength: 1, maxLength: 15 }),
+        fc.array(
+          fc.record({
+            inserted: fc.array(fc.integer({ min: 1, max: 500 }), { maxLength: 20 }),
+            completion: fc.array(fc.integer({ min: 1, max: 500 }), { minLength: 1, maxLength: 20 }),
+          }),
+          { minLength: 1, maxLength: 15 },
+        ),
         (turns) => {
           let context: number[] = [7, 7, 7];
           const calls: MergeCall[] = turns.map((turn, i) => {
             context = [...context, ...turn.inserted];
-            const call: MergeCall = { callId: `c${i}`, policyVersion: 'v1', promptIds: context, choices: [{ completionIds: turn.completion, logprobs: turn.completion.map(() => -0.5), finishReason: 'stop' }] };
+            const call: MergeCall = {
+              callId: `c${i}`,
+              policyVersion: 'v1',
+              promptIds: context,
+              choices: [
+                { completionIds: turn.completion, logprobs: turn.completion.map(() => -0.5), finishReason: 'stop' },
+              ],
+            };
             context = [...context, ...turn.completion];
             return call;
           });
@@ -159,8 +219,12 @@ describe('mergeRollout: properties', () => {
           expect(result.mergedCalls).toBe(turns.length - 1);
           const [sequence] = result.sequences;
           expect(sequence!.ids).toEqual(context);
-          expect(sequence!.lossMask.reduce((a, b) => a + b, 0)).toBe(turns.reduce((n, t) => n + t.completion.length, 0));
-          expect(sequence!.oldLogprobs.filter((l, i) => sequence!.lossMask[i] === 1).every((l) => l === -0.5)).toBe(true);
+          expect(sequence!.lossMask.reduce((a, b) => a + b, 0)).toBe(
+            turns.reduce((n, t) => n + t.completion.length, 0),
+          );
+          expect(sequence!.oldLogprobs.filter((l, i) => sequence!.lossMask[i] === 1).every((l) => l === -0.5)).toBe(
+            true,
+          );
         },
       ),
     );

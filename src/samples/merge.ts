@@ -14,7 +14,11 @@ export interface MergeCall {
   promptIds: readonly number[] | null;
   /** Known from the journal: the prompt's first prefixLength ids are call ref's prompt + first completion. */
   extends?: { ref: string; prefixLength: number } | null;
-  choices: ReadonlyArray<{ completionIds: readonly number[] | null; logprobs: readonly number[] | null; finishReason: string | null }>;
+  choices: ReadonlyArray<{
+    completionIds: readonly number[] | null;
+    logprobs: readonly number[] | null;
+    finishReason: string | null;
+  }>;
 }
 
 export type MismatchCause =
@@ -83,7 +87,12 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
 
   for (const call of calls) {
     const promptIds = call.promptIds;
-    if (!promptIds || promptIds.length === 0 || call.choices.length === 0 || call.choices.some((c) => c.completionIds === null)) {
+    if (
+      !promptIds ||
+      promptIds.length === 0 ||
+      call.choices.length === 0 ||
+      call.choices.some((c) => c.completionIds === null)
+    ) {
       skippedCalls.push(call.callId);
       continue;
     }
@@ -93,20 +102,36 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
       const previous = open[open.length - 1] as (typeof open)[number];
       mismatches.push({
         callId: call.callId,
-        cause: mismatchCause(previous.sequence.ids, promptIds, previous.policyVersion !== call.policyVersion, tokenizer),
+        cause: mismatchCause(
+          previous.sequence.ids,
+          promptIds,
+          previous.policyVersion !== call.policyVersion,
+          tokenizer,
+        ),
         divergesAt: commonPrefixLength(previous.sequence.ids, promptIds),
       });
     }
 
     const extended = call.choices.map((choice, i) => {
       // The last choice grows the base in place; earlier ones (n > 1) branch off a copy.
-      const sequence = !base ? emptySequence(rolloutId) : i === call.choices.length - 1 ? base.sequence : copy(base.sequence);
+      const sequence = !base
+        ? emptySequence(rolloutId)
+        : i === call.choices.length - 1
+          ? base.sequence
+          : copy(base.sequence);
       const completionIds = choice.completionIds ?? [];
       append(sequence, promptIds.slice(sequence.ids.length), 0, null);
       if (!choice.logprobs && completionIds.length > 0) missingLogprobs++;
       const start = sequence.ids.length;
       append(sequence, completionIds, 1, choice.logprobs);
-      sequence.spans.push({ callId: call.callId, choice: i, start, end: sequence.ids.length, policyVersion: call.policyVersion, finishReason: choice.finishReason });
+      sequence.spans.push({
+        callId: call.callId,
+        choice: i,
+        start,
+        end: sequence.ids.length,
+        policyVersion: call.policyVersion,
+        finishReason: choice.finishReason,
+      });
       return sequence;
     });
 
@@ -123,7 +148,12 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
   return { sequences, mismatches, mergedCalls, skippedCalls, missingLogprobs };
 }
 
-function append(sequence: TrainingSequence, ids: readonly number[], mask: 0 | 1, logprobs: readonly number[] | null): void {
+function append(
+  sequence: TrainingSequence,
+  ids: readonly number[],
+  mask: 0 | 1,
+  logprobs: readonly number[] | null,
+): void {
   for (let i = 0; i < ids.length; i++) {
     sequence.ids.push(ids[i] as number);
     sequence.lossMask.push(mask);
@@ -187,6 +217,9 @@ export function mismatchCause(
   if (withoutThinking !== before && now.startsWith(withoutThinking)) return 'chat_template_rewrote_history';
   if (policyChanged) return 'policy_version_changed';
   // Sharing a substantial beginning means the same conversation, edited or cut by the harness.
-  const sharedText = commonPrefixLength([...before].map((c) => c.charCodeAt(0)), [...now].map((c) => c.charCodeAt(0)));
+  const sharedText = commonPrefixLength(
+    [...before].map((c) => c.charCodeAt(0)),
+    [...now].map((c) => c.charCodeAt(0)),
+  );
   return sharedText >= before.length / 4 ? 'harness_rewrote_history' : 'other';
 }

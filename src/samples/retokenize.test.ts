@@ -40,14 +40,21 @@ describe('toMergeCalls', () => {
     // The question spelled one character at a time: what a different tokenizer revision might produce.
     const question = 'What is 40+2?';
     const [before, after] = text.split(question) as [string, string];
-    const engineIds = [...qwen3.encode(before), ...[...question].flatMap((c) => qwen3.encode(c)), ...qwen3.encode(after)];
+    const engineIds = [
+      ...qwen3.encode(before),
+      ...[...question].flatMap((c) => qwen3.encode(c)),
+      ...qwen3.encode(after),
+    ];
     expect(qwen3.decode(engineIds)).toBe(text);
     const { drift } = toMergeCalls([record({ promptIds: engineIds })], qwen3);
     expect(drift).toMatchObject({ compared: 1, drifted: 1 });
   });
 
   it('re-renders a call the backend returned without ids, with the model template', () => {
-    const { calls, drift } = toMergeCalls([record({ promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }] })], qwen3);
+    const { calls, drift } = toMergeCalls(
+      [record({ promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }] })],
+      qwen3,
+    );
     expect(drift).toEqual({ compared: 0, drifted: 0, retokenized: 1, unusable: 0 });
     expect(calls[0]?.promptIds).toEqual(qwen3.promptIds(request));
     expect(qwen3.decode(calls[0]?.choices[0]?.completionIds ?? [])).toBe('<think>\n\n</think>\n\nIt is 42.<|im_end|>');
@@ -55,7 +62,10 @@ describe('toMergeCalls', () => {
   });
 
   it('leaves out failed calls, and calls without ids when no tokenizer is configured', () => {
-    const { calls, drift } = toMergeCalls([record({ status: 'error' }), record({ id: 'c2', promptIds: null })], undefined);
+    const { calls, drift } = toMergeCalls(
+      [record({ status: 'error' }), record({ id: 'c2', promptIds: null })],
+      undefined,
+    );
     expect(calls).toEqual([]);
     expect(drift.unusable).toBe(2);
   });
@@ -70,7 +80,20 @@ describe('toMergeCalls on calls the gateway redacted', () => {
         // The request had the secret, the reply did not: the prompt is re-rendered from the redacted text.
         record({ id: 'prompt-only', requestSent: leakyRequest, ...withheld }),
         // The reply had it: re-rendering "[REDACTED:…]" would teach the policy to write it.
-        record({ id: 'reply', requestSent: leakyRequest, ...withheld, response: { choices: [{ index: 0, message: { role: 'assistant', content: 'Echo: [REDACTED:openai-key]' }, finish_reason: 'stop' }] } }),
+        record({
+          id: 'reply',
+          requestSent: leakyRequest,
+          ...withheld,
+          response: {
+            choices: [
+              {
+                index: 0,
+                message: { role: 'assistant', content: 'Echo: [REDACTED:openai-key]' },
+                finish_reason: 'stop',
+              },
+            ],
+          },
+        }),
       ],
       qwen3,
     );

@@ -23,7 +23,10 @@ type Json = Record<string, unknown>;
  * Calls without ids are re-rendered with the model's own chat template and tokenizer (no old
  * log-probs then: the trainer must recompute them).
  */
-export function toMergeCalls(calls: readonly CallRecord[], tokenizer: ChatTokenizer | undefined): { calls: MergeCall[]; drift: DriftReport } {
+export function toMergeCalls(
+  calls: readonly CallRecord[],
+  tokenizer: ChatTokenizer | undefined,
+): { calls: MergeCall[]; drift: DriftReport } {
   const drift: DriftReport = { compared: 0, drifted: 0, retokenized: 0, unusable: 0 };
   const out: MergeCall[] = [];
   for (const call of calls) {
@@ -36,9 +39,19 @@ export function toMergeCalls(calls: readonly CallRecord[], tokenizer: ChatTokeni
       if (tokenizer && call.endpoint === 'chat.completions' && Array.isArray(request.messages)) {
         drift.compared++;
         const rendered = tokenizer.promptIds(request as unknown as ChatRequest);
-        if (rendered.length !== call.promptIds.length || commonPrefixLength(rendered, call.promptIds) !== rendered.length) drift.drifted++;
+        if (
+          rendered.length !== call.promptIds.length ||
+          commonPrefixLength(rendered, call.promptIds) !== rendered.length
+        )
+          drift.drifted++;
       }
-      out.push({ callId: call.id, policyVersion: call.policyVersion, promptIds: call.promptIds, choices: call.choices, extends: call.promptExtends ?? null });
+      out.push({
+        callId: call.id,
+        policyVersion: call.policyVersion,
+        promptIds: call.promptIds,
+        choices: call.choices,
+        extends: call.promptExtends ?? null,
+      });
       continue;
     }
     const retokenized = tokenizer ? retokenize(call, request, tokenizer) : undefined;

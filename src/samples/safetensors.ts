@@ -24,7 +24,8 @@ export function encodeSafetensors(tensors: Record<string, Tensor>, metadata: Rec
   for (const name of names) {
     const t = tensors[name] as Tensor;
     const elements = t.shape.reduce((a, b) => a * b, 1);
-    if (elements !== t.data.length) throw new Error(`tensor ${name}: shape ${JSON.stringify(t.shape)} does not hold ${t.data.length} values`);
+    if (elements !== t.data.length)
+      throw new Error(`tensor ${name}: shape ${JSON.stringify(t.shape)} does not hold ${t.data.length} values`);
     const size = elements * BYTES[t.dtype];
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + size] };
     offset += size;
@@ -50,7 +51,10 @@ function readHeader(buffer: Buffer): { header: Record<string, unknown>; dataStar
   if (buffer.length < 8) throw new Error('not a safetensors file: shorter than its header length');
   const headerLength = Number(buffer.readBigUInt64LE(0));
   if (8 + headerLength > buffer.length) throw new Error('not a safetensors file: header runs past the end');
-  return { header: JSON.parse(buffer.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, unknown>, dataStart: 8 + headerLength };
+  return {
+    header: JSON.parse(buffer.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, unknown>,
+    dataStart: 8 + headerLength,
+  };
 }
 
 /** The `__metadata__` strings alone, without copying any tensor. */
@@ -58,13 +62,20 @@ export function safetensorsMetadata(buffer: Buffer): Record<string, string> {
   return (readHeader(buffer).header.__metadata__ as Record<string, string> | undefined) ?? {};
 }
 
-export function decodeSafetensors(buffer: Buffer): { tensors: Record<string, Tensor>; metadata: Record<string, string> } {
+export function decodeSafetensors(buffer: Buffer): {
+  tensors: Record<string, Tensor>;
+  metadata: Record<string, string>;
+} {
   assertLittleEndian();
   const { header, dataStart } = readHeader(buffer);
   const tensors: Record<string, Tensor> = {};
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') continue;
-    const { dtype, shape, data_offsets: [begin, end] } = entry as { dtype: DType; shape: number[]; data_offsets: [number, number] };
+    const {
+      dtype,
+      shape,
+      data_offsets: [begin, end],
+    } = entry as { dtype: DType; shape: number[]; data_offsets: [number, number] };
     if (!(dtype in BYTES)) throw new Error(`tensor ${name}: unsupported dtype ${dtype}`);
     const bytes = Uint8Array.prototype.slice.call(buffer, dataStart + begin, dataStart + end);
     const data =
@@ -95,5 +106,6 @@ export function tensorsHash(tensors: Record<string, Tensor>): string {
 
 /** Typed arrays use the host's byte order and the format is little-endian, as every supported host is. */
 function assertLittleEndian(): void {
-  if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) throw new Error('safetensors I/O needs a little-endian host');
+  if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1)
+    throw new Error('safetensors I/O needs a little-endian host');
 }

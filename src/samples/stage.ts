@@ -4,7 +4,14 @@ import { recordedRewards } from '../rollouts/rewards.js';
 import type { Rollout } from '../rollouts/rollout.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
-import { assembleBatch, encodeBatch, prepareRollout, type BatchOptions, type BatchReport, type PreparedRollout } from './batch.js';
+import {
+  assembleBatch,
+  encodeBatch,
+  prepareRollout,
+  type BatchOptions,
+  type BatchReport,
+  type PreparedRollout,
+} from './batch.js';
 import { toMergeCalls, type DriftReport } from './retokenize.js';
 
 export interface BatchStageInput {
@@ -28,7 +35,15 @@ export interface DataQualityReport extends BatchReport {
 export interface BatchStageResult {
   batch: StoredArtifact & { contentHash: string };
   report: StoredArtifact;
-  summary: { rolloutsUsed: number; rolloutsExcluded: number; sequences: number; trainedTokens: number; meanReward: number | null; mergeRate: number; driftRate: number };
+  summary: {
+    rolloutsUsed: number;
+    rolloutsExcluded: number;
+    sequences: number;
+    trainedTokens: number;
+    meanReward: number | null;
+    mergeRate: number;
+    driftRate: number;
+  };
 }
 
 /** The evidence is not trustworthy enough to train on; the report says why. */
@@ -67,7 +82,12 @@ export async function runBatchStage(input: BatchStageInput, deps: BatchStageDeps
   const report: DataQualityReport = {
     ...batch.report,
     drift: { ...drift, rate: drift.compared === 0 ? 0 : drift.drifted / drift.compared },
-    rewardDisagreement: { compared, disagreeing: disagreeing.length, rate: compared === 0 ? 0 : disagreeing.length / compared, rolloutIds: disagreeing },
+    rewardDisagreement: {
+      compared,
+      disagreeing: disagreeing.length,
+      rate: compared === 0 ? 0 : disagreeing.length / compared,
+      rolloutIds: disagreeing,
+    },
   };
   const name = `${input.runId === undefined ? '' : `runs/${input.runId}/`}iterations/${input.iteration}`;
   const reportArtifact = await artifacts.put(`${name}/batch-report.json`, `${JSON.stringify(report, null, 2)}\n`);
@@ -82,7 +102,10 @@ export async function runBatchStage(input: BatchStageInput, deps: BatchStageDeps
     ...(settings.importanceWeightCap !== undefined && { importanceWeightCap: settings.importanceWeightCap }),
     ...(tokenizer?.fileSha256 && { tokenizerSha256: tokenizer.fileSha256 }),
   });
-  const batchArtifact = await artifacts.put(`${name}/batch-${encoded.contentHash.slice(0, 16)}.safetensors`, encoded.bytes);
+  const batchArtifact = await artifacts.put(
+    `${name}/batch-${encoded.contentHash.slice(0, 16)}.safetensors`,
+    encoded.bytes,
+  );
   return {
     batch: { ...batchArtifact, contentHash: encoded.contentHash },
     report: reportArtifact,
@@ -101,7 +124,8 @@ function batchOptionsOf(settings: SampleSettings, lineage: string[] | undefined)
     truncated: settings.truncated,
     excludedFailureClasses: settings.excludedFailureClasses,
     incompleteGroups: settings.incompleteGroups,
-    ...(settings.maxVersionsBehind !== undefined && lineage && { staleness: { lineage, maxVersionsBehind: settings.maxVersionsBehind } }),
+    ...(settings.maxVersionsBehind !== undefined &&
+      lineage && { staleness: { lineage, maxVersionsBehind: settings.maxVersionsBehind } }),
   };
 }
 
@@ -117,10 +141,20 @@ interface JournalReading {
   unscored: number;
 }
 
-async function readRollouts(rolloutIds: string[], options: BatchOptions, deps: BatchStageDeps): Promise<JournalReading> {
+async function readRollouts(
+  rolloutIds: string[],
+  options: BatchOptions,
+  deps: BatchStageDeps,
+): Promise<JournalReading> {
   const { store, tokenizer, onRollout } = deps;
   const detokenizer = tokenizer ?? { decode: (ids: readonly number[]) => ids.join(' ') };
-  const reading: JournalReading = { prepared: [], drift: { compared: 0, drifted: 0, retokenized: 0, unusable: 0 }, compared: 0, disagreeing: [], unscored: 0 };
+  const reading: JournalReading = {
+    prepared: [],
+    drift: { compared: 0, drifted: 0, retokenized: 0, unusable: 0 },
+    compared: 0,
+    disagreeing: [],
+    unscored: 0,
+  };
   // One rollout at a time: its calls (whole prompts) are dropped once merged into sequences.
   for (const [done, id] of rolloutIds.entries()) {
     await onRollout?.(done, rolloutIds.length);
@@ -135,7 +169,13 @@ async function readRollouts(rolloutIds: string[], options: BatchOptions, deps: B
     for (const key of Object.keys(reading.drift) as Array<keyof DriftReport>) reading.drift[key] += calls.drift[key];
     reading.prepared.push(
       prepareRollout(
-        { rolloutId: id, groupId: rollout.taskId ?? id, reward: verified ?? null, failureClass: batchFailureClassOf(rollout), calls: calls.calls },
+        {
+          rolloutId: id,
+          groupId: rollout.taskId ?? id,
+          reward: verified ?? null,
+          failureClass: batchFailureClassOf(rollout),
+          calls: calls.calls,
+        },
         options,
         detokenizer,
       ),
@@ -157,11 +197,18 @@ function batchFailureClassOf(rollout: Rollout): string | null {
 }
 
 /** Why the evidence is not trustworthy enough to train on (none: it is). */
-function dataQualityProblems(report: DataQualityReport, thresholds: SampleSettings['thresholds'], total: number, unscored: number): string[] {
+function dataQualityProblems(
+  report: DataQualityReport,
+  thresholds: SampleSettings['thresholds'],
+  total: number,
+  unscored: number,
+): string[] {
   const scoredShare = total === 0 ? 1 : (total - unscored) / total;
   return [
-    report.drift.rate > thresholds.maxDriftRate && `drift rate ${report.drift.rate.toFixed(3)} is above samples.thresholds.maxDriftRate ${thresholds.maxDriftRate}`,
-    report.rollouts.used < thresholds.minRolloutsUsed && `${report.rollouts.used} usable rollouts, fewer than samples.thresholds.minRolloutsUsed ${thresholds.minRolloutsUsed}`,
+    report.drift.rate > thresholds.maxDriftRate &&
+      `drift rate ${report.drift.rate.toFixed(3)} is above samples.thresholds.maxDriftRate ${thresholds.maxDriftRate}`,
+    report.rollouts.used < thresholds.minRolloutsUsed &&
+      `${report.rollouts.used} usable rollouts, fewer than samples.thresholds.minRolloutsUsed ${thresholds.minRolloutsUsed}`,
     scoredShare < thresholds.minScoredShare &&
       `only ${total - unscored} of ${total} rollouts were scored (${(100 * scoredShare).toFixed(1)}%, below samples.thresholds.minScoredShare ${thresholds.minScoredShare}); the rest were lost to faults (see the report's excluded counts): fix the fault and resume the run`,
     report.rewardDisagreement.rate > thresholds.maxRewardDisagreementRate &&

@@ -11,12 +11,22 @@ import {
   type ShadowObservation,
 } from './report.js';
 
-const answer = (content: string | null) => ({ choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] });
+const answer = (content: string | null) => ({
+  choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+});
 const tools = (...calls: Array<[string, string]>) => ({
   choices: [
     {
       index: 0,
-      message: { role: 'assistant', content: null, tool_calls: calls.map(([name, args], i) => ({ id: `call_${i}`, type: 'function', function: { name, arguments: args } })) },
+      message: {
+        role: 'assistant',
+        content: null,
+        tool_calls: calls.map(([name, args], i) => ({
+          id: `call_${i}`,
+          type: 'function',
+          function: { name, arguments: args },
+        })),
+      },
       finish_reason: 'tool_calls',
     },
   ],
@@ -28,14 +38,29 @@ describe('actionOf', () => {
       kind: 'tools',
       calls: [{ name: 'calculator', arguments: '{"a":{"x":[3],"y":1},"b":2}' }],
     });
-    expect(actionOf('chat.completions', tools(['shell', 'not json ']))).toEqual({ kind: 'tools', calls: [{ name: 'shell', arguments: 'not json' }] });
+    expect(actionOf('chat.completions', tools(['shell', 'not json ']))).toEqual({
+      kind: 'tools',
+      calls: [{ name: 'shell', arguments: 'not json' }],
+    });
     expect(actionOf('chat.completions', answer('  42\n'))).toEqual({ kind: 'answer', text: '42' });
     expect(actionOf('chat.completions', answer(null))).toEqual({ kind: 'answer', text: '' });
     const second = { index: 1, message: { role: 'assistant', content: 'second' } };
-    expect(actionOf('chat.completions', { choices: [second, { index: 0, message: { role: 'assistant', content: 'first' } }] })).toEqual({ kind: 'answer', text: 'first' });
-    expect(actionOf('completions', { choices: [{ index: 0, text: ' -> HI ' }] })).toEqual({ kind: 'answer', text: '-> HI' });
-    expect(actionOf('responses', { output: [{ type: 'message', content: [{ type: 'output_text', text: 'ok ' }] }] })).toEqual({ kind: 'answer', text: 'ok' });
-    expect(actionOf('responses', { output: [{ type: 'function_call', name: 'f', arguments: '{"q":1}' }] })).toEqual({ kind: 'tools', calls: [{ name: 'f', arguments: '{"q":1}' }] });
+    expect(
+      actionOf('chat.completions', {
+        choices: [second, { index: 0, message: { role: 'assistant', content: 'first' } }],
+      }),
+    ).toEqual({ kind: 'answer', text: 'first' });
+    expect(actionOf('completions', { choices: [{ index: 0, text: ' -> HI ' }] })).toEqual({
+      kind: 'answer',
+      text: '-> HI',
+    });
+    expect(
+      actionOf('responses', { output: [{ type: 'message', content: [{ type: 'output_text', text: 'ok ' }] }] }),
+    ).toEqual({ kind: 'answer', text: 'ok' });
+    expect(actionOf('responses', { output: [{ type: 'function_call', name: 'f', arguments: '{"q":1}' }] })).toEqual({
+      kind: 'tools',
+      calls: [{ name: 'f', arguments: '{"q":1}' }],
+    });
   });
 
   it('finds no action in a response without one', () => {
@@ -52,7 +77,15 @@ describe('compareActions', () => {
     expect(compareActions(call('calc', '{"a":1}'), call('calc', '{"a":1}'))).toBe('same');
     expect(compareActions(call('calc', '{"a":1}'), call('search', '{"a":1}'))).toBe('different_tool');
     expect(compareActions(call('calc', '{"a":1}'), call('calc', '{"a":2}'))).toBe('different_arguments');
-    expect(compareActions(call('calc', '{}'), { kind: 'tools', calls: [{ name: 'calc', arguments: '{}' }, { name: 'calc', arguments: '{}' }] })).toBe('different_tool');
+    expect(
+      compareActions(call('calc', '{}'), {
+        kind: 'tools',
+        calls: [
+          { name: 'calc', arguments: '{}' },
+          { name: 'calc', arguments: '{}' },
+        ],
+      }),
+    ).toBe('different_tool');
     expect(compareActions({ kind: 'answer', text: '42' }, { kind: 'answer', text: '42' })).toBe('same');
     expect(compareActions({ kind: 'answer', text: '42' }, { kind: 'answer', text: '41' })).toBe('different_answer');
     expect(compareActions({ kind: 'answer', text: '42' }, call('calc', '{}'))).toBe('tool_vs_answer');
@@ -61,7 +94,11 @@ describe('compareActions', () => {
 });
 
 describe('rolloutOutcome', () => {
-  const reward = (value: number, source: 'admin' | 'rollout' = 'admin') => ({ type: 'reward' as const, source, payload: { value } });
+  const reward = (value: number, source: 'admin' | 'rollout' = 'admin') => ({
+    type: 'reward' as const,
+    source,
+    payload: { value },
+  });
   it("reads the verifier's latest reward, not the harness's", () => {
     expect(rolloutOutcome('succeeded', [reward(0), reward(1)])).toBe('rewarded');
     expect(rolloutOutcome('succeeded', [reward(1), reward(0)])).toBe('unrewarded');
@@ -81,7 +118,14 @@ describe('aggregateShadowCalls', () => {
   ): ShadowObservation => {
     n++;
     return {
-      shadow: { id: `s${n}`, primaryCallId: `c${n}`, rolloutId: `r-${outcome}`, incumbentVersion: 'v1', status: errorClass ? 'error' : 'ok', errorClass },
+      shadow: {
+        id: `s${n}`,
+        primaryCallId: `c${n}`,
+        rolloutId: `r-${outcome}`,
+        incumbentVersion: 'v1',
+        status: errorClass ? 'error' : 'ok',
+        errorClass,
+      },
       outcome,
       incumbent,
       candidate,
@@ -119,17 +163,39 @@ describe('aggregateShadowCalls', () => {
       actions: { same: 1, different_tool: 1, different_arguments: 1, different_answer: 2, tool_vs_answer: 1 },
       disagreementRate: 5 / 6,
       byOutcome: {
-        rewarded: { rollouts: 1, compared: 3, disagreed: 2, disagreementRate: 2 / 3, kinds: { different_tool: 1, different_arguments: 1, different_answer: 0, tool_vs_answer: 0 } },
-        unrewarded: { rollouts: 1, compared: 3, disagreed: 3, disagreementRate: 1, kinds: { different_answer: 2, tool_vs_answer: 1 } },
+        rewarded: {
+          rollouts: 1,
+          compared: 3,
+          disagreed: 2,
+          disagreementRate: 2 / 3,
+          kinds: { different_tool: 1, different_arguments: 1, different_answer: 0, tool_vs_answer: 0 },
+        },
+        unrewarded: {
+          rollouts: 1,
+          compared: 3,
+          disagreed: 3,
+          disagreementRate: 1,
+          kinds: { different_answer: 2, tool_vs_answer: 1 },
+        },
         unscored: { rollouts: 1, compared: 0, disagreed: 0, disagreementRate: null },
       },
     });
     expect(report.executionFailures.examples.upstream_unreachable).toHaveLength(1);
     // Capped at one example per kind.
     expect(report.examples.different_answer).toEqual([
-      { shadowCallId: expect.any(String), primaryCallId: expect.any(String), rolloutId: 'r-unrewarded', outcome: 'unrewarded', incumbent: 'answer "41"', candidate: 'answer "42"' },
+      {
+        shadowCallId: expect.any(String),
+        primaryCallId: expect.any(String),
+        rolloutId: 'r-unrewarded',
+        outcome: 'unrewarded',
+        incumbent: 'answer "41"',
+        candidate: 'answer "42"',
+      },
     ]);
-    expect(report.examples.different_arguments[0]).toMatchObject({ incumbent: 'calc({"e":"6*7"})', candidate: 'calc({"e":"42"})' });
+    expect(report.examples.different_arguments[0]).toMatchObject({
+      incumbent: 'calc({"e":"6*7"})',
+      candidate: 'calc({"e":"42"})',
+    });
 
     const text = formatShadowReport(report);
     expect(text).toContain('shadow report: candidate v2 vs v1');
@@ -143,7 +209,9 @@ describe('aggregateShadowCalls', () => {
   it('reports an empty mirror plainly', () => {
     const report = aggregateShadowCalls('v2', []);
     expect(report).toMatchObject({ mirrored: 0, compared: 0, disagreementRate: null });
-    expect(formatShadowReport(report)).toBe('shadow report: candidate v2 vs (no incumbent)\n0 mirrored calls over 0 rollouts\n');
+    expect(formatShadowReport(report)).toBe(
+      'shadow report: candidate v2 vs (no incumbent)\n0 mirrored calls over 0 rollouts\n',
+    );
   });
 });
 
@@ -163,7 +231,17 @@ describe('shadowReport', () => {
         requestSent: { model: 'base', messages: [{ role: 'user', content: id }] },
         startedAt: 1,
       });
-      await store.finishCall(id, { response, promptIds: null, choices: [], usage: null, upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 1 });
+      await store.finishCall(id, {
+        response,
+        promptIds: null,
+        choices: [],
+        usage: null,
+        upstreamStatus: 200,
+        errorClass: null,
+        errorMessage: null,
+        ttftMs: 1,
+        latencyMs: 1,
+      });
     };
     const shadow = (rolloutId: string, primaryCallId: string, candidateVersion: string, response: unknown) =>
       store.recordShadowCall({
@@ -206,11 +284,18 @@ describe('shadowReport', () => {
       executionFailures: { total: 0 },
       byOutcome: { rewarded: { compared: 2, disagreed: 1 }, unrewarded: { compared: 1, disagreed: 1 } },
     });
-    expect(await shadowReport(store, { candidate: 'v2', rolloutIds: ['bad'] })).toMatchObject({ mirrored: 1, rollouts: 1 });
+    expect(await shadowReport(store, { candidate: 'v2', rolloutIds: ['bad'] })).toMatchObject({
+      mirrored: 1,
+      rollouts: 1,
+    });
     expect(await shadowReport(store, { candidate: 'v3' })).toMatchObject({
       mirrored: 1,
       compared: 0,
-      executionFailures: { total: 1, byClass: { upstream_http_error: 1 }, examples: { upstream_http_error: ['shadow-b1-v3'] } },
+      executionFailures: {
+        total: 1,
+        byClass: { upstream_http_error: 1 },
+        examples: { upstream_http_error: ['shadow-b1-v3'] },
+      },
     });
     await store.close();
   });

@@ -13,9 +13,15 @@ import type { CallEndpoint, CallRecord, ShadowCallRecord, TraceStore } from '../
 type Json = Record<string, unknown>;
 
 /** What a response does: the tool calls of its first choice, or else its final answer. */
-export type Action = { kind: 'tools'; calls: Array<{ name: string; arguments: string }> } | { kind: 'answer'; text: string };
+export type Action =
+  { kind: 'tools'; calls: Array<{ name: string; arguments: string }> } | { kind: 'answer'; text: string };
 
-export const DISAGREEMENT_KINDS = ['different_tool', 'different_arguments', 'different_answer', 'tool_vs_answer'] as const;
+export const DISAGREEMENT_KINDS = [
+  'different_tool',
+  'different_arguments',
+  'different_answer',
+  'tool_vs_answer',
+] as const;
 export type DisagreementKind = (typeof DISAGREEMENT_KINDS)[number];
 export type Agreement = 'same' | DisagreementKind;
 
@@ -134,7 +140,11 @@ export async function shadowReport(
   return aggregateShadowCalls(options.candidate, observations, options.examplesPerKind ?? 5);
 }
 
-export function aggregateShadowCalls(candidate: string, observations: readonly ShadowObservation[], examplesPerKind = 5): ShadowReport {
+export function aggregateShadowCalls(
+  candidate: string,
+  observations: readonly ShadowObservation[],
+  examplesPerKind = 5,
+): ShadowReport {
   const kinds = () => Object.fromEntries(DISAGREEMENT_KINDS.map((k) => [k, 0])) as Record<DisagreementKind, number>;
   const report: ShadowReport = {
     candidate,
@@ -148,9 +158,15 @@ export function aggregateShadowCalls(candidate: string, observations: readonly S
     actions: { same: 0, ...kinds() },
     disagreementRate: null,
     byOutcome: Object.fromEntries(
-      OUTCOMES.map((outcome) => [outcome, { rollouts: 0, compared: 0, disagreed: 0, disagreementRate: null, kinds: kinds() }]),
+      OUTCOMES.map((outcome) => [
+        outcome,
+        { rollouts: 0, compared: 0, disagreed: 0, disagreementRate: null, kinds: kinds() },
+      ]),
     ) as Record<RolloutOutcome, OutcomeSplit>,
-    examples: Object.fromEntries(DISAGREEMENT_KINDS.map((k) => [k, []])) as unknown as Record<DisagreementKind, ShadowExample[]>,
+    examples: Object.fromEntries(DISAGREEMENT_KINDS.map((k) => [k, []])) as unknown as Record<
+      DisagreementKind,
+      ShadowExample[]
+    >,
   };
   const rolloutsByOutcome = new Map<RolloutOutcome, Set<string>>(OUTCOMES.map((o) => [o, new Set()]));
   for (const { shadow, outcome, incumbent, candidate: proposed } of observations) {
@@ -214,7 +230,9 @@ export function actionOf(endpoint: CallEndpoint, response: unknown): Action | un
   if (endpoint === 'responses') {
     const output = Array.isArray(response.output) ? response.output.filter(isObject) : undefined;
     if (!output) return undefined;
-    const calls = output.filter((item) => item.type === 'function_call').map((item) => toolCall(item.name, item.arguments));
+    const calls = output
+      .filter((item) => item.type === 'function_call')
+      .map((item) => toolCall(item.name, item.arguments));
     if (calls.length) return { kind: 'tools', calls };
     const text = output
       .filter((item) => item.type === 'message' && Array.isArray(item.content))
@@ -227,22 +245,31 @@ export function actionOf(endpoint: CallEndpoint, response: unknown): Action | un
   const choices = Array.isArray(response.choices) ? response.choices.filter(isObject) : [];
   const first = choices.find((c) => c.index === 0) ?? choices[0];
   if (!first) return undefined;
-  if (endpoint === 'completions') return { kind: 'answer', text: typeof first.text === 'string' ? first.text.trim() : '' };
+  if (endpoint === 'completions')
+    return { kind: 'answer', text: typeof first.text === 'string' ? first.text.trim() : '' };
   const message = isObject(first.message) ? first.message : undefined;
   if (!message) return undefined;
   const toolCalls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   if (toolCalls.length) {
-    return { kind: 'tools', calls: toolCalls.map((c) => (isObject(c.function) ? toolCall(c.function.name, c.function.arguments) : toolCall(undefined, undefined))) };
+    return {
+      kind: 'tools',
+      calls: toolCalls.map((c) =>
+        isObject(c.function) ? toolCall(c.function.name, c.function.arguments) : toolCall(undefined, undefined),
+      ),
+    };
   }
   return { kind: 'answer', text: contentText(message.content).trim() };
 }
 
 export function compareActions(incumbent: Action, candidate: Action): Agreement {
-  if (incumbent.kind === 'answer' && candidate.kind === 'answer') return incumbent.text === candidate.text ? 'same' : 'different_answer';
+  if (incumbent.kind === 'answer' && candidate.kind === 'answer')
+    return incumbent.text === candidate.text ? 'same' : 'different_answer';
   if (incumbent.kind === 'tools' && candidate.kind === 'tools') {
     const names = (action: typeof incumbent) => action.calls.map((c) => c.name).join('\n');
     if (names(incumbent) !== names(candidate)) return 'different_tool';
-    return incumbent.calls.every((call, i) => call.arguments === candidate.calls[i]?.arguments) ? 'same' : 'different_arguments';
+    return incumbent.calls.every((call, i) => call.arguments === candidate.calls[i]?.arguments)
+      ? 'same'
+      : 'different_arguments';
   }
   return 'tool_vs_answer';
 }
@@ -298,7 +325,8 @@ export function formatShadowReport(report: ShadowReport): string {
     '',
     `execution failures (the candidate gave no answer; not disagreement): ${failures.total} (${percent(failures.total, report.mirrored)})${classes.length ? `: ${classes.join(', ')}` : ''}`,
   );
-  for (const [errorClass, ids] of Object.entries(failures.examples)) lines.push(`  ${errorClass}, e.g. ${ids.join(', ')}`);
+  for (const [errorClass, ids] of Object.entries(failures.examples))
+    lines.push(`  ${errorClass}, e.g. ${ids.join(', ')}`);
   lines.push(
     '',
     `answered: ${report.completed}; compared with the incumbent: ${report.compared}` +
@@ -306,7 +334,12 @@ export function formatShadowReport(report: ShadowReport): string {
   );
   if (report.compared) {
     const agreements: Agreement[] = ['same', ...DISAGREEMENT_KINDS];
-    lines.push(formatTable(['action', 'calls', 'share'], agreements.map((a) => [KIND_LABELS[a], String(report.actions[a]), percent(report.actions[a], report.compared)])));
+    lines.push(
+      formatTable(
+        ['action', 'calls', 'share'],
+        agreements.map((a) => [KIND_LABELS[a], String(report.actions[a]), percent(report.actions[a], report.compared)]),
+      ),
+    );
     lines.push(
       '',
       'disagreement by how the incumbent did on the rollout:',
@@ -328,7 +361,8 @@ export function formatShadowReport(report: ShadowReport): string {
   }
   const examples = DISAGREEMENT_KINDS.flatMap((kind) =>
     report.examples[kind].map(
-      (e) => `  ${KIND_LABELS[kind]}: ${e.shadowCallId} (call ${e.primaryCallId}, rollout ${e.rolloutId}, ${e.outcome}): ${e.incumbent} → ${e.candidate}`,
+      (e) =>
+        `  ${KIND_LABELS[kind]}: ${e.shadowCallId} (call ${e.primaryCallId}, rollout ${e.rolloutId}, ${e.outcome}): ${e.incumbent} → ${e.candidate}`,
     ),
   );
   if (examples.length) lines.push('', 'examples (incumbent → candidate):', ...examples);

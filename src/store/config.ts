@@ -10,7 +10,9 @@ export const storeSettings = z.strictObject({
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     })
     .optional()
-    .describe('postgres://user:password@host:5432/database: every store (traces, registry, decisions, ledgers) lives in that PostgreSQL database, so services on other hosts and several gateways share them; unset: SQLite files in dataDir (env REIN_STORE_URL)'),
+    .describe(
+      'postgres://user:password@host:5432/database: every store (traces, registry, decisions, ledgers) lives in that PostgreSQL database, so services on other hosts and several gateways share them; unset: SQLite files in dataDir (env REIN_STORE_URL)',
+    ),
 });
 
 export type StoreSettings = z.output<typeof storeSettings>;

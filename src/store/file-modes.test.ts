@@ -32,7 +32,15 @@ describe("Rein's data files", () => {
   it('the data directory, the registry and the ledgers are private', async () => {
     const dataDir = path.join(scratch, 'data', '.rein');
     await withRegistry({ dataDir, postgresUrl: null }, async (r) => {
-      await r.register({ version: 'v1', parent: null, runId: null, iteration: null, checkpointUri: '/ckpt', batchContentHash: null, trainerMetrics: {} });
+      await r.register({
+        version: 'v1',
+        parent: null,
+        runId: null,
+        iteration: null,
+        checkpointUri: '/ckpt',
+        batchContentHash: null,
+        trainerMetrics: {},
+      });
       for (const f of sqliteFiles(registryFile(dataDir))) expect(mode(f), f).toBe(0o600);
     });
     await withLedger({ dataDir, postgresUrl: null }, (l) => l.list({}));
@@ -44,7 +52,10 @@ describe("Rein's data files", () => {
   it('the CLI creates them private too', async () => {
     const dir = mkdtempSync(path.join(scratch, 'cli-'));
     writeFileSync(path.join(dir, 'rein.yaml'), 'dataDir: state/.rein\n');
-    const result = await runRein(['register', 'v1', '--checkpoint', '/ckpt'], { cwd: dir, env: { REIN_CONFIG: undefined } });
+    const result = await runRein(['register', 'v1', '--checkpoint', '/ckpt'], {
+      cwd: dir,
+      env: { REIN_CONFIG: undefined },
+    });
     expect(result).toMatchObject({ code: 0 });
     expect(mode(path.join(dir, 'state'))).toBe(0o700);
     for (const f of sqliteFiles(path.join(dir, 'state/.rein/registry.sqlite'))) expect(mode(f), f).toBe(0o600);

@@ -85,7 +85,10 @@ export class GroupCommit {
     // Begins first, in one order of their rollout attempts; a finish or shadow call may refer to a call begun in the batch.
     const order = prepared
       .map((write, i) => ({ write, i }))
-      .sort((a, b) => rank(a.write) - rank(b.write) || (a.write.lockKey ?? '').localeCompare(b.write.lockKey ?? '') || a.i - b.i);
+      .sort(
+        (a, b) =>
+          rank(a.write) - rank(b.write) || (a.write.lockKey ?? '').localeCompare(b.write.lockKey ?? '') || a.i - b.i,
+      );
     return this.db.transaction().execute(async (trx) => {
       const results: unknown[] = [];
       for (const { write, i } of order) results[i] = await write.run(trx);

@@ -37,9 +37,18 @@ const BEGIN_COLUMNS = `id, rollout_id, attempt, seq, endpoint, policy_version, b
 /** The values of a call begun after its id, rollout and attempt (and seq), in BEGIN_COLUMNS' order. */
 function beginValues() {
   return sql.join(
-    ['endpoint', 'policy_version', 'backend_url', 'stream', 'request_received', 'request_sent_patch', 'conversation_field', 'conversation_ref', 'conversation_prefix', 'started_at'].map(
-      (name) => sql`${parameter(name)}`,
-    ),
+    [
+      'endpoint',
+      'policy_version',
+      'backend_url',
+      'stream',
+      'request_received',
+      'request_sent_patch',
+      'conversation_field',
+      'conversation_ref',
+      'conversation_prefix',
+      'started_at',
+    ].map((name) => sql`${parameter(name)}`),
   );
 }
 

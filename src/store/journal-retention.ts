@@ -19,7 +19,12 @@ export class JournalRetentionQueries {
 
   async listAgedRollouts(before: number, page: { after?: string; limit?: number }): Promise<Page<AgedRollout>> {
     const limit = Math.min(Math.max(page.limit ?? 500, 1), 5000);
-    const query = agedRolloutsQuery(this.dialect.byteLength, before, page.after === undefined ? 0 : decodeCursor(page.after), limit + 1);
+    const query = agedRolloutsQuery(
+      this.dialect.byteLength,
+      before,
+      page.after === undefined ? 0 : decodeCursor(page.after),
+      limit + 1,
+    );
     return agedRolloutPage((await query.execute(this.db)).rows, limit);
   }
 
@@ -48,7 +53,8 @@ export class JournalRetentionQueries {
           .$if(this.database.rowLocks, (q) => q.forUpdate())
           .execute()
       ).map((r) => r.id);
-      for (const table of this.dialect.rolloutTables) await trx.deleteFrom(table).where(isIn('rollout_id', doomed)).execute();
+      for (const table of this.dialect.rolloutTables)
+        await trx.deleteFrom(table).where(isIn('rollout_id', doomed)).execute();
       await trx.deleteFrom('rollouts').where(isIn('id', doomed)).execute();
       return doomed;
     });
@@ -93,10 +99,32 @@ function agedRolloutPage(rows: AgedRolloutRow[], limit: number): Page<AgedRollou
  * The select of aged rollouts, for either database: `length` is the SQL that gives a value's size
  * in bytes; rollouts changed before `before`, after seq `afterSeq`, at most `limit`.
  */
-function agedRolloutsQuery(length: (column: string) => string, before: number, afterSeq: number, limit: number): RawBuilder<AgedRolloutRow> {
+function agedRolloutsQuery(
+  length: (column: string) => string,
+  before: number,
+  afterSeq: number,
+  limit: number,
+): RawBuilder<AgedRolloutRow> {
   const sum = (columns: string[]) => columns.map((c) => `COALESCE(${length(c)}, 0)`).join(' + ');
-  const callBytes = sum(['request_received', 'request_sent_patch', 'response', 'prompt_suffix', 'completion_ids', 'logprobs', 'usage', 'finish_reasons', 'error_message']);
-  const shadowBytes = sum(['request_sent', 'response', 'completion_ids', 'logprobs', 'finish_reasons', 'error_message']);
+  const callBytes = sum([
+    'request_received',
+    'request_sent_patch',
+    'response',
+    'prompt_suffix',
+    'completion_ids',
+    'logprobs',
+    'usage',
+    'finish_reasons',
+    'error_message',
+  ]);
+  const shadowBytes = sum([
+    'request_sent',
+    'response',
+    'completion_ids',
+    'logprobs',
+    'finish_reasons',
+    'error_message',
+  ]);
   const select = `
 SELECT r.seq, r.id, r.status, r.metadata, r.updated_at,
   (SELECT COUNT(*) FROM calls c WHERE c.rollout_id = r.id) AS calls,

@@ -23,33 +23,62 @@ export class JournalStatements {
     const p = parameter;
     const rollout = db.selectFrom('rollouts').selectAll().where('id', '=', p('id'));
     const latestCallWhere = (column: 'prompt_suffix' | 'conversation_field') =>
-      db.selectFrom('calls').select('id').where('rollout_id', '=', p('rollout_id')).where(column, 'is not', null).orderBy('started_at', 'desc').orderBy('seq', 'desc').limit(1);
+      db
+        .selectFrom('calls')
+        .select('id')
+        .where('rollout_id', '=', p('rollout_id'))
+        .where(column, 'is not', null)
+        .orderBy('started_at', 'desc')
+        .orderBy('seq', 'desc')
+        .limit(1);
     this.compiled = {
       beginCall: precompile<BeginRow, { seq: number }>({ compile: () => dialect.beginCall.compile(db) }),
       finishCall: precompile<FinishRow, unknown>(
         db
           .updateTable('calls')
           .set({
-            status: p('status'), response: p('response'), prompt_ref: p('prompt_ref'), prompt_prefix_length: p('prompt_prefix_length'),
-            prompt_suffix: p('prompt_suffix'), completion_ids: p('completion_ids'), logprobs: p('logprobs'), finish_reasons: p('finish_reasons'),
-            usage: p('usage'), upstream_status: p('upstream_status'), error_class: p('error_class'), error_message: p('error_message'),
-            ttft_ms: p('ttft_ms'), latency_ms: p('latency_ms'),
+            status: p('status'),
+            response: p('response'),
+            prompt_ref: p('prompt_ref'),
+            prompt_prefix_length: p('prompt_prefix_length'),
+            prompt_suffix: p('prompt_suffix'),
+            completion_ids: p('completion_ids'),
+            logprobs: p('logprobs'),
+            finish_reasons: p('finish_reasons'),
+            usage: p('usage'),
+            upstream_status: p('upstream_status'),
+            error_class: p('error_class'),
+            error_message: p('error_message'),
+            ttft_ms: p('ttft_ms'),
+            latency_ms: p('latency_ms'),
           })
           .where('id', '=', p('id')),
       ),
       rollout: precompile<{ id: string }, RolloutRow>(rollout),
       rolloutLocked: precompile<{ id: string }, RolloutRow>(rollout.forNoKeyUpdate()),
-      rolloutOfCall: precompile<{ id: string }, { rollout_id: string }>(db.selectFrom('calls').select('rollout_id').where('id', '=', p('id'))),
+      rolloutOfCall: precompile<{ id: string }, { rollout_id: string }>(
+        db.selectFrom('calls').select('rollout_id').where('id', '=', p('id')),
+      ),
       latestFinishedCall: precompile<{ rollout_id: string }, { id: string }>(latestCallWhere('prompt_suffix')),
       latestConversationCall: precompile<{ rollout_id: string }, { id: string }>(latestCallWhere('conversation_field')),
       insertEvent: precompile<NewEventRow, EventRow>(
         db
           .insertInto('events')
-          .values({ rollout_id: p('rollout_id'), attempt: p('attempt'), type: p('type'), source: p('source'), action_id: p('action_id'), payload: p('payload'), at: p('at') })
+          .values({
+            rollout_id: p('rollout_id'),
+            attempt: p('attempt'),
+            type: p('type'),
+            source: p('source'),
+            action_id: p('action_id'),
+            payload: p('payload'),
+            at: p('at'),
+          })
           .onConflict((oc) => oc.doNothing())
           .returningAll(),
       ),
-      changeCount: dialect.changeCounter && precompile<object, { data_version: number }>({ compile: () => dialect.changeCounter!.compile(db) }),
+      changeCount:
+        dialect.changeCounter &&
+        precompile<object, { data_version: number }>({ compile: () => dialect.changeCounter!.compile(db) }),
     };
   }
 

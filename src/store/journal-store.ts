@@ -116,7 +116,11 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     const rollout = await this.requireRollout(this.db, input.id);
     // Compared with what was stored of the same body: text as the database keeps it (see storedText).
     const { storedText } = this.database;
-    refuseOtherBody(rollout, { ...parsed, taskId: storedText(parsed.taskId), policyVersion: storedText(parsed.policyVersion) });
+    refuseOtherBody(rollout, {
+      ...parsed,
+      taskId: storedText(parsed.taskId),
+      policyVersion: storedText(parsed.policyVersion),
+    });
     return { rollout, created: false };
   }
 
@@ -151,7 +155,10 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     const rollout = await this.db.transaction().execute(async (trx) => {
       const current = await this.requireRollout(trx, id, { lock: true });
       if (!canTransition(current.status, status)) {
-        throw new StoreConflictError(`rollout ${id} is ${current.status}; it cannot become ${status}` + (isFinished(current.status) ? ' (it has finished)' : ''));
+        throw new StoreConflictError(
+          `rollout ${id} is ${current.status}; it cannot become ${status}` +
+            (isFinished(current.status) ? ' (it has finished)' : ''),
+        );
       }
       const now = Date.now();
       const updated = await trx
@@ -160,8 +167,22 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
         .where('id', '=', id)
         .returningAll()
         .executeTakeFirstOrThrow();
-      const payload = { from: current.status, to: status, reason, ...(failureClass && { failureClass }), ...(evidence && { evidence }) };
-      await this.statements.insertEvent(trx, { rollout_id: id, attempt: current.attempts, type: 'status', source, action_id: null, payload: JSON.stringify(payload), at: now });
+      const payload = {
+        from: current.status,
+        to: status,
+        reason,
+        ...(failureClass && { failureClass }),
+        ...(evidence && { evidence }),
+      };
+      await this.statements.insertEvent(trx, {
+        rollout_id: id,
+        attempt: current.attempts,
+        type: 'status',
+        source,
+        action_id: null,
+        payload: JSON.stringify(payload),
+        at: now,
+      });
       return toRollout(updated);
     });
     if (isFinished(status)) {
@@ -175,7 +196,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     this.rollouts.forget(id);
     return this.db.transaction().execute(async (trx) => {
       const current = await this.requireRollout(trx, id, { lock: true });
-      if (isFinished(current.status)) throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
+      if (isFinished(current.status))
+        throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
       const updated = await trx
         .updateTable('rollouts')
         .set((eb) => ({ attempts: eb('attempts', '+', 1), updated_at: Date.now() }))
@@ -194,17 +216,38 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
         const why = isFinished(current.status)
           ? `it was scored (${current.status}${current.failureClass ? `, ${current.failureClass}` : ''})`
           : `it has not finished (${current.status})`;
-        throw new StoreConflictError(`rollout ${id} cannot be reopened: ${why}; only a rollout lost to a fault before it was scored runs again`);
+        throw new StoreConflictError(
+          `rollout ${id} cannot be reopened: ${why}; only a rollout lost to a fault before it was scored runs again`,
+        );
       }
       const now = Date.now();
       const updated = await trx
         .updateTable('rollouts')
-        .set((eb) => ({ attempts: eb('attempts', '+', 1), status: 'queued', status_reason: reason, failure_class: null, updated_at: now }))
+        .set((eb) => ({
+          attempts: eb('attempts', '+', 1),
+          status: 'queued',
+          status_reason: reason,
+          failure_class: null,
+          updated_at: now,
+        }))
         .where('id', '=', id)
         .returningAll()
         .executeTakeFirstOrThrow();
-      const payload = { from: current.status, to: 'queued', reason, reopened: { failureClass: current.failureClass, reason: current.statusReason } };
-      await this.statements.insertEvent(trx, { rollout_id: id, attempt: current.attempts + 1, type: 'status', source: 'admin', action_id: null, payload: JSON.stringify(payload), at: now });
+      const payload = {
+        from: current.status,
+        to: 'queued',
+        reason,
+        reopened: { failureClass: current.failureClass, reason: current.statusReason },
+      };
+      await this.statements.insertEvent(trx, {
+        rollout_id: id,
+        attempt: current.attempts + 1,
+        type: 'status',
+        source: 'admin',
+        action_id: null,
+        payload: JSON.stringify(payload),
+        at: now,
+      });
       return toRollout(updated);
     });
   }
@@ -233,7 +276,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
       return {
         lockKey: null,
         run: async (db) => {
-          if ((await this.statements.finishCall(db, row)) === 0) throw new StoreNotFoundError(`call ${id} was never begun`);
+          if ((await this.statements.finishCall(db, row)) === 0)
+            throw new StoreNotFoundError(`call ${id} was never begun`);
         },
       };
     });
@@ -252,7 +296,12 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
       run: async (db) => {
         const result = await db
           .updateTable('calls')
-          .set((eb) => ({ status: 'error', error_class: 'gateway_lost', error_message: reason, latency_ms: eb(eb.val(before), '-', eb.ref('started_at')) }))
+          .set((eb) => ({
+            status: 'error',
+            error_class: 'gateway_lost',
+            error_message: reason,
+            latency_ms: eb(eb.val(before), '-', eb.ref('started_at')),
+          }))
           .where('status', '=', 'in_flight')
           .where('started_at', '<', before)
           .$if(lostCalls !== null, (q) => q.where(lostCalls!))
@@ -264,7 +313,13 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
 
   async listCalls(rolloutId: string, attempt?: number): Promise<CallRecord[]> {
     // Every call of the rollout: a call's references point at earlier calls of the same rollout.
-    const rows = await this.db.selectFrom('calls').selectAll().where('rollout_id', '=', rolloutId).orderBy('attempt').orderBy('seq').execute();
+    const rows = await this.db
+      .selectFrom('calls')
+      .selectAll()
+      .where('rollout_id', '=', rolloutId)
+      .orderBy('attempt')
+      .orderBy('seq')
+      .execute();
     const byId = new Map(rows.map((r) => [r.id, r]));
     const decoder = new JournalDecoder((ref) => byId.get(ref));
     return rows.filter((r) => attempt === undefined || r.attempt === attempt).map((r) => decoder.record(r));
@@ -280,9 +335,13 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   async listShadowCalls(filter: ShadowCallFilter): Promise<ShadowCallRecord[]> {
     let afterSeq: number | undefined;
     if (filter.after !== undefined) {
-      afterSeq = (await this.db.selectFrom('shadow_calls').select('seq').where('id', '=', filter.after).executeTakeFirst())?.seq;
+      afterSeq = (
+        await this.db.selectFrom('shadow_calls').select('seq').where('id', '=', filter.after).executeTakeFirst()
+      )?.seq;
       if (afterSeq === undefined) {
-        throw new StoreInputError(`no shadow call "${filter.after}" to continue after; pass the id of the last shadow call of the previous page`);
+        throw new StoreInputError(
+          `no shadow call "${filter.after}" to continue after; pass the id of the last shadow call of the previous page`,
+        );
       }
     }
     const rows = await this.db
@@ -300,27 +359,59 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     return rows.map((row) => toShadowCall(row, decoder));
   }
 
-  async appendEvent(rolloutId: string, attempt: number, event: NewEvent, source: RolloutEvent['source']): Promise<RolloutEvent> {
+  async appendEvent(
+    rolloutId: string,
+    attempt: number,
+    event: NewEvent,
+    source: RolloutEvent['source'],
+  ): Promise<RolloutEvent> {
     const { type, ...payload } = event;
     const actionId = event.type === 'span' ? event.actionId : null;
-    const inserted = await this.statements.insertEvent(this.db, { rollout_id: rolloutId, attempt, type, source, action_id: actionId, payload: JSON.stringify(payload), at: Date.now() });
+    const inserted = await this.statements.insertEvent(this.db, {
+      rollout_id: rolloutId,
+      attempt,
+      type,
+      source,
+      action_id: actionId,
+      payload: JSON.stringify(payload),
+      at: Date.now(),
+    });
     const row =
-      inserted ?? (actionId ? await this.db.selectFrom('events').selectAll().where('rollout_id', '=', rolloutId).where('action_id', '=', actionId).executeTakeFirst() : undefined);
+      inserted ??
+      (actionId
+        ? await this.db
+            .selectFrom('events')
+            .selectAll()
+            .where('rollout_id', '=', rolloutId)
+            .where('action_id', '=', actionId)
+            .executeTakeFirst()
+        : undefined);
     if (!row) throw new Error(`event for rollout ${rolloutId} was not recorded`);
     return toEvent(row);
   }
 
   async listEvents(rolloutId: string): Promise<RolloutEvent[]> {
-    return (await this.db.selectFrom('events').selectAll().where('rollout_id', '=', rolloutId).orderBy('id').execute()).map(toEvent);
+    return (
+      await this.db.selectFrom('events').selectAll().where('rollout_id', '=', rolloutId).orderBy('id').execute()
+    ).map(toEvent);
   }
 
   async rolloutFootprint(rolloutId: string): Promise<{ calls: number; bytes: number }> {
     const length = this.dialect.footprintLength;
     const bytes = [
       `${length('request_received')} + ${length('request_sent_patch')}`,
-      ...['response', 'prompt_suffix', 'completion_ids', 'logprobs', 'usage', 'finish_reasons'].map((c) => `COALESCE(${length(c)}, 0)`),
+      ...['response', 'prompt_suffix', 'completion_ids', 'logprobs', 'usage', 'finish_reasons'].map(
+        (c) => `COALESCE(${length(c)}, 0)`,
+      ),
     ].join(' + ');
-    const row = (await sql<{ calls: number; bytes: number | null }>`SELECT COUNT(*) AS calls, SUM(${sql.raw(bytes)}) AS bytes FROM calls WHERE rollout_id = ${rolloutId}`.execute(this.db)).rows[0];
+    const row = (
+      await sql<{
+        calls: number;
+        bytes: number | null;
+      }>`SELECT COUNT(*) AS calls, SUM(${sql.raw(bytes)}) AS bytes FROM calls WHERE rollout_id = ${rolloutId}`.execute(
+        this.db,
+      )
+    ).rows[0];
     return { calls: Number(row?.calls ?? 0), bytes: Number(row?.bytes ?? 0) };
   }
 
@@ -352,8 +443,14 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   }
 
   /** `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys only share the row's key). */
-  private async requireRollout(db: Kysely<JournalTables>, id: string, options: { lock?: boolean } = {}): Promise<Rollout> {
-    const row = await (options.lock && this.database.rowLocks ? this.statements.rolloutLocked(db, id) : this.statements.rollout(db, id));
+  private async requireRollout(
+    db: Kysely<JournalTables>,
+    id: string,
+    options: { lock?: boolean } = {},
+  ): Promise<Rollout> {
+    const row = await (options.lock && this.database.rowLocks
+      ? this.statements.rolloutLocked(db, id)
+      : this.statements.rollout(db, id));
     if (!row) throw new StoreNotFoundError(`rollout ${id} not found`);
     return toRollout(row);
   }

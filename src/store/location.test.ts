@@ -16,7 +16,11 @@ describe('store location', () => {
   });
 
   it('is the PostgreSQL database store.url names, and REIN_STORE_URL overrides the file', () => {
-    const fromFile = loadConfig({ env: {}, cwd: dir, overrides: { store: { url: 'postgresql://rein@db.internal/rein' } } });
+    const fromFile = loadConfig({
+      env: {},
+      cwd: dir,
+      overrides: { store: { url: 'postgresql://rein@db.internal/rein' } },
+    });
     expect(storeLocation(fromFile.config).postgresUrl).toBe('postgresql://rein@db.internal/rein');
     const fromEnv = loadConfig({
       env: { REIN_STORE_URL: 'postgres://rein:pw@other:6543/traces' },
@@ -27,13 +31,17 @@ describe('store location', () => {
   });
 
   it('refuses another kind of URL, naming the setting and the accepted forms, without the password', () => {
-    const [problem, ...rest] = configProblems(() => loadConfig({ env: { REIN_STORE_URL: 'mysql://rein:hunter2@db/rein' }, cwd: dir }));
+    const [problem, ...rest] = configProblems(() =>
+      loadConfig({ env: { REIN_STORE_URL: 'mysql://rein:hunter2@db/rein' }, cwd: dir }),
+    );
     expect(rest).toEqual([]);
     expect(problem).toContain('store.url (from REIN_STORE_URL)');
     expect(problem).toContain('postgres://user:password@host:5432/database');
     expect(problem).toContain('unset for SQLite');
     expect(problem).not.toContain('hunter2');
-    expect(configProblems(() => loadConfig({ env: { REIN_STORE_URL: 'traces.sqlite' }, cwd: dir }))[0]).toContain('store.url');
+    expect(configProblems(() => loadConfig({ env: { REIN_STORE_URL: 'traces.sqlite' }, cwd: dir }))[0]).toContain(
+      'store.url',
+    );
   });
 
   it('names one set of stores (whose production two runs share) by its PostgreSQL server and database, never the login, or by the absolute dataDir', () => {
@@ -41,14 +49,23 @@ describe('store location', () => {
     const shared = storeIdentity({ dataDir: dir, postgresUrl: 'postgres://rein:hunter2@db.internal:6543/rein' });
     expect(shared).toBe('postgres://db.internal:6543/rein');
     // Another login, another dataDir, the same database: the same production.
-    expect(storeIdentity({ dataDir: 'elsewhere', postgresUrl: 'postgresql://ops:other@db.internal:6543/rein?sslmode=require' })).toBe(shared);
-    expect(storeIdentity({ dataDir: dir, postgresUrl: 'postgres://db.internal/rein' })).toBe('postgres://db.internal:5432/rein');
+    expect(
+      storeIdentity({
+        dataDir: 'elsewhere',
+        postgresUrl: 'postgresql://ops:other@db.internal:6543/rein?sslmode=require',
+      }),
+    ).toBe(shared);
+    expect(storeIdentity({ dataDir: dir, postgresUrl: 'postgres://db.internal/rein' })).toBe(
+      'postgres://db.internal:5432/rein',
+    );
     expect(storeIdentity({ dataDir: dir, postgresUrl: 'postgres://rein@db.internal:6543/other' })).not.toBe(shared);
   });
 
   it('shows a URL without its password', () => {
     expect(redactedStoreUrl('postgres://rein:hunter2@db:5432/rein')).toBe('postgres://rein:***@db:5432/rein');
-    expect(redactedStoreUrl('postgres://db/rein?password=hunter2&sslmode=require')).toBe('postgres://db/rein?password=***&sslmode=require');
+    expect(redactedStoreUrl('postgres://db/rein?password=hunter2&sslmode=require')).toBe(
+      'postgres://db/rein?password=***&sslmode=require',
+    );
     expect(redactedStoreUrl('postgres://rein@db/rein')).toBe('postgres://rein@db/rein');
     expect(redactedStoreUrl('not a url hunter2')).toBe('***');
   });

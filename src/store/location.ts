@@ -15,7 +15,8 @@ export function storeLocation(config: { dataDir: string; store: { url?: string |
 }
 
 /** The forms `store.url` accepts, for messages. */
-export const STORE_URL_FORMS = 'postgres://user:password@host:5432/database (or postgresql://…); unset for SQLite files in dataDir';
+export const STORE_URL_FORMS =
+  'postgres://user:password@host:5432/database (or postgresql://…); unset for SQLite files in dataDir';
 
 /** What is wrong with a `store.url`, or undefined when it is a PostgreSQL URL Rein can use. */
 export function storeUrlProblem(url: string): string | undefined {
@@ -28,7 +29,8 @@ export function storeUrlProblem(url: string): string | undefined {
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     return `a PostgreSQL URL (${STORE_URL_FORMS}), not ${parsed.protocol}//…`;
   }
-  if (parsed.hostname === '' && !parsed.searchParams.has('host')) return `a URL that names the server's host: ${STORE_URL_FORMS}`;
+  if (parsed.hostname === '' && !parsed.searchParams.has('host'))
+    return `a URL that names the server's host: ${STORE_URL_FORMS}`;
   return undefined;
 }
 
@@ -54,7 +56,9 @@ export function redactedStoreUrl(url: string): string {
  * identity share a registry, and so a production alias.
  */
 export function storeIdentity(location: StoreLocation): string {
-  return location.postgresUrl === null ? `sqlite:${path.resolve(location.dataDir)}` : `postgres://${postgresServer(location.postgresUrl)}`;
+  return location.postgresUrl === null
+    ? `sqlite:${path.resolve(location.dataDir)}`
+    : `postgres://${postgresServer(location.postgresUrl)}`;
 }
 
 /** host:port/database of a PostgreSQL URL, for messages and identity: never its user or password. */

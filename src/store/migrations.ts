@@ -16,7 +16,9 @@ export interface Migration {
 /** A database whose schema a newer Rein wrote: this one would misread it. */
 export class SchemaTooNewError extends Error {
   constructor(where: string, store: string, version: number, known: number) {
-    super(`the database at ${where} has schema version ${version} of store ${store}; this Rein knows up to ${known}: upgrade Rein`);
+    super(
+      `the database at ${where} has schema version ${version} of store ${store}; this Rein knows up to ${known}: upgrade Rein`,
+    );
     this.name = 'SchemaTooNewError';
   }
 }
@@ -77,10 +79,16 @@ async function applyOne(database: SqlDatabase, db: Kysely<any>, store: string, m
       await database.runScript(trx, typeof migration.sql === 'string' ? migration.sql : migration.sql[database.kind]);
       // SQLite's table has no default for applied_at; PostgreSQL's takes now().
       const appliedAt = database.kind === 'sqlite' ? { applied_at: Date.now() } : {};
-      await trx.insertInto('rein_schema_migrations').values({ store, version: migration.version, name: migration.name, ...appliedAt }).execute();
+      await trx
+        .insertInto('rein_schema_migrations')
+        .values({ store, version: migration.version, name: migration.name, ...appliedAt })
+        .execute();
     });
   } catch (err) {
-    throw new Error(`migration ${migration.version} (${migration.name}) of store ${store} failed: ${(err as Error).message}`, { cause: err });
+    throw new Error(
+      `migration ${migration.version} (${migration.name}) of store ${store} failed: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
 }
 
@@ -104,7 +112,10 @@ async function appliedVersions(db: Kysely<any>, store: string): Promise<Set<numb
 
 function checkMigrations(store: string, migrations: Migration[]): void {
   migrations.forEach((m, i) => {
-    if (m.version !== i + 1) throw new Error(`migrations of store ${store} must be numbered 1, 2, 3, … in order; found ${m.version} at position ${i + 1}`);
+    if (m.version !== i + 1)
+      throw new Error(
+        `migrations of store ${store} must be numbered 1, 2, 3, … in order; found ${m.version} at position ${i + 1}`,
+      );
   });
 }
 
@@ -125,9 +136,17 @@ export function migrationsOf(store: string, migrations: Migration[], after?: (da
  * SQLite files written before a column existed get it added: a migration 1 written with CREATE
  * TABLE IF NOT EXISTS leaves an older table as it was. (PostgreSQL databases are newer than these columns.)
  */
-export async function addMissingSqliteColumns(database: SqlDatabase, table: string, columns: Record<string, string>): Promise<void> {
+export async function addMissingSqliteColumns(
+  database: SqlDatabase,
+  table: string,
+  columns: Record<string, string>,
+): Promise<void> {
   if (database.kind !== 'sqlite') return;
-  const present = new Set((await sql<{ name: string }>`SELECT name FROM pragma_table_info(${table})`.execute(database.db)).rows.map((c) => c.name));
+  const present = new Set(
+    (await sql<{ name: string }>`SELECT name FROM pragma_table_info(${table})`.execute(database.db)).rows.map(
+      (c) => c.name,
+    ),
+  );
   for (const [name, type] of Object.entries(columns)) {
     if (!present.has(name)) await database.runScript(database.db, `ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
   }

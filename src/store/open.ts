@@ -12,7 +12,11 @@ import type { JournalRetention, TraceStore } from './trace-store.js';
  * `gateway` names the gateway writing through it, the same across its restarts (see
  * gatewayInstanceName): on PostgreSQL a gateway that starts ends as lost only its own calls.
  */
-export async function openTraceStore(location: StoreLocation, sqliteFile: string, options: { gateway?: string } = {}): Promise<TraceStore & JournalRetention> {
+export async function openTraceStore(
+  location: StoreLocation,
+  sqliteFile: string,
+  options: { gateway?: string } = {},
+): Promise<TraceStore & JournalRetention> {
   if (location.postgresUrl) return PostgresTraceStore.open(location.postgresUrl, options);
   const store = new SqliteTraceStore(sqliteFile);
   // Migrated as it opens: a file this Rein cannot use is refused here, not at the first call.
@@ -32,7 +36,10 @@ export function gatewayInstanceName(listen: { port: number }): string {
 }
 
 /** The trace store the config names (store.url, else gateway.traceDb). */
-export function traceStoreFromConfig(config: ReinConfig, options: { gateway?: string } = {}): Promise<TraceStore & JournalRetention> {
+export function traceStoreFromConfig(
+  config: ReinConfig,
+  options: { gateway?: string } = {},
+): Promise<TraceStore & JournalRetention> {
   return openTraceStore(storeLocation(config), config.gateway.traceDb, options);
 }
 

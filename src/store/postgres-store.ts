@@ -20,6 +20,9 @@ export interface PostgresTraceStoreOptions {
 export const PostgresTraceStore = {
   /** Connects, brings the schema up to date, and returns the store. */
   async open(url: string, options: PostgresTraceStoreOptions = {}): Promise<SqlTraceStore> {
-    return new SqlTraceStore(await openPostgresDatabase(url, { migrate: migrationsOf('traces', JOURNAL_MIGRATIONS) }), options.gateway);
+    return new SqlTraceStore(
+      await openPostgresDatabase(url, { migrate: migrationsOf('traces', JOURNAL_MIGRATIONS) }),
+      options.gateway,
+    );
   },
 };

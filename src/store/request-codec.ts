@@ -67,7 +67,9 @@ export function decodeRequest(
     if (conversation.ref) {
       const base = itemsOf(conversation.ref);
       if (base.length < conversation.prefix) {
-        throw new Error(`journal corrupt: call ${conversation.ref} has ${base.length} conversation items, fewer than the ${conversation.prefix} referenced`);
+        throw new Error(
+          `journal corrupt: call ${conversation.ref} has ${base.length} conversation items, fewer than the ${conversation.prefix} referenced`,
+        );
       }
       items = [...base.slice(0, conversation.prefix), ...suffix];
       received[conversation.field] = items.map((item) => JSON.parse(item) as unknown);

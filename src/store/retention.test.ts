@@ -20,7 +20,8 @@ async function openOn(backend: StoreBackend): Promise<Store> {
   return PostgresTraceStore.open(await freshPostgresUrl());
 }
 
-const rollout = (store: Store, id: string, batchId: string, status?: RolloutStatus) => journaledRollout(store, id, batchId, { status, calls: 2, shadow: true });
+const rollout = (store: Store, id: string, batchId: string, status?: RolloutStatus) =>
+  journaledRollout(store, id, batchId, { status, calls: 2, shadow: true });
 
 async function allAged(store: Store, before: number, limit?: number): Promise<AgedRollout[]> {
   const all: AgedRollout[] = [];
@@ -71,7 +72,10 @@ describe.each(storeBackends)('journal retention (%s)', (backend) => {
     // Listed as aged, then run again before the deletion: it is in use again.
     await store.reopenRollout('old-reopened', 'run again');
 
-    const deleted = await store.deleteFinishedRollouts(['old-a', 'old-stuck', 'old-reopened', 'young', 'never-was'], cutoff);
+    const deleted = await store.deleteFinishedRollouts(
+      ['old-a', 'old-stuck', 'old-reopened', 'young', 'never-was'],
+      cutoff,
+    );
     expect(deleted).toEqual(['old-a']);
     expect(await store.getRollout('old-a')).toBeUndefined();
     expect(await store.listCalls('old-a')).toEqual([]);
@@ -87,7 +91,18 @@ describe.each(storeBackends)('journal retention (%s)', (backend) => {
 
     // Gone whole, counters too: the id starts afresh, its first call numbered 1.
     await store.createRollout({ id: 'old-a', taskId: 't' });
-    const { seq } = await store.beginCall({ id: randomUUID(), rolloutId: 'old-a', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: {}, requestSent: {}, startedAt: Date.now() });
+    const { seq } = await store.beginCall({
+      id: randomUUID(),
+      rolloutId: 'old-a',
+      attempt: 1,
+      endpoint: 'chat.completions',
+      policyVersion: 'v1',
+      backendUrl: 'http://b',
+      stream: false,
+      requestReceived: {},
+      requestSent: {},
+      startedAt: Date.now(),
+    });
     expect(seq).toBe(1);
     expect(await store.deleteFinishedRollouts([], cutoff)).toEqual([]);
     await store.close();
@@ -106,13 +121,24 @@ describe.each(storeBackends)('journal retention (%s)', (backend) => {
     await store.close();
   });
 
-  it('names the batches in use whatever else the rollouts\' metadata holds: U+0000, a lone surrogate', async () => {
+  it("names the batches in use whatever else the rollouts' metadata holds: U+0000, a lone surrogate", async () => {
     const store = await openOn(backend);
     // A caller's metadata, as JSON.stringify writes it: U+0000 and a lone surrogate as escapes (\u0000, \ud800), which jsonb refuses.
-    await store.createRollout({ id: 'noted', taskId: 't', metadata: { batchId: 'noted-batch', note: 'pasted \u0000 from a terminal \ud800', nested: ['\udc00', String.raw`\u0000 as text`] } });
+    await store.createRollout({
+      id: 'noted',
+      taskId: 't',
+      metadata: {
+        batchId: 'noted-batch',
+        note: 'pasted \u0000 from a terminal \ud800',
+        nested: ['\udc00', String.raw`\u0000 as text`],
+      },
+    });
     await store.createRollout({ id: 'plain', taskId: 't', metadata: { batchId: 'plain-batch' } });
     expect((await store.activeBatchIds(0)).sort()).toEqual(['noted-batch', 'plain-batch']);
-    expect((await allAged(store, Date.now() + 60_000)).map((r) => [r.id, r.batchId])).toEqual([['noted', 'noted-batch'], ['plain', 'plain-batch']]);
+    expect((await allAged(store, Date.now() + 60_000)).map((r) => [r.id, r.batchId])).toEqual([
+      ['noted', 'noted-batch'],
+      ['plain', 'plain-batch'],
+    ]);
     await store.close();
   });
 });

@@ -42,7 +42,9 @@ function loadDriver(): typeof BetterSqlite3 {
   const node = process.versions.node;
   if (Number(node.split('.')[0]) >= 22) return require('better-sqlite3') as typeof BetterSqlite3;
   try {
-    return require(path.join(packageRoot(), '.tools', 'sqlite-node20', 'node_modules', 'better-sqlite3')) as typeof BetterSqlite3;
+    return require(
+      path.join(packageRoot(), '.tools', 'sqlite-node20', 'node_modules', 'better-sqlite3'),
+    ) as typeof BetterSqlite3;
   } catch (err) {
     throw new Error(
       `Rein's SQLite driver for Node.js ${node} is not installed: on Node 20 it is better-sqlite3 12 (13 crashes there), ` +

@@ -4,7 +4,9 @@ import { addMissingSqliteColumns, migrationsOf } from './migrations.js';
 import { openSqliteDatabase } from './sql/database.js';
 
 // Files written before a column existed get it added (SQLite cannot add it in CREATE TABLE IF NOT EXISTS).
-const migrate = migrationsOf('traces', JOURNAL_MIGRATIONS, (database) => addMissingSqliteColumns(database, 'rollouts', { policy_version: 'TEXT', failure_class: 'TEXT' }));
+const migrate = migrationsOf('traces', JOURNAL_MIGRATIONS, (database) =>
+  addMissingSqliteColumns(database, 'rollouts', { policy_version: 'TEXT', failure_class: 'TEXT' }),
+);
 
 /**
  * The embedded trace store: one SQLite file in WAL mode, for one gateway. Queries wait for the

@@ -20,7 +20,8 @@ export function packNumbers(values: ArrayLike<number>, kind: NumberKind): Buffer
 export function unpackNumbers(buffer: Uint8Array, kind: NumberKind): number[] {
   const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
   const out = new Array<number>(buffer.byteLength / 4);
-  for (let i = 0; i < out.length; i++) out[i] = kind === 'i32' ? view.getInt32(i * 4, true) : view.getFloat32(i * 4, true);
+  for (let i = 0; i < out.length; i++)
+    out[i] = kind === 'i32' ? view.getInt32(i * 4, true) : view.getFloat32(i * 4, true);
   return out;
 }
 
@@ -66,7 +67,10 @@ export interface PromptDelta {
 /** Below this many shared tokens a reference costs more to follow than it saves. */
 const MIN_SHARED_PREFIX = 8;
 
-export function encodePrompt(prompt: readonly number[], base: { callId: string; ids: readonly number[] } | undefined): PromptDelta {
+export function encodePrompt(
+  prompt: readonly number[],
+  base: { callId: string; ids: readonly number[] } | undefined,
+): PromptDelta {
   const shared = base ? commonPrefixLength(prompt, base.ids) : 0;
   if (!base || shared < MIN_SHARED_PREFIX) return { ref: null, prefixLength: 0, suffix: [...prompt] };
   return { ref: base.callId, prefixLength: shared, suffix: prompt.slice(shared) };
@@ -76,7 +80,9 @@ export function decodePrompt(delta: PromptDelta, baseIds: (callId: string) => re
   if (delta.ref === null) return delta.suffix;
   const base = baseIds(delta.ref);
   if (base.length < delta.prefixLength) {
-    throw new Error(`journal corrupt: call ${delta.ref} has ${base.length} ids, fewer than the ${delta.prefixLength} referenced`);
+    throw new Error(
+      `journal corrupt: call ${delta.ref} has ${base.length} ids, fewer than the ${delta.prefixLength} referenced`,
+    );
   }
   return [...base.slice(0, delta.prefixLength), ...delta.suffix];
 }

@@ -13,7 +13,14 @@ import { sql } from 'kysely';
 import { freshPostgresUrl, storeBackends, type StoreBackend } from '../../test/helpers/postgres.js';
 import type { Rollout } from '../rollouts/rollout.js';
 import { ROLLOUT_ID_MAX_LENGTH } from '../rollouts/rollout-id.js';
-import { StoreConflictError, type CallFinish, type CallStart, type RolloutFilter, type ShadowCallRecord, type TraceStore } from './trace-store.js';
+import {
+  StoreConflictError,
+  type CallFinish,
+  type CallStart,
+  type RolloutFilter,
+  type ShadowCallRecord,
+  type TraceStore,
+} from './trace-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -56,7 +63,12 @@ function requestAt(t: number) {
   return { model: 'production', temperature: 1, messages };
 }
 
-async function journal(store: TraceStore, rolloutId: string, turns: Array<{ prompt: number[]; completion: number[] }>, firstTurn = 0) {
+async function journal(
+  store: TraceStore,
+  rolloutId: string,
+  turns: Array<{ prompt: number[]; completion: number[] }>,
+  firstTurn = 0,
+) {
   for (const [i, turn] of turns.entries()) {
     const id = randomUUID();
     const received = requestAt(firstTurn + i);
@@ -114,7 +126,10 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       expect(await store.getCall(calls[99]!.id)).toEqual(calls[99]);
 
       // Stored whole, prompts and requests would grow with the square of the rollout's length.
-      const wholeBytes = turns.reduce((sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length, 0);
+      const wholeBytes = turns.reduce(
+        (sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length,
+        0,
+      );
       const { bytes } = await store.rolloutFootprint('long');
       expect(bytes).toBeLessThan(wholeBytes / 20);
       await store.close();
@@ -137,7 +152,9 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const afterRestart = await store.getCall(calls[3]!.id);
       expect(afterRestart?.promptIds).toEqual(turns[3]?.prompt);
       const small = await store.rolloutFootprint('r');
-      expect(small.bytes).toBeLessThan(turns.reduce((sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length, 0) / 2);
+      expect(small.bytes).toBeLessThan(
+        turns.reduce((sum, t, i) => sum + t.prompt.length * 4 + 2 * JSON.stringify(requestAt(i)).length, 0) / 2,
+      );
       await store.close();
     });
 
@@ -192,8 +209,18 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       });
       expect(seq).toBe(1);
       expect(await store.getCall('c1')).toMatchObject({ status: 'in_flight', requestSent: { return_token_ids: true } });
-      await store.finishCall('c1', { ...finish([], []), promptIds: null, choices: [], errorClass: 'upstream_stream_cut', errorMessage: 'cut' });
-      expect(await store.getCall('c1')).toMatchObject({ status: 'error', errorClass: 'upstream_stream_cut', promptIds: null });
+      await store.finishCall('c1', {
+        ...finish([], []),
+        promptIds: null,
+        choices: [],
+        errorClass: 'upstream_stream_cut',
+        errorMessage: 'cut',
+      });
+      expect(await store.getCall('c1')).toMatchObject({
+        status: 'error',
+        errorClass: 'upstream_stream_cut',
+        promptIds: null,
+      });
       await store.close();
     });
   });
@@ -207,8 +234,18 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       policyVersion: 'v1',
       backendUrl: 'http://b',
       stream: false,
-      requestReceived: { messages: [{ role: 'system', content: 'shared' }, { role: 'user', content }] },
-      requestSent: { messages: [{ role: 'system', content: 'shared' }, { role: 'user', content }] },
+      requestReceived: {
+        messages: [
+          { role: 'system', content: 'shared' },
+          { role: 'user', content },
+        ],
+      },
+      requestSent: {
+        messages: [
+          { role: 'system', content: 'shared' },
+          { role: 'user', content },
+        ],
+      },
       startedAt: 1,
     });
 
@@ -216,7 +253,9 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const name = randomUUID();
       const store = await openStore(name);
       await store.createRollout({ id: 'r' });
-      const seqs = await Promise.all(Array.from({ length: 20 }, (_, i) => store.beginCall(start(`c${i}`, 'r', `turn ${i}`))));
+      const seqs = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => store.beginCall(start(`c${i}`, 'r', `turn ${i}`))),
+      );
       expect(seqs.map((s) => s.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
       await Promise.all(Array.from({ length: 20 }, (_, i) => store.finishCall(`c${i}`, finish([1, 2, 3, i], [9]))));
       // Another connection (another process, after a crash) sees every write whose promise resolved.
@@ -225,9 +264,9 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       expect(calls).toHaveLength(20);
       expect(calls.every((c) => c.status === 'ok')).toBe(true);
       expect(calls.map((c) => c.promptIds)).toEqual(Array.from({ length: 20 }, (_, i) => [1, 2, 3, i]));
-      expect(calls.map((c) => (c.requestReceived as { messages: Array<{ content: string }> }).messages[1]?.content)).toEqual(
-        Array.from({ length: 20 }, (_, i) => `turn ${i}`),
-      );
+      expect(
+        calls.map((c) => (c.requestReceived as { messages: Array<{ content: string }> }).messages[1]?.content),
+      ).toEqual(Array.from({ length: 20 }, (_, i) => `turn ${i}`));
       await reader.close();
       await store.close();
     });
@@ -248,7 +287,11 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       await store.beginCall(start('ok-3', 'r', 'four'));
       await store.finishCall('ok-3', finish([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13]));
       const calls = await store.listCalls('r');
-      expect(calls.map((c) => c.promptIds)).toEqual([undefined, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]);
+      expect(calls.map((c) => c.promptIds)).toEqual([
+        undefined,
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+      ]);
       expect(calls[2]?.promptExtends).toMatchObject({ ref: 'ok-2' });
       await store.close();
     });
@@ -268,7 +311,12 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
 
   describe('shadow calls', () => {
     /** The candidate's copy of a journaled call: its request as sent to the candidate, and its answer. */
-    function shadowOf(primaryId: string, t: number, candidate: string, overrides: Partial<ShadowCallRecord> = {}): ShadowCallRecord {
+    function shadowOf(
+      primaryId: string,
+      t: number,
+      candidate: string,
+      overrides: Partial<ShadowCallRecord> = {},
+    ): ShadowCallRecord {
       return {
         id: `shadow-${candidate}-${t}`,
         primaryCallId: primaryId,
@@ -302,7 +350,14 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
         await store.recordShadowCall(shadowOf(call.id, t, 'v2'));
         if (t % 10 === 0) {
           await store.recordShadowCall(
-            shadowOf(call.id, t, 'v3', { response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable', errorMessage: 'refused', upstreamStatus: null }),
+            shadowOf(call.id, t, 'v3', {
+              response: null,
+              choices: [],
+              status: 'error',
+              errorClass: 'upstream_unreachable',
+              errorMessage: 'refused',
+              upstreamStatus: null,
+            }),
           );
         }
       }
@@ -314,9 +369,18 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const shadows = await store.listShadowCalls({ candidate: 'v2' });
       expect(shadows).toHaveLength(turns);
       shadows.forEach((shadow, t) => expect(shadow).toEqual(shadowOf(primaries[t]!.id, t, 'v2')));
-      expect(await store.listShadowCalls({ candidate: 'v3' })).toEqual([0, 10, 20].map((t) =>
-        shadowOf(primaries[t]!.id, t, 'v3', { response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable', errorMessage: 'refused', upstreamStatus: null }),
-      ));
+      expect(await store.listShadowCalls({ candidate: 'v3' })).toEqual(
+        [0, 10, 20].map((t) =>
+          shadowOf(primaries[t]!.id, t, 'v3', {
+            response: null,
+            choices: [],
+            status: 'error',
+            errorClass: 'upstream_unreachable',
+            errorMessage: 'refused',
+            upstreamStatus: null,
+          }),
+        ),
+      );
       expect(await store.listShadowCalls({ rolloutId: 'r' })).toHaveLength(turns + 3);
       expect(await store.listShadowCalls({ rolloutId: 'other' })).toEqual([]);
 
@@ -337,7 +401,9 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const second = await store.listShadowCalls({ candidate: 'v2', limit: 2, after: first.at(-1)!.id });
       const third = await store.listShadowCalls({ candidate: 'v2', limit: 2, after: second.at(-1)!.id });
       expect([...first, ...second, ...third].map((s) => s.id)).toEqual([0, 1, 2, 3, 4].map((t) => `shadow-v2-${t}`));
-      await expect(store.listShadowCalls({ after: 'shadow-unknown' })).rejects.toThrow(/no shadow call "shadow-unknown" to continue after/);
+      await expect(store.listShadowCalls({ after: 'shadow-unknown' })).rejects.toThrow(
+        /no shadow call "shadow-unknown" to continue after/,
+      );
       await store.close();
     });
   });
@@ -345,18 +411,43 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
   describe('rollouts and events', () => {
     it('creates rollouts idempotently by id, and refuses the same id for another rollout instead of answering with the old one', async () => {
       const store = await openStore();
-      const first = await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { k: 1, j: [2] } });
-      const again = await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { j: [2], k: 1 } });
+      const first = await store.createRollout({
+        id: 'a',
+        taskId: 't1',
+        policyVersion: 'v1',
+        metadata: { k: 1, j: [2] },
+      });
+      const again = await store.createRollout({
+        id: 'a',
+        taskId: 't1',
+        policyVersion: 'v1',
+        metadata: { j: [2], k: 1 },
+      });
       expect(first.created).toBe(true);
       expect(again).toEqual({ rollout: first.rollout, created: false });
-      expect(first.rollout).toMatchObject({ status: 'queued', attempts: 1, mode: 'train', taskId: 't1', metadata: { k: 1, j: [2] } });
-      await expect(store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v2', metadata: { k: 1, j: [2] } })).rejects.toThrow(
+      expect(first.rollout).toMatchObject({
+        status: 'queued',
+        attempts: 1,
+        mode: 'train',
+        taskId: 't1',
+        metadata: { k: 1, j: [2] },
+      });
+      await expect(
+        store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v2', metadata: { k: 1, j: [2] } }),
+      ).rejects.toThrow(
         /rollout a exists with another policyVersion \("v1", not "v2"\); send the same body to retry, or use a new id/,
       );
-      await expect(store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' })).rejects.toBeInstanceOf(StoreConflictError);
-      await expect(store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' })).rejects.toThrow(/another taskId \("t1", not "other"\), mode \("train", not "eval"\);/);
+      await expect(
+        store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' }),
+      ).rejects.toBeInstanceOf(StoreConflictError);
+      await expect(
+        store.createRollout({ id: 'a', taskId: 'other', mode: 'eval', policyVersion: 'v1' }),
+      ).rejects.toThrow(/another taskId \("t1", not "other"\), mode \("train", not "eval"\);/);
       // Metadata describes it; the first write keeps it (a newer runner may describe rollouts differently).
-      expect(await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { k: 2 } })).toEqual({ rollout: first.rollout, created: false });
+      expect(await store.createRollout({ id: 'a', taskId: 't1', policyVersion: 'v1', metadata: { k: 2 } })).toEqual({
+        rollout: first.rollout,
+        created: false,
+      });
       await store.close();
     });
 
@@ -364,13 +455,39 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const store = await openStore();
       await store.createRollout({ id: 'r' });
       const begin = (id: string, startedAt: number) =>
-        store.beginCall({ id, rolloutId: 'r', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: {}, requestSent: {}, startedAt });
+        store.beginCall({
+          id,
+          rolloutId: 'r',
+          attempt: 1,
+          endpoint: 'chat.completions',
+          policyVersion: 'v1',
+          backendUrl: 'http://b',
+          stream: false,
+          requestReceived: {},
+          requestSent: {},
+          startedAt,
+        });
       await begin('cut-off', 1000);
       await begin('answered', 1001);
-      await store.finishCall('answered', { response: {}, promptIds: null, choices: [], usage: null, upstreamStatus: 200, errorClass: null, errorMessage: null, ttftMs: 1, latencyMs: 2 });
+      await store.finishCall('answered', {
+        response: {},
+        promptIds: null,
+        choices: [],
+        usage: null,
+        upstreamStatus: 200,
+        errorClass: null,
+        errorMessage: null,
+        ttftMs: 1,
+        latencyMs: 2,
+      });
       await begin('new', 5000);
       expect(await store.markLostCalls(2000, 'the gateway stopped')).toBe(1);
-      expect(await store.getCall('cut-off')).toMatchObject({ status: 'error', errorClass: 'gateway_lost', errorMessage: 'the gateway stopped', latencyMs: 1000 });
+      expect(await store.getCall('cut-off')).toMatchObject({
+        status: 'error',
+        errorClass: 'gateway_lost',
+        errorMessage: 'the gateway stopped',
+        latencyMs: 1000,
+      });
       expect(await store.getCall('answered')).toMatchObject({ status: 'ok' });
       expect(await store.getCall('new')).toMatchObject({ status: 'in_flight' });
       await store.close();
@@ -382,18 +499,33 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
         await store.createRollout({ id });
         await store.setRolloutStatus(id, { status: 'running' }, 'admin');
       }
-      await store.setRolloutStatus('lost', { status: 'failed', reason: 'backend down', failureClass: 'infrastructure' }, 'admin');
-      await store.setRolloutStatus('scored', { status: 'failed', reason: 'exited 1', failureClass: 'harness' }, 'admin');
+      await store.setRolloutStatus(
+        'lost',
+        { status: 'failed', reason: 'backend down', failureClass: 'infrastructure' },
+        'admin',
+      );
+      await store.setRolloutStatus(
+        'scored',
+        { status: 'failed', reason: 'exited 1', failureClass: 'harness' },
+        'admin',
+      );
       await store.setRolloutStatus('cancelled', { status: 'cancelled' }, 'admin');
 
       const reopened = await store.reopenRollout('lost', 'replayed: it was not scored');
-      expect(reopened).toMatchObject({ status: 'queued', attempts: 2, failureClass: null, statusReason: 'replayed: it was not scored' });
+      expect(reopened).toMatchObject({
+        status: 'queued',
+        attempts: 2,
+        failureClass: null,
+        statusReason: 'replayed: it was not scored',
+      });
       expect((await store.listEvents('lost')).at(-1)).toMatchObject({
         attempt: 2,
         payload: { from: 'failed', to: 'queued', reopened: { failureClass: 'infrastructure', reason: 'backend down' } },
       });
       expect(await store.reopenRollout('cancelled', 'again')).toMatchObject({ status: 'queued', attempts: 2 });
-      await expect(store.reopenRollout('scored', 'again')).rejects.toThrow(/cannot be reopened: it was scored \(failed, harness\)/);
+      await expect(store.reopenRollout('scored', 'again')).rejects.toThrow(
+        /cannot be reopened: it was scored \(failed, harness\)/,
+      );
       await expect(store.reopenRollout('running', 'again')).rejects.toMatchObject({ status: 409 });
       await store.close();
     });
@@ -401,9 +533,15 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
     it('allows only legal status transitions and records each with its reason', async () => {
       const store = await openStore();
       await store.createRollout({ id: 'a' });
-      await expect(store.setRolloutStatus('a', { status: 'succeeded' }, 'admin')).rejects.toThrow(/queued; it cannot become succeeded/);
+      await expect(store.setRolloutStatus('a', { status: 'succeeded' }, 'admin')).rejects.toThrow(
+        /queued; it cannot become succeeded/,
+      );
       await store.setRolloutStatus('a', { status: 'running', reason: 'started' }, 'admin');
-      const done = await store.setRolloutStatus('a', { status: 'failed', reason: 'harness exited 1', failureClass: 'harness' }, 'admin');
+      const done = await store.setRolloutStatus(
+        'a',
+        { status: 'failed', reason: 'harness exited 1', failureClass: 'harness' },
+        'admin',
+      );
       expect(done).toMatchObject({ status: 'failed', statusReason: 'harness exited 1', failureClass: 'harness' });
       await expect(store.setRolloutStatus('a', { status: 'running' }, 'admin')).rejects.toMatchObject({ status: 409 });
       await expect(store.startAttempt('a')).rejects.toThrow(/has finished/);
@@ -450,7 +588,14 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
     it('records a span once however often its action is appended', async () => {
       const store = await openStore();
       await store.createRollout({ id: 'a' });
-      const span = { type: 'span', actionId: 'act-1', name: 'calculator', kind: 'tool', permission: 'allowed', input: { x: 1 } } as const;
+      const span = {
+        type: 'span',
+        actionId: 'act-1',
+        name: 'calculator',
+        kind: 'tool',
+        permission: 'allowed',
+        input: { x: 1 },
+      } as const;
       const first = await store.appendEvent('a', 1, span, 'rollout');
       const again = await store.appendEvent('a', 1, span, 'rollout');
       expect(again.id).toBe(first.id);
@@ -501,7 +646,14 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const chat = started({ id: 'chat', rolloutId: id, stream: true, policyVersion: 'policy-v2', startedAt: 1_000 });
       await store.beginCall(chat);
       const answered: CallFinish = {
-        response: { object: 'chat.completion', choices: [0, 1, 2].map((index) => ({ index, message: { role: 'assistant', content: 'Echo: é 😀' }, finish_reason: index === 2 ? 'length' : 'stop' })) },
+        response: {
+          object: 'chat.completion',
+          choices: [0, 1, 2].map((index) => ({
+            index,
+            message: { role: 'assistant', content: 'Echo: é 😀' },
+            finish_reason: index === 2 ? 'length' : 'stop',
+          })),
+        },
         promptIds: [1, 2, 3],
         choices: [
           { completionIds: [4, 5], logprobs: [-0.5, -0.25], finishReason: 'stop' },
@@ -518,9 +670,26 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       };
       await store.finishCall('chat', answered);
       // The completions endpoint, and a call that failed upstream with nothing but its status.
-      const completion = started({ id: 'completion', rolloutId: id, endpoint: 'completions', requestReceived: { model: 'v1', prompt: 'count' }, requestSent: { model: 'v1', prompt: 'count', logprobs: 0 }, startedAt: 2_000 });
+      const completion = started({
+        id: 'completion',
+        rolloutId: id,
+        endpoint: 'completions',
+        requestReceived: { model: 'v1', prompt: 'count' },
+        requestSent: { model: 'v1', prompt: 'count', logprobs: 0 },
+        startedAt: 2_000,
+      });
       await store.beginCall(completion);
-      const failed: CallFinish = { response: undefined, promptIds: null, choices: [], usage: null, upstreamStatus: 500, errorClass: 'upstream_http_error', errorMessage: 'backend answered 500', ttftMs: null, latencyMs: 3 };
+      const failed: CallFinish = {
+        response: undefined,
+        promptIds: null,
+        choices: [],
+        usage: null,
+        upstreamStatus: 500,
+        errorClass: 'upstream_http_error',
+        errorMessage: 'backend answered 500',
+        ttftMs: null,
+        latencyMs: 3,
+      };
       await store.finishCall('completion', failed);
 
       const expected = [
@@ -539,16 +708,37 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
     it('stores a responses-API conversation (`input`) as a delta too, and gives it back whole', async () => {
       const store = await openStore();
       await store.createRollout({ id: 'r' });
-      const input = (t: number) => Array.from({ length: 2 * t + 1 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i}: ${'words '.repeat(30)}` }));
+      const input = (t: number) =>
+        Array.from({ length: 2 * t + 1 }, (_, i) => ({
+          role: i % 2 ? 'assistant' : 'user',
+          content: `turn ${i}: ${'words '.repeat(30)}`,
+        }));
       for (let t = 0; t < 5; t++) {
         const request = { model: 'production', input: input(t) };
-        await store.beginCall(started({ id: `c${t}`, rolloutId: 'r', endpoint: 'responses', requestReceived: request, requestSent: { ...request, model: 'v1' } }));
-        await store.finishCall(`c${t}`, { ...finish([], []), promptIds: null, choices: [], response: { id: `resp-${t}`, output: [] } });
+        await store.beginCall(
+          started({
+            id: `c${t}`,
+            rolloutId: 'r',
+            endpoint: 'responses',
+            requestReceived: request,
+            requestSent: { ...request, model: 'v1' },
+          }),
+        );
+        await store.finishCall(`c${t}`, {
+          ...finish([], []),
+          promptIds: null,
+          choices: [],
+          response: { id: `resp-${t}`, output: [] },
+        });
       }
       const calls = await store.listCalls('r');
-      expect(calls.map((c) => c.requestReceived)).toEqual([0, 1, 2, 3, 4].map((t) => ({ model: 'production', input: input(t) })));
+      expect(calls.map((c) => c.requestReceived)).toEqual(
+        [0, 1, 2, 3, 4].map((t) => ({ model: 'production', input: input(t) })),
+      );
       expect(calls.map((c) => c.requestSent)).toEqual([0, 1, 2, 3, 4].map((t) => ({ model: 'v1', input: input(t) })));
-      expect(calls.map((c) => [c.endpoint, c.promptIds, c.response])).toEqual([0, 1, 2, 3, 4].map((t) => ['responses', null, { id: `resp-${t}`, output: [] }]));
+      expect(calls.map((c) => [c.endpoint, c.promptIds, c.response])).toEqual(
+        [0, 1, 2, 3, 4].map((t) => ['responses', null, { id: `resp-${t}`, output: [] }]),
+      );
       expect(await store.getCall('c4')).toEqual(calls[4]);
       const whole = [0, 1, 2, 3, 4].reduce((sum, t) => sum + 2 * JSON.stringify(input(t)).length, 0);
       expect((await store.rolloutFootprint('r')).bytes).toBeLessThan(whole / 2);
@@ -565,13 +755,29 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       await store.appendEvent('r', 1, { type: 'custom', name: 'attempt_failed', data: { attempt: 1 } }, 'admin');
       expect(await store.startAttempt('r')).toMatchObject({ attempts: 2, status: 'running' });
       for (const [i, turn] of turns.entries()) {
-        await store.beginCall(started({ id: `a2-${i}`, rolloutId: 'r', attempt: 2, requestReceived: requestAt(i), requestSent: requestAt(i), startedAt: Date.now() }));
+        await store.beginCall(
+          started({
+            id: `a2-${i}`,
+            rolloutId: 'r',
+            attempt: 2,
+            requestReceived: requestAt(i),
+            requestSent: requestAt(i),
+            startedAt: Date.now(),
+          }),
+        );
         await store.finishCall(`a2-${i}`, finish(turn.prompt, turn.completion));
       }
       await store.appendEvent('r', 2, { type: 'reward', value: 1, components: {} }, 'admin');
 
       const all = await store.listCalls('r');
-      expect(all.map((c) => [c.attempt, c.seq])).toEqual([[1, 1], [1, 2], [2, 1], [2, 2], [2, 3], [2, 4]]);
+      expect(all.map((c) => [c.attempt, c.seq])).toEqual([
+        [1, 1],
+        [1, 2],
+        [2, 1],
+        [2, 2],
+        [2, 3],
+        [2, 4],
+      ]);
       const second = await store.listCalls('r', 2);
       expect(second.map((c) => c.id)).toEqual(['a2-0', 'a2-1', 'a2-2', 'a2-3']);
       expect(second.map((c) => c.promptIds)).toEqual(turns.map((t) => t.prompt));
@@ -579,32 +785,77 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       expect(await store.getCall('a2-3')).toEqual(second[3]);
       expect((await store.listCalls('r', 1)).map((c) => c.promptIds)).toEqual(turns.slice(0, 2).map((t) => t.prompt));
       expect(await store.listCalls('r', 3)).toEqual([]);
-      expect((await store.listEvents('r')).map((e) => [e.attempt, e.type])).toEqual([[1, 'status'], [1, 'custom'], [2, 'reward']]);
+      expect((await store.listEvents('r')).map((e) => [e.attempt, e.type])).toEqual([
+        [1, 'status'],
+        [1, 'custom'],
+        [2, 'reward'],
+      ]);
       await store.close();
     });
 
     it('keeps what a rollout was created with (mode, pinned version, keyless), its times, and a status change with its evidence', async () => {
       const store = await openStore();
       const before = Date.now();
-      const { rollout } = await store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', keyless: true, policyVersion: 'run.v3', metadata: { batchId: 'b', sample: 2 } });
+      const { rollout } = await store.createRollout({
+        id: 'pinned',
+        taskId: 't',
+        mode: 'eval',
+        keyless: true,
+        policyVersion: 'run.v3',
+        metadata: { batchId: 'b', sample: 2 },
+      });
       expect(rollout).toEqual({
-        id: 'pinned', taskId: 't', mode: 'eval', status: 'queued', statusReason: null, attempts: 1, keyless: true, policyVersion: 'run.v3',
-        failureClass: null, metadata: { batchId: 'b', sample: 2 }, createdAt: expect.stringMatching(ISO), updatedAt: rollout.createdAt,
+        id: 'pinned',
+        taskId: 't',
+        mode: 'eval',
+        status: 'queued',
+        statusReason: null,
+        attempts: 1,
+        keyless: true,
+        policyVersion: 'run.v3',
+        failureClass: null,
+        metadata: { batchId: 'b', sample: 2 },
+        createdAt: expect.stringMatching(ISO),
+        updatedAt: rollout.createdAt,
       });
       expect(Date.parse(rollout.createdAt)).toBeGreaterThanOrEqual(before);
       expect(await store.getRollout('pinned')).toEqual(rollout);
-      expect(await store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', keyless: true, policyVersion: 'run.v3' })).toEqual({ rollout, created: false });
-      await expect(store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', policyVersion: 'run.v3' })).rejects.toThrow(/another keyless \(true, not false\)/);
+      expect(
+        await store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', keyless: true, policyVersion: 'run.v3' }),
+      ).toEqual({ rollout, created: false });
+      await expect(
+        store.createRollout({ id: 'pinned', taskId: 't', mode: 'eval', policyVersion: 'run.v3' }),
+      ).rejects.toThrow(/another keyless \(true, not false\)/);
 
       await store.setRolloutStatus('pinned', { status: 'running', reason: 'harness started' }, 'admin');
-      const evidence = { exitCode: 1, stderrTail: 'Traceback …\nValueError: é', calls: ['c1'], nested: { ok: false, n: null } };
-      const failed = await store.setRolloutStatus('pinned', { status: 'failed', reason: 'harness exited 1', failureClass: 'harness', evidence }, 'admin');
-      expect(failed).toMatchObject({ status: 'failed', statusReason: 'harness exited 1', failureClass: 'harness', createdAt: rollout.createdAt });
+      const evidence = {
+        exitCode: 1,
+        stderrTail: 'Traceback …\nValueError: é',
+        calls: ['c1'],
+        nested: { ok: false, n: null },
+      };
+      const failed = await store.setRolloutStatus(
+        'pinned',
+        { status: 'failed', reason: 'harness exited 1', failureClass: 'harness', evidence },
+        'admin',
+      );
+      expect(failed).toMatchObject({
+        status: 'failed',
+        statusReason: 'harness exited 1',
+        failureClass: 'harness',
+        createdAt: rollout.createdAt,
+      });
       expect(Date.parse(failed.updatedAt)).toBeGreaterThanOrEqual(Date.parse(rollout.createdAt));
       const events = await store.listEvents('pinned');
       expect(events.at(-1)).toEqual({
-        id: expect.any(Number), rolloutId: 'pinned', attempt: 1, type: 'status', source: 'admin', actionId: null,
-        payload: { from: 'running', to: 'failed', reason: 'harness exited 1', failureClass: 'harness', evidence }, at: expect.stringMatching(ISO),
+        id: expect.any(Number),
+        rolloutId: 'pinned',
+        attempt: 1,
+        type: 'status',
+        source: 'admin',
+        actionId: null,
+        payload: { from: 'running', to: 'failed', reason: 'harness exited 1', failureClass: 'harness', evidence },
+        at: expect.stringMatching(ISO),
       });
       expect(events[0]!.id).toBeLessThan(events[1]!.id);
       expect(await store.getRollout('pinned')).toEqual(failed);
@@ -636,7 +887,12 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       expect(await ids({ status: 'queued', taskId: 'a' })).toEqual(['r0']);
       expect(await ids({ status: 'succeeded', mode: 'train', taskId: 'b', limit: 1 })).toEqual(['r8']);
       expect(await ids({ mode: 'shadow' })).toEqual([]);
-      expect((await store.listRollouts({ limit: 4 })).items.map((r) => [r.id, r.status])).toEqual([['r8', 'succeeded'], ['r7', 'succeeded'], ['r6', 'succeeded'], ['r5', 'running']]);
+      expect((await store.listRollouts({ limit: 4 })).items.map((r) => [r.id, r.status])).toEqual([
+        ['r8', 'succeeded'],
+        ['r7', 'succeeded'],
+        ['r6', 'succeeded'],
+        ['r5', 'running'],
+      ]);
       await store.close();
     });
 
@@ -644,7 +900,10 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const name = randomUUID();
       // Two connections, as the gateway and a runner (or two gateways) have.
       const [one, two] = [await openStore(name), await openStore(name)];
-      const created = await Promise.all([one.createRollout({ id: 'raced', taskId: 't' }), two.createRollout({ id: 'raced', taskId: 't' })]);
+      const created = await Promise.all([
+        one.createRollout({ id: 'raced', taskId: 't' }),
+        two.createRollout({ id: 'raced', taskId: 't' }),
+      ]);
       expect(created.map((c) => c.created).sort()).toEqual([false, true]);
       expect(created[0].rollout).toEqual(created[1].rollout);
 
@@ -652,8 +911,17 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const attempts = await Promise.all([one.startAttempt('raced'), two.startAttempt('raced')]);
       expect(attempts.map((r) => r.attempts).sort()).toEqual([2, 3]);
 
-      const span = { type: 'span', actionId: 'act-1', name: 'calculator', kind: 'tool', permission: 'allowed' } as const;
-      const spans = await Promise.all([one.appendEvent('raced', 3, span, 'rollout'), two.appendEvent('raced', 3, span, 'rollout')]);
+      const span = {
+        type: 'span',
+        actionId: 'act-1',
+        name: 'calculator',
+        kind: 'tool',
+        permission: 'allowed',
+      } as const;
+      const spans = await Promise.all([
+        one.appendEvent('raced', 3, span, 'rollout'),
+        two.appendEvent('raced', 3, span, 'rollout'),
+      ]);
       expect(spans[0].id).toBe(spans[1].id);
 
       const ends = await Promise.allSettled([
@@ -665,7 +933,10 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const events = await two.listEvents('raced');
       expect(events.filter((e) => e.type === 'span')).toHaveLength(1);
       expect(events.filter((e) => e.type === 'status').map((e) => e.payload.from)).toEqual(['queued', 'running']);
-      expect(await one.getRollout('raced')).toMatchObject({ attempts: 3, status: (ends.find((e) => e.status === 'fulfilled') as PromiseFulfilledResult<Rollout>).value.status });
+      expect(await one.getRollout('raced')).toMatchObject({
+        attempts: 3,
+        status: (ends.find((e) => e.status === 'fulfilled') as PromiseFulfilledResult<Rollout>).value.status,
+      });
       await one.close();
       await two.close();
     });
@@ -676,27 +947,69 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       const kept = (text: string) => (backend === 'postgres' ? text.replaceAll('\u0000', '\uFFFD') : text);
       const body = { id: 'nul', taskId: 'task\u0000x', policyVersion: 'v\u00001', metadata: { note: 'a\u0000b' } };
       const { rollout } = await store.createRollout(body);
-      expect(rollout).toMatchObject({ taskId: kept(body.taskId), policyVersion: kept(body.policyVersion), metadata: { note: 'a\u0000b' } });
+      expect(rollout).toMatchObject({
+        taskId: kept(body.taskId),
+        policyVersion: kept(body.policyVersion),
+        metadata: { note: 'a\u0000b' },
+      });
       // The same body again is a retry, not another rollout under its id.
       expect(await store.createRollout(body)).toEqual({ rollout, created: false });
       expect((await store.listRollouts({ taskId: body.taskId })).items.map((r) => r.id)).toEqual(['nul']);
       expect(await store.getRollout('no\u0000such')).toBeUndefined();
-      expect(await store.setRolloutStatus('nul', { status: 'running', reason: 'harness said \u0000' }, 'admin')).toMatchObject({ statusReason: kept('harness said \u0000') });
-      const span = { type: 'span', actionId: 'act\u0000', name: 'tool\u0000', kind: 'tool', permission: 'allowed' } as const;
+      expect(
+        await store.setRolloutStatus('nul', { status: 'running', reason: 'harness said \u0000' }, 'admin'),
+      ).toMatchObject({ statusReason: kept('harness said \u0000') });
+      const span = {
+        type: 'span',
+        actionId: 'act\u0000',
+        name: 'tool\u0000',
+        kind: 'tool',
+        permission: 'allowed',
+      } as const;
       const first = await store.appendEvent('nul', 1, span, 'rollout');
       expect((await store.appendEvent('nul', 1, span, 'rollout')).id).toBe(first.id);
-      expect((await store.listEvents('nul')).map((e) => [e.type, e.actionId])).toEqual([['status', null], ['span', kept('act\u0000')]]);
+      expect((await store.listEvents('nul')).map((e) => [e.type, e.actionId])).toEqual([
+        ['status', null],
+        ['span', kept('act\u0000')],
+      ]);
 
       // A backend's garbled stream, quoted in the error the gateway journals for the call and its shadow.
       const garbled = "the backend's stream holds a chunk the gateway cannot read: \u0000\u0001garbage";
       await store.beginCall(started({ id: 'c', rolloutId: 'nul' }));
-      await store.finishCall('c', { response: undefined, promptIds: null, choices: [], usage: null, upstreamStatus: 200, errorClass: 'upstream_bad_response', errorMessage: garbled, ttftMs: 1, latencyMs: 2 });
+      await store.finishCall('c', {
+        response: undefined,
+        promptIds: null,
+        choices: [],
+        usage: null,
+        upstreamStatus: 200,
+        errorClass: 'upstream_bad_response',
+        errorMessage: garbled,
+        ttftMs: 1,
+        latencyMs: 2,
+      });
       expect(await store.getCall('c')).toMatchObject({ status: 'error', errorMessage: kept(garbled) });
       await store.recordShadowCall({
-        id: 's', primaryCallId: 'c', rolloutId: 'nul', attempt: 1, candidateVersion: 'v2', incumbentVersion: 'v1', endpoint: 'chat.completions', backendUrl: 'http://c/v1',
-        requestSent: { model: 'v2' }, response: null, choices: [], status: 'error', errorClass: 'upstream_bad_response', errorMessage: garbled, upstreamStatus: 200, latencyMs: 1, startedAt: 1,
+        id: 's',
+        primaryCallId: 'c',
+        rolloutId: 'nul',
+        attempt: 1,
+        candidateVersion: 'v2',
+        incumbentVersion: 'v1',
+        endpoint: 'chat.completions',
+        backendUrl: 'http://c/v1',
+        requestSent: { model: 'v2' },
+        response: null,
+        choices: [],
+        status: 'error',
+        errorClass: 'upstream_bad_response',
+        errorMessage: garbled,
+        upstreamStatus: 200,
+        latencyMs: 1,
+        startedAt: 1,
       });
-      expect(await store.listShadowCalls({ rolloutId: 'nul' })).toMatchObject([{ id: 's', errorMessage: kept(garbled) }]);
+      expect(await store.listShadowCalls({ rolloutId: 'nul' })).toMatchObject([
+        { id: 's', errorMessage: kept(garbled) },
+      ]);
       await store.close();
     });
 
@@ -706,13 +1019,34 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
         await store.createRollout({ id });
         await journal(store, id, conversation(2));
       }
-      const shadow = (id: string, rolloutId: string, candidateVersion: string, primaryCallId: string): ShadowCallRecord => ({
-        id, primaryCallId, rolloutId, attempt: 1, candidateVersion, incumbentVersion: 'v1', endpoint: 'chat.completions', backendUrl: 'http://c/v1',
-        requestSent: { model: candidateVersion }, response: null, choices: [], status: 'error', errorClass: 'shadow_overloaded', errorMessage: 'not sent', upstreamStatus: null, latencyMs: 0, startedAt: 1,
+      const shadow = (
+        id: string,
+        rolloutId: string,
+        candidateVersion: string,
+        primaryCallId: string,
+      ): ShadowCallRecord => ({
+        id,
+        primaryCallId,
+        rolloutId,
+        attempt: 1,
+        candidateVersion,
+        incumbentVersion: 'v1',
+        endpoint: 'chat.completions',
+        backendUrl: 'http://c/v1',
+        requestSent: { model: candidateVersion },
+        response: null,
+        choices: [],
+        status: 'error',
+        errorClass: 'shadow_overloaded',
+        errorMessage: 'not sent',
+        upstreamStatus: null,
+        latencyMs: 0,
+        startedAt: 1,
       });
       for (const rolloutId of ['a', 'b']) {
         const [call] = await store.listCalls(rolloutId);
-        for (const candidate of ['v2', 'v3']) await store.recordShadowCall(shadow(`${rolloutId}-${candidate}`, rolloutId, candidate, call!.id));
+        for (const candidate of ['v2', 'v3'])
+          await store.recordShadowCall(shadow(`${rolloutId}-${candidate}`, rolloutId, candidate, call!.id));
       }
       expect((await store.listShadowCalls({ candidate: 'v3', rolloutId: 'b' })).map((s) => s.id)).toEqual(['b-v3']);
       expect((await store.listShadowCalls({})).map((s) => s.id)).toEqual(['a-v2', 'a-v3', 'b-v2', 'b-v3']);
@@ -723,12 +1057,26 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
 
 describe('trace store on PostgreSQL: many gateways on one database', () => {
   const begin = (store: TraceStore, id: string) =>
-    store.beginCall({ id, rolloutId: 'shared', attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: {}, requestSent: {}, startedAt: Date.now() });
+    store.beginCall({
+      id,
+      rolloutId: 'shared',
+      attempt: 1,
+      endpoint: 'chat.completions',
+      policyVersion: 'v1',
+      backendUrl: 'http://b',
+      stream: false,
+      requestReceived: {},
+      requestSent: {},
+      startedAt: Date.now(),
+    });
 
   it('numbers the calls of one rollout uniquely and in order when two gateways write them at once', async () => {
     const url = await freshPostgresUrl();
     // Two stores, two pools: two gateway processes.
-    const [one, two] = await Promise.all([PostgresTraceStore.open(url, { gateway: 'one' }), PostgresTraceStore.open(url, { gateway: 'two' })]);
+    const [one, two] = await Promise.all([
+      PostgresTraceStore.open(url, { gateway: 'one' }),
+      PostgresTraceStore.open(url, { gateway: 'two' }),
+    ]);
     try {
       await one.createRollout({ id: 'shared' });
       const begun = await Promise.all(Array.from({ length: 60 }, (_, i) => begin(i % 2 ? two : one, `c${i}`)));
@@ -737,7 +1085,9 @@ describe('trace store on PostgreSQL: many gateways on one database', () => {
       const calls = await two.listCalls('shared');
       expect(calls.map((c) => c.seq)).toEqual(seqs);
       // Each store kept the number the database gave it.
-      expect(Object.fromEntries(calls.map((c) => [c.id, c.seq]))).toEqual(Object.fromEntries(begun.map((b, i) => [`c${i}`, b.seq])));
+      expect(Object.fromEntries(calls.map((c) => [c.id, c.seq]))).toEqual(
+        Object.fromEntries(begun.map((b, i) => [`c${i}`, b.seq])),
+      );
     } finally {
       await Promise.all([one.close(), two.close()]);
     }
@@ -745,7 +1095,10 @@ describe('trace store on PostgreSQL: many gateways on one database', () => {
 
   it('ends as lost only the calls of the gateway that starts, not those of another one still running', async () => {
     const url = await freshPostgresUrl();
-    const [one, two] = await Promise.all([PostgresTraceStore.open(url, { gateway: 'one' }), PostgresTraceStore.open(url, { gateway: 'two' })]);
+    const [one, two] = await Promise.all([
+      PostgresTraceStore.open(url, { gateway: 'one' }),
+      PostgresTraceStore.open(url, { gateway: 'two' }),
+    ]);
     try {
       await one.createRollout({ id: 'shared' });
       await begin(one, 'left-by-one');
@@ -768,12 +1121,18 @@ describe('trace store on PostgreSQL: many gateways on one database', () => {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     try {
-      expect((await admin.query("SELECT version FROM rein_schema_migrations WHERE store = 'traces'")).rows).toEqual([{ version: 1 }]);
-      await admin.query("INSERT INTO rein_schema_migrations (store, version, name) VALUES ('traces', 99, 'from the future')");
+      expect((await admin.query("SELECT version FROM rein_schema_migrations WHERE store = 'traces'")).rows).toEqual([
+        { version: 1 },
+      ]);
+      await admin.query(
+        "INSERT INTO rein_schema_migrations (store, version, name) VALUES ('traces', 99, 'from the future')",
+      );
     } finally {
       await admin.end();
     }
-    await expect(PostgresTraceStore.open(url)).rejects.toThrow(/has schema version 99 of store traces; this Rein knows up to 1: upgrade Rein/);
+    await expect(PostgresTraceStore.open(url)).rejects.toThrow(
+      /has schema version 99 of store traces; this Rein knows up to 1: upgrade Rein/,
+    );
   });
 });
 
@@ -795,7 +1154,9 @@ describe('trace store on SQLite: journals from before schema versions', () => {
     expect(await store.listCalls('old')).toHaveLength(5);
     await store.close();
     const check = openDatabase(file);
-    expect(check.prepare("SELECT version FROM rein_schema_migrations WHERE store = 'traces'").all()).toEqual([{ version: 1 }]);
+    expect(check.prepare("SELECT version FROM rein_schema_migrations WHERE store = 'traces'").all()).toEqual([
+      { version: 1 },
+    ]);
     check.close();
   });
 });

@@ -1,4 +1,12 @@
-import type { NewEvent, NewRollout, Rollout, RolloutEvent, RolloutMode, RolloutStatus, StatusChange } from '../rollouts/rollout.js';
+import type {
+  NewEvent,
+  NewRollout,
+  Rollout,
+  RolloutEvent,
+  RolloutMode,
+  RolloutStatus,
+  StatusChange,
+} from '../rollouts/rollout.js';
 
 export type CallEndpoint = 'chat.completions' | 'completions' | 'responses';
 
@@ -175,7 +183,12 @@ export interface TraceStore {
   listShadowCalls(filter: ShadowCallFilter): Promise<ShadowCallRecord[]>;
 
   /** Appends an event; a span whose actionId was already recorded is returned, not duplicated. */
-  appendEvent(rolloutId: string, attempt: number, event: NewEvent, source: RolloutEvent['source']): Promise<RolloutEvent>;
+  appendEvent(
+    rolloutId: string,
+    attempt: number,
+    event: NewEvent,
+    source: RolloutEvent['source'],
+  ): Promise<RolloutEvent>;
   listEvents(rolloutId: string): Promise<RolloutEvent[]>;
 
   /** Bytes the calls of a rollout take in the store (token blobs and JSON), for reports. */

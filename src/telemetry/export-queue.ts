@@ -1,6 +1,12 @@
 import { TraceFlags, type Context } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
-import { BatchSpanProcessor, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type Span,
+  type SpanExporter,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import type { Logger } from '../log/logger.js';
 
 /** Spans by fate since the gateway started. */
@@ -39,13 +45,16 @@ export class CountedExportQueue implements SpanProcessor {
     private readonly options: ExportQueueOptions,
   ) {
     // The batch processor's own queue never fills (this one admits no more than it holds), so every loss is counted here.
-    this.batch = new BatchSpanProcessor(new SettlingExporter(exporter, options.exportTimeoutMs, (count, result) => this.settled(count, result)), {
-      maxQueueSize: options.maxQueueSize,
-      maxExportBatchSize: Math.min(512, options.maxQueueSize),
-      scheduledDelayMillis: options.batchDelayMs,
-      // Past the exporter's own limit: the exporter reports the timeout itself.
-      exportTimeoutMillis: options.exportTimeoutMs * 2,
-    });
+    this.batch = new BatchSpanProcessor(
+      new SettlingExporter(exporter, options.exportTimeoutMs, (count, result) => this.settled(count, result)),
+      {
+        maxQueueSize: options.maxQueueSize,
+        maxExportBatchSize: Math.min(512, options.maxQueueSize),
+        scheduledDelayMillis: options.batchDelayMs,
+        // Past the exporter's own limit: the exporter reports the timeout itself.
+        exportTimeoutMillis: options.exportTimeoutMs * 2,
+      },
+    );
   }
 
   stats(): ExportStats {
@@ -101,7 +110,10 @@ export class CountedExportQueue implements SpanProcessor {
     this.counts.dropped += count;
     if (this.failing) return;
     this.failing = true;
-    this.options.log.warn({ reason, dropped: this.counts.dropped }, 'trace export is failing: spans are dropped until it works again (model calls are not affected)');
+    this.options.log.warn(
+      { reason, dropped: this.counts.dropped },
+      'trace export is failing: spans are dropped until it works again (model calls are not affected)',
+    );
   }
 }
 
@@ -123,7 +135,11 @@ class SettlingExporter implements SpanExporter {
       done(result);
     };
     // An exporter that never calls back would otherwise hold its spans in the count for ever.
-    const timer = setTimeout(() => settle({ code: ExportResultCode.FAILED, error: new Error(`the export took longer than ${this.timeoutMs} ms`) }), this.timeoutMs + 1000);
+    const timer = setTimeout(
+      () =>
+        settle({ code: ExportResultCode.FAILED, error: new Error(`the export took longer than ${this.timeoutMs} ms`) }),
+      this.timeoutMs + 1000,
+    );
     timer.unref();
     try {
       this.exporter.export(spans, settle);

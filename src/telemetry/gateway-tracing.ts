@@ -16,7 +16,13 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOnSampler, BasicTracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { ATTR_ERROR_TYPE, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT, ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import {
+  ATTR_ERROR_TYPE,
+  ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+  ATTR_SERVICE_NAME,
+} from '@opentelemetry/semantic-conventions';
 import { redact, type RedactionRule } from '../gateway/redact.js';
 import type { Route } from '../gateway/routing.js';
 import type { Logger } from '../log/logger.js';
@@ -77,10 +83,23 @@ export class GatewayTracing {
 
   constructor(
     private readonly options: TracingOptions,
-    private readonly deps: { store: TraceStore; redaction: readonly RedactionRule[]; log: Pick<Logger, 'warn' | 'info'> },
-    exporter: SpanExporter = new OTLPTraceExporter({ url: options.endpoint, headers: options.headers, timeoutMillis: options.exportTimeoutMs }),
+    private readonly deps: {
+      store: TraceStore;
+      redaction: readonly RedactionRule[];
+      log: Pick<Logger, 'warn' | 'info'>;
+    },
+    exporter: SpanExporter = new OTLPTraceExporter({
+      url: options.endpoint,
+      headers: options.headers,
+      timeoutMillis: options.exportTimeoutMs,
+    }),
   ) {
-    this.queue = new CountedExportQueue(exporter, { maxQueueSize: options.maxQueueSize, batchDelayMs: options.batchDelayMs, exportTimeoutMs: options.exportTimeoutMs, log: deps.log });
+    this.queue = new CountedExportQueue(exporter, {
+      maxQueueSize: options.maxQueueSize,
+      batchDelayMs: options.batchDelayMs,
+      exportTimeoutMs: options.exportTimeoutMs,
+      log: deps.log,
+    });
     this.provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: options.serviceName }),
       // Every rollout is training evidence: Rein records all of them, whatever a harness's own sampling decided.
@@ -174,7 +193,11 @@ export class GatewayTracing {
       const input = inputMessages(call.endpoint, call.request);
       if (input !== undefined) attributes['gen_ai.input.messages'] = input;
     }
-    const span = this.tracer.startSpan(callSpanName(call.endpoint, call.request.model), { kind: SpanKind.CLIENT, startTime: new Date(call.startedAt), attributes }, parent);
+    const span = this.tracer.startSpan(
+      callSpanName(call.endpoint, call.request.model),
+      { kind: SpanKind.CLIENT, startTime: new Date(call.startedAt), attributes },
+      parent,
+    );
     let ended = false;
     return {
       forwardedHeaders: (headers) => {
@@ -197,18 +220,28 @@ export class GatewayTracing {
   }
 
   private endCall(span: Span, call: CallSpanStart, result: Partial<CallFinish>, latencyMs: number): void {
-    span.setAttributes(responseAttributes(call.endpoint, { response: result.response, usage: result.usage ?? null, choices: result.choices ?? [] }));
+    span.setAttributes(
+      responseAttributes(call.endpoint, {
+        response: result.response,
+        usage: result.usage ?? null,
+        choices: result.choices ?? [],
+      }),
+    );
     span.setAttribute('rein.call.latency_ms', latencyMs);
     if (result.ttftMs !== undefined && result.ttftMs !== null) {
       span.setAttribute('rein.call.ttft_ms', result.ttftMs);
       if (call.request.stream === true) span.setAttribute('gen_ai.response.time_to_first_chunk', result.ttftMs / 1000);
     }
-    if (result.upstreamStatus !== undefined && result.upstreamStatus !== null) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, result.upstreamStatus);
+    if (result.upstreamStatus !== undefined && result.upstreamStatus !== null)
+      span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, result.upstreamStatus);
     const errorClass = result.errorClass ?? null;
     span.setAttribute('rein.call.status', errorClass === null ? 'ok' : 'error');
     if (errorClass !== null) {
       span.setAttributes({ 'rein.call.error_class': errorClass, [ATTR_ERROR_TYPE]: errorClass });
-      span.setStatus({ code: SpanStatusCode.ERROR, message: redact(result.errorMessage ?? errorClass, this.deps.redaction) });
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: redact(result.errorMessage ?? errorClass, this.deps.redaction),
+      });
     }
     if (this.options.content && result.response !== undefined) {
       // Redacted here too: the proxy hands the outcome over before the journal (which redacts it) has it.
@@ -219,7 +252,17 @@ export class GatewayTracing {
   }
 
   private toolSpan(event: RolloutEvent, headers: IncomingHttpHeaders): void {
-    const p = event.payload as { actionId: string; name: string; kind?: string; latencyMs?: number; permission?: string; failure?: string; irreversible?: boolean; input?: unknown; output?: unknown };
+    const p = event.payload as {
+      actionId: string;
+      name: string;
+      kind?: string;
+      latencyMs?: number;
+      permission?: string;
+      failure?: string;
+      irreversible?: boolean;
+      input?: unknown;
+      output?: unknown;
+    };
     const endAt = Date.parse(event.at);
     const attributes: Attributes = {
       'gen_ai.operation.name': 'execute_tool',
@@ -233,7 +276,8 @@ export class GatewayTracing {
     };
     if (p.latencyMs !== undefined) attributes['rein.tool.latency_ms'] = p.latencyMs;
     if (p.irreversible !== undefined) attributes['rein.tool.irreversible'] = p.irreversible;
-    if (p.failure !== undefined) Object.assign(attributes, { 'rein.tool.failure': p.failure, [ATTR_ERROR_TYPE]: p.failure });
+    if (p.failure !== undefined)
+      Object.assign(attributes, { 'rein.tool.failure': p.failure, [ATTR_ERROR_TYPE]: p.failure });
     if (this.options.content) {
       // Events are stored redacted (the gateway's RedactingStore): this is the stored text.
       if (p.input !== undefined) attributes['gen_ai.tool.call.arguments'] = JSON.stringify(p.input);
@@ -241,7 +285,11 @@ export class GatewayTracing {
     }
     const parent = this.parentOf(headers, event.rolloutId, event.attempt);
     const span = this.ids.with({ spanId: toolSpanId(event.rolloutId, event.attempt, p.actionId) }, () =>
-      this.tracer.startSpan(`execute_tool ${p.name}`, { kind: SpanKind.INTERNAL, startTime: new Date(endAt - (p.latencyMs ?? 0)), attributes }, parent),
+      this.tracer.startSpan(
+        `execute_tool ${p.name}`,
+        { kind: SpanKind.INTERNAL, startTime: new Date(endAt - (p.latencyMs ?? 0)), attributes },
+        parent,
+      ),
     );
     if (p.failure !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: p.failure });
     span.end(new Date(endAt));
@@ -252,12 +300,19 @@ export class GatewayTracing {
     const sent = this.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
     if (trace.getSpanContext(sent)) return sent;
     const { traceId, rootSpanId } = rolloutTraceIds(rolloutId, attempt);
-    return trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: rootSpanId, traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    return trace.setSpanContext(ROOT_CONTEXT, {
+      traceId,
+      spanId: rootSpanId,
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    });
   }
 
   private emitRoot(rolloutId: string, attempt: number, outcome: 'finished' | 'retried'): void {
     const work = this.rootSpan(rolloutId, attempt, outcome)
-      .catch((err: unknown) => this.deps.log.warn({ err, rolloutId, attempt }, 'tracing: could not record the rollout span'))
+      .catch((err: unknown) =>
+        this.deps.log.warn({ err, rolloutId, attempt }, 'tracing: could not record the rollout span'),
+      )
       .finally(() => this.pending.delete(work));
     this.pending.add(work);
   }
@@ -273,7 +328,9 @@ export class GatewayTracing {
     const endAt = outcome === 'finished' && lastStatus ? Date.parse(lastStatus.at) : Date.now();
     // An attempt after the first starts at its first record (its calls are not in the events).
     const startAt =
-      attempt === 1 ? Date.parse(rollout.createdAt) : Math.min(endAt, ...times, ...(await store.listCalls(rolloutId, attempt)).map((c) => c.startedAt));
+      attempt === 1
+        ? Date.parse(rollout.createdAt)
+        : Math.min(endAt, ...times, ...(await store.listCalls(rolloutId, attempt)).map((c) => c.startedAt));
 
     const verified = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1);
     const reported = events.filter((e) => e.type === 'reward' && e.source === 'rollout').at(-1);
@@ -285,8 +342,13 @@ export class GatewayTracing {
       'rein.rollout.status': outcome === 'retried' ? 'retried' : rollout.status,
       ...(rollout.taskId !== null && { 'rein.task.id': rollout.taskId }),
       ...(rollout.policyVersion !== null && { 'rein.policy.version': rollout.policyVersion }),
-      ...(outcome === 'finished' && rollout.failureClass !== null && { 'rein.rollout.failure_class': rollout.failureClass, [ATTR_ERROR_TYPE]: rollout.failureClass }),
-      ...(outcome === 'finished' && rollout.statusReason !== null && { 'rein.rollout.status_reason': rollout.statusReason }),
+      ...(outcome === 'finished' &&
+        rollout.failureClass !== null && {
+          'rein.rollout.failure_class': rollout.failureClass,
+          [ATTR_ERROR_TYPE]: rollout.failureClass,
+        }),
+      ...(outcome === 'finished' &&
+        rollout.statusReason !== null && { 'rein.rollout.status_reason': rollout.statusReason }),
       ...(typeof metadata.batchId === 'string' && { 'rein.batch.id': metadata.batchId }),
       ...(typeof metadata.harnessVersion === 'string' && { 'rein.harness.version': metadata.harnessVersion }),
       ...(typeof verified?.payload.value === 'number' && { 'rein.reward': verified.payload.value }),
@@ -294,14 +356,24 @@ export class GatewayTracing {
     };
     const { traceId, rootSpanId } = rolloutTraceIds(rolloutId, attempt);
     const span = this.ids.with({ traceId, spanId: rootSpanId }, () =>
-      this.tracer.startSpan('rein.rollout', { kind: SpanKind.INTERNAL, root: true, startTime: new Date(startAt), attributes }),
+      this.tracer.startSpan('rein.rollout', {
+        kind: SpanKind.INTERNAL,
+        root: true,
+        startTime: new Date(startAt),
+        attributes,
+      }),
     );
     for (const event of events) {
       const marked = spanEventOf(event);
       if (marked) span.addEvent(marked.name, marked.attributes, new Date(event.at));
     }
-    if (outcome === 'retried') span.setStatus({ code: SpanStatusCode.ERROR, message: `attempt ${attempt} was lost; attempt ${attempt + 1} runs the rollout again` });
-    else if (rollout.status === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: rollout.statusReason ?? rollout.failureClass ?? 'failed' });
+    if (outcome === 'retried')
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: `attempt ${attempt} was lost; attempt ${attempt + 1} runs the rollout again`,
+      });
+    else if (rollout.status === 'failed')
+      span.setStatus({ code: SpanStatusCode.ERROR, message: rollout.statusReason ?? rollout.failureClass ?? 'failed' });
     else if (rollout.status === 'succeeded') span.setStatus({ code: SpanStatusCode.OK });
     span.end(new Date(Math.max(endAt, startAt)));
   }
@@ -322,7 +394,9 @@ function spanEventOf(event: RolloutEvent): { name: string; attributes: Attribute
           'rein.reward.source': event.source === 'admin' ? 'verifier' : 'harness',
           'gen_ai.evaluation.name': 'rein.reward',
           'gen_ai.evaluation.score.value': p.value as number,
-          ...Object.fromEntries(Object.entries(components).map(([name, value]) => [`rein.reward.component.${name}`, value])),
+          ...Object.fromEntries(
+            Object.entries(components).map(([name, value]) => [`rein.reward.component.${name}`, value]),
+          ),
         },
       };
     }
@@ -338,9 +412,18 @@ function spanEventOf(event: RolloutEvent): { name: string; attributes: Attribute
         },
       };
     case 'intervention':
-      return { name: 'rein.intervention', attributes: { 'rein.intervention.reason': String(p.reason), ...(typeof p.by === 'string' && { 'rein.intervention.by': p.by }) } };
+      return {
+        name: 'rein.intervention',
+        attributes: {
+          'rein.intervention.reason': String(p.reason),
+          ...(typeof p.by === 'string' && { 'rein.intervention.by': p.by }),
+        },
+      };
     case 'custom':
-      return { name: `rein.event ${String(p.name)}`, attributes: { 'rein.event.name': String(p.name), 'rein.event.source': source } };
+      return {
+        name: `rein.event ${String(p.name)}`,
+        attributes: { 'rein.event.name': String(p.name), 'rein.event.source': source },
+      };
     default:
       return undefined;
   }

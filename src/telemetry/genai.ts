@@ -18,7 +18,9 @@ const OPERATION: Record<CallEndpoint, string> = {
 
 /** The span name the conventions ask for: `{operation} {model}`. */
 export function callSpanName(endpoint: CallEndpoint, requestedModel: unknown): string {
-  return typeof requestedModel === 'string' && requestedModel ? `${OPERATION[endpoint]} ${requestedModel}` : OPERATION[endpoint];
+  return typeof requestedModel === 'string' && requestedModel
+    ? `${OPERATION[endpoint]} ${requestedModel}`
+    : OPERATION[endpoint];
 }
 
 /** What is known when the call arrives: the operation, the model asked for and the sampling parameters. */
@@ -44,7 +46,10 @@ export function requestAttributes(endpoint: CallEndpoint, body: Json): Attribute
 }
 
 /** What the call's outcome adds: the model that answered, usage, finish reasons. */
-export function responseAttributes(endpoint: CallEndpoint, result: Pick<CallFinish, 'response' | 'usage' | 'choices'>): Attributes {
+export function responseAttributes(
+  endpoint: CallEndpoint,
+  result: Pick<CallFinish, 'response' | 'usage' | 'choices'>,
+): Attributes {
   const response = isObject(result.response) ? result.response : {};
   const usage = isObject(result.usage) ? result.usage : {};
   const finishReasons =
@@ -57,8 +62,12 @@ export function responseAttributes(endpoint: CallEndpoint, result: Pick<CallFini
     'gen_ai.response.finish_reasons': finishReasons.length ? finishReasons : undefined,
     'gen_ai.usage.input_tokens': num(usage.prompt_tokens) ?? num(usage.input_tokens),
     'gen_ai.usage.output_tokens': num(usage.completion_tokens) ?? num(usage.output_tokens),
-    'gen_ai.usage.cache_read.input_tokens': num(nested(usage, 'prompt_tokens_details', 'cached_tokens')) ?? num(nested(usage, 'input_tokens_details', 'cached_tokens')),
-    'gen_ai.usage.reasoning.output_tokens': num(nested(usage, 'completion_tokens_details', 'reasoning_tokens')) ?? num(nested(usage, 'output_tokens_details', 'reasoning_tokens')),
+    'gen_ai.usage.cache_read.input_tokens':
+      num(nested(usage, 'prompt_tokens_details', 'cached_tokens')) ??
+      num(nested(usage, 'input_tokens_details', 'cached_tokens')),
+    'gen_ai.usage.reasoning.output_tokens':
+      num(nested(usage, 'completion_tokens_details', 'reasoning_tokens')) ??
+      num(nested(usage, 'output_tokens_details', 'reasoning_tokens')),
   });
 }
 
@@ -67,10 +76,15 @@ export function responseAttributes(endpoint: CallEndpoint, result: Pick<CallFini
  * the request as journaled (already redacted).
  */
 export function inputMessages(endpoint: CallEndpoint, body: Json): string | undefined {
-  if (endpoint === 'chat.completions' && Array.isArray(body.messages)) return JSON.stringify(body.messages.map(chatMessage));
-  if (endpoint === 'completions' && body.prompt !== undefined) return JSON.stringify([{ role: 'user', parts: [textPart(body.prompt)] }]);
+  if (endpoint === 'chat.completions' && Array.isArray(body.messages))
+    return JSON.stringify(body.messages.map(chatMessage));
+  if (endpoint === 'completions' && body.prompt !== undefined)
+    return JSON.stringify([{ role: 'user', parts: [textPart(body.prompt)] }]);
   // The Responses API's input items have no agreed mapping yet: kept as sent.
-  if (endpoint === 'responses' && body.input !== undefined) return JSON.stringify(typeof body.input === 'string' ? [{ role: 'user', parts: [textPart(body.input)] }] : body.input);
+  if (endpoint === 'responses' && body.input !== undefined)
+    return JSON.stringify(
+      typeof body.input === 'string' ? [{ role: 'user', parts: [textPart(body.input)] }] : body.input,
+    );
   return undefined;
 }
 
@@ -82,7 +96,10 @@ export function outputMessages(endpoint: CallEndpoint, response: unknown): strin
   return JSON.stringify(
     response.choices.map((choice: unknown) => {
       const c = isObject(choice) ? choice : {};
-      const message = endpoint === 'chat.completions' && isObject(c.message) ? chatMessage(c.message) : { role: 'assistant', parts: [textPart(c.text)] };
+      const message =
+        endpoint === 'chat.completions' && isObject(c.message)
+          ? chatMessage(c.message)
+          : { role: 'assistant', parts: [textPart(c.text)] };
       return { ...message, finish_reason: c.finish_reason ?? null };
     }),
   );
@@ -91,11 +108,17 @@ export function outputMessages(endpoint: CallEndpoint, response: unknown): strin
 function chatMessage(message: unknown): { role: string; parts: Json[] } {
   const m = isObject(message) ? message : {};
   const parts: Json[] = [];
-  if (m.role === 'tool') parts.push({ type: 'tool_call_response', id: m.tool_call_id ?? null, response: m.content ?? null });
+  if (m.role === 'tool')
+    parts.push({ type: 'tool_call_response', id: m.tool_call_id ?? null, response: m.content ?? null });
   else if (m.content !== undefined && m.content !== null) parts.push(textPart(m.content));
   for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
     const fn = isObject(call) && isObject(call.function) ? call.function : {};
-    parts.push({ type: 'tool_call', id: isObject(call) ? (call.id ?? null) : null, name: fn.name ?? null, arguments: parseOrKeep(fn.arguments) });
+    parts.push({
+      type: 'tool_call',
+      id: isObject(call) ? (call.id ?? null) : null,
+      name: fn.name ?? null,
+      arguments: parseOrKeep(fn.arguments),
+    });
   }
   return { role: str(m.role) ?? 'user', parts };
 }
@@ -131,7 +154,9 @@ function num(value: unknown): number | undefined {
 }
 
 function stringArray(value: unknown): string[] | undefined {
-  return Array.isArray(value) && value.length > 0 && value.every((v) => typeof v === 'string') ? (value as string[]) : undefined;
+  return Array.isArray(value) && value.length > 0 && value.every((v) => typeof v === 'string')
+    ? (value as string[])
+    : undefined;
 }
 
 function compact(attributes: Record<string, Attributes[string]>): Attributes {

@@ -7,25 +7,49 @@ export const tracingSettings = z
     endpoint: z
       .url()
       .refine((url) => /^https?:$/.test(new URL(url).protocol) && new URL(url).pathname.replace(/\/+$/, '') !== '', {
-        message: 'the OTLP/HTTP traces URL, with its path (usually ending in /v1/traces), e.g. http://localhost:4318/v1/traces',
+        message:
+          'the OTLP/HTTP traces URL, with its path (usually ending in /v1/traces), e.g. http://localhost:4318/v1/traces',
       })
       .default('http://127.0.0.1:4318/v1/traces')
-      .describe('OTLP/HTTP traces URL: Jaeger and the OpenTelemetry Collector http://HOST:4318/v1/traces, Phoenix http://HOST:6006/v1/traces, Langfuse https://HOST/api/public/otel/v1/traces'),
-    headers: z.record(z.string().min(1), z.string()).default({}).describe('Headers sent with every export (not secret ones: see headersEnv)'),
+      .describe(
+        'OTLP/HTTP traces URL: Jaeger and the OpenTelemetry Collector http://HOST:4318/v1/traces, Phoenix http://HOST:6006/v1/traces, Langfuse https://HOST/api/public/otel/v1/traces',
+      ),
+    headers: z
+      .record(z.string().min(1), z.string())
+      .default({})
+      .describe('Headers sent with every export (not secret ones: see headersEnv)'),
     headersEnv: z
       .record(z.string().min(1), z.string().min(1))
       .default({})
-      .describe('Header name -> environment variable holding its value (API keys, Basic auth), so secrets stay out of config files'),
+      .describe(
+        'Header name -> environment variable holding its value (API keys, Basic auth), so secrets stay out of config files',
+      ),
     serviceName: z.string().min(1).default('rein-gateway').describe('service.name of the spans'),
     content: z
       .boolean()
       .default(false)
-      .describe("Record messages on model call spans and tools' inputs and outputs on tool spans, redacted by gateway.redact (off by default)"),
-    maxQueueSize: z.number().int().min(1).max(1_000_000).default(2048).describe('Spans waiting for export at most; past it (a slow or down backend) new spans are dropped and counted'),
+      .describe(
+        "Record messages on model call spans and tools' inputs and outputs on tool spans, redacted by gateway.redact (off by default)",
+      ),
+    maxQueueSize: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(2048)
+      .describe('Spans waiting for export at most; past it (a slow or down backend) new spans are dropped and counted'),
     batchDelayMs: z.number().int().min(1).max(60_000).default(2000).describe('How long spans wait to be sent together'),
-    exportTimeoutMs: z.number().int().min(100).max(120_000).default(10_000).describe('Longest one export may take; its spans are dropped after it'),
+    exportTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(120_000)
+      .default(10_000)
+      .describe('Longest one export may take; its spans are dropped after it'),
   })
-  .describe('OpenTelemetry traces: a rollout attempt is a trace, each model call a GenAI span, each reported tool span a child span');
+  .describe(
+    'OpenTelemetry traces: a rollout attempt is a trace, each model call a GenAI span, each reported tool span a child span',
+  );
 
 export type TracingSettings = z.output<typeof tracingSettings>;
 
@@ -43,12 +67,18 @@ export interface TracingOptions {
 }
 
 /** What the gateway's tracing runs with, or undefined when it is off; header values come from the environment here. */
-export function tracingOptions(settings: TracingSettings, env: NodeJS.ProcessEnv = process.env): TracingOptions | undefined {
+export function tracingOptions(
+  settings: TracingSettings,
+  env: NodeJS.ProcessEnv = process.env,
+): TracingOptions | undefined {
   if (!settings.enabled) return undefined;
   const headers = { ...settings.headers };
   for (const [name, variable] of Object.entries(settings.headersEnv)) {
     const value = env[variable];
-    if (!value) throw new Error(`gateway.tracing.headersEnv.${name} names ${variable}, which is not set in the environment; set it, or remove the header`);
+    if (!value)
+      throw new Error(
+        `gateway.tracing.headersEnv.${name} names ${variable}, which is not set in the environment; set it, or remove the header`,
+      );
     headers[name] = value;
   }
   return {

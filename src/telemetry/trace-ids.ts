@@ -34,7 +34,10 @@ export function rolloutTraceparent(rolloutId: string, attempt: number): string {
 }
 
 function hexId(length: number, kind: string, ...parts: string[]): string {
-  const id = createHash('sha256').update(['rein', kind, ...parts].join('\0')).digest('hex').slice(0, length);
+  const id = createHash('sha256')
+    .update(['rein', kind, ...parts].join('\0'))
+    .digest('hex')
+    .slice(0, length);
   // An all-zero id is invalid in W3C trace context: as good as impossible from a hash, but never emit one.
   return /^0+$/.test(id) ? `${id.slice(0, -1)}1` : id;
 }

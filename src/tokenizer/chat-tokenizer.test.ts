@@ -3,8 +3,21 @@ import { qwen3 } from '../../test/helpers/qwen3.js';
 import { mergeRollout } from '../samples/merge.js';
 import type { ChatRequest } from './chat-tokenizer.js';
 
-const tools = [{ type: 'function', function: { name: 'calculator', description: 'Evaluate arithmetic', parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] } } }];
-const toolCall = { id: 'call_1', type: 'function', function: { name: 'calculator', arguments: '{"expression": "6*7"}' } };
+const tools = [
+  {
+    type: 'function',
+    function: {
+      name: 'calculator',
+      description: 'Evaluate arithmetic',
+      parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] },
+    },
+  },
+];
+const toolCall = {
+  id: 'call_1',
+  type: 'function',
+  function: { name: 'calculator', arguments: '{"expression": "6*7"}' },
+};
 
 /** What an engine journals for one call: the prompt ids it rendered, the reply ids it generated. */
 function engineCall(callId: string, request: ChatRequest, reply: Record<string, unknown>) {
@@ -29,7 +42,9 @@ describe('ChatTokenizer with the real Qwen3 tokenizer and template', () => {
     };
     const text = qwen3.render(request, true);
     expect(text).toContain('# Tools');
-    expect(text).toContain('<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"}}\n</tool_call><|im_end|>');
+    expect(text).toContain(
+      '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"}}\n</tool_call><|im_end|>',
+    );
     expect(text).toContain('<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>');
     expect(text.endsWith('<|im_start|>assistant\n')).toBe(true);
     const ids = qwen3.promptIds(request);
@@ -39,14 +54,25 @@ describe('ChatTokenizer with the real Qwen3 tokenizer and template', () => {
   });
 
   it('turns off thinking through chat_template_kwargs', () => {
-    const text = qwen3.render({ messages: [{ role: 'user', content: 'hi' }], chat_template_kwargs: { enable_thinking: false } }, true);
+    const text = qwen3.render(
+      { messages: [{ role: 'user', content: 'hi' }], chat_template_kwargs: { enable_thinking: false } },
+      true,
+    );
     expect(text.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
   });
 
   it('keeps the prefix through a multi-step tool loop, so the calls merge into one sequence', () => {
     const turn1: ChatRequest = { tools, messages: [{ role: 'user', content: 'What is 6*7?' }] };
-    const reply1 = { role: 'assistant', reasoning_content: 'I should use the calculator.', content: '', tool_calls: [toolCall] };
-    const turn2: ChatRequest = { tools, messages: [...turn1.messages, reply1, { role: 'tool', tool_call_id: 'call_1', content: '42' }] };
+    const reply1 = {
+      role: 'assistant',
+      reasoning_content: 'I should use the calculator.',
+      content: '',
+      tool_calls: [toolCall],
+    };
+    const turn2: ChatRequest = {
+      tools,
+      messages: [...turn1.messages, reply1, { role: 'tool', tool_call_id: 'call_1', content: '42' }],
+    };
     const reply2 = { role: 'assistant', reasoning_content: 'The tool says 42.', content: 'The answer is 42.' };
 
     const result = mergeRollout('r', [engineCall('c1', turn1, reply1), engineCall('c2', turn2, reply2)], qwen3);
@@ -67,7 +93,9 @@ describe('ChatTokenizer with the real Qwen3 tokenizer and template', () => {
 
     const result = mergeRollout('r', [engineCall('c1', turn1, reply1), engineCall('c2', turn2, reply2)], qwen3);
     expect(result.sequences).toHaveLength(2);
-    expect(result.mismatches).toEqual([{ callId: 'c2', cause: 'chat_template_rewrote_history', divergesAt: expect.any(Number) }]);
+    expect(result.mismatches).toEqual([
+      { callId: 'c2', cause: 'chat_template_rewrote_history', divergesAt: expect.any(Number) },
+    ]);
     expect(qwen3.render(turn2, true)).not.toContain('Two is the smallest');
   });
 });

@@ -28,7 +28,10 @@ export class ChatTokenizer {
   readonly eosToken: string | null;
   private readonly bosToken: string | null;
 
-  constructor(tokenizerJson: object, private readonly config: TokenizerConfig) {
+  constructor(
+    tokenizerJson: object,
+    private readonly config: TokenizerConfig,
+  ) {
     this.tokenizer = new Tokenizer(tokenizerJson, config);
     const source = Array.isArray(config.chat_template)
       ? (config.chat_template.find((t) => t.name === 'default') ?? config.chat_template[0])?.template
@@ -92,7 +95,9 @@ export class ChatTokenizer {
     const prompt = this.render(request, true);
     const full = this.render({ ...request, messages: [...request.messages, reply] }, false);
     if (!full.startsWith(prompt)) {
-      throw new Error('the chat template renders the reply in a way that changes the prompt; cannot isolate its tokens');
+      throw new Error(
+        'the chat template renders the reply in a way that changes the prompt; cannot isolate its tokens',
+      );
     }
     let tail = full.slice(prompt.length);
     const end = this.eosToken ? tail.lastIndexOf(this.eosToken) : -1;

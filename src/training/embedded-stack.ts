@@ -9,7 +9,6 @@ import type { Serving } from '../registry/serving.js';
 import { openTraceStore } from '../store/open.js';
 import type { TraceStore } from '../store/trace-store.js';
 
-
 export interface EmbeddedStack {
   store: TraceStore;
   policyServer: PolicyServer;
@@ -25,13 +24,27 @@ export interface EmbeddedStack {
  * The embedded default's serving side in this process: the policy server with the base checkpoint
  * as `v0` (alias `production`), and the gateway in front of it journaling into workDir.
  */
-export async function startEmbeddedStack(options: { workDir: string; baseCheckpoint: string; artifacts?: PolicyServerOptions['artifacts']; postgresUrl?: string }): Promise<EmbeddedStack> {
+export async function startEmbeddedStack(options: {
+  workDir: string;
+  baseCheckpoint: string;
+  artifacts?: PolicyServerOptions['artifacts'];
+  postgresUrl?: string;
+}): Promise<EmbeddedStack> {
   // The journal in workDir, or in the PostgreSQL database given.
-  const store = await openTraceStore({ dataDir: options.workDir, postgresUrl: options.postgresUrl ?? null }, path.join(options.workDir, 'traces.sqlite'));
+  const store = await openTraceStore(
+    { dataDir: options.workDir, postgresUrl: options.postgresUrl ?? null },
+    path.join(options.workDir, 'traces.sqlite'),
+  );
   let policyServer: PolicyServer | undefined;
   try {
     const servingKey = randomBytes(24).toString('base64url');
-    policyServer = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { v0: options.baseCheckpoint }, adminKey: servingKey, artifacts: options.artifacts });
+    policyServer = await startPolicyServer({
+      host: '127.0.0.1',
+      port: 0,
+      models: { v0: options.baseCheckpoint },
+      adminKey: servingKey,
+      artifacts: options.artifacts,
+    });
     const adminKey = randomBytes(24).toString('base64url');
     const gateway = await startGateway(
       {

@@ -1,6 +1,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatchV1Api, CoreV1Api, type KubeConfig, type V1ContainerStatus, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import {
+  BatchV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  type V1ContainerStatus,
+  type V1Job,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import type { ReinConfig } from '../config/schema.js';
 import { loadKubeConfig, messageOf, newestPodOf, noPodCreated, statusOf } from '../kubernetes/api.js';
 import { createJob, withRetries } from '../kubernetes/api-retry.js';
@@ -8,7 +15,16 @@ import { JobTemplateError } from '../kubernetes/template.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { isTrainerRefusal, PolicySetupError, PolicyUpdateError } from './errors.js';
 import type { KubernetesTrainerSettings } from './kubernetes-trainer-settings.js';
-import { outputDigest, outputOf, podStaging, RESULT_FILE_ENV, renderTrainingJob, TRAIN_JOB_LABEL, TRAIN_OUTPUT_LABEL, type TrainerJobSettings } from './kubernetes-training-job.js';
+import {
+  outputDigest,
+  outputOf,
+  podStaging,
+  RESULT_FILE_ENV,
+  renderTrainingJob,
+  TRAIN_JOB_LABEL,
+  TRAIN_OUTPUT_LABEL,
+  type TrainerJobSettings,
+} from './kubernetes-training-job.js';
 import type { PolicyTrainer, TrainInput } from './policy-trainer.js';
 import { trainerLogFile } from './trainer-log.js';
 
@@ -32,7 +48,12 @@ export interface KubernetesTrainerOptions {
 }
 
 /** A PolicyTrainer that runs each update as a Kubernetes Job and follows it to the end. */
-export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, trainer: TrainerJobSettings, logDir: string, options: KubernetesTrainerOptions = {}): PolicyTrainer {
+export function kubernetesPolicyTrainer(
+  settings: KubernetesTrainerSettings,
+  trainer: TrainerJobSettings,
+  logDir: string,
+  options: KubernetesTrainerOptions = {},
+): PolicyTrainer {
   const jobs = new TrainingJobs(settings, trainer, logDir, options);
   return {
     readsArtifactStore: options.artifacts?.url !== undefined,
@@ -41,7 +62,8 @@ export function kubernetesPolicyTrainer(settings: KubernetesTrainerSettings, tra
       try {
         return await jobs.follow(name, job);
       } catch (err) {
-        if (err instanceof TrainingTimeout || (job.signal?.aborted && job.handedBack?.() !== true)) await jobs.delete(name);
+        if (err instanceof TrainingTimeout || (job.signal?.aborted && job.handedBack?.() !== true))
+          await jobs.delete(name);
         throw err;
       }
     },
@@ -86,14 +108,19 @@ class TrainingJobs {
       throw new PolicySetupError(`trainer.kubernetes.template cannot be read: ${(err as Error).message}`);
     }
     const labelSelector = `${TRAIN_OUTPUT_LABEL}=${outputDigest(outputOf(job))}`;
-    const existing = (await this.call('listing training Jobs', () => this.apis().batch.listNamespacedJob({ namespace, labelSelector }))).items;
+    const existing = (
+      await this.call('listing training Jobs', () => this.apis().batch.listNamespacedJob({ namespace, labelSelector }))
+    ).items;
     const done = existing.find((j) => conditionOf(j, 'Complete'));
     const running = existing.find((j) => !conditionOf(j, 'Complete') && !conditionOf(j, 'Failed'));
     const found = done?.metadata?.name ?? running?.metadata?.name;
     if (found) return found;
     let body: V1Job;
     try {
-      const staging = job.outputUri !== undefined && this.options.artifacts ? podStaging(settings, this.trainer, this.options.artifacts) : undefined;
+      const staging =
+        job.outputUri !== undefined && this.options.artifacts
+          ? podStaging(settings, this.trainer, this.options.artifacts)
+          : undefined;
       body = renderTrainingJob(templateText, settings, this.trainer, job, existing.length + 1, staging);
     } catch (err) {
       if (err instanceof JobTemplateError) throw new PolicySetupError(`trainer.kubernetes.template: ${err.message}`);
@@ -107,7 +134,9 @@ class TrainingJobs {
   }
 
   async delete(name: string): Promise<void> {
-    await this.call(`deleting Job ${name}`, () => this.apis().batch.deleteNamespacedJob({ name, namespace: this.namespace, propagationPolicy: 'Background' })).catch((err: unknown) => {
+    await this.call(`deleting Job ${name}`, () =>
+      this.apis().batch.deleteNamespacedJob({ name, namespace: this.namespace, propagationPolicy: 'Background' }),
+    ).catch((err: unknown) => {
       if (!(err instanceof PolicyUpdateError && /\(404\)/.test(err.message))) throw err;
     });
   }
@@ -125,25 +154,43 @@ class TrainingJobs {
             : `the policy update was cancelled; Job ${name} deleted`,
         );
       }
-      const current = await this.call(`reading Job ${name}`, () => this.apis().batch.readNamespacedJob({ name, namespace }));
-      const pods = (await this.call(`listing the pods of Job ${name}`, () => this.apis().core.listNamespacedPod({ namespace, labelSelector: `${TRAIN_JOB_LABEL}=${name}` }))).items;
+      const current = await this.call(`reading Job ${name}`, () =>
+        this.apis().batch.readNamespacedJob({ name, namespace }),
+      );
+      const pods = (
+        await this.call(`listing the pods of Job ${name}`, () =>
+          this.apis().core.listNamespacedPod({ namespace, labelSelector: `${TRAIN_JOB_LABEL}=${name}` }),
+        )
+      ).items;
       const pod = newestPodOf(pods);
       startedAt ??= firstStartOf(pod);
-      if (conditionOf(current, 'Complete') || conditionOf(current, 'Failed')) return this.finished(name, current, pod, job.outputDir);
+      if (conditionOf(current, 'Complete') || conditionOf(current, 'Failed'))
+        return this.finished(name, current, pod, job.outputDir);
       if (startedAt === undefined && Date.now() - created > settings.pendingTimeoutSeconds * 1000) {
         const waiting = statusesOf(pod).find((s) => s.name === trainerContainerOf(pod))?.state?.waiting?.reason;
-        const why = pod ? (waiting ?? pod.status?.conditions?.find((c) => c.status === 'False')?.reason ?? 'pending') : noPodCreated(name, namespace);
-        throw new TrainingTimeout(`training Job ${name} did not start within ${settings.pendingTimeoutSeconds} s (${why}); deleted`);
+        const why = pod
+          ? (waiting ?? pod.status?.conditions?.find((c) => c.status === 'False')?.reason ?? 'pending')
+          : noPodCreated(name, namespace);
+        throw new TrainingTimeout(
+          `training Job ${name} did not start within ${settings.pendingTimeoutSeconds} s (${why}); deleted`,
+        );
       }
       if (startedAt !== undefined && Date.now() - startedAt > settings.timeoutSeconds * 1000) {
-        throw new TrainingTimeout(`training Job ${name} ran past trainer.kubernetes.timeoutSeconds (${settings.timeoutSeconds} s); deleted`);
+        throw new TrainingTimeout(
+          `training Job ${name} ran past trainer.kubernetes.timeoutSeconds (${settings.timeoutSeconds} s); deleted`,
+        );
       }
       await sleep(this.pollMs, undefined, job.signal ? { signal: job.signal } : undefined).catch(() => undefined);
     }
   }
 
   /** A finished Job: the trainer's log is kept, then its result, or the failure of the container that failed. */
-  private async finished(name: string, current: V1Job, pod: V1Pod | undefined, outputDir: string): Promise<TrainResult> {
+  private async finished(
+    name: string,
+    current: V1Job,
+    pod: V1Pod | undefined,
+    outputDir: string,
+  ): Promise<TrainResult> {
     const trainerName = trainerContainerOf(pod);
     const container = statusesOf(pod).find((s) => s.name === trainerName);
     const log = pod?.metadata?.name ? await this.keepLog(pod.metadata.name, trainerName, outputDir) : '';
@@ -151,11 +198,18 @@ class TrainingJobs {
     // The container that failed: the trainer, or a pull before it or the push after it.
     const failed = statusesOf(pod).find((s) => (s.state?.terminated?.exitCode ?? 0) !== 0) ?? container;
     const terminated = failed?.state?.terminated;
-    const failedLog = failed && failed.name !== trainerName && pod?.metadata?.name ? await this.readLog(pod.metadata.name, failed.name) : log;
+    const failedLog =
+      failed && failed.name !== trainerName && pod?.metadata?.name
+        ? await this.readLog(pod.metadata.name, failed.name)
+        : log;
     const Failure = isTrainerRefusal(terminated?.exitCode) ? PolicySetupError : PolicyUpdateError;
     const which = failed && failed.name !== trainerName ? ` in container ${failed.name}` : '';
-    const how = terminated ? `exit ${terminated.exitCode}${terminated.reason ? `, ${terminated.reason}` : ''}` : (conditionOf(current, 'Failed')?.reason ?? 'no pod ran');
-    throw new Failure(`training Job ${name} failed${which} (${how}): ${(terminated?.message ?? failedLog).trim().slice(-800)}`);
+    const how = terminated
+      ? `exit ${terminated.exitCode}${terminated.reason ? `, ${terminated.reason}` : ''}`
+      : (conditionOf(current, 'Failed')?.reason ?? 'no pod ran');
+    throw new Failure(
+      `training Job ${name} failed${which} (${how}): ${(terminated?.message ?? failedLog).trim().slice(-800)}`,
+    );
   }
 
   /** The trainer's log, kept beside the local trainer's logs. */
@@ -166,7 +220,13 @@ class TrainingJobs {
   }
 
   private readLog(podName: string, container: string | undefined): Promise<string> {
-    return this.call(`reading the log of pod ${podName}`, () => this.apis().core.readNamespacedPodLog({ name: podName, namespace: this.namespace, ...(container && { container }) })).catch(() => '');
+    return this.call(`reading the log of pod ${podName}`, () =>
+      this.apis().core.readNamespacedPodLog({
+        name: podName,
+        namespace: this.namespace,
+        ...(container && { container }),
+      }),
+    ).catch(() => '');
   }
 }
 
@@ -184,7 +244,9 @@ function statusesOf(pod: V1Pod | undefined): V1ContainerStatus[] {
 
 /** The trainer container's name: the one Rein gave REIN_RESULT_FILE (an init container when the pod stages from S3). */
 function trainerContainerOf(pod: V1Pod | undefined): string | undefined {
-  return [...(pod?.spec?.initContainers ?? []), ...(pod?.spec?.containers ?? [])].find((c) => c.env?.some((e) => e.name === RESULT_FILE_ENV))?.name;
+  return [...(pod?.spec?.initContainers ?? []), ...(pod?.spec?.containers ?? [])].find((c) =>
+    c.env?.some((e) => e.name === RESULT_FILE_ENV),
+  )?.name;
 }
 
 class TrainingTimeout extends PolicyUpdateError {}
@@ -195,7 +257,10 @@ const API_TRIES = 5;
 function apiFailure(what: string, namespace: string, err: unknown): PolicyUpdateError {
   const status = statusOf(err);
   const message = `${what} in namespace ${namespace} failed${status ? ` (${status})` : ''}: ${messageOf(err)}`;
-  if (status === 401 || status === 403) return new PolicySetupError(`${message}; check the trainer's kubeconfig and RBAC (create/get/list/delete jobs, get/list pods and pods/log)`);
+  if (status === 401 || status === 403)
+    return new PolicySetupError(
+      `${message}; check the trainer's kubeconfig and RBAC (create/get/list/delete jobs, get/list pods and pods/log)`,
+    );
   // The API server refuses the Job as the template makes it: a retry would be refused again.
   if (status === 400 || status === 422) return new PolicySetupError(`${message}; fix trainer.kubernetes.template`);
   return new PolicyUpdateError(message);
@@ -207,7 +272,9 @@ function conditionOf(job: V1Job, type: 'Complete' | 'Failed') {
 
 /** The trainer's result: its termination message, else the last JSON line of its log. */
 function resultOf(jobName: string, message: string | undefined, log: string): TrainResult {
-  const candidates = [message?.trim(), ...log.trim().split('\n').reverse()].filter((l): l is string => !!l && l.startsWith('{'));
+  const candidates = [message?.trim(), ...log.trim().split('\n').reverse()].filter(
+    (l): l is string => !!l && l.startsWith('{'),
+  );
   for (const line of candidates) {
     try {
       const result = JSON.parse(line) as TrainResult;
@@ -216,5 +283,7 @@ function resultOf(jobName: string, message: string | undefined, log: string): Tr
       // not the result line
     }
   }
-  throw new PolicyUpdateError(`training Job ${jobName} succeeded but left no result: write the trainer's JSON result to $REIN_RESULT_FILE or as the last line of its log`);
+  throw new PolicyUpdateError(
+    `training Job ${jobName} succeeded but left no result: write the trainer's JSON result to $REIN_RESULT_FILE or as the last line of its log`,
+  );
 }

@@ -3,7 +3,14 @@ import path from 'node:path';
 import type { V1Container, V1EnvVar, V1Job, V1PodSpec } from '@kubernetes/client-node';
 import { isLocalReference } from '../artifacts/folders.js';
 import type { ReinConfig, TrainerSettings } from '../config/schema.js';
-import { jobTemplateProblems, MANAGED_BY_LABEL, overlayJob, programContainer, withReinEnvironment, type TemplateRules } from '../kubernetes/job-overlay.js';
+import {
+  jobTemplateProblems,
+  MANAGED_BY_LABEL,
+  overlayJob,
+  programContainer,
+  withReinEnvironment,
+  type TemplateRules,
+} from '../kubernetes/job-overlay.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../kubernetes/template.js';
 import { PolicySetupError } from './errors.js';
 import type { KubernetesTrainerSettings } from './kubernetes-trainer-settings.js';
@@ -61,7 +68,10 @@ const TRAINING_RULES: TemplateRules = {
  * Its URI when the pod stores it (the same from every worker host), else the shared path.
  */
 export function outputDigest(output: string): string {
-  return createHash('sha256').update(isLocalReference(output) ? path.resolve(output) : output).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(isLocalReference(output) ? path.resolve(output) : output)
+    .digest('hex')
+    .slice(0, 16);
 }
 
 export const outputOf = (job: Pick<TrainingJob, 'outputDir' | 'outputUri'>): string => job.outputUri ?? job.outputDir;
@@ -71,7 +81,11 @@ export function trainingJobName(output: string, attempt: number): string {
 }
 
 /** What the staging containers need to reach the store: artifacts.url and its S3 settings, as `rein` reads them from its environment. */
-export function podStaging(settings: KubernetesTrainerSettings, trainer: Pick<TrainerSettings, 'engine'>, artifacts: ReinConfig['artifacts']): PodStaging | undefined {
+export function podStaging(
+  settings: KubernetesTrainerSettings,
+  trainer: Pick<TrainerSettings, 'engine'>,
+  artifacts: ReinConfig['artifacts'],
+): PodStaging | undefined {
   if (!artifacts.url) return undefined;
   const image = settings.artifactsImage ?? (trainer.engine === 'tfjs' ? settings.image : undefined);
   if (!image) {
@@ -104,7 +118,12 @@ function trainerPaths(job: TrainingJob) {
 }
 
 /** The template's placeholders for one attempt. */
-function placeholderValues(settings: KubernetesTrainerSettings, trainer: TrainerJobSettings, job: TrainingJob, attempt: number): Record<string, string> {
+function placeholderValues(
+  settings: KubernetesTrainerSettings,
+  trainer: TrainerJobSettings,
+  job: TrainingJob,
+  attempt: number,
+): Record<string, string> {
   const { parentCheckpoint, batchPath, outputDir } = trainerPaths(job);
   const { lora, device, dtype, maxTokensPerMicroBatch } = trainer.pytorch;
   return {
@@ -133,8 +152,16 @@ function placeholderValues(settings: KubernetesTrainerSettings, trainer: Trainer
 }
 
 /** Renders the template for one training attempt; problems in the template are JobTemplateErrors. */
-export function renderTrainingJob(templateText: string, settings: KubernetesTrainerSettings, trainer: TrainerJobSettings, job: TrainingJob, attempt: number, staging?: PodStaging): V1Job {
-  if (job.outputUri !== undefined && !staging) throw new Error('a Job that stores its own output needs the artifact store settings');
+export function renderTrainingJob(
+  templateText: string,
+  settings: KubernetesTrainerSettings,
+  trainer: TrainerJobSettings,
+  job: TrainingJob,
+  attempt: number,
+  staging?: PodStaging,
+): V1Job {
+  if (job.outputUri !== undefined && !staging)
+    throw new Error('a Job that stores its own output needs the artifact store settings');
   const values = placeholderValues(settings, trainer, job, attempt);
   const manifest = fillPlaceholders(parseTemplate(templateText), values) as V1Job;
   const problems = jobTemplateProblems(manifest, settings.container, TRAINING_RULES);
@@ -144,14 +171,22 @@ export function renderTrainingJob(templateText: string, settings: KubernetesTrai
   const container = programContainer(podSpec.containers, settings.container) as V1Container;
   // The update's settings as the PyTorch trainer reads them (its flags in the template, if any, override them).
   const trainerEnv = { [TRAINER_CONFIG_ENV]: JSON.stringify(trainerConfigOf(trainer)) };
-  const trained = withReinEnvironment(container, { image: settings.image, env: trainerEnv, resultFileEnv: RESULT_FILE_ENV });
+  const trained = withReinEnvironment(container, {
+    image: settings.image,
+    env: trainerEnv,
+    resultFileEnv: RESULT_FILE_ENV,
+  });
   const pod = { ...podSpec, containers: podSpec.containers.map((c) => (c === container ? trained : c)) };
   return overlayJob(
     manifest,
     {
       name: values.jobName as string,
       namespace: settings.namespace,
-      labels: { [MANAGED_BY_LABEL]: 'rein', [TRAIN_OUTPUT_LABEL]: outputDigest(outputOf(job)), [TRAIN_JOB_LABEL]: values.jobName as string },
+      labels: {
+        [MANAGED_BY_LABEL]: 'rein',
+        [TRAIN_OUTPUT_LABEL]: outputDigest(outputOf(job)),
+        [TRAIN_JOB_LABEL]: values.jobName as string,
+      },
       annotations: { [OUTPUT_ANNOTATION]: outputOf(job) },
       annotatePod: false,
       ttlSecondsAfterFinished: settings.ttlSecondsAfterFinished,
@@ -173,7 +208,10 @@ function stagingPod(pod: V1PodSpec, trained: V1Container, job: TrainingJob, stag
     ...(staging.secret && { envFrom: [{ secretRef: { name: staging.secret } }] }),
     volumeMounts: [mount],
   });
-  if ((pod.volumes ?? []).some((v) => v.name === STAGING_VOLUME)) throw new JobTemplateError(`the training Job template has a volume named ${STAGING_VOLUME}; rename it (Rein adds that one when artifacts are in S3)`);
+  if ((pod.volumes ?? []).some((v) => v.name === STAGING_VOLUME))
+    throw new JobTemplateError(
+      `the training Job template has a volume named ${STAGING_VOLUME}; rename it (Rein adds that one when artifacts are in S3)`,
+    );
   return {
     ...pod,
     volumes: [...(pod.volumes ?? []), { name: STAGING_VOLUME, emptyDir: {} }],
@@ -183,6 +221,9 @@ function stagingPod(pod: V1PodSpec, trained: V1Container, job: TrainingJob, stag
       ...(pullsParent ? [rein(PULL_PARENT, ['artifacts', 'pull', job.parentCheckpoint, STAGED.parent])] : []),
       { ...trained, volumeMounts: [...(trained.volumeMounts ?? []), mount] },
     ],
-    containers: [...pod.containers.filter((c) => c !== trained), rein(PUSH_OUTPUT, ['artifacts', 'push', STAGED.output, job.outputUri as string])],
+    containers: [
+      ...pod.containers.filter((c) => c !== trained),
+      rein(PUSH_OUTPUT, ['artifacts', 'push', STAGED.output, job.outputUri as string]),
+    ],
   };
 }

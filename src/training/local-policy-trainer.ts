@@ -26,27 +26,47 @@ interface TrainerPaths {
 function tfjsSettingsArgs(config: TrainerConfig): string[] {
   return [
     ...['--seed', String(config.seed), '--lr', String(config.learningRate), '--epochs', String(config.epochs)],
-    ...['--minibatch', String(config.minibatchSize), '--clip', String(config.clipEpsilon), '--max-grad-norm', String(config.maxGradNorm)],
+    ...[
+      '--minibatch',
+      String(config.minibatchSize),
+      '--clip',
+      String(config.clipEpsilon),
+      '--max-grad-norm',
+      String(config.maxGradNorm),
+    ],
   ];
 }
 
 /** The command line of one update with the configured engine: `rein policy train` (tfjs) or `python -m rein_trainer train --config FILE`. */
-export function trainerCommand(settings: TrainerSettings, job: TrainerPaths): { command: string; args: string[]; env: Record<string, string> } {
+export function trainerCommand(
+  settings: TrainerSettings,
+  job: TrainerPaths,
+): { command: string; args: string[]; env: Record<string, string> } {
   const paths = ['--checkpoint', job.parentCheckpoint, '--batch', job.batchPath, '--out', job.outputDir];
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
   if (settings.engine === 'tfjs') {
     const rein = reinCommand();
-    return { command: rein.command, args: [...rein.args, 'policy', 'train', ...paths, ...tfjsSettingsArgs(trainerConfigOf(settings))], env };
+    return {
+      command: rein.command,
+      args: [...rein.args, 'policy', 'train', ...paths, ...tfjsSettingsArgs(trainerConfigOf(settings))],
+      env,
+    };
   }
   const command = settings.pytorch.python ?? process.env.REIN_TRAINER_PYTHON ?? defaultTrainerPython();
   if (!existsSync(command)) {
-    throw new PolicySetupError(`the PyTorch trainer's Python ${command} does not exist: run \`npm run setup\` (it installs the trainer's pinned environment) or set trainer.pytorch.python`);
+    throw new PolicySetupError(
+      `the PyTorch trainer's Python ${command} does not exist: run \`npm run setup\` (it installs the trainer's pinned environment) or set trainer.pytorch.python`,
+    );
   }
   const trainerPackage = path.join(packageRoot(), 'trainer');
   return {
     command,
     args: ['-m', 'rein_trainer', 'train', ...paths, '--config', job.configFile],
-    env: { ...env, PYTHONPATH: [trainerPackage, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter), PYTHONUNBUFFERED: '1' },
+    env: {
+      ...env,
+      PYTHONPATH: [trainerPackage, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      PYTHONUNBUFFERED: '1',
+    },
   };
 }
 
@@ -69,9 +89,18 @@ export function localPolicyTrainer(settings: TrainerSettings, logDir: string): P
         signal,
       });
       if (run.cancelled) throw new PolicyUpdateError('the policy update was cancelled');
-      const said = run.stderrTail.trim().split('\n').filter((line) => /^(rein|rein-trainer): /.test(line)).at(-1) ?? run.stderrTail.trim().slice(-500);
-      if (isTrainerRefusal(run.exitCode)) throw new PolicySetupError(`the ${settings.engine} trainer refused the update: ${said}`);
-      if (run.exitCode !== 0) throw new PolicyUpdateError(`the ${settings.engine} trainer ${run.spawnError ?? `exited with ${run.exitCode ?? run.killedBy}`}: ${said}`);
+      const said =
+        run.stderrTail
+          .trim()
+          .split('\n')
+          .filter((line) => /^(rein|rein-trainer): /.test(line))
+          .at(-1) ?? run.stderrTail.trim().slice(-500);
+      if (isTrainerRefusal(run.exitCode))
+        throw new PolicySetupError(`the ${settings.engine} trainer refused the update: ${said}`);
+      if (run.exitCode !== 0)
+        throw new PolicyUpdateError(
+          `the ${settings.engine} trainer ${run.spawnError ?? `exited with ${run.exitCode ?? run.killedBy}`}: ${said}`,
+        );
       // The trainer prints its result (which says whether it reused an earlier one) as its last line.
       return JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as TrainResult;
     },

@@ -29,8 +29,14 @@ export interface PolicyUpdateJob {
 }
 
 /** The configured trainer: a Kubernetes Job per update when trainer.kubernetes is set, else a local process of the configured engine. */
-export function policyTrainer(settings: TrainerSettings, logDir: string, artifacts?: ReinConfig['artifacts']): PolicyTrainer {
-  return settings.kubernetes ? kubernetesPolicyTrainer(settings.kubernetes, settings, logDir, artifacts ? { artifacts } : {}) : localPolicyTrainer(settings, logDir);
+export function policyTrainer(
+  settings: TrainerSettings,
+  logDir: string,
+  artifacts?: ReinConfig['artifacts'],
+): PolicyTrainer {
+  return settings.kubernetes
+    ? kubernetesPolicyTrainer(settings.kubernetes, settings, logDir, artifacts ? { artifacts } : {})
+    : localPolicyTrainer(settings, logDir);
 }
 
 export interface PolicyUpdateDeps {
@@ -44,13 +50,27 @@ export interface PolicyUpdateDeps {
   handedBack?: () => boolean;
 }
 
-export async function updatePolicy(job: PolicyUpdateJob, deps: PolicyUpdateDeps): Promise<{ policy: PolicyRecord; train: TrainResult }> {
+export async function updatePolicy(
+  job: PolicyUpdateJob,
+  deps: PolicyUpdateDeps,
+): Promise<{ policy: PolicyRecord; train: TrainResult }> {
   const parent = await deps.registry.get(job.parentVersion);
-  if (!parent) throw new PolicyLineageError(`policy ${job.parentVersion} is not in the registry; register the base policy before training from it`);
+  if (!parent)
+    throw new PolicyLineageError(
+      `policy ${job.parentVersion} is not in the registry; register the base policy before training from it`,
+    );
   const outputDir = path.join(deps.policiesDir, job.runId, job.newVersion);
-  const train = await deps.trainer.train({ parentCheckpoint: parent.checkpointUri, batchPath: job.batchPath, outputDir, signal: deps.signal, handedBack: deps.handedBack });
+  const train = await deps.trainer.train({
+    parentCheckpoint: parent.checkpointUri,
+    batchPath: job.batchPath,
+    outputDir,
+    signal: deps.signal,
+    handedBack: deps.handedBack,
+  });
   if (train.batchContentHash !== job.batchContentHash) {
-    throw new PolicyLineageError(`the trainer read batch ${train.batchContentHash}, the iteration built ${job.batchContentHash}: the batch file changed`);
+    throw new PolicyLineageError(
+      `the trainer read batch ${train.batchContentHash}, the iteration built ${job.batchContentHash}: the batch file changed`,
+    );
   }
   const policy = await deps.registry.register({
     version: job.newVersion,
@@ -61,7 +81,13 @@ export async function updatePolicy(job: PolicyUpdateJob, deps: PolicyUpdateDeps)
     batchContentHash: job.batchContentHash,
     format: train.format ?? 'full',
     baseCheckpointUri: train.format === 'lora' ? (train.base ?? null) : null,
-    trainerMetrics: { steps: train.steps, skippedMinibatches: train.skippedMinibatches, seconds: train.seconds, ...train.metrics, ...(train.importanceWeights && { importanceWeights: train.importanceWeights }) },
+    trainerMetrics: {
+      steps: train.steps,
+      skippedMinibatches: train.skippedMinibatches,
+      seconds: train.seconds,
+      ...train.metrics,
+      ...(train.importanceWeights && { importanceWeights: train.importanceWeights }),
+    },
   });
   await ensureServed(policy, deps.gateway, deps.serving);
   return { policy, train };

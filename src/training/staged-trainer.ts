@@ -1,6 +1,14 @@
 import path from 'node:path';
 import { ArtifactNameError, type ArtifactStore } from '../artifacts/artifact-store.js';
-import { folderExists, getFolderFile, isLocalReference, localPath, putFolder, stageFile, stageFolder } from '../artifacts/folders.js';
+import {
+  folderExists,
+  getFolderFile,
+  isLocalReference,
+  localPath,
+  putFolder,
+  stageFile,
+  stageFolder,
+} from '../artifacts/folders.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import { readBatch } from '../policy/trainer-input.js';
 import { PolicyLineageError, PolicySetupError, PolicyUpdateError } from './errors.js';
@@ -16,7 +24,10 @@ import type { PolicyTrainer } from './policy-update.js';
  * A trainer that reads the store itself (a Kubernetes Job whose pod pulls and pushes) gets the
  * URIs and the output's URI instead, and the worker stages nothing.
  */
-export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts: ArtifactStore; stagingDir: string; policiesDir: string }): PolicyTrainer {
+export function stagedPolicyTrainer(
+  trainer: PolicyTrainer,
+  options: { artifacts: ArtifactStore; stagingDir: string; policiesDir: string },
+): PolicyTrainer {
   const { artifacts, stagingDir, policiesDir } = options;
   const remote = !isLocalReference(artifacts.url);
   // A URI of another store (a worker configured apart from the one that wrote it) cannot be fixed by a retry.
@@ -25,24 +36,32 @@ export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts
       return await stage();
     } catch (err) {
       if (!(err instanceof ArtifactNameError)) throw err;
-      throw new PolicySetupError(`the ${what} ${uri} is not in this worker's artifact store (${artifacts.url}): give every worker and policy server the artifacts.url that wrote it`);
+      throw new PolicySetupError(
+        `the ${what} ${uri} is not in this worker's artifact store (${artifacts.url}): give every worker and policy server the artifacts.url that wrote it`,
+      );
     }
   };
   return {
     async train(input) {
-      const stageBatch = () => staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches')));
+      const stageBatch = () =>
+        staged('batch', input.batchPath, () => stageFile(artifacts, input.batchPath, path.join(stagingDir, 'batches')));
       if (remote && trainer.readsArtifactStore) {
         const uri = artifacts.uriOf(outputName(input.outputDir));
         const previous = await uploaded(uri, stageBatch);
         if (previous) return previous;
         const result = await trainer.train({ ...input, outputUri: uri });
-        if (!(await folderExists(artifacts, uri))) throw new PolicyUpdateError(`the trainer finished but its output is not at ${uri}: the push after training did not complete`);
+        if (!(await folderExists(artifacts, uri)))
+          throw new PolicyUpdateError(
+            `the trainer finished but its output is not at ${uri}: the push after training did not complete`,
+          );
         return { ...result, checkpointUri: uri };
       }
       const batchPath = isLocalReference(input.batchPath) ? localPath(input.batchPath) : await stageBatch();
       const parentCheckpoint = isLocalReference(input.parentCheckpoint)
         ? localPath(input.parentCheckpoint)
-        : await staged('parent checkpoint', input.parentCheckpoint, () => stageFolder(artifacts, input.parentCheckpoint, path.join(stagingDir, 'checkpoints')));
+        : await staged('parent checkpoint', input.parentCheckpoint, () =>
+            stageFolder(artifacts, input.parentCheckpoint, path.join(stagingDir, 'checkpoints')),
+          );
       if (!remote) return trainer.train({ ...input, batchPath, parentCheckpoint });
 
       const name = outputName(input.outputDir);
@@ -66,7 +85,9 @@ export function stagedPolicyTrainer(trainer: PolicyTrainer, options: { artifacts
     const previous = JSON.parse((await getFolderFile(artifacts, uri, 'metrics.json')).toString('utf8')) as TrainResult;
     const batchContentHash = readBatch(await localBatch()).metadata.content_hash;
     if (previous.batchContentHash !== batchContentHash) {
-      throw new PolicyLineageError(`${uri} already holds a checkpoint trained from batch ${previous.batchContentHash}, not ${batchContentHash}; choose a new version name`);
+      throw new PolicyLineageError(
+        `${uri} already holds a checkpoint trained from batch ${previous.batchContentHash}, not ${batchContentHash}; choose a new version name`,
+      );
     }
     return { ...previous, reused: true, checkpointUri: uri };
   }

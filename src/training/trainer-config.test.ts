@@ -11,7 +11,13 @@ const committedSchema = path.join(packageRoot(), 'trainer', 'rein_trainer', 'tra
 describe('the trainer config', () => {
   it("is the config's trainer settings, less engine and placement", () => {
     const trainer = reinConfigSchema.parse({
-      trainer: { engine: 'pytorch', learningRate: 1e-5, seed: 7, pytorch: { python: '/usr/bin/python3', lora: { rank: 8, learningRate: 2e-4 }, device: 'cuda' }, kubernetes: { template: 't.yaml', image: 'i' } },
+      trainer: {
+        engine: 'pytorch',
+        learningRate: 1e-5,
+        seed: 7,
+        pytorch: { python: '/usr/bin/python3', lora: { rank: 8, learningRate: 2e-4 }, device: 'cuda' },
+        kubernetes: { template: 't.yaml', image: 'i' },
+      },
     }).trainer;
     expect(trainerConfigOf(trainer)).toEqual({
       format: TRAINER_CONFIG_FORMAT,
@@ -21,7 +27,18 @@ describe('the trainer config', () => {
       minibatchSize: 32,
       clipEpsilon: 0.2,
       maxGradNorm: 1,
-      pytorch: { device: 'cuda', dtype: 'auto', maxTokensPerMicroBatch: 16384, lora: { rank: 8, alpha: 32, dropout: 0, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'], learningRate: 2e-4 } },
+      pytorch: {
+        device: 'cuda',
+        dtype: 'auto',
+        maxTokensPerMicroBatch: 16384,
+        lora: {
+          rank: 8,
+          alpha: 32,
+          dropout: 0,
+          targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'],
+          learningRate: 2e-4,
+        },
+      },
     });
     expect(trainerConfigOf(reinConfigSchema.parse({}).trainer).pytorch).not.toHaveProperty('lora');
   });

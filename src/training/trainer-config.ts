@@ -22,14 +22,23 @@ export const trainerConfigSchema = trainerSection
   .pick({ learningRate: true, epochs: true, minibatchSize: true, clipEpsilon: true, maxGradNorm: true, seed: true })
   .extend({
     format: z.literal(TRAINER_CONFIG_FORMAT).describe('The version of this file'),
-    pytorch: trainerSection.shape.pytorch.unwrap().omit({ python: true }).prefault({}).describe('Settings of the PyTorch trainer'),
+    pytorch: trainerSection.shape.pytorch
+      .unwrap()
+      .omit({ python: true })
+      .prefault({})
+      .describe('Settings of the PyTorch trainer'),
   })
-  .describe("One policy update's trainer settings (Rein's trainer config section, less engine and placement), as Rein writes them for the trainer");
+  .describe(
+    "One policy update's trainer settings (Rein's trainer config section, less engine and placement), as Rein writes them for the trainer",
+  );
 
 export type TrainerConfig = z.output<typeof trainerConfigSchema>;
 
 /** The settings a trainer needs, from the config's trainer section. */
-export type TrainerHyperparameters = Pick<TrainerSettings, 'learningRate' | 'epochs' | 'minibatchSize' | 'clipEpsilon' | 'maxGradNorm' | 'seed' | 'pytorch'>;
+export type TrainerHyperparameters = Pick<
+  TrainerSettings,
+  'learningRate' | 'epochs' | 'minibatchSize' | 'clipEpsilon' | 'maxGradNorm' | 'seed' | 'pytorch'
+>;
 
 export function trainerConfigOf(settings: TrainerHyperparameters): TrainerConfig {
   const { lora, device, dtype, maxTokensPerMicroBatch } = settings.pytorch;
@@ -52,7 +61,9 @@ export function trainerConfigJsonSchema(): object {
 
 /** The rate the update trains at: a LoRA adapter's own when the PyTorch engine trains one and it is set. */
 export function effectiveLearningRate(settings: Pick<TrainerSettings, 'engine' | 'learningRate' | 'pytorch'>): number {
-  return settings.engine === 'pytorch' ? (settings.pytorch.lora?.learningRate ?? settings.learningRate) : settings.learningRate;
+  return settings.engine === 'pytorch'
+    ? (settings.pytorch.lora?.learningRate ?? settings.learningRate)
+    : settings.learningRate;
 }
 
 /** Writes an update's config beside its trainer log (in `logDir`, named after its output folder); returns the file. */

@@ -17,7 +17,11 @@ export function loadScenarios(): Scenario[] {
 }
 
 /** Runs every scenario with the openai npm client against one endpoint: scenario name -> what the caller got. */
-export async function runWithNpmClient(baseURL: string, apiKey: string, model: string): Promise<Record<string, unknown>> {
+export async function runWithNpmClient(
+  baseURL: string,
+  apiKey: string,
+  model: string,
+): Promise<Record<string, unknown>> {
   const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
   const results: Record<string, unknown> = {};
   for (const scenario of loadScenarios()) {
@@ -45,7 +49,12 @@ async function run(client: OpenAI, scenario: Scenario, model: string): Promise<u
   if (scenario.kind === 'stream-helper') {
     const stream = client.chat.completions.stream(params);
     const events: string[] = [];
-    for (const type of ['content.delta', 'content.done', 'tool_calls.function.arguments.delta', 'tool_calls.function.arguments.done'] as const) {
+    for (const type of [
+      'content.delta',
+      'content.done',
+      'tool_calls.function.arguments.delta',
+      'tool_calls.function.arguments.done',
+    ] as const) {
       stream.on(type as any, () => events.push(type));
     }
     return { events, final: await stream.finalChatCompletion() };

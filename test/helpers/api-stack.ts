@@ -29,21 +29,38 @@ export interface ApiStack {
  * policy, the gateway, a Rein worker on the config's task queue and namespace (on the shared test
  * dev server) and the HTTP API.
  */
-export async function startApiStack(config: ReinConfig, apiOptions: { temporalUiUrl?: string } = {}): Promise<ApiStack> {
+export async function startApiStack(
+  config: ReinConfig,
+  apiOptions: { temporalUiUrl?: string } = {},
+): Promise<ApiStack> {
   const closers: Array<() => Promise<unknown> | unknown> = [];
   try {
-    const policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
+    const policyServer = await startPolicyServer({
+      host: '127.0.0.1',
+      port: config.policyServer.port,
+      models: { v0: config.run.base.checkpoint as string },
+      adminKey: policyServerKey(config.dataDir),
+    });
     closers.push(() => policyServer.close());
     const store = await traceStoreFromConfig(config);
     closers.push(() => store.close());
-    const gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
+    const gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, {
+      host: '127.0.0.1',
+      port: config.gateway.port,
+    });
     closers.push(() => gateway.close());
     const key = readFileSync(adminKeyFile(config.gateway), 'utf8').trim();
 
     installTemporalRuntime(createLogger('warn'));
     const nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const activities = await activityDepsFromConfig(config);
-    const worker = await createReinWorker({ connection: nativeConnection, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, ...activities.deps });
+    const worker = await createReinWorker({
+      connection: nativeConnection,
+      namespace: config.temporal.namespace,
+      taskQueue: config.temporal.taskQueue,
+      workflowBundle: { code: inject('workflowBundleCode') },
+      ...activities.deps,
+    });
     const running = worker.run();
     closers.push(async () => {
       worker.shutdown();
@@ -53,7 +70,10 @@ export async function startApiStack(config: ReinConfig, apiOptions: { temporalUi
     });
     const { client, connection } = await testClient(config.temporal.namespace);
     closers.push(() => connection.close());
-    const api = await startApi({ config, client, keyHash: sha256Hex(key), ...apiOptions }, { host: '127.0.0.1', port: 0 });
+    const api = await startApi(
+      { config, client, keyHash: sha256Hex(key), ...apiOptions },
+      { host: '127.0.0.1', port: 0 },
+    );
     closers.push(() => api.close());
     const close = async () => {
       for (const closeOne of closers.reverse()) await closeOne();

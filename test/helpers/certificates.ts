@@ -36,8 +36,22 @@ export interface IssuedCertificate {
 export function createCertificateAuthority(dir: string, commonName = 'rein-test-ca'): CertificateAuthority {
   const certFile = path.join(dir, 'ca.crt');
   const keyFile = path.join(dir, 'ca.key');
-  openssl(['req', '-x509', '-new', ...newKey(keyFile), '-out', certFile, '-days', '2', '-subj', `/CN=${commonName}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature']);
+  openssl([
+    'req',
+    '-x509',
+    '-new',
+    ...newKey(keyFile),
+    '-out',
+    certFile,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${commonName}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+  ]);
   return {
     certFile,
     keyFile,
@@ -45,12 +59,40 @@ export function createCertificateAuthority(dir: string, commonName = 'rein-test-
     issue(name, subject) {
       const leafCert = path.join(dir, `${name}.crt`);
       const leafKey = path.join(dir, `${name}.key`);
-      const names = [...(subject.dnsNames ?? []).map((d) => `DNS:${d}`), ...(subject.ips ?? []).map((ip) => `IP:${ip}`)];
+      const names = [
+        ...(subject.dnsNames ?? []).map((d) => `DNS:${d}`),
+        ...(subject.ips ?? []).map((ip) => `IP:${ip}`),
+      ];
       const subj = [...(subject.organizations ?? []).map((o) => `/O=${o}`), `/CN=${subject.commonName}`].join('');
-      openssl(['req', '-x509', '-new', ...newKey(leafKey), '-out', leafCert, '-days', '2', '-subj', subj, '-CA', certFile, '-CAkey', keyFile,
-        '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'keyUsage=critical,digitalSignature,keyEncipherment',
-        '-addext', 'extendedKeyUsage=serverAuth,clientAuth', ...(names.length ? ['-addext', `subjectAltName=${names.join(',')}`] : [])]);
-      return { certFile: leafCert, keyFile: leafKey, cert: readFileSync(leafCert, 'utf8'), key: readFileSync(leafKey, 'utf8') };
+      openssl([
+        'req',
+        '-x509',
+        '-new',
+        ...newKey(leafKey),
+        '-out',
+        leafCert,
+        '-days',
+        '2',
+        '-subj',
+        subj,
+        '-CA',
+        certFile,
+        '-CAkey',
+        keyFile,
+        '-addext',
+        'basicConstraints=critical,CA:FALSE',
+        '-addext',
+        'keyUsage=critical,digitalSignature,keyEncipherment',
+        '-addext',
+        'extendedKeyUsage=serverAuth,clientAuth',
+        ...(names.length ? ['-addext', `subjectAltName=${names.join(',')}`] : []),
+      ]);
+      return {
+        certFile: leafCert,
+        keyFile: leafKey,
+        cert: readFileSync(leafCert, 'utf8'),
+        key: readFileSync(leafKey, 'utf8'),
+      };
     },
   };
 }
@@ -61,14 +103,25 @@ export function createKeyPair(privateFile: string, publicFile: string): void {
   openssl(['pkey', '-in', privateFile, '-pubout', '-out', publicFile]);
 }
 
-const newKey = (keyFile: string) => ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile];
+const newKey = (keyFile: string) => [
+  '-newkey',
+  'ec',
+  '-pkeyopt',
+  'ec_paramgen_curve:P-256',
+  '-nodes',
+  '-keyout',
+  keyFile,
+];
 
 function openssl(args: string[]): void {
   try {
     execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: Buffer };
-    if (e.code === 'ENOENT') throw new Error('the openssl command is needed to make the test certificates; install OpenSSL 3 (apt-get install openssl)');
+    if (e.code === 'ENOENT')
+      throw new Error(
+        'the openssl command is needed to make the test certificates; install OpenSSL 3 (apt-get install openssl)',
+      );
     throw new Error(`openssl ${args[0]} failed: ${e.stderr?.toString().trim() ?? e.message}`);
   }
 }

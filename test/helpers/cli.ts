@@ -72,7 +72,10 @@ export function startRein(args: string[], options: CliOptions = {}): RunningRein
           if (pattern.test(stdout)) done(() => resolve());
         };
         const timer = setTimeout(
-          () => done(() => reject(new Error(`timed out waiting for ${String(pattern)}\nstdout:\n${stdout}\nstderr:\n${stderr}`))),
+          () =>
+            done(() =>
+              reject(new Error(`timed out waiting for ${String(pattern)}\nstdout:\n${stdout}\nstderr:\n${stderr}`)),
+            ),
           timeoutMs,
         );
         const done = (fn: () => void) => {
@@ -82,7 +85,13 @@ export function startRein(args: string[], options: CliOptions = {}): RunningRein
         };
         listeners.add(check);
         void exited.then((code) =>
-          done(() => reject(new Error(`exited with ${String(code)} before ${String(pattern)}\nstdout:\n${stdout}\nstderr:\n${stderr}`))),
+          done(() =>
+            reject(
+              new Error(
+                `exited with ${String(code)} before ${String(pattern)}\nstdout:\n${stdout}\nstderr:\n${stderr}`,
+              ),
+            ),
+          ),
         );
         check();
       });

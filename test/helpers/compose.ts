@@ -36,7 +36,9 @@ export function readCompose(file: string): ComposeFile {
 /** The services a service waits for, with the condition (`service_started` for a plain list). */
 export function dependencies(service: ComposeService): Array<[name: string, condition: string]> {
   const deps = service.depends_on ?? [];
-  return Array.isArray(deps) ? deps.map((d) => [d, 'service_started']) : Object.entries(deps).map(([d, c]) => [d, c.condition]);
+  return Array.isArray(deps)
+    ? deps.map((d) => [d, 'service_started'])
+    : Object.entries(deps).map(([d, c]) => [d, c.condition]);
 }
 
 /** `source:target[:mode]` of a service's volume, and whether the source is a named volume (not a path). */
@@ -46,12 +48,21 @@ export function parseVolume(spec: string): { source: string; target: string; nam
 }
 
 /** The final stage of a Dockerfile: its WORKDIR, ENV, the paths it copies from the build stage, and its ENTRYPOINT. */
-export function imageOf(dockerfile: string): { workdir: string; env: Record<string, string>; copied: string[]; entrypoint: string[] } {
+export function imageOf(dockerfile: string): {
+  workdir: string;
+  env: Record<string, string>;
+  copied: string[];
+  entrypoint: string[];
+} {
   const text = readFileSync(dockerfile, 'utf8').replace(/\\\n/g, ' ');
   const stages = text.split(/^FROM\s/m);
   const last = stages[stages.length - 1] ?? '';
   const lines = last.split('\n').map((l) => l.trim());
-  const workdir = lines.filter((l) => l.startsWith('WORKDIR ')).map((l) => l.slice(8).trim()).pop() ?? '/';
+  const workdir =
+    lines
+      .filter((l) => l.startsWith('WORKDIR '))
+      .map((l) => l.slice(8).trim())
+      .pop() ?? '/';
   const env: Record<string, string> = {};
   for (const line of lines.filter((l) => l.startsWith('ENV '))) {
     for (const [, key, value] of line.slice(4).matchAll(/(\w+)=(\S+)/g)) env[key as string] = value as string;
@@ -72,7 +83,8 @@ export interface Localization {
 }
 
 function inverse(map: Localization): Localization {
-  const flip = <K extends string | number, V extends string | number>(r: Record<K, V>) => Object.fromEntries(Object.entries(r).map(([k, v]) => [v, typeof v === 'number' ? Number(k) : k]));
+  const flip = <K extends string | number, V extends string | number>(r: Record<K, V>) =>
+    Object.fromEntries(Object.entries(r).map(([k, v]) => [v, typeof v === 'number' ? Number(k) : k]));
   return { endpoints: flip(map.endpoints), ports: flip(map.ports) as Record<number, number>, paths: flip(map.paths) };
 }
 
@@ -94,14 +106,16 @@ function localizeText(text: string, map: Localization): string {
  */
 export function localize<T>(value: T, map: Localization, key = ''): T {
   if (typeof value === 'string') return localizeText(value, map) as T;
-  if (typeof value === 'number') return (key === 'port' && map.ports[value] !== undefined ? map.ports[value] : value) as T;
+  if (typeof value === 'number')
+    return (key === 'port' && map.ports[value] !== undefined ? map.ports[value] : value) as T;
   if (Array.isArray(value)) {
     return value.map((item: unknown, i) => {
       const port = value[i - 1] === '--port' && typeof item === 'string' ? map.ports[Number(item)] : undefined;
       return port === undefined ? localize(item, map) : String(port);
     }) as T;
   }
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, localize(v, map, k)])) as T;
+  if (value !== null && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, localize(v, map, k)])) as T;
   return value;
 }
 
@@ -152,12 +166,27 @@ export function fillMounts(services: ComposeService[], projectDir: string, map: 
  * The environment a service's container gets (the image's ENV, then the service's `environment`,
  * localized), plus PATH and HOME as the base image has them; nothing else of this process's.
  */
-export function serviceEnvironment(service: ComposeService, imageEnv: Record<string, string>, map: Localization): Record<string, string | undefined> {
+export function serviceEnvironment(
+  service: ComposeService,
+  imageEnv: Record<string, string>,
+  map: Localization,
+): Record<string, string | undefined> {
   const cleared = Object.fromEntries(Object.keys(process.env).map((k) => [k, undefined]));
-  return { ...cleared, PATH: process.env.PATH, HOME: process.env.HOME, ...localize({ ...imageEnv, ...service.environment }, map) };
+  return {
+    ...cleared,
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    ...localize({ ...imageEnv, ...service.environment }, map),
+  };
 }
 
 /** Runs a Rein service (`rein <command>`, as the image's entry point does) in the image's folder here. */
-export function startService(service: ComposeService, imageEnv: Record<string, string>, workdir: string, map: Localization, command = service.command ?? []): RunningRein {
+export function startService(
+  service: ComposeService,
+  imageEnv: Record<string, string>,
+  workdir: string,
+  map: Localization,
+  command = service.command ?? [],
+): RunningRein {
   return startRein(localize(command, map), { cwd: workdir, env: serviceEnvironment(service, imageEnv, map) });
 }

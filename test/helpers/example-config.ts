@@ -32,10 +32,17 @@ export async function writeExampleConfig(
   const config = {
     dataDir,
     log: { level: 'warn' },
-    temporal: { address: inject('temporalAddress'), taskQueue, ...(options.namespace && { namespace: options.namespace }) },
+    temporal: {
+      address: inject('temporalAddress'),
+      taskQueue,
+      ...(options.namespace && { namespace: options.namespace }),
+    },
     gateway: { port: await freePort() },
     policyServer: { port: await freePort() },
-    harness: { version: 'calculator-agent-1', local: { ...program('harness.mjs', 60), ...(options.harnessEnv && { env: options.harnessEnv }) } },
+    harness: {
+      version: 'calculator-agent-1',
+      local: { ...program('harness.mjs', 60), ...(options.harnessEnv && { env: options.harnessEnv }) },
+    },
     verifier: { ...program('verifier.mjs', 30), version: 'calculator-verifier-1' },
     run: {
       trainTasks: path.join(exampleDir, 'train.jsonl'),

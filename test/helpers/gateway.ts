@@ -18,9 +18,16 @@ export interface TestGateway {
   gateway: Gateway;
   backend: VllmLikeServer;
   store: TraceStore;
-  admin(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: any; headers: Headers }>;
+  admin(
+    method: string,
+    path: string,
+    body?: unknown,
+    key?: string,
+  ): Promise<{ status: number; body: any; headers: Headers }>;
   /** Creates a rollout and returns an `openai` client configured as a harness would be. */
-  rollout(input?: Record<string, unknown>): Promise<{ id: string; key: string; client: OpenAI; baseUrl: string; pathBaseUrl: string }>;
+  rollout(
+    input?: Record<string, unknown>,
+  ): Promise<{ id: string; key: string; client: OpenAI; baseUrl: string; pathBaseUrl: string }>;
   close(): Promise<void>;
 }
 
@@ -59,7 +66,14 @@ export async function startTestGateway(
   const gateway = await startGateway(
     {
       store,
-      routing: routingFor(backend.url, ['fault:500', 'fault:garbage', 'fault:reset', 'fault:cut', 'fault:slow:2500', 'fault:hold']),
+      routing: routingFor(backend.url, [
+        'fault:500',
+        'fault:garbage',
+        'fault:reset',
+        'fault:cut',
+        'fault:slow:2500',
+        'fault:hold',
+      ]),
       secret: randomBytes(32),
       adminKeyHash: sha256Hex(ADMIN_KEY),
       redaction: DEFAULT_REDACTION_RULES,
@@ -85,7 +99,13 @@ export async function startTestGateway(
       const created = await admin('POST', '/api/rollouts', input);
       if (created.status >= 300) throw new Error(`create rollout: ${JSON.stringify(created.body)}`);
       const { rollout, key, baseUrl, pathBaseUrl } = created.body;
-      return { id: rollout.id, key, baseUrl, pathBaseUrl, client: new OpenAI({ apiKey: key, baseURL: baseUrl, maxRetries: 0 }) };
+      return {
+        id: rollout.id,
+        key,
+        baseUrl,
+        pathBaseUrl,
+        client: new OpenAI({ apiKey: key, baseURL: baseUrl, maxRetries: 0 }),
+      };
     },
     async close() {
       await gateway.close();

@@ -23,9 +23,10 @@ export function recordHistory(history: History, name: string): void {
   const encoder = new TextEncoder();
   const scrub = (text: string) => text.replaceAll(packageRoot(), '/rein').replaceAll(os.tmpdir(), '/tmp');
   for (const event of history.events ?? []) {
-    for (const attributes of Object.values(event)) visitPayloads(attributes, (payload) => {
-      if (payload.data) payload.data = encoder.encode(scrub(decoder.decode(payload.data)));
-    });
+    for (const attributes of Object.values(event))
+      visitPayloads(attributes, (payload) => {
+        if (payload.data) payload.data = encoder.encode(scrub(decoder.decode(payload.data)));
+      });
   }
   writeFileSync(path.join(HISTORIES, name), `${historyToJSON(history)}\n`);
 }
@@ -33,6 +34,7 @@ export function recordHistory(history: History, name: string): void {
 /** Calls `visit` on every payload ({metadata, data}) under a history event's attributes. */
 function visitPayloads(value: unknown, visit: (payload: { data?: Uint8Array | null }) => void, depth = 0): void {
   if (typeof value !== 'object' || value === null || depth > 12 || value instanceof Uint8Array) return;
-  if ('metadata' in value && 'data' in value && (value as { data: unknown }).data instanceof Uint8Array) return visit(value as { data: Uint8Array });
+  if ('metadata' in value && 'data' in value && (value as { data: unknown }).data instanceof Uint8Array)
+    return visit(value as { data: Uint8Array });
   for (const child of Object.values(value)) visitPayloads(child, visit, depth + 1);
 }

@@ -74,8 +74,18 @@ export async function startJaeger(): Promise<Jaeger> {
   for (;;) {
     if (exited) throw new Error(`jaeger ${exited} before it was ready:\n${log}`);
     const ready = await Promise.all([
-      fetch(`${queryUrl}/api/services`).then((r) => r.ok, () => false),
-      fetch(otlpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"resourceSpans":[]}' }).then((r) => r.ok, () => false),
+      fetch(`${queryUrl}/api/services`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+      fetch(otlpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"resourceSpans":[]}',
+      }).then(
+        (r) => r.ok,
+        () => false,
+      ),
     ]);
     if (ready.every(Boolean)) break;
     await new Promise((resolve) => setTimeout(resolve, 100));

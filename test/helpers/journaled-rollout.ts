@@ -21,7 +21,18 @@ export async function journaledRollout(
     const callId = randomUUID();
     callIds.push(callId);
     const request = { model: 'production', messages: [{ role: 'user', content: `turn ${t} ${'data '.repeat(50)}` }] };
-    await store.beginCall({ id: callId, rolloutId: id, attempt: 1, endpoint: 'chat.completions', policyVersion: 'v1', backendUrl: 'http://b', stream: false, requestReceived: request, requestSent: request, startedAt: Date.now() });
+    await store.beginCall({
+      id: callId,
+      rolloutId: id,
+      attempt: 1,
+      endpoint: 'chat.completions',
+      policyVersion: 'v1',
+      backendUrl: 'http://b',
+      stream: false,
+      requestReceived: request,
+      requestSent: request,
+      startedAt: Date.now(),
+    });
     await store.finishCall(callId, {
       response: { choices: [{ message: { role: 'assistant', content: 'ok' } }] },
       promptIds: [1, 2, 3 + t],
@@ -36,9 +47,23 @@ export async function journaledRollout(
   }
   if (shadow && callIds[0]) {
     await store.recordShadowCall({
-      id: `shadow-${id}`, primaryCallId: callIds[0], rolloutId: id, attempt: 1, candidateVersion: 'v2', incumbentVersion: 'v1', endpoint: 'chat.completions',
-      backendUrl: 'http://b', requestSent: { model: 'v2', messages: [] }, response: null, choices: [], status: 'error', errorClass: 'upstream_unreachable',
-      errorMessage: 'refused', upstreamStatus: null, latencyMs: 1, startedAt: Date.now(),
+      id: `shadow-${id}`,
+      primaryCallId: callIds[0],
+      rolloutId: id,
+      attempt: 1,
+      candidateVersion: 'v2',
+      incumbentVersion: 'v1',
+      endpoint: 'chat.completions',
+      backendUrl: 'http://b',
+      requestSent: { model: 'v2', messages: [] },
+      response: null,
+      choices: [],
+      status: 'error',
+      errorClass: 'upstream_unreachable',
+      errorMessage: 'refused',
+      upstreamStatus: null,
+      latencyMs: 1,
+      startedAt: Date.now(),
     });
   }
   await store.appendEvent(id, 1, { type: 'reward', value: 1, components: {} }, 'admin');

@@ -1,7 +1,13 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi, loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  loadAllYaml,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import type { CertificateAuthority } from './certificates.js';
 import { advertiseAddress, issueCredentials } from './kube-control-plane/credentials.js';
 import type { Daemon } from './kube-control-plane/daemon.js';
@@ -99,7 +105,16 @@ export async function startKubeControlPlane(): Promise<KubeControlPlane> {
     await waitForReadyz(server, ca.cert, adminToken, apiserver, etcd);
 
     const controllerManagerConfig = path.join(dir, 'controller-manager.kubeconfig');
-    writeFileSync(controllerManagerConfig, certKubeconfig(server, ca.certFile, 'system:kube-controller-manager', credentials.controllerManager.certFile, credentials.controllerManager.keyFile));
+    writeFileSync(
+      controllerManagerConfig,
+      certKubeconfig(
+        server,
+        ca.certFile,
+        'system:kube-controller-manager',
+        credentials.controllerManager.certFile,
+        credentials.controllerManager.keyFile,
+      ),
+    );
     const controllerManager = controllerManagerDaemon(bin, dir, controllerManagerConfig, credentials);
     daemons.push(controllerManager);
     controllerManager.start();
@@ -127,7 +142,11 @@ export async function startKubeControlPlane(): Promise<KubeControlPlane> {
 }
 
 /** The running control plane as tests use it: its clients, its credentials for any user, its programs' logs. */
-function controlPlane(started: Pick<KubeControlPlane, 'server' | 'ca' | 'kubeconfigFile' | 'kubeConfig' | 'restartApiServer' | 'close'> & { daemons: Daemon[] }): KubeControlPlane {
+function controlPlane(
+  started: Pick<KubeControlPlane, 'server' | 'ca' | 'kubeconfigFile' | 'kubeConfig' | 'restartApiServer' | 'close'> & {
+    daemons: Daemon[];
+  },
+): KubeControlPlane {
   const { server, ca, kubeConfig, daemons } = started;
   let clientCerts = 0;
   const plane: KubeControlPlane = {
@@ -147,14 +166,24 @@ function controlPlane(started: Pick<KubeControlPlane, 'server' | 'ca' | 'kubecon
       return config;
     },
     async serviceAccountToken(namespace, name, expirationSeconds = 3600) {
-      const request = await kubeConfig().makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds } } });
+      const request = await kubeConfig()
+        .makeApiClient(CoreV1Api)
+        .createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds } } });
       const token = request.status?.token;
       if (!token) throw new Error(`the apiserver made no token for ServiceAccount ${namespace}/${name}`);
       return token;
     },
     async kubeConfigForServiceAccount(namespace, name) {
       const config = new KubeConfig();
-      config.loadFromString(tokenKubeconfig(server, ca.cert, `system:serviceaccount:${namespace}:${name}`, await plane.serviceAccountToken(namespace, name), namespace));
+      config.loadFromString(
+        tokenKubeconfig(
+          server,
+          ca.cert,
+          `system:serviceaccount:${namespace}:${name}`,
+          await plane.serviceAccountToken(namespace, name),
+          namespace,
+        ),
+      );
       return config;
     },
     async createFromYaml(yamlText) {

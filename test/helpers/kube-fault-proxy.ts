@@ -23,7 +23,11 @@ export interface KubeFaultProxy {
 
 export async function startKubeFaultProxy(plane: KubeControlPlane): Promise<KubeFaultProxy> {
   const upstream = new URL(plane.server);
-  const cert = plane.ca.issue(`fault-proxy-${Date.now()}`, { commonName: 'rein-kube-fault-proxy', dnsNames: ['localhost'], ips: ['127.0.0.1'] });
+  const cert = plane.ca.issue(`fault-proxy-${Date.now()}`, {
+    commonName: 'rein-kube-fault-proxy',
+    dnsNames: ['localhost'],
+    ips: ['127.0.0.1'],
+  });
   let rule: { left: number; status: number; match: (req: { method: string; url: string }) => boolean } | undefined;
   let failures = 0;
   const server = https.createServer({ cert: cert.cert, key: cert.key }, (req, res) => {
@@ -31,12 +35,27 @@ export async function startKubeFaultProxy(plane: KubeControlPlane): Promise<Kube
     if (rule && rule.left > 0 && rule.match(request)) {
       rule.left -= 1;
       failures += 1;
-      const status = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `the test's fault proxy failed ${request.method} ${request.url}`, reason: 'ServiceUnavailable', code: rule.status };
+      const status = {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message: `the test's fault proxy failed ${request.method} ${request.url}`,
+        reason: 'ServiceUnavailable',
+        code: rule.status,
+      };
       res.writeHead(rule.status, { 'content-type': 'application/json' }).end(JSON.stringify(status));
       return;
     }
     const forward = https.request(
-      { host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: { ...req.headers, host: upstream.host }, ca: plane.ca.cert },
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        method: request.method,
+        path: request.url,
+        headers: { ...req.headers, host: upstream.host },
+        ca: plane.ca.cert,
+      },
       (answer: IncomingMessage) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         // A watch sends its headers long before any event: pass them on now, as the apiserver did.
@@ -57,7 +76,12 @@ export async function startKubeFaultProxy(plane: KubeControlPlane): Promise<Kube
     url,
     kubeConfig(config) {
       const copy = new KubeConfig();
-      copy.loadFromOptions({ clusters: config.clusters.map((c) => ({ ...c, server: url })), contexts: config.contexts, currentContext: config.currentContext, users: config.users });
+      copy.loadFromOptions({
+        clusters: config.clusters.map((c) => ({ ...c, server: url })),
+        contexts: config.contexts,
+        currentContext: config.currentContext,
+        users: config.users,
+      });
       return copy;
     },
     failNext(count, status, match) {

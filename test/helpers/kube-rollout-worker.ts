@@ -12,11 +12,18 @@ import { kubernetesHarnessSchema } from '../../src/rollouts/kubernetes/job-templ
 import { runRollouts } from '../../src/rollouts/runner.js';
 
 const specFile = process.argv[2];
-if (!specFile) throw new Error('kube-rollout-worker: give the path of a spec JSON file (gatewayUrl, adminKey, kubeconfig, settings, batch, verifier)');
+if (!specFile)
+  throw new Error(
+    'kube-rollout-worker: give the path of a spec JSON file (gatewayUrl, adminKey, kubeconfig, settings, batch, verifier)',
+  );
 const spec = JSON.parse(readFileSync(specFile, 'utf8'));
 const kubeConfig = new KubeConfig();
 kubeConfig.loadFromString(spec.kubeconfig);
 const harness = kubernetesExecutor(kubernetesHarnessSchema.parse(spec.settings), { kubeConfig });
-const outcomes = await runRollouts(spec.batch, { gateway: new GatewayControlClient(spec.gatewayUrl, spec.adminKey), harness, verifier: spec.verifier });
+const outcomes = await runRollouts(spec.batch, {
+  gateway: new GatewayControlClient(spec.gatewayUrl, spec.adminKey),
+  harness,
+  verifier: spec.verifier,
+});
 await harness.close?.();
 console.log(JSON.stringify(outcomes));

@@ -13,14 +13,20 @@ const EXAMPLE_NAMESPACE = 'rein-rollouts';
  * uses that config, so whatever a test does through it, the example's Role is proven to allow.
  */
 export async function workerNamespace(plane: KubeControlPlane, namespace: string): Promise<KubeConfig> {
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace)) throw new Error(`workerNamespace: ${namespace} is not a namespace name (a DNS-1123 label)`);
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace))
+    throw new Error(`workerNamespace: ${namespace} is not a namespace name (a DNS-1123 label)`);
   await plane.createFromYaml(readFileSync(rbacFile, 'utf8').replaceAll(EXAMPLE_NAMESPACE, namespace));
   return plane.kubeConfigForServiceAccount(namespace, 'rein-worker');
 }
 
 /** The pods of a namespace, as the cluster admin sees them. */
 export async function podsIn(plane: KubeControlPlane, namespace: string, labelSelector?: string) {
-  return (await plane.kubeConfig().makeApiClient(CoreV1Api).listNamespacedPod({ namespace, ...(labelSelector && { labelSelector }) })).items;
+  return (
+    await plane
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .listNamespacedPod({ namespace, ...(labelSelector && { labelSelector }) })
+  ).items;
 }
 
 /** The first value `read` gives that is not undefined or false, read again until it is (the test's timeout bounds it). */

@@ -28,5 +28,7 @@ export async function freePort(): Promise<number> {
     const port = FIRST_PORT + block * BLOCK_SIZE + (next++ % BLOCK_SIZE);
     if (await isFree(port)) return port;
   }
-  throw new Error(`no free port in ${FIRST_PORT + block * BLOCK_SIZE}–${FIRST_PORT + (block + 1) * BLOCK_SIZE - 1}: something holds them all`);
+  throw new Error(
+    `no free port in ${FIRST_PORT + block * BLOCK_SIZE}–${FIRST_PORT + (block + 1) * BLOCK_SIZE - 1}: something holds them all`,
+  );
 }

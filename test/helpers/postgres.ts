@@ -53,5 +53,8 @@ export async function testStoreLocation(backend: StoreBackend, dataDir: string):
 function fileTag(): string {
   const testPath = expect.getState().testPath;
   const base = testPath ? path.basename(testPath).replace(/\.test\.ts$/, '') : 'rein';
-  return base.toLowerCase().replace(/[^a-z0-9]+/g, '_').slice(0, 40);
+  return base
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .slice(0, 40);
 }

@@ -19,17 +19,26 @@ export interface TestS3 {
   close(): Promise<void>;
 }
 
-const CREDENTIALS = { AWS_ACCESS_KEY_ID: 'rein-test', AWS_SECRET_ACCESS_KEY: 'rein-test-secret', AWS_REGION: 'us-east-1' };
+const CREDENTIALS = {
+  AWS_ACCESS_KEY_ID: 'rein-test',
+  AWS_SECRET_ACCESS_KEY: 'rein-test-secret',
+  AWS_REGION: 'us-east-1',
+};
 
 export function s3Python(): string {
   const python = path.resolve(import.meta.dirname, '../../.tools/s3/bin/python');
-  if (!existsSync(python)) throw new Error(`${python} is missing: run \`npm run setup\` (it installs moto, the S3 test server, from test/s3/requirements.lock)`);
+  if (!existsSync(python))
+    throw new Error(
+      `${python} is missing: run \`npm run setup\` (it installs moto, the S3 test server, from test/s3/requirements.lock)`,
+    );
   return python;
 }
 
 export async function startTestS3(): Promise<TestS3> {
   const port = await freePort();
-  const child = spawn(s3Python(), ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(s3Python(), ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   // Werkzeug says where it listens once it does.
   await new Promise<void>((resolve, reject) => {
     let said = '';
@@ -39,7 +48,9 @@ export async function startTestS3(): Promise<TestS3> {
     };
     child.stdout.on('data', listen);
     child.stderr.on('data', listen);
-    child.once('exit', (code) => reject(new Error(`moto_server exited with ${code} before listening: ${said.slice(-2000)}`)));
+    child.once('exit', (code) =>
+      reject(new Error(`moto_server exited with ${code} before listening: ${said.slice(-2000)}`)),
+    );
   });
   child.stdout.removeAllListeners('data').resume();
   child.stderr.removeAllListeners('data').resume();
@@ -48,7 +59,12 @@ export async function startTestS3(): Promise<TestS3> {
   // As in S3ArtifactStore: the SDK's warning about its future releases on Node 20 is noise here.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const endpoint = `http://127.0.0.1:${port}`;
-  const client = new S3Client({ endpoint, region: CREDENTIALS.AWS_REGION, forcePathStyle: true, credentials: { accessKeyId: CREDENTIALS.AWS_ACCESS_KEY_ID, secretAccessKey: CREDENTIALS.AWS_SECRET_ACCESS_KEY } });
+  const client = new S3Client({
+    endpoint,
+    region: CREDENTIALS.AWS_REGION,
+    forcePathStyle: true,
+    credentials: { accessKeyId: CREDENTIALS.AWS_ACCESS_KEY_ID, secretAccessKey: CREDENTIALS.AWS_SECRET_ACCESS_KEY },
+  });
   return {
     endpoint,
     env: CREDENTIALS,

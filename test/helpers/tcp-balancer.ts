@@ -5,7 +5,9 @@ import net from 'node:net';
  * each new connection goes to the next server in turn, and to the one after it when that one
  * refuses (a killed process). A connection stays on the server it reached.
  */
-export async function startTcpBalancer(ports: readonly number[]): Promise<{ url: string; connections: number[]; close: () => Promise<void> }> {
+export async function startTcpBalancer(
+  ports: readonly number[],
+): Promise<{ url: string; connections: number[]; close: () => Promise<void> }> {
   let next = 0;
   const connections = ports.map(() => 0);
   const sockets = new Set<net.Socket>();

@@ -29,7 +29,10 @@ export async function freshNamespace(): Promise<string> {
   const namespace = `test-${randomUUID()}`;
   const connection = await Connection.connect({ address: inject('temporalAddress') });
   try {
-    await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+    await connection.workflowService.registerNamespace({
+      namespace,
+      workflowExecutionRetentionPeriod: msToTs('1 day'),
+    });
     // A new namespace reaches the server's namespace cache within seconds; until then it is "not found".
     for (let tries = 0; ; tries++) {
       try {

@@ -9,7 +9,16 @@ import { buildBatch, encodeBatch, type BatchOptions, type BatchRollout } from '.
 export const goodReply = [257, 104, 105, 258, 259, 121, 101, 115, 261];
 export const badReply = [257, 104, 105, 258, 259, 110, 111, 261];
 
-const options: BatchOptions = { estimator: 'dr_grpo', zeroVarianceGroups: 'drop', lossAggregation: 'token-mean', maxPromptTokens: 30, maxResponseTokens: 30, truncated: 'mask', excludedFailureClasses: [], incompleteGroups: 'keep' };
+const options: BatchOptions = {
+  estimator: 'dr_grpo',
+  zeroVarianceGroups: 'drop',
+  lossAggregation: 'token-mean',
+  maxPromptTokens: 30,
+  maxResponseTokens: 30,
+  truncated: 'mask',
+  excludedFailureClasses: [],
+  incompleteGroups: 'keep',
+};
 
 /** Log-probs the model gives each token of `ids` after the first. */
 export function logprobOf(model: Qwen3Model, ids: number[]): number[] {
@@ -27,7 +36,14 @@ function rollout(model: Qwen3Model, id: string, ids: number[], reward: number, s
     groupId: 'task',
     reward,
     failureClass: null,
-    calls: [{ callId: `${id}-c`, policyVersion: 'base', promptIds: ids.slice(0, 5), choices: [{ completionIds: ids.slice(5), logprobs: lp.slice(4), finishReason: 'stop' }] }],
+    calls: [
+      {
+        callId: `${id}-c`,
+        policyVersion: 'base',
+        promptIds: ids.slice(0, 5),
+        choices: [{ completionIds: ids.slice(5), logprobs: lp.slice(4), finishReason: 'stop' }],
+      },
+    ],
   };
 }
 
@@ -36,18 +52,49 @@ function rollout(model: Qwen3Model, id: string, ids: number[], reward: number, s
  * for each requested sampler shift a batch whose sampler log-probs sit that far from the trainer's
  * (with an importance-weight cap of 2).
  */
-export async function writeTinyPolicyAndBatch<K extends string>(dir: string, shifts: Record<K, number> = {} as Record<K, number>): Promise<{ base: string; batch: string; shifted: Record<K, string> }> {
+export async function writeTinyPolicyAndBatch<K extends string>(
+  dir: string,
+  shifts: Record<K, number> = {} as Record<K, number>,
+): Promise<{ base: string; batch: string; shifted: Record<K, string> }> {
   await readyBackend();
-  const model = Qwen3Model.init(defaultModelConfig({ maxPositions: 32, hiddenSize: 16, numHeads: 2, numKvHeads: 1, headDim: 8, intermediateSize: 32, numLayers: 1 }), 1);
+  const model = Qwen3Model.init(
+    defaultModelConfig({
+      maxPositions: 32,
+      hiddenSize: 16,
+      numHeads: 2,
+      numKvHeads: 1,
+      headDim: 8,
+      intermediateSize: 32,
+      numLayers: 1,
+    }),
+    1,
+  );
   const base = path.join(dir, 'base');
   saveCheckpoint(base, model, { name: 'base' });
   const write = (file: string, shift: number, cap?: number) => {
-    const batch = buildBatch([rollout(model, 'good', goodReply, 1, shift), rollout(model, 'bad', badReply, 0, shift)], options, { decode: (t) => t.join(',') });
-    writeFileSync(file, encodeBatch(batch, { iteration: 1, policyVersion: 'base', configHash: 'c', ...(cap && { importanceWeightCap: cap }) }).bytes);
+    const batch = buildBatch(
+      [rollout(model, 'good', goodReply, 1, shift), rollout(model, 'bad', badReply, 0, shift)],
+      options,
+      { decode: (t) => t.join(',') },
+    );
+    writeFileSync(
+      file,
+      encodeBatch(batch, {
+        iteration: 1,
+        policyVersion: 'base',
+        configHash: 'c',
+        ...(cap && { importanceWeightCap: cap }),
+      }).bytes,
+    );
     return file;
   };
   const batch = write(path.join(dir, 'batch.safetensors'), 0);
-  const shifted = Object.fromEntries(Object.entries<number>(shifts).map(([name, shift]) => [name, write(path.join(dir, `${name}.safetensors`), shift, 2)])) as Record<K, string>;
+  const shifted = Object.fromEntries(
+    Object.entries<number>(shifts).map(([name, shift]) => [
+      name,
+      write(path.join(dir, `${name}.safetensors`), shift, 2),
+    ]),
+  ) as Record<K, string>;
   model.dispose();
   return { base, batch, shifted };
 }

@@ -56,7 +56,9 @@ interface ServerState {
   streaming: Streaming;
 }
 
-export async function startVllmLikeServer(options: { chunkSize?: number; chunkDelayMs?: number } = {}): Promise<VllmLikeServer> {
+export async function startVllmLikeServer(
+  options: { chunkSize?: number; chunkDelayMs?: number } = {},
+): Promise<VllmLikeServer> {
   const state: ServerState = {
     requests: [],
     scripts: new Map(),
@@ -92,7 +94,13 @@ export async function startVllmLikeServer(options: { chunkSize?: number; chunkDe
   };
 }
 
-async function handle(state: ServerState, path: string, text: string, res: http.ServerResponse, headers: http.IncomingHttpHeaders) {
+async function handle(
+  state: ServerState,
+  path: string,
+  text: string,
+  res: http.ServerResponse,
+  headers: http.IncomingHttpHeaders,
+) {
   if (path === '/v1/models') return listModels(res, state.adapters);
   let body: Json;
   try {
@@ -121,7 +129,15 @@ async function handle(state: ServerState, path: string, text: string, res: http.
       object: 'response',
       status: 'completed',
       model: body.model,
-      output: [{ type: 'message', id: 'msg-1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'ok', annotations: [] }] }],
+      output: [
+        {
+          type: 'message',
+          id: 'msg-1',
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text: 'ok', annotations: [] }],
+        },
+      ],
       usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
     });
   }

@@ -31,7 +31,11 @@ afterAll(async () => {
 });
 
 async function call(method: string, route: string, body?: string) {
-  const res = await fetch(`${api.url}${route}`, { method, headers: { authorization: `Bearer ${KEY}`, ...(body !== undefined && { 'content-type': 'application/json' }) }, body });
+  const res = await fetch(`${api.url}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${KEY}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+    body,
+  });
   return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
 }
 
@@ -54,30 +58,54 @@ describe('the API under hostile input', () => {
   it('a deeply nested body is a 400 naming the depth', async () => {
     for (const route of ['/api/runs', '/api/schedules', '/api/production/rollback']) {
       const res = await call('POST', route, `{"note": ${deep(5000)}}`);
-      expect(res, route).toEqual({ status: 400, body: { error: { code: 'invalid_request', message: expect.stringMatching(/nested deeper than \d+ levels/) } } });
+      expect(res, route).toEqual({
+        status: 400,
+        body: { error: { code: 'invalid_request', message: expect.stringMatching(/nested deeper than \d+ levels/) } },
+      });
     }
     expect((await call('GET', '/api/policies')).status).toBe(200);
   });
 
-  it('a body over the limit is a 413 in Rein\'s shape', async () => {
+  it("a body over the limit is a 413 in Rein's shape", async () => {
     const res = await call('POST', '/api/runs', JSON.stringify({ runId: 'x'.repeat(2 * 1024 * 1024) }));
-    expect(res).toEqual({ status: 413, body: { error: { code: 'body_too_large', message: expect.stringMatching(/1 MiB/) } } });
+    expect(res).toEqual({
+      status: 413,
+      body: { error: { code: 'body_too_large', message: expect.stringMatching(/1 MiB/) } },
+    });
   });
 
-  it('an over-long path parameter is a 414, a malformed URL a 400, both in Rein\'s shape', async () => {
-    expect(await call('GET', `/api/runs/${'r'.repeat(500)}`)).toEqual({ status: 414, body: { error: { code: 'uri_too_long', message: expect.any(String) } } });
-    expect(await call('GET', '/api/runs/%E0%A4%A')).toEqual({ status: 400, body: { error: { code: 'invalid_request', message: expect.stringMatching(/percent-encoding/) } } });
+  it("an over-long path parameter is a 414, a malformed URL a 400, both in Rein's shape", async () => {
+    expect(await call('GET', `/api/runs/${'r'.repeat(500)}`)).toEqual({
+      status: 414,
+      body: { error: { code: 'uri_too_long', message: expect.any(String) } },
+    });
+    expect(await call('GET', '/api/runs/%E0%A4%A')).toEqual({
+      status: 400,
+      body: { error: { code: 'invalid_request', message: expect.stringMatching(/percent-encoding/) } },
+    });
   });
 
-  it('a request line over Node\'s limit is a 431 in Rein\'s shape', async () => {
+  it("a request line over Node's limit is a 431 in Rein's shape", async () => {
     const res = await rawGet(`/api/runs?limit=${'9'.repeat(64 * 1024)}`);
     expect(res.status).toBe(431);
-    expect(JSON.parse(res.body)).toEqual({ error: { code: 'request_too_large', message: expect.stringMatching(/shorter URL/) } });
+    expect(JSON.parse(res.body)).toEqual({
+      error: { code: 'request_too_large', message: expect.stringMatching(/shorter URL/) },
+    });
   });
 
-  it('a body that is not JSON, or JSON of the wrong content type, is a 4xx in Rein\'s shape', async () => {
-    expect(await call('POST', '/api/runs', '{"runId": ')).toEqual({ status: 400, body: { error: { code: 'invalid_request', message: expect.stringMatching(/JSON/) } } });
-    const res = await fetch(`${api.url}/api/runs`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/xml' }, body: '<runId>x</runId>' });
-    expect({ status: res.status, body: await res.json() }).toEqual({ status: 415, body: { error: { code: 'unsupported_media_type', message: expect.stringMatching(/application\/json/) } } });
+  it("a body that is not JSON, or JSON of the wrong content type, is a 4xx in Rein's shape", async () => {
+    expect(await call('POST', '/api/runs', '{"runId": ')).toEqual({
+      status: 400,
+      body: { error: { code: 'invalid_request', message: expect.stringMatching(/JSON/) } },
+    });
+    const res = await fetch(`${api.url}/api/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/xml' },
+      body: '<runId>x</runId>',
+    });
+    expect({ status: res.status, body: await res.json() }).toEqual({
+      status: 415,
+      body: { error: { code: 'unsupported_media_type', message: expect.stringMatching(/application\/json/) } },
+    });
   });
 });

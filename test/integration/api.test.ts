@@ -17,7 +17,12 @@ let namespace: string;
 
 beforeAll(async () => {
   namespace = await freshNamespace();
-  const { file } = await writeExampleConfig(dir, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } }, { namespace });
+  const { file } = await writeExampleConfig(
+    dir,
+    { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 },
+    { samples: { zeroVarianceGroups: 'keep' } },
+    { namespace },
+  );
   const { config } = loadConfig({ file, env: {} });
   const stack = await startApiStack(config);
   closers.push(() => stack.close());
@@ -31,7 +36,10 @@ afterAll(async () => {
 const call = async (method: string, url: string, body?: unknown, auth: string | null = key) => {
   const res = await fetch(`${api.url}${url}`, {
     method,
-    headers: { ...(auth !== null && { authorization: `Bearer ${auth}` }), ...(body !== undefined && { 'content-type': 'application/json' }) },
+    headers: {
+      ...(auth !== null && { authorization: `Bearer ${auth}` }),
+      ...(body !== undefined && { 'content-type': 'application/json' }),
+    },
     ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
   });
   return { status: res.status, body: (await res.json()) as Record<string, any> };
@@ -65,94 +73,196 @@ describe('the HTTP API', () => {
       '/api/schedules/{scheduleId}/unpause',
     ]);
     const start = body.paths['/api/runs'].post;
-    expect(start.requestBody.content['application/json'].schema.properties).toMatchObject({ runId: { type: 'string' }, iterations: expect.any(Object), samplesPerTask: { type: 'integer', minimum: 1 } });
+    expect(start.requestBody.content['application/json'].schema.properties).toMatchObject({
+      runId: { type: 'string' },
+      iterations: expect.any(Object),
+      samplesPerTask: { type: 'integer', minimum: 1 },
+    });
     expect(start.responses['201'].content['application/json'].schema.required).toEqual(['runId', 'executionRunId']);
-    expect(body.paths['/api/runs/{runId}'].get.parameters).toEqual([{ name: 'runId', in: 'path', required: true, schema: { type: 'string', minLength: 1 } }]);
+    expect(body.paths['/api/runs/{runId}'].get.parameters).toEqual([
+      { name: 'runId', in: 'path', required: true, schema: { type: 'string', minLength: 1 } },
+    ]);
   });
 
   it('refuses missing keys, wrong keys and bad input with the reason', async () => {
-    expect(await call('GET', '/api/runs', undefined, null)).toMatchObject({ status: 401, body: { error: { code: 'missing_key' } } });
+    expect(await call('GET', '/api/runs', undefined, null)).toMatchObject({
+      status: 401,
+      body: { error: { code: 'missing_key' } },
+    });
     expect(await call('GET', '/api/runs', undefined, 'not-the-key')).toMatchObject({ status: 403 });
-    expect(await call('POST', '/api/runs', { iterations: 0 })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('body.iterations: Too small') } } });
-    expect(await call('POST', '/api/runs', { iterationz: 2 })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('Unrecognized key: "iterationz"') } } });
+    expect(await call('POST', '/api/runs', { iterations: 0 })).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringContaining('body.iterations: Too small') } },
+    });
+    expect(await call('POST', '/api/runs', { iterationz: 2 })).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringContaining('Unrecognized key: "iterationz"') } },
+    });
     expect(await call('POST', '/api/runs', '{"iterations": ')).toMatchObject({ status: 400 });
-    expect(await call('GET', '/api/runs/no-such-run')).toMatchObject({ status: 404, body: { error: { code: 'run_not_found', message: 'no run named no-such-run; `rein runs` lists the runs' } } });
-    expect(await call('POST', '/api/schedules', { scheduleId: 'x', every: 'soon' })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('is not a duration') } } });
+    expect(await call('GET', '/api/runs/no-such-run')).toMatchObject({
+      status: 404,
+      body: { error: { code: 'run_not_found', message: 'no run named no-such-run; `rein runs` lists the runs' } },
+    });
+    expect(await call('POST', '/api/schedules', { scheduleId: 'x', every: 'soon' })).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringContaining('is not a duration') } },
+    });
     expect(await call('GET', '/api/nothing')).toMatchObject({ status: 404 });
   });
 
-  it('starts a run, reports it until it finishes, lists it and its policy; the same run id again is a conflict', { timeout: 180_000 }, async () => {
-    const started = await call('POST', '/api/runs', { runId: 'api-1' });
-    expect(started).toMatchObject({ status: 201, body: { runId: 'api-1', executionRunId: expect.any(String) } });
-    let report = (await call('GET', '/api/runs/api-1')).body;
-    while (report.execution === 'RUNNING') {
-      await new Promise((r) => setTimeout(r, 500));
-      report = (await call('GET', '/api/runs/api-1')).body;
-    }
-    expect(report).toMatchObject({ execution: 'COMPLETED', status: { state: 'finished', policyVersion: 'api-1.v1', heldout: { base: { policyVersion: 'v0' }, latest: { policyVersion: 'api-1.v1' } } } });
-    expect((await call('GET', '/api/runs?limit=50')).body.items).toContainEqual(expect.objectContaining({ runId: 'api-1', execution: 'COMPLETED' }));
-    expect((await call('GET', '/api/policies?runId=api-1')).body.items).toEqual([expect.objectContaining({ version: 'api-1.v1', parent: 'v0', iteration: 1 })]);
+  it(
+    'starts a run, reports it until it finishes, lists it and its policy; the same run id again is a conflict',
+    { timeout: 180_000 },
+    async () => {
+      const started = await call('POST', '/api/runs', { runId: 'api-1' });
+      expect(started).toMatchObject({ status: 201, body: { runId: 'api-1', executionRunId: expect.any(String) } });
+      let report = (await call('GET', '/api/runs/api-1')).body;
+      while (report.execution === 'RUNNING') {
+        await new Promise((r) => setTimeout(r, 500));
+        report = (await call('GET', '/api/runs/api-1')).body;
+      }
+      expect(report).toMatchObject({
+        execution: 'COMPLETED',
+        status: {
+          state: 'finished',
+          policyVersion: 'api-1.v1',
+          heldout: { base: { policyVersion: 'v0' }, latest: { policyVersion: 'api-1.v1' } },
+        },
+      });
+      expect((await call('GET', '/api/runs?limit=50')).body.items).toContainEqual(
+        expect.objectContaining({ runId: 'api-1', execution: 'COMPLETED' }),
+      );
+      expect((await call('GET', '/api/policies?runId=api-1')).body.items).toEqual([
+        expect.objectContaining({ version: 'api-1.v1', parent: 'v0', iteration: 1 }),
+      ]);
 
-    // The gate's decision on the candidate, with its evidence; the iteration's ledger row.
-    const gate = report.status.iterations[0].gate;
-    expect(gate).toMatchObject({ incumbent: 'v0', decisionId: expect.any(String) });
-    expect((await call('GET', `/api/decisions/${gate.decisionId}`)).body).toMatchObject({ candidate: 'api-1.v1', incumbent: 'v0', verdict: gate.verdict, record: { checks: expect.any(Array) } });
-    expect(await call('GET', '/api/decisions/nope')).toMatchObject({ status: 404, body: { error: { code: 'decision_not_found' } } });
-    // A row for the iteration and one for its release (every release is one, refused or not).
-    const ledger = (await call('GET', '/api/ledger?runId=api-1')).body.items as Array<{ id: string }>;
-    expect([...ledger].sort((a, b) => a.id.localeCompare(b.id))).toEqual([
-      expect.objectContaining({ id: 'api-1.it1', kind: 'iteration', model: { policyVersion: 'api-1.v1', parent: 'v0' } }),
-      expect.objectContaining({ id: 'release.api-1.v1', kind: 'release', model: { policyVersion: 'api-1.v1', parent: 'v0' }, decisionId: expect.any(String) }),
-    ]);
+      // The gate's decision on the candidate, with its evidence; the iteration's ledger row.
+      const gate = report.status.iterations[0].gate;
+      expect(gate).toMatchObject({ incumbent: 'v0', decisionId: expect.any(String) });
+      expect((await call('GET', `/api/decisions/${gate.decisionId}`)).body).toMatchObject({
+        candidate: 'api-1.v1',
+        incumbent: 'v0',
+        verdict: gate.verdict,
+        record: { checks: expect.any(Array) },
+      });
+      expect(await call('GET', '/api/decisions/nope')).toMatchObject({
+        status: 404,
+        body: { error: { code: 'decision_not_found' } },
+      });
+      // A row for the iteration and one for its release (every release is one, refused or not).
+      const ledger = (await call('GET', '/api/ledger?runId=api-1')).body.items as Array<{ id: string }>;
+      expect([...ledger].sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+        expect.objectContaining({
+          id: 'api-1.it1',
+          kind: 'iteration',
+          model: { policyVersion: 'api-1.v1', parent: 'v0' },
+        }),
+        expect.objectContaining({
+          id: 'release.api-1.v1',
+          kind: 'release',
+          model: { policyVersion: 'api-1.v1', parent: 'v0' },
+          decisionId: expect.any(String),
+        }),
+      ]);
 
-    // Promotion by override (whatever the gate said), then rollback; both audited.
-    if (!gate.promoted) {
-      if (gate.verdict === 'fail') expect(await call('POST', '/api/policies/api-1.v1/promote')).toMatchObject({ status: 409, body: { error: { code: 'promotion_refused' } } });
-      expect(await call('POST', '/api/policies/api-1.v1/promote', { override: { reason: 'api test' } })).toMatchObject({ status: 200, body: { change: { from: 'v0', to: 'api-1.v1', override: true }, gatewayUpdated: true } });
-    }
-    expect(await call('POST', '/api/production/rollback', { reason: 'api test' })).toMatchObject({ status: 200, body: { change: { from: 'api-1.v1', to: 'v0', operation: 'rollback' } } });
-    expect((await call('GET', '/api/aliases')).body).toMatchObject({ aliases: { production: 'v0' }, history: expect.arrayContaining([expect.objectContaining({ operation: 'rollback', reason: 'api test' })]) });
-    expect(await call('POST', '/api/policies/no-such/promote', { override: { reason: 'x' } })).toMatchObject({ status: 404 });
+      // Promotion by override (whatever the gate said), then rollback; both audited.
+      if (!gate.promoted) {
+        if (gate.verdict === 'fail')
+          expect(await call('POST', '/api/policies/api-1.v1/promote')).toMatchObject({
+            status: 409,
+            body: { error: { code: 'promotion_refused' } },
+          });
+        expect(
+          await call('POST', '/api/policies/api-1.v1/promote', { override: { reason: 'api test' } }),
+        ).toMatchObject({
+          status: 200,
+          body: { change: { from: 'v0', to: 'api-1.v1', override: true }, gatewayUpdated: true },
+        });
+      }
+      expect(await call('POST', '/api/production/rollback', { reason: 'api test' })).toMatchObject({
+        status: 200,
+        body: { change: { from: 'api-1.v1', to: 'v0', operation: 'rollback' } },
+      });
+      expect((await call('GET', '/api/aliases')).body).toMatchObject({
+        aliases: { production: 'v0' },
+        history: expect.arrayContaining([expect.objectContaining({ operation: 'rollback', reason: 'api test' })]),
+      });
+      expect(await call('POST', '/api/policies/no-such/promote', { override: { reason: 'x' } })).toMatchObject({
+        status: 404,
+      });
 
-    // A release by hand: the same candidate, incumbent, config and tasks make the same decision (its replays are reused).
-    const release = await call('POST', '/api/releases', { candidate: 'api-1.v1' });
-    expect(release).toMatchObject({ status: 202, body: { workflowId: expect.stringMatching(/^release-api-1\.v1-/), decisionId: gate.decisionId } });
-    expect(await call('POST', '/api/releases', { candidate: 'api-1.v1', promote: 'yes' })).toMatchObject({ status: 400 });
-    expect(await call('POST', '/api/runs', { runId: 'api-1' })).toMatchObject({ status: 409, body: { error: { code: 'run_exists' } } });
-    expect(await call('POST', '/api/runs/api-1/stop')).toMatchObject({ status: 404 });
-    expect(await call('POST', '/api/runs/api-1/resume')).toMatchObject({ status: 409, body: { error: { code: 'run_not_resumable', message: expect.stringContaining('completed') } } });
-  });
+      // A release by hand: the same candidate, incumbent, config and tasks make the same decision (its replays are reused).
+      const release = await call('POST', '/api/releases', { candidate: 'api-1.v1' });
+      expect(release).toMatchObject({
+        status: 202,
+        body: { workflowId: expect.stringMatching(/^release-api-1\.v1-/), decisionId: gate.decisionId },
+      });
+      expect(await call('POST', '/api/releases', { candidate: 'api-1.v1', promote: 'yes' })).toMatchObject({
+        status: 400,
+      });
+      expect(await call('POST', '/api/runs', { runId: 'api-1' })).toMatchObject({
+        status: 409,
+        body: { error: { code: 'run_exists' } },
+      });
+      expect(await call('POST', '/api/runs/api-1/stop')).toMatchObject({ status: 404 });
+      expect(await call('POST', '/api/runs/api-1/resume')).toMatchObject({
+        status: 409,
+        body: { error: { code: 'run_not_resumable', message: expect.stringContaining('completed') } },
+      });
+    },
+  );
 
-  it('continues a terminated run from where it stopped, as a new execution under the same id', { timeout: 180_000 }, async () => {
-    const started = await call('POST', '/api/runs', { runId: 'api-2' });
-    expect(started).toMatchObject({ status: 201 });
-    const { client, connection } = await testClient(namespace);
-    try {
-      await client.workflow.getHandle('api-2').terminate('api test: an operator ended it');
-    } finally {
-      await connection.close();
-    }
-    const resumed = await call('POST', '/api/runs/api-2/resume');
-    expect(resumed).toMatchObject({ status: 202, body: { action: 'continued', fromIteration: 1, previousStatus: 'TERMINATED', executionRunId: expect.any(String) } });
-    expect(resumed.body.executionRunId).not.toBe(started.body.executionRunId);
-    let report = (await call('GET', '/api/runs/api-2')).body;
-    while (report.execution === 'RUNNING') {
-      await new Promise((r) => setTimeout(r, 500));
-      report = (await call('GET', '/api/runs/api-2')).body;
-    }
-    expect(report).toMatchObject({ execution: 'COMPLETED', status: { state: 'finished', policyVersion: 'api-2.v1' } });
-  });
+  it(
+    'continues a terminated run from where it stopped, as a new execution under the same id',
+    { timeout: 180_000 },
+    async () => {
+      const started = await call('POST', '/api/runs', { runId: 'api-2' });
+      expect(started).toMatchObject({ status: 201 });
+      const { client, connection } = await testClient(namespace);
+      try {
+        await client.workflow.getHandle('api-2').terminate('api test: an operator ended it');
+      } finally {
+        await connection.close();
+      }
+      const resumed = await call('POST', '/api/runs/api-2/resume');
+      expect(resumed).toMatchObject({
+        status: 202,
+        body: {
+          action: 'continued',
+          fromIteration: 1,
+          previousStatus: 'TERMINATED',
+          executionRunId: expect.any(String),
+        },
+      });
+      expect(resumed.body.executionRunId).not.toBe(started.body.executionRunId);
+      let report = (await call('GET', '/api/runs/api-2')).body;
+      while (report.execution === 'RUNNING') {
+        await new Promise((r) => setTimeout(r, 500));
+        report = (await call('GET', '/api/runs/api-2')).body;
+      }
+      expect(report).toMatchObject({
+        execution: 'COMPLETED',
+        status: { state: 'finished', policyVersion: 'api-2.v1' },
+      });
+    },
+  );
 
   it('creates, lists, pauses and deletes schedules', async () => {
-    expect(await call('POST', '/api/schedules', { scheduleId: 'api-weekly', cron: '0 3 * * 1', note: 'weekly' })).toMatchObject({ status: 201 });
-    expect(await call('POST', '/api/schedules', { scheduleId: 'api-weekly', every: '1d' })).toMatchObject({ status: 409 });
+    expect(
+      await call('POST', '/api/schedules', { scheduleId: 'api-weekly', cron: '0 3 * * 1', note: 'weekly' }),
+    ).toMatchObject({ status: 201 });
+    expect(await call('POST', '/api/schedules', { scheduleId: 'api-weekly', every: '1d' })).toMatchObject({
+      status: 409,
+    });
     // Listed from Temporal's visibility store, which may lag a moment behind the create.
     await expect
       .poll(async () => (await call('GET', '/api/schedules')).body.items, { timeout: 20_000 })
       .toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: false, spec: 'cron 0 3 * * 1' }));
     expect(await call('POST', '/api/schedules/api-weekly/pause', { note: 'freeze' })).toMatchObject({ status: 202 });
     // The list comes from Temporal's visibility store, which catches up within moments.
-    await expect.poll(async () => (await call('GET', '/api/schedules')).body.items, { timeout: 10_000 }).toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: true, note: 'freeze' }));
+    await expect
+      .poll(async () => (await call('GET', '/api/schedules')).body.items, { timeout: 10_000 })
+      .toContainEqual(expect.objectContaining({ scheduleId: 'api-weekly', paused: true, note: 'freeze' }));
     expect(await call('DELETE', '/api/schedules/api-weekly')).toMatchObject({ status: 200 });
     expect(await call('DELETE', '/api/schedules/api-weekly')).toMatchObject({ status: 404 });
   });

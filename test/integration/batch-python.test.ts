@@ -15,14 +15,22 @@ const call = (callId: string, prompt: string, completion: string): MergeCall => 
   callId,
   policyVersion: 'v7',
   promptIds: ids(prompt),
-  choices: [{ completionIds: ids(completion), logprobs: ids(completion).map((_, i) => -0.125 * (i + 1)), finishReason: 'stop' }],
+  choices: [
+    { completionIds: ids(completion), logprobs: ids(completion).map((_, i) => -0.125 * (i + 1)), finishReason: 'stop' },
+  ],
 });
 
 describe('the batch artifact in Python', () => {
   it('is read by the `safetensors` library with the documented tensor names, dtypes and metadata', () => {
     const batch = buildBatch(
       [
-        { rolloutId: 'a', groupId: 'g', reward: 1, failureClass: null, calls: [call('a1', 'U:q|A:', 'yes'), call('a2', 'U:q|A:yes|T:ok|A:', 'done')] },
+        {
+          rolloutId: 'a',
+          groupId: 'g',
+          reward: 1,
+          failureClass: null,
+          calls: [call('a1', 'U:q|A:', 'yes'), call('a2', 'U:q|A:yes|T:ok|A:', 'done')],
+        },
         { rolloutId: 'b', groupId: 'g', reward: 0, failureClass: null, calls: [call('b1', 'U:q|A:', 'no')] },
       ],
       {
@@ -59,7 +67,10 @@ print(json.dumps({
   "adv": [float(t["advantages"][cu[i]]) for i in range(len(cu) - 1)],
   "owner": t["sequence_rollout"].tolist(),
 }))`;
-    const out = JSON.parse(execFileSync(setupPython(), ['-c', script, file], { encoding: 'utf8' })) as Record<string, any>;
+    const out = JSON.parse(execFileSync(setupPython(), ['-c', script, file], { encoding: 'utf8' })) as Record<
+      string,
+      any
+    >;
     expect(out.dtypes).toEqual({
       input_ids: 'int32',
       loss_mask: 'uint8',
@@ -70,8 +81,18 @@ print(json.dumps({
       sequence_rollout: 'int32',
       token_policy: 'int32',
     });
-    expect(out.meta).toMatchObject({ format: 'rein-batch/1', iteration: '4', policy_version: 'v7', content_hash: contentHash, rollouts: '["a","b"]' });
-    expect(out.cu).toEqual([0, batch.sequences[0]!.ids.length, batch.sequences[0]!.ids.length + batch.sequences[1]!.ids.length]);
+    expect(out.meta).toMatchObject({
+      format: 'rein-batch/1',
+      iteration: '4',
+      policy_version: 'v7',
+      content_hash: contentHash,
+      rollouts: '["a","b"]',
+    });
+    expect(out.cu).toEqual([
+      0,
+      batch.sequences[0]!.ids.length,
+      batch.sequences[0]!.ids.length + batch.sequences[1]!.ids.length,
+    ]);
     expect(out.first_ids).toEqual(ids('U:q|A:yes|T:ok|A:done'));
     expect(out.trained).toBe(ids('yesdoneno').length);
     // token-mean: the weights of all trained tokens add up to 1.

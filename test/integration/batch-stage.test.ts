@@ -20,7 +20,9 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const tools = [{ type: 'function' as const, function: { name: 'calculator', parameters: { type: 'object', properties: {} } } }];
+const tools = [
+  { type: 'function' as const, function: { name: 'calculator', parameters: { type: 'object', properties: {} } } },
+];
 
 /** A two-turn tool-use episode, as a harness runs it, then the verifier's reward. */
 async function episode(id: string, taskId: string, reward: number, harnessSays?: number) {
@@ -36,7 +38,11 @@ async function episode(id: string, taskId: string, reward: number, harnessSays?:
       body: JSON.stringify({ type: 'reward', value: harnessSays }),
     });
   }
-  await t.admin('POST', `/api/rollouts/${id}/events`, { type: 'reward', value: reward, components: { success: reward } });
+  await t.admin('POST', `/api/rollouts/${id}/events`, {
+    type: 'reward',
+    value: reward,
+    components: { success: reward },
+  });
   await t.admin('POST', `/api/rollouts/${id}/status`, { status: 'succeeded' });
 }
 
@@ -45,7 +51,10 @@ describe('the batch stage on a journal written by the gateway', () => {
     await episode('s-0', 'task-a', 1, 1);
     await episode('s-1', 'task-a', 0, 1);
     await episode('s-2', 'task-a', 1);
-    const settings = validateConfig({ samples: { estimator: 'grpo', lossAggregation: 'rollout-mean' } }, 'test').samples;
+    const settings = validateConfig(
+      { samples: { estimator: 'grpo', lossAggregation: 'rollout-mean' } },
+      'test',
+    ).samples;
     const artifacts = new LocalArtifactStore(path.join(dir, 'artifacts'));
     const result = await runBatchStage(
       { iteration: 1, policyVersion: 'policy-v1', configHash: 'cfg', rolloutIds: ['s-0', 's-1', 's-2'] },
@@ -54,7 +63,11 @@ describe('the batch stage on a journal written by the gateway', () => {
 
     expect(result.summary).toMatchObject({ rolloutsUsed: 3, rolloutsExcluded: 0, sequences: 3, mergeRate: 1 });
     const decoded = decodeBatch(await artifacts.get(result.batch.uri, result.batch));
-    expect(decoded.metadata).toMatchObject({ iteration: '1', policy_version: 'policy-v1', content_hash: result.batch.contentHash });
+    expect(decoded.metadata).toMatchObject({
+      iteration: '1',
+      policy_version: 'policy-v1',
+      content_hash: result.batch.contentHash,
+    });
     // Each sequence is the second call's prompt followed by its completion: the first call merged into it.
     for (const sequence of decoded.sequences) {
       const [first, second] = await t.store.listCalls(sequence.rolloutId);
@@ -82,7 +95,12 @@ describe('the batch stage on a journal written by the gateway', () => {
       { store: t.store, artifacts, settings },
     ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DataQualityError);
-    expect((error as DataQualityError).problems).toEqual(['reward disagreement rate 0.500 is above samples.thresholds.maxRewardDisagreementRate 0.2']);
-    expect(JSON.parse(readFileSync(fileURLToPath((error as DataQualityError).reportUri), 'utf8')).rewardDisagreement.disagreeing).toBe(1);
+    expect((error as DataQualityError).problems).toEqual([
+      'reward disagreement rate 0.500 is above samples.thresholds.maxRewardDisagreementRate 0.2',
+    ]);
+    expect(
+      JSON.parse(readFileSync(fileURLToPath((error as DataQualityError).reportUri), 'utf8')).rewardDisagreement
+        .disagreeing,
+    ).toBe(1);
   });
 });

@@ -29,14 +29,21 @@ describe('the CLI says what is wrong and where', { concurrent: true }, () => {
     const { file } = await writeExampleConfig(path.join(dir, 'too-many'));
     const { code, stderr } = await runRein(['--config', file, 'train', '--tasks', '100000'], { env });
     expect(code).toBe(2);
-    expect(stderr).toMatch(/run\.tasksPerIteration \(or --tasks\): 100000 is more than the \d+ tasks in .*train\.jsonl; use at most \d+/);
+    expect(stderr).toMatch(
+      /run\.tasksPerIteration \(or --tasks\): 100000 is more than the \d+ tasks in .*train\.jsonl; use at most \d+/,
+    );
   });
 
   it('says when no config file was read, as when Rein runs elsewhere with its own', { timeout: 180_000 }, async () => {
-    const { code, stderr } = await runRein(['status', 'started-elsewhere'], { cwd: dir, env: { ...env, TEMPORAL_ADDRESS: inject('temporalAddress') } });
+    const { code, stderr } = await runRein(['status', 'started-elsewhere'], {
+      cwd: dir,
+      env: { ...env, TEMPORAL_ADDRESS: inject('temporalAddress') },
+    });
     expect(code).toBe(1);
     expect(stderr).toContain('no run named started-elsewhere');
-    expect(stderr).toContain(`no config file was read (no --config, REIN_CONFIG or rein.yaml in ${dir}), so this used the defaults; if Rein runs with a config elsewhere, pass it: rein --config FILE`);
+    expect(stderr).toContain(
+      `no config file was read (no --config, REIN_CONFIG or rein.yaml in ${dir}), so this used the defaults; if Rein runs with a config elsewhere, pass it: rein --config FILE`,
+    );
   });
 
   it('names the service and the setting when a port is taken', { timeout: 180_000 }, async () => {
@@ -47,7 +54,9 @@ describe('the CLI says what is wrong and where', { concurrent: true }, () => {
     try {
       const { code, stderr } = await runRein(['--config', file, 'gateway'], { env });
       expect(code).toBe(2);
-      expect(stderr).toContain(`the gateway cannot listen on 127.0.0.1:${config.gateway.port}: another program uses that port. Stop it, or set gateway.port to a free port.`);
+      expect(stderr).toContain(
+        `the gateway cannot listen on 127.0.0.1:${config.gateway.port}: another program uses that port. Stop it, or set gateway.port to a free port.`,
+      );
     } finally {
       squatter.close();
     }
@@ -60,7 +69,9 @@ describe('the CLI says what is wrong and where', { concurrent: true }, () => {
     try {
       await dev.waitFor(/Rein is ready/, 210_000);
       expect(dev.output().stdout).toContain(`  Config        ${file}\n`);
-      expect(dev.output().stdout).toContain(`  Admin key     ${adminKeyFile(config.gateway)} (the gateway's, the API's and the console's)\n`);
+      expect(dev.output().stdout).toContain(
+        `  Admin key     ${adminKeyFile(config.gateway)} (the gateway's, the API's and the console's)\n`,
+      );
     } finally {
       await dev.stop('SIGINT'); // how it shuts down is dev.test.ts's
     }

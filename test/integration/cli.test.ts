@@ -51,9 +51,17 @@ describe('rein config', together, () => {
   it('resolves paths against the config file, applies the environment, and hides secrets', async () => {
     const project = path.join(scratch, 'project');
     mkdirSync(project, { recursive: true });
-    writeFileSync(path.join(project, 'rein.json'), JSON.stringify({ dataDir: 'state', temporal: { taskQueue: 'agents' } }));
+    writeFileSync(
+      path.join(project, 'rein.json'),
+      JSON.stringify({ dataDir: 'state', temporal: { taskQueue: 'agents' } }),
+    );
     const { code, stdout } = await runRein(['--config', path.join(project, 'rein.json'), 'config', 'check'], {
-      env: { ...clean, TEMPORAL_NAMESPACE: 'training', TEMPORAL_API_KEY: 'secret-key', REIN_STORE_URL: 'postgres://rein:secret-password@db:5432/rein' },
+      env: {
+        ...clean,
+        TEMPORAL_NAMESPACE: 'training',
+        TEMPORAL_API_KEY: 'secret-key',
+        REIN_STORE_URL: 'postgres://rein:secret-password@db:5432/rein',
+      },
     });
 
     expect(code).toBe(0);

@@ -20,13 +20,17 @@ const head = (model: string, object: string) => ({ id: `chatcmpl-${model}`, obje
 const SCRIPTS: Record<string, (res: ServerResponse) => Promise<void> | void> = {
   'script-split-utf8': async (res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const first = Buffer.from(`data: ${JSON.stringify({ ...head('script-split-utf8', 'chat.completion.chunk'), choices: [{ index: 0, delta: { role: 'assistant', content: 'héllo 🌍 wörld' }, logprobs: null, finish_reason: null }] })}\n\n`);
+    const first = Buffer.from(
+      `data: ${JSON.stringify({ ...head('script-split-utf8', 'chat.completion.chunk'), choices: [{ index: 0, delta: { role: 'assistant', content: 'héllo 🌍 wörld' }, logprobs: null, finish_reason: null }] })}\n\n`,
+    );
     const inside = first.indexOf(Buffer.from('🌍')) + 2;
     // Two writes apart in time: the gateway reads them separately, the character cut in two.
     await new Promise((resolve) => res.write(first.subarray(0, inside), resolve));
     await new Promise((resolve) => setTimeout(resolve, 30));
     res.write(first.subarray(inside));
-    res.write(`data: ${JSON.stringify({ ...head('script-split-utf8', 'chat.completion.chunk'), choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }] })}\n\n`);
+    res.write(
+      `data: ${JSON.stringify({ ...head('script-split-utf8', 'chat.completion.chunk'), choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }] })}\n\n`,
+    );
     res.end('data: [DONE]\n\n');
   },
   'script-numbers': (res) => {
@@ -37,8 +41,13 @@ const SCRIPTS: Record<string, (res: ServerResponse) => Promise<void> | void> = {
   },
   'script-forced-usage': (res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const chunk = (rest: object) => `data: ${JSON.stringify({ ...head('script-forced-usage', 'chat.completion.chunk'), ...rest })}\n\n`;
-    res.write(chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'used' }, logprobs: null, finish_reason: 'stop' }] }));
+    const chunk = (rest: object) =>
+      `data: ${JSON.stringify({ ...head('script-forced-usage', 'chat.completion.chunk'), ...rest })}\n\n`;
+    res.write(
+      chunk({
+        choices: [{ index: 0, delta: { role: 'assistant', content: 'used' }, logprobs: null, finish_reason: 'stop' }],
+      }),
+    );
     res.write(chunk({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } }));
     res.end('data: [DONE]\n\n');
   },
@@ -56,7 +65,9 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 async function withPythonSdk(baseUrl: string, key: string, model: string): Promise<Record<string, unknown>> {
-  const { stdout } = await promisify(execFile)(python, [pythonRunner, SCENARIOS_FILE, baseUrl, key, model], { maxBuffer: 64 << 20 });
+  const { stdout } = await promisify(execFile)(python, [pythonRunner, SCENARIOS_FILE, baseUrl, key, model], {
+    maxBuffer: 64 << 20,
+  });
   return JSON.parse(stdout) as Record<string, unknown>;
 }
 
@@ -68,13 +79,18 @@ describe.each([
   let viaGateway: Record<string, unknown>;
   beforeAll(async () => {
     const { key, baseUrl } = await t.rollout({ taskId: 'conformance' });
-    [direct, viaGateway] = await Promise.all([runAll(t.backend.url, 'unused', MODEL), runAll(baseUrl, key, 'production')]);
+    [direct, viaGateway] = await Promise.all([
+      runAll(t.backend.url, 'unused', MODEL),
+      runAll(baseUrl, key, 'production'),
+    ]);
   });
 
   it.each(loadScenarios().map((s) => s.name))('%s', (name) => {
     expect(direct[name], `the scenario ran directly`).toBeDefined();
     // An error scenario must fail directly too (else it tests nothing), and only those may.
-    expect(JSON.stringify(direct[name]).startsWith('{"error":'), JSON.stringify(direct[name])).toBe(name.startsWith('error-'));
+    expect(JSON.stringify(direct[name]).startsWith('{"error":'), JSON.stringify(direct[name])).toBe(
+      name.startsWith('error-'),
+    );
     expect(viaGateway[name]).toEqual(direct[name]);
   });
 });

@@ -13,7 +13,9 @@ import { freshNamespace } from '../helpers/temporal.js';
 /** Debian's Chromium (scripts/setup-tests.sh, which npm test runs, installs it): puppeteer's own download needs the internet. */
 const CHROMIUM = process.env.REIN_CHROMIUM ?? '/usr/bin/chromium';
 /** Screenshots land here; CI keeps the folder as the test's artifacts. */
-const ARTIFACTS = process.env.REIN_TEST_ARTIFACTS ? path.join(process.env.REIN_TEST_ARTIFACTS, 'console') : path.join(packageRoot(), 'test-artifacts', 'console');
+const ARTIFACTS = process.env.REIN_TEST_ARTIFACTS
+  ? path.join(process.env.REIN_TEST_ARTIFACTS, 'console')
+  : path.join(packageRoot(), 'test-artifacts', 'console');
 /** Where a headless dev server's Web UI would be; the console builds its workflow links from it. */
 const TEMPORAL_UI = 'http://127.0.0.1:1/temporal-ui';
 const RUN = 'console-1';
@@ -33,15 +35,27 @@ const closers: Array<() => Promise<unknown> | unknown> = [];
 let namespace: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run scripts/setup-tests.sh (it installs Debian's chromium; npm test runs it), or point REIN_CHROMIUM at one`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(
+      `no Chromium at ${CHROMIUM}: run scripts/setup-tests.sh (it installs Debian's chromium; npm test runs it), or point REIN_CHROMIUM at one`,
+    );
   // Two iterations, so every curve has two points; two held-out tasks for the gate.
   namespace = await freshNamespace();
-  const { file } = await writeExampleConfig(dir, { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } }, { namespace });
+  const { file } = await writeExampleConfig(
+    dir,
+    { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 },
+    { samples: { zeroVarianceGroups: 'keep' } },
+    { namespace },
+  );
   const { config } = loadConfig({ file, env: {} });
   const stack = await startApiStack(config, { temporalUiUrl: TEMPORAL_UI });
   closers.push(() => stack.close());
   ({ api, key } = stack);
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
   closers.push(() => browser.close());
   mkdirSync(ARTIFACTS, { recursive: true });
 });
@@ -51,7 +65,11 @@ afterAll(async () => {
 });
 
 const call = async (method: string, url: string, body?: unknown) => {
-  const res = await fetch(`${api.url}${url}`, { method, headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) }, ...(body !== undefined && { body: JSON.stringify(body) }) });
+  const res = await fetch(`${api.url}${url}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+  });
   return { status: res.status, body: (await res.json()) as any };
 };
 
@@ -61,15 +79,19 @@ const plotted = (page: Page, chart: string) =>
     const data = (element as unknown as Uplotted).uplot?.data;
     return data?.map((series: ArrayLike<number | null>) => Array.from(series));
   });
-const seriesLabels = (page: Page, chart: string) => page.$$eval(`[data-chart="${chart}"] .u-legend .u-series .u-label`, (labels) => labels.map((l) => l.textContent));
-const shoot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+const seriesLabels = (page: Page, chart: string) =>
+  page.$$eval(`[data-chart="${chart}"] .u-legend .u-series .u-label`, (labels) => labels.map((l) => l.textContent));
+const shoot = (page: Page, name: string) =>
+  page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 
 async function logIn(page: Page): Promise<void> {
   await page.goto(`${api.url}/`);
   await page.waitForSelector('form#login');
   await page.type('form#login input[name=key]', 'not-the-key');
   await page.click('form#login button');
-  await page.waitForFunction(() => document.querySelector('form#login .error')?.textContent?.includes('may not use the API'));
+  await page.waitForFunction(() =>
+    document.querySelector('form#login .error')?.textContent?.includes('may not use the API'),
+  );
   await page.$eval('form#login input[name=key]', (input) => ((input as unknown as { value: string }).value = ''));
   await page.type('form#login input[name=key]', key);
   await page.click('form#login button');
@@ -97,106 +119,186 @@ describe('the Rein console', () => {
     expect(await (await fetch(`${api.url}/console/app.css`)).text()).toContain('.uplot');
     expect((await fetch(`${api.url}/console/nothing.js`)).status).toBe(404);
     const { paths } = (await (await fetch(`${api.url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
-    expect(Object.keys(paths)).toEqual(expect.arrayContaining(['/api/runs/{runId}/iterations', '/api/rollouts/{rolloutId}', '/api/decisions/{decisionId}/pairs']));
-    expect(await call('GET', '/api/rollouts/no-such-rollout')).toMatchObject({ status: 404, body: { error: { code: 'rollout_not_found' } } });
+    expect(Object.keys(paths)).toEqual(
+      expect.arrayContaining([
+        '/api/runs/{runId}/iterations',
+        '/api/rollouts/{rolloutId}',
+        '/api/decisions/{decisionId}/pairs',
+      ]),
+    );
+    expect(await call('GET', '/api/rollouts/no-such-rollout')).toMatchObject({
+      status: 404,
+      body: { error: { code: 'rollout_not_found' } },
+    });
     expect(await call('GET', `/api/rollouts/${'x'.repeat(200)}`)).toMatchObject({ status: 414 });
   });
 
-  it('after a real run, plots the run’s numbers, follows a decision to a rollout, and shows releases and ledgers', { timeout: 240_000 }, async () => {
-    const page = await browser.newPage();
-    await page.setViewport({ width: 1400, height: 900 });
-    const problems: string[] = [];
-    page.on('pageerror', (err) => problems.push(String(err)));
-    await logIn(page);
-    // The key is kept in this tab's session, never in the address.
-    expect(await page.evaluate(() => sessionStorage.getItem('rein.adminKey'))).toBe(key);
-    expect(page.url()).not.toContain(key);
+  it(
+    'after a real run, plots the run’s numbers, follows a decision to a rollout, and shows releases and ledgers',
+    { timeout: 240_000 },
+    async () => {
+      const page = await browser.newPage();
+      await page.setViewport({ width: 1400, height: 900 });
+      const problems: string[] = [];
+      page.on('pageerror', (err) => problems.push(String(err)));
+      await logIn(page);
+      // The key is kept in this tab's session, never in the address.
+      expect(await page.evaluate(() => sessionStorage.getItem('rein.adminKey'))).toBe(key);
+      expect(page.url()).not.toContain(key);
 
-    expect(await call('POST', '/api/runs', { runId: RUN })).toMatchObject({ status: 201 });
-    // The run page, opened while the run goes on, follows it to the end by itself.
-    await page.goto(`${api.url}/console/#/runs/${RUN}`);
-    await page.waitForSelector('[data-state]');
-    await page.waitForSelector('[data-state="finished"]', { timeout: 200_000 });
-    expect(page.url()).not.toContain(key);
+      expect(await call('POST', '/api/runs', { runId: RUN })).toMatchObject({ status: 201 });
+      // The run page, opened while the run goes on, follows it to the end by itself.
+      await page.goto(`${api.url}/console/#/runs/${RUN}`);
+      await page.waitForSelector('[data-state]');
+      await page.waitForSelector('[data-state="finished"]', { timeout: 200_000 });
+      expect(page.url()).not.toContain(key);
 
-    const report = (await call('GET', `/api/runs/${RUN}`)).body;
-    expect(report).toMatchObject({ execution: 'COMPLETED', status: { state: 'finished', iterations: [{ iteration: 1 }, { iteration: 2 }] } });
-    const iterations = report.status.iterations as Array<{ iteration: number; meanReward: number; candidate: string; gate: { decisionId: string; verdict: string } }>;
-    const policies = (await call('GET', `/api/policies?runId=${RUN}`)).body.items as Array<{ version: string; trainerMetrics: Record<string, number> }>;
-    const decisions = await Promise.all(iterations.map(async (i) => (await call('GET', `/api/decisions/${i.gate.decisionId}`)).body));
-    const ledger = (await call('GET', `/api/ledger?runId=${RUN}`)).body.items as Array<{ kind: string; iteration: number; metrics: { tokens: number } }>;
-    const metric = (name: string) => iterations.map((i) => policies.find((p) => p.version === i.candidate)!.trainerMetrics[name]);
+      const report = (await call('GET', `/api/runs/${RUN}`)).body;
+      expect(report).toMatchObject({
+        execution: 'COMPLETED',
+        status: { state: 'finished', iterations: [{ iteration: 1 }, { iteration: 2 }] },
+      });
+      const iterations = report.status.iterations as Array<{
+        iteration: number;
+        meanReward: number;
+        candidate: string;
+        gate: { decisionId: string; verdict: string };
+      }>;
+      const policies = (await call('GET', `/api/policies?runId=${RUN}`)).body.items as Array<{
+        version: string;
+        trainerMetrics: Record<string, number>;
+      }>;
+      const decisions = await Promise.all(
+        iterations.map(async (i) => (await call('GET', `/api/decisions/${i.gate.decisionId}`)).body),
+      );
+      const ledger = (await call('GET', `/api/ledger?runId=${RUN}`)).body.items as Array<{
+        kind: string;
+        iteration: number;
+        metrics: { tokens: number };
+      }>;
+      const metric = (name: string) =>
+        iterations.map((i) => policies.find((p) => p.version === i.candidate)!.trainerMetrics[name]);
 
-    // Each curve is the run's own numbers, from where Rein keeps them.
-    expect(await plotted(page, 'reward')).toEqual([[1, 2], iterations.map((i) => i.meanReward)]);
-    const heldout = await plotted(page, 'heldout');
-    expect(heldout?.slice(0, 3)).toEqual([[1, 2], decisions.map((d) => d.record.evidence.acceptedRate.candidate), decisions.map((d) => d.record.evidence.acceptedRate.incumbent)]);
-    for (const [chart, name] of [
-      ['loss', 'loss'],
-      ['approxKl', 'approxKl'],
-      ['clipFraction', 'clipFraction'],
-      ['entropy', 'entropy'],
-      ['gradNorm', 'gradNorm'],
-    ] as const) {
-      expect(await plotted(page, chart)).toEqual([[1, 2], metric(name)]);
-    }
-    expect((await plotted(page, 'tokens'))?.[1]).toEqual(iterations.map((i) => ledger.find((e) => e.kind === 'iteration' && e.iteration === i.iteration)!.metrics.tokens));
-    expect(await seriesLabels(page, 'stages')).toEqual(expect.arrayContaining(['rollouts', 'batch', 'update', 'heldout']));
-    const stages = await plotted(page, 'stages');
-    for (const series of stages!.slice(1)) for (const seconds of series) expect(seconds).toBeGreaterThanOrEqual(0);
-    // The gate's verdict per iteration, and each iteration's workflows linked into the Temporal Web UI.
-    const verdicts = await page.$$eval('#iterations [data-decision]', (links) => links.map((a) => [a.getAttribute('data-decision'), a.textContent]));
-    expect(verdicts).toEqual(iterations.map((i) => [i.gate.decisionId, i.gate.verdict.toUpperCase()]));
-    const workflowLinks = await page.$$eval('#iterations a[data-workflow]', (links) => links.map((a) => (a as unknown as { href: string }).href));
-    expect(workflowLinks).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^${TEMPORAL_UI}/namespaces/${namespace}/workflows/${RUN}-it1/[\\w-]+/history$`)), expect.stringContaining(`/workflows/${RUN}-it2-release/`)]));
-    await shoot(page, 'run');
+      // Each curve is the run's own numbers, from where Rein keeps them.
+      expect(await plotted(page, 'reward')).toEqual([[1, 2], iterations.map((i) => i.meanReward)]);
+      const heldout = await plotted(page, 'heldout');
+      expect(heldout?.slice(0, 3)).toEqual([
+        [1, 2],
+        decisions.map((d) => d.record.evidence.acceptedRate.candidate),
+        decisions.map((d) => d.record.evidence.acceptedRate.incumbent),
+      ]);
+      for (const [chart, name] of [
+        ['loss', 'loss'],
+        ['approxKl', 'approxKl'],
+        ['clipFraction', 'clipFraction'],
+        ['entropy', 'entropy'],
+        ['gradNorm', 'gradNorm'],
+      ] as const) {
+        expect(await plotted(page, chart)).toEqual([[1, 2], metric(name)]);
+      }
+      expect((await plotted(page, 'tokens'))?.[1]).toEqual(
+        iterations.map(
+          (i) => ledger.find((e) => e.kind === 'iteration' && e.iteration === i.iteration)!.metrics.tokens,
+        ),
+      );
+      expect(await seriesLabels(page, 'stages')).toEqual(
+        expect.arrayContaining(['rollouts', 'batch', 'update', 'heldout']),
+      );
+      const stages = await plotted(page, 'stages');
+      for (const series of stages!.slice(1)) for (const seconds of series) expect(seconds).toBeGreaterThanOrEqual(0);
+      // The gate's verdict per iteration, and each iteration's workflows linked into the Temporal Web UI.
+      const verdicts = await page.$$eval('#iterations [data-decision]', (links) =>
+        links.map((a) => [a.getAttribute('data-decision'), a.textContent]),
+      );
+      expect(verdicts).toEqual(iterations.map((i) => [i.gate.decisionId, i.gate.verdict.toUpperCase()]));
+      const workflowLinks = await page.$$eval('#iterations a[data-workflow]', (links) =>
+        links.map((a) => (a as unknown as { href: string }).href),
+      );
+      expect(workflowLinks).toEqual(
+        expect.arrayContaining([
+          expect.stringMatching(
+            new RegExp(`^${TEMPORAL_UI}/namespaces/${namespace}/workflows/${RUN}-it1/[\\w-]+/history$`),
+          ),
+          expect.stringContaining(`/workflows/${RUN}-it2-release/`),
+        ]),
+      );
+      await shoot(page, 'run');
 
-    // The last iteration's decision: every check, and each held-out pair linked to its rollouts.
-    const decision = decisions[1];
-    await page.click(`#iterations a[data-decision="${decision.id}"]`);
-    await page.waitForSelector('#pairs');
-    const checks = await page.$$eval('#checks tbody tr', (rows) => rows.map((r) => r.querySelector('td')?.textContent));
-    expect(checks).toEqual(decision.record.checks.map((c: { name: string }) => c.name));
-    const pairs = (await call('GET', `/api/decisions/${decision.id}/pairs`)).body.items as Array<{ outcome: string; candidate: { rolloutId: string; reward: number | null } }>;
-    expect(pairs).toHaveLength(2);
-    expect(pairs.filter((p) => p.outcome === 'gained').length).toBe(decision.record.evidence.gain?.gained ?? 0);
-    expect(pairs.filter((p) => p.outcome === 'lost').length).toBe(decision.record.evidence.gain?.lost ?? 0);
-    expect(await page.$$eval('#pairs [data-outcome]', (cells) => cells.map((c) => c.textContent))).toEqual(pairs.map((p) => p.outcome));
-    await shoot(page, 'decision');
+      // The last iteration's decision: every check, and each held-out pair linked to its rollouts.
+      const decision = decisions[1];
+      await page.click(`#iterations a[data-decision="${decision.id}"]`);
+      await page.waitForSelector('#pairs');
+      const checks = await page.$$eval('#checks tbody tr', (rows) =>
+        rows.map((r) => r.querySelector('td')?.textContent),
+      );
+      expect(checks).toEqual(decision.record.checks.map((c: { name: string }) => c.name));
+      const pairs = (await call('GET', `/api/decisions/${decision.id}/pairs`)).body.items as Array<{
+        outcome: string;
+        candidate: { rolloutId: string; reward: number | null };
+      }>;
+      expect(pairs).toHaveLength(2);
+      expect(pairs.filter((p) => p.outcome === 'gained').length).toBe(decision.record.evidence.gain?.gained ?? 0);
+      expect(pairs.filter((p) => p.outcome === 'lost').length).toBe(decision.record.evidence.gain?.lost ?? 0);
+      expect(await page.$$eval('#pairs [data-outcome]', (cells) => cells.map((c) => c.textContent))).toEqual(
+        pairs.map((p) => p.outcome),
+      );
+      await shoot(page, 'decision');
 
-    const pair = pairs[0]!;
-    await page.click(`#pairs a[data-rollout="${pair.candidate.rolloutId}"]`);
-    await page.waitForSelector('#conversation');
-    expect(page.url()).toContain(`#/rollouts/${pair.candidate.rolloutId}`);
-    const rollout = (await call('GET', `/api/rollouts/${pair.candidate.rolloutId}`)).body;
-    expect(rollout.rollout).toMatchObject({ id: pair.candidate.rolloutId, mode: 'eval' });
-    expect(await page.$eval('[data-reward]', (e) => e.getAttribute('data-reward'))).toBe(String(pair.candidate.reward ?? ''));
-    // The conversation as the harness saw it, each model call with its latency and policy version, and the logs.
-    const roles = await page.$$eval('#conversation [data-role]', (messages) => messages.map((m) => m.getAttribute('data-role')));
-    expect(roles[0]).toBe(rollout.calls.at(-1).requestReceived.messages[0].role);
-    expect(roles.at(-1)).toBe('assistant');
-    const callRows = await page.$$eval('#calls tbody tr', (rows) => rows.map((r) => Array.from(r.querySelectorAll('td') as ArrayLike<{ textContent: string | null }>, (td) => td.textContent)));
-    expect(callRows.map((cells) => [cells[0], cells[2]])).toEqual(rollout.calls.map((c: { seq: number; policyVersion: string }) => [String(c.seq), c.policyVersion]));
-    expect(rollout.calls.every((c: { latencyMs: number }) => c.latencyMs >= 0)).toBe(true);
-    expect(await page.$$eval('[data-log]', (logs) => logs.map((l) => l.getAttribute('data-log')))).toEqual(expect.arrayContaining(['harness-1.log', 'verifier.log']));
-    // Read from the artifact store the worker uploaded them to, as an API on another host would.
-    expect(rollout.logs.map((l: { name: string; source: string }) => [l.name, l.source])).toEqual(expect.arrayContaining([['harness-1.log', 'artifacts'], ['verifier.log', 'artifacts']]));
-    await shoot(page, 'rollout');
+      const pair = pairs[0]!;
+      await page.click(`#pairs a[data-rollout="${pair.candidate.rolloutId}"]`);
+      await page.waitForSelector('#conversation');
+      expect(page.url()).toContain(`#/rollouts/${pair.candidate.rolloutId}`);
+      const rollout = (await call('GET', `/api/rollouts/${pair.candidate.rolloutId}`)).body;
+      expect(rollout.rollout).toMatchObject({ id: pair.candidate.rolloutId, mode: 'eval' });
+      expect(await page.$eval('[data-reward]', (e) => e.getAttribute('data-reward'))).toBe(
+        String(pair.candidate.reward ?? ''),
+      );
+      // The conversation as the harness saw it, each model call with its latency and policy version, and the logs.
+      const roles = await page.$$eval('#conversation [data-role]', (messages) =>
+        messages.map((m) => m.getAttribute('data-role')),
+      );
+      expect(roles[0]).toBe(rollout.calls.at(-1).requestReceived.messages[0].role);
+      expect(roles.at(-1)).toBe('assistant');
+      const callRows = await page.$$eval('#calls tbody tr', (rows) =>
+        rows.map((r) =>
+          Array.from(r.querySelectorAll('td') as ArrayLike<{ textContent: string | null }>, (td) => td.textContent),
+        ),
+      );
+      expect(callRows.map((cells) => [cells[0], cells[2]])).toEqual(
+        rollout.calls.map((c: { seq: number; policyVersion: string }) => [String(c.seq), c.policyVersion]),
+      );
+      expect(rollout.calls.every((c: { latencyMs: number }) => c.latencyMs >= 0)).toBe(true);
+      expect(await page.$$eval('[data-log]', (logs) => logs.map((l) => l.getAttribute('data-log')))).toEqual(
+        expect.arrayContaining(['harness-1.log', 'verifier.log']),
+      );
+      // Read from the artifact store the worker uploaded them to, as an API on another host would.
+      expect(rollout.logs.map((l: { name: string; source: string }) => [l.name, l.source])).toEqual(
+        expect.arrayContaining([
+          ['harness-1.log', 'artifacts'],
+          ['verifier.log', 'artifacts'],
+        ]),
+      );
+      await shoot(page, 'rollout');
 
-    // Releases and ledgers: production's history and a ledger row per iteration.
-    await page.goto(`${api.url}/console/#/releases`);
-    await page.waitForSelector('#ledger');
-    const aliases = (await call('GET', '/api/aliases')).body;
-    expect(await page.$eval('[data-production]', (e) => e.getAttribute('data-production'))).toBe(aliases.aliases.production ?? '');
-    expect(await page.$$eval('#ledger tbody tr', (rows) => rows.length)).toBe((await call('GET', '/api/ledger')).body.items.length);
-    expect(await page.$$eval('#history tbody tr', (rows) => rows.length).catch(() => 0)).toBe(aliases.history.length);
-    await shoot(page, 'releases');
+      // Releases and ledgers: production's history and a ledger row per iteration.
+      await page.goto(`${api.url}/console/#/releases`);
+      await page.waitForSelector('#ledger');
+      const aliases = (await call('GET', '/api/aliases')).body;
+      expect(await page.$eval('[data-production]', (e) => e.getAttribute('data-production'))).toBe(
+        aliases.aliases.production ?? '',
+      );
+      expect(await page.$$eval('#ledger tbody tr', (rows) => rows.length)).toBe(
+        (await call('GET', '/api/ledger')).body.items.length,
+      );
+      expect(await page.$$eval('#history tbody tr', (rows) => rows.length).catch(() => 0)).toBe(aliases.history.length);
+      await shoot(page, 'releases');
 
-    // The runs list links to the run.
-    await page.goto(`${api.url}/console/#/runs`);
-    await page.waitForSelector(`#runs [data-run="${RUN}"]`);
-    await shoot(page, 'runs');
-    expect(problems).toEqual([]);
-    await page.close();
-  });
+      // The runs list links to the run.
+      await page.goto(`${api.url}/console/#/runs`);
+      await page.waitForSelector(`#runs [data-run="${RUN}"]`);
+      await shoot(page, 'runs');
+      expect(problems).toEqual([]);
+      await page.close();
+    },
+  );
 });

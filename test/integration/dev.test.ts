@@ -9,7 +9,12 @@ import { freePort } from '../helpers/ports.js';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'rein-dev-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const env = { TEMPORAL_ADDRESS: undefined, TEMPORAL_NAMESPACE: undefined, REIN_DATA_DIR: undefined, REIN_CONFIG: undefined };
+const env = {
+  TEMPORAL_ADDRESS: undefined,
+  TEMPORAL_NAMESPACE: undefined,
+  REIN_DATA_DIR: undefined,
+  REIN_CONFIG: undefined,
+};
 
 describe('the embedded Temporal dev server', () => {
   it('`rein dev` runs a workflow the Web UI shows, and the state survives a restart with `rein server`', async () => {
@@ -29,27 +34,43 @@ describe('the embedded Temporal dev server', () => {
     await dev.waitFor(/Rein is ready/);
     const workflowId = /Workflow: (\S+)/.exec(dev.output().stdout)?.[1];
     expect(workflowId).toMatch(/^rein-preflight-/);
-    expect(dev.output().stdout).toContain(`Web UI:   http://127.0.0.1:${uiPort}/namespaces/default/workflows/${workflowId}/`);
+    expect(dev.output().stdout).toContain(
+      `Web UI:   http://127.0.0.1:${uiPort}/namespaces/default/workflows/${workflowId}/`,
+    );
     expect(existsSync(path.join(scratch, 'state', 'temporal', 'dev.sqlite'))).toBe(true);
     // The embedded default's serving side is up too: the gateway routes `production` to the policy server's base.
     const adminKey = readFileSync(path.join(scratch, 'state', 'gateway', 'admin-key'), 'utf8').trim();
-    const routes = (await (await fetch(`http://127.0.0.1:${gatewayPort}/api/policies`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as { items: Array<{ policyVersion: string; aliases: string[] }> };
+    const routes = (await (
+      await fetch(`http://127.0.0.1:${gatewayPort}/api/policies`, { headers: { authorization: `Bearer ${adminKey}` } })
+    ).json()) as { items: Array<{ policyVersion: string; aliases: string[] }> };
     expect(routes.items).toEqual([expect.objectContaining({ policyVersion: 'v0', aliases: ['production'] })]);
-    expect(((await (await fetch(`http://127.0.0.1:${policyPort}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['v0']);
+    expect(
+      (
+        (await (await fetch(`http://127.0.0.1:${policyPort}/v1/models`)).json()) as { data: Array<{ id: string }> }
+      ).data.map((m) => m.id),
+    ).toEqual(['v0']);
     // And the HTTP API, with the same admin key.
     expect(dev.output().stdout).toContain(`HTTP API      http://127.0.0.1:${apiPort}`);
-    expect((await fetch(`http://127.0.0.1:${apiPort}/api/runs`, { headers: { authorization: `Bearer ${adminKey}` } })).status).toBe(200);
+    expect(
+      (await fetch(`http://127.0.0.1:${apiPort}/api/runs`, { headers: { authorization: `Bearer ${adminKey}` } }))
+        .status,
+    ).toBe(200);
     // The console on the API's port, its page and script from the package.
     expect(dev.output().stdout).toContain(`Console       http://127.0.0.1:${apiPort}/console/`);
     expect(await (await fetch(`http://127.0.0.1:${apiPort}/console/`)).text()).toContain('<script src="app.js">');
-    expect((await fetch(`http://127.0.0.1:${apiPort}/console/app.js`)).headers.get('content-type')).toContain('text/javascript');
+    expect((await fetch(`http://127.0.0.1:${apiPort}/console/app.js`)).headers.get('content-type')).toContain(
+      'text/javascript',
+    );
 
     // What the Web UI shows is served by its own HTTP API.
     const listed = (await (await fetch(`http://127.0.0.1:${uiPort}/api/v1/namespaces/default/workflows`)).json()) as {
       executions: Array<{ execution: { workflowId: string }; status: string }>;
     };
     expect(listed.executions).toContainEqual(
-      expect.objectContaining({ execution: expect.objectContaining({ workflowId }), status: 'WORKFLOW_EXECUTION_STATUS_COMPLETED' }),
+      expect.objectContaining({
+        execution: expect.objectContaining({ workflowId }),
+        status: 'WORKFLOW_EXECUTION_STATUS_COMPLETED',
+      }),
     );
 
     // A second dev server on the same ports is refused with the reason and the fix.

@@ -41,7 +41,17 @@ async function trainer(args: string[]): Promise<{ stdout: string; stderr: string
 async function torchLogprobs(checkpoint: string, sequences: number[][]): Promise<number[][]> {
   const input = path.join(dir, `sequences-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(input, JSON.stringify({ sequences }));
-  const { stdout } = await trainer(['logprobs', '--checkpoint', checkpoint, '--input', input, '--device', 'cpu', '--dtype', 'float32']);
+  const { stdout } = await trainer([
+    'logprobs',
+    '--checkpoint',
+    checkpoint,
+    '--input',
+    input,
+    '--device',
+    'cpu',
+    '--dtype',
+    'float32',
+  ]);
   return (JSON.parse(stdout.trim().split('\n').at(-1) as string) as { logprobs: number[][] }).logprobs;
 }
 
@@ -52,18 +62,36 @@ function tfjsLogprobs(checkpoint: Checkpoint, ids: number[]): number[] {
   });
 }
 
-const maxAbsDiff = (a: number[][], b: number[][]) => Math.max(...a.flatMap((row, i) => row.map((v, t) => Math.abs(v - (b[i]?.[t] ?? NaN)))));
+const maxAbsDiff = (a: number[][], b: number[][]) =>
+  Math.max(...a.flatMap((row, i) => row.map((v, t) => Math.abs(v - (b[i]?.[t] ?? NaN)))));
 
 /** Multi-turn conversations as harnesses send them: tool calls, tool results, answers; one long. */
 function conversations(): number[][] {
-  const render = (messages: Array<Record<string, unknown>>) => base.tokenizer.promptIds({ messages, tools: [{ type: 'function', function: { name: 'calc' } }] });
-  const call = (id: string, x: string) => ({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'calc', arguments: JSON.stringify({ x }) } }] });
-  const long: Array<Record<string, unknown>> = [{ role: 'system', content: 'You are a careful calculator agent. Use the calc tool.' }, { role: 'user', content: '37 times 78?' }];
-  for (let i = 0; i < 20; i++) long.push(call(`c${i}`, `37*${78 + i}`), { role: 'tool', tool_call_id: `c${i}`, content: String(37 * (78 + i)) });
+  const render = (messages: Array<Record<string, unknown>>) =>
+    base.tokenizer.promptIds({ messages, tools: [{ type: 'function', function: { name: 'calc' } }] });
+  const call = (id: string, x: string) => ({
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id, type: 'function', function: { name: 'calc', arguments: JSON.stringify({ x }) } }],
+  });
+  const long: Array<Record<string, unknown>> = [
+    { role: 'system', content: 'You are a careful calculator agent. Use the calc tool.' },
+    { role: 'user', content: '37 times 78?' },
+  ];
+  for (let i = 0; i < 20; i++)
+    long.push(call(`c${i}`, `37*${78 + i}`), { role: 'tool', tool_call_id: `c${i}`, content: String(37 * (78 + i)) });
   long.push({ role: 'assistant', content: '2886' }, { role: 'user', content: 'And 12 plus 30?' });
   return [
-    render([{ role: 'user', content: '12 plus 30?' }, { role: 'assistant', content: '42' }]),
-    render([{ role: 'user', content: '64 times 3?' }, call('c0', '64*3'), { role: 'tool', tool_call_id: 'c0', content: '192' }, { role: 'assistant', content: '192' }]),
+    render([
+      { role: 'user', content: '12 plus 30?' },
+      { role: 'assistant', content: '42' },
+    ]),
+    render([
+      { role: 'user', content: '64 times 3?' },
+      call('c0', '64*3'),
+      { role: 'tool', tool_call_id: 'c0', content: '192' },
+      { role: 'assistant', content: '192' },
+    ]),
     render(long),
   ];
 }
@@ -73,7 +101,10 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
     const sequences = conversations();
     expect(sequences[2]!.length).toBeGreaterThan(500);
     const torch = await torchLogprobs(baseDir, sequences);
-    const diff = maxAbsDiff(sequences.map((ids) => tfjsLogprobs(base, ids)), torch);
+    const diff = maxAbsDiff(
+      sequences.map((ids) => tfjsLogprobs(base, ids)),
+      torch,
+    );
     expect(diff).toBeLessThanOrEqual(1e-4);
   });
 
@@ -90,25 +121,54 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
       ];
       const sequences: Batch['sequences'] = tasks.flatMap((task, i) =>
         (['calculator', 'memory'] as const).map((style, j) => {
-          const demo = demonstration(base.tokenizer, style === 'memory' ? { ...task, answer: task.answer + 1 } : task, style);
+          const demo = demonstration(
+            base.tokenizer,
+            style === 'memory' ? { ...task, answer: task.answer + 1 } : task,
+            style,
+          );
           const logprobs = [0, ...tfjsLogprobs(base, demo.ids)];
           return {
             rolloutId: `r${i}-${style}`,
             ids: demo.ids,
             lossMask: demo.lossMask,
             oldLogprobs: logprobs.map((l, t) => (demo.lossMask[t] ? l + (t % 3 === 0 ? 0.3 : -0.2) : 0)),
-            spans: [{ start: 0, end: demo.ids.length, callId: 'c', choice: 0, policyVersion: 'v0', finishReason: 'stop' }],
+            spans: [
+              { start: 0, end: demo.ids.length, callId: 'c', choice: 0, policyVersion: 'v0', finishReason: 'stop' },
+            ],
             advantage: j === 0 ? 1 : -1,
             weight: 1 / demo.lossMask.reduce((a, b) => a + b, 0) / 8,
           };
         }),
       );
       batchFile = path.join(dir, 'batch.safetensors');
-      writeFileSync(batchFile, encodeBatch({ sequences, report: {} as Batch['report'] }, { iteration: 1, policyVersion: 'v0', configHash: 'test' }).bytes);
+      writeFileSync(
+        batchFile,
+        encodeBatch(
+          { sequences, report: {} as Batch['report'] },
+          { iteration: 1, policyVersion: 'v0', configHash: 'test' },
+        ).bytes,
+      );
     });
 
     it('make the same update: same loss and metrics, near-equal weights (full fine-tune, same seed)', async () => {
-      const settings = ['--batch', batchFile, '--checkpoint', baseDir, '--lr', '0.001', '--epochs', '2', '--minibatch', '3', '--seed', '5', '--clip', '0.2', '--max-grad-norm', '1'];
+      const settings = [
+        '--batch',
+        batchFile,
+        '--checkpoint',
+        baseDir,
+        '--lr',
+        '0.001',
+        '--epochs',
+        '2',
+        '--minibatch',
+        '3',
+        '--seed',
+        '5',
+        '--clip',
+        '0.2',
+        '--max-grad-norm',
+        '1',
+      ];
       const [tfjs, torch] = await Promise.all([
         runRein(['policy', 'train', ...settings, '--out', path.join(dir, 'tfjs')]),
         trainer(['train', ...settings, '--out', path.join(dir, 'torch'), '--device', 'cpu', '--dtype', 'float32']),
@@ -116,13 +176,20 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
       expect(tfjs.code, tfjs.stderr).toBe(0);
       const a = JSON.parse(tfjs.stdout.trim().split('\n').at(-1) as string);
       const b = JSON.parse(torch.stdout.trim().split('\n').at(-1) as string);
-      expect(b).toMatchObject({ steps: a.steps, skippedMinibatches: a.skippedMinibatches, batchContentHash: a.batchContentHash, reused: false });
+      expect(b).toMatchObject({
+        steps: a.steps,
+        skippedMinibatches: a.skippedMinibatches,
+        batchContentHash: a.batchContentHash,
+        reused: false,
+      });
       expect(a.steps).toBe(6);
-      for (const key of ['loss', 'clipFraction', 'approxKl', 'entropy', 'gradNorm'] as const) expect(b.metrics[key], key).toBeCloseTo(a.metrics[key], 4);
+      for (const key of ['loss', 'clipFraction', 'approxKl', 'entropy', 'gradNorm'] as const)
+        expect(b.metrics[key], key).toBeCloseTo(a.metrics[key], 4);
       expect(b.metrics.tokens).toBe(a.metrics.tokens);
       expect(a.metrics.clipFraction).toBeGreaterThan(0);
 
-      const weights = (folder: string) => decodeSafetensors(readFileSync(path.join(folder, 'model.safetensors'))).tensors;
+      const weights = (folder: string) =>
+        decodeSafetensors(readFileSync(path.join(folder, 'model.safetensors'))).tensors;
       const [wa, wb, w0] = [weights(path.join(dir, 'tfjs')), weights(path.join(dir, 'torch')), weights(baseDir)];
       let moved = 0;
       let apart = 0;
@@ -139,8 +206,30 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
 
     it('a LoRA adapter trained by PyTorch is served by the embedded policy with the log-probs PEFT gives', async () => {
       const out = path.join(dir, 'lora');
-      const { stdout } = await trainer(['train', '--checkpoint', baseDir, '--batch', batchFile, '--out', out, '--lr', '0.01', '--lora-rank', '4', '--lora-alpha', '8', '--lora-target-modules', 'q_proj,v_proj,gate_proj', '--device', 'cpu']);
-      expect(JSON.parse(stdout.trim().split('\n').at(-1) as string)).toMatchObject({ format: 'lora', base: baseDir, reused: false });
+      const { stdout } = await trainer([
+        'train',
+        '--checkpoint',
+        baseDir,
+        '--batch',
+        batchFile,
+        '--out',
+        out,
+        '--lr',
+        '0.01',
+        '--lora-rank',
+        '4',
+        '--lora-alpha',
+        '8',
+        '--lora-target-modules',
+        'q_proj,v_proj,gate_proj',
+        '--device',
+        'cpu',
+      ]);
+      expect(JSON.parse(stdout.trim().split('\n').at(-1) as string)).toMatchObject({
+        format: 'lora',
+        base: baseDir,
+        reused: false,
+      });
       const adapter = loadCheckpoint(out);
       expect(adapter.adapter).toMatchObject({ base: baseDir, rank: 4, alpha: 8 });
       const sequences = conversations();
@@ -148,7 +237,12 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
       const ours = sequences.map((ids) => tfjsLogprobs(adapter, ids));
       expect(maxAbsDiff(ours, torch)).toBeLessThanOrEqual(1e-4);
       // And it is not the base: the adapter changed the policy.
-      expect(maxAbsDiff(ours, sequences.map((ids) => tfjsLogprobs(base, ids)))).toBeGreaterThan(1e-3);
+      expect(
+        maxAbsDiff(
+          ours,
+          sequences.map((ids) => tfjsLogprobs(base, ids)),
+        ),
+      ).toBeGreaterThan(1e-3);
       adapter.model.dispose();
     });
   });

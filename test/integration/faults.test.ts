@@ -68,7 +68,10 @@ function tracesOf(dataDir: string) {
  * whose id starts with `prefix` (their score is already recorded): killing the worker then is
  * killing it between a score and its status write.
  */
-async function holdingFinalStatusWrites(gatewayUrl: string, prefix: string): Promise<{ url: string; held: Set<string>; close: () => Promise<void> }> {
+async function holdingFinalStatusWrites(
+  gatewayUrl: string,
+  prefix: string,
+): Promise<{ url: string; held: Set<string>; close: () => Promise<void> }> {
   const held = new Set<string>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -76,14 +79,23 @@ async function holdingFinalStatusWrites(gatewayUrl: string, prefix: string): Pro
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       const id = /^\/api\/rollouts\/([^/?]+)\/status$/.exec(req.url ?? '')?.[1];
-      if (req.method === 'POST' && id && decodeURIComponent(id).startsWith(prefix) && (JSON.parse(body.toString()) as { status: string }).status !== 'running') {
+      if (
+        req.method === 'POST' &&
+        id &&
+        decodeURIComponent(id).startsWith(prefix) &&
+        (JSON.parse(body.toString()) as { status: string }).status !== 'running'
+      ) {
         held.add(decodeURIComponent(id));
         return;
       }
-      const upstream = http.request(new URL(req.url ?? '/', gatewayUrl), { method: req.method, headers: req.headers }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      });
+      const upstream = http.request(
+        new URL(req.url ?? '/', gatewayUrl),
+        { method: req.method, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
       upstream.on('error', () => res.destroy());
       upstream.end(body);
     });
@@ -104,7 +116,10 @@ async function until<T>(what: string, probe: () => T | undefined | false, timeou
   for (;;) {
     const value = probe();
     if (value) return value;
-    if (followerExited) throw new Error(`\`rein train\` exited while waiting for ${what}:\n${follower?.output().stdout}\n${follower?.output().stderr}`);
+    if (followerExited)
+      throw new Error(
+        `\`rein train\` exited while waiting for ${what}:\n${follower?.output().stdout}\n${follower?.output().stderr}`,
+      );
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -136,7 +151,14 @@ describe('faults never change a verdict', () => {
     const release = (prefix: string) => rmSync(path.join(holds, prefix));
     const { file, dataDir } = await writeExampleConfig(
       scratch,
-      { iterations: 2, tasksPerIteration: 6, samplesPerTask: 2, heldoutLimit: 8, heartbeatTimeoutSeconds: 5, base: { version: 'v0' } },
+      {
+        iterations: 2,
+        tasksPerIteration: 6,
+        samplesPerTask: 2,
+        heldoutLimit: 8,
+        heartbeatTimeoutSeconds: 5,
+        base: { version: 'v0' },
+      },
       {
         // Read back with SQL on the SQLite files; the same faults on PostgreSQL: many-services-postgres.test.ts.
         store: {},
@@ -145,14 +167,34 @@ describe('faults never change a verdict', () => {
         samples: { zeroVarianceGroups: 'keep' },
         harness: {
           version: 'calculator-agent-1',
-          local: { command: process.execPath, args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'], envAllow: ['PATH', 'HOME'], env: { HOLD_DIR: holds, PID_DIR: pids, MISBEHAVE_PREFIX: `${runId}.it1.train-0.` }, timeoutSeconds: 120 },
+          local: {
+            command: process.execPath,
+            args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'],
+            envAllow: ['PATH', 'HOME'],
+            env: { HOLD_DIR: holds, PID_DIR: pids, MISBEHAVE_PREFIX: `${runId}.it1.train-0.` },
+            timeoutSeconds: 120,
+          },
         },
       },
     );
     const config = JSON.parse(readFileSync(file, 'utf8')) as { policyServer: { port: number } };
     const query = tracesOf(dataDir);
-    const running = (prefix: string) => query<{ id: string }>("SELECT id FROM rollouts WHERE status = 'running' AND id LIKE ?", `${prefix}%`).length;
-    const policyServer = () => start(['--config', file, 'policy', 'serve', '--model', `v0=${embeddedBaseCheckpoint()}`, '--port', String(config.policyServer.port)], /Policy server ready/);
+    const running = (prefix: string) =>
+      query<{ id: string }>("SELECT id FROM rollouts WHERE status = 'running' AND id LIKE ?", `${prefix}%`).length;
+    const policyServer = () =>
+      start(
+        [
+          '--config',
+          file,
+          'policy',
+          'serve',
+          '--model',
+          `v0=${embeddedBaseCheckpoint()}`,
+          '--port',
+          String(config.policyServer.port),
+        ],
+        /Policy server ready/,
+      );
     const gatewayProcess = () => start(['--config', file, 'gateway'], /Gateway ready/);
     const worker = () => start(['--config', file, 'worker'], /Worker polling/);
 
@@ -170,7 +212,10 @@ describe('faults never change a verdict', () => {
     await until('the base replay to start', () => running('heldout.v0.') === 4);
     await policy.process.stop('SIGKILL');
     release('heldout.v0.');
-    await until('a call to fail while the backend is down', () => query("SELECT id FROM calls WHERE status = 'error' AND rollout_id LIKE 'heldout.v0.%'").length > 0);
+    await until(
+      'a call to fail while the backend is down',
+      () => query("SELECT id FROM calls WHERE status = 'error' AND rollout_id LIKE 'heldout.v0.%'").length > 0,
+    );
     policy = policyServer();
     await policy.ready;
 
@@ -206,7 +251,9 @@ describe('faults never change a verdict', () => {
       "SELECT id, status, failure_class, attempts FROM rollouts WHERE id LIKE 'faulty.%' OR id LIKE 'heldout.%'",
     );
     expect(rollouts.length).toBe(8 + 2 * 12 + 2 * 8);
-    expect(rollouts.filter((r) => r.status === 'cancelled' || r.status === 'running' || r.status === 'queued')).toEqual([]);
+    expect(rollouts.filter((r) => r.status === 'cancelled' || r.status === 'running' || r.status === 'queued')).toEqual(
+      [],
+    );
     expect(query("SELECT id FROM calls WHERE status = 'in_flight'")).toEqual([]);
     // The shutdown handed iteration 1's rollouts back: the next worker ran them in a new attempt.
     expect(rollouts.filter((r) => r.id.startsWith(`${runId}.it1.`) && r.attempts > 1).length).toBeGreaterThanOrEqual(4);
@@ -227,10 +274,16 @@ describe('faults never change a verdict', () => {
     // reload, its release being up to 100 ms later than the others', was answered in attempt 1.)
     const second = rollouts.filter((r) => r.id.startsWith(`${runId}.it2.`));
     expect(second.filter((r) => r.attempts === 2).length).toBeGreaterThanOrEqual(1);
-    expect(query("SELECT id FROM calls WHERE upstream_status = 404 AND rollout_id LIKE ?", `${runId}.it2.%`).length).toBeGreaterThanOrEqual(1);
+    expect(
+      query('SELECT id FROM calls WHERE upstream_status = 404 AND rollout_id LIKE ?', `${runId}.it2.%`).length,
+    ).toBeGreaterThanOrEqual(1);
     expect(Math.max(...second.map((r) => r.attempts))).toBe(2);
     // Scored once: at most one verifier reward per rollout.
-    expect(query("SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1")).toEqual([]);
+    expect(
+      query(
+        "SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1",
+      ),
+    ).toEqual([]);
     // A fault of Rein's making is never blamed on the policy: no scored rollout's last attempt saw one.
     const blamed = query(
       `SELECT r.id FROM rollouts r JOIN calls c ON c.rollout_id = r.id AND c.attempt = r.attempts
@@ -250,11 +303,17 @@ describe('faults never change a verdict', () => {
     const { client, connection } = await testClient();
     try {
       const history = await client.workflow.getHandle(`${runId}-it1`).fetchHistory();
-      const updateStarts = (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'updatePolicy');
+      const updateStarts = (history.events ?? []).filter(
+        (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'updatePolicy',
+      );
       expect(updateStarts).toHaveLength(1);
-      const started = (history.events ?? []).flatMap((e) => (e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes] : []));
+      const started = (history.events ?? []).flatMap((e) =>
+        e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes] : [],
+      );
       const scheduledId = updateStarts[0]!.eventId;
-      expect(started.find((a) => String(a.scheduledEventId) === String(scheduledId))?.attempt).toBeGreaterThanOrEqual(2);
+      expect(started.find((a) => String(a.scheduledEventId) === String(scheduledId))?.attempt).toBeGreaterThanOrEqual(
+        2,
+      );
     } finally {
       await connection.close();
     }
@@ -262,9 +321,14 @@ describe('faults never change a verdict', () => {
     // Each iteration trained once and has a verdict computed from scored pairs.
     const registry = openDatabase(path.join(dataDir, 'registry.sqlite'), { readonly: true });
     try {
-      const versions = registry.prepare('SELECT version FROM policies WHERE run_id = ? ORDER BY iteration').all(runId) as Array<{ version: string }>;
+      const versions = registry
+        .prepare('SELECT version FROM policies WHERE run_id = ? ORDER BY iteration')
+        .all(runId) as Array<{ version: string }>;
       expect(versions.map((v) => v.version)).toEqual([`${runId}.v1`, `${runId}.v2`]);
-      const decisions = registry.prepare('SELECT verdict, record FROM decisions').all() as Array<{ verdict: string; record: string }>;
+      const decisions = registry.prepare('SELECT verdict, record FROM decisions').all() as Array<{
+        verdict: string;
+        record: string;
+      }>;
       expect(decisions).toHaveLength(2);
       for (const d of decisions) {
         const evidence = (JSON.parse(d.record) as { evidence: { pairs: number; scored: { pairs: number } } }).evidence;
@@ -282,18 +346,34 @@ describe('faults never change a verdict', () => {
     mkdirSync(holds, { recursive: true });
     const { file, dataDir } = await writeExampleConfig(
       dir,
-      { iterations: 1, tasksPerIteration: 4, samplesPerTask: 2, heldoutLimit: 4, heartbeatTimeoutSeconds: 5, base: { version: 'v0' } },
+      {
+        iterations: 1,
+        tasksPerIteration: 4,
+        samplesPerTask: 2,
+        heldoutLimit: 4,
+        heartbeatTimeoutSeconds: 5,
+        base: { version: 'v0' },
+      },
       {
         store: {}, // read back with SQL on the SQLite files, as above
         rollouts: { concurrency: 8 },
         samples: { zeroVarianceGroups: 'keep' },
         harness: {
           version: 'calculator-agent-1',
-          local: { command: process.execPath, args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'], envAllow: ['PATH', 'HOME'], env: { HOLD_DIR: holds, ORPHAN_PREFIX: `${runId}.it1.train-0.` }, timeoutSeconds: 120 },
+          local: {
+            command: process.execPath,
+            args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'],
+            envAllow: ['PATH', 'HOME'],
+            env: { HOLD_DIR: holds, ORPHAN_PREFIX: `${runId}.it1.train-0.` },
+            timeoutSeconds: 120,
+          },
         },
       },
     );
-    const config = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown> & { policyServer: { port: number }; gateway: Record<string, unknown> & { port: number } };
+    const config = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown> & {
+      policyServer: { port: number };
+      gateway: Record<string, unknown> & { port: number };
+    };
     /** The same config with a change: what one worker's host differs in. */
     const variant = (name: string, change: Partial<typeof config>) => {
       const variantFile = path.join(dir, `${name}.json`);
@@ -302,7 +382,19 @@ describe('faults never change a verdict', () => {
     };
     const query = tracesOf(dataDir);
     const worker = (configFile: string) => start(['--config', configFile, 'worker'], /Worker polling/);
-    const policy = start(['--config', file, 'policy', 'serve', '--model', `v0=${embeddedBaseCheckpoint()}`, '--port', String(config.policyServer.port)], /Policy server ready/);
+    const policy = start(
+      [
+        '--config',
+        file,
+        'policy',
+        'serve',
+        '--model',
+        `v0=${embeddedBaseCheckpoint()}`,
+        '--port',
+        String(config.policyServer.port),
+      ],
+      /Policy server ready/,
+    );
     const gateway = start(['--config', file, 'gateway'], /Gateway ready/);
     await Promise.all([policy.ready, gateway.ready]);
 
@@ -314,8 +406,12 @@ describe('faults never change a verdict', () => {
     expect(await train.process.exited).toBe(1);
     const refused = train.process.output();
     // Each refused try says why as it happens; the run's end says it again, and what to do next.
-    expect(refused.stdout).toMatch(/attempt 1 of registerBasePolicy failed: only .* free under .*below the floor of 1\.0 EiB: free space there, or lower storage\.minFreeMegabytes/);
-    expect(refused.stdout).toMatch(/run lossy: failed \(.*below the floor of 1\.0 EiB.*\)\n`rein resume lossy` continues it/);
+    expect(refused.stdout).toMatch(
+      /attempt 1 of registerBasePolicy failed: only .* free under .*below the floor of 1\.0 EiB: free space there, or lower storage\.minFreeMegabytes/,
+    );
+    expect(refused.stdout).toMatch(
+      /run lossy: failed \(.*below the floor of 1\.0 EiB.*\)\n`rein resume lossy` continues it/,
+    );
     await fullDisk.process.stop('SIGTERM');
 
     // 2. The next worker reaches the gateway through a stand-in that never answers the final status
@@ -328,22 +424,41 @@ describe('faults never change a verdict', () => {
       await doomed.ready;
       const resumed = start(['--config', file, 'resume', runId, '--follow']);
       followWith(resumed.process);
-      await until('train-1 scored and its status write held, train-0 answered', () => holder.held.size === 2 && answered(`${runId}.it1.train-0.0`) && answered(`${runId}.it1.train-0.1`));
-      expect(query("SELECT rollout_id FROM events WHERE type = 'reward' AND source = 'admin' AND rollout_id LIKE ?", `${runId}.it1.train-1.%`)).toHaveLength(2);
+      await until(
+        'train-1 scored and its status write held, train-0 answered',
+        () => holder.held.size === 2 && answered(`${runId}.it1.train-0.0`) && answered(`${runId}.it1.train-0.1`),
+      );
+      expect(
+        query(
+          "SELECT rollout_id FROM events WHERE type = 'reward' AND source = 'admin' AND rollout_id LIKE ?",
+          `${runId}.it1.train-1.%`,
+        ),
+      ).toHaveLength(2);
       await doomed.process.stop('SIGKILL');
       const next = worker(file);
       await next.ready;
       rmSync(path.join(holds, 'release-orphans'));
 
-      expect(await resumed.process.exited, `${resumed.process.output().stdout}\n${resumed.process.output().stderr}`).toBe(0);
+      expect(
+        await resumed.process.exited,
+        `${resumed.process.output().stdout}\n${resumed.process.output().stderr}`,
+      ).toBe(0);
       expect(resumed.process.output().stdout).toMatch(/run lossy: finished/);
     } finally {
       await holder.close();
     }
 
-    const rollouts = query<{ id: string; status: string; failure_class: string | null; attempts: number }>("SELECT id, status, failure_class, attempts FROM rollouts WHERE id LIKE 'lossy.%' OR id LIKE 'heldout.%'");
-    expect(rollouts.filter((r) => r.status === 'cancelled' || r.status === 'running' || r.status === 'queued')).toEqual([]);
-    const rewards = (id: string) => query<{ attempt: number; payload: string }>("SELECT attempt, payload FROM events WHERE type = 'reward' AND source = 'admin' AND rollout_id = ?", id).map((e) => ({ attempt: e.attempt, value: (JSON.parse(e.payload) as { value: number }).value }));
+    const rollouts = query<{ id: string; status: string; failure_class: string | null; attempts: number }>(
+      "SELECT id, status, failure_class, attempts FROM rollouts WHERE id LIKE 'lossy.%' OR id LIKE 'heldout.%'",
+    );
+    expect(rollouts.filter((r) => r.status === 'cancelled' || r.status === 'running' || r.status === 'queued')).toEqual(
+      [],
+    );
+    const rewards = (id: string) =>
+      query<{ attempt: number; payload: string }>(
+        "SELECT attempt, payload FROM events WHERE type = 'reward' AND source = 'admin' AND rollout_id = ?",
+        id,
+      ).map((e) => ({ attempt: e.attempt, value: (JSON.parse(e.payload) as { value: number }).value }));
     // Scored between the kill and the status write: the score stands, the verifier did not run again.
     for (const id of [`${runId}.it1.train-1.0`, `${runId}.it1.train-1.1`]) {
       expect(rollouts.find((r) => r.id === id)).toMatchObject({ attempts: 1 });
@@ -353,16 +468,28 @@ describe('faults never change a verdict', () => {
     // crashed without an answer, and was scored as it did.
     for (const id of [`${runId}.it1.train-0.0`, `${runId}.it1.train-0.1`]) {
       expect(answered(id)).toBe(true);
-      expect(rollouts.find((r) => r.id === id)).toMatchObject({ status: 'failed', failure_class: 'harness', attempts: 2 });
+      expect(rollouts.find((r) => r.id === id)).toMatchObject({
+        status: 'failed',
+        failure_class: 'harness',
+        attempts: 2,
+      });
       expect(rewards(id)).toEqual([{ attempt: 2, value: 0 }]);
     }
-    expect(query("SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1")).toEqual([]);
+    expect(
+      query(
+        "SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1",
+      ),
+    ).toEqual([]);
 
     const registry = openDatabase(path.join(dataDir, 'registry.sqlite'), { readonly: true });
     try {
-      const decisions = registry.prepare('SELECT verdict, record FROM decisions').all() as Array<{ verdict: string; record: string }>;
+      const decisions = registry.prepare('SELECT verdict, record FROM decisions').all() as Array<{
+        verdict: string;
+        record: string;
+      }>;
       expect(decisions).toHaveLength(1);
-      const evidence = (JSON.parse(decisions[0]!.record) as { evidence: { pairs: number; scored: { pairs: number } } }).evidence;
+      const evidence = (JSON.parse(decisions[0]!.record) as { evidence: { pairs: number; scored: { pairs: number } } })
+        .evidence;
       expect(evidence.scored.pairs).toBe(evidence.pairs);
     } finally {
       registry.close();
@@ -370,7 +497,9 @@ describe('faults never change a verdict', () => {
 
     function answered(id: string): boolean {
       try {
-        return JSON.parse(readFileSync(path.join(dataDir, 'rollouts', id, 'attempt-1', 'output.json'), 'utf8')) !== null;
+        return (
+          JSON.parse(readFileSync(path.join(dataDir, 'rollouts', id, 'attempt-1', 'output.json'), 'utf8')) !== null
+        );
       } catch {
         return false; // not written yet, or half written
       }

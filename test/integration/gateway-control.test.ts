@@ -22,13 +22,34 @@ async function post(path: string, body: string, key?: string) {
 
 describe('rollout API', () => {
   it('creates a rollout idempotently by id, with the same key both times', async () => {
-    const first = await t.admin('POST', '/api/rollouts', { id: 'task-7-sample-0', taskId: 'task-7', mode: 'eval', metadata: { seed: 3 } });
-    const again = await t.admin('POST', '/api/rollouts', { id: 'task-7-sample-0', taskId: 'task-7', mode: 'eval', metadata: { seed: 3 } });
+    const first = await t.admin('POST', '/api/rollouts', {
+      id: 'task-7-sample-0',
+      taskId: 'task-7',
+      mode: 'eval',
+      metadata: { seed: 3 },
+    });
+    const again = await t.admin('POST', '/api/rollouts', {
+      id: 'task-7-sample-0',
+      taskId: 'task-7',
+      mode: 'eval',
+      metadata: { seed: 3 },
+    });
     expect(first.status).toBe(201);
     expect(again.status).toBe(200);
     // The same id with another body is not a retry: it would otherwise get the old rollout, pinned elsewhere.
-    const other = await t.admin('POST', '/api/rollouts', { id: 'task-7-sample-0', taskId: 'task-7', mode: 'eval', metadata: { seed: 3 }, policyVersion: 'policy-v2' });
-    expect(other).toMatchObject({ status: 409, body: { error: { code: 'conflict', message: expect.stringContaining('another policyVersion (null, not "policy-v2")') } } });
+    const other = await t.admin('POST', '/api/rollouts', {
+      id: 'task-7-sample-0',
+      taskId: 'task-7',
+      mode: 'eval',
+      metadata: { seed: 3 },
+      policyVersion: 'policy-v2',
+    });
+    expect(other).toMatchObject({
+      status: 409,
+      body: {
+        error: { code: 'conflict', message: expect.stringContaining('another policyVersion (null, not "policy-v2")') },
+      },
+    });
     expect(again.body.key).toBe(first.body.key);
     expect(first.body).toMatchObject({
       attempt: 1,
@@ -64,9 +85,15 @@ describe('rollout API', () => {
     const back = await t.admin('POST', `/api/rollouts/${id}/status`, { status: 'queued' });
     expect(back.status).toBe(409);
     expect(back.body.error.message).toContain('running; it cannot become queued');
-    expect((await t.admin('POST', `/api/rollouts/${id}/status`, { status: 'succeeded', reason: 'verifier accepted' })).status).toBe(200);
+    expect(
+      (await t.admin('POST', `/api/rollouts/${id}/status`, { status: 'succeeded', reason: 'verifier accepted' }))
+        .status,
+    ).toBe(200);
 
-    await expect(ask(client)).rejects.toMatchObject({ status: 409, message: expect.stringContaining('has finished (succeeded)') });
+    await expect(ask(client)).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining('has finished (succeeded)'),
+    });
     const events = (await t.admin('GET', `/api/rollouts/${id}/events`)).body.items;
     expect(events.map((e: { payload: unknown; source: string }) => [e.source, e.payload])).toEqual([
       ['gateway', { from: 'queued', to: 'running', reason: 'first model call' }],
@@ -79,7 +106,10 @@ describe('rollout API', () => {
     await ask(client);
     const retry = await t.admin('POST', `/api/rollouts/${id}/attempts`);
     expect(retry.body).toMatchObject({ attempt: 2, rollout: { attempts: 2 } });
-    await expect(ask(client)).rejects.toMatchObject({ status: 409, message: expect.stringContaining('superseded by attempt 2') });
+    await expect(ask(client)).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining('superseded by attempt 2'),
+    });
     await ask(new OpenAI({ apiKey: retry.body.key, baseURL: baseUrl, maxRetries: 0 }));
     const calls = (await t.admin('GET', `/api/rollouts/${id}/calls`)).body.items;
     expect(calls.map((c: { attempt: number; seq: number }) => [c.attempt, c.seq])).toEqual([
@@ -91,11 +121,27 @@ describe('rollout API', () => {
 
   it('appends reward, span and custom events; a span is recorded once per action id', async () => {
     const { id, key } = await t.rollout();
-    const span = { type: 'span', actionId: 'a-1', name: 'calculator', input: { expression: '6*7' }, output: '42', latencyMs: 3, permission: 'allowed' };
+    const span = {
+      type: 'span',
+      actionId: 'a-1',
+      name: 'calculator',
+      input: { expression: '6*7' },
+      output: '42',
+      latencyMs: 3,
+      permission: 'allowed',
+    };
     expect((await post(`/api/rollouts/${id}/events`, JSON.stringify(span), key)).status).toBe(201);
     expect((await post(`/api/rollouts/${id}/events`, JSON.stringify(span), key)).status).toBe(201);
-    await post(`/api/rollouts/${id}/events`, JSON.stringify({ type: 'custom', name: 'human_intervention', data: { by: 'ops' } }), key);
-    await t.admin('POST', `/api/rollouts/${id}/events`, { type: 'reward', value: 0.75, components: { success: 1, cost: -0.25 } });
+    await post(
+      `/api/rollouts/${id}/events`,
+      JSON.stringify({ type: 'custom', name: 'human_intervention', data: { by: 'ops' } }),
+      key,
+    );
+    await t.admin('POST', `/api/rollouts/${id}/events`, {
+      type: 'reward',
+      value: 0.75,
+      components: { success: 1, cost: -0.25 },
+    });
 
     const events = (await t.admin('GET', `/api/rollouts/${id}/events`)).body.items;
     expect(events.map((e: { type: string; source: string }) => [e.type, e.source])).toEqual([
@@ -123,7 +169,11 @@ describe('keys and access', () => {
   it('lets a rollout key write only its own rollout', async () => {
     const mine = await t.rollout();
     const theirs = await t.rollout();
-    const res = await post(`/api/rollouts/${theirs.id}/events`, JSON.stringify({ type: 'custom', name: 'x' }), mine.key);
+    const res = await post(
+      `/api/rollouts/${theirs.id}/events`,
+      JSON.stringify({ type: 'custom', name: 'x' }),
+      mine.key,
+    );
     expect(res.status).toBe(403);
     const viaPath = new OpenAI({ apiKey: mine.key, baseURL: theirs.pathBaseUrl, maxRetries: 0 });
     await expect(ask(viaPath)).rejects.toMatchObject({ status: 403 });
@@ -139,9 +189,13 @@ describe('keys and access', () => {
   it('attributes calls by path for harnesses that cannot set a key', async () => {
     const keyed = await t.rollout();
     await ask(new OpenAI({ apiKey: keyed.key, baseURL: keyed.pathBaseUrl, maxRetries: 0 }), 'via path');
-    expect((await t.store.listCalls(keyed.id))[0]?.requestReceived).toMatchObject({ messages: [{ content: 'via path' }] });
+    expect((await t.store.listCalls(keyed.id))[0]?.requestReceived).toMatchObject({
+      messages: [{ content: 'via path' }],
+    });
     // Without its key, only a rollout created keyless accepts path calls.
-    await expect(ask(new OpenAI({ apiKey: 'whatever', baseURL: keyed.pathBaseUrl, maxRetries: 0 }))).rejects.toMatchObject({ status: 401 });
+    await expect(
+      ask(new OpenAI({ apiKey: 'whatever', baseURL: keyed.pathBaseUrl, maxRetries: 0 })),
+    ).rejects.toMatchObject({ status: 401 });
     const keyless = await t.rollout({ keyless: true });
     await ask(new OpenAI({ apiKey: 'whatever-the-harness-has', baseURL: keyless.pathBaseUrl, maxRetries: 0 }));
     expect(await t.store.listCalls(keyless.id)).toHaveLength(1);
@@ -149,10 +203,12 @@ describe('keys and access', () => {
 
   it('answers 404 for a valid key whose rollout does not exist', async () => {
     const key = t.gateway.keys.issue('never-created', 1);
-    await expect(ask(new OpenAI({ apiKey: key, baseURL: `${t.gateway.url}/v1`, maxRetries: 0 }))).rejects.toMatchObject({
-      status: 404,
-      message: expect.stringContaining('rollout never-created does not exist'),
-    });
+    await expect(ask(new OpenAI({ apiKey: key, baseURL: `${t.gateway.url}/v1`, maxRetries: 0 }))).rejects.toMatchObject(
+      {
+        status: 404,
+        message: expect.stringContaining('rollout never-created does not exist'),
+      },
+    );
   });
 });
 
@@ -161,7 +217,10 @@ describe('bad input', () => {
     const { key } = await t.rollout();
     const res = await post('/v1/chat/completions', '{"model": "production", "messages": [', key);
     expect(res.status).toBe(400);
-    expect(res.body.error).toMatchObject({ code: 'malformed_json', message: expect.stringContaining('malformed JSON body') });
+    expect(res.body.error).toMatchObject({
+      code: 'malformed_json',
+      message: expect.stringContaining('malformed JSON body'),
+    });
   });
 
   it('answers a body that is not an object with 400', async () => {
@@ -172,17 +231,34 @@ describe('bad input', () => {
 
   it('answers an oversized body with 413 naming the limit', async () => {
     const { key } = await t.rollout();
-    const res = await post('/v1/chat/completions', JSON.stringify({ model: 'production', messages: [{ role: 'user', content: 'x'.repeat(100_000) }] }), key);
+    const res = await post(
+      '/v1/chat/completions',
+      JSON.stringify({ model: 'production', messages: [{ role: 'user', content: 'x'.repeat(100_000) }] }),
+      key,
+    );
     expect(res.status).toBe(413);
     expect(res.body.error.message).toContain('gateway.bodyLimitBytes');
   });
 
   it('survives a burst of garbage and keeps serving', async () => {
     const { key, client } = await t.rollout();
-    const junk = ['', '{', 'null', '"str"', '{"model": 5}', '{"messages": "x"}', '\u0000\u0001', '{"model":"production"}'];
-    const statuses = await Promise.all(junk.map(async (body) => (await post('/v1/chat/completions', body, key)).status));
+    const junk = [
+      '',
+      '{',
+      'null',
+      '"str"',
+      '{"model": 5}',
+      '{"messages": "x"}',
+      '\u0000\u0001',
+      '{"model":"production"}',
+    ];
+    const statuses = await Promise.all(
+      junk.map(async (body) => (await post('/v1/chat/completions', body, key)).status),
+    );
     expect(statuses.every((s) => s >= 400 && s < 500)).toBe(true);
-    await expect(ask(client, 'still here')).resolves.toMatchObject({ choices: [{ message: { content: 'Echo: still here' } }] });
+    await expect(ask(client, 'still here')).resolves.toMatchObject({
+      choices: [{ message: { content: 'Echo: still here' } }],
+    });
   });
 });
 
@@ -205,9 +281,14 @@ describe('pause and drain for weight updates', () => {
   it('answers 429 with Retry-After while paused, drains in-flight calls, and resumes', async () => {
     const { client } = await t.rollout();
     // The backend holds this call until the test releases it: in flight for exactly as long as needed.
-    const heldCall = client.chat.completions.create({ model: 'fault:hold', messages: [{ role: 'user', content: 'held' }] });
+    const heldCall = client.chat.completions.create({
+      model: 'fault:hold',
+      messages: [{ role: 'user', content: 'held' }],
+    });
     await vi.waitFor(() => expect(t.backend.held()).toBe(1), { timeout: 30_000, interval: 20 });
-    expect((await t.admin('GET', '/api/policies')).body.items).toContainEqual(expect.objectContaining({ policyVersion: 'fault:hold', inFlight: 1, paused: false }));
+    expect((await t.admin('GET', '/api/policies')).body.items).toContainEqual(
+      expect.objectContaining({ policyVersion: 'fault:hold', inFlight: 1, paused: false }),
+    );
     await t.admin('POST', '/api/policies/fault:hold/pause');
     const forwarded = t.backend.requests.length;
     const refused = await fetch(`${t.gateway.url}/v1/chat/completions`, {
@@ -220,7 +301,11 @@ describe('pause and drain for weight updates', () => {
     expect(t.backend.requests).toHaveLength(forwarded);
 
     // While the call is held, a drain cannot finish: it says so when its wait runs out.
-    expect((await t.admin('POST', '/api/policies/fault:hold/drain?timeoutMs=0')).body).toMatchObject({ drained: false, inFlight: 1, paused: true });
+    expect((await t.admin('POST', '/api/policies/fault:hold/drain?timeoutMs=0')).body).toMatchObject({
+      drained: false,
+      inFlight: 1,
+      paused: true,
+    });
     // A drain that is waiting when the call ends reports it drained.
     const drain = vi.spyOn(t.gateway.router, 'drain');
     try {
@@ -243,28 +328,46 @@ describe('versions registered at runtime', () => {
   it('serves a newly registered version, moves an alias to it, and keeps a pinned rollout on its version', async () => {
     const registered = await t.admin('PUT', '/api/policies/policy-v2', { backend: 'toy', model: 'fault:slow:1' });
     expect(registered.body).toMatchObject({ policyVersion: 'policy-v2', model: 'fault:slow:1', aliases: [] });
-    expect((await t.admin('PUT', '/api/policies/policy-v3', { backend: 'nowhere', model: 'x' })).body.error.message).toMatch(
-      /policy policy-v3 names unknown backend nowhere/,
-    );
+    expect(
+      (await t.admin('PUT', '/api/policies/policy-v3', { backend: 'nowhere', model: 'x' })).body.error.message,
+    ).toMatch(/policy policy-v3 names unknown backend nowhere/);
 
     // Pinned: the harness keeps asking for "production"; the rollout's calls go to policy-v2.
     const pinned = await t.rollout({ policyVersion: 'policy-v2' });
-    const pinnedReply = await pinned.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    const pinnedReply = await pinned.client.chat.completions
+      .create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
     expect(pinnedReply.response.headers.get('x-rein-policy-version')).toBe('policy-v2');
     expect(t.backend.requests.at(-1)?.body.model).toBe('fault:slow:1');
     expect((await t.store.listCalls(pinned.id))[0]?.policyVersion).toBe('policy-v2');
 
     // Not pinned: "production" follows the alias.
     const free = await t.rollout();
-    expect((await free.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }).withResponse()).response.headers.get('x-rein-policy-version')).toBe('policy-v1');
+    expect(
+      (
+        await free.client.chat.completions
+          .create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] })
+          .withResponse()
+      ).response.headers.get('x-rein-policy-version'),
+    ).toBe('policy-v1');
     expect((await t.admin('PUT', '/api/aliases/production', { policyVersion: 'policy-v2' })).status).toBe(200);
-    expect((await free.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }).withResponse()).response.headers.get('x-rein-policy-version')).toBe('policy-v2');
-    expect((await t.admin('PUT', '/api/aliases/production', { policyVersion: 'policy-v9' })).body.error.message).toMatch(/policy policy-v9 is not in the routing table/);
+    expect(
+      (
+        await free.client.chat.completions
+          .create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] })
+          .withResponse()
+      ).response.headers.get('x-rein-policy-version'),
+    ).toBe('policy-v2');
+    expect(
+      (await t.admin('PUT', '/api/aliases/production', { policyVersion: 'policy-v9' })).body.error.message,
+    ).toMatch(/policy policy-v9 is not in the routing table/);
     await t.admin('PUT', '/api/aliases/production', { policyVersion: 'policy-v1' });
 
     // A rollout pinned to a version the gateway does not serve fails clearly, before reaching a backend.
     const orphan = await t.rollout({ policyVersion: 'policy-gone' });
-    await expect(orphan.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({
+    await expect(
+      orphan.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }),
+    ).rejects.toMatchObject({
       status: 503,
       message: expect.stringMatching(/pinned to policy policy-gone, which is not in the routing table/),
     });

@@ -45,8 +45,14 @@ describe.concurrent.each(storeBackends)('gateway durability (journal on %s)', (b
 
     let gateway = startRein(['--config', config, 'gateway'], { cwd: dir, env });
     await gateway.waitFor(/Gateway ready/);
-    expect(gateway.output().stdout).toMatch(backend === 'postgres' ? /Trace store: PostgreSQL postgres:\/\/postgres:\*\*\*@/ : /Trace store: .*traces\.sqlite/);
-    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => admin('POST', '/api/rollouts', { id: `burst-${i}` })));
+    expect(gateway.output().stdout).toMatch(
+      backend === 'postgres'
+        ? /Trace store: PostgreSQL postgres:\/\/postgres:\*\*\*@/
+        : /Trace store: .*traces\.sqlite/,
+    );
+    const rollouts = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => admin('POST', '/api/rollouts', { id: `burst-${i}` })),
+    );
     const clients = rollouts.map((r) => new OpenAI({ apiKey: r.key, baseURL: r.baseUrl, maxRetries: 0 }));
 
     const completed: Array<{ rollout: string; callId: string; content: string }> = [];
@@ -57,13 +63,25 @@ describe.concurrent.each(storeBackends)('gateway durability (journal on %s)', (b
         const messages = [{ role: 'user' as const, content: `worker ${w} call ${i}` }];
         try {
           if (i % 2) {
-            const { data, response } = await client.chat.completions.create({ model: 'production', messages, stream: true }).withResponse();
+            const { data, response } = await client.chat.completions
+              .create({ model: 'production', messages, stream: true })
+              .withResponse();
             const parts: string[] = [];
             for await (const chunk of data) parts.push(chunk.choices[0]?.delta.content ?? '');
-            completed.push({ rollout: `burst-${w % clients.length}`, callId: response.headers.get('x-rein-call-id') as string, content: parts.join('') });
+            completed.push({
+              rollout: `burst-${w % clients.length}`,
+              callId: response.headers.get('x-rein-call-id') as string,
+              content: parts.join(''),
+            });
           } else {
-            const { data, response } = await client.chat.completions.create({ model: 'production', messages }).withResponse();
-            completed.push({ rollout: `burst-${w % clients.length}`, callId: response.headers.get('x-rein-call-id') as string, content: data.choices[0]?.message.content ?? '' });
+            const { data, response } = await client.chat.completions
+              .create({ model: 'production', messages })
+              .withResponse();
+            completed.push({
+              rollout: `burst-${w % clients.length}`,
+              callId: response.headers.get('x-rein-call-id') as string,
+              content: data.choices[0]?.message.content ?? '',
+            });
           }
         } catch {
           if (!killed) throw new Error(`call failed before the kill: worker ${w} call ${i}`);
@@ -71,7 +89,9 @@ describe.concurrent.each(storeBackends)('gateway durability (journal on %s)', (b
       }
     };
     const workers = Array.from({ length: 16 }, (_, w) => worker(w));
-    const heldCall = clients[0]!.chat.completions.create({ model: 'held', messages: [{ role: 'user', content: 'held at the kill' }] }).catch(() => 'cut off');
+    const heldCall = clients[0]!.chat.completions
+      .create({ model: 'held', messages: [{ role: 'user', content: 'held at the kill' }] })
+      .catch(() => 'cut off');
     while (completed.length < 150 || server.held() === 0) await new Promise((r) => setTimeout(r, 5));
     killed = true;
     await gateway.stop('SIGKILL');
@@ -86,7 +106,8 @@ describe.concurrent.each(storeBackends)('gateway durability (journal on %s)', (b
     try {
       const journaled = new Map<string, { status: string; response: any; promptIds: number[] | null }>();
       for (const r of rollouts) {
-        for (const call of (await admin('GET', `/api/rollouts/${r.rollout.id}/calls`)).items) journaled.set(call.id, call);
+        for (const call of (await admin('GET', `/api/rollouts/${r.rollout.id}/calls`)).items)
+          journaled.set(call.id, call);
       }
       for (const call of acknowledged) {
         const record = journaled.get(call.callId);
@@ -101,9 +122,14 @@ describe.concurrent.each(storeBackends)('gateway durability (journal on %s)', (b
       const lost = calls.filter((c) => c.errorClass === 'gateway_lost');
       expect(lost.length).toBeGreaterThanOrEqual(1); // the held call, at least
       expect(lost.every((c) => c.status === 'error')).toBe(true);
-      expect(gateway.output().stdout).toMatch(new RegExp(`${lost.length} calls? left in flight by the previous gateway`));
+      expect(gateway.output().stdout).toMatch(
+        new RegExp(`${lost.length} calls? left in flight by the previous gateway`),
+      );
       // The secret survived too: the rollout keys issued before the crash still work.
-      const after = await clients[0]!.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'after restart' }] });
+      const after = await clients[0]!.chat.completions.create({
+        model: 'production',
+        messages: [{ role: 'user', content: 'after restart' }],
+      });
       expect(after.choices[0]?.message.content).toBe('Echo: after restart');
       expect(await gateway.stop('SIGTERM'), gateway.output().stderr.slice(-4000)).toBe(0);
     } finally {

@@ -9,7 +9,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const ask = (client: OpenAI, content = 'hi') => client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content }] });
+const ask = (client: OpenAI, content = 'hi') =>
+  client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content }] });
 
 async function postEvent(id: string, event: unknown, key: string) {
   const res = await fetch(`${t.gateway.url}/api/rollouts/${encodeURIComponent(id)}/events`, {
@@ -26,9 +27,16 @@ describe('a superseded attempt', () => {
     await ask(client);
     const retry = await t.admin('POST', `/api/rollouts/${id}/attempts`);
     expect(retry.status).toBe(201);
-    const stale = await postEvent(id, { type: 'span', actionId: 'rm-1', name: 'rm -rf', kind: 'action', irreversible: true, failure: 'deleted' }, key);
+    const stale = await postEvent(
+      id,
+      { type: 'span', actionId: 'rm-1', name: 'rm -rf', kind: 'action', irreversible: true, failure: 'deleted' },
+      key,
+    );
     expect(stale.status).toBe(409);
-    expect(stale.body.error).toMatchObject({ code: 'attempt_superseded', message: expect.stringContaining('superseded by attempt 2') });
+    expect(stale.body.error).toMatchObject({
+      code: 'attempt_superseded',
+      message: expect.stringContaining('superseded by attempt 2'),
+    });
     expect(await t.store.listEvents(id)).not.toContainEqual(expect.objectContaining({ type: 'span' }));
     // The current attempt's key still appends.
     expect((await postEvent(id, { type: 'custom', name: 'note' }, retry.body.key)).status).toBe(201);
@@ -91,8 +99,13 @@ describe('redacted text keeps no token ids that spell it', () => {
     expect(decodes(leaky?.promptIds)).not.toContain(secret);
     expect(tokenText(leaky?.response)).not.toContain(secret.slice(3));
     for (const choice of leaky?.choices ?? []) expect(decodes(choice.completionIds)).not.toContain(secret);
-    expect(leaky).toMatchObject({ promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }] });
-    expect(leaky?.response).toMatchObject({ choices: [{ message: { content: 'Echo: my key is [REDACTED:openai-key]' } }] });
+    expect(leaky).toMatchObject({
+      promptIds: null,
+      choices: [{ completionIds: null, logprobs: null, finishReason: 'stop' }],
+    });
+    expect(leaky?.response).toMatchObject({
+      choices: [{ message: { content: 'Echo: my key is [REDACTED:openai-key]' } }],
+    });
     // What had nothing to redact keeps every id.
     expect(decodes(clean?.choices?.[0]?.completionIds)).toBe('Echo: nothing secret here');
     expect(clean?.promptIds?.length).toBeGreaterThan(0);
@@ -101,7 +114,12 @@ describe('redacted text keeps no token ids that spell it', () => {
   it('does the same for a streamed reply and for the completions endpoint', async () => {
     const { id, client } = await t.rollout();
     // The harness asks for log-probs here, so the journaled reply would hold the per-token strings.
-    const stream = await client.chat.completions.create({ model: 'production', stream: true, logprobs: true, messages: [{ role: 'user', content: `key ${secret}` }] });
+    const stream = await client.chat.completions.create({
+      model: 'production',
+      stream: true,
+      logprobs: true,
+      messages: [{ role: 'user', content: `key ${secret}` }],
+    });
     for await (const _ of stream);
     await client.completions.create({ model: 'production', prompt: `key ${secret}`, max_tokens: 64, logprobs: 1 });
     const [streamed, completion] = await t.store.listCalls(id);
@@ -122,12 +140,21 @@ describe('redaction of what the control API journals', () => {
   const aws = 'AKIAABCDEFGHIJKLMNOP';
 
   it('removes secrets from rollout metadata, status reasons and evidence, reopen reasons and every kind of event', async () => {
-    const created = await t.admin('POST', '/api/rollouts', { metadata: { env: { OPENAI_API_KEY: secret }, note: `aws ${aws}` } });
+    const created = await t.admin('POST', '/api/rollouts', {
+      metadata: { env: { OPENAI_API_KEY: secret }, note: `aws ${aws}` },
+    });
     expect(created.status).toBe(201);
     const { id } = created.body.rollout as { id: string };
     const key = created.body.key as string;
     const events = [
-      { type: 'span', actionId: 'a-1', name: 'shell', input: { command: `curl -H "Authorization: Bearer ${secret}"` }, output: `ok ${aws}`, failure: `denied ${secret}` },
+      {
+        type: 'span',
+        actionId: 'a-1',
+        name: 'shell',
+        input: { command: `curl -H "Authorization: Bearer ${secret}"` },
+        output: `ok ${aws}`,
+        failure: `denied ${secret}`,
+      },
       { type: 'custom', name: 'env', data: { dump: [`KEY=${secret}`] } },
       { type: 'reward', value: 1, data: { judge: `used ${secret}` } },
       { type: 'intervention', reason: `pasted ${secret}`, data: { by: aws } },
@@ -141,7 +168,9 @@ describe('redaction of what the control API journals', () => {
       evidence: { exitCode: 1, stderrTail: `Error: 401 for key ${secret}\nAWS ${aws}` },
     });
     expect(failed.status).toBe(200);
-    expect((await t.admin('POST', `/api/rollouts/${id}/reopen`, { reason: `run again, key was ${secret}` })).status).toBe(201);
+    expect(
+      (await t.admin('POST', `/api/rollouts/${id}/reopen`, { reason: `run again, key was ${secret}` })).status,
+    ).toBe(201);
 
     const journaled = JSON.stringify([await t.store.getRollout(id), await t.store.listEvents(id)]);
     expect(journaled).not.toContain(secret);
@@ -149,6 +178,9 @@ describe('redaction of what the control API journals', () => {
     expect(journaled).toContain('harness exited 1: invalid key [REDACTED:openai-key]');
     expect(journaled).toContain('Error: 401 for key [REDACTED:openai-key]');
     expect(journaled.match(/\[REDACTED:/g)?.length).toBeGreaterThanOrEqual(12);
-    expect((await t.store.getRollout(id))?.metadata).toEqual({ env: { OPENAI_API_KEY: '[REDACTED:openai-key]' }, note: 'aws [REDACTED:aws-access-key]' });
+    expect((await t.store.getRollout(id))?.metadata).toEqual({
+      env: { OPENAI_API_KEY: '[REDACTED:openai-key]' },
+      note: 'aws [REDACTED:aws-access-key]',
+    });
   });
 });

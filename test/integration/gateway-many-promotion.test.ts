@@ -18,7 +18,12 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const ADMIN = 'many-gateways-admin-key';
 
-async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  read: () => Promise<T>,
+  ok: (value: T) => boolean,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();
@@ -35,33 +40,78 @@ describe('a promotion with many gateways on one PostgreSQL registry', () => {
     const config = path.join(scratch, 'rein.yaml');
     // Trained versions are served by the backend the config names for them; here the one upstream.
     writeFileSync(config, stringify({ ...gatewayConfigFile(server.url, 1), trainer: { servingBackend: 'toy' } }));
-    const env = { REIN_GATEWAY_ADMIN_KEY: ADMIN, REIN_CONFIG: undefined, REIN_DATA_DIR: undefined, REIN_STORE_URL: storeUrl };
+    const env = {
+      REIN_GATEWAY_ADMIN_KEY: ADMIN,
+      REIN_CONFIG: undefined,
+      REIN_DATA_DIR: undefined,
+      REIN_STORE_URL: storeUrl,
+    };
     const ports = [await freePort(), await freePort()];
-    const gateways = ports.map((port) => startRein(['--config', config, 'gateway'], { cwd: scratch, env: { ...env, REIN_GATEWAY_PORT: String(port) } }));
+    const gateways = ports.map((port) =>
+      startRein(['--config', config, 'gateway'], { cwd: scratch, env: { ...env, REIN_GATEWAY_PORT: String(port) } }),
+    );
     const registry = await openRegistry({ dataDir: path.join(scratch, 'data'), postgresUrl: storeUrl });
     try {
       await Promise.all(gateways.map((g) => g.waitFor(/Gateway ready/)));
       const urls = ports.map((port) => `http://127.0.0.1:${port}`);
       const admin = async (gateway: string, method: string, route: string, body?: unknown) => {
-        const res = await fetch(`${gateway}${route}`, { method, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+        const res = await fetch(`${gateway}${route}`, {
+          method,
+          headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
         return res.json() as Promise<any>;
       };
       const productionOn = async (gateway: string) =>
-        ((await admin(gateway, 'GET', '/api/policies')).items as Array<{ policyVersion: string; aliases: string[] }>).find((p) => p.aliases.includes('production'))?.policyVersion;
-      const everywhere = (version: string) => until(`production → ${version} on both gateways`, () => Promise.all(urls.map(productionOn)), (seen) => seen.every((v) => v === version));
+        (
+          (await admin(gateway, 'GET', '/api/policies')).items as Array<{ policyVersion: string; aliases: string[] }>
+        ).find((p) => p.aliases.includes('production'))?.policyVersion;
+      const everywhere = (version: string) =>
+        until(
+          `production → ${version} on both gateways`,
+          () => Promise.all(urls.map(productionOn)),
+          (seen) => seen.every((v) => v === version),
+        );
       expect(await Promise.all(urls.map(productionOn))).toEqual(['policy-v1', 'policy-v1']);
 
       const lineage = { runId: 'many', iteration: 1, batchContentHash: null, trainerMetrics: {} };
       await registry.register({ ...lineage, version: 'policy-v1', parent: null, checkpointUri: 'policy-v1' });
-      await registry.register({ ...lineage, version: 'many.v1', parent: 'policy-v1', checkpointUri: '/checkpoints/many.v1' });
+      await registry.register({
+        ...lineage,
+        version: 'many.v1',
+        parent: 'policy-v1',
+        checkpointUri: '/checkpoints/many.v1',
+      });
       // Loaded on the inference server, as the release stage does before it promotes.
-      await fetch(`${server.url.replace(/\/v1$/, '')}/v1/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'many.v1', lora_path: '/checkpoints/many.v1' }) });
-      await registry.setAlias('production', 'policy-v1', { operation: 'set', actor: 'test', reason: 'production starts at the base' }, { expectedFrom: null });
+      await fetch(`${server.url.replace(/\/v1$/, '')}/v1/load_lora_adapter`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ lora_name: 'many.v1', lora_path: '/checkpoints/many.v1' }),
+      });
+      await registry.setAlias(
+        'production',
+        'policy-v1',
+        { operation: 'set', actor: 'test', reason: 'production starts at the base' },
+        { expectedFrom: null },
+      );
       // The trained version is routed by both, though neither was asked to.
-      await until('many.v1 routed on both gateways', () => Promise.all(urls.map(async (u) => (await admin(u, 'GET', '/api/policies')).items.map((p: { policyVersion: string }) => p.policyVersion))), (lists) => lists.every((l) => l.includes('many.v1')));
+      await until(
+        'many.v1 routed on both gateways',
+        () =>
+          Promise.all(
+            urls.map(async (u) =>
+              (await admin(u, 'GET', '/api/policies')).items.map((p: { policyVersion: string }) => p.policyVersion),
+            ),
+          ),
+        (lists) => lists.every((l) => l.includes('many.v1')),
+      );
 
       // Promoted from here, with no gateway to tell (as from a worker behind a load balancer).
-      const promoted = await promote(registry, undefined, { version: 'many.v1', actor: 'test', override: { reason: 'test: many gateways' } });
+      const promoted = await promote(registry, undefined, {
+        version: 'many.v1',
+        actor: 'test',
+        override: { reason: 'test: many gateways' },
+      });
       expect(promoted.gatewayUpdated).toBe(false);
       await everywhere('many.v1');
 
@@ -69,9 +119,14 @@ describe('a promotion with many gateways on one PostgreSQL registry', () => {
       const created = await admin(urls[0] as string, 'POST', '/api/rollouts', { id: 'after-promotion' });
       for (const url of urls) {
         const client = new OpenAI({ apiKey: created.key, baseURL: `${url}/v1`, maxRetries: 0 });
-        const { response } = await client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+        const { response } = await client.chat.completions
+          .create({ model: 'production', messages: [{ role: 'user', content: 'hi' }] })
+          .withResponse();
         const callId = response.headers.get('x-rein-call-id');
-        const calls = (await admin(url, 'GET', '/api/rollouts/after-promotion/calls')).items as Array<{ id: string; policyVersion: string }>;
+        const calls = (await admin(url, 'GET', '/api/rollouts/after-promotion/calls')).items as Array<{
+          id: string;
+          policyVersion: string;
+        }>;
         expect(calls.find((c) => c.id === callId)?.policyVersion).toBe('many.v1');
       }
 
@@ -87,7 +142,11 @@ describe('a promotion with many gateways on one PostgreSQL registry', () => {
       await until('the cut connections gone', followerPids, (pids) => !pids.some((pid) => cut.includes(pid)));
       await rollback(registry, undefined, { actor: 'test', reason: 'test: while they reconnect' });
       await everywhere('policy-v1');
-      await until('two new followers listening', followerPids, (pids) => pids.length === 2 && !pids.some((pid) => cut.includes(pid)));
+      await until(
+        'two new followers listening',
+        followerPids,
+        (pids) => pids.length === 2 && !pids.some((pid) => cut.includes(pid)),
+      );
       await admin_.end();
       // Both shut down cleanly on SIGTERM; if not, their stderr says why.
       const codes = await Promise.all(gateways.map((g) => g.stop('SIGTERM')));

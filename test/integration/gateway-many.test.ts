@@ -21,9 +21,16 @@ describe('two rein gateway processes on one PostgreSQL journal', () => {
     const config = path.join(scratch, 'rein.yaml');
     // One config (one data directory: the same rollout-key secret), two ports: two gateways behind one address.
     writeFileSync(config, stringify(gatewayConfigFile(server.url, 1)));
-    const env = { REIN_GATEWAY_ADMIN_KEY: ADMIN, REIN_CONFIG: undefined, REIN_DATA_DIR: undefined, REIN_STORE_URL: await freshPostgresUrl() };
+    const env = {
+      REIN_GATEWAY_ADMIN_KEY: ADMIN,
+      REIN_CONFIG: undefined,
+      REIN_DATA_DIR: undefined,
+      REIN_STORE_URL: await freshPostgresUrl(),
+    };
     const ports = [await freePort(), await freePort()];
-    const gateways = ports.map((port) => startRein(['--config', config, 'gateway'], { cwd: scratch, env: { ...env, REIN_GATEWAY_PORT: String(port) } }));
+    const gateways = ports.map((port) =>
+      startRein(['--config', config, 'gateway'], { cwd: scratch, env: { ...env, REIN_GATEWAY_PORT: String(port) } }),
+    );
     try {
       await Promise.all(gateways.map((g) => g.waitFor(/Gateway ready/)));
       const [one, two] = ports.map((port) => `http://127.0.0.1:${port}`) as [string, string];
@@ -37,14 +44,24 @@ describe('two rein gateway processes on one PostgreSQL journal', () => {
       };
       /** The harness's client for a rollout, through gateway one or two. */
       const clientsOf = (created: { key: string; baseUrl: string }) =>
-        [one, two].map((gateway) => new OpenAI({ apiKey: created.key, baseURL: created.baseUrl.replace(one, gateway), maxRetries: 0 })) as [OpenAI, OpenAI];
-      const ask = (client: OpenAI, content: string) => client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content }] }).withResponse();
+        [one, two].map(
+          (gateway) =>
+            new OpenAI({ apiKey: created.key, baseURL: created.baseUrl.replace(one, gateway), maxRetries: 0 }),
+        ) as [OpenAI, OpenAI];
+      const ask = (client: OpenAI, content: string) =>
+        client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content }] }).withResponse();
 
       const created = await admin(one, 'POST', '/api/rollouts', { id: 'shared' });
       const clients = clientsOf(created);
-      const answered = await Promise.all(Array.from({ length: 24 }, (_, i) => ask(clients[i % 2] as OpenAI, `call ${i}`)));
+      const answered = await Promise.all(
+        Array.from({ length: 24 }, (_, i) => ask(clients[i % 2] as OpenAI, `call ${i}`)),
+      );
       const callIds = answered.map((a) => a.response.headers.get('x-rein-call-id'));
-      const calls = (await admin(two, 'GET', '/api/rollouts/shared/calls')).items as Array<{ id: string; seq: number; status: string }>;
+      const calls = (await admin(two, 'GET', '/api/rollouts/shared/calls')).items as Array<{
+        id: string;
+        seq: number;
+        status: string;
+      }>;
       expect(calls.map((c) => c.seq)).toEqual(Array.from({ length: 24 }, (_, i) => i + 1));
       expect(new Set(calls.map((c) => c.id))).toEqual(new Set(callIds));
       expect(calls.every((c) => c.status === 'ok')).toBe(true);
@@ -56,8 +73,13 @@ describe('two rein gateway processes on one PostgreSQL journal', () => {
       // A new attempt started through gateway one supersedes the old attempt's key on gateway two.
       const retried = await admin(one, 'POST', '/api/rollouts', { id: 'retried' });
       await ask(clientsOf(retried)[1], 'first attempt');
-      expect(await admin(one, 'POST', '/api/rollouts/retried/attempts', {})).toMatchObject({ rollout: { attempts: 2 } });
-      await expect(ask(clientsOf(retried)[1], 'stale attempt')).rejects.toMatchObject({ status: 409, code: 'attempt_superseded' });
+      expect(await admin(one, 'POST', '/api/rollouts/retried/attempts', {})).toMatchObject({
+        rollout: { attempts: 2 },
+      });
+      await expect(ask(clientsOf(retried)[1], 'stale attempt')).rejects.toMatchObject({
+        status: 409,
+        code: 'attempt_superseded',
+      });
       // Both shut down cleanly on SIGTERM; if not, their stderr says why.
       const codes = await Promise.all(gateways.map((g) => g.stop('SIGTERM')));
       expect(codes, gateways.map((g) => g.output().stderr.slice(-4000)).join('\n---\n')).toEqual([0, 0]);

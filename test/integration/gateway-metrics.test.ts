@@ -31,21 +31,32 @@ describe('gateway /metrics, scraped as Prometheus does', () => {
     const { client } = await t.rollout();
     const usage = { prompt: 0, completion: 0 };
     for (const content of ['one', 'two']) {
-      const reply = await client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content }] });
+      const reply = await client.chat.completions.create({
+        model: 'production',
+        messages: [{ role: 'user', content }],
+      });
       usage.prompt += reply.usage?.prompt_tokens ?? NaN;
       usage.completion += reply.usage?.completion_tokens ?? NaN;
     }
-    const stream = await client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'three' }], stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: 'production',
+      messages: [{ role: 'user', content: 'three' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     for await (const chunk of stream) {
       if (chunk.usage) {
         usage.prompt += chunk.usage.prompt_tokens;
         usage.completion += chunk.usage.completion_tokens;
       }
     }
-    await expect(client.chat.completions.create({ model: 'fault:500', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 500 });
+    await expect(
+      client.chat.completions.create({ model: 'fault:500', messages: [{ role: 'user', content: 'x' }] }),
+    ).rejects.toMatchObject({ status: 500 });
 
     const after = (await scrape(metricsUrl(), ADMIN_KEY)).samples;
-    const moved = (name: string, labels: Record<string, string> = {}) => (valueOf(after, name, labels) ?? 0) - (valueOf(before, name, labels) ?? 0);
+    const moved = (name: string, labels: Record<string, string> = {}) =>
+      (valueOf(after, name, labels) ?? 0) - (valueOf(before, name, labels) ?? 0);
     const chat = { endpoint: 'chat.completions' };
     expect(moved('rein_gateway_calls_total', { ...chat, status: 'ok', error_class: '' })).toBe(3);
     expect(moved('rein_gateway_calls_total', { ...chat, status: 'error', error_class: 'upstream_http_error' })).toBe(1);

@@ -20,19 +20,27 @@ describe('gateway admin API names', () => {
   it('refuses a version or alias name that is not a routing name, and keeps serving', async () => {
     for (const route of ['/api/policies/v%0D%0AX%3A%201', '/api/policies/v%C3%A9', '/api/policies/__proto__']) {
       const res = await t.admin('PUT', route, { backend: 'toy', model: MODEL });
-      expect(res, route).toMatchObject({ status: 400, body: { error: { code: 'invalid_name', message: expect.stringMatching(/letters, digits/) } } });
+      expect(res, route).toMatchObject({
+        status: 400,
+        body: { error: { code: 'invalid_name', message: expect.stringMatching(/letters, digits/) } },
+      });
     }
     for (const route of ['/api/aliases/%E2%9C%93', '/api/aliases/__proto__', '/api/aliases/constructor%0A']) {
       const res = await t.admin('PUT', route, { policyVersion: 'policy-v1' });
       expect(res, route).toMatchObject({ status: 400, body: { error: { code: 'invalid_name' } } });
     }
     expect((await chat('production')).choices[0]?.message).toBeDefined();
-    expect((await t.admin('GET', '/api/policies')).body.items.every((p: { inFlight: number }) => p.inFlight === 0)).toBe(true);
+    expect(
+      (await t.admin('GET', '/api/policies')).body.items.every((p: { inFlight: number }) => p.inFlight === 0),
+    ).toBe(true);
   });
 
   it('a policy on an inherited property name as backend is refused, not a 500 on every later call', async () => {
     const res = await t.admin('PUT', '/api/policies/v9', { backend: 'constructor', model: MODEL });
-    expect(res).toMatchObject({ status: 400, body: { error: { message: expect.stringMatching(/unknown backend constructor/) } } });
+    expect(res).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringMatching(/unknown backend constructor/) } },
+    });
     expect((await t.admin('PUT', '/api/aliases/staging', { policyVersion: 'constructor' })).status).toBe(404);
     expect((await chat('production')).choices[0]?.message).toBeDefined();
   });

@@ -12,7 +12,11 @@ afterAll(() => t.close());
 const tools = [
   {
     type: 'function' as const,
-    function: { name: 'calculator', description: 'evaluates arithmetic', parameters: { type: 'object', properties: { expression: { type: 'string' } } } },
+    function: {
+      name: 'calculator',
+      description: 'evaluates arithmetic',
+      parameters: { type: 'object', properties: { expression: { type: 'string' } } },
+    },
   },
 ];
 
@@ -48,7 +52,13 @@ describe('gateway: chat completions through the official openai client', () => {
       requestReceived: { model: 'production', messages },
       requestSent: { model: MODEL, return_token_ids: true, logprobs: true },
     });
-    expect(call?.choices).toEqual([{ completionIds: tokenize(reply), logprobs: tokenize(reply).map((i) => expect.closeTo(logprobOf(i), 5)), finishReason: 'stop' }]);
+    expect(call?.choices).toEqual([
+      {
+        completionIds: tokenize(reply),
+        logprobs: tokenize(reply).map((i) => expect.closeTo(logprobOf(i), 5)),
+        finishReason: 'stop',
+      },
+    ]);
     expect(call?.response).toMatchObject({ choices: [{ message: { content: reply }, logprobs: null }] });
     expect((await t.store.getRollout(id))?.status).toBe('running');
   });
@@ -69,7 +79,8 @@ describe('gateway: chat completions through the official openai client', () => {
         raw.push(chunk);
         received.push(chunk.choices[0]?.delta.content ?? '');
         // The backend is still generating while the harness already holds chunks.
-        if ((await slow.store.getCall((await slow.store.listCalls(id))[0]!.id))?.status === 'in_flight') chunksBeforeUpstreamFinished++;
+        if ((await slow.store.getCall((await slow.store.listCalls(id))[0]!.id))?.status === 'in_flight')
+          chunksBeforeUpstreamFinished++;
       }
       const text = received.join('');
       expect(text).toBe('Echo: a longer message to stream back');
@@ -83,7 +94,10 @@ describe('gateway: chat completions through the official openai client', () => {
         promptIds: tokenize(renderChat([{ role: 'user', content: 'a longer message to stream back' }])),
         // Usage the harness did not ask for is not asked for (a backend must not send more than asked): the journal counts the ids.
         usage: { completion_tokens: text.length, prompt_tokens: call?.promptIds?.length },
-        response: { object: 'chat.completion', choices: [{ message: { role: 'assistant', content: text }, finish_reason: 'stop' }] },
+        response: {
+          object: 'chat.completion',
+          choices: [{ message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+        },
       });
       expect(call?.requestSent).not.toHaveProperty('stream_options');
       expect(call?.choices?.[0]?.completionIds).toEqual(tokenize(text));
@@ -132,7 +146,12 @@ describe('gateway: chat completions through the official openai client', () => {
     expect(toolCall).toEqual({ name: 'calculator', arguments: JSON.stringify({ expression: '6*7' }) });
     const [call] = await t.store.listCalls(id);
     expect(call?.response).toMatchObject({
-      choices: [{ finish_reason: 'tool_calls', message: { tool_calls: [{ id: 'call_0', type: 'function', function: toolCall }] } }],
+      choices: [
+        {
+          finish_reason: 'tool_calls',
+          message: { tool_calls: [{ id: 'call_0', type: 'function', function: toolCall }] },
+        },
+      ],
     });
     expect(call?.choices?.[0]?.completionIds?.length).toBeGreaterThan(10);
   });
@@ -146,7 +165,11 @@ describe('gateway: chat completions through the official openai client', () => {
       stop: ['here'],
     });
     expect(completion.choices.map((c) => c.message.content)).toEqual(['Echo: stop ', 'Echo: stop ', 'Echo: stop ']);
-    const limited = await client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'abcdefgh' }], max_tokens: 5 });
+    const limited = await client.chat.completions.create({
+      model: 'production',
+      messages: [{ role: 'user', content: 'abcdefgh' }],
+      max_tokens: 5,
+    });
     expect(limited.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: 'Echo:' } });
 
     const calls = await t.store.listCalls(id);
@@ -177,7 +200,11 @@ describe('gateway: completions, responses, models', () => {
     }
     expect(text).toBe(' -> T TO THREE');
     const [call] = await t.store.listCalls(id);
-    expect(call).toMatchObject({ endpoint: 'completions', promptIds: tokenize('count to three'), requestSent: { logprobs: 0 } });
+    expect(call).toMatchObject({
+      endpoint: 'completions',
+      promptIds: tokenize('count to three'),
+      requestSent: { logprobs: 0 },
+    });
     expect(call?.choices?.[0]?.completionIds).toEqual(tokenize(text));
     expect(call?.choices?.[0]?.logprobs).toHaveLength(text.length);
   });
@@ -200,7 +227,9 @@ describe('gateway: completions, responses, models', () => {
 describe('gateway: faults reach the harness as the error it would have seen, and are journaled', () => {
   it('passes a backend 500 through and classifies it', async () => {
     const { id, client } = await t.rollout();
-    await expect(client.chat.completions.create({ model: 'fault:500', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+    await expect(
+      client.chat.completions.create({ model: 'fault:500', messages: [{ role: 'user', content: 'x' }] }),
+    ).rejects.toMatchObject({
       status: 500,
       message: expect.stringContaining('engine crashed'),
     });
@@ -214,7 +243,9 @@ describe('gateway: faults reach the harness as the error it would have seen, and
     ['fault:cut', 502, 'upstream_stream_cut'],
   ])('%s → %i (%s)', async (model, status, errorClass) => {
     const { id, client } = await t.rollout();
-    await expect(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status });
+    await expect(
+      client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }] }),
+    ).rejects.toMatchObject({ status });
     const [call] = await t.store.listCalls(id);
     expect(call).toMatchObject({ status: 'error', errorClass });
   });
@@ -234,14 +265,18 @@ describe('gateway: faults reach the harness as the error it would have seen, and
     ).rejects.toThrow();
     const [call] = await t.store.listCalls(id);
     expect(call).toMatchObject({ status: 'error', errorClass: 'upstream_stream_cut' });
-    expect((call?.response as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content).toBe(parts.join(''));
+    expect((call?.response as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content).toBe(
+      parts.join(''),
+    );
   });
 
   it('answers 504 when the backend does not answer in time', async () => {
     const impatient = await startTestGateway({ gateway: { headersTimeoutMs: 300 } });
     try {
       const { id, client } = await impatient.rollout();
-      await expect(client.chat.completions.create({ model: 'fault:slow:2500', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 504 });
+      await expect(
+        client.chat.completions.create({ model: 'fault:slow:2500', messages: [{ role: 'user', content: 'x' }] }),
+      ).rejects.toMatchObject({ status: 504 });
       expect((await impatient.store.listCalls(id))[0]).toMatchObject({ errorClass: 'upstream_timeout' });
     } finally {
       await impatient.close();
@@ -252,20 +287,31 @@ describe('gateway: faults reach the harness as the error it would have seen, and
     const { id, client } = await t.rollout();
     t.gateway.router.update({
       ...t.gateway.router['table'],
-      backends: { ...t.gateway.router['table'].backends, dead: { endpoints: ['http://127.0.0.1:1/v1'], tokenIds: true, logprobs: true } },
+      backends: {
+        ...t.gateway.router['table'].backends,
+        dead: { endpoints: ['http://127.0.0.1:1/v1'], tokenIds: true, logprobs: true },
+      },
       policies: { ...t.gateway.router['table'].policies, 'dead-v1': { backend: 'dead', model: MODEL } },
     });
-    await expect(client.chat.completions.create({ model: 'dead-v1', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+    await expect(
+      client.chat.completions.create({ model: 'dead-v1', messages: [{ role: 'user', content: 'x' }] }),
+    ).rejects.toMatchObject({
       status: 502,
       message: expect.stringContaining('backend dead is unreachable'),
     });
     const [call] = await t.store.listCalls(id);
-    expect(call).toMatchObject({ errorClass: 'upstream_unreachable', upstreamStatus: null, errorMessage: expect.stringContaining('ECONNREFUSED') });
+    expect(call).toMatchObject({
+      errorClass: 'upstream_unreachable',
+      upstreamStatus: null,
+      errorMessage: expect.stringContaining('ECONNREFUSED'),
+    });
   });
 
   it('names an unknown model as the backend would, and nothing else it serves', async () => {
     const { client } = await t.rollout();
-    const error = await client.chat.completions.create({ model: 'gpt-9', messages: [{ role: 'user', content: 'x' }] }).catch((err: unknown) => err);
+    const error = await client.chat.completions
+      .create({ model: 'gpt-9', messages: [{ role: 'user', content: 'x' }] })
+      .catch((err: unknown) => err);
     expect(error).toMatchObject({ status: 404, message: expect.stringContaining('The model `gpt-9` does not exist.') });
     expect((error as Error).message).not.toContain('production');
   });

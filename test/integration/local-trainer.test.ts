@@ -19,7 +19,23 @@ beforeAll(async () => {
 });
 
 const train = (out: string, extra: string[] = []) =>
-  runRein(['policy', 'train', '--checkpoint', base, '--batch', batchFile, '--out', out, '--lr', '0.01', '--epochs', '8', '--seed', '3', ...extra]);
+  runRein([
+    'policy',
+    'train',
+    '--checkpoint',
+    base,
+    '--batch',
+    batchFile,
+    '--out',
+    out,
+    '--lr',
+    '0.01',
+    '--epochs',
+    '8',
+    '--seed',
+    '3',
+    ...extra,
+  ]);
 
 describe('rein policy train (the local trainer, as a child process)', () => {
   it('writes a new checkpoint that prefers the rewarded reply, with its lineage and metrics', async () => {
@@ -34,7 +50,13 @@ describe('rein policy train (the local trainer, as a child process)', () => {
     const before = loadCheckpoint(base);
     const after = loadCheckpoint(out);
     expect(after.info).toMatchObject({ parent: base, iteration: 1, batchContentHash: result.batchContentHash });
-    const gain = (ids: number[]) => logprobOf(after.model, ids).slice(4).reduce((a, b) => a + b, 0) - logprobOf(before.model, ids).slice(4).reduce((a, b) => a + b, 0);
+    const gain = (ids: number[]) =>
+      logprobOf(after.model, ids)
+        .slice(4)
+        .reduce((a, b) => a + b, 0) -
+      logprobOf(before.model, ids)
+        .slice(4)
+        .reduce((a, b) => a + b, 0);
     expect(gain(good)).toBeGreaterThan(0);
     expect(gain(bad)).toBeLessThan(0);
     before.model.dispose();
@@ -45,7 +67,9 @@ describe('rein policy train (the local trainer, as a child process)', () => {
     const [a, b] = [path.join(dir, 'det-a'), path.join(dir, 'det-b')];
     await train(a);
     await train(b);
-    expect(readFileSync(path.join(a, 'model.safetensors')).equals(readFileSync(path.join(b, 'model.safetensors')))).toBe(true);
+    expect(
+      readFileSync(path.join(a, 'model.safetensors')).equals(readFileSync(path.join(b, 'model.safetensors'))),
+    ).toBe(true);
     const again = await train(a);
     expect(JSON.parse(again.stdout)).toMatchObject({ reused: true });
     const otherParent = await runRein(['policy', 'train', '--checkpoint', a, '--batch', batchFile, '--out', b]);
@@ -53,14 +77,34 @@ describe('rein policy train (the local trainer, as a child process)', () => {
     expect(otherParent.stderr).toContain('already holds a checkpoint trained from another batch or parent');
     // Two trainers at once on one output (a retried update while the first still runs): one trains, the other waits and reuses.
     const c = path.join(dir, 'det-c');
-    const job = { checkpointDir: base, batchPath: batchFile, outputDir: c, seed: 3, learningRate: 0.01, epochs: 8, minibatchSize: 32, clipEpsilon: 0.2, maxGradNorm: 1 };
+    const job = {
+      checkpointDir: base,
+      batchPath: batchFile,
+      outputDir: c,
+      seed: 3,
+      learningRate: 0.01,
+      epochs: 8,
+      minibatchSize: 32,
+      clipEpsilon: 0.2,
+      maxGradNorm: 1,
+    };
     const both = await Promise.all([runTrainJob(job), runTrainJob(job)]);
     expect(both.map((r) => r.reused).sort()).toEqual([false, true]);
-    expect(readFileSync(path.join(c, 'model.safetensors')).equals(readFileSync(path.join(a, 'model.safetensors')))).toBe(true);
+    expect(
+      readFileSync(path.join(c, 'model.safetensors')).equals(readFileSync(path.join(a, 'model.safetensors'))),
+    ).toBe(true);
   });
 
   it('corrects a sampler that disagrees with the trainer by truncated importance weights', async () => {
-    const job = { checkpointDir: base, seed: 3, learningRate: 0.01, epochs: 1, minibatchSize: 32, clipEpsilon: 0.2, maxGradNorm: 1 };
+    const job = {
+      checkpointDir: base,
+      seed: 3,
+      learningRate: 0.01,
+      epochs: 1,
+      minibatchSize: 32,
+      clipEpsilon: 0.2,
+      maxGradNorm: 1,
+    };
     const above = await runTrainJob({ ...job, batchPath: shifted.above, outputDir: path.join(dir, 'is-above') });
     // The sampler thought its tokens e times likelier than the trainer does: each weighs 1/e.
     expect(above.importanceWeights?.mean).toBeCloseTo(Math.exp(-1), 4);

@@ -22,11 +22,15 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 function packageFor(major: number): { node: string; packageDir: string } {
   const tools = path.join(root, '.tools', `main-job-node${major}`);
   if (!existsSync(path.join(tools, 'node')) || !existsSync(path.join(tools, 'node_modules'))) {
-    throw new Error(`no main-job install for Node.js ${major} in ${tools}: run scripts/setup-tests.sh (npm test runs it)`);
+    throw new Error(
+      `no main-job install for Node.js ${major} in ${tools}: run scripts/setup-tests.sh (npm test runs it)`,
+    );
   }
-  if (!existsSync(path.join(root, 'dist', 'src', 'cli', 'cli.js'))) throw new Error('dist/ is not built: run npm run build');
+  if (!existsSync(path.join(root, 'dist', 'src', 'cli', 'cli.js')))
+    throw new Error('dist/ is not built: run npm run build');
   const packageDir = path.join(dir, `node${major}`);
-  for (const part of ['dist', 'bin', 'package.json']) cpSync(path.join(root, part), path.join(packageDir, part), { recursive: true });
+  for (const part of ['dist', 'bin', 'package.json'])
+    cpSync(path.join(root, part), path.join(packageDir, part), { recursive: true });
   for (const part of ['models', '.tools']) symlinkSync(path.join(root, part), path.join(packageDir, part));
   symlinkSync(realpathSync(path.join(tools, 'node_modules')), path.join(packageDir, 'node_modules'));
   return { node: realpathSync(path.join(tools, 'node')), packageDir };
@@ -38,12 +42,22 @@ describe('the main job on the other supported Node.js releases', () => {
       const { node, packageDir } = packageFor(major);
       expect(execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()).toMatch(new RegExp(`^v${major}\\.`));
       // Groups whose rollouts all score the same are kept, so a tiny run always has a batch to train on.
-      const { file } = await writeExampleConfig(path.join(dir, `run${major}`), { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 }, { samples: { zeroVarianceGroups: 'keep' } });
+      const { file } = await writeExampleConfig(
+        path.join(dir, `run${major}`),
+        { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 },
+        { samples: { zeroVarianceGroups: 'keep' } },
+      );
       const train = await runRein(['--config', file, 'train', '--run-id', `node${major}`, '--follow'], {
         cwd: packageDir,
         rein: { command: node, args: [path.join(packageDir, 'bin', 'rein.js')] },
         // That Node first on PATH; the suite's own Temporal address, config and CLI choice do not apply.
-        env: { PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}`, TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined, REIN_TEST_CLI: undefined, NODE_OPTIONS: undefined },
+        env: {
+          PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}`,
+          TEMPORAL_ADDRESS: undefined,
+          REIN_CONFIG: undefined,
+          REIN_TEST_CLI: undefined,
+          NODE_OPTIONS: undefined,
+        },
       });
       const output = `${train.stdout}\n${train.stderr}`;
       expect(train.code, output.slice(-4000)).toBe(0);

@@ -52,20 +52,38 @@ describe('two gateways and two workers on one PostgreSQL database', () => {
     const balancer = await startTcpBalancer(gatewayPorts);
     const { file } = await writeExampleConfig(
       scratch,
-      { iterations: 2, tasksPerIteration: 4, samplesPerTask: 2, heldoutLimit: 4, heartbeatTimeoutSeconds: 5, base: { version: 'v0' } },
+      {
+        iterations: 2,
+        tasksPerIteration: 4,
+        samplesPerTask: 2,
+        heldoutLimit: 4,
+        heartbeatTimeoutSeconds: 5,
+        base: { version: 'v0' },
+      },
       {
         gateway: { port: gatewayPorts[0], publicUrl: balancer.url },
         rollouts: { concurrency: 4 },
         samples: { zeroVarianceGroups: 'keep' },
         harness: {
           version: 'calculator-agent-1',
-          local: { command: process.execPath, args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'], envAllow: ['PATH', 'HOME'], env: { HOLD_DIR: holds }, timeoutSeconds: 120 },
+          local: {
+            command: process.execPath,
+            args: [path.join(fixtures, 'held.mjs'), '{task}', '{output}'],
+            envAllow: ['PATH', 'HOME'],
+            env: { HOLD_DIR: holds },
+            timeoutSeconds: 120,
+          },
         },
       },
     );
     const storeUrl = await freshPostgresUrl();
     const db = new pg.Pool({ connectionString: storeUrl, max: 2 });
-    const env = { TEMPORAL_ADDRESS: undefined, REIN_CONFIG: undefined, REIN_STORE_URL: storeUrl, REIN_GATEWAY_ADMIN_KEY: 'many-services-admin-key' };
+    const env = {
+      TEMPORAL_ADDRESS: undefined,
+      REIN_CONFIG: undefined,
+      REIN_STORE_URL: storeUrl,
+      REIN_GATEWAY_ADMIN_KEY: 'many-services-admin-key',
+    };
     const start = (args: string[], ready: RegExp | undefined, extraEnv: Record<string, string> = {}) => {
       const child = startRein(['--config', file, ...args], { cwd: scratch, env: { ...env, ...extraEnv } });
       processes.add(child);
@@ -84,18 +102,30 @@ describe('two gateways and two workers on one PostgreSQL database', () => {
     const until = async (what: string, probe: () => Promise<boolean>) => {
       const deadline = Date.now() + 600_000;
       while (!(await probe())) {
-        if (train.current && !processes.has(train.current)) throw new Error(`\`rein train\` exited while waiting for ${what}:\n${train.current.output().stdout}\n${train.current.output().stderr}`);
+        if (train.current && !processes.has(train.current))
+          throw new Error(
+            `\`rein train\` exited while waiting for ${what}:\n${train.current.output().stdout}\n${train.current.output().stderr}`,
+          );
         if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     };
     const running = async (prefix: string) =>
-      (await query<{ n: string }>("SELECT COUNT(*) AS n FROM rollouts WHERE status = 'running' AND id LIKE $1", `${prefix}%`))[0]?.n ?? '0';
+      (
+        await query<{ n: string }>(
+          "SELECT COUNT(*) AS n FROM rollouts WHERE status = 'running' AND id LIKE $1",
+          `${prefix}%`,
+        )
+      )[0]?.n ?? '0';
 
     try {
       for (const prefix of [`${runId}.it1.`, `${runId}.it2.`]) hold(prefix);
-      const policyPort = (JSON.parse(readFileSync(file, 'utf8')) as { policyServer: { port: number } }).policyServer.port;
-      const policy = start(['policy', 'serve', '--model', `v0=${embeddedBaseCheckpoint()}`, '--port', String(policyPort)], /Policy server ready/);
+      const policyPort = (JSON.parse(readFileSync(file, 'utf8')) as { policyServer: { port: number } }).policyServer
+        .port;
+      const policy = start(
+        ['policy', 'serve', '--model', `v0=${embeddedBaseCheckpoint()}`, '--port', String(policyPort)],
+        /Policy server ready/,
+      );
       const gateway = (i: 0 | 1) => start(['gateway'], /Gateway ready/, { REIN_GATEWAY_PORT: String(gatewayPorts[i]) });
       const gateways = [gateway(0), gateway(1)];
       const workers = [start(['worker'], /Worker polling/), start(['worker'], /Worker polling/)];
@@ -108,7 +138,12 @@ describe('two gateways and two workers on one PostgreSQL database', () => {
       release(`${runId}.it1.`);
       const gatewayName = (port: number) => `${os.hostname()}:${port}`; // how a gateway names itself in the journal
       const gatewayOne = gatewayName(gatewayPorts[0]);
-      await until('iteration 1 calls through gateway one', async () => (await query("SELECT id FROM calls WHERE gateway = $1 AND rollout_id LIKE $2", gatewayOne, `${runId}.it1.%`)).length > 0);
+      await until(
+        'iteration 1 calls through gateway one',
+        async () =>
+          (await query('SELECT id FROM calls WHERE gateway = $1 AND rollout_id LIKE $2', gatewayOne, `${runId}.it1.%`))
+            .length > 0,
+      );
       await gateways[0]!.process.stop('SIGKILL');
       gateways[0] = gateway(0);
       await gateways[0].ready;
@@ -127,14 +162,16 @@ describe('two gateways and two workers on one PostgreSQL database', () => {
       expect(stdout).toMatch(/run spread: finished/);
 
       // Every rollout of the run, once, ended; no call left in flight; calls went through both gateways.
-      const rollouts = await query<{ id: string; status: string; attempts: number }>("SELECT id, status, attempts FROM rollouts WHERE id LIKE 'spread.%' OR id LIKE 'heldout.%'");
+      const rollouts = await query<{ id: string; status: string; attempts: number }>(
+        "SELECT id, status, attempts FROM rollouts WHERE id LIKE 'spread.%' OR id LIKE 'heldout.%'",
+      );
       expect(rollouts.length).toBe(4 + 2 * 8 + 2 * 4);
       expect(new Set(rollouts.map((r) => r.id)).size).toBe(rollouts.length);
       expect(rollouts.filter((r) => ['cancelled', 'running', 'queued'].includes(r.status))).toEqual([]);
       expect(await query("SELECT id FROM calls WHERE status = 'in_flight'")).toEqual([]);
-      expect((await query<{ gateway: string }>('SELECT DISTINCT gateway FROM calls ORDER BY gateway')).map((r) => r.gateway)).toEqual(
-        gatewayPorts.map(gatewayName).sort(),
-      );
+      expect(
+        (await query<{ gateway: string }>('SELECT DISTINCT gateway FROM calls ORDER BY gateway')).map((r) => r.gateway),
+      ).toEqual(gatewayPorts.map(gatewayName).sort());
       // The killed worker's rollouts ran again on the other worker, in a new attempt.
       expect(rollouts.filter((r) => r.id.startsWith(`${runId}.it2.train`) && r.attempts > 1).length).toBeGreaterThan(0);
       // Every call ended in the journal: answered, or (SIGKILLed in flight, the harness retrying it
@@ -148,12 +185,17 @@ describe('two gateways and two workers on one PostgreSQL database', () => {
       );
       expect(withoutCalls).toEqual([]);
       // Scored once: at most one verifier reward per rollout.
-      expect(await query("SELECT rollout_id FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING COUNT(*) > 1")).toEqual([]);
+      expect(
+        await query(
+          "SELECT rollout_id FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING COUNT(*) > 1",
+        ),
+      ).toEqual([]);
       // One version per iteration, each with its decision.
-      expect((await query<{ version: string }>('SELECT version FROM policies WHERE run_id = $1 ORDER BY iteration', runId)).map((v) => v.version)).toEqual([
-        `${runId}.v1`,
-        `${runId}.v2`,
-      ]);
+      expect(
+        (
+          await query<{ version: string }>('SELECT version FROM policies WHERE run_id = $1 ORDER BY iteration', runId)
+        ).map((v) => v.version),
+      ).toEqual([`${runId}.v1`, `${runId}.v2`]);
       expect(await query('SELECT id FROM decisions')).toHaveLength(2);
       // Nothing was kept in the shared data directory's SQLite files.
       expect(readdirSync(path.join(scratch, 'state')).filter((f) => f.endsWith('.sqlite'))).toEqual([]);

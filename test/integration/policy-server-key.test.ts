@@ -17,13 +17,28 @@ let key: string;
 
 beforeAll(async () => {
   await readyBackend();
-  const model = Qwen3Model.init(defaultModelConfig({ maxPositions: 32, hiddenSize: 16, numHeads: 2, numKvHeads: 1, headDim: 8, intermediateSize: 32, numLayers: 1 }), 1);
+  const model = Qwen3Model.init(
+    defaultModelConfig({
+      maxPositions: 32,
+      hiddenSize: 16,
+      numHeads: 2,
+      numKvHeads: 1,
+      headDim: 8,
+      intermediateSize: 32,
+      numLayers: 1,
+    }),
+    1,
+  );
   saveCheckpoint(path.join(dir, 'v1'), model);
   model.dispose();
   key = policyServerKey(path.join(dir, 'data'), {});
   server = await startPolicyServer({ host: '127.0.0.1', port: 0, models: { v0: path.join(dir, 'v1') }, adminKey: key });
   t = await startTestGateway();
-  t.gateway.router.update({ backends: { embedded: { endpoints: [server.url], tokenIds: true, logprobs: true } }, policies: {}, aliases: {} });
+  t.gateway.router.update({
+    backends: { embedded: { endpoints: [server.url], tokenIds: true, logprobs: true } },
+    policies: {},
+    aliases: {},
+  });
 });
 afterAll(async () => {
   await t.close();
@@ -48,7 +63,9 @@ describe("the policy server's admin key", () => {
     await expect(refused).rejects.toThrow(/\(401\).*admin key/);
     expect(server.models()).toEqual(['v0']);
 
-    expect(await ensureServed(policy, gateway, { backend: 'embedded', endpoints: [server.url], apiKey: () => key })).toEqual({ loadedOn: [server.url.replace(/\/v1$/, '')] });
+    expect(
+      await ensureServed(policy, gateway, { backend: 'embedded', endpoints: [server.url], apiKey: () => key }),
+    ).toEqual({ loadedOn: [server.url.replace(/\/v1$/, '')] });
     expect(server.models()).toEqual(['v0', 'r.v1']);
     expect(t.gateway.router.models().map((m) => m.id)).toContain('r.v1');
   });

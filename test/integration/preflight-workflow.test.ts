@@ -17,7 +17,11 @@ describe('preflight workflow on a real Temporal server', () => {
 
     expect(run.result.ok).toBe(true);
     expect(run.result.worker.dataDir).toBe(dataDir);
-    expect(run.result.worker.checks.map((c) => c.name)).toEqual(['node version', 'data dir writable', 'free disk space']);
+    expect(run.result.worker.checks.map((c) => c.name)).toEqual([
+      'node version',
+      'data dir writable',
+      'free disk space',
+    ]);
 
     const { client, connection } = await testClient();
     try {
@@ -25,7 +29,9 @@ describe('preflight workflow on a real Temporal server', () => {
       expect(description.status.name).toBe('COMPLETED');
       expect(description.searchAttributes.ReinStage).toEqual(['preflight-passed']);
       const listed = [];
-      for await (const wf of client.workflow.list({ query: `WorkflowId = "${run.workflowId}" AND ReinStage = "preflight-passed"` })) {
+      for await (const wf of client.workflow.list({
+        query: `WorkflowId = "${run.workflowId}" AND ReinStage = "preflight-passed"`,
+      })) {
         listed.push(wf.workflowId);
       }
       expect(listed).toEqual([run.workflowId]);

@@ -52,7 +52,12 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
   const taskQueue = `rein-release-${backend}-${process.pid}-${Date.now()}`;
 
   beforeAll(async () => {
-    const program = (script: string) => ({ command: process.execPath, args: [script, '{task}', '{output}'], envAllow: ['PATH', 'HOME'], timeoutSeconds: 60 });
+    const program = (script: string) => ({
+      command: process.execPath,
+      args: [script, '{task}', '{output}'],
+      envAllow: ['PATH', 'HOME'],
+      timeoutSeconds: 60,
+    });
     const config = {
       dataDir: path.join(dir, 'state'),
       ...(backend === 'postgres' && { store: { url: await freshPostgresUrl() } }),
@@ -61,13 +66,26 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
       gateway: {
         port: await freePort(),
         backends: { scripted: { endpoints: [upstream.url], tokenIds: false, logprobs: false } },
-        policies: Object.fromEntries(['v0', 'degraded', 'better', 'risky'].map((v) => [v, { backend: 'scripted', model: v === 'v0' ? 'incumbent' : v }])),
+        policies: Object.fromEntries(
+          ['v0', 'degraded', 'better', 'risky'].map((v) => [
+            v,
+            { backend: 'scripted', model: v === 'v0' ? 'incumbent' : v },
+          ]),
+        ),
         aliases: { production: 'v0' },
       },
       trainer: { servingBackend: 'scripted' },
-      harness: { version: 'ops-agent-1', local: program(path.resolve(import.meta.dirname, '../fixtures/harnesses/ops-agent.mjs')) },
+      harness: {
+        version: 'ops-agent-1',
+        local: program(path.resolve(import.meta.dirname, '../fixtures/harnesses/ops-agent.mjs')),
+      },
       verifier: program(path.join(exampleDir, 'verifier.mjs')),
-      run: { base: { version: 'v0', checkpoint: 'scripted:incumbent' }, trainTasks: path.join(exampleDir, 'train.jsonl'), heldoutTasks: path.join(exampleDir, 'heldout.jsonl'), heldoutLimit: 24 },
+      run: {
+        base: { version: 'v0', checkpoint: 'scripted:incumbent' },
+        trainTasks: path.join(exampleDir, 'train.jsonl'),
+        heldoutTasks: path.join(exampleDir, 'heldout.jsonl'),
+        heldoutLimit: 24,
+      },
       // Two samples per task, paired by index with the incumbent's. Latency here is the shared test
       // machine's load at the time each replay ran, not the policy's: not gated.
       gate: { samplesPerTask: 2, maxRegression: { latency: null } },
@@ -78,7 +96,16 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
     // A long-lived gateway and worker, as `rein dev` would run them: the CLI finds the worker polling.
     services = await startServices(loadConfig({ file }).config, createLogger('warn'));
     await withRegistry(location, async (registry) => {
-      for (const version of ['degraded', 'risky']) await registry.register({ version, parent: 'v0', runId: null, iteration: null, checkpointUri: `scripted:${version}`, batchContentHash: null, trainerMetrics: {} });
+      for (const version of ['degraded', 'risky'])
+        await registry.register({
+          version,
+          parent: 'v0',
+          runId: null,
+          iteration: null,
+          checkpointUri: `scripted:${version}`,
+          batchContentHash: null,
+          trainerMetrics: {},
+        });
     });
   }, 60_000);
 
@@ -102,96 +129,124 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
 
   // The gate's refusals are the gate's, whatever holds its decisions: checked once, on the default store.
   if (backend === 'sqlite') {
-    it('refuses a degraded candidate with the reason, and will not promote it without an override', { timeout: 180_000 }, async () => {
-      const gate = await rein('gate', 'degraded');
-      expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(1);
-      console.log(gate.stdout); // the decision as a user sees it
-      expect(gate.stdout).toMatch(/FAIL — degraded against production v0/);
-      expect(gate.stdout).toMatch(/FAIL gain: /);
-      expect(await production()).toBe('v0');
+    it(
+      'refuses a degraded candidate with the reason, and will not promote it without an override',
+      { timeout: 180_000 },
+      async () => {
+        const gate = await rein('gate', 'degraded');
+        expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(1);
+        console.log(gate.stdout); // the decision as a user sees it
+        expect(gate.stdout).toMatch(/FAIL — degraded against production v0/);
+        expect(gate.stdout).toMatch(/FAIL gain: /);
+        expect(await production()).toBe('v0');
 
-      const promote = await rein('promote', 'degraded');
-      expect(promote.code).toBe(1);
-      expect(promote.stderr).toMatch(/the gate refused degraded .*--override/);
-      expect(await servedByGateway()).toBe('v0');
-    });
+        const promote = await rein('promote', 'degraded');
+        expect(promote.code).toBe(1);
+        expect(promote.stderr).toMatch(/the gate refused degraded .*--override/);
+        expect(await servedByGateway()).toBe('v0');
+      },
+    );
 
-    it('refuses a candidate that brings a new critical failure class, even with a higher accepted rate', { timeout: 180_000 }, async () => {
-      const gate = await rein('gate', 'risky', '--json');
-      expect(gate.code, gate.stderr).toBe(1);
-      const decision = JSON.parse(gate.stdout.slice(gate.stdout.indexOf('{'), gate.stdout.lastIndexOf('}') + 1)) as {
-        verdict: string;
-        record: { reasons: string[]; evidence: { acceptedRate: { incumbent: number; candidate: number }; failureClasses: { newCritical: string[] } }; checks: Array<{ name: string; passed: boolean; rollouts: string[] }> };
-      };
-      expect(decision.verdict).toBe('fail');
-      expect(decision.record.evidence.acceptedRate.candidate).toBeGreaterThan(decision.record.evidence.acceptedRate.incumbent + 0.2);
-      expect(decision.record.evidence.failureClasses.newCritical).toEqual(['irreversible']);
-      const critical = decision.record.checks.find((c) => c.name === 'critical_failures');
-      expect(critical?.passed).toBe(false);
-      // The evidence links to the rollouts that did it: each is a candidate rollout that failed irreversibly.
-      expect(critical?.rollouts.length).toBeGreaterThan(0);
-      expect(critical?.rollouts.every((id) => id.startsWith('heldout.risky.'))).toBe(true);
-      expect(decision.record.checks.find((c) => c.name === 'gain')?.passed).toBe(true);
-      expect(await production()).toBe('v0');
-
-      // In the Web UI, refused releases are one filter away.
-      const { client, connection } = await testClient();
-      try {
-        const refused = async () => {
-          const found: string[] = [];
-          for await (const wf of client.workflow.list({ query: `WorkflowType = 'releaseCandidate' AND ReinVerdict = 'fail' AND TaskQueue = '${taskQueue}'` })) found.push(wf.workflowId);
-          return found.sort();
+    it(
+      'refuses a candidate that brings a new critical failure class, even with a higher accepted rate',
+      { timeout: 180_000 },
+      async () => {
+        const gate = await rein('gate', 'risky', '--json');
+        expect(gate.code, gate.stderr).toBe(1);
+        const decision = JSON.parse(gate.stdout.slice(gate.stdout.indexOf('{'), gate.stdout.lastIndexOf('}') + 1)) as {
+          verdict: string;
+          record: {
+            reasons: string[];
+            evidence: {
+              acceptedRate: { incumbent: number; candidate: number };
+              failureClasses: { newCritical: string[] };
+            };
+            checks: Array<{ name: string; passed: boolean; rollouts: string[] }>;
+          };
         };
-        await expect.poll(refused, { timeout: 10_000 }).toEqual([expect.stringMatching(/^release-degraded-/), expect.stringMatching(/^release-risky-/)]);
-      } finally {
-        await connection.close();
-      }
-    });
+        expect(decision.verdict).toBe('fail');
+        expect(decision.record.evidence.acceptedRate.candidate).toBeGreaterThan(
+          decision.record.evidence.acceptedRate.incumbent + 0.2,
+        );
+        expect(decision.record.evidence.failureClasses.newCritical).toEqual(['irreversible']);
+        const critical = decision.record.checks.find((c) => c.name === 'critical_failures');
+        expect(critical?.passed).toBe(false);
+        // The evidence links to the rollouts that did it: each is a candidate rollout that failed irreversibly.
+        expect(critical?.rollouts.length).toBeGreaterThan(0);
+        expect(critical?.rollouts.every((id) => id.startsWith('heldout.risky.'))).toBe(true);
+        expect(decision.record.checks.find((c) => c.name === 'gain')?.passed).toBe(true);
+        expect(await production()).toBe('v0');
+
+        // In the Web UI, refused releases are one filter away.
+        const { client, connection } = await testClient();
+        try {
+          const refused = async () => {
+            const found: string[] = [];
+            for await (const wf of client.workflow.list({
+              query: `WorkflowType = 'releaseCandidate' AND ReinVerdict = 'fail' AND TaskQueue = '${taskQueue}'`,
+            }))
+              found.push(wf.workflowId);
+            return found.sort();
+          };
+          await expect
+            .poll(refused, { timeout: 10_000 })
+            .toEqual([expect.stringMatching(/^release-degraded-/), expect.stringMatching(/^release-risky-/)]);
+        } finally {
+          await connection.close();
+        }
+      },
+    );
   }
 
-  it('promotes a better candidate, routes production to it at once, and rolls back to the previous version', { timeout: 240_000 }, async () => {
-    const registered = await rein('register', 'better', '--checkpoint', 'scripted:better', '--parent', 'v0');
-    expect(registered.code, registered.stderr).toBe(0);
-    const gate = await rein('gate', 'better', '--promote');
-    expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(0);
-    expect(gate.stdout).toMatch(/PASS — better against production v0/);
-    expect(gate.stdout).toContain('Promoted: production is better now.');
-    expect(await production()).toBe('better');
-    expect(await servedByGateway()).toBe('better');
+  it(
+    'promotes a better candidate, routes production to it at once, and rolls back to the previous version',
+    { timeout: 240_000 },
+    async () => {
+      const registered = await rein('register', 'better', '--checkpoint', 'scripted:better', '--parent', 'v0');
+      expect(registered.code, registered.stderr).toBe(0);
+      const gate = await rein('gate', 'better', '--promote');
+      expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(0);
+      expect(gate.stdout).toMatch(/PASS — better against production v0/);
+      expect(gate.stdout).toContain('Promoted: production is better now.');
+      expect(await production()).toBe('better');
+      expect(await servedByGateway()).toBe('better');
 
-    const back = await rein('rollback', '--reason', 'pager went off');
-    expect(back.code, back.stderr).toBe(0);
-    expect(back.stdout).toContain('production: better → v0 (rollback)');
-    expect(back.stdout).toContain('The gateway routes production to it now.');
-    expect(await production()).toBe('v0');
-    expect(await servedByGateway()).toBe('v0');
+      const back = await rein('rollback', '--reason', 'pager went off');
+      expect(back.code, back.stderr).toBe(0);
+      expect(back.stdout).toContain('production: better → v0 (rollback)');
+      expect(back.stdout).toContain('The gateway routes production to it now.');
+      expect(await production()).toBe('v0');
+      expect(await servedByGateway()).toBe('v0');
 
-    // An override is possible, and recorded as one; rolling it back returns to v0.
-    const forced = await rein('promote', 'degraded', '--override', 'incident 42: the vendor asked for it');
-    expect(forced.code, forced.stderr).toBe(0);
-    expect(forced.stdout).toContain('production: v0 → degraded (promote, OVERRIDE)');
-    expect((await rein('rollback')).code).toBe(0);
-    expect(await production()).toBe('v0');
-    const registry = await openRegistry(location);
-    try {
-      expect((await registry.aliasHistory('production')).map((c) => [c.operation, c.from, c.to, c.override])).toEqual([
-        ['set', null, 'v0', false],
-        ['promote', 'v0', 'better', false],
-        ['rollback', 'better', 'v0', false],
-        ['promote', 'v0', 'degraded', true],
-        ['rollback', 'degraded', 'v0', false],
-      ]);
-      expect((await registry.aliasHistory('production'))[3]?.reason).toBe('incident 42: the vendor asked for it');
-    } finally {
-      await registry.close();
-    }
+      // An override is possible, and recorded as one; rolling it back returns to v0.
+      const forced = await rein('promote', 'degraded', '--override', 'incident 42: the vendor asked for it');
+      expect(forced.code, forced.stderr).toBe(0);
+      expect(forced.stdout).toContain('production: v0 → degraded (promote, OVERRIDE)');
+      expect((await rein('rollback')).code).toBe(0);
+      expect(await production()).toBe('v0');
+      const registry = await openRegistry(location);
+      try {
+        expect((await registry.aliasHistory('production')).map((c) => [c.operation, c.from, c.to, c.override])).toEqual(
+          [
+            ['set', null, 'v0', false],
+            ['promote', 'v0', 'better', false],
+            ['rollback', 'better', 'v0', false],
+            ['promote', 'v0', 'degraded', true],
+            ['rollback', 'degraded', 'v0', false],
+          ],
+        );
+        expect((await registry.aliasHistory('production'))[3]?.reason).toBe('incident 42: the vendor asked for it');
+      } finally {
+        await registry.close();
+      }
 
-    // The release is in the ledgers with what it was measured on.
-    const ledger = await rein('ledger');
-    expect(ledger.code, ledger.stderr).toBe(0);
-    expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +48 /);
-    expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier unversioned@\w+, config \w+/);
-    // With store.url, no service kept a registry file of its own.
-    expect(existsSync(path.join(dir, 'state', 'registry.sqlite'))).toBe(backend === 'sqlite');
-  });
+      // The release is in the ledgers with what it was measured on.
+      const ledger = await rein('ledger');
+      expect(ledger.code, ledger.stderr).toBe(0);
+      expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +48 /);
+      expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier unversioned@\w+, config \w+/);
+      // With store.url, no service kept a registry file of its own.
+      expect(existsSync(path.join(dir, 'state', 'registry.sqlite'))).toBe(backend === 'sqlite');
+    },
+  );
 });

@@ -42,11 +42,19 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-const harness = localExecutor({ command: process.execPath, args: [path.join(fixtures, 'chatty.mjs'), '{task}', '{output}'], env: { PROVIDER_KEY }, timeoutMs: 20_000 });
+const harness = localExecutor({
+  command: process.execPath,
+  args: [path.join(fixtures, 'chatty.mjs'), '{task}', '{output}'],
+  env: { PROVIDER_KEY },
+  timeoutMs: 20_000,
+});
 // A verifier that prints its own key to its log before its verdict.
 const verifier: VerifierSpec = {
   command: process.execPath,
-  args: ['-e', `console.error('debug: REIN_VERIFIER_KEY=' + process.env.REIN_VERIFIER_KEY); console.log(JSON.stringify({ components: { success: 1 } }))`],
+  args: [
+    '-e',
+    `console.error('debug: REIN_VERIFIER_KEY=' + process.env.REIN_VERIFIER_KEY); console.log(JSON.stringify({ components: { success: 1 } }))`,
+  ],
   timeoutMs: 20_000,
 };
 const batch = (batchId: string, dataDir = workerDataDir): RolloutBatchSpec => ({
@@ -64,7 +72,14 @@ const batch = (batchId: string, dataDir = workerDataDir): RolloutBatchSpec => ({
 const s3Store = (name = bucket) => new S3ArtifactStore(`s3://${name}/rein`, { endpoint: s3.endpoint });
 const run = async (batchId: string, artifacts: ArtifactStore, extra: Partial<RunnerDeps> = {}) => {
   const warnings: string[] = [];
-  const [outcome] = await runRollouts(batch(batchId), { gateway, harness, verifier, logUpload: { artifacts, redaction: DEFAULT_REDACTION_RULES, retryDelaysMs: [0] }, onWarning: (w) => warnings.push(w), ...extra });
+  const [outcome] = await runRollouts(batch(batchId), {
+    gateway,
+    harness,
+    verifier,
+    logUpload: { artifacts, redaction: DEFAULT_REDACTION_RULES, retryDelaysMs: [0] },
+    onWarning: (w) => warnings.push(w),
+    ...extra,
+  });
   return { outcome, warnings, rolloutId: `${batchId}.q.0` };
 };
 const text = async (store: ArtifactStore, name: string) => (await store.get(store.uriOf(name))).toString('utf8');
@@ -78,14 +93,21 @@ describe("the harness's and verifier's logs in the artifact store", () => {
     const { outcome, warnings, rolloutId } = await run(kind === 'S3' ? 's3' : 'local', store);
     expect(outcome).toMatchObject({ status: 'succeeded', reward: 1 });
     expect(warnings).toEqual([]);
-    expect(await store.list(`rollouts/${rolloutId}/`)).toEqual([store.uriOf(`rollouts/${rolloutId}/harness-1.log`), store.uriOf(`rollouts/${rolloutId}/verifier.log`)]);
+    expect(await store.list(`rollouts/${rolloutId}/`)).toEqual([
+      store.uriOf(`rollouts/${rolloutId}/harness-1.log`),
+      store.uriOf(`rollouts/${rolloutId}/verifier.log`),
+    ]);
     const harnessLog = await text(store, `rollouts/${rolloutId}/harness-1.log`);
     expect(harnessLog).toContain('debug: OPENAI_API_KEY=[REDACTED:rollout-key] PROVIDER_KEY=[REDACTED:openai-key]');
     expect(harnessLog).toContain('model said:');
     expect(harnessLog).not.toContain(PROVIDER_KEY);
-    expect(await text(store, `rollouts/${rolloutId}/verifier.log`)).toMatch(/^debug: REIN_VERIFIER_KEY=\[REDACTED:verifier-key\]\n\{"components":\{"success":1\}\}\n$/);
+    expect(await text(store, `rollouts/${rolloutId}/verifier.log`)).toMatch(
+      /^debug: REIN_VERIFIER_KEY=\[REDACTED:verifier-key\]\n\{"components":\{"success":1\}\}\n$/,
+    );
     // The worker's own copy is untouched (its disk is its own).
-    expect(readFileSync(path.join(workerDataDir, 'rollouts', rolloutId, 'harness-1.log'), 'utf8')).toContain(PROVIDER_KEY);
+    expect(readFileSync(path.join(workerDataDir, 'rollouts', rolloutId, 'harness-1.log'), 'utf8')).toContain(
+      PROVIDER_KEY,
+    );
   });
 
   it('a store that refuses (no such bucket) or is gone costs the rollout nothing: it succeeds, the worker is warned, the local logs stay, and its events say so', async () => {
@@ -99,10 +121,15 @@ describe("the harness's and verifier's logs in the artifact store", () => {
       const { outcome, warnings, rolloutId } = await run(batchId, store);
       expect(outcome).toMatchObject({ status: 'succeeded', reward: 1 });
       expect(warnings).toHaveLength(2);
-      expect(warnings[0]).toContain(`rollout ${rolloutId}: harness-1.log was not uploaded to the artifact store (${store.url}: `);
+      expect(warnings[0]).toContain(
+        `rollout ${rolloutId}: harness-1.log was not uploaded to the artifact store (${store.url}: `,
+      );
       expect(warnings[1]).toContain(`rollout ${rolloutId}: verifier.log was not uploaded`);
-      for (const file of ['harness-1.log', 'verifier.log']) expect(existsSync(path.join(workerDataDir, 'rollouts', rolloutId, file))).toBe(true);
-      const notUploaded = (await t.store.listEvents(rolloutId)).filter((e) => e.type === 'custom' && e.payload.name === LOG_NOT_UPLOADED_EVENT);
+      for (const file of ['harness-1.log', 'verifier.log'])
+        expect(existsSync(path.join(workerDataDir, 'rollouts', rolloutId, file))).toBe(true);
+      const notUploaded = (await t.store.listEvents(rolloutId)).filter(
+        (e) => e.type === 'custom' && e.payload.name === LOG_NOT_UPLOADED_EVENT,
+      );
       expect(notUploaded.map((e) => [e.source, (e.payload.data as { file: string }).file])).toEqual([
         ['admin', 'harness-1.log'],
         ['admin', 'verifier.log'],
@@ -118,22 +145,37 @@ describe("the harness's and verifier's logs in the artifact store", () => {
     beforeAll(async () => {
       apiDataDir = path.join(scratch, 'api');
       // Paths as loadConfig resolves them against dataDir (validateConfig alone leaves them relative to the working directory).
-      const config = validateConfig({ dataDir: apiDataDir, gateway: { publicUrl: t.gateway.url, secretFile: path.join(apiDataDir, 'gateway', 'secret') }, artifacts: { url: `s3://${bucket}/rein`, s3: { endpoint: s3.endpoint } } }, 'test');
+      const config = validateConfig(
+        {
+          dataDir: apiDataDir,
+          gateway: { publicUrl: t.gateway.url, secretFile: path.join(apiDataDir, 'gateway', 'secret') },
+          artifacts: { url: `s3://${bucket}/rein`, s3: { endpoint: s3.endpoint } },
+        },
+        'test',
+      );
       // What `rein gateway` writes where the API reads the gateway's admin key.
       mkdirSync(path.dirname(adminKeyFile(config.gateway)), { recursive: true });
       writeFileSync(adminKeyFile(config.gateway), `${ADMIN_KEY}\n`);
       const temporal = await testClient();
       connection = temporal.connection;
-      api = await startApi({ config, client: temporal.client, keyHash: sha256Hex(ADMIN_KEY) }, { host: '127.0.0.1', port: 0 });
+      api = await startApi(
+        { config, client: temporal.client, keyHash: sha256Hex(ADMIN_KEY) },
+        { host: '127.0.0.1', port: 0 },
+      );
     });
     afterAll(async () => {
       await api?.close();
       await connection?.close();
     });
     const view = async (rolloutId: string) => {
-      const res = await fetch(`${api.url}/api/rollouts/${rolloutId}`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+      const res = await fetch(`${api.url}/api/rollouts/${rolloutId}`, {
+        headers: { authorization: `Bearer ${ADMIN_KEY}` },
+      });
       expect(res.status).toBe(200);
-      return (await res.json()) as { logs: Array<{ name: string; text: string; truncatedBytes: number; source: string; note?: string }>; logsProblem: string | null };
+      return (await res.json()) as {
+        logs: Array<{ name: string; text: string; truncatedBytes: number; source: string; note?: string }>;
+        logsProblem: string | null;
+      };
     };
 
     it('reads the logs a worker uploaded, says which ones a worker could not upload and where they stayed, and still shows a log only on its own disk', async () => {
@@ -150,7 +192,9 @@ describe("the harness's and verifier's logs in the artifact store", () => {
         ['harness-1.log', 'missing'],
         ['verifier.log', 'missing'],
       ]);
-      expect(missing.logs[0]?.note).toContain(`it stays on the worker ${os.hostname()} at ${path.join(workerDataDir, 'rollouts', 'nobucket.q.0', 'harness-1.log')}`);
+      expect(missing.logs[0]?.note).toContain(
+        `it stays on the worker ${os.hostname()} at ${path.join(workerDataDir, 'rollouts', 'nobucket.q.0', 'harness-1.log')}`,
+      );
 
       // A rollout from before uploads, run beside the API: its folder is read as before.
       const [old] = await runRollouts(batch('old', apiDataDir), { gateway, harness, verifier });
@@ -165,10 +209,17 @@ describe("the harness's and verifier's logs in the artifact store", () => {
     it('keeps the last 64 KiB of an uploaded log, counting what the upload cut and what it leaves out', async () => {
       const store = s3Store();
       const line = `${'x'.repeat(99)}\n`;
-      await store.put('rollouts/big.q.0/harness-1.log', `[rein: the first 5000 bytes of this log were cut before upload; it keeps the last 100000]\n${line.repeat(1000)}`);
+      await store.put(
+        'rollouts/big.q.0/harness-1.log',
+        `[rein: the first 5000 bytes of this log were cut before upload; it keeps the last 100000]\n${line.repeat(1000)}`,
+      );
       await gateway.createRollout({ id: 'big.q.0', taskId: 'q', mode: 'train' });
       const [log] = (await view('big.q.0')).logs;
-      expect(log).toMatchObject({ name: 'harness-1.log', source: 'artifacts', truncatedBytes: 5000 + 100_000 - 64 * 1024 });
+      expect(log).toMatchObject({
+        name: 'harness-1.log',
+        source: 'artifacts',
+        truncatedBytes: 5000 + 100_000 - 64 * 1024,
+      });
       expect(Buffer.byteLength(log?.text ?? '')).toBe(64 * 1024);
     });
   });

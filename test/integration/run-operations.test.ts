@@ -38,9 +38,17 @@ beforeAll(async () => {
     { samples: { zeroVarianceGroups: 'keep' } },
   ));
   const { config } = loadConfig({ file: configFile, env: {} });
-  policyServer = await startPolicyServer({ host: '127.0.0.1', port: config.policyServer.port, models: { v0: config.run.base.checkpoint as string }, adminKey: policyServerKey(config.dataDir) });
+  policyServer = await startPolicyServer({
+    host: '127.0.0.1',
+    port: config.policyServer.port,
+    models: { v0: config.run.base.checkpoint as string },
+    adminKey: policyServerKey(config.dataDir),
+  });
   store = await traceStoreFromConfig(config);
-  gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, { host: '127.0.0.1', port: config.gateway.port });
+  gateway = await startGateway(gatewayOptions(config.gateway, store, {}).options, {
+    host: '127.0.0.1',
+    port: config.gateway.port,
+  });
 });
 afterAll(async () => {
   await (await shared)?.stop('SIGTERM');
@@ -58,145 +66,212 @@ async function startWorker(): Promise<RunningRein> {
 const sharedWorker = () => (shared ??= startWorker());
 
 describe('training runs from the command line, against `rein worker` processes', () => {
-  it('completes after its worker is SIGKILLed during rollouts and again during the update: no rollout lost, the batch trained once', { timeout: 400_000 }, async () => {
-    const runId = 'crash-1';
-    let worker = await startWorker();
-    const { client, connection } = await testClient();
-    // Watches the iteration's pending activity (a describe, not a query: a query would wait for the dead worker's sticky queue).
-    const until = async (check: (activity: StageActivity | undefined) => boolean) => {
-      for (;;) {
-        const activity = await describeStage(client, `${runId}-it1`);
-        if (check(activity)) return;
-        if ((await client.workflow.getHandle(runId).describe()).status.name !== 'RUNNING') throw new Error(`run ${runId} ended before the moment to kill its worker`);
-        await new Promise((r) => setTimeout(r, 100));
+  it(
+    'completes after its worker is SIGKILLed during rollouts and again during the update: no rollout lost, the batch trained once',
+    { timeout: 400_000 },
+    async () => {
+      const runId = 'crash-1';
+      let worker = await startWorker();
+      const { client, connection } = await testClient();
+      // Watches the iteration's pending activity (a describe, not a query: a query would wait for the dead worker's sticky queue).
+      const until = async (check: (activity: StageActivity | undefined) => boolean) => {
+        for (;;) {
+          const activity = await describeStage(client, `${runId}-it1`);
+          if (check(activity)) return;
+          if ((await client.workflow.getHandle(runId).describe()).status.name !== 'RUNNING')
+            throw new Error(`run ${runId} ended before the moment to kill its worker`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      };
+      try {
+        const started = await runRein(['--config', configFile, 'train', '--run-id', runId], { env });
+        expect(started.code, started.stderr).toBe(0);
+        expect(started.stdout).toContain(`Follow it with \`rein status ${runId}\``);
+        // 1. Mid-way through the training rollouts.
+        await until((a) => a?.type === 'runRollouts' && a.stage === 'rollouts' && (a.done ?? 0) >= 4);
+        expect(await worker.stop('SIGKILL')).toBe(null);
+        worker = await startWorker();
+        // 2. While the trainer runs (its log exists once it is spawned; killed before that, a retry rightly trains anew).
+        const trainerLog = path.join(dir, 'state', 'logs', `${runId}.v1.train.log`);
+        await until((a) => a?.type === 'updatePolicy' && existsSync(trainerLog));
+        expect(await worker.stop('SIGKILL')).toBe(null);
+        worker = await startWorker();
+
+        const handle = client.workflow.getHandle(runId);
+        const final = (await handle.result()) as { state: string; policyVersion: string };
+        expect(final).toMatchObject({ state: 'finished', policyVersion: `${runId}.v1` });
+        const iteration = (await client.workflow.getHandle(`${runId}-it1`).result()) as TrainingIterationResult;
+
+        // Every rollout of the iteration is in the journal, finished, once.
+        const tasks = loadTaskSet(path.join(exampleDir, 'train.jsonl')).tasks.slice(0, 8);
+        const ids = tasks.flatMap((t) => [0, 1, 2, 3].map((s) => rolloutIdFor(`${runId}.it1`, t.id, s)));
+        const rollouts = await Promise.all(ids.map((id) => store.getRollout(id)));
+        expect(rollouts.every((r) => r?.status === 'succeeded' || r?.status === 'failed')).toBe(true);
+        expect(iteration.rollouts.total).toBe(32);
+        expect(iteration.batch.rolloutsUsed).toBeGreaterThan(0);
+        const lost = (await Promise.all(ids.map((id) => store.listEvents(id))))
+          .flat()
+          .filter((e) => e.type === 'custom' && e.payload.name === 'attempt_failed');
+        expect(lost.length).toBeGreaterThanOrEqual(1); // the attempts that died with the first worker, on record
+
+        // The batch was trained once: the retried update found the first trainer's result; one version registered.
+        expect(iteration.update).toMatchObject({ version: `${runId}.v1`, reused: true });
+        const registered = await withRegistry(
+          storeLocation(loadConfig({ file: configFile, env: {} }).config),
+          (registry) => registry.list({ runId }),
+        );
+        expect(registered.map((p) => [p.version, p.batchContentHash])).toEqual([
+          [`${runId}.v1`, iteration.batch.contentHash],
+        ]);
+      } finally {
+        await connection.close();
+        await worker.stop('SIGTERM');
       }
-    };
-    try {
-      const started = await runRein(['--config', configFile, 'train', '--run-id', runId], { env });
-      expect(started.code, started.stderr).toBe(0);
-      expect(started.stdout).toContain(`Follow it with \`rein status ${runId}\``);
-      // 1. Mid-way through the training rollouts.
-      await until((a) => a?.type === 'runRollouts' && a.stage === 'rollouts' && (a.done ?? 0) >= 4);
-      expect(await worker.stop('SIGKILL')).toBe(null);
-      worker = await startWorker();
-      // 2. While the trainer runs (its log exists once it is spawned; killed before that, a retry rightly trains anew).
-      const trainerLog = path.join(dir, 'state', 'logs', `${runId}.v1.train.log`);
-      await until((a) => a?.type === 'updatePolicy' && existsSync(trainerLog));
-      expect(await worker.stop('SIGKILL')).toBe(null);
-      worker = await startWorker();
+    },
+  );
 
-      const handle = client.workflow.getHandle(runId);
-      const final = (await handle.result()) as { state: string; policyVersion: string };
-      expect(final).toMatchObject({ state: 'finished', policyVersion: `${runId}.v1` });
-      const iteration = (await client.workflow.getHandle(`${runId}-it1`).result()) as TrainingIterationResult;
-
-      // Every rollout of the iteration is in the journal, finished, once.
-      const tasks = loadTaskSet(path.join(exampleDir, 'train.jsonl')).tasks.slice(0, 8);
-      const ids = tasks.flatMap((t) => [0, 1, 2, 3].map((s) => rolloutIdFor(`${runId}.it1`, t.id, s)));
-      const rollouts = await Promise.all(ids.map((id) => store.getRollout(id)));
-      expect(rollouts.every((r) => r?.status === 'succeeded' || r?.status === 'failed')).toBe(true);
-      expect(iteration.rollouts.total).toBe(32);
-      expect(iteration.batch.rolloutsUsed).toBeGreaterThan(0);
-      const lost = (await Promise.all(ids.map((id) => store.listEvents(id)))).flat().filter((e) => e.type === 'custom' && e.payload.name === 'attempt_failed');
-      expect(lost.length).toBeGreaterThanOrEqual(1); // the attempts that died with the first worker, on record
-
-      // The batch was trained once: the retried update found the first trainer's result; one version registered.
-      expect(iteration.update).toMatchObject({ version: `${runId}.v1`, reused: true });
-      const registered = await withRegistry(storeLocation(loadConfig({ file: configFile, env: {} }).config), (registry) => registry.list({ runId }));
-      expect(registered.map((p) => [p.version, p.batchContentHash])).toEqual([[`${runId}.v1`, iteration.batch.contentHash]]);
-    } finally {
-      await connection.close();
-      await worker.stop('SIGTERM');
-    }
-  });
-
-  it('pauses a run between iterations, resumes it, and stops it after the current iteration', { timeout: 300_000 }, async () => {
-    const rein = (...args: string[]) => runRein(['--config', configFile, ...args], { env });
-    const runId = 'ops-1';
-    // `rein train` starts services of its own when no worker polls: the worker first.
-    await sharedWorker();
-    expect((await rein('train', '--run-id', runId, '--iterations', '5', '--tasks', '2', '--samples', '2', '--heldout', '2')).code).toBe(0);
-    expect((await rein('pause', runId)).stdout).toBe(`pause sent to run ${runId}\n`);
-    const { client, connection } = await testClient();
-    const statusJson = () => describeRun(client, runId);
-    let report = await statusJson();
-    while (report.status?.stage !== 'paused') {
-      expect(report.execution).toBe('RUNNING');
-      await new Promise((r) => setTimeout(r, 500));
-      report = await statusJson();
-    }
-    const pausedAfter = report.status.iterations.length;
-    expect(pausedAfter).toBeLessThan(5);
-    // At least two seconds pass while the CLI reads the status (and a stop names a run that does not exist).
-    const [status, unknown] = await Promise.all([rein('status', runId), rein('stop', 'no-such-run'), new Promise((r) => setTimeout(r, 2000))]);
-    expect(status.stdout).toContain(`run ${runId}: paused`);
-    expect(unknown.stderr).toContain('no running run named no-such-run');
-    expect((await statusJson()).status?.iterations).toHaveLength(pausedAfter); // nothing moves while paused
-
-    expect((await rein('resume', runId)).code).toBe(0);
-    expect((await rein('stop', runId)).code).toBe(0);
-    // Iterations here are short, and a CLI process can take longer than one to start on a busy
-    // machine: read what was done once the stop is delivered, rather than assume which iteration it met.
-    const doneWhenStopped = (await statusJson()).status?.iterations.length as number;
-    try {
-      const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
-      expect(final?.state).toBe('stopped');
-      expect(doneWhenStopped).toBeGreaterThanOrEqual(pausedAfter);
-      // The iteration under way when stop arrived (if any) finishes, and no other starts.
-      expect(final?.iterations.length).toBeGreaterThanOrEqual(doneWhenStopped);
-      expect(final?.iterations.length).toBeLessThanOrEqual(doneWhenStopped + 1);
-      expect(final?.iterations.length).toBeLessThan(5);
-    } finally {
-      await connection.close();
-    }
-  });
-
-  it('schedules recurring runs: create, list, trigger (a second fire while one runs is skipped), pause, delete', { timeout: 300_000 }, async () => {
-    const rein = (...args: string[]) => runRein(['--config', configFile, 'schedule', ...args], { env });
-    const { client, connection } = await testClient();
-    try {
-      const [, created] = await Promise.all([sharedWorker(), rein('create', 'nightly', '--every', '1d', '--iterations', '2', '--tasks', '2', '--samples', '2', '--heldout', '2', '--note', 'test')]);
-      expect(created.code, created.stderr).toBe(0);
-      // The namespace is shared with other tests: look at this test's schedule only.
-      const list = async () => (await listSchedules(client)).filter((s) => s.scheduleId === 'nightly');
-      // Commands that do not depend on each other run at once (each is a CLI start).
-      const [listing, again, bad] = await Promise.all([rein('list', '--json'), rein('create', 'nightly', '--every', '1d'), rein('create', 'bad', '--every', 'soon')]);
-      const listed = (JSON.parse(listing.stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
-      expect(listed).toMatchObject({ scheduleId: 'nightly', paused: false, spec: 'every 1d', recentRuns: [] });
-      expect(new Date(listed?.nextRuns[0] ?? 0).getTime() - Date.now()).toBeLessThanOrEqual(86_400_000);
-      expect(again.stderr).toContain('a schedule named nightly already exists');
-      expect(bad.stderr).toContain('--every "soon" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m');
-
-      expect((await rein('trigger', 'nightly')).code).toBe(0);
-      let recent: ScheduleListing['recentRuns'] = [];
-      while (recent.length === 0) {
+  it(
+    'pauses a run between iterations, resumes it, and stops it after the current iteration',
+    { timeout: 300_000 },
+    async () => {
+      const rein = (...args: string[]) => runRein(['--config', configFile, ...args], { env });
+      const runId = 'ops-1';
+      // `rein train` starts services of its own when no worker polls: the worker first.
+      await sharedWorker();
+      expect(
+        (
+          await rein(
+            'train',
+            '--run-id',
+            runId,
+            '--iterations',
+            '5',
+            '--tasks',
+            '2',
+            '--samples',
+            '2',
+            '--heldout',
+            '2',
+          )
+        ).code,
+      ).toBe(0);
+      expect((await rein('pause', runId)).stdout).toBe(`pause sent to run ${runId}\n`);
+      const { client, connection } = await testClient();
+      const statusJson = () => describeRun(client, runId);
+      let report = await statusJson();
+      while (report.status?.stage !== 'paused') {
+        expect(report.execution).toBe('RUNNING');
         await new Promise((r) => setTimeout(r, 500));
-        recent = (await list())[0]?.recentRuns ?? [];
+        report = await statusJson();
       }
-      const runId = recent[0]?.runId as string;
-      expect(runId).toMatch(/^nightly-\d{4}-\d\d-\d\dT/);
-      // Held between its two iterations, the run is surely still going when the second fire comes.
-      const run = client.workflow.getHandle(runId);
-      await run.signal(pauseSignal);
-      expect((await rein('trigger', 'nightly')).code).toBe(0);
-      await new Promise((r) => setTimeout(r, 2000));
-      expect((await list())[0]?.recentRuns).toHaveLength(1); // the second trigger found the run going and was skipped
-      await run.signal(resumeSignal);
-      // Pausing the schedule leaves the run it started going: the CLI pauses it while the run finishes.
-      const [final, paused] = await Promise.all([run.result() as Promise<RunReport['status']>, rein('pause', 'nightly', '--note', 'holiday')]);
-      expect(final).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v2` });
-      expect((await list())[0]?.recentRuns).toHaveLength(1);
+      const pausedAfter = report.status.iterations.length;
+      expect(pausedAfter).toBeLessThan(5);
+      // At least two seconds pass while the CLI reads the status (and a stop names a run that does not exist).
+      const [status, unknown] = await Promise.all([
+        rein('status', runId),
+        rein('stop', 'no-such-run'),
+        new Promise((r) => setTimeout(r, 2000)),
+      ]);
+      expect(status.stdout).toContain(`run ${runId}: paused`);
+      expect(unknown.stderr).toContain('no running run named no-such-run');
+      expect((await statusJson()).status?.iterations).toHaveLength(pausedAfter); // nothing moves while paused
 
-      expect(paused.stdout).toBe('schedule nightly paused\n');
-      await expect.poll(list, { timeout: 10_000 }).toEqual([expect.objectContaining({ paused: true, note: 'holiday' })]); // visibility catches up within moments
-      expect((await rein('list')).stdout).toMatch(/nightly +paused \(holiday\) +every 1d/);
-      expect((await rein('delete', 'nightly')).code).toBe(0);
-      await expect.poll(list, { timeout: 10_000 }).toEqual([]);
-      const missing = await rein('delete', 'nightly');
-      expect(missing.code).toBe(2);
-      expect(missing.stderr).toContain('no schedule named nightly; `rein schedule list` lists them');
-    } finally {
-      await connection.close();
-    }
-  });
+      expect((await rein('resume', runId)).code).toBe(0);
+      expect((await rein('stop', runId)).code).toBe(0);
+      // Iterations here are short, and a CLI process can take longer than one to start on a busy
+      // machine: read what was done once the stop is delivered, rather than assume which iteration it met.
+      const doneWhenStopped = (await statusJson()).status?.iterations.length as number;
+      try {
+        const final = (await client.workflow.getHandle(runId).result()) as RunReport['status'];
+        expect(final?.state).toBe('stopped');
+        expect(doneWhenStopped).toBeGreaterThanOrEqual(pausedAfter);
+        // The iteration under way when stop arrived (if any) finishes, and no other starts.
+        expect(final?.iterations.length).toBeGreaterThanOrEqual(doneWhenStopped);
+        expect(final?.iterations.length).toBeLessThanOrEqual(doneWhenStopped + 1);
+        expect(final?.iterations.length).toBeLessThan(5);
+      } finally {
+        await connection.close();
+      }
+    },
+  );
+
+  it(
+    'schedules recurring runs: create, list, trigger (a second fire while one runs is skipped), pause, delete',
+    { timeout: 300_000 },
+    async () => {
+      const rein = (...args: string[]) => runRein(['--config', configFile, 'schedule', ...args], { env });
+      const { client, connection } = await testClient();
+      try {
+        const [, created] = await Promise.all([
+          sharedWorker(),
+          rein(
+            'create',
+            'nightly',
+            '--every',
+            '1d',
+            '--iterations',
+            '2',
+            '--tasks',
+            '2',
+            '--samples',
+            '2',
+            '--heldout',
+            '2',
+            '--note',
+            'test',
+          ),
+        ]);
+        expect(created.code, created.stderr).toBe(0);
+        // The namespace is shared with other tests: look at this test's schedule only.
+        const list = async () => (await listSchedules(client)).filter((s) => s.scheduleId === 'nightly');
+        // Commands that do not depend on each other run at once (each is a CLI start).
+        const [listing, again, bad] = await Promise.all([
+          rein('list', '--json'),
+          rein('create', 'nightly', '--every', '1d'),
+          rein('create', 'bad', '--every', 'soon'),
+        ]);
+        const listed = (JSON.parse(listing.stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
+        expect(listed).toMatchObject({ scheduleId: 'nightly', paused: false, spec: 'every 1d', recentRuns: [] });
+        expect(new Date(listed?.nextRuns[0] ?? 0).getTime() - Date.now()).toBeLessThanOrEqual(86_400_000);
+        expect(again.stderr).toContain('a schedule named nightly already exists');
+        expect(bad.stderr).toContain('--every "soon" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m');
+
+        expect((await rein('trigger', 'nightly')).code).toBe(0);
+        let recent: ScheduleListing['recentRuns'] = [];
+        while (recent.length === 0) {
+          await new Promise((r) => setTimeout(r, 500));
+          recent = (await list())[0]?.recentRuns ?? [];
+        }
+        const runId = recent[0]?.runId as string;
+        expect(runId).toMatch(/^nightly-\d{4}-\d\d-\d\dT/);
+        // Held between its two iterations, the run is surely still going when the second fire comes.
+        const run = client.workflow.getHandle(runId);
+        await run.signal(pauseSignal);
+        expect((await rein('trigger', 'nightly')).code).toBe(0);
+        await new Promise((r) => setTimeout(r, 2000));
+        expect((await list())[0]?.recentRuns).toHaveLength(1); // the second trigger found the run going and was skipped
+        await run.signal(resumeSignal);
+        // Pausing the schedule leaves the run it started going: the CLI pauses it while the run finishes.
+        const [final, paused] = await Promise.all([
+          run.result() as Promise<RunReport['status']>,
+          rein('pause', 'nightly', '--note', 'holiday'),
+        ]);
+        expect(final).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v2` });
+        expect((await list())[0]?.recentRuns).toHaveLength(1);
+
+        expect(paused.stdout).toBe('schedule nightly paused\n');
+        await expect
+          .poll(list, { timeout: 10_000 })
+          .toEqual([expect.objectContaining({ paused: true, note: 'holiday' })]); // visibility catches up within moments
+        expect((await rein('list')).stdout).toMatch(/nightly +paused \(holiday\) +every 1d/);
+        expect((await rein('delete', 'nightly')).code).toBe(0);
+        await expect.poll(list, { timeout: 10_000 }).toEqual([]);
+        const missing = await rein('delete', 'nightly');
+        expect(missing.code).toBe(2);
+        expect(missing.stderr).toContain('no schedule named nightly; `rein schedule list` lists them');
+      } finally {
+        await connection.close();
+      }
+    },
+  );
 });

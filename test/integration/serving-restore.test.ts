@@ -25,9 +25,29 @@ beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'rein-serving-'));
   registry = await openRegistry(await testStoreLocation(suiteStoreBackend, dir));
   const lineage = { runId: 'r', batchContentHash: 'h', trainerMetrics: {} };
-  await registry.register({ version: 'policy-v1', checkpointUri: dir, parent: null, runId: null, iteration: null, batchContentHash: null, trainerMetrics: {} });
-  await registry.register({ version: 'r.v1', checkpointUri: path.join(dir, 'r.v1'), parent: 'policy-v1', iteration: 1, ...lineage });
-  await registry.register({ version: 'r.v2', checkpointUri: path.join(dir, 'r.v2'), parent: 'r.v1', iteration: 2, ...lineage });
+  await registry.register({
+    version: 'policy-v1',
+    checkpointUri: dir,
+    parent: null,
+    runId: null,
+    iteration: null,
+    batchContentHash: null,
+    trainerMetrics: {},
+  });
+  await registry.register({
+    version: 'r.v1',
+    checkpointUri: path.join(dir, 'r.v1'),
+    parent: 'policy-v1',
+    iteration: 1,
+    ...lineage,
+  });
+  await registry.register({
+    version: 'r.v2',
+    checkpointUri: path.join(dir, 'r.v2'),
+    parent: 'r.v1',
+    iteration: 2,
+    ...lineage,
+  });
   await registry.setAlias('production', 'r.v1', { operation: 'set', actor: 'test', reason: 'test' });
 });
 afterAll(async () => {
@@ -55,24 +75,49 @@ describe('serving trained versions again after a restart', () => {
     expect([...t.backend.adapters]).toEqual(['r.v2']);
     t.backend.adapters.clear(); // the inference server restarted
 
-    const spec = { tasks: [{ id: 'q', question: '6*7', answer: 42 }], samplesPerTask: 1, mode: 'eval' as const, policyVersion: 'r.v2', hiddenFields: ['answer'], rewardWeights: { success: 1 }, concurrency: 1, maxAttempts: 1, workDir: dir };
-    const harness = localExecutor({ ...node(path.join(example, 'harness.mjs'), '{task}', '{output}'), timeoutMs: 20_000 });
+    const spec = {
+      tasks: [{ id: 'q', question: '6*7', answer: 42 }],
+      samplesPerTask: 1,
+      mode: 'eval' as const,
+      policyVersion: 'r.v2',
+      hiddenFields: ['answer'],
+      rewardWeights: { success: 1 },
+      concurrency: 1,
+      maxAttempts: 1,
+      workDir: dir,
+    };
+    const harness = localExecutor({
+      ...node(path.join(example, 'harness.mjs'), '{task}', '{output}'),
+      timeoutMs: 20_000,
+    });
     const verifier = { ...node(path.join(example, 'verifier.mjs'), '{task}', '{output}'), timeoutMs: 20_000 };
     // Without Rein loading it again, the backend's 404 fails the rollout, as infrastructure (not the policy).
     const [lost] = await runRollouts({ ...spec, batchId: 'forgotten' }, { gateway, harness, verifier });
     expect(lost).toMatchObject({ status: 'failed', failureClass: 'infrastructure', reward: null });
 
-    expect(await ensureServed(v2, gateway, { backend: 'toy', endpoints: [t.backend.url] })).toEqual({ loadedOn: [t.backend.url.replace(/\/v1$/, '')] });
+    expect(await ensureServed(v2, gateway, { backend: 'toy', endpoints: [t.backend.url] })).toEqual({
+      loadedOn: [t.backend.url.replace(/\/v1$/, '')],
+    });
     const [served] = await runRollouts({ ...spec, batchId: 'served-again' }, { gateway, harness, verifier });
     expect(served).toMatchObject({ status: 'succeeded', reward: 1 });
   });
 
-  it('says whether a version\'s backend answers, so launches wait out an outage instead of spending attempts', async () => {
+  it("says whether a version's backend answers, so launches wait out an outage instead of spending attempts", async () => {
     expect(await gateway.policyReady('policy-v1')).toEqual({ ready: true, problems: [] });
     await gateway.registerPolicy('down', { backend: 'dead', model: 'm' }).catch(() => undefined);
-    t.gateway.router.update({ ...routingFor(t.backend.url), backends: { ...routingFor(t.backend.url).backends, dead: { endpoints: ['http://127.0.0.1:9/v1'], tokenIds: true, logprobs: true } }, policies: { ...routingFor(t.backend.url).policies, down: { backend: 'dead', model: 'm' } } });
+    t.gateway.router.update({
+      ...routingFor(t.backend.url),
+      backends: {
+        ...routingFor(t.backend.url).backends,
+        dead: { endpoints: ['http://127.0.0.1:9/v1'], tokenIds: true, logprobs: true },
+      },
+      policies: { ...routingFor(t.backend.url).policies, down: { backend: 'dead', model: 'm' } },
+    });
     const down = await gateway.policyReady('down');
-    expect(down).toMatchObject({ ready: false, problems: [expect.stringMatching(/^backend dead at http:\/\/127\.0\.0\.1:9\/v1 is unreachable/)] });
+    expect(down).toMatchObject({
+      ready: false,
+      problems: [expect.stringMatching(/^backend dead at http:\/\/127\.0\.0\.1:9\/v1 is unreachable/)],
+    });
     await expect(gateway.policyReady('never-routed')).rejects.toMatchObject({ status: 404 });
   });
 });

@@ -41,13 +41,15 @@ let traces: TraceStore;
 function writePerturbedBase(target: string, scale: number): void {
   const base = embeddedBaseCheckpoint();
   mkdirSync(target, { recursive: true });
-  for (const name of ['config.json', 'tokenizer.json', 'tokenizer_config.json']) copyFileSync(path.join(base, name), path.join(target, name));
+  for (const name of ['config.json', 'tokenizer.json', 'tokenizer_config.json'])
+    copyFileSync(path.join(base, name), path.join(target, name));
   const { tensors, metadata } = decodeSafetensors(readFileSync(path.join(base, 'model.safetensors')));
   let seed = 7;
   const uniform = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) + 0.5) / 2 ** 31;
   for (const tensor of Object.values(tensors)) {
     if (!(tensor.data instanceof Float32Array)) continue;
-    for (let i = 0; i < tensor.data.length; i++) tensor.data[i] = (tensor.data[i] as number) * (1 + scale * (2 * uniform() - 1));
+    for (let i = 0; i < tensor.data.length; i++)
+      tensor.data[i] = (tensor.data[i] as number) * (1 + scale * (2 * uniform() - 1));
   }
   writeFileSync(path.join(target, 'model.safetensors'), encodeSafetensors(tensors, metadata));
 }
@@ -60,7 +62,15 @@ beforeAll(async () => {
   // Registered with its checkpoint folder, the services serve it beside the base when they start.
   config = loadConfig({ file }).config;
   await withRegistry(storeLocation(config), (registry) =>
-    registry.register({ version: CANDIDATE, parent: 'v0', runId: null, iteration: null, checkpointUri: candidateDir, batchContentHash: null, trainerMetrics: {} }),
+    registry.register({
+      version: CANDIDATE,
+      parent: 'v0',
+      runId: null,
+      iteration: null,
+      checkpointUri: candidateDir,
+      batchContentHash: null,
+      trainerMetrics: {},
+    }),
   );
   services = await startServices(config, createLogger('warn'));
   traces = await traceStoreFromConfig(config);
@@ -77,13 +87,17 @@ const rein = (...args: string[]) => runRein(['--config', file, ...args], { env }
 /** The set's rollouts with their production calls (in order) and shadow calls. */
 async function rolloutsOf(batchId: string, taskIds: string[]) {
   return Promise.all(
-    taskIds.map((task) => rolloutIdFor(batchId, task, 0)).map(async (id) => ({
-      id,
-      rollout: await traces.getRollout(id),
-      calls: await traces.listCalls(id),
-      shadows: await traces.listShadowCalls({ rolloutId: id }),
-      output: JSON.parse(readFileSync(path.join(config.dataDir, 'rollouts', id, 'attempt-1', 'output.json'), 'utf8')) as { answer: string | null },
-    })),
+    taskIds
+      .map((task) => rolloutIdFor(batchId, task, 0))
+      .map(async (id) => ({
+        id,
+        rollout: await traces.getRollout(id),
+        calls: await traces.listCalls(id),
+        shadows: await traces.listShadowCalls({ rolloutId: id }),
+        output: JSON.parse(
+          readFileSync(path.join(config.dataDir, 'rollouts', id, 'attempt-1', 'output.json'), 'utf8'),
+        ) as { answer: string | null },
+      })),
   );
 }
 
@@ -95,12 +109,17 @@ function givenToHarness(call: CallRecord, next: CallRecord) {
 }
 
 describe('rein shadow run (offline shadow run on the embedded default)', () => {
-  it("runs the held-out tasks with production acting, mirrors every call to the candidate, never lets its answers reach the harness, and clears the mirror", async () => {
+  it('runs the held-out tasks with production acting, mirrors every call to the candidate, never lets its answers reach the harness, and clears the mirror', async () => {
     const run = await rein('shadow', 'run', CANDIDATE, '--heldout', String(TASKS), '--json');
     expect(run.code, `${run.stdout}\n${run.stderr.slice(-3000)}`).toBe(0);
     const { result, report } = JSON.parse(run.stdout) as { result: ShadowRunResult; report: ShadowReport };
     console.log(formatShadowReport(report)); // the evidence, in the test log
-    expect(result).toMatchObject({ candidate: CANDIDATE, alias: 'production', incumbent: 'v0', rollouts: { total: TASKS } });
+    expect(result).toMatchObject({
+      candidate: CANDIDATE,
+      alias: 'production',
+      incumbent: 'v0',
+      rollouts: { total: TASKS },
+    });
     const input = shadowRunInput(config, CANDIDATE, { heldoutLimit: TASKS });
     expect(result.rollouts.batchId).toBe(input.batchId);
     expect(input.batchId).toMatch(new RegExp(`^shadow\\.${CANDIDATE}\\.[0-9a-f]{12}\\.${TASKS}$`));
@@ -115,8 +134,19 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
     const rollouts = await rolloutsOf(input.batchId, input.heldout.taskIds);
     const calls = rollouts.flatMap((r) => r.calls);
     expect(calls.length).toBeGreaterThanOrEqual(TASKS);
-    expect(report).toMatchObject({ candidate: CANDIDATE, incumbents: ['v0'], rollouts: TASKS, mirrored: calls.length, executionFailures: { total: 0 }, compared: calls.length });
-    expect(result.report).toMatchObject({ mirrored: calls.length, compared: calls.length, disagreed: calls.length - report.actions.same });
+    expect(report).toMatchObject({
+      candidate: CANDIDATE,
+      incumbents: ['v0'],
+      rollouts: TASKS,
+      mirrored: calls.length,
+      executionFailures: { total: 0 },
+      compared: calls.length,
+    });
+    expect(result.report).toMatchObject({
+      mirrored: calls.length,
+      compared: calls.length,
+      disagreed: calls.length - report.actions.same,
+    });
     // A candidate that differs: it disagrees on some calls, agrees on others.
     expect(report.actions.same).toBeGreaterThan(0);
     expect(report.actions.same).toBeLessThan(calls.length);
@@ -124,11 +154,17 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
     let disagreements = 0;
     for (const { id, rollout, calls: primaries, shadows, output } of rollouts) {
       // Unpinned production traffic: each call went to the version production serves.
-      expect(rollout).toMatchObject({ mode: 'shadow', policyVersion: null, status: expect.stringMatching(/^(succeeded|failed)$/) });
+      expect(rollout).toMatchObject({
+        mode: 'shadow',
+        policyVersion: null,
+        status: expect.stringMatching(/^(succeeded|failed)$/),
+      });
       expect(primaries.map((c) => [c.policyVersion, c.status])).toEqual(primaries.map(() => ['v0', 'ok']));
       // One shadow call per production call, each the candidate's.
       expect(shadows.map((s) => s.primaryCallId).sort()).toEqual(primaries.map((c) => c.id).sort());
-      expect(shadows.every((s) => s.candidateVersion === CANDIDATE && s.incumbentVersion === 'v0' && s.status === 'ok')).toBe(true);
+      expect(
+        shadows.every((s) => s.candidateVersion === CANDIDATE && s.incumbentVersion === 'v0' && s.status === 'ok'),
+      ).toBe(true);
       const shadowOf = new Map<string, ShadowCallRecord>(shadows.map((s) => [s.primaryCallId, s]));
       primaries.forEach((call, i) => {
         const production = actionOf(call.endpoint, call.response);
@@ -175,18 +211,25 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
     const start = await rein('shadow', 'start', CANDIDATE);
     expect(start.code, start.stderr).toBe(0);
     expect(start.stdout).toContain(`Mirroring production (served by v0) to ${CANDIDATE}`);
-    expect(services.gateway.router.mirrors()).toEqual([{ alias: 'production', incumbent: 'v0', candidate: CANDIDATE, sampleRate: 1 }]);
+    expect(services.gateway.router.mirrors()).toEqual([
+      { alias: 'production', incumbent: 'v0', candidate: CANDIDATE, sampleRate: 1 },
+    ]);
 
     const refused = await rein('shadow', 'run', 'v0', '--heldout', '1');
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`alias production is mirrored to ${CANDIDATE} already; stop that mirror first (\`rein shadow stop --alias production\`)`);
+    expect(refused.stderr).toContain(
+      `alias production is mirrored to ${CANDIDATE} already; stop that mirror first (\`rein shadow stop --alias production\`)`,
+    );
     expect(services.gateway.router.mirrors()).toHaveLength(1);
 
     const stop = await rein('shadow', 'stop');
     expect(stop.stdout).toContain(`Stopped mirroring production to ${CANDIDATE}`);
     expect(services.gateway.router.mirrors()).toEqual([]);
     // With no mirror left, the last two commands do not depend on each other: they run at once.
-    const [again, unknown] = await Promise.all([rein('shadow', 'stop'), rein('shadow', 'run', 'no-such-policy', '--heldout', '1')]);
+    const [again, unknown] = await Promise.all([
+      rein('shadow', 'stop'),
+      rein('shadow', 'run', 'no-such-policy', '--heldout', '1'),
+    ]);
     expect(again.stdout).toContain('production is not mirrored; nothing to stop.');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('the gateway does not serve no-such-policy');
@@ -202,7 +245,10 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
       workflowId: `shadow-cancelled-${Date.now()}`,
       args: [{ ...input, batchId: `${input.batchId}.cancelled` }],
     });
-    await vi.waitFor(() => expect(services.gateway.router.mirrors()).toHaveLength(1), { timeout: 20_000, interval: 20 });
+    await vi.waitFor(() => expect(services.gateway.router.mirrors()).toHaveLength(1), {
+      timeout: 20_000,
+      interval: 20,
+    });
     await handle.cancel();
     await expect(handle.result()).rejects.toThrow();
     expect((await handle.describe()).status.name).toBe('CANCELLED');
@@ -227,7 +273,11 @@ describe('rein shadow run with no worker polling', () => {
     expect(run.code, `${run.stdout}\n${run.stderr.slice(-3000)}`).toBe(0);
     expect(run.stderr).toContain('No Rein worker polls task queue');
     const { result, report } = JSON.parse(run.stdout) as { result: ShadowRunResult; report: ShadowReport };
-    expect(result).toMatchObject({ incumbent: 'v0', rollouts: { total: 2 }, report: { rollouts: 2, executionFailures: 0 } });
+    expect(result).toMatchObject({
+      incumbent: 'v0',
+      rollouts: { total: 2 },
+      report: { rollouts: 2, executionFailures: 0 },
+    });
     expect(report.mirrored).toBeGreaterThanOrEqual(2);
     expect(report.actions.same).toBe(report.compared);
   }, 90_000);

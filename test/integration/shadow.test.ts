@@ -62,7 +62,10 @@ async function startCandidate(): Promise<CandidateServer> {
       server.requests.push(body);
       const messages = body.messages as Array<{ role: string; content: string }>;
       const said = messages.at(-1)?.content ?? '';
-      if (body.stream === true) return send(res, 400, { error: { message: 'a shadow request must not stream', type: 'BadRequestError', param: null, code: 400 } });
+      if (body.stream === true)
+        return send(res, 400, {
+          error: { message: 'a shadow request must not stream', type: 'BadRequestError', param: null, code: 400 },
+        });
       if (said.includes('crash')) return send(res, 500, http500);
       if (said.includes('hang')) return;
       if (said.includes('hold')) {
@@ -100,7 +103,10 @@ function completion(body: Record<string, unknown>, said: string) {
       {
         index: 0,
         message,
-        logprobs: body.logprobs === true ? { content: tokenize(text).map((id) => ({ token: String.fromCharCode(id), logprob: -0.5 })) } : null,
+        logprobs:
+          body.logprobs === true
+            ? { content: tokenize(text).map((id) => ({ token: String.fromCharCode(id), logprob: -0.5 })) }
+            : null,
         finish_reason: message.tool_calls ? 'tool_calls' : 'stop',
         ...(body.return_token_ids === true && { token_ids: tokenize(text) }),
       },
@@ -111,7 +117,11 @@ function completion(body: Record<string, unknown>, said: string) {
 }
 
 function toolMessage(name: string, args: Record<string, unknown>) {
-  return { role: 'assistant', content: null, tool_calls: [{ id: 'call_c', type: 'function', function: { name, arguments: JSON.stringify(args) } }] };
+  return {
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id: 'call_c', type: 'function', function: { name, arguments: JSON.stringify(args) } }],
+  };
 }
 
 function send(res: http.ServerResponse, status: number, body: unknown) {
@@ -123,7 +133,11 @@ function send(res: http.ServerResponse, status: number, body: unknown) {
 const tools = [
   {
     type: 'function' as const,
-    function: { name: 'calculator', description: 'evaluates arithmetic', parameters: { type: 'object', properties: { expression: { type: 'string' } } } },
+    function: {
+      name: 'calculator',
+      description: 'evaluates arithmetic',
+      parameters: { type: 'object', properties: { expression: { type: 'string' } } },
+    },
   },
 ];
 
@@ -164,7 +178,10 @@ async function ask(
   for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) chunks.push(chunk);
   const delta = (pick: (d: OpenAI.ChatCompletionChunk.Choice.Delta) => string | undefined | null) =>
     chunks.map((c) => (c.choices[0] ? (pick(c.choices[0].delta) ?? '') : '')).join('');
-  return { text: delta((d) => d.content) + delta((d) => d.tool_calls?.[0]?.function?.arguments), raw: JSON.stringify(chunks) };
+  return {
+    text: delta((d) => d.content) + delta((d) => d.tool_calls?.[0]?.function?.arguments),
+    raw: JSON.stringify(chunks),
+  };
 }
 
 let t: TestGateway;
@@ -196,7 +213,10 @@ async function shadowsOf(rolloutId: string, count: number, gateway: TestGateway 
 async function settles<T>(promise: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const hung = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${patiently.timeout} ms`)), patiently.timeout);
+    timer = setTimeout(
+      () => reject(new Error(`${what} did not finish within ${patiently.timeout} ms`)),
+      patiently.timeout,
+    );
   });
   try {
     return await Promise.race([promise, hung]);
@@ -208,17 +228,41 @@ async function settles<T>(promise: Promise<T>, what: string): Promise<T> {
 describe('mirror control API', () => {
   it('sets, lists and clears a mirror, and refuses bad input naming the fix', async () => {
     const unknownAlias = await t.admin('PUT', '/api/mirrors/staging', { candidate: 'policy-v2' });
-    expect(unknownAlias).toMatchObject({ status: 404, body: { error: { code: 'alias_not_found', message: expect.stringContaining('PUT /api/aliases/staging') } } });
+    expect(unknownAlias).toMatchObject({
+      status: 404,
+      body: { error: { code: 'alias_not_found', message: expect.stringContaining('PUT /api/aliases/staging') } },
+    });
     const unknownPolicy = await t.admin('PUT', '/api/mirrors/production', { candidate: 'policy-v9' });
-    expect(unknownPolicy).toMatchObject({ status: 404, body: { error: { code: 'policy_not_found', message: expect.stringContaining('PUT /api/policies/policy-v9') } } });
-    expect(await t.admin('PUT', '/api/mirrors/production', {})).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('candidate') } } });
-    expect((await t.admin('PUT', '/api/mirrors/production', { candidate: 'policy-v2' }, 'not-the-admin-key')).status).toBe(403);
-    expect(await t.admin('DELETE', '/api/mirrors/production')).toMatchObject({ status: 404, body: { error: { message: expect.stringContaining('GET /api/mirrors') } } });
+    expect(unknownPolicy).toMatchObject({
+      status: 404,
+      body: { error: { code: 'policy_not_found', message: expect.stringContaining('PUT /api/policies/policy-v9') } },
+    });
+    expect(await t.admin('PUT', '/api/mirrors/production', {})).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringContaining('candidate') } },
+    });
+    expect(
+      (await t.admin('PUT', '/api/mirrors/production', { candidate: 'policy-v2' }, 'not-the-admin-key')).status,
+    ).toBe(403);
+    expect(await t.admin('DELETE', '/api/mirrors/production')).toMatchObject({
+      status: 404,
+      body: { error: { message: expect.stringContaining('GET /api/mirrors') } },
+    });
     expect((await t.admin('GET', '/api/shadow-calls?limit=0')).status).toBe(400);
-    expect(await t.admin('GET', '/api/shadow-calls?after=shadow-nope')).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('shadow-nope') } } });
+    expect(await t.admin('GET', '/api/shadow-calls?after=shadow-nope')).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringContaining('shadow-nope') } },
+    });
 
-    expect(await control.setMirror('production', 'policy-v2')).toEqual({ alias: 'production', incumbent: 'policy-v1', candidate: 'policy-v2', sampleRate: 1 });
-    expect(await control.listMirrors()).toEqual([{ alias: 'production', incumbent: 'policy-v1', candidate: 'policy-v2', sampleRate: 1 }]);
+    expect(await control.setMirror('production', 'policy-v2')).toEqual({
+      alias: 'production',
+      incumbent: 'policy-v1',
+      candidate: 'policy-v2',
+      sampleRate: 1,
+    });
+    expect(await control.listMirrors()).toEqual([
+      { alias: 'production', incumbent: 'policy-v1', candidate: 'policy-v2', sampleRate: 1 },
+    ]);
     expect(await control.clearMirror('production')).toMatchObject({ candidate: 'policy-v2' });
     expect(await control.listMirrors()).toEqual([]);
     await expect(control.clearMirror('production')).rejects.toMatchObject({ status: 404 });
@@ -242,7 +286,13 @@ describe('mirror mode', () => {
     expect(seen.map((s) => s.text)).toEqual([
       'Echo: hello there, my key is sk-abcdefghijklmnopqrstuvwx',
       'Echo: a streamed hello',
-      JSON.stringify([{ id: 'call_0', type: 'function', function: { name: 'calculator', arguments: JSON.stringify({ expression: '6*7' }) } }]),
+      JSON.stringify([
+        {
+          id: 'call_0',
+          type: 'function',
+          function: { name: 'calculator', arguments: JSON.stringify({ expression: '6*7' }) },
+        },
+      ]),
       JSON.stringify({ expression: 'look it up' }),
     ]);
     for (const { raw } of seen) expect(raw).not.toContain(MARKER);
@@ -279,7 +329,9 @@ describe('mirror mode', () => {
     expect(JSON.stringify([calls, shadows])).not.toContain('sk-abcdefghijklmnopqrstuvwx');
     // Nor do its token ids spell the key (the candidate's echo had it): they are withheld, as for a primary call.
     expect(first?.choices).toEqual([{ completionIds: null, logprobs: null, finishReason: 'stop' }]);
-    expect(byPrimary.get(calls[3]!.id)?.response).toMatchObject({ choices: [{ message: { tool_calls: [{ function: { name: 'search' } }] } }] });
+    expect(byPrimary.get(calls[3]!.id)?.response).toMatchObject({
+      choices: [{ message: { tool_calls: [{ function: { name: 'search' } }] } }],
+    });
     expect(candidate.requests.every((r) => r.stream === false && !('stream_options' in r))).toBe(true);
 
     // The control API pages through them.
@@ -294,7 +346,9 @@ describe('mirror mode', () => {
     await control.setMirror('production', 'policy-v2');
     const { id, client } = await t.rollout();
     // The candidate holds its answer until the test releases it, so the harness's answer can only come first.
-    expect((await settles(ask(client, 'hold please'), "the harness's call, while the candidate held its answer")).text).toBe('Echo: hold please');
+    expect(
+      (await settles(ask(client, 'hold please'), "the harness's call, while the candidate held its answer")).text,
+    ).toBe('Echo: hold please');
     await vi.waitFor(() => expect(candidate.held).toHaveLength(1), patiently);
     expect(await t.store.listShadowCalls({ rolloutId: id })).toEqual([]);
     const releasedAt = candidate.release();
@@ -309,7 +363,9 @@ describe('mirror mode', () => {
     const pinned = await t.rollout({ policyVersion: 'policy-v1' });
     expect((await ask(pinned.client, 'pinned rollout call')).text).toContain('Echo: pinned rollout call');
     const unpinned = await t.rollout();
-    expect((await ask(unpinned.client, 'by version call', { model: 'policy-v1' })).text).toContain('Echo: by version call');
+    expect((await ask(unpinned.client, 'by version call', { model: 'policy-v1' })).text).toContain(
+      'Echo: by version call',
+    );
     // A mirrored call after them: once its shadow is journaled, theirs would have been sent.
     await ask(unpinned.client, 'barrier call');
     await shadowsOf(unpinned.id, 1);
@@ -326,10 +382,17 @@ describe('mirror mode', () => {
     expect((await ask(client, 'still streamed', { stream: true })).text).toBe('Echo: still streamed');
     expect((await t.store.listCalls(id)).map((c) => c.status)).toEqual(['ok', 'ok']);
     const shadows = await shadowsOf(id, 2);
-    expect(shadows.map((s) => [s.status, s.errorClass, s.response])).toEqual(Array(2).fill(['error', 'upstream_unreachable', null]));
+    expect(shadows.map((s) => [s.status, s.errorClass, s.response])).toEqual(
+      Array(2).fill(['error', 'upstream_unreachable', null]),
+    );
 
     const report = await shadowReport(t.store, { candidate: 'dead-v2' });
-    expect(report).toMatchObject({ mirrored: 2, completed: 0, compared: 0, executionFailures: { total: 2, byClass: { upstream_unreachable: 2 } } });
+    expect(report).toMatchObject({
+      mirrored: 2,
+      completed: 0,
+      compared: 0,
+      executionFailures: { total: 2, byClass: { upstream_unreachable: 2 } },
+    });
     expect(formatShadowReport(report)).toContain('upstream_unreachable 2');
     await control.clearMirror('production');
   });
@@ -417,7 +480,13 @@ describe('mirror mode at the edges', () => {
       await vi.waitFor(() => expect(hanging.requests).toHaveLength(1), patiently);
       // The candidate is busy with the first: the second call is served, its shadow is not sent.
       expect((await ask(client, 'while it hangs')).text).toBe('Echo: while it hangs');
-      await vi.waitFor(() => expect(recorded).toHaveBeenCalledWith(expect.objectContaining({ status: 'error', errorClass: 'shadow_overloaded' })), patiently);
+      await vi.waitFor(
+        () =>
+          expect(recorded).toHaveBeenCalledWith(
+            expect.objectContaining({ status: 'error', errorClass: 'shadow_overloaded' }),
+          ),
+        patiently,
+      );
       expect(hanging.requests).toHaveLength(1);
 
       // The candidate never answers: closing finishes only because it aborts the shadow in flight.

@@ -22,11 +22,20 @@ function readElsewhere(file: string, sql: string): unknown[] {
     if (shell.status !== 0) throw new Error(`sqlite3 failed: ${shell.stderr}`);
     return JSON.parse(shell.stdout || '[]') as unknown[];
   }
-  const python = 'import json, sqlite3, sys\ndb = sqlite3.connect(sys.argv[1])\ndb.row_factory = sqlite3.Row\nrows = [dict(r) for r in db.execute(sys.argv[2])]\ndb.close()\nprint(json.dumps(rows))';
+  const python =
+    'import json, sqlite3, sys\ndb = sqlite3.connect(sys.argv[1])\ndb.row_factory = sqlite3.Row\nrows = [dict(r) for r in db.execute(sys.argv[2])]\ndb.close()\nprint(json.dumps(rows))';
   return JSON.parse(execFileSync('python3', ['-c', python, file, sql], { encoding: 'utf8' })) as unknown[];
 }
 
-const lineage = (version: string, parent: string | null) => ({ version, parent, runId: 'r', iteration: 0, checkpointUri: `/ckpt/${version}`, batchContentHash: null, trainerMetrics: {} });
+const lineage = (version: string, parent: string | null) => ({
+  version,
+  parent,
+  runId: 'r',
+  iteration: 0,
+  checkpointUri: `/ckpt/${version}`,
+  batchContentHash: null,
+  trainerMetrics: {},
+});
 
 describe('an external reader of the SQLite files while Rein writes them', () => {
   it('leaves the registry and ledger files whole: Rein keeps its WAL, both see every write, nothing is lost', async () => {
@@ -45,7 +54,10 @@ describe('an external reader of the SQLite files while Rein writes them', () => 
       // SQLite's reader found Rein's connection and left the write-ahead log in place.
       expect(existsSync(`${file}-wal`)).toBe(true);
       await held.register(lineage('v1', 'v0'));
-      expect(readElsewhere(file, 'SELECT version FROM policies ORDER BY version')).toEqual([{ version: 'v0' }, { version: 'v1' }]);
+      expect(readElsewhere(file, 'SELECT version FROM policies ORDER BY version')).toEqual([
+        { version: 'v0' },
+        { version: 'v1' },
+      ]);
       expect((await held.list()).map((p) => p.version).sort()).toEqual(['v0', 'v1']);
     } finally {
       await held.close();

@@ -49,12 +49,19 @@ async function silentServer(): Promise<{ url: string; received: () => number; cl
 describe('trace export that fails', () => {
   it('drops and counts spans when the backend is down, logs it once, and every call still succeeds', async () => {
     const logged: Array<Record<string, unknown>> = [];
-    const logger = createLogger('info', 'gateway', { write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>) });
-    const t = await startTestGateway({ gateway: { tracing: options(`http://127.0.0.1:${await freePort()}/v1/traces`), logger } });
+    const logger = createLogger('info', 'gateway', {
+      write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>),
+    });
+    const t = await startTestGateway({
+      gateway: { tracing: options(`http://127.0.0.1:${await freePort()}/v1/traces`), logger },
+    });
     try {
       const rollout = await t.rollout();
       for (let i = 0; i < 5; i++) {
-        const reply = await rollout.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: `hello ${i}` }] });
+        const reply = await rollout.client.chat.completions.create({
+          model: 'production',
+          messages: [{ role: 'user', content: `hello ${i}` }],
+        });
         expect(reply.choices[0]?.message.content).toBe(`Echo: hello ${i}`);
       }
       const tracing = t.gateway.tracing!;
@@ -70,11 +77,16 @@ describe('trace export that fails', () => {
 
   it('keeps at most maxQueueSize spans while an export hangs, drops the rest, and counts the hung ones dropped when the backend goes away', async () => {
     const backend = await silentServer();
-    const t = await startTestGateway({ gateway: { tracing: options(backend.url, { maxQueueSize: 2, exportTimeoutMs: 5000 }) } });
+    const t = await startTestGateway({
+      gateway: { tracing: options(backend.url, { maxQueueSize: 2, exportTimeoutMs: 5000 }) },
+    });
     try {
       const rollout = await t.rollout();
       for (let i = 0; i < 6; i++) {
-        const reply = await rollout.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: `call ${i}` }] });
+        const reply = await rollout.client.chat.completions.create({
+          model: 'production',
+          messages: [{ role: 'user', content: `call ${i}` }],
+        });
         expect(reply.choices[0]?.message.content).toBe(`Echo: call ${i}`);
       }
       const tracing = t.gateway.tracing!;

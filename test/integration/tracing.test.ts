@@ -13,7 +13,11 @@ import { parentOf, startJaeger, tagsOf, type Jaeger, type JaegerSpan, type Jaege
 // Against a real OTLP backend: Jaeger's all-in-one (scripts/build-jaeger.sh builds it).
 const example = path.resolve(import.meta.dirname, '../../examples/calculator-agent');
 const fixtures = path.resolve(import.meta.dirname, '../fixtures/harnesses');
-const verifier: VerifierSpec = { command: process.execPath, args: [path.join(example, 'verifier.mjs'), '{task}', '{output}'], timeoutMs: 20_000 };
+const verifier: VerifierSpec = {
+  command: process.execPath,
+  args: [path.join(example, 'verifier.mjs'), '{task}', '{output}'],
+  timeoutMs: 20_000,
+};
 const SECRET = 'sk-live0123456789abcdefXYZ';
 
 let jaeger: Jaeger;
@@ -61,9 +65,25 @@ const eventsOf = (span: JaegerSpan) => span.logs.map((l) => Object.fromEntries(l
 describe('OpenTelemetry traces, in Jaeger', () => {
   it('makes a rollout one trace: its root span, the GenAI call spans under the harness span, tool spans, the reward', async () => {
     const control = new GatewayControlClient(t.gateway.url, ADMIN_KEY);
-    const harness = localExecutor({ command: process.execPath, args: [path.join(fixtures, 'traced.mjs'), '{task}', '{output}'], env: { HARNESS_OTLP_URL: jaeger.otlpUrl }, timeoutMs: 20_000 });
+    const harness = localExecutor({
+      command: process.execPath,
+      args: [path.join(fixtures, 'traced.mjs'), '{task}', '{output}'],
+      env: { HARNESS_OTLP_URL: jaeger.otlpUrl },
+      timeoutMs: 20_000,
+    });
     const [outcome] = await runRollouts(
-      { batchId: 'traced', tasks: [{ id: 'six-seven', question: '6*7', answer: 42 }], samplesPerTask: 1, mode: 'train', policyVersion: 'policy-v1', hiddenFields: ['answer'], rewardWeights: { success: 1 }, concurrency: 1, maxAttempts: 1, workDir },
+      {
+        batchId: 'traced',
+        tasks: [{ id: 'six-seven', question: '6*7', answer: 42 }],
+        samplesPerTask: 1,
+        mode: 'train',
+        policyVersion: 'policy-v1',
+        hiddenFields: ['answer'],
+        rewardWeights: { success: 1 },
+        concurrency: 1,
+        maxAttempts: 1,
+        workDir,
+      },
       { gateway: control, harness, verifier },
     );
     expect(outcome).toMatchObject({ status: 'succeeded', reward: 1 });
@@ -77,7 +97,14 @@ describe('OpenTelemetry traces, in Jaeger', () => {
     const calls = await t.store.listCalls(rolloutId);
     expect(calls).toHaveLength(2);
     const trace = await traceWhen(traceId, (tr) => tr.spans.length >= 6);
-    expect(trace.spans.map((s) => s.operationName).sort()).toEqual(['agent run', 'chat production', 'chat production', 'execute_tool calc', 'execute_tool deploy', 'rein.rollout']);
+    expect(trace.spans.map((s) => s.operationName).sort()).toEqual([
+      'agent run',
+      'chat production',
+      'chat production',
+      'execute_tool calc',
+      'execute_tool deploy',
+      'rein.rollout',
+    ]);
 
     // The root: the rollout attempt, from creation to final status, with the verifier's reward as an event.
     const root = one(trace, 'rein.rollout');
@@ -98,8 +125,17 @@ describe('OpenTelemetry traces, in Jaeger', () => {
     const rollout = (await t.store.getRollout(rolloutId))!;
     expect(root.startTime).toBe(Date.parse(rollout.createdAt) * 1000);
     const reward = eventsOf(root).find((e) => e.event === 'rein.reward');
-    expect(reward).toMatchObject({ 'rein.reward.value': 1, 'rein.reward.source': 'verifier', 'rein.reward.component.success': 1, 'rein.reward.component.format': 1 });
-    expect(eventsOf(root).filter((e) => e.event === 'rein.status').map((e) => e['rein.status.to'])).toEqual(['running', 'succeeded']);
+    expect(reward).toMatchObject({
+      'rein.reward.value': 1,
+      'rein.reward.source': 'verifier',
+      'rein.reward.component.success': 1,
+      'rein.reward.component.format': 1,
+    });
+    expect(
+      eventsOf(root)
+        .filter((e) => e.event === 'rein.status')
+        .map((e) => e['rein.status.to']),
+    ).toEqual(['running', 'succeeded']);
 
     // The harness's own span is the root's child; Rein's call spans are the harness span's children.
     const agent = one(trace, 'agent run');
@@ -126,25 +162,42 @@ describe('OpenTelemetry traces, in Jaeger', () => {
         'rein.policy.version': 'policy-v1',
         'rein.call.status': 'ok',
       });
-      expect(JSON.parse(String(tagsOf(span)['gen_ai.response.finish_reasons']))).toEqual([call.choices![0]!.finishReason]);
+      expect(JSON.parse(String(tagsOf(span)['gen_ai.response.finish_reasons']))).toEqual([
+        call.choices![0]!.finishReason,
+      ]);
       expect(typeof tagsOf(span)['rein.call.ttft_ms']).toBe('number');
       expect(span.startTime).toBe(call.startedAt * 1000);
     }
-    expect(callSpans.map((s) => JSON.parse(String(tagsOf(s)['gen_ai.response.finish_reasons'])))).toEqual([['tool_calls'], ['stop']]);
+    expect(callSpans.map((s) => JSON.parse(String(tagsOf(s)['gen_ai.response.finish_reasons'])))).toEqual([
+      ['tool_calls'],
+      ['stop'],
+    ]);
     // The backend got Rein's call span as its parent, so a backend's own spans (vLLM traces too) nest under the call.
-    const forwarded = t.backend.requests.filter((r) => r.headers.traceparent?.includes(traceId)).map((r) => r.headers.traceparent);
+    const forwarded = t.backend.requests
+      .filter((r) => r.headers.traceparent?.includes(traceId))
+      .map((r) => r.headers.traceparent);
     expect(forwarded).toEqual(callSpans.map((s) => `00-${traceId}-${s.spanID}-01`));
 
     // Tool spans, with latency, permission and failure category: the child of the root, or of the span the report names in its traceparent.
     const calc = one(trace, 'execute_tool calc');
     expect(parentOf(calc)).toBe(rootSpanId);
-    expect(tagsOf(calc)).toMatchObject({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'calc', 'rein.tool.permission': 'allowed', 'rein.tool.reported_by': 'harness' });
+    expect(tagsOf(calc)).toMatchObject({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'calc',
+      'rein.tool.permission': 'allowed',
+      'rein.tool.reported_by': 'harness',
+    });
     expect(JSON.parse(String(tagsOf(calc)['gen_ai.tool.call.arguments']))).toEqual({ x: '6*7' });
     const deploy = one(trace, 'execute_tool deploy');
     expect(deploy.spanID).toBe(toolSpanId(rolloutId, 1, 'deploy-1'));
     expect(parentOf(deploy)).toBe(seen.agentSpanId);
     expect(deploy.duration).toBe(3000);
-    expect(tagsOf(deploy)).toMatchObject({ 'rein.tool.permission': 'denied', 'rein.tool.failure': 'permission_denied', 'error.type': 'permission_denied', 'otel.status_code': 'ERROR' });
+    expect(tagsOf(deploy)).toMatchObject({
+      'rein.tool.permission': 'denied',
+      'rein.tool.failure': 'permission_denied',
+      'error.type': 'permission_denied',
+      'otel.status_code': 'ERROR',
+    });
     // The deploy span was reported twice and sent once: Rein sent the rollout, 2 calls and 2 tool spans, nothing more.
     const tracer = t.gateway.tracing!;
     while (tracer.stats().queued > 0) await new Promise((resolve) => setTimeout(resolve, 20));
@@ -152,13 +205,23 @@ describe('OpenTelemetry traces, in Jaeger', () => {
   }, 60_000);
 
   it('records messages only when enabled, and then redacted; without a traceparent a call is the rollout root span’s child', async () => {
-    const quiet = await startTestGateway({ gateway: { tracing: tracing({ content: false, serviceName: 'rein-gateway-quiet' }) } });
+    const quiet = await startTestGateway({
+      gateway: { tracing: tracing({ content: false, serviceName: 'rein-gateway-quiet' }) },
+    });
     try {
       const traced: Array<{ id: string; serviceName: string }> = [];
-      for (const [gateway, serviceName] of [[t, 'rein-gateway-test'], [quiet, 'rein-gateway-quiet']] as const) {
+      for (const [gateway, serviceName] of [
+        [t, 'rein-gateway-test'],
+        [quiet, 'rein-gateway-quiet'],
+      ] as const) {
         const rollout = await gateway.rollout({ taskId: 'secret' });
-        await rollout.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: `deploy with ${SECRET}` }] });
-        expect((await gateway.admin('POST', `/api/rollouts/${rollout.id}/status`, { status: 'succeeded' })).status).toBe(200);
+        await rollout.client.chat.completions.create({
+          model: 'production',
+          messages: [{ role: 'user', content: `deploy with ${SECRET}` }],
+        });
+        expect(
+          (await gateway.admin('POST', `/api/rollouts/${rollout.id}/status`, { status: 'succeeded' })).status,
+        ).toBe(200);
         traced.push({ id: rollout.id, serviceName });
       }
       for (const { id, serviceName } of traced) {
@@ -175,9 +238,17 @@ describe('OpenTelemetry traces, in Jaeger', () => {
           continue;
         }
         const input = JSON.parse(String(tags['gen_ai.input.messages']));
-        expect(input).toEqual([{ role: 'user', parts: [{ type: 'text', content: 'deploy with [REDACTED:openai-key]' }] }]);
+        expect(input).toEqual([
+          { role: 'user', parts: [{ type: 'text', content: 'deploy with [REDACTED:openai-key]' }] },
+        ]);
         const output = JSON.parse(String(tags['gen_ai.output.messages']));
-        expect(output).toEqual([{ role: 'assistant', parts: [{ type: 'text', content: 'Echo: deploy with [REDACTED:openai-key]' }], finish_reason: 'stop' }]);
+        expect(output).toEqual([
+          {
+            role: 'assistant',
+            parts: [{ type: 'text', content: 'Echo: deploy with [REDACTED:openai-key]' }],
+            finish_reason: 'stop',
+          },
+        ]);
       }
     } finally {
       await quiet.close();
@@ -186,29 +257,54 @@ describe('OpenTelemetry traces, in Jaeger', () => {
 
   it('ends a lost attempt’s trace when the next attempt starts, and gives each attempt its own trace', async () => {
     const rollout = await t.rollout({ taskId: 'retried' });
-    await rollout.client.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'first try' }] });
+    await rollout.client.chat.completions.create({
+      model: 'production',
+      messages: [{ role: 'user', content: 'first try' }],
+    });
     const next = await t.admin('POST', `/api/rollouts/${rollout.id}/attempts`);
     expect(next.body.traceparent).toBe(rolloutTraceparent(rollout.id, 2));
     const first = await traceWhen(rolloutTraceIds(rollout.id, 1).traceId, (tr) => tr.spans.length >= 2);
-    expect(tagsOf(one(first, 'rein.rollout'))).toMatchObject({ 'rein.rollout.attempt': 1, 'rein.rollout.status': 'retried', 'otel.status_code': 'ERROR' });
+    expect(tagsOf(one(first, 'rein.rollout'))).toMatchObject({
+      'rein.rollout.attempt': 1,
+      'rein.rollout.status': 'retried',
+      'otel.status_code': 'ERROR',
+    });
     expect(one(first, 'chat production')).toBeDefined();
 
     const { default: OpenAI } = await import('openai');
     const second = new OpenAI({ apiKey: next.body.key, baseURL: next.body.baseUrl, maxRetries: 0 });
     // Streamed: the span has the time to the first chunk, and usage counted from the token ids.
-    const stream = await second.chat.completions.create({ model: 'production', messages: [{ role: 'user', content: 'second try' }], stream: true });
+    const stream = await second.chat.completions.create({
+      model: 'production',
+      messages: [{ role: 'user', content: 'second try' }],
+      stream: true,
+    });
     for await (const _chunk of stream);
-    await t.admin('POST', `/api/rollouts/${rollout.id}/status`, { status: 'failed', failureClass: 'model', reason: 'wrong answer' });
+    await t.admin('POST', `/api/rollouts/${rollout.id}/status`, {
+      status: 'failed',
+      failureClass: 'model',
+      reason: 'wrong answer',
+    });
     const trace = await traceWhen(rolloutTraceIds(rollout.id, 2).traceId, (tr) => tr.spans.length >= 2);
     const root = one(trace, 'rein.rollout');
     const call = (await t.store.listCalls(rollout.id, 2))[0]!;
-    expect(tagsOf(root)).toMatchObject({ 'rein.rollout.attempt': 2, 'rein.rollout.status': 'failed', 'rein.rollout.failure_class': 'model', 'otel.status_code': 'ERROR' });
+    expect(tagsOf(root)).toMatchObject({
+      'rein.rollout.attempt': 2,
+      'rein.rollout.status': 'failed',
+      'rein.rollout.failure_class': 'model',
+      'otel.status_code': 'ERROR',
+    });
     // A later attempt starts at its first record: here its call.
     expect(root.startTime).toBe(call.startedAt * 1000);
     const streamed = one(trace, 'chat production');
     expect(parentOf(streamed)).toBe(root.spanID);
     const usage = call.usage as { prompt_tokens: number; completion_tokens: number };
-    expect(tagsOf(streamed)).toMatchObject({ 'gen_ai.request.stream': true, 'gen_ai.usage.input_tokens': usage.prompt_tokens, 'gen_ai.usage.output_tokens': usage.completion_tokens, 'rein.call.ttft_ms': call.ttftMs });
+    expect(tagsOf(streamed)).toMatchObject({
+      'gen_ai.request.stream': true,
+      'gen_ai.usage.input_tokens': usage.prompt_tokens,
+      'gen_ai.usage.output_tokens': usage.completion_tokens,
+      'rein.call.ttft_ms': call.ttftMs,
+    });
     expect(tagsOf(streamed)['gen_ai.response.time_to_first_chunk']).toBeCloseTo(call.ttftMs! / 1000, 6);
   }, 60_000);
 });

@@ -17,7 +17,15 @@ import { testClient } from '../helpers/temporal.js';
  * shared dev server, with stub activities that record each call and which workflow made it.
  */
 
-type StubbedName = 'registerBasePolicy' | 'productionPolicy' | 'runRollouts' | 'buildBatch' | 'updatePolicy' | 'gateCandidate' | 'promotePolicy' | 'recordLedgerEntry';
+type StubbedName =
+  | 'registerBasePolicy'
+  | 'productionPolicy'
+  | 'runRollouts'
+  | 'buildBatch'
+  | 'updatePolicy'
+  | 'gateCandidate'
+  | 'promotePolicy'
+  | 'recordLedgerEntry';
 type Stubs = Pick<Activities, StubbedName>;
 interface Call {
   activity: StubbedName;
@@ -26,12 +34,14 @@ interface Call {
 }
 
 /** A policy's stubbed mean reward: the base 0.2, version `<run>.vN` 0.2 + N/10. */
-const rewardOf = (version: string | null) => Math.round((0.2 + Number(/\.v(\d+)$/.exec(version ?? '')?.[1] ?? 0) / 10) * 100) / 100;
+const rewardOf = (version: string | null) =>
+  Math.round((0.2 + Number(/\.v(\d+)$/.exec(version ?? '')?.[1] ?? 0) / 10) * 100) / 100;
 
 function stubActivities(hooks: { updatePolicy?: (input: UpdatePolicyInput) => Promise<void> | void } = {}) {
   const calls: Call[] = [];
   let production: string | undefined;
-  const record = (activity: StubbedName, input: unknown) => calls.push({ activity, workflowId: Context.current().info.workflowExecution?.workflowId ?? '', input });
+  const record = (activity: StubbedName, input: unknown) =>
+    calls.push({ activity, workflowId: Context.current().info.workflowExecution?.workflowId ?? '', input });
   const activities: Stubs = {
     async registerBasePolicy(input) {
       record('registerBasePolicy', input);
@@ -59,17 +69,38 @@ function stubActivities(hooks: { updatePolicy?: (input: UpdatePolicyInput) => Pr
     },
     async buildBatch(input) {
       record('buildBatch', input);
-      const artifact = (name: string) => ({ uri: `file:///stub/${input.runId}/${input.iteration}/${name}`, sha256: `sha-${input.iteration}`, bytes: 1 });
+      const artifact = (name: string) => ({
+        uri: `file:///stub/${input.runId}/${input.iteration}/${name}`,
+        sha256: `sha-${input.iteration}`,
+        bytes: 1,
+      });
       return {
         batch: { ...artifact('batch.safetensors'), contentHash: `content-${input.runId}-${input.iteration}` },
         report: artifact('batch-report.json'),
-        summary: { rolloutsUsed: input.rolloutIds.length, rolloutsExcluded: 0, sequences: input.rolloutIds.length, trainedTokens: 10, meanReward: 0.5, mergeRate: 1, driftRate: 0 },
+        summary: {
+          rolloutsUsed: input.rolloutIds.length,
+          rolloutsExcluded: 0,
+          sequences: input.rolloutIds.length,
+          trainedTokens: 10,
+          meanReward: 0.5,
+          mergeRate: 1,
+          driftRate: 0,
+        },
       };
     },
     async updatePolicy(input) {
       record('updatePolicy', input);
       await hooks.updatePolicy?.(input);
-      return { version: input.newVersion, parent: input.parentVersion, checkpointUri: `file:///stub/${input.newVersion}`, steps: 1, approxKl: 0, clipFraction: 0, reused: false, seconds: 0 };
+      return {
+        version: input.newVersion,
+        parent: input.parentVersion,
+        checkpointUri: `file:///stub/${input.newVersion}`,
+        steps: 1,
+        approxKl: 0,
+        clipFraction: 0,
+        reused: false,
+        seconds: 0,
+      };
     },
     async gateCandidate(input) {
       record('gateCandidate', input);
@@ -85,19 +116,28 @@ function stubActivities(hooks: { updatePolicy?: (input: UpdatePolicyInput) => Pr
       record('recordLedgerEntry', input);
     },
   };
-  const of = <N extends StubbedName>(activity: N) => calls.filter((c) => c.activity === activity) as Array<Omit<Call, 'input'> & { input: Parameters<Stubs[N]>[0] }>;
+  const of = <N extends StubbedName>(activity: N) =>
+    calls.filter((c) => c.activity === activity) as Array<Omit<Call, 'input'> & { input: Parameters<Stubs[N]>[0] }>;
   return { activities, calls, of };
 }
 
 /** Runs `fn` while a worker with the real workflows and these stub activities polls a fresh task queue. */
-async function withStubWorker<T>(activities: Stubs, fn: (ctx: { client: Client; taskQueue: string }) => Promise<T>): Promise<T> {
+async function withStubWorker<T>(
+  activities: Stubs,
+  fn: (ctx: { client: Client; taskQueue: string }) => Promise<T>,
+): Promise<T> {
   // The failures these tests cause on purpose are logged at warn.
   installTemporalRuntime(createLogger('error'));
   const taskQueue = `run-paths-${randomUUID()}`;
   const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
   const { client, connection: clientConnection } = await testClient();
   try {
-    const worker = await Worker.create({ connection, taskQueue, workflowBundle: { code: inject('workflowBundleCode') }, activities });
+    const worker = await Worker.create({
+      connection,
+      taskQueue,
+      workflowBundle: { code: inject('workflowBundleCode') },
+      activities,
+    });
     return await worker.runUntil(fn({ client, taskQueue }));
   } finally {
     await clientConnection.close();
@@ -105,11 +145,25 @@ async function withStubWorker<T>(activities: Stubs, fn: (ctx: { client: Client; 
   }
 }
 
-const trainTasks = { taskSet: { file: '/stub/train.jsonl', sha256: 'train-sha' }, taskIds: ['t1', 't2', 't3'], tasksPerIteration: 2, samplesPerTask: 2 };
+const trainTasks = {
+  taskSet: { file: '/stub/train.jsonl', sha256: 'train-sha' },
+  taskIds: ['t1', 't2', 't3'],
+  tasksPerIteration: 2,
+  samplesPerTask: 2,
+};
 const heldoutTasks = { taskSet: { file: '/stub/heldout.jsonl', sha256: 'heldout-sha' }, taskIds: ['h1', 'h2'] };
 
 function runInput(runId: string, more: Partial<TrainingRunInput>): TrainingRunInput {
-  return { runId, configHash: 'cfg', base: { version: 'v0', checkpointUri: 'file:///stub/v0' }, startFrom: 'base', iterations: 3, train: trainTasks, onFailedIteration: 'stop', ...more };
+  return {
+    runId,
+    configHash: 'cfg',
+    base: { version: 'v0', checkpointUri: 'file:///stub/v0' },
+    startFrom: 'base',
+    iterations: 3,
+    train: trainTasks,
+    onFailedIteration: 'stop',
+    ...more,
+  };
 }
 
 const refused = (iteration: number) => new PolicyUpdateFailure(`trainer refused the batch of iteration ${iteration}`);
@@ -146,11 +200,21 @@ describe('training run paths, with stub activities', () => {
       },
     });
     await withStubWorker(stubs.activities, async ({ client, taskQueue }) => {
-      const result = await client.workflow.execute(trainingRun, { taskQueue, workflowId: runId, args: [runInput(runId, { onFailedIteration: 'skip' })] });
+      const result = await client.workflow.execute(trainingRun, {
+        taskQueue,
+        workflowId: runId,
+        args: [runInput(runId, { onFailedIteration: 'skip' })],
+      });
       expect(result).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v3`, nextIteration: 4 });
       expect(result.iterations).toEqual([
         { iteration: 1, candidate: `${runId}.v1`, meanReward: rewardOf('v0'), heldoutMeanReward: null },
-        { iteration: 2, candidate: null, meanReward: null, heldoutMeanReward: null, failed: 'trainer refused the batch of iteration 2' },
+        {
+          iteration: 2,
+          candidate: null,
+          meanReward: null,
+          heldoutMeanReward: null,
+          failed: 'trainer refused the batch of iteration 2',
+        },
         { iteration: 3, candidate: `${runId}.v3`, meanReward: rewardOf(`${runId}.v1`), heldoutMeanReward: null },
       ]);
       // The status query says the same as the result.
@@ -184,7 +248,11 @@ describe('training run paths, with stub activities', () => {
       },
     });
     await withStubWorker(stubs.activities, async ({ client, taskQueue }) => {
-      const result = await client.workflow.execute(trainingRun, { taskQueue, workflowId: runId, args: [runInput(runId, { onFailedIteration: 'retry', maxIterationTries: 2 })] });
+      const result = await client.workflow.execute(trainingRun, {
+        taskQueue,
+        workflowId: runId,
+        args: [runInput(runId, { onFailedIteration: 'retry', maxIterationTries: 2 })],
+      });
       expect(result).toMatchObject({ state: 'finished', policyVersion: `${runId}.v3` });
       expect(result.iterations.map((i) => [i.iteration, i.candidate, i.failed])).toEqual([
         [1, `${runId}.v1`, undefined],
@@ -203,15 +271,27 @@ describe('training run paths, with stub activities', () => {
 
       // Every try fails: the run fails, naming the iteration, its tries and the cause.
       const failure = await client.workflow
-        .execute(trainingRun, { taskQueue, workflowId: failedRunId, args: [runInput(failedRunId, { onFailedIteration: 'retry', maxIterationTries: 2 })] })
-        .then(() => undefined, (err: unknown) => err);
+        .execute(trainingRun, {
+          taskQueue,
+          workflowId: failedRunId,
+          args: [runInput(failedRunId, { onFailedIteration: 'retry', maxIterationTries: 2 })],
+        })
+        .then(
+          () => undefined,
+          (err: unknown) => err,
+        );
       expect(failure).toBeInstanceOf(WorkflowFailedError);
       expect((failure as WorkflowFailedError).cause).toMatchObject({
         type: IterationFailure.type,
         nonRetryable: true,
         message: `iteration 2 of run ${failedRunId} failed 2 times: trainer refused the batch of iteration 2`,
       });
-      expect(stubs.of('updatePolicy').filter((c) => c.input.runId === failedRunId).map((c) => c.workflowId)).toEqual([`${failedRunId}-it1`, `${failedRunId}-it2`, `${failedRunId}-it2-try2`]);
+      expect(
+        stubs
+          .of('updatePolicy')
+          .filter((c) => c.input.runId === failedRunId)
+          .map((c) => c.workflowId),
+      ).toEqual([`${failedRunId}-it1`, `${failedRunId}-it2`, `${failedRunId}-it2-try2`]);
       expect(await executionStatus(client, `${failedRunId}-it2-try2`)).toBe('FAILED');
     });
   });
@@ -220,7 +300,12 @@ describe('training run paths, with stub activities', () => {
     const runId = `heldout-${randomUUID().slice(0, 8)}`;
     const stubs = stubActivities();
     await withStubWorker(stubs.activities, async ({ client, taskQueue }) => {
-      const input = runInput(runId, { heldout: heldoutTasks, heldoutEvery: 2, release: { samplesPerTask: 2, promote: true }, heartbeatTimeoutSeconds: 7 });
+      const input = runInput(runId, {
+        heldout: heldoutTasks,
+        heldoutEvery: 2,
+        release: { samplesPerTask: 2, promote: true },
+        heartbeatTimeoutSeconds: 7,
+      });
       const result = await client.workflow.execute(trainingRun, { taskQueue, workflowId: runId, args: [input] });
       const [v1, v2, v3] = [1, 2, 3].map((n) => `${runId}.v${n}`) as [string, string, string];
 
@@ -242,16 +327,36 @@ describe('training run paths, with stub activities', () => {
       ]);
       expect(stubs.of('promotePolicy').map((c) => c.input.version)).toEqual([v2, v3]);
 
-      expect(result.iterations.map((i) => [i.iteration, i.heldoutMeanReward, i.gate?.verdict, i.gate?.promoted, i.gate?.incumbent])).toEqual([
+      expect(
+        result.iterations.map((i) => [
+          i.iteration,
+          i.heldoutMeanReward,
+          i.gate?.verdict,
+          i.gate?.promoted,
+          i.gate?.incumbent,
+        ]),
+      ).toEqual([
         [1, null, undefined, undefined, undefined],
         [2, rewardOf(v2), 'pass', true, 'v0'],
         [3, rewardOf(v3), 'pass', true, v2],
       ]);
       expect(result.heldout).toEqual({
-        base: { policyVersion: 'v0', meanReward: rewardOf('v0'), meanRewardByTask: { h1: rewardOf('v0'), h2: rewardOf('v0') } },
-        latest: { policyVersion: v3, meanReward: rewardOf(v3), meanRewardByTask: { h1: rewardOf(v3), h2: rewardOf(v3) } },
+        base: {
+          policyVersion: 'v0',
+          meanReward: rewardOf('v0'),
+          meanRewardByTask: { h1: rewardOf('v0'), h2: rewardOf('v0') },
+        },
+        latest: {
+          policyVersion: v3,
+          meanReward: rewardOf(v3),
+          meanRewardByTask: { h1: rewardOf(v3), h2: rewardOf(v3) },
+        },
         // v3 was promoted: production serves it.
-        production: { policyVersion: v3, meanReward: rewardOf(v3), meanRewardByTask: { h1: rewardOf(v3), h2: rewardOf(v3) } },
+        production: {
+          policyVersion: v3,
+          meanReward: rewardOf(v3),
+          meanRewardByTask: { h1: rewardOf(v3), h2: rewardOf(v3) },
+        },
       });
 
       // Every stage of an iteration and of a release, not only rollouts and the update, has the
@@ -283,7 +388,9 @@ describe('training run paths, with stub activities', () => {
     const runId = `can-${randomUUID().slice(0, 8)}`;
     let releaseIteration3!: () => void;
     const iteration3Released = new Promise<void>((resolve) => (releaseIteration3 = resolve));
-    const stubs = stubActivities({ updatePolicy: ({ iteration }) => (iteration === 3 ? iteration3Released : undefined) });
+    const stubs = stubActivities({
+      updatePolicy: ({ iteration }) => (iteration === 3 ? iteration3Released : undefined),
+    });
     await withStubWorker(stubs.activities, async ({ client, taskQueue }) => {
       const input = runInput(runId, { heldout: heldoutTasks, continueAsNewEvery: 1 });
       const started = await client.workflow.start(trainingRun, { taskQueue, workflowId: runId, args: [input] });
@@ -293,12 +400,22 @@ describe('training run paths, with stub activities', () => {
       await waitFor('iteration 3 trains', () => stubs.of('updatePolicy').some((c) => c.input.iteration === 3));
       const handle = client.workflow.getHandle(runId);
       const status: RunStatus = await handle.query(statusQuery);
-      expect(status).toMatchObject({ runId, state: 'running', stage: 'iteration 3', currentWorkflowId: `${runId}-it3`, nextIteration: 3, policyVersion: v2 });
+      expect(status).toMatchObject({
+        runId,
+        state: 'running',
+        stage: 'iteration 3',
+        currentWorkflowId: `${runId}-it3`,
+        nextIteration: 3,
+        policyVersion: v2,
+      });
       expect(status.iterations.map((i) => [i.iteration, i.candidate, i.heldoutMeanReward])).toEqual([
         [1, v1, rewardOf(v1)],
         [2, v2, rewardOf(v2)],
       ]);
-      expect(status.heldout).toMatchObject({ base: { policyVersion: 'v0', meanReward: rewardOf('v0') }, latest: { policyVersion: v2 } });
+      expect(status.heldout).toMatchObject({
+        base: { policyVersion: 'v0', meanReward: rewardOf('v0') },
+        latest: { policyVersion: v2 },
+      });
       const running = await executionChain(client, runId, started.firstExecutionRunId);
       expect(running).toHaveLength(3);
       expect((await client.workflow.getHandle(runId, running[0]).describe()).status.name).toBe('CONTINUED_AS_NEW');
@@ -311,14 +428,22 @@ describe('training run paths, with stub activities', () => {
         [2, v2, rewardOf(v1)],
         [3, v3, rewardOf(v2)],
       ]);
-      expect(result.heldout).toMatchObject({ base: { policyVersion: 'v0', meanReward: rewardOf('v0') }, latest: { policyVersion: v3, meanReward: rewardOf(v3) } });
+      expect(result.heldout).toMatchObject({
+        base: { policyVersion: 'v0', meanReward: rewardOf('v0') },
+        latest: { policyVersion: v3, meanReward: rewardOf(v3) },
+      });
       // No continue-as-new after the last iteration: the third execution finished the run.
       expect(await executionChain(client, runId, started.firstExecutionRunId)).toEqual(running);
 
       // What the first execution did once is not done again by the next ones: the base is
       // registered and replayed (by the run itself) once; each iteration trains once, from the last candidate.
       expect(stubs.of('registerBasePolicy')).toHaveLength(1);
-      expect(stubs.of('runRollouts').filter((c) => c.workflowId === runId).map((c) => c.input.policyVersion)).toEqual(['v0']);
+      expect(
+        stubs
+          .of('runRollouts')
+          .filter((c) => c.workflowId === runId)
+          .map((c) => c.input.policyVersion),
+      ).toEqual(['v0']);
       expect(stubs.of('updatePolicy').map((c) => [c.workflowId, c.input.parentVersion])).toEqual([
         [`${runId}-it1`, 'v0'],
         [`${runId}-it2`, v1],

@@ -17,14 +17,23 @@ export const evidenceRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = as
     if (!found) throw new ApiError(404, 'decision_not_found', `no gate decision ${decisionId}`);
     return found;
   };
-  app.get('/api/decisions/:decisionId', { schema: { summary: 'A gate decision: rules, checks, evidence and the rollouts behind each number', params: s.decisionParams, response: { 200: declaring<StoredDecision>()(s.decision) } } }, async (req) =>
-    decision(req.params.decisionId),
+  app.get(
+    '/api/decisions/:decisionId',
+    {
+      schema: {
+        summary: 'A gate decision: rules, checks, evidence and the rollouts behind each number',
+        params: s.decisionParams,
+        response: { 200: declaring<StoredDecision>()(s.decision) },
+      },
+    },
+    async (req) => decision(req.params.decisionId),
   );
   app.get(
     '/api/decisions/:decisionId/pairs',
     {
       schema: {
-        summary: "A gate decision's held-out pairs, task by task: each side's rollout, reward and whether the candidate gained or lost the task",
+        summary:
+          "A gate decision's held-out pairs, task by task: each side's rollout, reward and whether the candidate gained or lost the task",
         params: s.decisionParams,
         response: { 200: z.object({ items: z.array(declaring<DecisionPair>()(cs.decisionPair)) }) },
       },
@@ -35,17 +44,31 @@ export const evidenceRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = as
     '/api/rollouts/:rolloutId',
     {
       schema: {
-        summary: "A rollout as the gateway journaled it (calls redacted as stored, without token ids), its events, and the harness's and verifier's logs",
+        summary:
+          "A rollout as the gateway journaled it (calls redacted as stored, without token ids), its events, and the harness's and verifier's logs",
         params: s.rolloutIdParams,
         response: { 200: declaring<RolloutView>()(cs.rolloutView) },
       },
     },
     // Logs come from the artifact store the workers upload to (any host), else from this machine's dataDir.
-    async (req) => rolloutView(context.gateway(), { artifacts: context.artifacts(), dataDir: context.config.dataDir }, req.params.rolloutId),
+    async (req) =>
+      rolloutView(
+        context.gateway(),
+        { artifacts: context.artifacts(), dataDir: context.config.dataDir },
+        req.params.rolloutId,
+      ),
   );
   app.get(
     '/api/ledger',
-    { schema: { summary: 'The model, harness and environment ledgers: a row per iteration and release', querystring: s.ledgerQuery, response: { 200: z.object({ items: z.array(declaring<LedgerEntry>()(s.ledgerEntry)) }) } } },
-    async (req) => ({ items: await (await context.ledger()).list(req.query.runId === undefined ? {} : { runId: req.query.runId }) }),
+    {
+      schema: {
+        summary: 'The model, harness and environment ledgers: a row per iteration and release',
+        querystring: s.ledgerQuery,
+        response: { 200: z.object({ items: z.array(declaring<LedgerEntry>()(s.ledgerEntry)) }) },
+      },
+    },
+    async (req) => ({
+      items: await (await context.ledger()).list(req.query.runId === undefined ? {} : { runId: req.query.runId }),
+    }),
   );
 };

@@ -1,7 +1,18 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { iterationWorkflows } from '../../client/iterations.js';
-import { describeRun, listRuns, newRunId, promotionGuard, resumeRun, signalRun, startRun, trainingRunInput, type RunListing, type RunReport } from '../../client/runs.js';
+import {
+  describeRun,
+  listRuns,
+  newRunId,
+  promotionGuard,
+  resumeRun,
+  signalRun,
+  startRun,
+  trainingRunInput,
+  type RunListing,
+  type RunReport,
+} from '../../client/runs.js';
 import { workflowUrl } from '../../cli/context.js';
 import { runView, type RunView } from '../../console/run-view.js';
 import * as cs from '../console-schemas.js';
@@ -12,21 +23,55 @@ import * as s from '../schemas.js';
 /** Training runs: list, start, inspect, pause, stop and resume them, and the run page's joined iterations. */
 export const runRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = async (app, { context }) => {
   const { client, config, taskQueue } = context;
-  app.get('/api/runs', { schema: { summary: 'Training runs, newest first', querystring: s.listRunsQuery, response: { 200: z.object({ items: z.array(declaring<RunListing>()(s.runListing)) }) } } }, async (req) => ({
-    items: await listRuns(client, req.query.limit),
-  }));
-  app.post('/api/runs', { schema: { summary: "Start a training run from the server's config (sizes may be overridden)", body: s.startRunBody, response: { 201: s.startedRun } } }, async (req, reply) => {
-    const started = await startRun(client, taskQueue, { ...trainingRunInput(config, runOverrides(req.body)), runId: req.body.runId ?? newRunId() }, promotionGuard(config));
-    return reply.code(201).send(started);
-  });
-  app.get('/api/runs/:runId', { schema: { summary: "A run's state, stage, iterations, held-out comparison and current activity", params: s.runIdParams, response: { 200: declaring<RunReport>()(s.runReport) } } }, async (req) =>
-    describeRun(client, req.params.runId),
+  app.get(
+    '/api/runs',
+    {
+      schema: {
+        summary: 'Training runs, newest first',
+        querystring: s.listRunsQuery,
+        response: { 200: z.object({ items: z.array(declaring<RunListing>()(s.runListing)) }) },
+      },
+    },
+    async (req) => ({
+      items: await listRuns(client, req.query.limit),
+    }),
+  );
+  app.post(
+    '/api/runs',
+    {
+      schema: {
+        summary: "Start a training run from the server's config (sizes may be overridden)",
+        body: s.startRunBody,
+        response: { 201: s.startedRun },
+      },
+    },
+    async (req, reply) => {
+      const started = await startRun(
+        client,
+        taskQueue,
+        { ...trainingRunInput(config, runOverrides(req.body)), runId: req.body.runId ?? newRunId() },
+        promotionGuard(config),
+      );
+      return reply.code(201).send(started);
+    },
+  );
+  app.get(
+    '/api/runs/:runId',
+    {
+      schema: {
+        summary: "A run's state, stage, iterations, held-out comparison and current activity",
+        params: s.runIdParams,
+        response: { 200: declaring<RunReport>()(s.runReport) },
+      },
+    },
+    async (req) => describeRun(client, req.params.runId),
   );
   app.get(
     '/api/runs/:runId/iterations',
     {
       schema: {
-        summary: "A run's iterations joined with their workflows, trainer metrics, ledger rows and gate decisions: what the console plots",
+        summary:
+          "A run's iterations joined with their workflows, trainer metrics, ledger rows and gate decisions: what the console plots",
         params: s.runIdParams,
         response: { 200: declaring<RunView>()(cs.runView) },
       },
@@ -35,25 +80,34 @@ export const runRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = async (
   );
   for (const signal of ['pause', 'stop'] as const) {
     const summary = { pause: 'Pause a run between iterations', stop: 'Stop a run after its current iteration' }[signal];
-    app.post(`/api/runs/:runId/${signal}`, { schema: { summary, params: s.runIdParams, response: { 202: s.accepted } } }, async (req, reply) => {
-      await signalRun(client, req.params.runId, signal);
-      return reply.code(202).send({ ok: true });
-    });
+    app.post(
+      `/api/runs/:runId/${signal}`,
+      { schema: { summary, params: s.runIdParams, response: { 202: s.accepted } } },
+      async (req, reply) => {
+        await signalRun(client, req.params.runId, signal);
+        return reply.code(202).send({ ok: true });
+      },
+    );
   }
   app.post(
     '/api/runs/:runId/resume',
     {
       schema: {
-        summary: 'Resume a paused run, or continue one that failed, was terminated, cancelled or timed out from its first unfinished iteration (a new execution under the same run id)',
+        summary:
+          'Resume a paused run, or continue one that failed, was terminated, cancelled or timed out from its first unfinished iteration (a new execution under the same run id)',
         params: s.runIdParams,
         response: { 202: s.resumedRun },
       },
     },
     async (req, reply) => {
-      const resumed = await resumeRun(client, req.params.runId, { allowConcurrentPromotion: config.gate.concurrentRuns === 'allow' });
+      const resumed = await resumeRun(client, req.params.runId, {
+        allowConcurrentPromotion: config.gate.concurrentRuns === 'allow',
+      });
       if (resumed.action === 'signalled') return reply.code(202).send(resumed);
       const { fromIteration, policyVersion, previousStatus, reason, executionRunId } = resumed.continuation;
-      return reply.code(202).send({ action: resumed.action, fromIteration, policyVersion, previousStatus, reason, executionRunId });
+      return reply
+        .code(202)
+        .send({ action: resumed.action, fromIteration, policyVersion, previousStatus, reason, executionRunId });
     },
   );
 };
@@ -62,7 +116,10 @@ export const runRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = async (
 async function joinedIterations(context: ApiContext, runId: string): Promise<RunView> {
   const { client, config, temporalUiUrl } = context;
   const report = await describeRun(client, runId);
-  const through = Math.max(report.status?.nextIteration ?? 1, ...(report.status?.iterations.map((i) => i.iteration) ?? []));
+  const through = Math.max(
+    report.status?.nextIteration ?? 1,
+    ...(report.status?.iterations.map((i) => i.iteration) ?? []),
+  );
   const [workflows, executionRunId] = await Promise.all([
     iterationWorkflows(client, runId, through, { completed: context.completedIterations }),
     client.workflow
@@ -74,7 +131,10 @@ async function joinedIterations(context: ApiContext, runId: string): Promise<Run
   const { policies, decisions } = await context.registry(async (r) => {
     const ids = [...new Set((report.status?.iterations ?? []).flatMap((i) => (i.gate ? [i.gate.decisionId] : [])))];
     const found = await Promise.all(ids.map((id) => r.decision(id)));
-    return { policies: await r.list({ runId }), decisions: new Map(found.flatMap((d) => (d ? [[d.id, d] as const] : []))) };
+    return {
+      policies: await r.list({ runId }),
+      decisions: new Map(found.flatMap((d) => (d ? [[d.id, d] as const] : []))),
+    };
   });
   return runView({
     report,

@@ -28,14 +28,24 @@ describe('rein artifacts push and pull', () => {
     writeFileSync(path.join(checkpoint, 'tokenizer', 'tokenizer.json'), '{}');
     const pushed = await rein('artifacts', 'push', checkpoint, `${store}/policies/run/v1`);
     expect(pushed.code, pushed.stderr).toBe(0);
-    expect(JSON.parse(pushed.stdout)).toEqual({ pushed: checkpoint, to: `${store}/policies/run/v1`, files: 2, bytes: 9 });
+    expect(JSON.parse(pushed.stdout)).toEqual({
+      pushed: checkpoint,
+      to: `${store}/policies/run/v1`,
+      files: 2,
+      bytes: 9,
+    });
 
     const pulled = await rein('artifacts', 'pull', `${store}/policies/run/v1`, path.join(dir, 'copy'));
     expect(pulled.code, pulled.stderr).toBe(0);
     expect(readFileSync(path.join(dir, 'copy', 'tokenizer', 'tokenizer.json'), 'utf8')).toBe('{}');
     expect(JSON.parse(pulled.stdout)).toMatchObject({ folder: true, files: 3 }); // with the folder's manifest
 
-    const file = await rein('artifacts', 'pull', `${store}/policies/run/v1/model.safetensors`, path.join(dir, 'one', 'model.safetensors'));
+    const file = await rein(
+      'artifacts',
+      'pull',
+      `${store}/policies/run/v1/model.safetensors`,
+      path.join(dir, 'one', 'model.safetensors'),
+    );
     expect(file.code, file.stderr).toBe(0);
     expect(readFileSync(path.join(dir, 'one', 'model.safetensors'), 'utf8')).toBe('weights');
   });
@@ -45,9 +55,16 @@ describe('rein artifacts push and pull', () => {
     expect(absent.code).toBe(2);
     expect(absent.stderr).toContain(`artifact ${store}/runs/r/batch.safetensors does not exist`);
 
-    const elsewhere = await rein('artifacts', 'pull', 's3://another-bucket/runs/r/batch.safetensors', path.join(dir, 'b'));
+    const elsewhere = await rein(
+      'artifacts',
+      'pull',
+      's3://another-bucket/runs/r/batch.safetensors',
+      path.join(dir, 'b'),
+    );
     expect(elsewhere.code).toBe(2);
-    expect(elsewhere.stderr).toContain(`s3://another-bucket/runs/r/batch.safetensors is not in the artifact store ${store}: give every service the same artifacts.url`);
+    expect(elsewhere.stderr).toContain(
+      `s3://another-bucket/runs/r/batch.safetensors is not in the artifact store ${store}: give every service the same artifacts.url`,
+    );
 
     const nothing = await rein('artifacts', 'push', path.join(dir, 'never-written'), `${store}/policies/run/v2`);
     expect(nothing.code).toBe(2);

@@ -13,10 +13,14 @@ import { cliContext, type GlobalOptions } from '../context.js';
  * paths while the batch, the parent and the new checkpoint live in S3.
  */
 export function registerArtifactsCommands(program: Command): void {
-  const artifacts = program.command('artifacts').description('copy batches and checkpoints between local paths and the artifact store');
+  const artifacts = program
+    .command('artifacts')
+    .description('copy batches and checkpoints between local paths and the artifact store');
   artifacts
     .command('pull')
-    .description('download an artifact (a file) or a folder (a checkpoint) to a local path, every file checked against the sha256 its writer recorded')
+    .description(
+      'download an artifact (a file) or a folder (a checkpoint) to a local path, every file checked against the sha256 its writer recorded',
+    )
     .argument('<uri>', 'an artifact or folder URI of the configured store (s3://… or file://…)')
     .argument('<path>', 'where the copy goes (replaced if it exists)')
     .action(async (uri: string, target: string) =>
@@ -36,14 +40,17 @@ export function registerArtifactsCommands(program: Command): void {
     );
   artifacts
     .command('push')
-    .description('upload a local folder (a checkpoint) to a URI of the configured store: its files, then the manifest that marks it whole')
+    .description(
+      'upload a local folder (a checkpoint) to a URI of the configured store: its files, then the manifest that marks it whole',
+    )
     .argument('<dir>', 'the local folder')
     .argument('<uri>', 'where it goes in the configured store (s3://… or file://…)')
     .action(async (dir: string, uri: string) =>
       refusingBadNames(async () => {
         const store = artifactStoreFromConfig(cliContext(program.opts<GlobalOptions>()).config);
         const name = nameInStore(store, uri);
-        if (!(await stat(dir).catch(() => undefined))?.isDirectory()) throw new PushSourceError(`${dir} is not a folder: the trainer wrote no output there`);
+        if (!(await stat(dir).catch(() => undefined))?.isDirectory())
+          throw new PushSourceError(`${dir} is not a folder: the trainer wrote no output there`);
         await putFolder(store, name, dir);
         say({ pushed: dir, to: uri, ...(await sizeOf(dir)) });
       }),
@@ -59,7 +66,8 @@ async function refusingBadNames(work: () => Promise<void>): Promise<void> {
   try {
     await work();
   } catch (err) {
-    if (!(err instanceof ArtifactNameError || err instanceof ArtifactNotFoundError || err instanceof PushSourceError)) throw err;
+    if (!(err instanceof ArtifactNameError || err instanceof ArtifactNotFoundError || err instanceof PushSourceError))
+      throw err;
     process.stderr.write(`rein: ${err.message}\n`);
     process.exitCode = 2;
   }

@@ -23,7 +23,10 @@ function project(name: string, yaml: string): { folder: string; file: string } {
 describe('rein config check', () => {
   it('exits 2 when the training task set is not there, naming the key, the path it resolved and the fix', async () => {
     const { folder, file } = project('no-train-tasks', 'run:\n  trainTasks: tasks/train.jsonl\n');
-    for (const args of [['config', 'check', file], ['--config', file, 'config', 'check']]) {
+    for (const args of [
+      ['config', 'check', file],
+      ['--config', file, 'config', 'check'],
+    ]) {
       const { code, stdout, stderr } = await rein(...args);
       expect(code).toBe(2);
       expect(stdout).toBe('');
@@ -51,7 +54,10 @@ describe('rein config check', () => {
     mkdirSync(path.join(folder, 'tasks'));
     const { code, stderr } = await rein('config', 'check', file);
     expect(code).toBe(2);
-    const problems = stderr.split('\n').filter((line) => line.startsWith('  - ')).map((line) => line.slice(4).split(':')[0]);
+    const problems = stderr
+      .split('\n')
+      .filter((line) => line.startsWith('  - '))
+      .map((line) => line.slice(4).split(':')[0]);
     expect(problems.sort()).toEqual(
       [
         'run.trainTasks',
@@ -66,19 +72,32 @@ describe('rein config check', () => {
         'temporal.tls.clientKeyPath',
       ].sort(),
     );
-    expect(stderr).toContain(`run.trainTasks: ${path.join(folder, 'tasks')} is a folder, not a file; give the path of the JSONL task set to train on`);
-    expect(stderr).toContain(`harness.local.cwd: ${path.join(folder, 'agent')} does not exist; give the harness's working directory`);
-    expect(stderr).toContain(`run.heldoutTasks: ${path.join(folder, 'heldout.jsonl')} does not exist; give the path of the JSONL task set replayed at the gate, or remove the key`);
+    expect(stderr).toContain(
+      `run.trainTasks: ${path.join(folder, 'tasks')} is a folder, not a file; give the path of the JSONL task set to train on`,
+    );
+    expect(stderr).toContain(
+      `harness.local.cwd: ${path.join(folder, 'agent')} does not exist; give the harness's working directory`,
+    );
+    expect(stderr).toContain(
+      `run.heldoutTasks: ${path.join(folder, 'heldout.jsonl')} does not exist; give the path of the JSONL task set replayed at the gate, or remove the key`,
+    );
   });
 
   it('names a command given as a path that is not an executable file', async () => {
-    const { folder, file } = project('command', 'harness:\n  local: { command: ./agent.sh }\nverifier: { command: bin/verify }\n');
+    const { folder, file } = project(
+      'command',
+      'harness:\n  local: { command: ./agent.sh }\nverifier: { command: bin/verify }\n',
+    );
     writeFileSync(path.join(folder, 'agent.sh'), '#!/bin/sh\n');
     chmodSync(path.join(folder, 'agent.sh'), 0o644);
     const { code, stderr } = await rein('config', 'check', file);
     expect(code).toBe(2);
-    expect(stderr).toContain(`harness.local.command: ${path.join(folder, 'agent.sh')} is not executable; make it executable (chmod +x)`);
-    expect(stderr).toContain(`verifier.command: ${path.join(folder, 'bin', 'verify')} does not exist; give the path of the verifier program`);
+    expect(stderr).toContain(
+      `harness.local.command: ${path.join(folder, 'agent.sh')} is not executable; make it executable (chmod +x)`,
+    );
+    expect(stderr).toContain(
+      `verifier.command: ${path.join(folder, 'bin', 'verify')} does not exist; give the path of the verifier program`,
+    );
   });
 
   it('passes a config whose files are all there, and prints it', async () => {
@@ -92,9 +111,14 @@ describe('rein config check', () => {
 
 describe('rein train', () => {
   it('exits 2 before connecting to anything when a task set is not there', async () => {
-    const { folder, file } = project('train', 'harness:\n  local: { command: node }\nverifier: { command: node }\nrun: { trainTasks: train.jsonl }\ntemporal: { address: "127.0.0.1:1" }\n');
+    const { folder, file } = project(
+      'train',
+      'harness:\n  local: { command: node }\nverifier: { command: node }\nrun: { trainTasks: train.jsonl }\ntemporal: { address: "127.0.0.1:1" }\n',
+    );
     const { code, stderr } = await rein('--config', file, 'train');
     expect(code).toBe(2);
-    expect(stderr).toContain(`run.trainTasks: ${path.join(folder, 'train.jsonl')} does not exist; give the path of the JSONL task set to train on`);
+    expect(stderr).toContain(
+      `run.trainTasks: ${path.join(folder, 'train.jsonl')} does not exist; give the path of the JSONL task set to train on`,
+    );
   });
 });

@@ -17,7 +17,9 @@ export function registerConfigCommands(program: Command): void {
   config
     .command('check')
     .argument('[file]', 'config file (default: --config, REIN_CONFIG, or rein.yaml in this folder)')
-    .description('validate a config file (its settings, and that the files and folders it names are there) and print it with defaults and environment applied')
+    .description(
+      'validate a config file (its settings, and that the files and folders it names are there) and print it with defaults and environment applied',
+    )
     .action((file: string | undefined) => {
       const global = program.opts<GlobalOptions>();
       const loaded = loadConfig({ file: file ?? global.config });
@@ -25,7 +27,10 @@ export function registerConfigCommands(program: Command): void {
       const redacted = {
         ...loaded.config,
         temporal: { ...loaded.config.temporal, ...(loaded.config.temporal.apiKey && { apiKey: '***' }) },
-        store: { ...loaded.config.store, ...(loaded.config.store.url && { url: redactedStoreUrl(loaded.config.store.url) }) },
+        store: {
+          ...loaded.config.store,
+          ...(loaded.config.store.url && { url: redactedStoreUrl(loaded.config.store.url) }),
+        },
       };
       process.stdout.write(`# ${loaded.file ?? 'no config file: defaults and environment'}\n${stringify(redacted)}`);
     });

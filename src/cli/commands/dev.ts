@@ -12,7 +12,9 @@ export function registerDevCommand(program: Command, settings: ReinConfig): void
     .description(
       'start everything the embedded default needs, check it, and keep it running: ' +
         `${settings.temporal.address ? `Temporal at ${settings.temporal.address}` : `the Temporal dev server ${devServerHelp(settings)}`}, ` +
-        (settings.policyServer.enabled ? `the policy server on ${listenAddress(settings.policyServer.host, settings.policyServer.port)}, ` : '') +
+        (settings.policyServer.enabled
+          ? `the policy server on ${listenAddress(settings.policyServer.host, settings.policyServer.port)}, `
+          : '') +
         `the gateway on ${listenAddress(settings.gateway.host, settings.gateway.port)}, a worker, and the HTTP API on ${listenAddress(settings.api.host, settings.api.port)}`,
     )
     .action(async () => {
@@ -30,9 +32,17 @@ export function registerDevCommand(program: Command, settings: ReinConfig): void
             `  Admin key     ${adminKeyHash(config.gateway, process.env).source} (the gateway's, the API's and the console's)`,
             `  Temporal      ${temporal.connection.options.address}${uiUrl ? ` (Web UI ${uiUrl})` : ''}, worker on task queue "${config.temporal.taskQueue}"`,
             `  Gateway       ${services.gateway.url} (OpenAI base URL ${services.gateway.url}/v1)`,
-            ...(services.api ? [`  HTTP API      ${services.api.url} (OpenAPI at ${services.api.url}/openapi.json; key: the gateway admin key)`] : []),
-            ...(services.api ? [`  Console       ${services.api.url}/console/ (log in with the gateway admin key)`] : []),
-            ...(services.policyServer ? [`  Policy server ${services.policyServer.url} serving ${services.policyServer.models().join(', ')}`] : []),
+            ...(services.api
+              ? [
+                  `  HTTP API      ${services.api.url} (OpenAPI at ${services.api.url}/openapi.json; key: the gateway admin key)`,
+                ]
+              : []),
+            ...(services.api
+              ? [`  Console       ${services.api.url}/console/ (log in with the gateway admin key)`]
+              : []),
+            ...(services.policyServer
+              ? [`  Policy server ${services.policyServer.url} serving ${services.policyServer.models().join(', ')}`]
+              : []),
             'Start a run from another terminal: rein train --config FILE --follow. Press Ctrl-C to stop.',
             '',
           ].join('\n'),

@@ -23,8 +23,14 @@ const warn = (problem: string) => void process.stderr.write(`warning: ${problem}
 
 function reportMove(move: AliasMove): void {
   const { change } = move;
-  say(`production: ${change.from ?? '(unset)'} → ${change.to} (${change.operation}${change.override ? ', OVERRIDE' : ''}${change.decisionId ? `, decision ${change.decisionId}` : ''})`);
-  say(move.gatewayUpdated ? 'The gateway routes production to it now.' : `The gateway was not told (${move.gatewayError}); it picks production up from the registry when it starts.`);
+  say(
+    `production: ${change.from ?? '(unset)'} → ${change.to} (${change.operation}${change.override ? ', OVERRIDE' : ''}${change.decisionId ? `, decision ${change.decisionId}` : ''})`,
+  );
+  say(
+    move.gatewayUpdated
+      ? 'The gateway routes production to it now.'
+      : `The gateway was not told (${move.gatewayError}); it picks production up from the registry when it starts.`,
+  );
 }
 
 /** `rein register`, `rein gate`, `rein promote`, `rein rollback`, `rein decision`, `rein decisions`, `rein ledger`. */
@@ -44,7 +50,10 @@ function addRegisterCommand(program: Command): void {
     .command('register')
     .description('record a policy version trained or served outside Rein, so it can be gated and promoted')
     .argument('<version>', 'the version name (the gateway routes it as configured in gateway.policies)')
-    .requiredOption('--checkpoint <uri>', 'where its weights are: a folder, an object store URI, a model name on the backend')
+    .requiredOption(
+      '--checkpoint <uri>',
+      'where its weights are: a folder, an object store URI, a model name on the backend',
+    )
     .option('--parent <version>', 'the version it was trained from')
     .action(async (version: string, options: { checkpoint: string; parent?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
@@ -61,7 +70,9 @@ function addRegisterCommand(program: Command): void {
           ...(adapterBase && { format: 'lora' as const, baseCheckpointUri: adapterBase }),
         }),
       );
-      say(`registered ${policy.version} (${policy.status}) at ${policy.checkpointUri}${adapterBase ? ` (a LoRA adapter on ${adapterBase})` : ''}${policy.parent ? `, from ${policy.parent}` : ''}`);
+      say(
+        `registered ${policy.version} (${policy.status}) at ${policy.checkpointUri}${adapterBase ? ` (a LoRA adapter on ${adapterBase})` : ''}${policy.parent ? `, from ${policy.parent}` : ''}`,
+      );
     });
 }
 
@@ -69,40 +80,59 @@ function addRegisterCommand(program: Command): void {
 function addGateCommand(program: Command): void {
   program
     .command('gate')
-    .description('replay the held-out tasks with a candidate and with production, paired, and apply the gate rules (config: gate); exits 1 when the gate refuses the candidate, 3 when too few rollouts were scored to decide')
+    .description(
+      'replay the held-out tasks with a candidate and with production, paired, and apply the gate rules (config: gate); exits 1 when the gate refuses the candidate, 3 when too few rollouts were scored to decide',
+    )
     .argument('<version>', 'the candidate policy version')
     .option('--promote', 'move production to the candidate when the gate passes')
     .option('--heldout <n>', 'replay only the first n held-out tasks', positiveInteger)
     .option('--json', 'print the decision record as JSON')
-    .action(async (version: string, options: { promote?: boolean; heldout?: number; json?: boolean }, command: Command) => {
-      const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const input = releaseInput(config, version, { promote: options.promote ?? false, heldoutLimit: options.heldout, actor: actor() }, file ?? 'config');
-      const { client, close } = await connectOrStartServices(config, logger, say);
-      try {
-        say(`Replaying ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${version} and with production…`);
-        const result = await runRelease(client, config.temporal.taskQueue, input);
-        const decision = await withRegistry(storeLocation(config), (r) => r.decision(result.gate.decisionId));
-        if (options.json) say(JSON.stringify(decision, null, 2));
-        else if (decision) process.stdout.write(formatDecision(decision));
-        if (result.promoted) say(`Promoted: production is ${version} now.`);
-        else if (result.gate.verdict === 'pass') say(`Passed. Promote with \`rein promote ${version}\`.`);
-        // Exit 3 tells a script "no decision, try again" apart from a refused candidate (1).
-        if (result.gate.verdict === 'insufficient') say(`No decision: too few rollouts were scored. Fix the fault, then run \`rein gate ${version}\` again; only the unscored rollouts run again.`);
-        if (result.gate.verdict !== 'pass') process.exitCode = result.gate.verdict === 'insufficient' ? 3 : 1;
-      } finally {
-        await close();
-      }
-    });
+    .action(
+      async (version: string, options: { promote?: boolean; heldout?: number; json?: boolean }, command: Command) => {
+        const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
+        const input = releaseInput(
+          config,
+          version,
+          { promote: options.promote ?? false, heldoutLimit: options.heldout, actor: actor() },
+          file ?? 'config',
+        );
+        const { client, close } = await connectOrStartServices(config, logger, say);
+        try {
+          say(
+            `Replaying ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${version} and with production…`,
+          );
+          const result = await runRelease(client, config.temporal.taskQueue, input);
+          const decision = await withRegistry(storeLocation(config), (r) => r.decision(result.gate.decisionId));
+          if (options.json) say(JSON.stringify(decision, null, 2));
+          else if (decision) process.stdout.write(formatDecision(decision));
+          if (result.promoted) say(`Promoted: production is ${version} now.`);
+          else if (result.gate.verdict === 'pass') say(`Passed. Promote with \`rein promote ${version}\`.`);
+          // Exit 3 tells a script "no decision, try again" apart from a refused candidate (1).
+          if (result.gate.verdict === 'insufficient')
+            say(
+              `No decision: too few rollouts were scored. Fix the fault, then run \`rein gate ${version}\` again; only the unscored rollouts run again.`,
+            );
+          if (result.gate.verdict !== 'pass') process.exitCode = result.gate.verdict === 'insufficient' ? 3 : 1;
+        } finally {
+          await close();
+        }
+      },
+    );
 }
 
 /** `rein promote` */
 function addPromoteCommand(program: Command): void {
   program
     .command('promote')
-    .description('move production to a version: needs a passing gate decision against the current production, or --override')
+    .description(
+      'move production to a version: needs a passing gate decision against the current production, or --override',
+    )
     .argument('<version>', 'the policy version')
     .option('--decision <id>', 'the gate decision that allows it (default: the newest against the current production)')
-    .option('--override <reason>', 'promote without a passing decision; the reason is recorded and the change is marked as an override')
+    .option(
+      '--override <reason>',
+      'promote without a passing decision; the reason is recorded and the change is marked as an override',
+    )
     .action(async (version: string, options: { decision?: string; override?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const move = await withRegistry(storeLocation(config), (registry) =>
@@ -126,7 +156,12 @@ function addRollbackCommand(program: Command): void {
     .option('--reason <text>', 'why; recorded with the change')
     .action(async (options: { reason?: string }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const move = await withRegistry(storeLocation(config), (registry) => rollback(registry, gatewayControlFromConfig(config.gateway), { actor: actor(), ...(options.reason && { reason: options.reason }) }));
+      const move = await withRegistry(storeLocation(config), (registry) =>
+        rollback(registry, gatewayControlFromConfig(config.gateway), {
+          actor: actor(),
+          ...(options.reason && { reason: options.reason }),
+        }),
+      );
       reportMove(move);
       await notifyAliasMove(config.notifications, move, warn);
     });
@@ -142,9 +177,13 @@ function addDecisionCommand(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (id: string | undefined, options: { candidate?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const decision = await withRegistry(storeLocation(config), async (r) => (id ? r.decision(id) : options.candidate ? (await r.decisionsFor(options.candidate))[0] : undefined));
+      const decision = await withRegistry(storeLocation(config), async (r) =>
+        id ? r.decision(id) : options.candidate ? (await r.decisionsFor(options.candidate))[0] : undefined,
+      );
       if (!decision) throw new Error(id ? `no gate decision ${id}` : 'name a decision id or --candidate VERSION');
-      process.stdout.write(options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }));
+      process.stdout.write(
+        options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }),
+      );
     });
 }
 
@@ -152,14 +191,22 @@ function addDecisionCommand(program: Command): void {
 function addDecisionsCommand(program: Command): void {
   program
     .command('decisions')
-    .description('gate decisions, newest first: candidate against production, verdict, held-out success, and whether production moved')
+    .description(
+      'gate decisions, newest first: candidate against production, verdict, held-out success, and whether production moved',
+    )
     .option('--run <id>', "only decisions about this run's candidates")
     .option('--json', 'print JSON')
     .action(async (options: { run?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const decisions = await withRegistry(storeLocation(config), (r) => listDecisions(r, options.run === undefined ? {} : { runId: options.run }));
+      const decisions = await withRegistry(storeLocation(config), (r) =>
+        listDecisions(r, options.run === undefined ? {} : { runId: options.run }),
+      );
       if (options.json) return void say(JSON.stringify(decisions, null, 2));
-      process.stdout.write(decisions.length === 0 ? '(no gate decisions yet: each held-out gate records one)\n' : formatDecisionList(decisions));
+      process.stdout.write(
+        decisions.length === 0
+          ? '(no gate decisions yet: each held-out gate records one)\n'
+          : formatDecisionList(decisions),
+      );
     });
 }
 
@@ -167,7 +214,9 @@ function addDecisionsCommand(program: Command): void {
 function addLedgerCommand(program: Command): void {
   program
     .command('ledger')
-    .description('the model, harness and environment ledgers: a row per iteration and release, and what changed between releases')
+    .description(
+      'the model, harness and environment ledgers: a row per iteration and release, and what changed between releases',
+    )
     .option('--run <id>', "only this run's rows")
     .option('--diff <entries...>', 'two entries (ids, or release versions) to compare: which ledger changed')
     .option('--json', 'print JSON')
@@ -175,7 +224,8 @@ function addLedgerCommand(program: Command): void {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       if (options.diff) {
         const ids = options.diff;
-        if (ids.length !== 2) throw new Error('--diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3');
+        if (ids.length !== 2)
+          throw new Error('--diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3');
         const [a, b] = await withLedger(storeLocation(config), (ledger) =>
           Promise.all(
             ids.map(async (id) => {
@@ -185,16 +235,26 @@ function addLedgerCommand(program: Command): void {
             }),
           ),
         );
-        process.stdout.write(options.json ? `${JSON.stringify({ a, b }, null, 2)}\n` : formatLedgerChanges(a as LedgerEntry, b as LedgerEntry));
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify({ a, b }, null, 2)}\n`
+            : formatLedgerChanges(a as LedgerEntry, b as LedgerEntry),
+        );
         return;
       }
-      const entries = await withLedger(storeLocation(config), (ledger) => ledger.list(options.run === undefined ? {} : { runId: options.run }));
+      const entries = await withLedger(storeLocation(config), (ledger) =>
+        ledger.list(options.run === undefined ? {} : { runId: options.run }),
+      );
       if (options.json) return void say(JSON.stringify(entries, null, 2));
       const verdicts = await withRegistry(storeLocation(config), async (r) => {
         const ids = [...new Set(entries.flatMap((e) => (e.decisionId ? [e.decisionId] : [])))];
         return new Map(await Promise.all(ids.map(async (id) => [id, (await r.decision(id))?.verdict ?? '?'] as const)));
       });
-      process.stdout.write(entries.length === 0 ? '(the ledgers are empty: each training iteration and release adds a row)\n' : formatLedger(entries, verdicts));
+      process.stdout.write(
+        entries.length === 0
+          ? '(the ledgers are empty: each training iteration and release adds a row)\n'
+          : formatLedger(entries, verdicts),
+      );
       const production = await withRegistry(storeLocation(config), (r) => r.alias(PRODUCTION_ALIAS));
       if (production) say(`production: ${production}`);
     });

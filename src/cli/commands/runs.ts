@@ -1,6 +1,14 @@
 import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
-import { cancelRun, continueRun, describeRun, listRuns, runExecutionStatus, signalRun, type RunContinuation } from '../../client/runs.js';
+import {
+  cancelRun,
+  continueRun,
+  describeRun,
+  listRuns,
+  runExecutionStatus,
+  signalRun,
+  type RunContinuation,
+} from '../../client/runs.js';
 import { describePolicies } from '../policy-status.js';
 import { withRegistry } from '../../registry/open.js';
 import { storeLocation } from '../../store/location.js';
@@ -13,8 +21,18 @@ import { addFollowOptions, positiveInteger } from './train.js';
 
 /** What `rein resume` says when it continues a closed run. */
 export function continuationLine(c: RunContinuation): string {
-  const verb = { FAILED: 'failed', TERMINATED: 'was terminated', TIMED_OUT: 'timed out', CANCELLED: 'was cancelled' }[c.previousStatus] ?? `ended (${c.previousStatus.toLowerCase()})`;
-  const where = c.endedInIteration !== undefined ? ` in iteration ${c.endedInIteration}` : c.startOver ? ' before its first iteration' : c.fromIteration > 1 ? ` after iteration ${c.fromIteration - 1}` : '';
+  const verb =
+    { FAILED: 'failed', TERMINATED: 'was terminated', TIMED_OUT: 'timed out', CANCELLED: 'was cancelled' }[
+      c.previousStatus
+    ] ?? `ended (${c.previousStatus.toLowerCase()})`;
+  const where =
+    c.endedInIteration !== undefined
+      ? ` in iteration ${c.endedInIteration}`
+      : c.startOver
+        ? ' before its first iteration'
+        : c.fromIteration > 1
+          ? ` after iteration ${c.fromIteration - 1}`
+          : '';
   const of = c.iterations === null ? '' : ` of ${c.iterations}`;
   const what = c.startOver
     ? `starting it over from ${c.policyVersion}: the base's registration and held-out replay run again (finished rollouts are reused)`
@@ -45,8 +63,17 @@ function addRunsCommand(program: Command): void {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const runs = await withClient(config, (client) => listRuns(client, options.limit));
       if (options.json) return void process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
-      const rows = runs.map((r) => [r.runId, r.execution.toLowerCase(), r.stage ?? '-', r.policyVersion ?? '-', time(r.startTime), time(r.closeTime)]);
-      process.stdout.write(`${formatTable(['run', 'execution', 'stage', 'policy', 'started', 'closed'], rows)}\n${runs.length === 0 ? '(no runs yet: `rein train --config FILE` starts one)\n' : ''}`);
+      const rows = runs.map((r) => [
+        r.runId,
+        r.execution.toLowerCase(),
+        r.stage ?? '-',
+        r.policyVersion ?? '-',
+        time(r.startTime),
+        time(r.closeTime),
+      ]);
+      process.stdout.write(
+        `${formatTable(['run', 'execution', 'stage', 'policy', 'started', 'closed'], rows)}\n${runs.length === 0 ? '(no runs yet: `rein train --config FILE` starts one)\n' : ''}`,
+      );
     });
 }
 
@@ -58,7 +85,12 @@ function addStatusCommand(program: Command): void {
     .argument('<run>', 'run id')
     .option('--json', 'print JSON')
     .option('--follow', 'show progress per stage until the run ends, then the final table (as `rein train --follow`)');
-  addFollowOptions(statusCommand).action(async (runId: string, options: { json?: boolean; follow?: boolean; reconnectTimeout: number }, command: Command) => {
+  addFollowOptions(statusCommand).action(
+    async (
+      runId: string,
+      options: { json?: boolean; follow?: boolean; reconnectTimeout: number },
+      command: Command,
+    ) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       if (options.follow) {
         const interrupted = abortOnInterrupt();
@@ -83,11 +115,16 @@ function addStatusCommand(program: Command): void {
       const activity = report.activity;
       process.stdout.write(
         formatRunSummary(report) +
-          (report.status && report.execution === 'RUNNING' ? `stage: ${report.status.stage}${activity ? ` (${activity.stage ?? activity.type}${activity.total !== undefined ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.attempt > 1 ? `, attempt ${activity.attempt}` : ''})` : ''}\n` : '') +
+          (report.status && report.execution === 'RUNNING'
+            ? `stage: ${report.status.stage}${activity ? ` (${activity.stage ?? activity.type}${activity.total !== undefined ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.attempt > 1 ? `, attempt ${activity.attempt}` : ''})` : ''}\n`
+            : '') +
           (activity?.waiting ? `waiting: ${activity.waiting}\n` : '') +
-          (activity && activity.attempt > 1 && activity.lastFailure ? `attempt ${activity.attempt - 1} failed: ${activity.lastFailure}\n` : ''),
+          (activity && activity.attempt > 1 && activity.lastFailure
+            ? `attempt ${activity.attempt - 1} failed: ${activity.lastFailure}\n`
+            : ''),
       );
-    });
+    },
+  );
 }
 
 /** `rein pause RUN`, `rein stop RUN`: signals the run acts on at its next iteration boundary */
@@ -112,7 +149,9 @@ function addPauseAndStopCommands(program: Command): void {
 function addCancelCommand(program: Command): void {
   program
     .command('cancel')
-    .description('cancel a run now: its running stage is cancelled (rollouts, the update) and the run ends cancelled; `rein stop` ends it after the current iteration instead')
+    .description(
+      'cancel a run now: its running stage is cancelled (rollouts, the update) and the run ends cancelled; `rein stop` ends it after the current iteration instead',
+    )
     .argument('<run>', 'run id')
     .action(async (runId: string, _options: unknown, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
@@ -135,61 +174,69 @@ function addResumeCommand(program: Command): void {
     )
     .argument('<run>', 'run id')
     .option('--follow', 'show progress per stage until the run ends, then the final table (as `rein status --follow`)');
-  addFollowOptions(resumeCommand).action(async (runId: string, options: { follow?: boolean; reconnectTimeout: number }, command: Command) => {
-    const { config, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
-    const say = (line: string) => process.stdout.write(`${line}\n`);
-    const follow = (client: Client, abandoned?: Promise<string>, waitsForWorker = false) => {
-      const interrupted = abortOnInterrupt();
-      return followToEnd(client, runId, {
-        signal: interrupted.signal,
-        address: temporalConnectionOptions(config.temporal).address,
-        reconnectForMs: options.reconnectTimeout * 1000,
-        afterStop: waitsForWorker
-          ? `run ${runId} waits for a worker: \`rein dev\` picks it up where it was (then \`rein status ${runId} --follow\`); \`rein stop ${runId}\` ends it.`
-          : `run ${runId} goes on: \`rein status ${runId} --follow\` follows it again, \`rein stop ${runId}\` ends it.`,
-        ...(abandoned && { abandoned }),
-      }).finally(() => interrupted.dispose());
-    };
-    const execution = await withClient(config, async (client) => {
-      const status = await runExecutionStatus(client, runId);
-      if (status === 'RUNNING') {
-        await signalRun(client, runId, 'resume');
-        say(`resume sent to run ${runId}`);
-        if (options.follow) process.exitCode = await follow(client);
-      } else if (status === 'COMPLETED') {
-        await continueRun(client, runId); // refuses, saying why and what to do instead
+  addFollowOptions(resumeCommand).action(
+    async (runId: string, options: { follow?: boolean; reconnectTimeout: number }, command: Command) => {
+      const { config, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
+      const say = (line: string) => process.stdout.write(`${line}\n`);
+      const follow = (client: Client, abandoned?: Promise<string>, waitsForWorker = false) => {
+        const interrupted = abortOnInterrupt();
+        return followToEnd(client, runId, {
+          signal: interrupted.signal,
+          address: temporalConnectionOptions(config.temporal).address,
+          reconnectForMs: options.reconnectTimeout * 1000,
+          afterStop: waitsForWorker
+            ? `run ${runId} waits for a worker: \`rein dev\` picks it up where it was (then \`rein status ${runId} --follow\`); \`rein stop ${runId}\` ends it.`
+            : `run ${runId} goes on: \`rein status ${runId} --follow\` follows it again, \`rein stop ${runId}\` ends it.`,
+          ...(abandoned && { abandoned }),
+        }).finally(() => interrupted.dispose());
+      };
+      const execution = await withClient(config, async (client) => {
+        const status = await runExecutionStatus(client, runId);
+        if (status === 'RUNNING') {
+          await signalRun(client, runId, 'resume');
+          say(`resume sent to run ${runId}`);
+          if (options.follow) process.exitCode = await follow(client);
+        } else if (status === 'COMPLETED') {
+          await continueRun(client, runId); // refuses, saying why and what to do instead
+        }
+        return status;
+      });
+      if (execution === 'RUNNING' || execution === 'COMPLETED') return;
+      // A closed run that did not complete: continued as a new execution, which needs a worker.
+      const { client, services, close } = await connectOrStartServices(config, logger, say);
+      try {
+        const continued = await continueRun(client, runId, {
+          allowConcurrentPromotion: config.gate.concurrentRuns === 'allow',
+        });
+        say(continuationLine(continued));
+        const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
+        if (ui) say(`Web UI: ${workflowUrl(ui, config.temporal.namespace, runId, continued.executionRunId)}`);
+        if (!options.follow && !services) {
+          say(`Follow it with \`rein status ${runId} --follow\`.`);
+          return;
+        }
+        process.exitCode = await follow(client, services?.failed, services !== undefined);
+      } finally {
+        await close();
       }
-      return status;
-    });
-    if (execution === 'RUNNING' || execution === 'COMPLETED') return;
-    // A closed run that did not complete: continued as a new execution, which needs a worker.
-    const { client, services, close } = await connectOrStartServices(config, logger, say);
-    try {
-      const continued = await continueRun(client, runId, { allowConcurrentPromotion: config.gate.concurrentRuns === 'allow' });
-      say(continuationLine(continued));
-      const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
-      if (ui) say(`Web UI: ${workflowUrl(ui, config.temporal.namespace, runId, continued.executionRunId)}`);
-      if (!options.follow && !services) {
-        say(`Follow it with \`rein status ${runId} --follow\`.`);
-        return;
-      }
-      process.exitCode = await follow(client, services?.failed, services !== undefined);
-    } finally {
-      await close();
-    }
-  });
+    },
+  );
 }
 
 /** `rein policies` */
 function addPoliciesCommand(program: Command): void {
   program
     .command('policies')
-    .description('policy versions in the registry: lineage, real status (production, refused by the gate, ...), held-out success at their gate, trainer metrics')
+    .description(
+      'policy versions in the registry: lineage, real status (production, refused by the gate, ...), held-out success at their gate, trainer metrics',
+    )
     .option('--run <id>', 'only versions a run trained')
     .option('--json', 'print JSON')
     .action(async (options: { run?: string; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const policies = await withRegistry(storeLocation(config), (registry) => describePolicies(registry, options.run === undefined ? {} : { runId: options.run }));
+      const policies = await withRegistry(storeLocation(config), (registry) =>
+        describePolicies(registry, options.run === undefined ? {} : { runId: options.run }),
+      );
       if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
       const rows = policies.map((p) => [
         p.version,

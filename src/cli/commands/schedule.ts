@@ -1,6 +1,12 @@
 import { Option, type Command } from 'commander';
 import { promotionGuard, promotionMemo, trainingRunInput } from '../../client/runs.js';
-import { changeSchedule, createSchedule, listSchedules, OVERLAP_POLICIES, type OverlapPolicy } from '../../client/schedules.js';
+import {
+  changeSchedule,
+  createSchedule,
+  listSchedules,
+  OVERLAP_POLICIES,
+  type OverlapPolicy,
+} from '../../client/schedules.js';
 import { checkPaths, TASK_SET_KEYS } from '../../config/paths.js';
 import { cliContext, withClient, type GlobalOptions } from '../context.js';
 import { formatTable } from '../../text-table.js';
@@ -14,23 +20,54 @@ export function registerScheduleCommands(program: Command): void {
 
   const create = schedule
     .command('create')
-    .description("fire a training run from the config's run section on a schedule; a fire while the last run still goes on is skipped by default")
+    .description(
+      "fire a training run from the config's run section on a schedule; a fire while the last run still goes on is skipped by default",
+    )
     .argument('<name>', 'schedule id; each run is named <name>-<fire time>')
     .option('--every <duration>', 'an interval: 1d, 6h, 30m, 1h30m')
     .option('--cron <expression>', 'a cron expression, e.g. "0 3 * * *" (UTC)')
-    .addOption(new Option('--overlap <policy>', 'when a fire finds the previous run still going').choices(OVERLAP_POLICIES).default('skip'))
+    .addOption(
+      new Option('--overlap <policy>', 'when a fire finds the previous run still going')
+        .choices(OVERLAP_POLICIES)
+        .default('skip'),
+    )
     .option('--paused', 'create it paused')
     .option('--note <text>', 'why (shown in the list and the Web UI)');
   addRunSizeOptions(create).action(
-    async (name: string, options: { every?: string; cron?: string; overlap: OverlapPolicy; paused?: boolean; note?: string; iterations?: number; tasks?: number; samples?: number; heldout?: number }, command: Command) => {
+    async (
+      name: string,
+      options: {
+        every?: string;
+        cron?: string;
+        overlap: OverlapPolicy;
+        paused?: boolean;
+        note?: string;
+        iterations?: number;
+        tasks?: number;
+        samples?: number;
+        heldout?: number;
+      },
+      command: Command,
+    ) => {
       const loaded = cliContext(command.optsWithGlobals<GlobalOptions>());
       const { config, file } = loaded;
       checkPaths(loaded, TASK_SET_KEYS);
       const input = trainingRunInput(config, runOverrides(options), file ?? 'config');
       await withClient(config, (client) =>
-        createSchedule(client, config.temporal.taskQueue, { scheduleId: name, every: options.every, cron: options.cron, overlap: options.overlap, paused: options.paused, note: options.note, input, ...promotionMemo(input, promotionGuard(config)) }),
+        createSchedule(client, config.temporal.taskQueue, {
+          scheduleId: name,
+          every: options.every,
+          cron: options.cron,
+          overlap: options.overlap,
+          paused: options.paused,
+          note: options.note,
+          input,
+          ...promotionMemo(input, promotionGuard(config)),
+        }),
       );
-      process.stdout.write(`schedule ${name} created${options.paused ? ' (paused)' : ''}; \`rein schedule list\` shows its next runs\n`);
+      process.stdout.write(
+        `schedule ${name} created${options.paused ? ' (paused)' : ''}; \`rein schedule list\` shows its next runs\n`,
+      );
     },
   );
 
@@ -42,8 +79,16 @@ export function registerScheduleCommands(program: Command): void {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const schedules = await withClient(config, (client) => listSchedules(client));
       if (options.json) return void process.stdout.write(`${JSON.stringify(schedules, null, 2)}\n`);
-      const rows = schedules.map((s) => [s.scheduleId, s.paused ? `paused${s.note ? ` (${s.note})` : ''}` : 'active', s.spec, time(s.nextRuns[0]), s.recentRuns.at(-1)?.runId ?? '-']);
-      process.stdout.write(`${formatTable(['schedule', 'state', 'when', 'next run', 'last run'], rows)}\n${schedules.length === 0 ? '(no schedules: `rein schedule create NAME --every 1d`)\n' : ''}`);
+      const rows = schedules.map((s) => [
+        s.scheduleId,
+        s.paused ? `paused${s.note ? ` (${s.note})` : ''}` : 'active',
+        s.spec,
+        time(s.nextRuns[0]),
+        s.recentRuns.at(-1)?.runId ?? '-',
+      ]);
+      process.stdout.write(
+        `${formatTable(['schedule', 'state', 'when', 'next run', 'last run'], rows)}\n${schedules.length === 0 ? '(no schedules: `rein schedule create NAME --every 1d`)\n' : ''}`,
+      );
     });
 
   for (const [change, description, done] of [

@@ -28,9 +28,10 @@ export function registerServerCommand(program: Command, settings: ReinConfig): v
       );
       const outcome = await Promise.race([untilInterrupted(), server.exited.then((code) => ({ code }))]);
       if (typeof outcome === 'object') {
-        throw new Error(`the Temporal dev server exited unexpectedly (code ${String(outcome.code)}); see ${server.logFile}`);
+        throw new Error(
+          `the Temporal dev server exited unexpectedly (code ${String(outcome.code)}); see ${server.logFile}`,
+        );
       }
       await up.shutdown();
     });
 }
-

@@ -17,7 +17,9 @@ const say = (line: string) => process.stdout.write(`${line}\n`);
 function controlOrFail(config: ReinConfig): GatewayControlClient {
   const control = gatewayControlFromConfig(config.gateway);
   if (!control) {
-    throw new Error(`no gateway admin key here: set REIN_GATEWAY_ADMIN_KEY, or run this where the gateway wrote ${adminKeyFile(config.gateway)}`);
+    throw new Error(
+      `no gateway admin key here: set REIN_GATEWAY_ADMIN_KEY, or run this where the gateway wrote ${adminKeyFile(config.gateway)}`,
+    );
   }
   return control;
 }
@@ -26,7 +28,10 @@ function controlOrFail(config: ReinConfig): GatewayControlClient {
  * The full report from its artifact; undefined when this machine's artifact store is not the
  * worker's (another folder, another bucket). A report that changed after it was written is an error.
  */
-async function readReport(config: ReinConfig, stored: { uri: string; sha256: string }): Promise<ShadowReport | undefined> {
+async function readReport(
+  config: ReinConfig,
+  stored: { uri: string; sha256: string },
+): Promise<ShadowReport | undefined> {
   try {
     return JSON.parse((await artifactStoreFromConfig(config).get(stored.uri, stored)).toString('utf8')) as ShadowReport;
   } catch (err) {
@@ -45,34 +50,59 @@ const sampleRate = (value: string) => {
 export function registerShadowCommands(program: Command): void {
   const shadow = program
     .command('shadow')
-    .description("mirror production's calls to a candidate policy whose answers are recorded, never returned, and report how it would have acted");
+    .description(
+      "mirror production's calls to a candidate policy whose answers are recorded, never returned, and report how it would have acted",
+    );
 
   shadow
     .command('run')
-    .description('offline shadow run: the held-out tasks through the harness with production acting, every call mirrored to the candidate; then the report')
+    .description(
+      'offline shadow run: the held-out tasks through the harness with production acting, every call mirrored to the candidate; then the report',
+    )
     .argument('<candidate>', 'the candidate policy version (the gateway must serve it)')
     .option('--heldout <n>', 'run only the first n held-out tasks', positiveInteger)
     .option('--alias <alias>', 'the alias the harness asks for', PRODUCTION_ALIAS)
     .option('--json', 'print the run result and the full report as JSON')
-    .action(async (candidate: string, options: { heldout?: number; alias: string; json?: boolean }, command: Command) => {
-      const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const input = shadowRunInput(config, candidate, { heldoutLimit: options.heldout, alias: options.alias }, file ?? 'config');
-      // With --json, stdout is the JSON alone.
-      const { client, close } = await connectOrStartServices(config, logger, options.json ? (line) => process.stderr.write(`${line}\n`) : say);
-      try {
-        if (!options.json) say(`Running ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${input.alias} acting, every call mirrored to ${candidate}…`);
-        const result = await runShadow(client, config.temporal.taskQueue, input);
-        const report = await readReport(config, result.report);
-        if (options.json) return void say(JSON.stringify({ result, report: report ?? null }, null, 2));
-        const { rollouts } = result;
-        say(`${rollouts.total} rollouts (${Object.entries(rollouts.byStatus).map(([status, n]) => `${status} ${n}`).join(', ')}) acted by ${result.incumbent}; the mirror on ${result.alias} is cleared.`);
-        if (report) process.stdout.write(formatShadowReport(report));
-        else say(`${result.report.mirrored} mirrored calls, ${result.report.compared} compared, ${result.report.disagreed} disagreed`);
-        say(`Report: ${result.report.uri}`);
-      } finally {
-        await close();
-      }
-    });
+    .action(
+      async (candidate: string, options: { heldout?: number; alias: string; json?: boolean }, command: Command) => {
+        const { config, file, logger } = cliContext(command.optsWithGlobals<GlobalOptions>());
+        const input = shadowRunInput(
+          config,
+          candidate,
+          { heldoutLimit: options.heldout, alias: options.alias },
+          file ?? 'config',
+        );
+        // With --json, stdout is the JSON alone.
+        const { client, close } = await connectOrStartServices(
+          config,
+          logger,
+          options.json ? (line) => process.stderr.write(`${line}\n`) : say,
+        );
+        try {
+          if (!options.json)
+            say(
+              `Running ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${input.alias} acting, every call mirrored to ${candidate}…`,
+            );
+          const result = await runShadow(client, config.temporal.taskQueue, input);
+          const report = await readReport(config, result.report);
+          if (options.json) return void say(JSON.stringify({ result, report: report ?? null }, null, 2));
+          const { rollouts } = result;
+          say(
+            `${rollouts.total} rollouts (${Object.entries(rollouts.byStatus)
+              .map(([status, n]) => `${status} ${n}`)
+              .join(', ')}) acted by ${result.incumbent}; the mirror on ${result.alias} is cleared.`,
+          );
+          if (report) process.stdout.write(formatShadowReport(report));
+          else
+            say(
+              `${result.report.mirrored} mirrored calls, ${result.report.compared} compared, ${result.report.disagreed} disagreed`,
+            );
+          say(`Report: ${result.report.uri}`);
+        } finally {
+          await close();
+        }
+      },
+    );
 
   shadow
     .command('start')
@@ -83,8 +113,12 @@ export function registerShadowCommands(program: Command): void {
     .action(async (candidate: string, options: { alias: string; rate: number }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const mirror = await controlOrFail(config).setMirror(options.alias, candidate, options.rate);
-      say(`Mirroring ${mirror.sampleRate < 1 ? `${(100 * mirror.sampleRate).toFixed(1)}% of the rollouts of ` : ''}${mirror.alias} (served by ${mirror.incumbent}) to ${mirror.candidate}: its answers are recorded, never returned.`);
-      say(`Calls of pinned rollouts (training, held-out replay) are not mirrored. \`rein shadow report ${mirror.candidate}\` reports, \`rein shadow stop\` stops.`);
+      say(
+        `Mirroring ${mirror.sampleRate < 1 ? `${(100 * mirror.sampleRate).toFixed(1)}% of the rollouts of ` : ''}${mirror.alias} (served by ${mirror.incumbent}) to ${mirror.candidate}: its answers are recorded, never returned.`,
+      );
+      say(
+        `Calls of pinned rollouts (training, held-out replay) are not mirrored. \`rein shadow report ${mirror.candidate}\` reports, \`rein shadow stop\` stops.`,
+      );
     });
 
   shadow
@@ -99,12 +133,16 @@ export function registerShadowCommands(program: Command): void {
       await control.clearMirror(options.alias).catch((err: { code?: string }) => {
         if (err.code !== 'mirror_not_found') throw err;
       });
-      say(`Stopped mirroring ${options.alias} to ${mirror.candidate}. \`rein shadow report ${mirror.candidate}\` reports what it would have done.`);
+      say(
+        `Stopped mirroring ${options.alias} to ${mirror.candidate}. \`rein shadow report ${mirror.candidate}\` reports what it would have done.`,
+      );
     });
 
   shadow
     .command('report')
-    .description("what the candidate would have done on every call mirrored to it, against production's actions, split by the rollouts' rewards")
+    .description(
+      "what the candidate would have done on every call mirrored to it, against production's actions, split by the rollouts' rewards",
+    )
     .argument('<candidate>', 'the candidate policy version')
     .option('--json', 'print the report as JSON')
     .action(async (candidate: string, options: { json?: boolean }, command: Command) => {
@@ -114,7 +152,10 @@ export function registerShadowCommands(program: Command): void {
         const report = await shadowReport(store, { candidate });
         if (options.json) return void say(JSON.stringify(report, null, 2));
         process.stdout.write(formatShadowReport(report));
-        if (report.mirrored === 0) say(`Nothing was mirrored to ${candidate} yet: \`rein shadow start ${candidate}\` mirrors live traffic, \`rein shadow run ${candidate}\` the held-out tasks.`);
+        if (report.mirrored === 0)
+          say(
+            `Nothing was mirrored to ${candidate} yet: \`rein shadow start ${candidate}\` mirrors live traffic, \`rein shadow run ${candidate}\` the held-out tasks.`,
+          );
       } finally {
         await store.close();
       }

@@ -8,7 +8,9 @@ export function registerWorkerCommand(program: Command, settings: ReinConfig): v
     .command('worker')
     .description(
       `run a Rein worker (workflows and activities) against the Temporal server at ${temporalAddress(settings)}` +
-        (settings.worker.metricsPort === undefined ? '' : `, with Prometheus metrics on ${listenAddress(settings.worker.metricsHost, settings.worker.metricsPort)}`),
+        (settings.worker.metricsPort === undefined
+          ? ''
+          : `, with Prometheus metrics on ${listenAddress(settings.worker.metricsHost, settings.worker.metricsPort)}`),
     )
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());

@@ -16,25 +16,55 @@ export type ChartElement = HTMLElement & { uplot?: uPlot };
  * A line chart over iterations. `band`: two series' indexes (upper, lower) whose gap is shaded,
  * e.g. the gate's interval. Points are drawn, since a run has few iterations.
  */
-export function iterationChart(id: string, title: string, iterations: number[], series: Series[], options: { band?: [number, number]; percent?: boolean } = {}): ChartElement {
+export function iterationChart(
+  id: string,
+  title: string,
+  iterations: number[],
+  series: Series[],
+  options: { band?: [number, number]; percent?: boolean } = {},
+): ChartElement {
   const element: ChartElement = h('div', { class: 'chart', 'data-chart': id }, h('h3', {}, title));
-  const format = (v: number | null) => (v === null ? '–' : options.percent ? `${(v * 100).toFixed(1)}%` : Number.isInteger(v) ? String(v) : v.toPrecision(4));
+  const format = (v: number | null) =>
+    v === null
+      ? '–'
+      : options.percent
+        ? `${(v * 100).toFixed(1)}%`
+        : Number.isInteger(v)
+          ? String(v)
+          : v.toPrecision(4);
   const opts: uPlot.Options = {
     width: 420,
     height: 200,
     // A flat series (a loss of 0 throughout) gets a small range around it, not uPlot's 0..100.
-    scales: { x: { time: false }, y: options.percent ? { range: [0, 1] } : { range: (_u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)) } },
+    scales: {
+      x: { time: false },
+      y: options.percent
+        ? { range: [0, 1] }
+        : { range: (_u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)) },
+    },
     // Ticks short enough for the axis (three significant digits); the legend shows the values whole.
     axes: [
       { label: 'iteration', values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) },
-      { values: (_u, ticks) => ticks.map((t) => (options.percent ? `${Math.round(t * 100)}%` : String(Number(t.toPrecision(3))))), size: 64 },
+      {
+        values: (_u, ticks) =>
+          ticks.map((t) => (options.percent ? `${Math.round(t * 100)}%` : String(Number(t.toPrecision(3))))),
+        size: 64,
+      },
     ],
     series: [
       { label: 'iteration' },
       ...series.map((s, i) => {
         const inBand = options.band?.includes(i + 1);
         const colour = inBand ? '#9aa4b2' : (COLOURS[i % COLOURS.length] as string);
-        return { label: s.label, stroke: colour, width: inBand ? 1 : 2, dash: inBand ? [4, 4] : undefined, points: { show: true, size: inBand ? 3 : 7 }, spanGaps: true, value: (_u: uPlot, v: number | null) => format(v) };
+        return {
+          label: s.label,
+          stroke: colour,
+          width: inBand ? 1 : 2,
+          dash: inBand ? [4, 4] : undefined,
+          points: { show: true, size: inBand ? 3 : 7 },
+          spanGaps: true,
+          value: (_u: uPlot, v: number | null) => format(v),
+        };
       }),
     ],
     ...(options.band && { bands: [{ series: options.band, fill: 'rgba(47, 111, 223, 0.12)' }] }),

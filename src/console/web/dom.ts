@@ -18,22 +18,56 @@ export function h(tag: string, attributes: Attributes = {}, ...children: Array<C
 }
 
 /** A table from column headings and rows of cells. */
-export function table(headings: string[], rows: Array<Array<Child | Child[]>>, attributes: Attributes = {}): HTMLElement {
-  return h('table', attributes, h('thead', {}, h('tr', {}, headings.map((t) => h('th', {}, t)))), h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((c) => h('td', {}, c))))));
+export function table(
+  headings: string[],
+  rows: Array<Array<Child | Child[]>>,
+  attributes: Attributes = {},
+): HTMLElement {
+  return h(
+    'table',
+    attributes,
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        headings.map((t) => h('th', {}, t)),
+      ),
+    ),
+    h(
+      'tbody',
+      {},
+      rows.map((cells) =>
+        h(
+          'tr',
+          {},
+          cells.map((c) => h('td', {}, c)),
+        ),
+      ),
+    ),
+  );
 }
 
 /** A definition list of facts: label, value. */
 export function facts(entries: Array<[string, Child | Child[]]>): HTMLElement {
-  return h('dl', { class: 'facts' }, entries.flatMap(([label, value]) => [h('dt', {}, label), h('dd', {}, value)]));
+  return h(
+    'dl',
+    { class: 'facts' },
+    entries.flatMap(([label, value]) => [h('dt', {}, label), h('dd', {}, value)]),
+  );
 }
 
 export const link = (href: string, text: string, attributes: Attributes = {}) => h('a', { href, ...attributes }, text);
 
 export const pct = (x: number | null | undefined) => (x === null || x === undefined ? '–' : `${(x * 100).toFixed(1)}%`);
-export const num = (x: number | null | undefined, digits = 3) => (x === null || x === undefined ? '–' : Number.isInteger(x) ? String(x) : x.toFixed(digits));
-export const ms = (x: number | null | undefined) => (x === null || x === undefined ? '–' : x >= 1000 ? `${(x / 1000).toFixed(2)} s` : `${Math.round(x)} ms`);
+export const num = (x: number | null | undefined, digits = 3) =>
+  x === null || x === undefined ? '–' : Number.isInteger(x) ? String(x) : x.toFixed(digits);
+export const ms = (x: number | null | undefined) =>
+  x === null || x === undefined ? '–' : x >= 1000 ? `${(x / 1000).toFixed(2)} s` : `${Math.round(x)} ms`;
 export const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–');
 export const verdict = (v: string | null | undefined) => (v ? h('span', { class: v }, v.toUpperCase()) : '–');
 
 /** JSON shown as text, for the parts of a record with no page of their own. */
-export const json = (value: unknown) => h('pre', {}, typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+export const json = (value: unknown) =>
+  h('pre', {}, typeof value === 'string' ? value : JSON.stringify(value, null, 2));

@@ -30,7 +30,13 @@ async function render(): Promise<void> {
   try {
     if (!found) throw new Error(`no page ${hash}`);
     const [match, page] = found;
-    await page(context, ...match!.slice(1).filter((p): p is string => p !== undefined && p !== 'runs').map(decodeURIComponent));
+    await page(
+      context,
+      ...match!
+        .slice(1)
+        .filter((p): p is string => p !== undefined && p !== 'runs')
+        .map(decodeURIComponent),
+    );
   } catch (err) {
     if (context.left()) return;
     if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
@@ -43,7 +49,13 @@ async function render(): Promise<void> {
 
 /** The admin key, asked once per tab and kept in sessionStorage. */
 function login(root: HTMLElement, problem?: string): void {
-  const input = h('input', { type: 'password', name: 'key', autocomplete: 'current-password', placeholder: 'rein-admin-…', required: true }) as HTMLInputElement;
+  const input = h('input', {
+    type: 'password',
+    name: 'key',
+    autocomplete: 'current-password',
+    placeholder: 'rein-admin-…',
+    required: true,
+  }) as HTMLInputElement;
   const message = h('p', { class: 'error' }, problem ?? '');
   const form = h(
     'form',

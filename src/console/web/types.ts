@@ -3,4 +3,20 @@
  * (src/api/answers.ts), the same ones /openapi.json is built from. Type-only: nothing of the
  * server is bundled.
  */
-export type { AliasChange, Aliases, Call, Decision, DecisionPair, Gate, IterationView, Items, LedgerEntry, PairSide, RolloutEvent, RolloutView, RunListing, RunReport, RunView } from '../../api/answers.js';
+export type {
+  AliasChange,
+  Aliases,
+  Call,
+  Decision,
+  DecisionPair,
+  Gate,
+  IterationView,
+  Items,
+  LedgerEntry,
+  PairSide,
+  RolloutEvent,
+  RolloutView,
+  RunListing,
+  RunReport,
+  RunView,
+} from '../../api/answers.js';

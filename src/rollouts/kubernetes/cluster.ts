@@ -15,7 +15,10 @@ export interface HarnessCluster {
   templateText(): string;
 }
 
-export function harnessCluster(settings: KubernetesHarnessSettings, options: { kubeConfig?: KubeConfig | undefined; apiTries?: number | undefined }): HarnessCluster {
+export function harnessCluster(
+  settings: KubernetesHarnessSettings,
+  options: { kubeConfig?: KubeConfig | undefined; apiTries?: number | undefined },
+): HarnessCluster {
   let kubeConfig = options.kubeConfig;
   let clients: { batch: BatchV1Api; core: CoreV1Api } | undefined;
   let template: string | undefined;

@@ -14,7 +14,9 @@ export async function executorProblems(cluster: HarnessCluster): Promise<string[
   try {
     text = cluster.templateText();
   } catch (err) {
-    return [`harness.kubernetes.template: ${settings.template} cannot be read (${(err as NodeJS.ErrnoException).code}); give the path of a Job manifest`];
+    return [
+      `harness.kubernetes.template: ${settings.template} cannot be read (${(err as NodeJS.ErrnoException).code}); give the path of a Job manifest`,
+    ];
   }
   const problems = templateProblems(text, settings);
   try {
@@ -22,7 +24,9 @@ export async function executorProblems(cluster: HarnessCluster): Promise<string[
   } catch (err) {
     const status = statusOf(err);
     if (status === 401 || status === 403) {
-      problems.push(`harness.kubernetes: the API server refused to list Jobs in namespace ${namespace} (${status}); give the credentials access (${RBAC})`);
+      problems.push(
+        `harness.kubernetes: the API server refused to list Jobs in namespace ${namespace} (${status}); give the credentials access (${RBAC})`,
+      );
     } else if (status === undefined && err instanceof Error && /kubeconfig|context|cluster/i.test(err.message)) {
       problems.push(`harness.kubernetes: no usable Kubernetes config: ${err.message}`);
     } else {
@@ -46,8 +50,14 @@ async function serverProblems(cluster: HarnessCluster, text: string): Promise<st
     return [];
   } catch (err) {
     const status = statusOf(err);
-    if (status === 400 || status === 422) return [`harness.kubernetes.template: the API server refuses the Job this template makes (${status}): ${messageOf(err)}`];
-    if (status === 403) return [`harness.kubernetes: the API server refused to create Jobs in namespace ${namespace} (403); give the credentials access (${RBAC})`];
+    if (status === 400 || status === 422)
+      return [
+        `harness.kubernetes.template: the API server refuses the Job this template makes (${status}): ${messageOf(err)}`,
+      ];
+    if (status === 403)
+      return [
+        `harness.kubernetes: the API server refused to create Jobs in namespace ${namespace} (403); give the credentials access (${RBAC})`,
+      ];
     // Busy, or a Job of that name exists: the real creates will say, each for its rollout.
     return [];
   }

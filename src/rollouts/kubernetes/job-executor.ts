@@ -22,7 +22,10 @@ export interface KubernetesExecutorOptions {
   apiTries?: number;
 }
 
-export function kubernetesExecutor(settings: KubernetesHarnessSettings, options: KubernetesExecutorOptions = {}): HarnessExecutor {
+export function kubernetesExecutor(
+  settings: KubernetesHarnessSettings,
+  options: KubernetesExecutorOptions = {},
+): HarnessExecutor {
   const cluster = harnessCluster(settings, options);
   const { namespace } = cluster;
   let watching: Promise<Watching> | undefined;
@@ -39,7 +42,12 @@ export function kubernetesExecutor(settings: KubernetesHarnessSettings, options:
       const { issued } = launch;
       let job: V1Job;
       try {
-        job = renderJob(cluster.templateText(), settings, { rolloutId: issued.rollout.id, attempt: issued.attempt, taskId: issued.rollout.taskId ?? '', env: harnessEnv(launch) });
+        job = renderJob(cluster.templateText(), settings, {
+          rolloutId: issued.rollout.id,
+          attempt: issued.attempt,
+          taskId: issued.rollout.taskId ?? '',
+          env: harnessEnv(launch),
+        });
       } catch (err) {
         if (!(err instanceof JobTemplateError)) throw err;
         return lostRun({ failureClass: 'environment', reason: err.message }, namespace);
@@ -94,5 +102,14 @@ function harnessEnv(launch: HarnessLaunch): Record<string, string> {
 }
 
 function lostRun(problem: NonNullable<HarnessRun['problem']>, namespace: string): HarnessRun {
-  return { exitCode: null, killedBy: null, timedOut: false, cancelled: false, problem, logTail: '', seconds: 0, where: { namespace } };
+  return {
+    exitCode: null,
+    killedBy: null,
+    timedOut: false,
+    cancelled: false,
+    problem,
+    logTail: '',
+    seconds: 0,
+    where: { namespace },
+  };
 }

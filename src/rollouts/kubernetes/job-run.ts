@@ -7,21 +7,35 @@ import type { HarnessCluster } from './cluster.js';
 import { newestPod, type Watching } from './job-watch.js';
 
 /** The container cannot start, and waiting will not change that: the spec or the image must be fixed. */
-const HOPELESS_WAITING = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'CreateContainerConfigError', 'CreateContainerError', 'ErrImageNeverPull']);
+const HOPELESS_WAITING = new Set([
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+  'ErrImageNeverPull',
+]);
 const LOG_TAIL_LINES = 200;
 
 /**
  * Follows one rollout attempt's Job to its end, on the informers' changes: the run's timeout
  * starts when its container starts running; time spent pending has its own limit.
  */
-export function followJob(cluster: HarnessCluster, jobName: string, launch: HarnessLaunch, watch: Watching): Promise<HarnessRun> {
+export function followJob(
+  cluster: HarnessCluster,
+  jobName: string,
+  launch: HarnessLaunch,
+  watch: Watching,
+): Promise<HarnessRun> {
   return new Promise<HarnessRun>((resolve) => new JobRun(cluster, jobName, launch, watch, resolve).start());
 }
 
 /** Deletes a Job and its pods; one already gone is fine. */
 export async function deleteJob(cluster: HarnessCluster, name: string): Promise<void> {
   try {
-    await cluster.apis().batch.deleteNamespacedJob({ name, namespace: cluster.namespace, propagationPolicy: 'Background' });
+    await cluster
+      .apis()
+      .batch.deleteNamespacedJob({ name, namespace: cluster.namespace, propagationPolicy: 'Background' });
   } catch (err) {
     if (statusOf(err) !== 404) throw err;
   }
@@ -63,7 +77,11 @@ class JobRun {
   }
 
   private where(pod?: V1Pod): HarnessRun['where'] {
-    return { namespace: this.cluster.namespace, job: this.jobName, ...(pod?.metadata?.name && { pod: pod.metadata.name, node: pod.spec?.nodeName }) };
+    return {
+      namespace: this.cluster.namespace,
+      job: this.jobName,
+      ...(pod?.metadata?.name && { pod: pod.metadata.name, node: pod.spec?.nodeName }),
+    };
   }
 
   private pendingTooLong(): void {
@@ -74,7 +92,16 @@ class JobRun {
       : scheduled?.status === 'False'
         ? `${scheduled.reason}: ${scheduled.message ?? ''}`
         : (this.container(pod)?.state?.waiting?.reason ?? pod.status?.phase ?? 'Pending');
-    this.end({ problem: { failureClass: 'infrastructure', reason: `the harness pod did not start within ${this.cluster.settings.pendingTimeoutSeconds} s (${why})` } }, pod, true);
+    this.end(
+      {
+        problem: {
+          failureClass: 'infrastructure',
+          reason: `the harness pod did not start within ${this.cluster.settings.pendingTimeoutSeconds} s (${why})`,
+        },
+      },
+      pod,
+      true,
+    );
   }
 
   /** Re-reads the Job and its pod after a change (or its deletion) and ends the run when they say it is over. */
@@ -83,7 +110,16 @@ class JobRun {
     const job = this.watch.jobs.get(this.jobName, this.cluster.namespace);
     const pod = this.pod();
     if (deleted || (!job && this.seen)) {
-      return this.end({ problem: { failureClass: 'infrastructure', reason: `Job ${this.jobName} was deleted while its rollout ran (not by Rein)` } }, pod, false);
+      return this.end(
+        {
+          problem: {
+            failureClass: 'infrastructure',
+            reason: `Job ${this.jobName} was deleted while its rollout ran (not by Rein)`,
+          },
+        },
+        pod,
+        false,
+      );
     }
     if (!job) return; // created, not yet seen by the informer
     this.seen = true;
@@ -91,7 +127,16 @@ class JobRun {
     this.noteStart(container);
     const waiting = container?.state?.waiting;
     if (waiting?.reason && HOPELESS_WAITING.has(waiting.reason)) {
-      return this.end({ problem: { failureClass: 'environment', reason: `the harness container cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}` } }, pod, true);
+      return this.end(
+        {
+          problem: {
+            failureClass: 'environment',
+            reason: `the harness container cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`,
+          },
+        },
+        pod,
+        true,
+      );
     }
     const outcome = outcomeOf(job, pod, container);
     if (outcome) this.end(outcome, pod, false);
@@ -99,7 +144,9 @@ class JobRun {
 
   /** The container started running: the pending limit ends and the run's own timeout begins. */
   private noteStart(container: V1ContainerStatus | undefined): void {
-    const running = container?.state?.running ?? (container?.state?.terminated && { startedAt: container.state.terminated.startedAt });
+    const running =
+      container?.state?.running ??
+      (container?.state?.terminated && { startedAt: container.state.terminated.startedAt });
     if (!running || this.startedAt !== null) return;
     const startedAt = running.startedAt ? new Date(running.startedAt).getTime() : Date.now();
     this.startedAt = startedAt;
@@ -117,25 +164,46 @@ class JobRun {
     this.launch.signal?.removeEventListener('abort', this.onAbort);
     void this.collect(pod, removeJob).then(({ logTail, finishedAt }) => {
       const seconds = this.startedAt === null ? 0 : ((finishedAt ?? Date.now()) - this.startedAt) / 1000;
-      this.resolve({ exitCode: null, killedBy: null, timedOut: false, cancelled: false, problem: null, ...run, logTail, where: this.where(pod), seconds });
+      this.resolve({
+        exitCode: null,
+        killedBy: null,
+        timedOut: false,
+        cancelled: false,
+        problem: null,
+        ...run,
+        logTail,
+        where: this.where(pod),
+        seconds,
+      });
     });
   }
 
   /** The end of the pod's log and its termination message (the harness's output), then the Job goes if asked. */
-  private async collect(seenPod: V1Pod | undefined, removeJob: boolean): Promise<{ logTail: string; finishedAt: number | undefined }> {
+  private async collect(
+    seenPod: V1Pod | undefined,
+    removeJob: boolean,
+  ): Promise<{ logTail: string; finishedAt: number | undefined }> {
     const { namespace, settings } = this.cluster;
     let pod = seenPod;
     // Jobs and pods come on separate watches: the Job can be Complete before the pod's
     // termination (and its message, the harness's output) reaches the pod informer.
     if (pod?.metadata?.name && !this.container(pod)?.state?.terminated) {
-      pod = await this.cluster.apis().core.readNamespacedPod({ name: pod.metadata.name, namespace }).catch(() => pod);
+      pod = await this.cluster
+        .apis()
+        .core.readNamespacedPod({ name: pod.metadata.name, namespace })
+        .catch(() => pod);
     }
     const terminated = this.container(pod)?.state?.terminated;
     if (terminated?.message) writeFileSync(this.launch.outputFile, terminated.message);
     let logTail = '';
     if (pod?.metadata?.name && (terminated || this.container(pod)?.state?.running)) {
       try {
-        const log = await this.cluster.apis().core.readNamespacedPodLog({ name: pod.metadata.name, namespace, tailLines: LOG_TAIL_LINES, ...(settings.container && { container: settings.container }) });
+        const log = await this.cluster.apis().core.readNamespacedPodLog({
+          name: pod.metadata.name,
+          namespace,
+          tailLines: LOG_TAIL_LINES,
+          ...(settings.container && { container: settings.container }),
+        });
         writeFileSync(path.join(this.launch.dir, `harness-${this.launch.issued.attempt}.log`), log);
         logTail = log.slice(-2000);
       } catch (err) {
@@ -148,7 +216,11 @@ class JobRun {
 }
 
 /** How a finished Job's run ended; undefined while it runs. */
-function outcomeOf(job: V1Job, pod: V1Pod | undefined, container: V1ContainerStatus | undefined): Partial<HarnessRun> | undefined {
+function outcomeOf(
+  job: V1Job,
+  pod: V1Pod | undefined,
+  container: V1ContainerStatus | undefined,
+): Partial<HarnessRun> | undefined {
   const condition = (type: string) => job.status?.conditions?.find((c) => c.type === type && c.status === 'True');
   if (condition('Complete')) return { exitCode: 0 };
   const failed = condition('Failed');
@@ -156,8 +228,17 @@ function outcomeOf(job: V1Job, pod: V1Pod | undefined, container: V1ContainerSta
   if (failed.reason === 'DeadlineExceeded') return { timedOut: true, killedBy: 'SIGTERM' };
   const terminated = container?.state?.terminated;
   if (pod?.status?.reason === 'Evicted' || !terminated) {
-    const why = pod?.status?.reason ? `${pod.status.reason}: ${pod.status.message ?? ''}` : `${failed.reason}: ${failed.message ?? ''}`;
+    const why = pod?.status?.reason
+      ? `${pod.status.reason}: ${pod.status.message ?? ''}`
+      : `${failed.reason}: ${failed.message ?? ''}`;
     return { problem: { failureClass: 'infrastructure', reason: `the harness pod was lost (${why.trim()})` } };
   }
-  return { exitCode: terminated.exitCode, killedBy: terminated.signal ? `signal ${terminated.signal}` : terminated.reason === 'OOMKilled' ? 'OOMKilled' : null };
+  return {
+    exitCode: terminated.exitCode,
+    killedBy: terminated.signal
+      ? `signal ${terminated.signal}`
+      : terminated.reason === 'OOMKilled'
+        ? 'OOMKilled'
+        : null,
+  };
 }

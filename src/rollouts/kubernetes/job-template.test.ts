@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { jobNameFor, kubernetesHarnessSchema, renderJob, rolloutLabel, templateProblems } from './job-template.js';
 
-const settings = kubernetesHarnessSchema.parse({ template: 'job.yaml', image: 'registry.example/agent@sha256:abc', namespace: 'agents' });
+const settings = kubernetesHarnessSchema.parse({
+  template: 'job.yaml',
+  image: 'registry.example/agent@sha256:abc',
+  namespace: 'agents',
+});
 const template = `
 apiVersion: batch/v1
 kind: Job
@@ -22,7 +26,12 @@ spec:
         - name: sidecar
           image: busybox
 `;
-const identity = { rolloutId: 'Batch.Task: 7.0', attempt: 2, taskId: 'task "7": {{jobName}}', env: { OPENAI_API_KEY: 'rk-secret', REIN_TASK: '{"q":1}' } };
+const identity = {
+  rolloutId: 'Batch.Task: 7.0',
+  attempt: 2,
+  taskId: 'task "7": {{jobName}}',
+  env: { OPENAI_API_KEY: 'rk-secret', REIN_TASK: '{"q":1}' },
+};
 
 describe('the Job of a rollout attempt', () => {
   it("keeps the user's template and adds the rollout's identity, credentials and Rein's settings", () => {
@@ -32,7 +41,12 @@ describe('the Job of a rollout attempt', () => {
     expect(job.metadata).toMatchObject({
       name,
       namespace: 'agents',
-      labels: { team: 'support', 'app.kubernetes.io/managed-by': 'rein', 'rein.dev/rollout': rolloutLabel(identity.rolloutId), 'rein.dev/attempt': '2' },
+      labels: {
+        team: 'support',
+        'app.kubernetes.io/managed-by': 'rein',
+        'rein.dev/rollout': rolloutLabel(identity.rolloutId),
+        'rein.dev/attempt': '2',
+      },
       annotations: { 'rein.dev/rollout-id': identity.rolloutId },
     });
     expect(job.spec).toMatchObject({ backoffLimit: 0, ttlSecondsAfterFinished: 3600, activeDeadlineSeconds: 3600 });
@@ -41,7 +55,11 @@ describe('the Job of a rollout attempt', () => {
     const [agent, sidecar] = job.spec?.template.spec?.containers ?? [];
     // A placeholder's value is text, never more template: {{jobName}} inside the task id stays as written.
     expect(agent?.args).toEqual(['--task-id', 'task "7": {{jobName}}', '--run', 'Batch.Task: 7.0/2']);
-    expect(agent).toMatchObject({ image: settings.image, terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'FallbackToLogsOnError' });
+    expect(agent).toMatchObject({
+      image: settings.image,
+      terminationMessagePath: '/dev/termination-log',
+      terminationMessagePolicy: 'FallbackToLogsOnError',
+    });
     // Rein's variables win over the template's; the rest of the template's stay.
     expect(agent?.env).toEqual([
       { name: 'LOG_LEVEL', value: 'debug' },
@@ -50,7 +68,8 @@ describe('the Job of a rollout attempt', () => {
       { name: 'REIN_OUTPUT_FILE', value: '/dev/termination-log' },
     ]);
     expect(sidecar).toEqual({ name: 'sidecar', image: 'busybox' });
-    const named = renderJob(template, { ...settings, container: 'sidecar' }, identity).spec?.template.spec?.containers[1];
+    const named = renderJob(template, { ...settings, container: 'sidecar' }, identity).spec?.template.spec
+      ?.containers[1];
     expect(named?.env?.map((e) => e.name)).toContain('OPENAI_API_KEY');
   });
 
@@ -58,11 +77,21 @@ describe('the Job of a rollout attempt', () => {
     expect(templateProblems(template, settings)).toEqual([]);
     const problems = (text: string, extra = {}) => templateProblems(text, { ...settings, ...extra }).join('\n');
     expect(problems('kind: Job\n  bad: [')).toMatch(/not valid YAML/);
-    expect(problems('apiVersion: v1\nkind: Pod\nspec: {}')).toMatch(/must be apiVersion batch\/v1, kind Job \(got v1, Pod\).*has no spec.template.spec.containers/s);
-    expect(problems(template.replace('{{image}}', '{{imageDigest}}'))).toMatch(/uses \{\{imageDigest\}\}, which Rein does not know; the placeholders are \{\{rolloutId\}\}/);
-    expect(problems(template.replace('serviceAccountName: agent', 'restartPolicy: OnFailure'))).toMatch(/sets restartPolicy OnFailure; remove it/);
-    expect(problems(template.replace('activeDeadlineSeconds: 3600', 'backoffLimit: 3'))).toMatch(/sets backoffLimit 3; remove it \(Rein retries as new attempts/);
+    expect(problems('apiVersion: v1\nkind: Pod\nspec: {}')).toMatch(
+      /must be apiVersion batch\/v1, kind Job \(got v1, Pod\).*has no spec.template.spec.containers/s,
+    );
+    expect(problems(template.replace('{{image}}', '{{imageDigest}}'))).toMatch(
+      /uses \{\{imageDigest\}\}, which Rein does not know; the placeholders are \{\{rolloutId\}\}/,
+    );
+    expect(problems(template.replace('serviceAccountName: agent', 'restartPolicy: OnFailure'))).toMatch(
+      /sets restartPolicy OnFailure; remove it/,
+    );
+    expect(problems(template.replace('activeDeadlineSeconds: 3600', 'backoffLimit: 3'))).toMatch(
+      /sets backoffLimit 3; remove it \(Rein retries as new attempts/,
+    );
     expect(problems(template.replace('activeDeadlineSeconds: 3600', 'parallelism: 4'))).toMatch(/must run one pod/);
-    expect(problems(template, { container: 'harness' })).toMatch(/has no container named "harness" \(it has agent, sidecar\)/);
+    expect(problems(template, { container: 'harness' })).toMatch(
+      /has no container named "harness" \(it has agent, sidecar\)/,
+    );
   });
 });

@@ -2,7 +2,14 @@ import { createHash } from 'node:crypto';
 import type { V1Container, V1Job, V1PodSpec } from '@kubernetes/client-node';
 import { z } from 'zod';
 import { clusterSettingsShape, dnsLabel } from '../../kubernetes/settings.js';
-import { jobTemplateProblems, MANAGED_BY_LABEL, overlayJob, programContainer, withReinEnvironment, type TemplateRules } from '../../kubernetes/job-overlay.js';
+import {
+  jobTemplateProblems,
+  MANAGED_BY_LABEL,
+  overlayJob,
+  programContainer,
+  withReinEnvironment,
+  type TemplateRules,
+} from '../../kubernetes/job-overlay.js';
 import { fillPlaceholders, JobTemplateError, parseTemplate } from '../../kubernetes/template.js';
 
 /**
@@ -11,13 +18,36 @@ import { fillPlaceholders, JobTemplateError, parseTemplate } from '../../kuberne
  * credentials as environment variables) and the settings it depends on (kubernetes/job-overlay.ts).
  */
 export const kubernetesHarnessSchema = z.strictObject({
-  template: z.string().min(1).describe('A Job manifest (YAML) with {{placeholders}}; a path relative to the config file'),
-  image: z.string().min(1).describe('The harness image, for {{image}} and containers without one; pin a digest (name@sha256:...) so the harness version is exact'),
+  template: z
+    .string()
+    .min(1)
+    .describe('A Job manifest (YAML) with {{placeholders}}; a path relative to the config file'),
+  image: z
+    .string()
+    .min(1)
+    .describe(
+      'The harness image, for {{image}} and containers without one; pin a digest (name@sha256:...) so the harness version is exact',
+    ),
   namespace: dnsLabel.default('default').describe('Where the Jobs are created'),
   container: z.string().min(1).optional().describe('The container that runs the harness (the first one when unset)'),
-  timeoutSeconds: z.number().positive().max(86_400).default(600).describe('Per run, counted from the moment the container starts running (not while pending)'),
-  pendingTimeoutSeconds: z.number().positive().max(86_400).default(600).describe('Longest wait for the pod to be scheduled and start; then it counts as an infrastructure failure'),
-  ttlSecondsAfterFinished: z.number().int().min(0).default(3600).describe('Kubernetes deletes a finished Job (and its pods) this long after it ends'),
+  timeoutSeconds: z
+    .number()
+    .positive()
+    .max(86_400)
+    .default(600)
+    .describe('Per run, counted from the moment the container starts running (not while pending)'),
+  pendingTimeoutSeconds: z
+    .number()
+    .positive()
+    .max(86_400)
+    .default(600)
+    .describe('Longest wait for the pod to be scheduled and start; then it counts as an infrastructure failure'),
+  ttlSecondsAfterFinished: z
+    .number()
+    .int()
+    .min(0)
+    .default(3600)
+    .describe('Kubernetes deletes a finished Job (and its pods) this long after it ends'),
   ...clusterSettingsShape,
 });
 export type KubernetesHarnessSettings = z.output<typeof kubernetesHarnessSchema>;
@@ -27,7 +57,6 @@ export const ATTEMPT_LABEL = 'rein.dev/attempt';
 export const ROLLOUT_ANNOTATION = 'rein.dev/rollout-id';
 
 type Placeholder = 'rolloutId' | 'attempt' | 'jobName' | 'namespace' | 'image' | 'taskId';
-
 
 /** Label values are short and plain; a rollout id may be neither, so the label holds a digest of it. */
 export function rolloutLabel(rolloutId: string): string {
@@ -75,13 +104,21 @@ export function renderJob(templateText: string, settings: KubernetesHarnessSetti
 
   const podSpec = job.spec?.template.spec as V1PodSpec;
   const container = programContainer(podSpec.containers, settings.container) as V1Container;
-  const harness = withReinEnvironment(container, { image: settings.image, env: identity.env, resultFileEnv: 'REIN_OUTPUT_FILE' });
+  const harness = withReinEnvironment(container, {
+    image: settings.image,
+    env: identity.env,
+    resultFileEnv: 'REIN_OUTPUT_FILE',
+  });
   return overlayJob(
     job,
     {
       name: jobName,
       namespace: settings.namespace,
-      labels: { [MANAGED_BY_LABEL]: 'rein', [ROLLOUT_LABEL]: rolloutLabel(identity.rolloutId), [ATTEMPT_LABEL]: String(identity.attempt) },
+      labels: {
+        [MANAGED_BY_LABEL]: 'rein',
+        [ROLLOUT_LABEL]: rolloutLabel(identity.rolloutId),
+        [ATTEMPT_LABEL]: String(identity.attempt),
+      },
       annotations: { [ROLLOUT_ANNOTATION]: identity.rolloutId },
       annotatePod: true,
       ttlSecondsAfterFinished: settings.ttlSecondsAfterFinished,

@@ -19,8 +19,18 @@ export async function startWatching(cluster: HarnessCluster): Promise<Watching> 
   const { batch, core } = cluster.apis();
   const { namespace } = cluster;
   const selector = `${MANAGED_BY_LABEL}=rein`;
-  const jobs = makeInformer<V1Job>(cluster.config(), `/apis/batch/v1/namespaces/${namespace}/jobs`, () => batch.listNamespacedJob({ namespace, labelSelector: selector }), selector);
-  const pods = makeInformer<V1Pod>(cluster.config(), `/api/v1/namespaces/${namespace}/pods`, () => core.listNamespacedPod({ namespace, labelSelector: selector }), selector);
+  const jobs = makeInformer<V1Job>(
+    cluster.config(),
+    `/apis/batch/v1/namespaces/${namespace}/jobs`,
+    () => batch.listNamespacedJob({ namespace, labelSelector: selector }),
+    selector,
+  );
+  const pods = makeInformer<V1Pod>(
+    cluster.config(),
+    `/api/v1/namespaces/${namespace}/pods`,
+    () => core.listNamespacedPod({ namespace, labelSelector: selector }),
+    selector,
+  );
   const watching: Watching = { jobs, pods, listeners: new Map(), stopped: false };
   const notify = (name: string | undefined, deleted = false) => name && watching.listeners.get(name)?.(deleted);
   jobs.on('change', (job) => notify(job.metadata?.name));

@@ -12,7 +12,9 @@ const INT8_OID = 20;
 
 const types = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary' ? (text: string) => Number(text) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+    oid === INT8_OID && format !== 'binary'
+      ? (text: string) => Number(text)
+      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
 
 /**
@@ -31,9 +33,18 @@ export function storable<T>(value: T): T {
 class StorableTextClient extends pg.Client {
   override query(...args: unknown[]): never {
     const [config, values, ...rest] = args;
-    const withValues = config !== null && typeof config === 'object' && Array.isArray((config as { values?: unknown }).values) && typeof (config as { submit?: unknown }).submit !== 'function';
+    const withValues =
+      config !== null &&
+      typeof config === 'object' &&
+      Array.isArray((config as { values?: unknown }).values) &&
+      typeof (config as { submit?: unknown }).submit !== 'function';
     const query = super.query as (...args: unknown[]) => never;
-    return query.call(this, withValues ? { ...config, values: (config as { values: unknown[] }).values.map(storable) } : config, storable(values), ...rest);
+    return query.call(
+      this,
+      withValues ? { ...config, values: (config as { values: unknown[] }).values.map(storable) } : config,
+      storable(values),
+      ...rest,
+    );
   }
 }
 
@@ -43,7 +54,10 @@ class StorableTextClient extends pg.Client {
  * breaks while idle is dropped from the pool (logged by the caller via `onIdleError`); without a
  * listener pg would crash the process.
  */
-export function openPostgresPool(url: string, options: { max?: number; onIdleError?: (err: Error) => void } = {}): pg.Pool {
+export function openPostgresPool(
+  url: string,
+  options: { max?: number; onIdleError?: (err: Error) => void } = {},
+): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     application_name: 'rein',
@@ -77,11 +91,20 @@ export function explainPostgresError(err: unknown, pool: pg.Pool): unknown {
   const where = postgresWhere(pool);
   const code = (err as { code?: string }).code;
   const fix = (() => {
-    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EHOSTUNREACH' || code === 'ETIMEDOUT' || /timeout/i.test(err.message)) {
+    if (
+      code === 'ECONNREFUSED' ||
+      code === 'ENOTFOUND' ||
+      code === 'EAI_AGAIN' ||
+      code === 'EHOSTUNREACH' ||
+      code === 'ETIMEDOUT' ||
+      /timeout/i.test(err.message)
+    ) {
       return 'the server is unreachable: check that PostgreSQL runs there and that store.url (REIN_STORE_URL) names its host and port';
     }
-    if (code === '28P01' || code === '28000') return 'the server refused the login: check the user and password in store.url (REIN_STORE_URL)';
-    if (code === '3D000') return 'the database does not exist: create it (CREATE DATABASE) or name an existing one in store.url (REIN_STORE_URL)';
+    if (code === '28P01' || code === '28000')
+      return 'the server refused the login: check the user and password in store.url (REIN_STORE_URL)';
+    if (code === '3D000')
+      return 'the database does not exist: create it (CREATE DATABASE) or name an existing one in store.url (REIN_STORE_URL)';
     return undefined;
   })();
   if (!fix) return err;

@@ -49,7 +49,11 @@ export function openSqliteDatabase(file: string, options: { pragmas: string[]; m
   const connection = preparedOnce(raw);
   const lockName = file === ':memory:' ? file : realpathSync(file);
   // The migration runs on a Kysely of its own over the same connection: the store's waits for it.
-  const setup = sqliteDatabase(raw, new Kysely({ dialect: new ReinSqliteDialect(connection, lockName) }), Promise.resolve());
+  const setup = sqliteDatabase(
+    raw,
+    new Kysely({ dialect: new ReinSqliteDialect(connection, lockName) }),
+    Promise.resolve(),
+  );
   const ready = options.migrate ? options.migrate(setup) : Promise.resolve();
   // Reported by every query and by `ready`; not an unhandled rejection when nobody asked yet.
   ready.catch(() => {});
@@ -71,7 +75,8 @@ function sqliteDatabase(raw: BetterSqlite3.Database, db: Kysely<any>, ready: Pro
     rowLocks: false,
     storedText: (value) => value,
     flag: (value) => (value ? 1 : 0),
-    isIn: (column, values) => sql<SqlBool>`${sql.ref(column)} IN (SELECT value FROM json_each(${JSON.stringify(values)}))`,
+    isIn: (column, values) =>
+      sql<SqlBool>`${sql.ref(column)} IN (SELECT value FROM json_each(${JSON.stringify(values)}))`,
     // One connection: a transaction on it is this connection, where exec runs the script.
     runScript: async (_db, script) => void raw.exec(script),
     explain: (err) => err,
@@ -83,7 +88,10 @@ function sqliteDatabase(raw: BetterSqlite3.Database, db: Kysely<any>, ready: Pro
 }
 
 /** A pool of at most `max` connections on the PostgreSQL database at `url`, migrated; closed again if that fails. */
-export async function openPostgresDatabase(url: string, options: { max?: number; migrate?: Migrate } = {}): Promise<SqlDatabase> {
+export async function openPostgresDatabase(
+  url: string,
+  options: { max?: number; migrate?: Migrate } = {},
+): Promise<SqlDatabase> {
   const database = postgresDatabase(openPostgresPool(url, { max: options.max }));
   try {
     await options.migrate?.(database);

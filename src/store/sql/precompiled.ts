@@ -17,12 +17,18 @@ export function parameter(name: string): never {
  * the statement itself. `query` is compiled with parameter(name) where values go; `with(values)`
  * gives the compiled query with each placeholder replaced by values[name].
  */
-export function precompile<P extends object, R>(query: { compile(): CompiledQuery<R> }): (values: P) => CompiledQuery<R> {
+export function precompile<P extends object, R>(query: {
+  compile(): CompiledQuery<R>;
+}): (values: P) => CompiledQuery<R> {
   const compiled = query.compile();
-  const slots = compiled.parameters.map((value) => (typeof value === 'string' && value.startsWith(PARAMETER) ? value.slice(PARAMETER.length) : undefined));
+  const slots = compiled.parameters.map((value) =>
+    typeof value === 'string' && value.startsWith(PARAMETER) ? value.slice(PARAMETER.length) : undefined,
+  );
   for (const name of slots) if (name === '') throw new Error('a precompiled query has a parameter without a name');
   return (values) => ({
     ...compiled,
-    parameters: slots.map((name, i) => (name === undefined ? compiled.parameters[i] : (values as Record<string, unknown>)[name])),
+    parameters: slots.map((name, i) =>
+      name === undefined ? compiled.parameters[i] : (values as Record<string, unknown>)[name],
+    ),
   });
 }

@@ -1,5 +1,13 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDatabase, type SqliteStatement } from 'kysely';
+import {
+  CompiledQuery,
+  SqliteDialect,
+  SqliteDriver,
+  type DatabaseConnection,
+  type Driver,
+  type SqliteDatabase,
+  type SqliteStatement,
+} from 'kysely';
 
 /** Statements kept prepared per connection: every statement the stores run, with room to spare. */
 const STATEMENT_CACHE_SIZE = 256;

@@ -1,7 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createCertificateAuthority, createKeyPair, type CertificateAuthority, type IssuedCertificate } from '../certificates.js';
+import {
+  createCertificateAuthority,
+  createKeyPair,
+  type CertificateAuthority,
+  type IssuedCertificate,
+} from '../certificates.js';
 
 export const KUBERNETES_SERVICE_IP = '10.0.0.1';
 const ADMIN_TOKEN_USER = 'rein-test-admin';
@@ -26,10 +31,19 @@ export function issueCredentials(dir: string, advertise: string): ControlPlaneCr
   const ca = createCertificateAuthority(dir, 'rein-test-kubernetes-ca');
   const apiserver = ca.issue('apiserver', {
     commonName: 'kube-apiserver',
-    dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'],
+    dnsNames: [
+      'localhost',
+      'kubernetes',
+      'kubernetes.default',
+      'kubernetes.default.svc',
+      'kubernetes.default.svc.cluster.local',
+    ],
     ips: [...new Set(['127.0.0.1', advertise, KUBERNETES_SERVICE_IP])],
   });
-  const kubeletClient = ca.issue('apiserver-kubelet-client', { commonName: 'kube-apiserver-kubelet-client', organizations: ['system:masters'] });
+  const kubeletClient = ca.issue('apiserver-kubelet-client', {
+    commonName: 'kube-apiserver-kubelet-client',
+    organizations: ['system:masters'],
+  });
   const controllerManager = ca.issue('controller-manager', { commonName: 'system:kube-controller-manager' });
   const serviceAccountKey = path.join(dir, 'sa.key');
   const serviceAccountPublicKey = path.join(dir, 'sa.pub');
@@ -37,7 +51,16 @@ export function issueCredentials(dir: string, advertise: string): ControlPlaneCr
   const adminToken = `rein-admin-${Math.random().toString(36).slice(2)}`;
   const tokenFile = path.join(dir, 'tokens.csv');
   writeFileSync(tokenFile, `${adminToken},${ADMIN_TOKEN_USER},${ADMIN_TOKEN_USER},"system:masters"\n`);
-  return { ca, apiserver, kubeletClient, controllerManager, serviceAccountKey, serviceAccountPublicKey, adminToken, tokenFile };
+  return {
+    ca,
+    apiserver,
+    kubeletClient,
+    controllerManager,
+    serviceAccountKey,
+    serviceAccountPublicKey,
+    adminToken,
+    tokenFile,
+  };
 }
 
 /** A non-loopback IPv4 address of this machine, else loopback. */

@@ -15,7 +15,12 @@ export class Daemon {
   private exited: string | undefined;
   private readonly logFile: string;
 
-  constructor(private readonly name: string, private readonly binary: string, private readonly args: string[], dir: string) {
+  constructor(
+    private readonly name: string,
+    private readonly binary: string,
+    private readonly args: string[],
+    dir: string,
+  ) {
     mkdirSync(path.join(dir, 'logs'), { recursive: true });
     this.logFile = path.join(dir, 'logs', `${name}.log`);
   }

@@ -13,7 +13,13 @@ export function tokenKubeconfig(server: string, caPem: string, user: string, tok
   });
 }
 
-export function certKubeconfig(server: string, caFile: string, user: string, certFile: string, keyFile: string): string {
+export function certKubeconfig(
+  server: string,
+  caFile: string,
+  user: string,
+  certFile: string,
+  keyFile: string,
+): string {
   return JSON.stringify({
     apiVersion: 'v1',
     kind: 'Config',

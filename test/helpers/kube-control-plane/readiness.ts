@@ -18,7 +18,10 @@ export async function waitForReadyz(server: string, caPem: string, token: string
     });
     if (!(answer instanceof Error) && answer.status === 200) return;
     last = answer instanceof Error ? answer.message : `${answer.status} ${answer.body.slice(0, 300)}`;
-    if (Date.now() > deadline) throw new Error(`kube-apiserver was not ready after 90 s (/readyz: ${last}):\n${daemons.map((d) => d.tail()).join('\n')}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `kube-apiserver was not ready after 90 s (/readyz: ${last}):\n${daemons.map((d) => d.tail()).join('\n')}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -33,9 +36,15 @@ export async function waitForDefaultServiceAccount(config: KubeConfig, controlle
   const deadline = Date.now() + 90_000;
   for (;;) {
     controllerManager.assertRunning('before it made the default ServiceAccount');
-    const found = await core.readNamespacedServiceAccount({ namespace: 'default', name: 'default' }).then(() => true, () => false);
+    const found = await core.readNamespacedServiceAccount({ namespace: 'default', name: 'default' }).then(
+      () => true,
+      () => false,
+    );
     if (found) return;
-    if (Date.now() > deadline) throw new Error(`kube-controller-manager made no default ServiceAccount within 90 s:\n${controllerManager.tail()}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `kube-controller-manager made no default ServiceAccount within 90 s:\n${controllerManager.tail()}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

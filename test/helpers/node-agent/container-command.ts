@@ -25,15 +25,27 @@ export interface ContainerCommand {
 
 /** Why a container cannot start, as the kubelet says it in the container's waiting state. */
 export class ContainerStartError extends Error {
-  constructor(readonly reason: 'ErrImagePull' | 'CreateContainerConfigError' | 'CreateContainerError', message: string) {
+  constructor(
+    readonly reason: 'ErrImagePull' | 'CreateContainerConfigError' | 'CreateContainerError',
+    message: string,
+  ) {
     super(message);
   }
 }
 
 /** A value an env var's valueFrom points at in another object (secretKeyRef, configMapKeyRef). */
-export type ReadKey = (kind: 'secret' | 'configmap', namespace: string, name: string, key: string) => Promise<string | undefined>;
+export type ReadKey = (
+  kind: 'secret' | 'configmap',
+  namespace: string,
+  name: string,
+  key: string,
+) => Promise<string | undefined>;
 /** Every key of a Secret or ConfigMap (envFrom); undefined when there is no such object. */
-export type ReadAll = (kind: 'secret' | 'configmap', namespace: string, name: string) => Promise<Record<string, string> | undefined>;
+export type ReadAll = (
+  kind: 'secret' | 'configmap',
+  namespace: string,
+  name: string,
+) => Promise<Record<string, string> | undefined>;
 
 export interface PodVolumes {
   /** Host folders of the pod's emptyDir volumes, by volume name. */
@@ -68,26 +80,47 @@ export async function containerCommand(
   const { readKey, readAll } = objects;
   const image = container.image ? images[container.image] : undefined;
   if (!image) {
-    throw new ContainerStartError('ErrImagePull', `Failed to pull image "${container.image ?? ''}": the node agent's image map has no such image (it knows ${Object.keys(images).map((i) => `"${i}"`).join(', ') || 'none'})`);
+    throw new ContainerStartError(
+      'ErrImagePull',
+      `Failed to pull image "${container.image ?? ''}": the node agent's image map has no such image (it knows ${
+        Object.keys(images)
+          .map((i) => `"${i}"`)
+          .join(', ') || 'none'
+      })`,
+    );
   }
   const messagePath = container.terminationMessagePath ?? DEFAULT_TERMINATION_MESSAGE_PATH;
   const mounts = (container.volumeMounts ?? []).flatMap((m) => {
     const hostDir = volumes.emptyDirs[m.name];
-    return hostDir === undefined ? [] : [{ mountPath: m.mountPath.replace(/\/+$/, ''), hostDir: path.join(hostDir, m.subPath ?? '') }];
+    return hostDir === undefined
+      ? []
+      : [{ mountPath: m.mountPath.replace(/\/+$/, ''), hostDir: path.join(hostDir, m.subPath ?? '') }];
   });
   const mapPath = (s: string) => {
     let mapped = s.split(messagePath).join(messageFile);
-    for (const { mountPath, hostDir } of mounts) mapped = mapped.replace(new RegExp(`(^|[=:\\s])${escapeRegExp(mountPath)}(?=/|$|[\\s:])`, 'g'), (_m, lead: string) => `${lead}${hostDir}`);
+    for (const { mountPath, hostDir } of mounts)
+      mapped = mapped.replace(
+        new RegExp(`(^|[=:\\s])${escapeRegExp(mountPath)}(?=/|$|[\\s:])`, 'g'),
+        (_m, lead: string) => `${lead}${hostDir}`,
+      );
     return mapped;
   };
 
   const fromObjects: Record<string, string> = {};
   for (const source of container.envFrom ?? []) {
-    const ref = source.secretRef ? { kind: 'secret' as const, ...source.secretRef } : source.configMapRef ? { kind: 'configmap' as const, ...source.configMapRef } : undefined;
+    const ref = source.secretRef
+      ? { kind: 'secret' as const, ...source.secretRef }
+      : source.configMapRef
+        ? { kind: 'configmap' as const, ...source.configMapRef }
+        : undefined;
     if (!ref) continue;
     const namespace = pod.metadata?.namespace ?? 'default';
     const values = await readAll(ref.kind, namespace, ref.name ?? '');
-    if (values === undefined && !ref.optional) throw new ContainerStartError('CreateContainerConfigError', `${ref.kind === 'secret' ? 'secret' : 'configmap'} "${ref.name}" not found`);
+    if (values === undefined && !ref.optional)
+      throw new ContainerStartError(
+        'CreateContainerConfigError',
+        `${ref.kind === 'secret' ? 'secret' : 'configmap'} "${ref.name}" not found`,
+      );
     for (const [key, value] of Object.entries(values ?? {})) fromObjects[`${source.prefix ?? ''}${key}`] = value;
   }
 
@@ -99,11 +132,19 @@ export async function containerCommand(
   }
   const env: Record<string, string> = { ...image.env, ...declared };
   const entrypoint = container.command ?? image.entrypoint ?? [];
-  const args = container.args ?? (container.command ? [] : image.cmd ?? []);
+  const args = container.args ?? (container.command ? [] : (image.cmd ?? []));
   const argv = [...entrypoint, ...args].map((a) => mapPath(expand(a, declared)));
-  if (argv.length === 0) throw new ContainerStartError('CreateContainerError', `no command specified: image "${container.image}" has no entrypoint and the container sets no command`);
+  if (argv.length === 0)
+    throw new ContainerStartError(
+      'CreateContainerError',
+      `no command specified: image "${container.image}" has no entrypoint and the container sets no command`,
+    );
   const cwd = container.workingDir ?? image.workingDir ?? process.cwd();
-  if (!existsSync(cwd)) throw new ContainerStartError('CreateContainerError', `the working directory ${cwd} does not exist on the node agent's machine`);
+  if (!existsSync(cwd))
+    throw new ContainerStartError(
+      'CreateContainerError',
+      `the working directory ${cwd} does not exist on the node agent's machine`,
+    );
   for (const name of ['PATH', 'HOME']) {
     if (env[name] === undefined && process.env[name] !== undefined) env[name] = process.env[name] as string;
   }
@@ -114,10 +155,17 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&
 
 /** Kubernetes' $(VAR) expansion: a defined var is replaced, an undefined one left as written, $$ is a literal $. */
 function expand(text: string, env: Record<string, string>): string {
-  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (match: string, name?: string) => (name === undefined ? '$' : env[name] ?? match));
+  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (match: string, name?: string) =>
+    name === undefined ? '$' : (env[name] ?? match),
+  );
 }
 
-async function valueFrom(pod: V1Pod, name: string, from: NonNullable<V1Container['env']>[number]['valueFrom'] & object, readKey: ReadKey): Promise<string> {
+async function valueFrom(
+  pod: V1Pod,
+  name: string,
+  from: NonNullable<V1Container['env']>[number]['valueFrom'] & object,
+  readKey: ReadKey,
+): Promise<string> {
   const namespace = pod.metadata?.namespace ?? 'default';
   if (from.fieldRef) {
     const fields: Record<string, string | undefined> = {
@@ -130,12 +178,28 @@ async function valueFrom(pod: V1Pod, name: string, from: NonNullable<V1Container
       'status.podIP': '127.0.0.1',
     };
     const value = fields[from.fieldRef.fieldPath];
-    if (value === undefined) throw new ContainerStartError('CreateContainerConfigError', `env ${name}: fieldRef ${from.fieldRef.fieldPath} is not supported by the node agent`);
+    if (value === undefined)
+      throw new ContainerStartError(
+        'CreateContainerConfigError',
+        `env ${name}: fieldRef ${from.fieldRef.fieldPath} is not supported by the node agent`,
+      );
     return value;
   }
-  const ref = from.secretKeyRef ? { kind: 'secret' as const, ...from.secretKeyRef } : from.configMapKeyRef ? { kind: 'configmap' as const, ...from.configMapKeyRef } : undefined;
-  if (!ref) throw new ContainerStartError('CreateContainerConfigError', `env ${name}: this valueFrom is not supported by the node agent (fieldRef, secretKeyRef and configMapKeyRef are)`);
+  const ref = from.secretKeyRef
+    ? { kind: 'secret' as const, ...from.secretKeyRef }
+    : from.configMapKeyRef
+      ? { kind: 'configmap' as const, ...from.configMapKeyRef }
+      : undefined;
+  if (!ref)
+    throw new ContainerStartError(
+      'CreateContainerConfigError',
+      `env ${name}: this valueFrom is not supported by the node agent (fieldRef, secretKeyRef and configMapKeyRef are)`,
+    );
   const value = await readKey(ref.kind, namespace, ref.name ?? '', ref.key);
-  if (value === undefined && !ref.optional) throw new ContainerStartError('CreateContainerConfigError', `couldn't find key ${ref.key} in ${ref.kind === 'secret' ? 'Secret' : 'ConfigMap'} ${namespace}/${ref.name}`);
+  if (value === undefined && !ref.optional)
+    throw new ContainerStartError(
+      'CreateContainerConfigError',
+      `couldn't find key ${ref.key} in ${ref.kind === 'secret' ? 'Secret' : 'ConfigMap'} ${namespace}/${ref.name}`,
+    );
   return value ?? '';
 }

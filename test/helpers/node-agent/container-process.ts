@@ -47,7 +47,9 @@ export class ContainerProcess {
           resolve(this.exit);
         });
       };
-      this.child.once('exit', (code, signal) => finish(code ?? 128 + (signal ? os.constants.signals[signal] : 0), signal ?? undefined));
+      this.child.once('exit', (code, signal) =>
+        finish(code ?? 128 + (signal ? os.constants.signals[signal] : 0), signal ?? undefined),
+      );
       // A command that is not there: as runc reports it, exit 127 (the message goes to the log).
       this.child.once('error', (err) => {
         this.append('stderr', `exec ${file}: ${err.message}\n`);
@@ -110,12 +112,19 @@ const FALLBACK_LOG_BYTES = 2048;
  * terminationMessagePath (at most 4096 bytes), else with FallbackToLogsOnError and a failed
  * container, the end of its log (80 lines, 2048 bytes).
  */
-export function terminationMessage(run: ContainerProcess, messageFile: string, policy: string | undefined): string | undefined {
+export function terminationMessage(
+  run: ContainerProcess,
+  messageFile: string,
+  policy: string | undefined,
+): string | undefined {
   if (existsSync(messageFile) && statSync(messageFile).size > 0) {
     return readFileSync(messageFile).subarray(0, MAX_MESSAGE_BYTES).toString('utf8');
   }
   if (policy === 'FallbackToLogsOnError' && run.exit && run.exit.exitCode !== 0) {
-    const tail = run.log.slice(-FALLBACK_LOG_LINES).map((l) => l.text).join('');
+    const tail = run.log
+      .slice(-FALLBACK_LOG_LINES)
+      .map((l) => l.text)
+      .join('');
     const bytes = Buffer.from(tail);
     return bytes.subarray(Math.max(0, bytes.length - FALLBACK_LOG_BYTES)).toString('utf8');
   }

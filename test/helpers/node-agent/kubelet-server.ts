@@ -14,7 +14,11 @@ import type { ContainerProcess, LogLine } from './container-process.js';
  */
 export interface ContainerLogs {
   /** The container's current run and the one before it (after a restart); undefined: no such pod or container. */
-  runs(namespace: string, pod: string, container: string): { current?: ContainerProcess; previous?: ContainerProcess; waiting?: string } | undefined;
+  runs(
+    namespace: string,
+    pod: string,
+    container: string,
+  ): { current?: ContainerProcess; previous?: ContainerProcess; waiting?: string } | undefined;
 }
 
 export interface KubeletServer {
@@ -22,12 +26,19 @@ export interface KubeletServer {
   close(): Promise<void>;
 }
 
-export async function startKubeletServer(tls: { cert: string; key: string; ca: string }, logs: ContainerLogs): Promise<KubeletServer> {
+export async function startKubeletServer(
+  tls: { cert: string; key: string; ca: string },
+  logs: ContainerLogs,
+): Promise<KubeletServer> {
   const server = https.createServer({ ...tls, requestCert: true, rejectUnauthorized: true }, (req, res) => {
     const url = new URL(req.url ?? '/', 'https://node');
     const match = /^\/containerLogs\/([^/]+)\/([^/]+)\/([^/]+)$/.exec(url.pathname);
     if (req.method !== 'GET' || !match) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end(`the node agent serves only GET /containerLogs/{namespace}/{pod}/{container}, not ${req.method} ${url.pathname}`);
+      res
+        .writeHead(404, { 'content-type': 'text/plain' })
+        .end(
+          `the node agent serves only GET /containerLogs/{namespace}/{pod}/{container}, not ${req.method} ${url.pathname}`,
+        );
       return;
     }
     const [namespace, pod, container] = match.slice(1).map(decodeURIComponent) as [string, string, string];
@@ -44,20 +55,38 @@ export async function startKubeletServer(tls: { cert: string; key: string; ca: s
   };
 }
 
-function serveLogs(logs: ContainerLogs, namespace: string, pod: string, container: string, query: URLSearchParams, req: IncomingMessage, res: ServerResponse): void {
-  const fail = (status: number, message: string): void => void res.writeHead(status, { 'content-type': 'text/plain' }).end(message);
+function serveLogs(
+  logs: ContainerLogs,
+  namespace: string,
+  pod: string,
+  container: string,
+  query: URLSearchParams,
+  req: IncomingMessage,
+  res: ServerResponse,
+): void {
+  const fail = (status: number, message: string): void =>
+    void res.writeHead(status, { 'content-type': 'text/plain' }).end(message);
   const runs = logs.runs(namespace, pod, container);
   if (!runs) return fail(404, `pod "${pod}" does not exist or has no container "${container}"`);
   // The kubelet's own messages (validateContainerLogStatus).
   const run = query.get('previous') === 'true' ? runs.previous : runs.current;
   if (!run) {
-    if (query.get('previous') === 'true') return fail(400, `previous terminated container "${container}" in pod "${pod}" not found`);
-    return fail(400, `container "${container}" in pod "${pod}" is waiting to start: ${runs.waiting ?? 'ContainerCreating'}`);
+    if (query.get('previous') === 'true')
+      return fail(400, `previous terminated container "${container}" in pod "${pod}" not found`);
+    return fail(
+      400,
+      `container "${container}" in pod "${pod}" is waiting to start: ${runs.waiting ?? 'ContainerCreating'}`,
+    );
   }
   const stream = query.get('stream') ?? 'All';
   if (!['All', 'Stdout', 'Stderr'].includes(stream)) return fail(400, `invalid stream type "${stream}"`);
-  const since = query.has('sinceSeconds') ? Date.now() - Number(query.get('sinceSeconds')) * 1000 : query.has('sinceTime') ? Date.parse(query.get('sinceTime') as string) : undefined;
-  const wanted = (line: LogLine) => (stream === 'All' || line.stream === stream.toLowerCase()) && (since === undefined || line.time.getTime() >= since);
+  const since = query.has('sinceSeconds')
+    ? Date.now() - Number(query.get('sinceSeconds')) * 1000
+    : query.has('sinceTime')
+      ? Date.parse(query.get('sinceTime') as string)
+      : undefined;
+  const wanted = (line: LogLine) =>
+    (stream === 'All' || line.stream === stream.toLowerCase()) && (since === undefined || line.time.getTime() >= since);
   const timestamps = query.get('timestamps') === 'true';
   let bytesLeft = query.has('limitBytes') ? Number(query.get('limitBytes')) : Infinity;
 

@@ -96,10 +96,26 @@ export async function startNodeAgent(plane: KubeControlPlane, options: NodeAgent
     podEnded: (uid) => scheduler.podEnded(uid),
     isClosed,
   });
-  const scheduler = new PodScheduler({ core: schedulerCore, nodeName, maxPods, nodePods, unscheduled, phaseOf: (pod) => runner.phaseOf(pod), isClosed });
+  const scheduler = new PodScheduler({
+    core: schedulerCore,
+    nodeName,
+    maxPods,
+    nodePods,
+    unscheduled,
+    phaseOf: (pod) => runner.phaseOf(pod),
+    isClosed,
+  });
 
-  const servingCert = plane.ca.issue(`kubelet-${nodeName}`, { commonName: `system:node:${nodeName}`, organizations: ['system:nodes'], dnsNames: [nodeName], ips: ['127.0.0.1'] });
-  const kubelet = await startKubeletServer({ cert: servingCert.cert, key: servingCert.key, ca: plane.ca.cert }, { runs: runner.containerRuns });
+  const servingCert = plane.ca.issue(`kubelet-${nodeName}`, {
+    commonName: `system:node:${nodeName}`,
+    organizations: ['system:nodes'],
+    dnsNames: [nodeName],
+    ips: ['127.0.0.1'],
+  });
+  const kubelet = await startKubeletServer(
+    { cert: servingCert.cert, key: servingCert.key, ca: plane.ca.cert },
+    { runs: runner.containerRuns },
+  );
   await registerNode(core, nodeName, kubelet.port, maxPods, options.capacity ?? {});
   const stopLease = await keepLeaseRenewed(nodeConfig, nodeName);
 

@@ -1,13 +1,40 @@
 /** The node's own objects, as the kubelet keeps them: its Node (registered Ready) and its Lease. */
 import os from 'node:os';
-import { CoordinationV1Api, PatchStrategy, setHeaderOptions, V1MicroTime, type CoreV1Api, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  V1MicroTime,
+  type CoreV1Api,
+  type KubeConfig,
+  type V1Node,
+} from '@kubernetes/client-node';
 
 const LEASE_SECONDS = 40;
 
-export async function registerNode(core: CoreV1Api, name: string, kubeletPort: number, maxPods: number, extra: Record<string, string>): Promise<void> {
-  const capacity = { cpu: '16', memory: '64Gi', 'ephemeral-storage': '100Gi', pods: String(Math.max(maxPods, 110)), ...extra };
+export async function registerNode(
+  core: CoreV1Api,
+  name: string,
+  kubeletPort: number,
+  maxPods: number,
+  extra: Record<string, string>,
+): Promise<void> {
+  const capacity = {
+    cpu: '16',
+    memory: '64Gi',
+    'ephemeral-storage': '100Gi',
+    pods: String(Math.max(maxPods, 110)),
+    ...extra,
+  };
   const node: V1Node = {
-    metadata: { name, labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': os.arch() === 'arm64' ? 'arm64' : 'amd64' } },
+    metadata: {
+      name,
+      labels: {
+        'kubernetes.io/hostname': name,
+        'kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': os.arch() === 'arm64' ? 'arm64' : 'amd64',
+      },
+    },
     spec: {},
   };
   await core.createNode({ body: node }).catch((err: unknown) => {
@@ -15,7 +42,14 @@ export async function registerNode(core: CoreV1Api, name: string, kubeletPort: n
     if ((err as { code?: number }).code !== 409) throw err;
   });
   const now = new Date();
-  const condition = (type: string, status: string, reason: string, message: string) => ({ type, status, reason, message, lastHeartbeatTime: now, lastTransitionTime: now });
+  const condition = (type: string, status: string, reason: string, message: string) => ({
+    type,
+    status,
+    reason,
+    message,
+    lastHeartbeatTime: now,
+    lastTransitionTime: now,
+  });
   const status: V1Node['status'] = {
     capacity,
     allocatable: capacity,
@@ -25,7 +59,10 @@ export async function registerNode(core: CoreV1Api, name: string, kubeletPort: n
       condition('PIDPressure', 'False', 'KubeletHasSufficientPID', 'kubelet has sufficient PID available'),
       condition('Ready', 'True', 'KubeletReady', 'kubelet is posting ready status'),
     ],
-    addresses: [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: name }],
+    addresses: [
+      { type: 'InternalIP', address: '127.0.0.1' },
+      { type: 'Hostname', address: name },
+    ],
     daemonEndpoints: { kubeletEndpoint: { Port: kubeletPort } },
     nodeInfo: {
       machineID: name,
@@ -60,6 +97,7 @@ async function renewLease(leases: CoordinationV1Api, name: string): Promise<void
   // renewTime is a MicroTime: six digits of fractions, which a plain Date does not write.
   const spec = { holderIdentity: name, leaseDurationSeconds: LEASE_SECONDS, renewTime: new V1MicroTime() };
   const lease = await leases.readNamespacedLease({ namespace, name }).catch(() => undefined);
-  if (lease) await leases.replaceNamespacedLease({ namespace, name, body: { ...lease, spec: { ...lease.spec, ...spec } } });
+  if (lease)
+    await leases.replaceNamespacedLease({ namespace, name, body: { ...lease, spec: { ...lease.spec, ...spec } } });
   else await leases.createNamespacedLease({ namespace, body: { metadata: { name, namespace }, spec } });
 }

@@ -1,7 +1,13 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { CoreV1Api, V1Container, V1Pod } from '@kubernetes/client-node';
-import { containerCommand, ContainerStartError, type ImageSpec, type ReadAll, type ReadKey } from './container-command.js';
+import {
+  containerCommand,
+  ContainerStartError,
+  type ImageSpec,
+  type ReadAll,
+  type ReadKey,
+} from './container-command.js';
 import { ContainerProcess, terminationMessage } from './container-process.js';
 import type { ContainerLogs } from './kubelet-server.js';
 import { allSlots, type ContainerSlot, type PodRun } from './pod-run.js';
@@ -58,7 +64,9 @@ export class PodRunner {
       run.stopping = true;
       for (const slot of allSlots(run)) slot.current?.kill('SIGKILL');
       this.runs.delete(uid);
-      void Promise.all(allSlots(run).flatMap((s) => (s.current ? [s.current.done] : []))).then(() => rmSync(path.join(this.options.dir, uid), { recursive: true, force: true }));
+      void Promise.all(allSlots(run).flatMap((s) => (s.current ? [s.current.done] : []))).then(() =>
+        rmSync(path.join(this.options.dir, uid), { recursive: true, force: true }),
+      );
     }
     this.options.podEnded(uid);
   }
@@ -66,7 +74,8 @@ export class PodRunner {
   /** Evicts a running pod as the kubelet does under node pressure; resolves once its status says so. */
   async evict(namespace: string, name: string, message: string): Promise<void> {
     const run = [...this.runs.values()].find((r) => r.namespace === namespace && r.name === name && !r.stopping);
-    if (!run) throw new Error(`node agent: no running pod ${namespace}/${name} on node ${this.options.nodeName} to evict`);
+    if (!run)
+      throw new Error(`node agent: no running pod ${namespace}/${name} on node ${this.options.nodeName} to evict`);
     run.evicted = message;
     await this.stopPod(run, 0);
     await this.options.writeStatus(run);
@@ -78,7 +87,11 @@ export class PodRunner {
     const run = [...this.runs.values()].reverse().find((r) => r.namespace === namespace && r.name === name);
     const slot = run?.slots.get(container) ?? run?.initSlots.find((s) => s.spec.name === container);
     if (!slot) return undefined;
-    return { ...(slot.current && { current: slot.current }), ...(slot.previous && { previous: slot.previous }), ...(slot.waiting && { waiting: slot.waiting.reason }) };
+    return {
+      ...(slot.current && { current: slot.current }),
+      ...(slot.previous && { previous: slot.previous }),
+      ...(slot.waiting && { waiting: slot.waiting.reason }),
+    };
   };
 
   /** A pod's phase as the node runs it, else as its status says (one the node does not run). */
@@ -110,7 +123,12 @@ export class PodRunner {
       mkdirSync(emptyDirs[volume.name] as string, { recursive: true });
     }
     const initializing = (pod.spec?.initContainers?.length ?? 0) > 0;
-    const slot = (c: V1Container): ContainerSlot => ({ spec: c, messageFile: path.join(podDir, `${c.name}.termination-log`), waiting: { reason: initializing ? 'PodInitializing' : 'ContainerCreating' }, restartCount: 0 });
+    const slot = (c: V1Container): ContainerSlot => ({
+      spec: c,
+      messageFile: path.join(podDir, `${c.name}.termination-log`),
+      waiting: { reason: initializing ? 'PodInitializing' : 'ContainerCreating' },
+      restartCount: 0,
+    });
     const run: PodRun = {
       uid,
       namespace: pod.metadata?.namespace as string,
@@ -126,10 +144,12 @@ export class PodRunner {
     this.runs.set(uid, run);
     void this.options.writeStatus(run);
     if (!(await this.initialize(run))) return;
-    await Promise.all([...run.slots.values()].map(async (slot) => {
-      const process = await this.startContainer(run, slot);
-      if (process) void process.done.then(() => this.containerEnded(run, slot, process));
-    }));
+    await Promise.all(
+      [...run.slots.values()].map(async (slot) => {
+        const process = await this.startContainer(run, slot);
+        if (process) void process.done.then(() => this.containerEnded(run, slot, process));
+      }),
+    );
     await this.options.writeStatus(run);
   }
 
@@ -158,7 +178,14 @@ export class PodRunner {
   private async startContainer(run: PodRun, slot: ContainerSlot): Promise<ContainerProcess | undefined> {
     let command;
     try {
-      command = await containerCommand(run.pod, slot.spec, this.options.images, slot.messageFile, this.options.envSources, run.volumes);
+      command = await containerCommand(
+        run.pod,
+        slot.spec,
+        this.options.images,
+        slot.messageFile,
+        this.options.envSources,
+        run.volumes,
+      );
     } catch (err) {
       if (!(err instanceof ContainerStartError)) throw err;
       slot.waiting = { reason: err.reason, message: err.message };
@@ -177,7 +204,10 @@ export class PodRunner {
   private async containerEnded(run: PodRun, slot: ContainerSlot, process: ContainerProcess): Promise<void> {
     slot.message = terminationMessage(process, slot.messageFile, slot.spec.terminationMessagePolicy);
     const policy = run.pod.spec?.restartPolicy ?? 'Always';
-    const restart = !run.stopping && !this.options.isClosed() && (policy === 'Always' || (policy === 'OnFailure' && process.exit?.exitCode !== 0));
+    const restart =
+      !run.stopping &&
+      !this.options.isClosed() &&
+      (policy === 'Always' || (policy === 'OnFailure' && process.exit?.exitCode !== 0));
     if (restart) {
       slot.restartCount += 1;
       const next = await this.startContainer(run, slot);
@@ -203,18 +233,28 @@ export class PodRunner {
       if (run.deleting) return; // an earlier event of this deletion does it
       run.deleting = true;
       // Also when it is stopping already (evicted): the pod goes once its processes have ended.
-      await this.stopPod(run, pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30);
+      await this.stopPod(
+        run,
+        pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30,
+      );
       await this.options.writeStatus(run);
     }
     // Grace 0 with the pod's UID as precondition, as the kubelet's status manager deletes. Both in
     // the body: with a body the apiserver reads no query parameters, so a gracePeriodSeconds=0
     // query beside a body of preconditions is ignored and the pod stays, still terminating.
     await this.options.core
-      .deleteNamespacedPod({ namespace: pod.metadata?.namespace as string, name: pod.metadata?.name as string, body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata?.uid as string } } })
+      .deleteNamespacedPod({
+        namespace: pod.metadata?.namespace as string,
+        name: pod.metadata?.name as string,
+        body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata?.uid as string } },
+      })
       .catch((err: unknown) => {
         const code = (err as { code?: number }).code;
         // 404: gone already; 409: a new pod of the same name (the precondition held).
-        if (code !== 404 && code !== 409 && !this.options.isClosed()) console.warn(`node agent: pod ${pod.metadata?.namespace}/${pod.metadata?.name} not deleted: ${(err as Error).message}`);
+        if (code !== 404 && code !== 409 && !this.options.isClosed())
+          console.warn(
+            `node agent: pod ${pod.metadata?.namespace}/${pod.metadata?.name} not deleted: ${(err as Error).message}`,
+          );
       });
   }
 }

@@ -53,7 +53,8 @@ export class PodScheduler {
   async schedule(pod: V1Pod): Promise<void> {
     const { core, nodeName, nodePods } = this.options;
     const uid = pod.metadata?.uid as string;
-    if (this.options.isClosed() || pod.spec?.nodeName || pod.metadata?.deletionTimestamp || this.binding.has(uid)) return;
+    if (this.options.isClosed() || pod.spec?.nodeName || pod.metadata?.deletionTimestamp || this.binding.has(uid))
+      return;
     if ((pod.spec?.schedulerName ?? 'default-scheduler') !== 'default-scheduler') return;
     const namespace = pod.metadata?.namespace as string;
     const name = pod.metadata?.name as string;
@@ -61,15 +62,29 @@ export class PodScheduler {
       const message = `0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.`;
       const current = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
       if (current?.status === 'False' && current.message === message) return;
-      const conditions = [...(pod.status?.conditions ?? []).filter((c) => c.type !== 'PodScheduled'), { type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message, lastTransitionTime: new Date() }];
-      await core.replaceNamespacedPodStatus({ namespace, name, body: { ...pod, status: { ...pod.status, phase: 'Pending', conditions } } }).catch(() => undefined); // changed meanwhile: the next event schedules it again
+      const conditions = [
+        ...(pod.status?.conditions ?? []).filter((c) => c.type !== 'PodScheduled'),
+        { type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message, lastTransitionTime: new Date() },
+      ];
+      await core
+        .replaceNamespacedPodStatus({
+          namespace,
+          name,
+          body: { ...pod, status: { ...pod.status, phase: 'Pending', conditions } },
+        })
+        .catch(() => undefined); // changed meanwhile: the next event schedules it again
       return;
     }
     this.binding.add(uid);
     try {
-      await core.createNamespacedPodBinding({ namespace, name, body: { metadata: { name, uid }, target: { apiVersion: 'v1', kind: 'Node', name: nodeName } } });
+      await core.createNamespacedPodBinding({
+        namespace,
+        name,
+        body: { metadata: { name, uid }, target: { apiVersion: 'v1', kind: 'Node', name: nodeName } },
+      });
       // Counted until the node's watch shows it, unless that watch was quicker than this answer.
-      if (!nodePods.get(name, namespace) || nodePods.get(name, namespace)?.metadata?.uid !== uid) this.justBound.add(uid);
+      if (!nodePods.get(name, namespace) || nodePods.get(name, namespace)?.metadata?.uid !== uid)
+        this.justBound.add(uid);
     } catch {
       // deleted or bound meanwhile
     } finally {

@@ -22,7 +22,8 @@ export function podPhase(run: PodRun): 'Pending' | 'Running' | 'Succeeded' | 'Fa
     const succeeded = slots.every((s) => s.current?.exit?.exitCode === 0);
     const policy = run.pod.spec?.restartPolicy ?? 'Always';
     // Done unless its containers are about to start again.
-    if (policy === 'Never' || run.stopping || (policy === 'OnFailure' && succeeded)) return succeeded ? 'Succeeded' : 'Failed';
+    if (policy === 'Never' || run.stopping || (policy === 'OnFailure' && succeeded))
+      return succeeded ? 'Succeeded' : 'Failed';
     return 'Running';
   }
   // Deleted before every container ran.
@@ -45,10 +46,36 @@ function containerStatus(slot: ContainerSlot, image: string): V1ContainerStatus 
   const lastState = slot.previous?.exit ? { lastState: terminated(slot.previous, undefined) } : { lastState: {} };
   const current = slot.current;
   if (!current || slot.waiting) {
-    return { ...base, ...lastState, ready: false, started: false, state: { waiting: { reason: slot.waiting?.reason ?? 'ContainerCreating', ...(slot.waiting?.message && { message: slot.waiting.message }) } } };
+    return {
+      ...base,
+      ...lastState,
+      ready: false,
+      started: false,
+      state: {
+        waiting: {
+          reason: slot.waiting?.reason ?? 'ContainerCreating',
+          ...(slot.waiting?.message && { message: slot.waiting.message }),
+        },
+      },
+    };
   }
-  if (current.exit) return { ...base, ...lastState, containerID: current.containerId, ready: false, started: false, state: terminated(current, slot.message) };
-  return { ...base, ...lastState, containerID: current.containerId, ready: true, started: true, state: { running: { startedAt: current.startedAt } } };
+  if (current.exit)
+    return {
+      ...base,
+      ...lastState,
+      containerID: current.containerId,
+      ready: false,
+      started: false,
+      state: terminated(current, slot.message),
+    };
+  return {
+    ...base,
+    ...lastState,
+    containerID: current.containerId,
+    ready: true,
+    started: true,
+    state: { running: { startedAt: current.startedAt } },
+  };
 }
 
 export function podStatus(run: PodRun, pod: V1Pod): NonNullable<V1Pod['status']> {
@@ -60,20 +87,40 @@ export function podStatus(run: PodRun, pod: V1Pod): NonNullable<V1Pod['status']>
   const readiness = (type: string): V1PodCondition =>
     unready.length === 0
       ? { type, status: 'True' }
-      : { type, status: 'False', reason: terminal ? TERMINAL_POD_REASON : 'ContainersNotReady', ...(!terminal && { message: `containers with unready status: [${unready.join(' ')}]` }) };
+      : {
+          type,
+          status: 'False',
+          reason: terminal ? TERMINAL_POD_REASON : 'ContainersNotReady',
+          ...(!terminal && { message: `containers with unready status: [${unready.join(' ')}]` }),
+        };
   const ours: V1PodCondition[] = [
     { type: 'PodReadyToStartContainers', status: terminal ? 'False' : 'True' },
-    initialized(run) ? { type: 'Initialized', status: 'True' } : { type: 'Initialized', status: 'False', reason: 'ContainersNotInitialized', message: `containers with incomplete status: [${run.initSlots.filter((s) => s.current?.exit?.exitCode !== 0).map((s) => s.spec.name).join(' ')}]` },
+    initialized(run)
+      ? { type: 'Initialized', status: 'True' }
+      : {
+          type: 'Initialized',
+          status: 'False',
+          reason: 'ContainersNotInitialized',
+          message: `containers with incomplete status: [${run.initSlots
+            .filter((s) => s.current?.exit?.exitCode !== 0)
+            .map((s) => s.spec.name)
+            .join(' ')}]`,
+        },
     readiness('ContainersReady'),
     readiness('Ready'),
-    ...(run.evicted ? [{ type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet', message: run.evicted }] : []),
+    ...(run.evicted
+      ? [{ type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet', message: run.evicted }]
+      : []),
   ];
   const previous = pod.status?.conditions ?? [];
   const now = new Date();
   const conditions = [
     ...previous.filter((c) => !ours.some((o) => o.type === c.type)),
     // A condition keeps its lastTransitionTime until its status changes.
-    ...ours.map((c) => ({ ...c, lastTransitionTime: previous.find((p) => p.type === c.type && p.status === c.status)?.lastTransitionTime ?? now })),
+    ...ours.map((c) => ({
+      ...c,
+      lastTransitionTime: previous.find((p) => p.type === c.type && p.status === c.status)?.lastTransitionTime ?? now,
+    })),
   ];
   return {
     ...pod.status,

@@ -18,7 +18,10 @@ export function watchUnscheduledPods(schedulerConfig: KubeConfig, schedulerCore:
   return new ListWatch<V1Pod>(
     '/api/v1/pods',
     new Watch(schedulerConfig),
-    () => schedulerCore.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed' }),
+    () =>
+      schedulerCore.listPodForAllNamespaces({
+        fieldSelector: 'spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed',
+      }),
     false,
     undefined,
     'spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed',

@@ -44,9 +44,12 @@ export function statusReporter(core: CoreV1Api, isClosed: () => boolean): WriteS
   }
 
   return (run) => {
-    run.writes = run.writes.then(() => putStatus(run)).catch((err: unknown) => {
-      if (!isClosed()) console.warn(`node agent: status of pod ${run.namespace}/${run.name} not written: ${(err as Error).message}`);
-    });
+    run.writes = run.writes
+      .then(() => putStatus(run))
+      .catch((err: unknown) => {
+        if (!isClosed())
+          console.warn(`node agent: status of pod ${run.namespace}/${run.name} not written: ${(err as Error).message}`);
+      });
     return run.writes;
   };
 }

@@ -29,7 +29,10 @@ export function tokenize(text: string): number[] {
 
 export function renderChat(messages: Message[]): string {
   const parts = messages.map((m) => {
-    const calls = (m.tool_calls ?? []).map((c) => `<tool_call>${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}</tool_call>`);
+    const calls = (m.tool_calls ?? []).map(
+      (c) =>
+        `<tool_call>${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}</tool_call>`,
+    );
     return `<|${m.role}|>${m.content ?? ''}${calls.join('')}<|end|>`;
   });
   return `${parts.join('')}<|assistant|>`;
@@ -42,12 +45,17 @@ export function logprobOf(id: number): number {
 export function chatReply(body: Json, index: number): Completion {
   const messages = body.messages as Message[];
   const last = messages[messages.length - 1];
-  const tools = body.tools as Array<{ function: { name: string; parameters?: { properties?: Record<string, unknown> } } }> | undefined;
+  const tools = body.tools as
+    Array<{ function: { name: string; parameters?: { properties?: Record<string, unknown> } } }> | undefined;
   if (tools?.length && last?.role === 'user') {
     // The user's message becomes the tool's first parameter (or `expression`).
     const param = Object.keys(tools[0]!.function.parameters?.properties ?? {})[0] ?? 'expression';
     const args = JSON.stringify({ [param]: last.content ?? '' });
-    return { text: `<tool_call>${JSON.stringify({ name: tools[0]!.function.name, arguments: JSON.parse(args) })}</tool_call>`, toolCall: { name: tools[0]!.function.name, arguments: args }, finishReason: 'tool_calls' };
+    return {
+      text: `<tool_call>${JSON.stringify({ name: tools[0]!.function.name, arguments: JSON.parse(args) })}</tool_call>`,
+      toolCall: { name: tools[0]!.function.name, arguments: args },
+      finishReason: 'tool_calls',
+    };
   }
   const base = last?.role === 'tool' ? `The answer is ${last.content}.` : `Echo: ${last?.content ?? ''}`;
   return limit(index ? `${base} #${index}` : base, body);

@@ -5,34 +5,87 @@ import type { Decision, DecisionPair, Items, PairSide } from '../types.js';
 
 /** A gate decision: each check with its numbers, and the held-out tasks gained and lost, each a link to its rollouts. */
 export async function decisionPage({ root }: PageContext, decisionId: string): Promise<void> {
-  const [decision, { items: pairs }] = await Promise.all([get<Decision>(`/api/decisions/${enc(decisionId)}`), get<Items<DecisionPair>>(`/api/decisions/${enc(decisionId)}/pairs`)]);
+  const [decision, { items: pairs }] = await Promise.all([
+    get<Decision>(`/api/decisions/${enc(decisionId)}`),
+    get<Items<DecisionPair>>(`/api/decisions/${enc(decisionId)}/pairs`),
+  ]);
   const { record } = decision;
   const evidence = record.evidence ?? {};
-  const gain = evidence.gain as { estimate?: number; lower?: number; upper?: number; pValue?: number; gained?: number; lost?: number; test?: string } | undefined;
+  const gain = evidence.gain as
+    | {
+        estimate?: number;
+        lower?: number;
+        upper?: number;
+        pValue?: number;
+        gained?: number;
+        lost?: number;
+        test?: string;
+      }
+    | undefined;
   const accepted = evidence.acceptedRate as { incumbent: number; candidate: number } | undefined;
-  const rollout = (side: PairSide) => link(`#/rollouts/${enc(side.rolloutId)}`, `${side.reward === null ? 'unscored' : num(side.reward)}${side.failureClass ? ` (${side.failureClass})` : ''}`, { 'data-rollout': side.rolloutId });
+  const rollout = (side: PairSide) =>
+    link(
+      `#/rollouts/${enc(side.rolloutId)}`,
+      `${side.reward === null ? 'unscored' : num(side.reward)}${side.failureClass ? ` (${side.failureClass})` : ''}`,
+      { 'data-rollout': side.rolloutId },
+    );
   const changed = pairs.filter((p) => p.outcome === 'gained' || p.outcome === 'lost');
   root.replaceChildren(
     h('h1', {}, 'Gate decision ', verdict(decision.verdict)),
     facts([
       ['Candidate', decision.candidate],
       ['Production (incumbent)', decision.incumbent],
-      ['Held-out success', accepted ? `${pct(accepted.candidate)} candidate vs ${pct(accepted.incumbent)} production` : '–'],
-      ['Gain', gain ? `${pct(gain.estimate)}${gain.lower !== undefined ? ` [${pct(gain.lower)}, ${pct(gain.upper)}]` : ''}${gain.pValue !== undefined ? `, p = ${num(gain.pValue)}` : ''} (${gain.test ?? ''}; ${gain.gained ?? 0} gained, ${gain.lost ?? 0} lost)` : '–'],
+      [
+        'Held-out success',
+        accepted ? `${pct(accepted.candidate)} candidate vs ${pct(accepted.incumbent)} production` : '–',
+      ],
+      [
+        'Gain',
+        gain
+          ? `${pct(gain.estimate)}${gain.lower !== undefined ? ` [${pct(gain.lower)}, ${pct(gain.upper)}]` : ''}${gain.pValue !== undefined ? `, p = ${num(gain.pValue)}` : ''} (${gain.test ?? ''}; ${gain.gained ?? 0} gained, ${gain.lost ?? 0} lost)`
+          : '–',
+      ],
       ['Decided', when(decision.createdAt)],
       ['Id', decision.id],
     ]),
-    ...(record.reasons && record.reasons.length > 0 ? [h('h2', {}, 'Reasons'), h('ul', {}, record.reasons.map((r) => h('li', {}, r)))] : []),
+    ...(record.reasons && record.reasons.length > 0
+      ? [
+          h('h2', {}, 'Reasons'),
+          h(
+            'ul',
+            {},
+            record.reasons.map((r) => h('li', {}, r)),
+          ),
+        ]
+      : []),
     h('h2', {}, 'Checks'),
     table(
       ['Check', 'Passed', 'Numbers', 'Rollouts'],
-      (record.checks ?? []).map((c) => [c.name, h('span', { class: c.passed ? 'pass' : 'fail' }, c.passed ? 'yes' : 'no'), c.detail, c.rollouts.map((id) => h('div', {}, link(`#/rollouts/${enc(id)}`, id, { 'data-rollout': id })))]),
+      (record.checks ?? []).map((c) => [
+        c.name,
+        h('span', { class: c.passed ? 'pass' : 'fail' }, c.passed ? 'yes' : 'no'),
+        c.detail,
+        c.rollouts.map((id) => h('div', {}, link(`#/rollouts/${enc(id)}`, id, { 'data-rollout': id }))),
+      ]),
       { id: 'checks' },
     ),
     h('h2', {}, `Tasks gained and lost (${changed.length} of ${pairs.length} pairs)`),
     table(
       ['Task', 'Sample', 'Outcome', `Production ${decision.incumbent}`, `Candidate ${decision.candidate}`],
-      pairs.map((p) => [p.taskId, String(p.sample), h('span', { class: p.outcome === 'gained' ? 'pass' : p.outcome === 'lost' ? 'fail' : 'muted', 'data-outcome': p.outcome }, p.outcome), rollout(p.incumbent), rollout(p.candidate)]),
+      pairs.map((p) => [
+        p.taskId,
+        String(p.sample),
+        h(
+          'span',
+          {
+            class: p.outcome === 'gained' ? 'pass' : p.outcome === 'lost' ? 'fail' : 'muted',
+            'data-outcome': p.outcome,
+          },
+          p.outcome,
+        ),
+        rollout(p.incumbent),
+        rollout(p.candidate),
+      ]),
       { id: 'pairs' },
     ),
     h('h2', {}, 'Evidence'),

@@ -5,33 +5,82 @@ import type { Aliases, Items, LedgerEntry } from '../types.js';
 
 /** Production's history (promotions, rollbacks, overrides) and the model, harness and environment ledgers with what changed. */
 export async function releasesPage({ root }: PageContext): Promise<void> {
-  const [aliases, { items: ledger }] = await Promise.all([get<Aliases>('/api/aliases'), get<Items<LedgerEntry>>('/api/ledger')]);
+  const [aliases, { items: ledger }] = await Promise.all([
+    get<Aliases>('/api/aliases'),
+    get<Items<LedgerEntry>>('/api/ledger'),
+  ]);
   const history = [...aliases.history].reverse();
   // Oldest first to compare each row with the one before it of its kind (a release replays held-out
   // tasks, an iteration trains on others: across kinds everything would differ); shown newest first.
   const chronological = [...ledger].sort((a, b) => a.at.localeCompare(b.at));
-  const rows = chronological.map((entry, i) => ({ entry, changes: changesFrom(chronological.slice(0, i).findLast((e) => e.kind === entry.kind), entry) })).reverse();
+  const rows = chronological
+    .map((entry, i) => ({
+      entry,
+      changes: changesFrom(
+        chronological.slice(0, i).findLast((e) => e.kind === entry.kind),
+        entry,
+      ),
+    }))
+    .reverse();
   root.replaceChildren(
     h('h1', {}, 'Releases and ledgers'),
-    h('p', {}, 'Production serves ', h('b', { 'data-production': aliases.aliases.production ?? '' }, aliases.aliases.production ?? 'the base policy (never promoted)'), '.'),
+    h(
+      'p',
+      {},
+      'Production serves ',
+      h(
+        'b',
+        { 'data-production': aliases.aliases.production ?? '' },
+        aliases.aliases.production ?? 'the base policy (never promoted)',
+      ),
+      '.',
+    ),
     h('h2', {}, 'Production history'),
     history.length === 0
       ? h('p', { class: 'muted' }, 'Production never moved.')
       : table(
           ['When', 'Alias', 'Operation', 'From', 'To', 'By', 'Override', 'Reason', 'Decision'],
-          history.map((c) => [when(c.at), c.alias, c.operation, c.from ?? '–', c.to, c.actor, c.override ? h('span', { class: 'fail' }, 'override') : '–', c.reason ?? '–', c.decisionId ? link(`#/decisions/${encodeURIComponent(c.decisionId)}`, 'decision') : '–']),
+          history.map((c) => [
+            when(c.at),
+            c.alias,
+            c.operation,
+            c.from ?? '–',
+            c.to,
+            c.actor,
+            c.override ? h('span', { class: 'fail' }, 'override') : '–',
+            c.reason ?? '–',
+            c.decisionId ? link(`#/decisions/${encodeURIComponent(c.decisionId)}`, 'decision') : '–',
+          ]),
           { id: 'history' },
         ),
     h('h2', {}, 'Ledgers'),
     table(
-      ['When', 'Row', 'Model', 'Harness', 'Environment', 'What changed', 'Rollouts', 'Accepted', 'Tokens', 'Tool errors', 'Decision'],
+      [
+        'When',
+        'Row',
+        'Model',
+        'Harness',
+        'Environment',
+        'What changed',
+        'Rollouts',
+        'Accepted',
+        'Tokens',
+        'Tool errors',
+        'Decision',
+      ],
       rows.map(({ entry: e, changes }) => [
         when(e.at),
         `${e.kind} ${e.id}`,
         `${e.model.policyVersion} ← ${e.model.parent ?? '–'}`,
         e.harness.version,
         `tasks ${e.environment.taskSet.slice(0, 8)}, verifier ${e.environment.verifier.slice(0, 40)}, config ${e.environment.config.slice(0, 8)}`,
-        changes.length === 0 ? '–' : h('ul', {}, changes.map((c) => h('li', {}, c))),
+        changes.length === 0
+          ? '–'
+          : h(
+              'ul',
+              {},
+              changes.map((c) => h('li', {}, c)),
+            ),
         String(e.metrics.rollouts),
         pct(e.metrics.acceptedRate),
         String(e.metrics.tokens),

@@ -23,17 +23,42 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
     facts([
       ['Task', rollout.taskId ?? '–'],
       ['Mode', rollout.mode],
-      ['Status', h('span', { class: rollout.status === 'succeeded' ? 'pass' : rollout.status === 'failed' ? 'fail' : '', 'data-status': rollout.status }, `${rollout.status}${rollout.statusReason ? `: ${rollout.statusReason}` : ''}`)],
+      [
+        'Status',
+        h(
+          'span',
+          {
+            class: rollout.status === 'succeeded' ? 'pass' : rollout.status === 'failed' ? 'fail' : '',
+            'data-status': rollout.status,
+          },
+          `${rollout.status}${rollout.statusReason ? `: ${rollout.statusReason}` : ''}`,
+        ),
+      ],
       ['Policy version', rollout.policyVersion ?? '–'],
       ['Attempts', String(rollout.attempts)],
       ['Reward (verifier)', h('span', { 'data-reward': rewards.verified ?? '' }, num(rewards.verified))],
-      ['Reward (harness reported)', `${num(rewards.reported)}${rewards.disagrees ? ' — disagrees with the verifier' : ''}`],
+      [
+        'Reward (harness reported)',
+        `${num(rewards.reported)}${rewards.disagrees ? ' — disagrees with the verifier' : ''}`,
+      ],
       ['Failure class', rollout.failureClass ?? '–'],
       ['Started', when(rollout.createdAt)],
     ]),
     h('h2', {}, 'Reward components'),
-    reward ? table(['Component', 'Value'], Object.entries((reward.payload.components ?? {}) as Record<string, number>).map(([k, v]) => [k, num(v)]), { id: 'components' }) : h('p', { class: 'muted' }, 'Not scored.'),
-    ...(failed ? [h('h2', {}, `Failure: ${String(failed.payload.failureClass)}`), h('p', {}, String(failed.payload.reason ?? '')), json(failed.payload.evidence ?? {})] : []),
+    reward
+      ? table(
+          ['Component', 'Value'],
+          Object.entries((reward.payload.components ?? {}) as Record<string, number>).map(([k, v]) => [k, num(v)]),
+          { id: 'components' },
+        )
+      : h('p', { class: 'muted' }, 'Not scored.'),
+    ...(failed
+      ? [
+          h('h2', {}, `Failure: ${String(failed.payload.failureClass)}`),
+          h('p', {}, String(failed.payload.reason ?? '')),
+          json(failed.payload.evidence ?? {}),
+        ]
+      : []),
     h('h2', {}, 'Conversation'),
     h('div', { id: 'conversation' }, conversation(calls)),
     h('h2', {}, 'Tool spans'),
@@ -41,22 +66,64 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
       ? h('p', { class: 'muted' }, 'The harness reported no tool spans.')
       : table(
           ['Tool', 'Kind', 'Latency', 'Permission', 'Failure', 'Input', 'Output'],
-          spans.map((s) => [String(s.payload.name), String(s.payload.kind ?? ''), ms(s.payload.latencyMs as number | undefined), String(s.payload.permission ?? ''), String(s.payload.failure ?? '–'), short(s.payload.input), short(s.payload.output)]),
+          spans.map((s) => [
+            String(s.payload.name),
+            String(s.payload.kind ?? ''),
+            ms(s.payload.latencyMs as number | undefined),
+            String(s.payload.permission ?? ''),
+            String(s.payload.failure ?? '–'),
+            short(s.payload.input),
+            short(s.payload.output),
+          ]),
           { id: 'spans' },
         ),
     h('h2', {}, 'Model calls'),
     table(
-      ['#', 'Attempt', 'Policy', 'Status', 'Latency', 'Time to first token', 'Prompt tokens', 'Completion tokens', 'Error'],
-      calls.map((c) => [String(c.seq), String(c.attempt), c.policyVersion, c.status, ms(c.latencyMs), c.stream ? ms(c.ttftMs) : '– (not streamed)', num(c.promptTokens), num(c.completionTokens), c.errorClass ? `${c.errorClass}: ${c.errorMessage ?? ''}` : '–']),
+      [
+        '#',
+        'Attempt',
+        'Policy',
+        'Status',
+        'Latency',
+        'Time to first token',
+        'Prompt tokens',
+        'Completion tokens',
+        'Error',
+      ],
+      calls.map((c) => [
+        String(c.seq),
+        String(c.attempt),
+        c.policyVersion,
+        c.status,
+        ms(c.latencyMs),
+        c.stream ? ms(c.ttftMs) : '– (not streamed)',
+        num(c.promptTokens),
+        num(c.completionTokens),
+        c.errorClass ? `${c.errorClass}: ${c.errorMessage ?? ''}` : '–',
+      ]),
       { id: 'calls' },
     ),
     h('h2', {}, 'Logs'),
-    ...(view.logsProblem ? [h('p', { class: 'fail', 'data-logs-problem': '' }, `Uploaded logs could not be read: ${view.logsProblem}`)] : []),
+    ...(view.logsProblem
+      ? [h('p', { class: 'fail', 'data-logs-problem': '' }, `Uploaded logs could not be read: ${view.logsProblem}`)]
+      : []),
     ...(view.logs.length === 0
-      ? [h('p', { class: 'muted' }, 'No harness or verifier log: neither uploaded to the artifact store nor on this machine.')]
+      ? [
+          h(
+            'p',
+            { class: 'muted' },
+            'No harness or verifier log: neither uploaded to the artifact store nor on this machine.',
+          ),
+        ]
       : view.logs.flatMap((log) => [
-          h('h3', {}, `${log.name}${log.truncatedBytes > 0 ? ` (last part; ${log.truncatedBytes} bytes before it)` : ''}${log.source === 'local' ? " (read from this machine's data directory)" : ''}`),
-          log.source === 'missing' ? h('p', { class: 'fail', 'data-log-missing': log.name }, log.note ?? 'not uploaded') : h('pre', { 'data-log': log.name }, log.text || '(empty)'),
+          h(
+            'h3',
+            {},
+            `${log.name}${log.truncatedBytes > 0 ? ` (last part; ${log.truncatedBytes} bytes before it)` : ''}${log.source === 'local' ? " (read from this machine's data directory)" : ''}`,
+          ),
+          log.source === 'missing'
+            ? h('p', { class: 'fail', 'data-log-missing': log.name }, log.note ?? 'not uploaded')
+            : h('pre', { 'data-log': log.name }, log.text || '(empty)'),
         ])),
     h('h2', {}, 'Events'),
     table(
@@ -72,7 +139,9 @@ function conversation(calls: Call[]): HTMLElement[] {
   if (!last) return [h('p', { class: 'muted' }, 'No model calls.')];
   const request = last.requestReceived as { messages?: Message[]; prompt?: unknown };
   const response = last.response as { choices?: Array<{ message?: Message; text?: string }> } | undefined;
-  const messages: Message[] = [...(request.messages ?? (request.prompt !== undefined ? [{ role: 'prompt', content: request.prompt }] : []))];
+  const messages: Message[] = [
+    ...(request.messages ?? (request.prompt !== undefined ? [{ role: 'prompt', content: request.prompt }] : [])),
+  ];
   const answer = response?.choices?.[0];
   if (answer?.message) messages.push(answer.message);
   else if (answer?.text !== undefined) messages.push({ role: 'completion', content: answer.text });
@@ -80,9 +149,21 @@ function conversation(calls: Call[]): HTMLElement[] {
     h(
       'div',
       { class: `message ${m.role ?? ''}`, 'data-role': m.role ?? '' },
-      h('div', { class: 'role' }, `${m.role ?? '?'}${m.tool_call_id ? ` (result of ${m.tool_call_id})` : ''}${m.name ? ` ${m.name}` : ''}`),
+      h(
+        'div',
+        { class: 'role' },
+        `${m.role ?? '?'}${m.tool_call_id ? ` (result of ${m.tool_call_id})` : ''}${m.name ? ` ${m.name}` : ''}`,
+      ),
       text(m.content) ? h('pre', {}, text(m.content)) : null,
-      (m.tool_calls ?? []).map((t) => h('div', { class: 'tool-call' }, h('b', {}, `→ ${t.function?.name ?? 'tool'}`), ` ${t.function?.arguments ?? ''}`, t.id ? h('span', { class: 'muted' }, ` (${t.id})`) : null)),
+      (m.tool_calls ?? []).map((t) =>
+        h(
+          'div',
+          { class: 'tool-call' },
+          h('b', {}, `→ ${t.function?.name ?? 'tool'}`),
+          ` ${t.function?.arguments ?? ''}`,
+          t.id ? h('span', { class: 'muted' }, ` (${t.id})`) : null,
+        ),
+      ),
     ),
   );
 }
@@ -90,7 +171,8 @@ function conversation(calls: Call[]): HTMLElement[] {
 function text(content: unknown): string {
   if (content === null || content === undefined) return '';
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((part: { text?: string }) => part.text ?? JSON.stringify(part)).join('\n');
+  if (Array.isArray(content))
+    return content.map((part: { text?: string }) => part.text ?? JSON.stringify(part)).join('\n');
   return JSON.stringify(content);
 }
 

@@ -11,7 +11,10 @@ const POLL_MS = 3000;
 export async function runPage(context: PageContext, runId: string): Promise<void> {
   let shown = '';
   for (;;) {
-    const [report, view] = await Promise.all([get<RunReport>(`/api/runs/${enc(runId)}`), get<RunView>(`/api/runs/${enc(runId)}/iterations`)]);
+    const [report, view] = await Promise.all([
+      get<RunReport>(`/api/runs/${enc(runId)}`),
+      get<RunView>(`/api/runs/${enc(runId)}/iterations`),
+    ]);
     if (context.left()) return;
     // Charts are drawn again only when a number changed, so a page being read does not jump.
     const snapshot = JSON.stringify([report.status, report.execution, report.activity, view]);
@@ -36,7 +39,9 @@ function render(report: RunReport, view: RunView): HTMLElement[] {
   const status = report.status;
   const activity = report.activity;
   const charts = [
-    iterationChart('reward', 'Training mean reward', xs, [{ label: 'mean reward', values: values((i) => i.meanReward) }]),
+    iterationChart('reward', 'Training mean reward', xs, [
+      { label: 'mean reward', values: values((i) => i.meanReward) },
+    ]),
     iterationChart(
       'heldout',
       "Held-out success: candidate and production (band: the gate's interval)",
@@ -50,28 +55,60 @@ function render(report: RunReport, view: RunView): HTMLElement[] {
       { band: [3, 4], percent: true },
     ),
     iterationChart('loss', 'Trainer: loss', xs, [{ label: 'loss', values: values((i) => i.trainer.loss) }]),
-    iterationChart('approxKl', 'Trainer: approx KL', xs, [{ label: 'approx KL', values: values((i) => i.trainer.approxKl) }]),
-    iterationChart('clipFraction', 'Trainer: clip fraction', xs, [{ label: 'clip fraction', values: values((i) => i.trainer.clipFraction) }]),
+    iterationChart('approxKl', 'Trainer: approx KL', xs, [
+      { label: 'approx KL', values: values((i) => i.trainer.approxKl) },
+    ]),
+    iterationChart('clipFraction', 'Trainer: clip fraction', xs, [
+      { label: 'clip fraction', values: values((i) => i.trainer.clipFraction) },
+    ]),
     iterationChart('entropy', 'Trainer: entropy', xs, [{ label: 'entropy', values: values((i) => i.trainer.entropy) }]),
-    iterationChart('gradNorm', 'Trainer: grad norm', xs, [{ label: 'grad norm', values: values((i) => i.trainer.gradNorm) }]),
+    iterationChart('gradNorm', 'Trainer: grad norm', xs, [
+      { label: 'grad norm', values: values((i) => i.trainer.gradNorm) },
+    ]),
     iterationChart('tokens', 'Tokens', xs, [
       { label: 'rollouts', values: values((i) => i.tokens.rollouts) },
       { label: 'trained', values: values((i) => i.tokens.trained) },
     ]),
-    iterationChart('stages', 'Elapsed seconds per stage', xs, keyed((i) => i.stageSeconds)),
-    iterationChart('failures', 'Failures by class (train, held-out candidate)', xs, [...keyed((i) => i.failures.train, 'train: '), ...keyed((i) => i.failures.heldout, 'held-out: ')]),
+    iterationChart(
+      'stages',
+      'Elapsed seconds per stage',
+      xs,
+      keyed((i) => i.stageSeconds),
+    ),
+    iterationChart('failures', 'Failures by class (train, held-out candidate)', xs, [
+      ...keyed((i) => i.failures.train, 'train: '),
+      ...keyed((i) => i.failures.heldout, 'held-out: '),
+    ]),
   ];
   return [
     h('h1', {}, `Run ${report.runId}`),
     facts([
-      ['State', h('span', { 'data-state': status?.state ?? report.execution }, status?.state ?? report.execution.toLowerCase())],
-      ['Stage', `${status?.stage ?? '–'}${activity ? ` — ${activity.type}${activity.total ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.waiting ? `, waiting: ${activity.waiting}` : ''}` : ''}`],
+      [
+        'State',
+        h('span', { 'data-state': status?.state ?? report.execution }, status?.state ?? report.execution.toLowerCase()),
+      ],
+      [
+        'Stage',
+        `${status?.stage ?? '–'}${activity ? ` — ${activity.type}${activity.total ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.waiting ? `, waiting: ${activity.waiting}` : ''}` : ''}`,
+      ],
       ['Policy', status?.policyVersion ?? '–'],
-      ['Held-out mean reward', status?.heldout ? `${num(status.heldout.base.meanReward)} (${status.heldout.base.policyVersion}) → ${num(status.heldout.latest?.meanReward)} (${status.heldout.latest?.policyVersion ?? '–'})` : '–'],
+      [
+        'Held-out mean reward',
+        status?.heldout
+          ? `${num(status.heldout.base.meanReward)} (${status.heldout.base.policyVersion}) → ${num(status.heldout.latest?.meanReward)} (${status.heldout.latest?.policyVersion ?? '–'})`
+          : '–',
+      ],
       ['Started', when(report.startTime)],
       ...(report.problem ? [['Problem', h('span', { class: 'error' }, report.problem)] as [string, HTMLElement]] : []),
-      ...(activity?.lastFailure ? [['Last failure', h('span', { class: 'error' }, activity.lastFailure)] as [string, HTMLElement]] : []),
-      ['Temporal', view.workflowUrl ? link(view.workflowUrl, 'the run in the Web UI', { target: '_blank' }) : h('span', { class: 'muted' }, 'Web UI address not known (headless dev server or a remote Temporal)')],
+      ...(activity?.lastFailure
+        ? [['Last failure', h('span', { class: 'error' }, activity.lastFailure)] as [string, HTMLElement]]
+        : []),
+      [
+        'Temporal',
+        view.workflowUrl
+          ? link(view.workflowUrl, 'the run in the Web UI', { target: '_blank' })
+          : h('span', { class: 'muted' }, 'Web UI address not known (headless dev server or a remote Temporal)'),
+      ],
     ]),
     h('h2', {}, 'Per iteration'),
     h('div', { class: 'charts' }, charts),
@@ -82,10 +119,32 @@ function render(report: RunReport, view: RunView): HTMLElement[] {
         String(i.iteration),
         i.candidate ?? '–',
         `${pct(i.heldout.candidate)} / ${pct(i.heldout.production)}`,
-        i.gate ? h('a', { href: `#/decisions/${enc(i.gate.decisionId)}`, 'data-decision': i.gate.decisionId }, verdict(i.gate.verdict)) : i.failed ? h('span', { class: 'fail' }, `failed: ${i.failed}`) : '–',
+        i.gate
+          ? h(
+              'a',
+              { href: `#/decisions/${enc(i.gate.decisionId)}`, 'data-decision': i.gate.decisionId },
+              verdict(i.gate.verdict),
+            )
+          : i.failed
+            ? h('span', { class: 'fail' }, `failed: ${i.failed}`)
+            : '–',
         i.gate ? (i.gate.promoted ? 'yes' : 'no') : '–',
-        i.gate && i.gate.reasons.length > 0 ? h('ul', {}, i.gate.reasons.map((r) => h('li', {}, r))) : '–',
-        i.workflows.map((w) => h('div', {}, w.url ? link(w.url, w.label, { target: '_blank', 'data-workflow': w.workflowId }) : h('span', { 'data-workflow': w.workflowId }, w.workflowId))),
+        i.gate && i.gate.reasons.length > 0
+          ? h(
+              'ul',
+              {},
+              i.gate.reasons.map((r) => h('li', {}, r)),
+            )
+          : '–',
+        i.workflows.map((w) =>
+          h(
+            'div',
+            {},
+            w.url
+              ? link(w.url, w.label, { target: '_blank', 'data-workflow': w.workflowId })
+              : h('span', { 'data-workflow': w.workflowId }, w.workflowId),
+          ),
+        ),
       ]),
       { id: 'iterations' },
     ),
