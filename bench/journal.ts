@@ -5,7 +5,7 @@
  * of this checkout and, with --before REF, of git REF (in .bench/before), in alternating rounds in
  * one process, so drift in the machine's load falls on both. SQLite, and PostgreSQL with --postgres.
  *
- *   npx tsx bench/journal.ts [--before REF] [--postgres] [--rounds N]
+ *   npm run bench:journal -- [--before REF] [--postgres] [--rounds N]
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
