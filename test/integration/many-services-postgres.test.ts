@@ -183,7 +183,20 @@ describe('two gateways and two workers on one PostgreSQL database', () => {
       const withoutCalls = await query(
         `SELECT r.id FROM rollouts r WHERE r.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.rollout_id = r.id AND c.attempt = r.attempts)`,
       );
-      expect(withoutCalls).toEqual([]);
+      // If one slips through, say what its journal holds: every call and event of every attempt.
+      const journalOf = async (ids: string[]) =>
+        JSON.stringify({
+          rollouts: await query('SELECT id, status, status_reason, attempts FROM rollouts WHERE id = ANY($1)', ids),
+          calls: await query(
+            'SELECT rollout_id, attempt, seq, gateway, status, error_class FROM calls WHERE rollout_id = ANY($1) ORDER BY attempt, seq',
+            ids,
+          ),
+          events: await query(
+            'SELECT rollout_id, attempt, type, source, payload FROM events WHERE rollout_id = ANY($1) ORDER BY id',
+            ids,
+          ),
+        });
+      expect(withoutCalls, await journalOf(withoutCalls.map((r) => (r as { id: string }).id))).toEqual([]);
       // Scored once: at most one verifier reward per rollout.
       expect(
         await query(
