@@ -10,6 +10,11 @@ import { listenAs } from '../port-in-use.js';
 
 export function registerPolicyCommands(program: Command, settings: ReinConfig): void {
   const policy = program.command('policy').description('the embedded policy: serve it, train it');
+  addServeCommand(policy, settings);
+  addTrainCommand(policy);
+}
+
+function addServeCommand(policy: Command, settings: ReinConfig): void {
   policy
     .command('serve')
     .description('serve policy checkpoints over an OpenAI-compatible API (vLLM-style token ids and log-probs)')
@@ -41,10 +46,10 @@ export function registerPolicyCommands(program: Command, settings: ReinConfig): 
         }
         const adminKey = adminKeyFor(
           options.adminKeyEnv,
-          () => cliContext(program.opts<GlobalOptions>()).config.dataDir,
+          () => cliContext(command.optsWithGlobals<GlobalOptions>()).config.dataDir,
         );
         // s3:// checkpoints (--model or loaded later) come from the config's artifact store.
-        const { config } = cliContext(program.opts<GlobalOptions>());
+        const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
         const artifacts = { store: artifactStoreFromConfig(config), stagingDir: stagingDir(config.dataDir) };
         // Not given: the config's policy server address, read from the config this command runs with.
         const configured = (name: 'host' | 'port') => command.getOptionValueSource(name) === 'default';
@@ -63,6 +68,9 @@ export function registerPolicyCommands(program: Command, settings: ReinConfig): 
         await server.close();
       },
     );
+}
+
+function addTrainCommand(policy: Command): void {
   policy
     .command('train')
     .description(

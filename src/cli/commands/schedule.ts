@@ -17,7 +17,12 @@ const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 16).replace(
 /** `rein schedule create|list|pause|unpause|trigger|delete`: recurring training over Temporal Schedules. */
 export function registerScheduleCommands(program: Command): void {
   const schedule = program.command('schedule').description('recurring training runs (Temporal Schedules)');
+  addCreateCommand(schedule);
+  addListCommand(schedule);
+  addChangeCommands(schedule);
+}
 
+function addCreateCommand(schedule: Command): void {
   const create = schedule
     .command('create')
     .description(
@@ -70,7 +75,9 @@ export function registerScheduleCommands(program: Command): void {
       );
     },
   );
+}
 
+function addListCommand(schedule: Command): void {
   schedule
     .command('list')
     .description('the training schedules, their next and recent runs')
@@ -90,7 +97,10 @@ export function registerScheduleCommands(program: Command): void {
         `${formatTable(['schedule', 'state', 'when', 'next run', 'last run'], rows)}\n${schedules.length === 0 ? '(no schedules: `rein schedule create NAME --every 1d`)\n' : ''}`,
       );
     });
+}
 
+/** pause, unpause, trigger and delete: one change each to a schedule named by id. */
+function addChangeCommands(schedule: Command): void {
   for (const [change, description, done] of [
     ['pause', 'stop firing until unpaused', 'paused'],
     ['unpause', 'fire again', 'unpaused'],

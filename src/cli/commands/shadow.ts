@@ -53,7 +53,12 @@ export function registerShadowCommands(program: Command): void {
     .description(
       "mirror production's calls to a candidate policy whose answers are recorded, never returned, and report how it would have acted",
     );
+  addRunCommand(shadow);
+  addMirrorCommands(shadow);
+  addReportCommand(shadow);
+}
 
+function addRunCommand(shadow: Command): void {
   shadow
     .command('run')
     .description(
@@ -103,7 +108,10 @@ export function registerShadowCommands(program: Command): void {
         }
       },
     );
+}
 
+/** start and stop: mirroring an alias's calls to a candidate, by hand. */
+function addMirrorCommands(shadow: Command): void {
   shadow
     .command('start')
     .description("mirror the gateway's live production traffic to a candidate until `rein shadow stop`")
@@ -137,7 +145,9 @@ export function registerShadowCommands(program: Command): void {
         `Stopped mirroring ${options.alias} to ${mirror.candidate}. \`rein shadow report ${mirror.candidate}\` reports what it would have done.`,
       );
     });
+}
 
+function addReportCommand(shadow: Command): void {
   shadow
     .command('report')
     .description(
