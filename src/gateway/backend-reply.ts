@@ -1,8 +1,9 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { errors as undiciErrors } from 'undici';
-import type { CallErrorClass, CallFinish } from '../store/trace-store.js';
+import type { CallEndpoint, CallErrorClass, CallFinish } from '../store/trace-store.js';
 import { GatewayHttpError } from './errors.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-text.js';
+import { responseProblem } from './openai-shapes.js';
 import type { JsonObject, RequestBody } from './openai-types.js';
 import { redact, type RedactionRule } from './redact.js';
 import type { Route } from './routing.js';
@@ -59,6 +60,22 @@ export function parseJson(text: string): JsonObject | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A backend's whole (non-streamed) answer to `endpoint` as the gateway reads it, or why it cannot. */
+export function readReply(
+  endpoint: CallEndpoint,
+  text: string,
+): { response: JsonObject; problem: null } | { response: undefined; problem: string } {
+  const response = parseJson(text);
+  if (!response) {
+    return {
+      response,
+      problem: `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`,
+    };
+  }
+  const problem = responseProblem(endpoint, response);
+  return problem === null ? { response, problem } : { response: undefined, problem };
 }
 
 export function badResponse(route: Route): GatewayHttpError {

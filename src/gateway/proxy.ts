@@ -4,12 +4,18 @@ import { Pool } from 'undici';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import type { CallEndpoint, TraceStore } from '../store/trace-store.js';
 import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
-import { badResponse, classify, journalShare, parseJson, relayedHeaders, type Finish } from './backend-reply.js';
+import {
+  badResponse,
+  classify,
+  journalShare,
+  parseJson,
+  readReply,
+  relayedHeaders,
+  type Finish,
+} from './backend-reply.js';
 import { GatewayCallError, GatewayHttpError } from './errors.js';
-import { MAX_JSON_DEPTH } from './json-text.js';
 import {
   extractTokens,
-  responseProblem,
   stripInjected,
   stripInjectedText,
   upstreamRequest,
@@ -310,11 +316,8 @@ export class ModelCallProxy {
       res.end(text);
       return;
     }
-    const response = parseJson(text);
-    const problem = response
-      ? responseProblem(call.endpoint, response)
-      : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
-    if (!response || problem) {
+    const { response, problem } = readReply(call.endpoint, text);
+    if (!response) {
       await finish({
         upstreamStatus: upstream.statusCode,
         errorClass: 'upstream_bad_response',

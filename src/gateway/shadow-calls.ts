@@ -3,16 +3,8 @@ import { setMaxListeners } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { CallEndpoint, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
-import { classify, journalShare, parseJson } from './backend-reply.js';
-import { MAX_JSON_DEPTH } from './json-text.js';
-import {
-  extractTokens,
-  responseProblem,
-  stripInjected,
-  upstreamRequest,
-  withoutTokenIds,
-  type Injected,
-} from './openai-shapes.js';
+import { classify, journalShare, parseJson, readReply } from './backend-reply.js';
+import { extractTokens, stripInjected, upstreamRequest, withoutTokenIds, type Injected } from './openai-shapes.js';
 import type { JsonObject } from './openai-types.js';
 import type { ProxiedCall } from './proxied-call.js';
 import type { RedactionRule } from './redact.js';
@@ -186,11 +178,8 @@ export class ShadowCalls {
       });
       return;
     }
-    const response = parseJson(text);
-    const problem = response
-      ? responseProblem(call.endpoint, response)
-      : `${text.length} bytes that are not a JSON object (of at most ${MAX_JSON_DEPTH} levels)`;
-    if (!response || problem) {
+    const { response, problem } = readReply(call.endpoint, text);
+    if (!response) {
       await record({
         upstreamStatus: upstream.statusCode,
         errorClass: 'upstream_bad_response',
