@@ -7,7 +7,8 @@
  *   npm run bench:samples [-- --quick]
  */
 import os from 'node:os';
-import { buildBatch, encodeBatch, type BatchOptions, type BatchRollout } from '../src/samples/batch.js';
+import { encodeBatch } from '../src/samples/batch-artifact.js';
+import { buildBatch, type BatchOptions, type BatchRollout } from '../src/samples/batch.js';
 import type { MergeCall } from '../src/samples/merge.js';
 
 const quick = process.argv.includes('--quick');

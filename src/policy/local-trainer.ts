@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { type decodeBatch } from '../samples/batch.js';
+import { type decodeBatch } from '../samples/batch-artifact.js';
 import { checkBatchFits, loadTrainable, readBatch } from './trainer-input.js';
 import { saveCheckpoint } from './checkpoint.js';
 import { readyBackend, type Qwen3Model } from './model.js';

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import type { DecodedBatch } from '../samples/batch.js';
+import type { DecodedBatch } from '../samples/batch-artifact.js';
 import type { Qwen3Model } from './model.js';
 
 /**

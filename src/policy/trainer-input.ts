@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { decodeBatch, type DecodedBatch } from '../samples/batch.js';
+import { decodeBatch, type DecodedBatch } from '../samples/batch-artifact.js';
 import { safetensorsMetadata } from '../samples/safetensors.js';
 import { loadCheckpoint, type Checkpoint } from './checkpoint.js';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildBatch, decodeBatch, encodeBatch, type BatchOptions, type BatchRollout } from './batch.js';
+import { decodeBatch, encodeBatch } from './batch-artifact.js';
+import { buildBatch, type BatchOptions, type BatchRollout } from './batch.js';
 import type { MergeCall } from './merge.js';
 
 const ids = (text: string) => [...text].map((c) => c.charCodeAt(0));

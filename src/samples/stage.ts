@@ -4,14 +4,8 @@ import { recordedRewards } from '../rollouts/rewards.js';
 import type { Rollout } from '../rollouts/rollout.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
-import {
-  assembleBatch,
-  encodeBatch,
-  prepareRollout,
-  type BatchOptions,
-  type BatchReport,
-  type PreparedRollout,
-} from './batch.js';
+import { encodeBatch } from './batch-artifact.js';
+import { assembleBatch, prepareRollout, type BatchOptions, type BatchReport, type PreparedRollout } from './batch.js';
 import { toMergeCalls, type DriftReport } from './retokenize.js';
 
 export interface BatchStageInput {

@@ -3,7 +3,8 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { defaultModelConfig, saveCheckpoint } from '../../src/policy/checkpoint.js';
 import { readyBackend, Qwen3Model } from '../../src/policy/model.js';
-import { buildBatch, encodeBatch, type BatchOptions, type BatchRollout } from '../../src/samples/batch.js';
+import { encodeBatch } from '../../src/samples/batch-artifact.js';
+import { buildBatch, type BatchOptions, type BatchRollout } from '../../src/samples/batch.js';
 
 /** Two replies to one prompt: the rewarded one and the other. */
 export const goodReply = [257, 104, 105, 258, 259, 121, 101, 115, 261];

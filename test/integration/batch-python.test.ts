@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildBatch, encodeBatch } from '../../src/samples/batch.js';
+import { encodeBatch } from '../../src/samples/batch-artifact.js';
+import { buildBatch } from '../../src/samples/batch.js';
 import type { MergeCall } from '../../src/samples/merge.js';
 import { setupPython } from '../helpers/python.js';
 

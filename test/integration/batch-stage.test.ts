@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
 import { validateConfig } from '../../src/config/load.js';
-import { decodeBatch } from '../../src/samples/batch.js';
+import { decodeBatch } from '../../src/samples/batch-artifact.js';
 import { DataQualityError, runBatchStage } from '../../src/samples/stage.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 

@@ -1,4 +1,4 @@
-"""The `rein-batch/1` artifact (src/samples/batch.ts): reading, verifying and (for tests and checks) writing.
+"""The `rein-batch/1` artifact (src/samples/batch-artifact.ts): reading, verifying and (for tests and checks) writing.
 
 The file is safetensors; tensors (N tokens, S sequences): input_ids I32[N], loss_mask U8[N],
 advantages F32[N], old_logprobs F32[N], loss_weights F32[N], cu_seqlens I32[S+1],
@@ -255,7 +255,7 @@ def encode_batch(
     tokenizer_sha256: str | None = None,
     extra_metadata: Mapping[str, str] | None = None,
 ) -> tuple[bytes, str]:
-    """A rein-batch/1 file as encodeBatch in src/samples/batch.ts writes it; returns (bytes, content hash)."""
+    """A rein-batch/1 file as encodeBatch in src/samples/batch-artifact.ts writes it; returns (bytes, content hash)."""
     ids: list[int] = []
     mask: list[int] = []
     adv: list[float] = []
