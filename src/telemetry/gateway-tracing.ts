@@ -31,6 +31,13 @@ import type { CallEndpoint, CallFinish, TraceStore } from '../store/trace-store.
 import { CountedExportQueue, type ExportStats } from './export-queue.js';
 import { callSpanName, inputMessages, outputMessages, requestAttributes, responseAttributes } from './genai.js';
 import { ChosenIds } from './ids.js';
+import {
+  readAttempt,
+  rolloutSpanAttributes,
+  rolloutSpanStatus,
+  spanEventOf,
+  type AttemptOutcome,
+} from './rollout-span.js';
 import type { TracingOptions } from './settings.js';
 import { rolloutTraceIds, rolloutTraceparent, toolSpanId } from './trace-ids.js';
 
@@ -308,7 +315,7 @@ export class GatewayTracing {
     });
   }
 
-  private emitRoot(rolloutId: string, attempt: number, outcome: 'finished' | 'retried'): void {
+  private emitRoot(rolloutId: string, attempt: number, outcome: AttemptOutcome): void {
     const work = this.rootSpan(rolloutId, attempt, outcome)
       .catch((err: unknown) =>
         this.deps.log.warn({ err, rolloutId, attempt }, 'tracing: could not record the rollout span'),
@@ -318,113 +325,25 @@ export class GatewayTracing {
   }
 
   /** The attempt's root span, from what the store holds (whichever gateway recorded it). */
-  private async rootSpan(rolloutId: string, attempt: number, outcome: 'finished' | 'retried'): Promise<void> {
-    const { store } = this.deps;
-    const rollout = await store.getRollout(rolloutId);
-    if (!rollout) return;
-    const events = (await store.listEvents(rolloutId)).filter((e) => e.attempt === attempt);
-    const times = events.map((e) => Date.parse(e.at));
-    const lastStatus = events.filter((e) => e.type === 'status').at(-1);
-    const endAt = outcome === 'finished' && lastStatus ? Date.parse(lastStatus.at) : Date.now();
-    // An attempt after the first starts at its first record (its calls are not in the events).
-    const startAt =
-      attempt === 1
-        ? Date.parse(rollout.createdAt)
-        : Math.min(endAt, ...times, ...(await store.listCalls(rolloutId, attempt)).map((c) => c.startedAt));
-
-    const verified = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1);
-    const reported = events.filter((e) => e.type === 'reward' && e.source === 'rollout').at(-1);
-    const metadata = rollout.metadata;
-    const attributes: Attributes = {
-      'rein.rollout.id': rollout.id,
-      'rein.rollout.attempt': attempt,
-      'rein.rollout.mode': rollout.mode,
-      'rein.rollout.status': outcome === 'retried' ? 'retried' : rollout.status,
-      ...(rollout.taskId !== null && { 'rein.task.id': rollout.taskId }),
-      ...(rollout.policyVersion !== null && { 'rein.policy.version': rollout.policyVersion }),
-      ...(outcome === 'finished' &&
-        rollout.failureClass !== null && {
-          'rein.rollout.failure_class': rollout.failureClass,
-          [ATTR_ERROR_TYPE]: rollout.failureClass,
-        }),
-      ...(outcome === 'finished' &&
-        rollout.statusReason !== null && { 'rein.rollout.status_reason': rollout.statusReason }),
-      ...(typeof metadata.batchId === 'string' && { 'rein.batch.id': metadata.batchId }),
-      ...(typeof metadata.harnessVersion === 'string' && { 'rein.harness.version': metadata.harnessVersion }),
-      ...(typeof verified?.payload.value === 'number' && { 'rein.reward': verified.payload.value }),
-      ...(typeof reported?.payload.value === 'number' && { 'rein.reward.harness_reported': reported.payload.value }),
-    };
+  private async rootSpan(rolloutId: string, attempt: number, outcome: AttemptOutcome): Promise<void> {
+    const recorded = await readAttempt(this.deps.store, rolloutId, attempt, outcome);
+    if (!recorded) return;
+    const { rollout, events, startAt, endAt } = recorded;
     const { traceId, rootSpanId } = rolloutTraceIds(rolloutId, attempt);
     const span = this.ids.with({ traceId, spanId: rootSpanId }, () =>
       this.tracer.startSpan('rein.rollout', {
         kind: SpanKind.INTERNAL,
         root: true,
         startTime: new Date(startAt),
-        attributes,
+        attributes: rolloutSpanAttributes(recorded, attempt, outcome),
       }),
     );
     for (const event of events) {
       const marked = spanEventOf(event);
       if (marked) span.addEvent(marked.name, marked.attributes, new Date(event.at));
     }
-    if (outcome === 'retried')
-      span.setStatus({
-        code: SpanStatusCode.ERROR,
-        message: `attempt ${attempt} was lost; attempt ${attempt + 1} runs the rollout again`,
-      });
-    else if (rollout.status === 'failed')
-      span.setStatus({ code: SpanStatusCode.ERROR, message: rollout.statusReason ?? rollout.failureClass ?? 'failed' });
-    else if (rollout.status === 'succeeded') span.setStatus({ code: SpanStatusCode.OK });
+    const status = rolloutSpanStatus(rollout, attempt, outcome);
+    if (status) span.setStatus(status);
     span.end(new Date(Math.max(endAt, startAt)));
-  }
-}
-
-/** A rollout event as an event of the root span: rewards, status changes, interventions, custom events (tool spans are spans). */
-function spanEventOf(event: RolloutEvent): { name: string; attributes: Attributes } | undefined {
-  const p = event.payload;
-  const source = event.source === 'admin' ? 'control_plane' : event.source === 'rollout' ? 'harness' : event.source;
-  switch (event.type) {
-    case 'reward': {
-      // The verifier's reward comes through the control plane (admin key); a harness may report its own, never trained on.
-      const components = (p.components ?? {}) as Record<string, number>;
-      return {
-        name: 'rein.reward',
-        attributes: {
-          'rein.reward.value': p.value as number,
-          'rein.reward.source': event.source === 'admin' ? 'verifier' : 'harness',
-          'gen_ai.evaluation.name': 'rein.reward',
-          'gen_ai.evaluation.score.value': p.value as number,
-          ...Object.fromEntries(
-            Object.entries(components).map(([name, value]) => [`rein.reward.component.${name}`, value]),
-          ),
-        },
-      };
-    }
-    case 'status':
-      return {
-        name: 'rein.status',
-        attributes: {
-          'rein.status.from': String(p.from),
-          'rein.status.to': String(p.to),
-          'rein.status.source': source,
-          ...(typeof p.reason === 'string' && { 'rein.status.reason': p.reason }),
-          ...(typeof p.failureClass === 'string' && { 'rein.status.failure_class': p.failureClass }),
-        },
-      };
-    case 'intervention':
-      return {
-        name: 'rein.intervention',
-        attributes: {
-          'rein.intervention.reason': String(p.reason),
-          ...(typeof p.by === 'string' && { 'rein.intervention.by': p.by }),
-        },
-      };
-    case 'custom':
-      return {
-        name: `rein.event ${String(p.name)}`,
-        attributes: { 'rein.event.name': String(p.name), 'rein.event.source': source },
-      };
-    default:
-      return undefined;
   }
 }
