@@ -54,6 +54,16 @@ function gateLabel(gate: NonNullable<RunStatus['iterations'][number]['gate']>): 
 
 /** The final table: each iteration, then the base and the final candidate on the same held-out tasks. */
 export function formatRunSummary(report: RunReport): string {
+  const lines = runStateLines(report);
+  const status = report.status;
+  if (!status) return `${lines.join('\n')}\n`;
+  if (status.iterations.length > 0) lines.push('', iterationTable(status.iterations));
+  lines.push(...heldoutComparison(status));
+  return `${lines.join('\n')}\n`;
+}
+
+/** Where the run stands, its last continuation, and how to continue it if it ended. */
+function runStateLines(report: RunReport): string[] {
   const lines: string[] = [];
   const status = report.status;
   // The run's own state is the last it reported; a run that failed or was ended did not report that.
@@ -69,71 +79,74 @@ export function formatRunSummary(report: RunReport): string {
     );
   }
   if (ended) lines.push(`\`rein resume ${report.runId}\` continues it from its first unfinished iteration.`);
-  if (!status) return `${lines.join('\n')}\n`;
-  if (status.iterations.length > 0) {
-    const verdict = (it: RunStatus['iterations'][number]) =>
-      it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-';
-    const failed = (it: RunStatus['iterations'][number]) =>
-      it.failures && Object.keys(it.failures).length > 0 ? failuresByStage(it.failures) : '-';
-    const rows = status.iterations.map((it) => [
-      String(it.iteration),
-      it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'),
-      formatReward(it.meanReward),
-      formatReward(it.heldoutMeanReward),
-      verdict(it),
-      failed(it),
-    ]);
-    lines.push(
-      '',
-      formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows),
-    );
-  }
+  return lines;
+}
+
+/** One row per iteration: its policy, rewards, gate verdict and failed rollouts. */
+function iterationTable(iterations: RunStatus['iterations']): string {
+  const verdict = (it: RunStatus['iterations'][number]) =>
+    it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-';
+  const failed = (it: RunStatus['iterations'][number]) =>
+    it.failures && Object.keys(it.failures).length > 0 ? failuresByStage(it.failures) : '-';
+  const rows = iterations.map((it) => [
+    String(it.iteration),
+    it.candidate ?? (it.failed ? `failed: ${it.failed}` : '-'),
+    formatReward(it.meanReward),
+    formatReward(it.heldoutMeanReward),
+    verdict(it),
+    failed(it),
+  ]);
+  return formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows);
+}
+
+/**
+ * The base, production and the last candidate on the held-out tasks both replays scored, with the
+ * paired test of the final policy against the base; nothing before the first held-out replay.
+ */
+function heldoutComparison(status: RunStatus): string[] {
   const heldout = status.heldout;
-  if (heldout?.latest) {
-    const { base, latest } = heldout;
-    // "final" is what production serves; runs from before the run kept it know it only when the last candidate was promoted.
-    const lastGate = status.iterations.filter((i) => i.gate).at(-1)?.gate;
-    const production =
-      heldout.production ??
-      (lastGate?.promoted && lastGate && status.iterations.at(-1)?.candidate === latest.policyVersion
-        ? latest
-        : undefined);
-    const final = production ?? latest;
-    // Only tasks scored in both replays are compared; a task a fault cost one side is set aside.
-    const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in final.meanRewardByTask);
-    const setAside =
-      new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(final.meanRewardByTask)]).size - tasks.length;
-    const byTask = (r: typeof base) => Object.fromEntries(tasks.map((t) => [t, r.meanRewardByTask[t] as number]));
-    const success = (r: typeof base) =>
-      tasks.filter((t) => ((r.meanRewardByTask[t] ?? 0) as number) > 0).length / Math.max(1, tasks.length);
-    const { gained, lost } = discordantPairs(byTask(base), byTask(final));
-    const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
-    const row = (label: string, r: typeof base, note: string) => [
-      label,
-      r.policyVersion,
-      percent(success(r)),
-      formatReward(r.meanReward),
-      r.byFailureClass ? classes(r.byFailureClass) : '-',
-      note,
-    ];
-    const candidateGate = status.iterations.find((i) => i.candidate === latest.policyVersion)?.gate;
-    const rows = [row('base', base, 'starting policy')];
-    if (production) rows.push(row('final', production, 'production'));
-    if (production?.policyVersion !== latest.policyVersion)
-      rows.push(
-        row('last candidate', latest, candidateGate ? `not promoted (gate ${candidateGate.verdict})` : 'not promoted'),
-      );
-    lines.push(
-      '',
-      formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows),
+  if (!heldout?.latest) return [];
+  const { base, latest } = heldout;
+  // "final" is what production serves; runs from before the run kept it know it only when the last candidate was promoted.
+  const lastGate = status.iterations.filter((i) => i.gate).at(-1)?.gate;
+  const production =
+    heldout.production ??
+    (lastGate?.promoted && lastGate && status.iterations.at(-1)?.candidate === latest.policyVersion
+      ? latest
+      : undefined);
+  const final = production ?? latest;
+  // Only tasks scored in both replays are compared; a task a fault cost one side is set aside.
+  const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in final.meanRewardByTask);
+  const setAside =
+    new Set([...Object.keys(base.meanRewardByTask), ...Object.keys(final.meanRewardByTask)]).size - tasks.length;
+  const byTask = (r: typeof base) => Object.fromEntries(tasks.map((t) => [t, r.meanRewardByTask[t] as number]));
+  const success = (r: typeof base) =>
+    tasks.filter((t) => ((r.meanRewardByTask[t] ?? 0) as number) > 0).length / Math.max(1, tasks.length);
+  const { gained, lost } = discordantPairs(byTask(base), byTask(final));
+  const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const row = (label: string, r: typeof base, note: string) => [
+    label,
+    r.policyVersion,
+    percent(success(r)),
+    formatReward(r.meanReward),
+    r.byFailureClass ? classes(r.byFailureClass) : '-',
+    note,
+  ];
+  const candidateGate = status.iterations.find((i) => i.candidate === latest.policyVersion)?.gate;
+  const rows = [row('base', base, 'starting policy')];
+  if (production) rows.push(row('final', production, 'production'));
+  if (production?.policyVersion !== latest.policyVersion)
+    rows.push(
+      row('last candidate', latest, candidateGate ? `not promoted (gate ${candidateGate.verdict})` : 'not promoted'),
     );
+  const lines = [
+    '',
+    formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows),
+    `${final.policyVersion} against ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`,
+  ];
+  if (setAside > 0)
     lines.push(
-      `${final.policyVersion} against ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`,
+      `${setAside} held-out tasks set aside: not scored in one of the replays (lost to a fault, not failed by a policy)`,
     );
-    if (setAside > 0)
-      lines.push(
-        `${setAside} held-out tasks set aside: not scored in one of the replays (lost to a fault, not failed by a policy)`,
-      );
-  }
-  return `${lines.join('\n')}\n`;
+  return lines;
 }
