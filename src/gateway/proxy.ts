@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { Pool } from 'undici';
+import type { ServerResponse } from 'node:http';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
-import type { CallEndpoint, TraceStore } from '../store/trace-store.js';
+import type { TraceStore } from '../store/trace-store.js';
 import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
+import { BackendPools } from './backend-pools.js';
 import {
   badResponse,
   classify,
@@ -52,47 +52,21 @@ export type { ProxiedCall } from './proxied-call.js';
 /** Routing refusals that are Rein's doing (a version it pinned is not routed, or is mid weight update). */
 const ROUTING_FAULTS = new Set(['pinned_policy_missing', 'policy_paused']);
 
-/** Request headers that belong to the hop to the gateway or to the harness's key, not to the backend. */
-const NOT_FORWARDED = new Set([
-  'host',
-  'connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'expect',
-  'content-length',
-  'authorization',
-  'api-key',
-  'x-api-key',
-  // The gateway reads the response: it has to arrive uncompressed.
-  'accept-encoding',
-]);
-
-const PATHS: Record<CallEndpoint, string> = {
-  'chat.completions': '/chat/completions',
-  completions: '/completions',
-  responses: '/responses',
-};
-
 /**
  * Forwards one model call to its backend and journals it: the call is written before it is
  * forwarded, and its outcome is written before the last byte reaches the harness.
  */
 export class ModelCallProxy {
-  private readonly pools = new Map<string, Pool>();
-  private readonly endpoints = new Map<string, { pool: Pool; basePath: string }>();
+  private readonly backends: BackendPools;
   private readonly shadowCalls: ShadowCalls;
 
   constructor(private readonly options: ProxyOptions) {
+    this.backends = new BackendPools(options.headersTimeoutMs, options.bodyTimeoutMs);
     this.shadowCalls = new ShadowCalls(
       options.store,
       options.redaction,
       options.maxShadowsInFlight ?? 256,
-      (...request) => this.send(...request),
+      (...request) => this.backends.send(...request),
     );
   }
 
@@ -172,7 +146,7 @@ export class ModelCallProxy {
 
   async close(): Promise<void> {
     await this.shadowCalls.close();
-    await Promise.all([...this.pools.values()].map((pool) => pool.close()));
+    await this.backends.close();
   }
 
   /**
@@ -276,7 +250,14 @@ export class ModelCallProxy {
   ): Promise<void> {
     let upstream;
     try {
-      upstream = await this.send(route, call.endpoint, sentText, call.headers, call.body.stream === true, call.signal);
+      upstream = await this.backends.send(
+        route,
+        call.endpoint,
+        sentText,
+        call.headers,
+        call.body.stream === true,
+        call.signal,
+      );
     } catch (err) {
       const failure = classify(err, call.signal, false);
       await finish({ upstreamStatus: null, errorClass: failure.errorClass, errorMessage: failure.message });
@@ -338,56 +319,5 @@ export class ModelCallProxy {
     const out = stripInjectedText(text, injected);
     res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(out)));
     res.end(out);
-  }
-
-  /** Sends the call to the candidate in the background; its outcome goes to the journal only. */
-  /** The request to a route's backend, for a production call and its shadow alike. */
-  private send(
-    route: Route,
-    endpoint: CallEndpoint,
-    text: string,
-    harnessHeaders: IncomingHttpHeaders,
-    stream: boolean,
-    signal: AbortSignal,
-  ) {
-    const { pool, basePath } = this.upstream(route.endpoint);
-    const headers: Record<string, string | string[]> = {};
-    const hopHeaders = new Set(
-      String(harnessHeaders.connection ?? '')
-        .toLowerCase()
-        .split(',')
-        .map((h) => h.trim()),
-    );
-    for (const [name, value] of Object.entries(harnessHeaders)) {
-      if (value !== undefined && !NOT_FORWARDED.has(name) && !hopHeaders.has(name)) headers[name] = value;
-    }
-    headers['content-type'] ??= 'application/json';
-    if (stream) headers.accept ??= 'text/event-stream';
-    else headers.accept = 'application/json';
-    if (route.backend.apiKey) headers.authorization = `Bearer ${route.backend.apiKey}`;
-    return pool.request({
-      method: 'POST',
-      path: `${basePath}${PATHS[endpoint]}`,
-      headers,
-      body: text,
-      signal,
-      headersTimeout: this.options.headersTimeoutMs,
-      bodyTimeout: this.options.bodyTimeoutMs,
-    });
-  }
-
-  private upstream(endpoint: string): { pool: Pool; basePath: string } {
-    let known = this.endpoints.get(endpoint);
-    if (!known) {
-      const url = new URL(endpoint);
-      let pool = this.pools.get(url.origin);
-      if (!pool) {
-        pool = new Pool(url.origin, { connections: 512, keepAliveTimeout: 30_000, pipelining: 1 });
-        this.pools.set(url.origin, pool);
-      }
-      known = { pool, basePath: url.pathname.replace(/\/$/, '') };
-      this.endpoints.set(endpoint, known);
-    }
-    return known;
   }
 }

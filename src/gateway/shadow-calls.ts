@@ -11,7 +11,7 @@ import type { RedactionRule } from './redact.js';
 import type { MirrorRoute, Route } from './routing.js';
 import { withoutSecretIds } from './secret-ids.js';
 
-/** Sends a request to a route's backend (ModelCallProxy's pools). */
+/** Sends a request to a route's backend (BackendPools.send, through the proxy's pools). */
 export type SendToBackend = (
   route: Route,
   endpoint: CallEndpoint,
