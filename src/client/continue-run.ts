@@ -7,6 +7,7 @@ import {
   WorkflowNotFoundError,
   type Client,
   type WorkflowExecutionDescription,
+  type WorkflowHandle,
 } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { RunProgress, RunStatus, TrainingRunInput, trainingRun } from '../../workflows/index.js';
@@ -46,6 +47,50 @@ export async function continueRun(
   runId: string,
   options: { allowConcurrentPromotion?: boolean } = {},
 ): Promise<RunContinuation> {
+  const { described, handle } = await endedExecution(client, runId);
+  const execution = described.status.name;
+  const memo = (described.memo ?? {}) as Record<string, unknown>;
+  if (typeof memo.promotes === 'string' && !options.allowConcurrentPromotion)
+    await refuseConcurrentPromotion(client, runId, memo.promotes);
+  const { input, taskQueue } = await startedWith(client, described);
+  const { progress, fromIteration, startOver, failed } = continuationPoint(described, input);
+
+  // Children a terminated or timed-out run leaves are ended by their parent-close policy, but not
+  // at once: end them here, or the iteration that runs again could find its id still taken.
+  await endOpenChildren(client, described, `run ${runId} ended (${execution.toLowerCase()}) and is being continued`);
+
+  const endedInIteration = /^iteration-(\d+)$/.exec(stageAttribute(described) ?? '')?.[1];
+  const earlier = Array.isArray(memo.resumes) ? (memo.resumes as RunResume[]) : [];
+  const resume: RunResume = {
+    fromIteration,
+    policyVersion: progress?.policyVersion ?? input.base.version,
+    startOver,
+    previousExecutionRunId: described.runId,
+    previousStatus: execution,
+    reason: failed ?? (await closeReason(handle)),
+    progressFrom: 'query',
+    at: new Date().toISOString(),
+  };
+  const executionRunId = await startContinuation(client, runId, { taskQueue, input, progress, memo, earlier, resume });
+  return {
+    ...resume,
+    runId,
+    taskQueue,
+    endedInIteration: endedInIteration === undefined ? undefined : Number(endedInIteration),
+    executionRunId,
+    iterations: input.iterations,
+    resumes: earlier.length + 1,
+  };
+}
+
+/**
+ * The run's execution, described, when it ended in a way a continuation can follow; refused for a
+ * missing run, another workflow type, a running (or paused) run and a completed one.
+ */
+async function endedExecution(
+  client: Client,
+  runId: string,
+): Promise<{ described: WorkflowExecutionDescription; handle: WorkflowHandle<typeof trainingRun> }> {
   let described;
   try {
     described = await client.workflow.getHandle(runId).describe();
@@ -68,15 +113,19 @@ export async function continueRun(
     const final = (await handle.result().catch(() => undefined)) as RunStatus | undefined;
     throw new RunNotResumableError(completedRunMessage(runId, final));
   }
+  return { described, handle };
+}
 
-  const memo = (described.memo ?? {}) as Record<string, unknown>;
-  if (typeof memo.promotes === 'string' && !options.allowConcurrentPromotion)
-    await refuseConcurrentPromotion(client, runId, memo.promotes);
-  const { input, taskQueue } = await startedWith(client, described);
-
-  // Recorded by this execution, or (ended before it recorded any) given to it by the one before.
+/**
+ * Where the new execution starts: the first unfinished iteration of the progress recorded by the
+ * ended execution, or (ended before it recorded any) given to it by the one before; with none
+ * recorded the run starts over. `failed`: why the iteration that runs again failed, if it did.
+ */
+function continuationPoint(
+  described: WorkflowExecutionDescription,
+  input: TrainingRunInput,
+): { progress: RunProgress | undefined; fromIteration: number; startOver: boolean; failed: string | undefined } {
   const recorded = recordedProgress(described) ?? input.progress;
-  const startOver = recorded === undefined;
   const fromIteration = recorded?.nextIteration ?? 1;
   // The iteration that ended the run runs again: its `failed` entry goes, or the status would list it twice.
   const failedEntry = recorded?.iterations.find((i) => i.iteration === fromIteration && i.failed);
@@ -84,27 +133,26 @@ export async function continueRun(
     ...recorded,
     iterations: recorded.iterations.filter((i) => i.iteration < fromIteration),
   };
+  return { progress, fromIteration, startOver: recorded === undefined, failed: failedEntry?.failed };
+}
 
-  // Children a terminated or timed-out run leaves are ended by their parent-close policy, but not
-  // at once: end them here, or the iteration that runs again could find its id still taken.
-  await endOpenChildren(client, described, `run ${runId} ended (${execution.toLowerCase()}) and is being continued`);
-
-  const endedInIteration = /^iteration-(\d+)$/.exec(stageAttribute(described) ?? '')?.[1];
-  const earlier = Array.isArray(memo.resumes) ? (memo.resumes as RunResume[]) : [];
-  const resume: RunResume = {
-    fromIteration,
-    policyVersion: progress?.policyVersion ?? input.base.version,
-    startOver,
-    previousExecutionRunId: described.runId,
-    previousStatus: execution,
-    reason: failedEntry?.failed ?? (await closeReason(handle)),
-    progressFrom: 'query',
-    at: new Date().toISOString(),
-  };
+/** Starts the new execution under the run's id; its memo keeps the old one's, less its progress, plus this continuation. */
+async function startContinuation(
+  client: Client,
+  runId: string,
+  start: {
+    taskQueue: string;
+    input: TrainingRunInput;
+    progress: RunProgress | undefined;
+    memo: Record<string, unknown>;
+    earlier: RunResume[];
+    resume: RunResume;
+  },
+): Promise<string> {
+  const { taskQueue, input, progress, memo, earlier, resume } = start;
   const { progress: _closed, ...kept } = memo;
-  let started;
   try {
-    started = await client.workflow.start<typeof trainingRun>('trainingRun', {
+    const started = await client.workflow.start<typeof trainingRun>('trainingRun', {
       taskQueue,
       workflowId: runId,
       // Only a run that did not complete may be started again under its id.
@@ -112,8 +160,9 @@ export async function continueRun(
       args: [progress ? { ...input, progress } : input],
       // The progress it starts from is its record until it records its own; `resumes` keeps the last ten continuations.
       memo: { ...kept, ...(progress && { progress }), resumes: [...earlier, resume].slice(-10) },
-      staticSummary: `Rein training run ${runId}, continued from iteration ${fromIteration} with ${resume.policyVersion} after it ${execution.toLowerCase()}`,
+      staticSummary: `Rein training run ${runId}, continued from iteration ${resume.fromIteration} with ${resume.policyVersion} after it ${resume.previousStatus.toLowerCase()}`,
     });
+    return started.firstExecutionRunId;
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
       throw new RunNotResumableError(
@@ -122,15 +171,6 @@ export async function continueRun(
     }
     throw err;
   }
-  return {
-    ...resume,
-    runId,
-    taskQueue,
-    endedInIteration: endedInIteration === undefined ? undefined : Number(endedInIteration),
-    executionRunId: started.firstExecutionRunId,
-    iterations: input.iterations,
-    resumes: earlier.length + 1,
-  };
 }
 
 /** What `rein resume` says about a completed run: nothing to resume, and how to go on from it. */
