@@ -3,15 +3,13 @@ export { rolloutSet, type RolloutSetInput } from './rollout-set.js';
 export { trainingIteration, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
 export {
   pauseSignal,
-  PROGRESS_MEMO,
   resumeSignal,
   statusQuery,
   stopSignal,
   trainingRun,
-  type HeldoutResult,
-  type RunProgress,
   type RunStatus,
   type TrainingRunInput,
 } from './training-run.js';
+export { PROGRESS_MEMO, type HeldoutResult, type RunProgress } from './run-progress.js';
 export { releaseCandidate, type ReleaseCandidateInput, type ReleaseCandidateResult } from './release-candidate.js';
 export { shadowRun, type ShadowRunInput, type ShadowRunResult } from './shadow-run.js';

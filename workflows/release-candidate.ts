@@ -1,6 +1,7 @@
+import type { ActivityOptions } from '@temporalio/common';
 import { proxyActivities, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { GateSummary } from '../activities/release.js';
+import type { GateSummary, LedgerInput, RolloutSetRef } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { decisionIdFor, heldoutBatchId } from '../src/gate/release-ids.js';
 import {
@@ -14,7 +15,7 @@ import {
 import { callOptions, REGISTRY_ACTIVITY } from './activity-options.js';
 import { PromotionFailure } from './failures.js';
 import { gateLine } from './summaries.js';
-import { scoredRollouts } from './rollouts-activity.js';
+import { heldoutReplay } from './rollouts-activity.js';
 import { sendNotification } from './notify.js';
 import type { HeldoutSelection } from './task-selection.js';
 
@@ -68,32 +69,10 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   if (incumbent === candidate)
     throw new PromotionFailure(`${candidate} already serves production; there is nothing to compare it with`);
 
-  const replay = (policyVersion: string, batchId: string) =>
-    scoredRollouts(
-      `held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`,
-      input.heartbeatTimeoutSeconds,
-      {
-        batchId,
-        taskSet: heldout.taskSet,
-        taskIds: heldout.taskIds,
-        samplesPerTask,
-        mode: 'eval',
-        policyVersion,
-        ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
-      },
-    );
-  const incumbentSet = {
-    batchId: heldoutBatchId(incumbent, input.configHash),
-    taskIds: heldout.taskIds,
-    samplesPerTask,
-  };
-  const candidateSet = {
-    batchId: heldoutBatchId(candidate, input.configHash),
-    taskIds: heldout.taskIds,
-    samplesPerTask,
-  };
-  const incumbentHeldout = await replay(incumbent, incumbentSet.batchId);
-  const candidateHeldout = await replay(candidate, candidateSet.batchId);
+  const incumbentSet = heldoutSet(input, incumbent);
+  const candidateSet = heldoutSet(input, candidate);
+  const incumbentHeldout = await replayHeldout(input, incumbent, incumbentSet.batchId);
+  const candidateHeldout = await replayHeldout(input, candidate, candidateSet.batchId);
 
   upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
   const decisionId = decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask);
@@ -102,44 +81,91 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   ]);
   upsertSearchAttributes([{ key: ReinVerdict, value: gate.verdict }]);
   if (gate.acceptedRate) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: gate.acceptedRate.candidate }]);
-  let promoted = false;
-  if (gate.verdict === 'pass' && input.promote) {
-    upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
-    await promotePolicy.executeWithOptions(quick, [
-      { version: candidate, decisionId: gate.decisionId, actor: input.actor },
-    ]);
-    promoted = true;
-  }
+  const promoted = gate.verdict === 'pass' && input.promote ? await promoteCandidate(input, gate, quick) : false;
   // Refused releases are rows in the ledgers too: what was tried, and what it measured.
   await recordLedgerEntry.executeWithOptions(quick, [
-    {
-      id: `release.${candidate}`,
-      kind: 'release',
-      runId: input.runId ?? null,
-      iteration: input.iteration ?? null,
-      policyVersion: candidate,
-      parent: incumbent,
-      taskSet: heldout.taskSet,
-      ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
-      sets: [candidateSet],
-      elapsedSeconds: (Date.now() - startedAt) / 1000,
-      decisionId: gate.decisionId,
-    },
+    releaseLedgerEntry(input, incumbent, candidateSet, gate.decisionId, startedAt),
   ]);
   setCurrentDetails(`${candidate} against production ${incumbent}: ${gateLine({ ...gate, promoted })}`);
-  if (promoted || gate.verdict !== 'pass') {
-    await sendNotification({
-      event: promoted ? 'promotion' : 'refusal',
-      runId: input.runId ?? null,
-      iteration: input.iteration ?? null,
-      versions: { candidate, incumbent, production: promoted ? candidate : incumbent },
-      verdict: gate.verdict,
-      reasons: gate.reasons,
-      decisionId: gate.decisionId,
-      ...(gate.acceptedRate && { heldout: gate.acceptedRate }),
-      actor: input.actor,
-    });
-  }
+  if (promoted || gate.verdict !== 'pass') await notifyOutcome(input, incumbent, gate, promoted);
   upsertSearchAttributes([{ key: ReinStage, value: 'done' }]);
   return { candidate, incumbent, candidateHeldout, incumbentHeldout, gate, promoted };
+}
+
+/** A version's held-out replay as the gate reads it: its batch (one per version and config), tasks and samples. */
+function heldoutSet(input: ReleaseCandidateInput, policyVersion: string): RolloutSetRef {
+  return {
+    batchId: heldoutBatchId(policyVersion, input.configHash),
+    taskIds: input.heldout.taskIds,
+    samplesPerTask: input.samplesPerTask,
+  };
+}
+
+function replayHeldout(
+  input: ReleaseCandidateInput,
+  policyVersion: string,
+  batchId: string,
+): Promise<RunRolloutsSummary> {
+  return heldoutReplay(
+    { heldout: input.heldout, samplesPerTask: input.samplesPerTask, policyVersion, batchId },
+    input.heartbeatTimeoutSeconds,
+  );
+}
+
+/** Moves production to the candidate the gate passed; true once it did. */
+async function promoteCandidate(
+  input: ReleaseCandidateInput,
+  gate: GateSummary,
+  options: ActivityOptions,
+): Promise<true> {
+  upsertSearchAttributes([{ key: ReinStage, value: 'promote' }]);
+  await promotePolicy.executeWithOptions(options, [
+    { version: input.candidate, decisionId: gate.decisionId, actor: input.actor },
+  ]);
+  return true;
+}
+
+/** The release's row in the ledgers: the candidate against the incumbent, measured on the candidate's replay. */
+function releaseLedgerEntry(
+  input: ReleaseCandidateInput,
+  incumbent: string,
+  candidateSet: RolloutSetRef,
+  decisionId: string,
+  startedAt: number,
+): LedgerInput {
+  const { candidate, heldout } = input;
+  return {
+    id: `release.${candidate}`,
+    kind: 'release',
+    runId: input.runId ?? null,
+    iteration: input.iteration ?? null,
+    policyVersion: candidate,
+    parent: incumbent,
+    taskSet: heldout.taskSet,
+    ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
+    sets: [candidateSet],
+    elapsedSeconds: (Date.now() - startedAt) / 1000,
+    decisionId,
+  };
+}
+
+/** Tells the webhook that production moved to the candidate, or that the gate refused it. */
+function notifyOutcome(
+  input: ReleaseCandidateInput,
+  incumbent: string,
+  gate: GateSummary,
+  promoted: boolean,
+): Promise<void> {
+  const { candidate } = input;
+  return sendNotification({
+    event: promoted ? 'promotion' : 'refusal',
+    runId: input.runId ?? null,
+    iteration: input.iteration ?? null,
+    versions: { candidate, incumbent, production: promoted ? candidate : incumbent },
+    verdict: gate.verdict,
+    reasons: gate.reasons,
+    decisionId: gate.decisionId,
+    ...(gate.acceptedRate && { heldout: gate.acceptedRate }),
+    actor: input.actor,
+  });
 }

@@ -2,6 +2,7 @@ import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { callOptions, ROLLOUT_ACTIVITY } from './activity-options.js';
+import type { HeldoutSelection } from './task-selection.js';
 
 const { runRollouts } = proxyActivities<Activities>(ROLLOUT_ACTIVITY);
 
@@ -41,4 +42,28 @@ export async function scoredRollouts(
     result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input);
   }
   return result;
+}
+
+/**
+ * A held-out replay: each held-out task `samplesPerTask` times on one policy version, with the
+ * harness's eval settings, into `batchId` (the batch a gate against that version reads).
+ */
+export function heldoutReplay(
+  replay: { heldout: HeldoutSelection; samplesPerTask: number; policyVersion: string; batchId: string },
+  heartbeatTimeoutSeconds: number | undefined,
+): Promise<RunRolloutsSummary> {
+  const { heldout, samplesPerTask, policyVersion } = replay;
+  return scoredRollouts(
+    `held-out replay: ${heldout.taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`,
+    heartbeatTimeoutSeconds,
+    {
+      batchId: replay.batchId,
+      taskSet: heldout.taskSet,
+      taskIds: heldout.taskIds,
+      samplesPerTask,
+      mode: 'eval',
+      policyVersion,
+      ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
+    },
+  );
 }

@@ -6,6 +6,7 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import type { LedgerInput } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
 import { iterationBatchId, selectionRolloutIds } from '../src/rollouts/rollout-id.js';
@@ -103,19 +104,64 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
   stage('batch');
+  const built = await buildTrainingBatch(input, batchId, rollouts.total, heartbeatTimeoutSeconds);
+
+  stage('update');
+  const candidate = `${runId}.v${iteration}`;
+  const update = await trainCandidate(input, candidate, built, heartbeatTimeoutSeconds);
+
+  let heldout: RunRolloutsSummary | null = null;
+  let release: TrainingIterationResult['release'] = null;
+  if (input.heldout) {
+    stage('heldout');
+    upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
+    ({ heldout, release } = await releaseAsChild(input, input.heldout, candidate, heartbeatTimeoutSeconds));
+  }
+  setCurrentDetails(
+    iterationSummary({
+      iteration,
+      candidate,
+      meanReward: rollouts.meanReward,
+      ...(release && { gate: { ...release.gate, promoted: release.promoted } }),
+    }),
+  );
+  await recordLedgerEntry.executeWithOptions(callOptions(heartbeatTimeoutSeconds), [
+    iterationLedgerEntry(input, batchId, candidate, startedAt, release?.gate.decisionId ?? null),
+  ]);
+  stage('done');
+  const batch = { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri };
+  return { iteration, parent, candidate, rollouts, batch: { ...batch, ...built.summary }, update, heldout, release };
+}
+
+type BuiltBatch = Awaited<ReturnType<Activities['buildBatch']>>;
+
+/** The batch from the iteration's training rollouts, by their ids. */
+function buildTrainingBatch(
+  input: TrainingIterationInput,
+  batchId: string,
+  rollouts: number,
+  heartbeatTimeoutSeconds: number,
+): Promise<BuiltBatch> {
+  const { runId, iteration, policyVersion: parent } = input;
   const rolloutIds = selectionRolloutIds({
     batchId,
     taskIds: input.train.taskIds,
     samplesPerTask: input.train.samplesPerTask,
   });
-  const built = await buildBatch.executeWithOptions(
-    callOptions(heartbeatTimeoutSeconds, `batch from ${rollouts.total} rollouts`),
-    [{ runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds }],
-  );
+  return buildBatch.executeWithOptions(callOptions(heartbeatTimeoutSeconds, `batch from ${rollouts} rollouts`), [
+    { runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds },
+  ]);
+}
 
-  stage('update');
-  const candidate = `${runId}.v${iteration}`;
-  const update = await updatePolicy.executeWithOptions(
+/** The policy update: the candidate trained from the iteration's policy on the batch, then registered and served. */
+function trainCandidate(
+  input: TrainingIterationInput,
+  candidate: string,
+  built: BuiltBatch,
+  heartbeatTimeoutSeconds: number,
+): Promise<UpdatePolicySummary> {
+  const { runId, iteration, policyVersion: parent } = input;
+  return updatePolicy.executeWithOptions(
     callOptions(heartbeatTimeoutSeconds, `train ${candidate} from ${parent} on ${built.summary.sequences} sequences`),
     [
       {
@@ -128,76 +174,65 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
       },
     ],
   );
+}
 
-  let heldout: RunRolloutsSummary | null = null;
-  let release: TrainingIterationResult['release'] = null;
-  if (input.heldout) {
-    stage('heldout');
-    upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
-    const released = await executeChild(releaseCandidate, {
-      workflowId: `${runId}-it${iteration}-release`,
-      staticSummary: `it${iteration}: release ${candidate}, held-out replay against production and the gate`,
-      args: [
-        {
-          candidate,
-          base: input.release?.base ?? { version: parent, checkpointUri: '' },
-          heldout: input.heldout,
-          samplesPerTask: input.release?.samplesPerTask ?? 1,
-          configHash: input.configHash,
-          promote: input.release?.promote ?? false,
-          actor: `run:${runId}`,
-          runId,
-          iteration,
-          heartbeatTimeoutSeconds,
-        },
-      ],
-    });
-    heldout = released.candidateHeldout;
-    release = {
+/** The candidate's release as a child workflow: held-out replays of it and of production, the gate, a promotion when asked. */
+async function releaseAsChild(
+  input: TrainingIterationInput,
+  heldout: HeldoutSelection,
+  candidate: string,
+  heartbeatTimeoutSeconds: number,
+): Promise<Pick<TrainingIterationResult, 'heldout' | 'release'>> {
+  const { runId, iteration, policyVersion: parent } = input;
+  const released = await executeChild(releaseCandidate, {
+    workflowId: `${runId}-it${iteration}-release`,
+    staticSummary: `it${iteration}: release ${candidate}, held-out replay against production and the gate`,
+    args: [
+      {
+        candidate,
+        base: input.release?.base ?? { version: parent, checkpointUri: '' },
+        heldout,
+        samplesPerTask: input.release?.samplesPerTask ?? 1,
+        configHash: input.configHash,
+        promote: input.release?.promote ?? false,
+        actor: `run:${runId}`,
+        runId,
+        iteration,
+        heartbeatTimeoutSeconds,
+      },
+    ],
+  });
+  const success = released.gate.acceptedRate?.candidate;
+  if (success !== undefined) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
+  return {
+    heldout: released.candidateHeldout,
+    release: {
       incumbent: released.incumbent,
       gate: released.gate,
       promoted: released.promoted,
       incumbentHeldout: released.incumbentHeldout,
-    };
-    const success = released.gate.acceptedRate?.candidate;
-    if (success !== undefined) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
-  }
-  setCurrentDetails(
-    iterationSummary({
-      iteration,
-      candidate,
-      meanReward: rollouts.meanReward,
-      ...(release && { gate: { ...release.gate, promoted: release.promoted } }),
-    }),
-  );
-  await recordLedgerEntry.executeWithOptions(callOptions(heartbeatTimeoutSeconds), [
-    {
-      id: batchId,
-      kind: 'iteration',
-      runId,
-      iteration,
-      policyVersion: candidate,
-      parent,
-      taskSet: input.train.taskSet,
-      sets: [{ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask }],
-      elapsedSeconds: (Date.now() - startedAt) / 1000,
-      decisionId: release?.gate.decisionId ?? null,
     },
-  ]);
-  stage('done');
+  };
+}
+
+/** The iteration's row in the ledgers: its candidate, measured on its training rollouts. */
+function iterationLedgerEntry(
+  input: TrainingIterationInput,
+  batchId: string,
+  candidate: string,
+  startedAt: number,
+  decisionId: string | null,
+): LedgerInput {
   return {
-    iteration,
-    parent,
-    candidate,
-    rollouts,
-    batch: {
-      uri: built.batch.uri,
-      contentHash: built.batch.contentHash,
-      reportUri: built.report.uri,
-      ...built.summary,
-    },
-    update,
-    heldout,
-    release,
+    id: batchId,
+    kind: 'iteration',
+    runId: input.runId,
+    iteration: input.iteration,
+    policyVersion: candidate,
+    parent: input.policyVersion,
+    taskSet: input.train.taskSet,
+    sets: [{ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask }],
+    elapsedSeconds: (Date.now() - startedAt) / 1000,
+    decisionId,
   };
 }

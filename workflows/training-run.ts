@@ -7,22 +7,25 @@ import {
   executeChild,
   isCancellation,
   proxyActivities,
-  setCurrentDetails,
   setHandler,
-  upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { GateSummary } from '../activities/release.js';
-import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { REGISTRY_ACTIVITY } from './activity-options.js';
 import { IterationFailure } from './failures.js';
-import { ReinHeldoutSuccess, ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
-import { failuresByStage, iterationSummary } from './summaries.js';
+import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
 import { heldoutBatchId } from '../src/gate/release-ids.js';
-import { scoredRollouts } from './rollouts-activity.js';
+import { heldoutReplay } from './rollouts-activity.js';
 import { sendNotification } from './notify.js';
+import {
+  advanceProgress,
+  heldoutResult,
+  recordFailedIteration,
+  recordIteration,
+  recordProgress,
+  type RunProgress,
+} from './run-progress.js';
 import type { TaskSelection } from './task-selection.js';
 import { trainingIteration, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
 
@@ -61,45 +64,6 @@ export interface TrainingRunInput {
   continueAsNewEvery?: number;
 }
 
-/** A held-out replay's result, paired by task. */
-export interface HeldoutResult {
-  policyVersion: string;
-  meanReward: number | null;
-  meanRewardByTask: Record<string, number>;
-  /** Failed rollouts of the replay by failure class; absent when none failed. */
-  byFailureClass?: Record<string, number>;
-}
-
-/** What a run has done so far: small, since it travels through continue-as-new. */
-export interface RunProgress {
-  nextIteration: number;
-  policyVersion: string;
-  iterations: Array<{
-    iteration: number;
-    candidate: string | null;
-    meanReward: number | null;
-    heldoutMeanReward: number | null;
-    /** The gate's verdict on the candidate against production, and whether production moved to it. */
-    gate?: {
-      verdict: GateSummary['verdict'];
-      decisionId: string;
-      incumbent: string;
-      promoted: boolean;
-      reasons: string[];
-      acceptedRate?: GateSummary['acceptedRate'];
-    };
-    /** Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed. */
-    failures?: Record<string, Record<string, number>>;
-    failed?: string;
-  }>;
-  /**
-   * With held-out tasks: the starting policy's replay, the latest candidate's, and the replay of
-   * what production serves after the latest gate (the candidate when it was promoted, else the
-   * incumbent it was compared with); `production` is absent until a gate ran.
-   */
-  heldout?: { base: HeldoutResult; latest: HeldoutResult | null; production?: HeldoutResult };
-}
-
 export interface RunStatus extends RunProgress {
   runId: string;
   state: 'running' | 'paused' | 'stopping' | 'finished' | 'stopped';
@@ -112,9 +76,6 @@ export const pauseSignal = defineSignal('pause');
 export const resumeSignal = defineSignal('resume');
 export const stopSignal = defineSignal('stop');
 export const statusQuery = defineQuery<RunStatus>('status');
-
-/** Iterations kept in the status (the whole history is in the child workflows and the registry). */
-const KEPT_ITERATIONS = 50;
 
 /**
  * A training run: iterations as child workflows, one after another, each training from the
@@ -154,18 +115,7 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
     policyVersion: input.base.version,
     iterations: [],
   };
-  const run = { paused: false, stopping: false, stage: 'starting', currentWorkflowId: runId as string | undefined };
-  const status = (state?: RunStatus['state']): RunStatus => ({
-    runId,
-    state: state ?? (run.stopping ? 'stopping' : run.paused ? 'paused' : 'running'),
-    stage: run.stage,
-    ...(run.currentWorkflowId && { currentWorkflowId: run.currentWorkflowId }),
-    ...progress,
-  });
-  setHandler(pauseSignal, () => void (run.paused = true));
-  setHandler(resumeSignal, () => void (run.paused = false));
-  setHandler(stopSignal, () => void (run.stopping = true));
-  setHandler(statusQuery, () => status());
+  const run = answerSignalsAndStatus(runId, progress);
   upsertSearchAttributes([
     { key: ReinRunId, value: runId },
     { key: ReinPolicyVersion, value: progress.policyVersion },
@@ -176,12 +126,7 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
 
   let iterationsHere = 0;
   while (input.iterations === null || progress.nextIteration <= input.iterations) {
-    if (run.paused) {
-      run.stage = 'paused';
-      run.currentWorkflowId = runId;
-      upsertSearchAttributes([{ key: ReinStage, value: 'paused' }]);
-      await condition(() => !run.paused || run.stopping);
-    }
+    if (run.paused) await pausedUntilResumed(run, runId);
     if (run.stopping) break;
     const iteration = progress.nextIteration;
     at.iteration = iteration;
@@ -196,56 +141,87 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
       progress.policyVersion,
       (id) => (run.currentWorkflowId = id),
     );
-    if ('result' in outcome) {
-      recordIteration(progress, outcome.result);
-    } else {
-      progress.iterations.push({
-        iteration,
-        candidate: null,
-        meanReward: null,
-        heldoutMeanReward: null,
-        failed: outcome.failure,
-      });
-      if (input.onFailedIteration !== 'skip') {
-        // Recorded before the run fails with it: `rein resume` reads why from the memo.
-        recordProgress(progress);
-        throw new IterationFailure(
-          `iteration ${iteration} of run ${runId} failed${outcome.tries > 1 ? ` ${outcome.tries} times` : ''}: ${outcome.failure}`,
-        );
-      }
-    }
-    progress.iterations = progress.iterations.slice(-KEPT_ITERATIONS);
-    progress.nextIteration = iteration + 1;
-    recordProgress(progress);
-    // The Web UI shows these lines at a glance, oldest first (the last ten).
-    setCurrentDetails(progress.iterations.slice(-10).map(iterationSummary).join('\n'));
+    if ('result' in outcome) recordIteration(progress, outcome.result);
+    else failedIteration(input, runId, progress, iteration, outcome);
+    advanceProgress(progress, iteration);
     iterationsHere++;
-    const every = input.continueAsNewEvery;
-    const asked =
-      every !== undefined &&
-      iterationsHere >= every &&
-      (input.iterations === null || progress.nextIteration <= input.iterations);
-    if ((workflowInfo().continueAsNewSuggested || asked) && !run.stopping && !run.paused) {
+    if (
+      (workflowInfo().continueAsNewSuggested || continueAsNewAsked(input, progress, iterationsHere)) &&
+      !run.stopping &&
+      !run.paused
+    ) {
       await continueAsNew<typeof trainingRun>({ ...input, runId, progress });
     }
   }
   run.stage = 'done';
   run.currentWorkflowId = undefined;
   upsertSearchAttributes([{ key: ReinStage, value: run.stopping ? 'stopped' : 'done' }]);
-  return status(run.stopping ? 'stopped' : 'finished');
+  return runStatus(runId, run, progress, run.stopping ? 'stopped' : 'finished');
 }
 
-/** The memo key under which a run keeps its progress (see recordProgress). */
-export const PROGRESS_MEMO = 'progress';
+/** What the run's signals set and its status query reads, besides the progress. */
+interface RunControl {
+  paused: boolean;
+  stopping: boolean;
+  stage: string;
+  currentWorkflowId: string | undefined;
+}
+
+/** The run's signal handlers (pause, resume, stop) and status query, over the control state they share. */
+function answerSignalsAndStatus(runId: string, progress: RunProgress): RunControl {
+  const run: RunControl = { paused: false, stopping: false, stage: 'starting', currentWorkflowId: runId };
+  setHandler(pauseSignal, () => void (run.paused = true));
+  setHandler(resumeSignal, () => void (run.paused = false));
+  setHandler(stopSignal, () => void (run.stopping = true));
+  setHandler(statusQuery, () => runStatus(runId, run, progress));
+  return run;
+}
+
+function runStatus(runId: string, run: RunControl, progress: RunProgress, state?: RunStatus['state']): RunStatus {
+  return {
+    runId,
+    state: state ?? (run.stopping ? 'stopping' : run.paused ? 'paused' : 'running'),
+    stage: run.stage,
+    ...(run.currentWorkflowId && { currentWorkflowId: run.currentWorkflowId }),
+    ...progress,
+  };
+}
+
+/** A paused run, between iterations: it waits for resume, or for stop. */
+async function pausedUntilResumed(run: RunControl, runId: string): Promise<void> {
+  run.stage = 'paused';
+  run.currentWorkflowId = runId;
+  upsertSearchAttributes([{ key: ReinStage, value: 'paused' }]);
+  await condition(() => !run.paused || run.stopping);
+}
 
 /**
- * Keeps the run's progress in its memo, which Temporal stores with the execution and returns from
- * describe() with no worker running: `rein status` shows it and `rein resume` continues from it
- * when no worker can answer the status query (the run closed, or its worker is gone). Written once
- * the run reaches its iterations and after each one; a run without it never got that far.
+ * A failed iteration into the progress; the run goes on past it with onFailedIteration `skip`,
+ * and otherwise fails with it, its progress recorded first (`rein resume` reads why from the memo).
  */
-function recordProgress(progress: RunProgress): void {
-  upsertMemo({ [PROGRESS_MEMO]: progress });
+function failedIteration(
+  input: TrainingRunInput,
+  runId: string,
+  progress: RunProgress,
+  iteration: number,
+  outcome: { failure: string; tries: number },
+): void {
+  recordFailedIteration(progress, iteration, outcome.failure);
+  if (input.onFailedIteration === 'skip') return;
+  recordProgress(progress);
+  throw new IterationFailure(
+    `iteration ${iteration} of run ${runId} failed${outcome.tries > 1 ? ` ${outcome.tries} times` : ''}: ${outcome.failure}`,
+  );
+}
+
+/** Whether the run's own continueAsNewEvery asks for a new execution now (never after its last iteration). */
+function continueAsNewAsked(input: TrainingRunInput, progress: RunProgress, iterationsHere: number): boolean {
+  const every = input.continueAsNewEvery;
+  return (
+    every !== undefined &&
+    iterationsHere >= every &&
+    (input.iterations === null || progress.nextIteration <= input.iterations)
+  );
 }
 
 /**
@@ -274,19 +250,14 @@ async function startFromBase(
   // Its batch is the one a gate against that policy replays, so the first gate finds it done.
   setStage('heldout-base');
   upsertSearchAttributes([{ key: ReinStage, value: 'heldout-base' }]);
-  const samplesPerTask = input.release?.samplesPerTask ?? 1;
-  const base = await scoredRollouts(
-    `held-out replay: ${input.heldout.taskIds.length} tasks x ${samplesPerTask} on ${start}`,
-    input.heartbeatTimeoutSeconds,
+  const base = await heldoutReplay(
     {
-      batchId: heldoutBatchId(start, input.configHash),
-      taskSet: input.heldout.taskSet,
-      taskIds: input.heldout.taskIds,
-      samplesPerTask,
-      mode: 'eval',
+      heldout: input.heldout,
+      samplesPerTask: input.release?.samplesPerTask ?? 1,
       policyVersion: start,
-      ...(input.heldout.harnessEnv && { harnessEnv: input.heldout.harnessEnv }),
+      batchId: heldoutBatchId(start, input.configHash),
     },
+    input.heartbeatTimeoutSeconds,
   );
   // Starting from production, the yardstick is what production serves until a gate moves it.
   progress.heldout = {
@@ -351,60 +322,6 @@ async function runIteration(
     }
   }
   return { failure, tries };
-}
-
-/** A finished iteration into the progress: its entry, the policy the next one trains from, the held-out results. */
-function recordIteration(progress: RunProgress, result: TrainingIterationResult): void {
-  const { release } = result;
-  progress.policyVersion = result.candidate;
-  progress.iterations.push(iterationEntry(result));
-  upsertSearchAttributes([{ key: ReinPolicyVersion, value: result.candidate }]);
-  if (progress.heldout && result.heldout) progress.heldout.latest = heldoutResult(result.candidate, result.heldout);
-  if (progress.heldout) progress.heldout.production = productionHeldout(result) ?? progress.heldout.production;
-  const success =
-    release && (release.promoted ? release.gate.acceptedRate?.candidate : release.gate.acceptedRate?.incumbent);
-  if (success !== undefined && success !== null) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: success }]);
-}
-
-function heldoutResult(policyVersion: string, summary: RunRolloutsSummary): HeldoutResult {
-  const failed = Object.keys(summary.byFailureClass ?? {}).length > 0;
-  return {
-    policyVersion,
-    meanReward: summary.meanReward,
-    meanRewardByTask: summary.meanRewardByTask,
-    ...(failed && { byFailureClass: summary.byFailureClass }),
-  };
-}
-
-/** A finished iteration as the run's progress keeps it. */
-function iterationEntry(result: TrainingIterationResult): RunProgress['iterations'][number] {
-  const { release } = result;
-  const failures = failuresByStage(result);
-  return {
-    iteration: result.iteration,
-    candidate: result.candidate,
-    meanReward: result.rollouts.meanReward,
-    heldoutMeanReward: result.heldout?.meanReward ?? null,
-    ...(release && {
-      gate: {
-        verdict: release.gate.verdict,
-        decisionId: release.gate.decisionId,
-        incumbent: release.incumbent,
-        promoted: release.promoted,
-        reasons: release.gate.reasons,
-        ...(release.gate.acceptedRate && { acceptedRate: release.gate.acceptedRate }),
-      },
-    }),
-    ...(Object.keys(failures).length > 0 && { failures }),
-  };
-}
-
-/** What production serves after the iteration's gate, with its held-out replay: the candidate when promoted, else the incumbent. */
-function productionHeldout(result: TrainingIterationResult): HeldoutResult | undefined {
-  const { release } = result;
-  if (!release) return undefined;
-  if (release.promoted) return result.heldout ? heldoutResult(result.candidate, result.heldout) : undefined;
-  return release.incumbentHeldout ? heldoutResult(release.incumbent, release.incumbentHeldout) : undefined;
 }
 
 /** The innermost message of a failure chain (child workflow → activity → the error the activity threw). */
