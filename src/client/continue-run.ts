@@ -36,7 +36,7 @@ export interface RunContinuation extends RunResume {
  * iteration runs again; its finished rollouts are reused, since batch ids are per iteration).
  *
  * The progress is the run's own record: the memo it keeps after each iteration (see
- * workflows/training-run.ts: recordProgress), which Temporal returns without a worker. A run that
+ * workflows/run-progress.ts: recordProgress), which Temporal returns without a worker. A run that
  * recorded none never reached its first iteration: it starts over with its original input.
  *
  * Refused (RunNotResumableError) for a running run (a paused one is resumed by signal) and a

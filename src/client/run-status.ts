@@ -133,7 +133,7 @@ async function queryStatus(
   }
 }
 
-/** The progress a run recorded in its memo (workflows/training-run.ts: recordProgress), if it did. */
+/** The progress a run recorded in its memo (workflows/run-progress.ts: recordProgress), if it did. */
 export function recordedProgress(described: Pick<WorkflowExecutionDescription, 'memo'>): RunProgress | undefined {
   const progress = described.memo?.[PROGRESS_MEMO];
   return typeof progress === 'object' && progress !== null ? (progress as RunProgress) : undefined;
