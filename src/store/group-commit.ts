@@ -1,5 +1,4 @@
-import type { Kysely } from 'kysely';
-import type { JournalTables } from './journal-schema.js';
+import type { HotPath, QueryRunner } from './sql/database.js';
 
 /** A journal write, prepared (encoded against the store's caches) just before its group commit. */
 export interface PreparedWrite {
@@ -8,7 +7,7 @@ export interface PreparedWrite {
    * row): a batch takes those in one order, so two gateways' batches never deadlock. Null for others.
    */
   lockKey: string | null;
-  run(db: Kysely<JournalTables>): Promise<unknown>;
+  run(db: QueryRunner): Promise<unknown>;
 }
 
 interface PendingWrite {
@@ -34,7 +33,7 @@ export class GroupCommit {
   private flushing: Promise<void> | undefined;
 
   constructor(
-    private readonly db: Kysely<JournalTables>,
+    private readonly db: HotPath,
     private readonly forgetCaches: () => void,
   ) {}
 
@@ -89,7 +88,7 @@ export class GroupCommit {
         (a, b) =>
           rank(a.write) - rank(b.write) || (a.write.lockKey ?? '').localeCompare(b.write.lockKey ?? '') || a.i - b.i,
       );
-    return this.db.transaction().execute(async (trx) => {
+    return this.db.transaction(async (trx) => {
       const results: unknown[] = [];
       for (const { write, i } of order) results[i] = await write.run(trx);
       return results;

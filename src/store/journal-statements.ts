@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { QueryRunner } from './sql/database.js';
 import type { JournalDialect } from './journal-dialect.js';
 import type { beginCallRow, EventRow, finishCallRow, RolloutRow } from './journal-rows.js';
 import type { JournalTables } from './journal-schema.js';
@@ -16,10 +17,7 @@ type NewEventRow = Omit<EventRow, 'id'>;
 export class JournalStatements {
   private readonly compiled;
 
-  constructor(
-    private readonly db: Kysely<JournalTables>,
-    dialect: JournalDialect,
-  ) {
+  constructor(db: Kysely<JournalTables>, dialect: JournalDialect) {
     const p = parameter;
     const rollout = db.selectFrom('rollouts').selectAll().where('id', '=', p('id'));
     const latestCallWhere = (column: 'prompt_suffix' | 'conversation_field') =>
@@ -82,46 +80,46 @@ export class JournalStatements {
     };
   }
 
-  async beginCall(db: Kysely<JournalTables>, row: BeginRow): Promise<number> {
+  async beginCall(db: QueryRunner, row: BeginRow): Promise<number> {
     return ((await db.executeQuery(this.compiled.beginCall(row))).rows[0] as { seq: number }).seq;
   }
 
   /** How many calls it finished: 0 when no call has the id. */
-  async finishCall(db: Kysely<JournalTables>, row: FinishRow): Promise<number> {
+  async finishCall(db: QueryRunner, row: FinishRow): Promise<number> {
     return Number((await db.executeQuery(this.compiled.finishCall(row))).numAffectedRows ?? 0);
   }
 
-  async rollout(db: Kysely<JournalTables>, id: string): Promise<RolloutRow | undefined> {
+  async rollout(db: QueryRunner, id: string): Promise<RolloutRow | undefined> {
     return (await db.executeQuery(this.compiled.rollout({ id }))).rows[0];
   }
 
   /** PostgreSQL: FOR NO KEY UPDATE, held until the transaction ends. */
-  async rolloutLocked(db: Kysely<JournalTables>, id: string): Promise<RolloutRow | undefined> {
+  async rolloutLocked(db: QueryRunner, id: string): Promise<RolloutRow | undefined> {
     return (await db.executeQuery(this.compiled.rolloutLocked({ id }))).rows[0];
   }
 
-  async rolloutOfCall(db: Kysely<JournalTables>, id: string): Promise<string | undefined> {
+  async rolloutOfCall(db: QueryRunner, id: string): Promise<string | undefined> {
     return (await db.executeQuery(this.compiled.rolloutOfCall({ id }))).rows[0]?.rollout_id;
   }
 
   /** The rollout's latest call with a stored prompt: the next prompt is most likely a delta over it. */
-  async latestFinishedCall(db: Kysely<JournalTables>, rolloutId: string): Promise<string | undefined> {
+  async latestFinishedCall(db: QueryRunner, rolloutId: string): Promise<string | undefined> {
     return (await db.executeQuery(this.compiled.latestFinishedCall({ rollout_id: rolloutId }))).rows[0]?.id;
   }
 
   /** The rollout's latest call with a stored conversation: the next request's is most likely a delta over it. */
-  async latestConversationCall(db: Kysely<JournalTables>, rolloutId: string): Promise<string | undefined> {
+  async latestConversationCall(db: QueryRunner, rolloutId: string): Promise<string | undefined> {
     return (await db.executeQuery(this.compiled.latestConversationCall({ rollout_id: rolloutId }))).rows[0]?.id;
   }
 
   /** The event inserted, or undefined when its span (rollout_id, action_id) was recorded already. */
-  async insertEvent(db: Kysely<JournalTables>, row: NewEventRow): Promise<EventRow | undefined> {
+  async insertEvent(db: QueryRunner, row: NewEventRow): Promise<EventRow | undefined> {
     return (await db.executeQuery(this.compiled.insertEvent(row))).rows[0];
   }
 
   /** SQLite's data_version (see JournalDialect.changeCounter). */
-  async changeCount(): Promise<number> {
+  async changeCount(db: QueryRunner): Promise<number> {
     if (!this.compiled.changeCount) throw new Error('this database has no change counter');
-    return Number((await this.db.executeQuery(this.compiled.changeCount({}))).rows[0]?.data_version);
+    return Number((await db.executeQuery(this.compiled.changeCount({}))).rows[0]?.data_version);
   }
 }

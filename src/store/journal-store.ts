@@ -79,8 +79,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     this.db = database.db as Kysely<JournalTables>;
     this.dialect = journalDialect(database.kind);
     this.statements = new JournalStatements(this.db, this.dialect);
-    this.rollouts = new RolloutCache(this.dialect.changeCounter && (() => this.statements.changeCount()));
-    this.commits = new GroupCommit(this.db, () => this.forgetCaches());
+    this.rollouts = new RolloutCache(this.dialect.changeCounter && (() => this.statements.changeCount(database.hot)));
+    this.commits = new GroupCommit(database.hot, () => this.forgetCaches());
     this.retention = new JournalRetentionQueries(database, this.dialect);
   }
 
@@ -126,7 +126,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
 
   async getRollout(id: string): Promise<Rollout | undefined> {
     return this.rollouts.get(id, async () => {
-      const row = await this.statements.rollout(this.db, id);
+      const row = await this.statements.rollout(this.database.hot, id);
       return row && toRollout(row);
     });
   }
@@ -267,7 +267,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   async finishCall(id: string, result: CallFinish): Promise<void> {
     await this.commits.write(async () => {
       // Calls begun by this store are known; after a restart (or for another gateway's call), ask the journal.
-      const rolloutId = this.inFlight.get(id) ?? (await this.statements.rolloutOfCall(this.db, id));
+      const rolloutId = this.inFlight.get(id) ?? (await this.statements.rolloutOfCall(this.database.hot, id));
       if (!rolloutId) throw new StoreNotFoundError(`call ${id} was never begun`);
       const { row, sequence } = finishCallRow(id, result, await this.sequenceBefore(rolloutId));
       this.inFlight.delete(id);
@@ -294,7 +294,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     return this.commits.write(async () => ({
       lockKey: null,
       run: async (db) => {
-        const result = await db
+        const lost = this.db
           .updateTable('calls')
           .set((eb) => ({
             status: 'error',
@@ -304,9 +304,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
           }))
           .where('status', '=', 'in_flight')
           .where('started_at', '<', before)
-          .$if(lostCalls !== null, (q) => q.where(lostCalls!))
-          .executeTakeFirst();
-        return Number(result.numUpdatedRows);
+          .$if(lostCalls !== null, (q) => q.where(lostCalls!));
+        return Number((await db.executeQuery(lost.compile())).numAffectedRows ?? 0);
       },
     }));
   }
@@ -328,7 +327,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   async recordShadowCall(call: ShadowCallRecord): Promise<void> {
     await this.commits.write(async () => {
       const row = shadowCallRow(call, await this.conversationBefore(call.rolloutId));
-      return { lockKey: null, run: (db) => db.insertInto('shadow_calls').values(row).execute() };
+      return { lockKey: null, run: (db) => db.executeQuery(this.db.insertInto('shadow_calls').values(row).compile()) };
     });
   }
 
@@ -472,7 +471,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     const cached = this.lastSequence.get(rolloutId);
     if (cached) return cached;
     // After a restart (or a call another gateway journaled): rebuild from the journal.
-    const last = await this.statements.latestFinishedCall(this.db, rolloutId);
+    const last = await this.statements.latestFinishedCall(this.database.hot, rolloutId);
     if (!last) return undefined;
     const rows = await this.callChains([last]);
     return { callId: last, ids: new JournalDecoder((ref) => rows.get(ref)).sequence(last) };
@@ -481,7 +480,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   private async conversationBefore(rolloutId: string): Promise<ConversationBase | undefined> {
     const cached = this.lastConversation.get(rolloutId);
     if (cached) return cached;
-    const last = await this.statements.latestConversationCall(this.db, rolloutId);
+    const last = await this.statements.latestConversationCall(this.database.hot, rolloutId);
     if (!last) return undefined;
     const rows = await this.callChains([last]);
     return { callId: last, items: new JournalDecoder((ref) => rows.get(ref)).conversation(last) };

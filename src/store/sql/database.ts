@@ -1,12 +1,28 @@
 import { realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
-import { Kysely, PostgresDialect, sql, type RawBuilder, type SqlBool } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql, type QueryResult, type RawBuilder, type SqlBool } from 'kysely';
 import type pg from 'pg';
 import { explainPostgresError, openPostgresPool, postgresWhere, storable } from '../postgres/pool.js';
 import { openDatabaseFile } from '../sqlite-driver.js';
-import { preparedOnce, ReinSqliteDialect } from './sqlite-dialect.js';
+import { lockOf, preparedOnce, ReinSqliteDialect, type FileLock, type PreparedConnection } from './sqlite-dialect.js';
 
 export type SqlKind = 'sqlite' | 'postgres';
+
+/** What runs a compiled query: a Kysely instance, one of its transactions, or SqlDatabase.hot. */
+export interface QueryRunner {
+  executeQuery<R>(query: CompiledQuery<R>): Promise<QueryResult<R>>;
+}
+
+/**
+ * The journal's hot path (a call's begin and finish, the rollout check of every call): compiled
+ * queries run as directly as the database allows. On SQLite that is synchronously on the
+ * connection, holding the file's lock, since Kysely's executor costs as much per statement as
+ * better-sqlite3 takes to run it; on PostgreSQL it is Kysely.
+ */
+export interface HotPath extends QueryRunner {
+  /** Runs `work` in one transaction (IMMEDIATE on SQLite); `work` runs its queries on the runner it is given. */
+  transaction<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T>;
+}
 
 /**
  * One of Rein's databases, SQLite or PostgreSQL, as every store uses it: a Kysely instance, and
@@ -20,6 +36,8 @@ export interface SqlDatabase {
   readonly where: string;
   /** Settles once the schema is up to date; until then every query waits for it (and fails with it). */
   readonly ready: Promise<void>;
+  /** Compiled queries run as directly as the database allows (see HotPath). */
+  readonly hot: HotPath;
   /** Whether SELECT … FOR UPDATE locks rows (PostgreSQL); SQLite's IMMEDIATE transactions lock the whole file instead. */
   readonly rowLocks: boolean;
   /** Text as the database keeps it: PostgreSQL's text cannot hold U+0000 (see storable). */
@@ -47,11 +65,11 @@ export function openSqliteDatabase(file: string, options: { pragmas: string[]; m
   const raw = openDatabaseFile(file);
   for (const pragma of options.pragmas) raw.pragma(pragma);
   const connection = preparedOnce(raw);
-  const lockName = file === ':memory:' ? file : realpathSync(file);
+  const lock = lockOf(file === ':memory:' ? file : realpathSync(file));
   // The migration runs on a Kysely of its own over the same connection: the store's waits for it.
   const setup = sqliteDatabase(
     raw,
-    new Kysely({ dialect: new ReinSqliteDialect(connection, lockName) }),
+    new Kysely({ dialect: new ReinSqliteDialect(connection, lock) }),
     Promise.resolve(),
   );
   const ready = options.migrate ? options.migrate(setup) : Promise.resolve();
@@ -61,17 +79,23 @@ export function openSqliteDatabase(file: string, options: { pragmas: string[]; m
     dialect: new ReinSqliteDialect(async () => {
       await ready;
       return connection;
-    }, lockName),
+    }, lock),
   });
-  return sqliteDatabase(raw, db, ready);
+  return sqliteDatabase(raw, db, ready, sqliteHotPath(raw, connection, lock, ready));
 }
 
-function sqliteDatabase(raw: BetterSqlite3.Database, db: Kysely<any>, ready: Promise<void>): SqlDatabase {
+function sqliteDatabase(
+  raw: BetterSqlite3.Database,
+  db: Kysely<any>,
+  ready: Promise<void>,
+  hot: HotPath = kyselyHotPath(db),
+): SqlDatabase {
   return {
     kind: 'sqlite',
     db,
     where: raw.name,
     ready,
+    hot,
     rowLocks: false,
     storedText: (value) => value,
     flag: (value) => (value ? 1 : 0),
@@ -109,6 +133,7 @@ function postgresDatabase(pool: pg.Pool): SqlDatabase {
     db,
     where: postgresWhere(pool),
     ready: Promise.resolve(),
+    hot: kyselyHotPath(db),
     rowLocks: true,
     storedText: storable,
     flag: (value) => value,
@@ -118,5 +143,73 @@ function postgresDatabase(pool: pg.Pool): SqlDatabase {
     explain: (err) => explainPostgresError(err, pool),
     // Kysely's destroy ends the pool.
     close: () => db.destroy(),
+  };
+}
+
+/** The hot path through Kysely, for PostgreSQL (where the network round trip outweighs it). */
+function kyselyHotPath(db: Kysely<any>): HotPath {
+  return {
+    executeQuery: (query) => db.executeQuery(query),
+    transaction: (work) => db.transaction().execute(work),
+  };
+}
+
+const BEGIN_IMMEDIATE = CompiledQuery.raw('BEGIN IMMEDIATE');
+const COMMIT = CompiledQuery.raw('COMMIT');
+const ROLLBACK = CompiledQuery.raw('ROLLBACK');
+
+/**
+ * SQLite's hot path: each query, or each transaction's queries, run synchronously on the
+ * connection while holding the file's lock (the one Kysely's driver takes, see ReinSqliteDialect),
+ * so they never interleave with a Kysely transaction of this process.
+ */
+function sqliteHotPath(
+  raw: BetterSqlite3.Database,
+  connection: PreparedConnection,
+  lock: FileLock,
+  ready: Promise<void>,
+): HotPath {
+  const runner: QueryRunner = { executeQuery: async (query) => connection.execute(query) };
+  let isReady = false;
+  ready.then(
+    () => (isReady = true),
+    () => {},
+  );
+  const holdingLock = async <T>(work: () => Promise<T>): Promise<T> => {
+    await ready;
+    await lock.acquire();
+    try {
+      return await work();
+    } finally {
+      lock.release();
+    }
+  };
+  return {
+    executeQuery: (query) => {
+      // Uncontended, the usual case: run at once, without waiting a turn for the lock.
+      if (isReady && lock.tryAcquire()) {
+        try {
+          return Promise.resolve(connection.execute(query));
+        } catch (err) {
+          return Promise.reject(err as Error);
+        } finally {
+          lock.release();
+        }
+      }
+      return holdingLock(async () => connection.execute(query));
+    },
+    transaction: (work) =>
+      holdingLock(async () => {
+        connection.execute(BEGIN_IMMEDIATE);
+        try {
+          const result = await work(runner);
+          connection.execute(COMMIT);
+          return result;
+        } catch (err) {
+          // SQLite may have rolled back already (a full disk, for one).
+          if (raw.inTransaction) connection.execute(ROLLBACK);
+          throw err;
+        }
+      }),
   };
 }

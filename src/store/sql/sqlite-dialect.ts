@@ -1,6 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import {
   CompiledQuery,
+  type QueryResult,
   SqliteDialect,
   SqliteDriver,
   type DatabaseConnection,
@@ -27,18 +28,18 @@ const STATEMENT_CACHE_SIZE = 256;
  *   first one needs to finish (better-sqlite3 is synchronous, so serializing them costs nothing).
  *
  * `connection` may be a promise: queries wait for it (the schema being migrated, see sql/database.ts).
- * `file` names the database file (its real path), whose connections share the lock.
+ * `lock` is the database file's (see lockOf), shared by all its connections in this process.
  */
 export class ReinSqliteDialect extends SqliteDialect {
   constructor(
     private readonly connection: SqliteDatabase | (() => Promise<SqliteDatabase>),
-    private readonly file: string,
+    private readonly lock: FileLock,
   ) {
     super({ database: connection });
   }
 
   override createDriver(): Driver {
-    return new SerializedSqliteDriver({ database: this.connection }, lockOf(this.file));
+    return new SerializedSqliteDriver({ database: this.connection }, this.lock);
   }
 }
 
@@ -71,16 +72,20 @@ class SerializedSqliteDriver extends SqliteDriver {
 }
 
 /** A first-come, first-served lock, handed straight to the next waiter. */
-class FileLock {
+export class FileLock {
   private held = false;
   private readonly waiting: Array<() => void> = [];
 
   async acquire(): Promise<void> {
-    if (!this.held) {
-      this.held = true;
-      return;
-    }
+    if (this.tryAcquire()) return;
     await new Promise<void>((granted) => this.waiting.push(granted));
+  }
+
+  /** Takes the lock if it is free; false if someone holds it. */
+  tryAcquire(): boolean {
+    if (this.held) return false;
+    this.held = true;
+    return true;
   }
 
   release(): void {
@@ -92,26 +97,39 @@ class FileLock {
 
 /** One lock per database file for the whole process; an in-memory database is its own. */
 const fileLocks = new Map<string, FileLock>();
-function lockOf(file: string): FileLock {
+export function lockOf(file: string): FileLock {
   if (file === ':memory:') return new FileLock();
   let lock = fileLocks.get(file);
   if (!lock) fileLocks.set(file, (lock = new FileLock()));
   return lock;
 }
 
+/** A better-sqlite3 connection whose statements are prepared once, by their SQL text. */
+export interface PreparedConnection extends SqliteDatabase {
+  /** Runs `query` synchronously, with the result Kysely's driver would give. */
+  execute<R>(query: CompiledQuery<R>): QueryResult<R>;
+}
+
 /** A better-sqlite3 connection as Kysely's driver sees it, preparing each SQL text once. */
-export function preparedOnce(db: BetterSqlite3.Database): SqliteDatabase {
+export function preparedOnce(db: BetterSqlite3.Database): PreparedConnection {
   const statements = new Map<string, BetterSqlite3.Statement>();
+  const prepare = (sql: string): BetterSqlite3.Statement => {
+    let statement = statements.get(sql);
+    if (!statement) {
+      statement = db.prepare(sql);
+      if (statements.size >= STATEMENT_CACHE_SIZE) statements.delete(statements.keys().next().value as string);
+      statements.set(sql, statement);
+    }
+    return statement;
+  };
   return {
     close: () => db.close(),
-    prepare(sql: string): SqliteStatement {
-      let statement = statements.get(sql);
-      if (!statement) {
-        statement = db.prepare(sql);
-        if (statements.size >= STATEMENT_CACHE_SIZE) statements.delete(statements.keys().next().value as string);
-        statements.set(sql, statement);
-      }
-      return statement as unknown as SqliteStatement;
+    prepare: (sql) => prepare(sql) as unknown as SqliteStatement,
+    execute<R>(query: CompiledQuery<R>): QueryResult<R> {
+      const statement = prepare(query.sql);
+      if (statement.reader) return { rows: statement.all(query.parameters) as R[] };
+      const { changes, lastInsertRowid } = statement.run(query.parameters);
+      return { rows: [], numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid) };
     },
   };
 }
