@@ -4,25 +4,9 @@ import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
 import { BackendPools } from './backend-pools.js';
-import {
-  badResponse,
-  classify,
-  journalShare,
-  parseJson,
-  readReply,
-  relayedHeaders,
-  type Finish,
-} from './backend-reply.js';
+import { classify, journalShare, type Finish } from './backend-reply.js';
 import { GatewayCallError, GatewayHttpError } from './errors.js';
-import {
-  extractTokens,
-  stripInjected,
-  stripInjectedText,
-  upstreamRequest,
-  usageFromTokens,
-  withoutTokenIds,
-  type Injected,
-} from './openai-shapes.js';
+import { upstreamRequest, type Injected } from './openai-shapes.js';
 import type { JsonObject } from './openai-types.js';
 import type { ProxiedCall } from './proxied-call.js';
 import { redact, type RedactionRule } from './redact.js';
@@ -30,6 +14,7 @@ import { RoutingError, type Route, type Router } from './routing.js';
 import { withoutSecretIds } from './secret-ids.js';
 import { ShadowCalls } from './shadow-calls.js';
 import { relayStream } from './stream-relay.js';
+import { relayWhole } from './whole-relay.js';
 
 export interface ProxyOptions {
   store: TraceStore;
@@ -271,53 +256,6 @@ export class ModelCallProxy {
       return;
     }
 
-    let text: string;
-    try {
-      text = await upstream.body.text();
-    } catch (err) {
-      const failure = classify(err, call.signal, true);
-      await finish({
-        upstreamStatus: upstream.statusCode,
-        errorClass: failure.errorClass,
-        errorMessage: failure.message,
-        ttftMs: ttft,
-      });
-      throw failure.httpError(route);
-    }
-    if (upstream.statusCode < 200 || upstream.statusCode >= 300) {
-      // The harness sees the backend's own error, as it would without the gateway.
-      await finish({
-        upstreamStatus: upstream.statusCode,
-        response: parseJson(text) ?? text,
-        errorClass: 'upstream_http_error',
-        errorMessage: `backend answered ${upstream.statusCode}`,
-        ttftMs: ttft,
-      });
-      res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(text)));
-      res.end(text);
-      return;
-    }
-    const { response, problem } = readReply(call.endpoint, text);
-    if (!response) {
-      await finish({
-        upstreamStatus: upstream.statusCode,
-        errorClass: 'upstream_bad_response',
-        errorMessage: `the backend's response is not one the gateway can read: ${problem}`,
-        ttftMs: ttft,
-      });
-      throw badResponse(route);
-    }
-    const tokens = extractTokens(call.endpoint, response);
-    stripInjected(response, injected);
-    await finish({
-      upstreamStatus: upstream.statusCode,
-      response: withoutTokenIds(response),
-      ...tokens,
-      usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices),
-      ttftMs: ttft,
-    });
-    const out = stripInjectedText(text, injected);
-    res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(out)));
-    res.end(out);
+    await relayWhole(call, route, upstream, res, injected, finish, ttft);
   }
 }

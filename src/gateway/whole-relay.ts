@@ -1,0 +1,77 @@
+import type { ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { badResponse, classify, parseJson, readReply, relayedHeaders, type Finish } from './backend-reply.js';
+import {
+  extractTokens,
+  stripInjected,
+  stripInjectedText,
+  usageFromTokens,
+  withoutTokenIds,
+  type Injected,
+} from './openai-shapes.js';
+import type { ProxiedCall } from './proxied-call.js';
+import type { Route } from './routing.js';
+
+/**
+ * Relays a backend's whole (not streamed) answer to the harness, less what the gateway injected,
+ * and journals it before it goes out; a backend's error answer goes out as the backend wrote it.
+ * `ttft`: when the backend's response headers came, in ms since the call started.
+ */
+export async function relayWhole(
+  call: ProxiedCall,
+  route: Route,
+  upstream: Dispatcher.ResponseData,
+  res: ServerResponse,
+  injected: Injected,
+  finish: Finish,
+  ttft: number,
+): Promise<void> {
+  let text: string;
+  try {
+    text = await upstream.body.text();
+  } catch (err) {
+    const failure = classify(err, call.signal, true);
+    await finish({
+      upstreamStatus: upstream.statusCode,
+      errorClass: failure.errorClass,
+      errorMessage: failure.message,
+      ttftMs: ttft,
+    });
+    throw failure.httpError(route);
+  }
+  if (upstream.statusCode < 200 || upstream.statusCode >= 300) {
+    // The harness sees the backend's own error, as it would without the gateway.
+    await finish({
+      upstreamStatus: upstream.statusCode,
+      response: parseJson(text) ?? text,
+      errorClass: 'upstream_http_error',
+      errorMessage: `backend answered ${upstream.statusCode}`,
+      ttftMs: ttft,
+    });
+    res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(text)));
+    res.end(text);
+    return;
+  }
+  const { response, problem } = readReply(call.endpoint, text);
+  if (!response) {
+    await finish({
+      upstreamStatus: upstream.statusCode,
+      errorClass: 'upstream_bad_response',
+      errorMessage: `the backend's response is not one the gateway can read: ${problem}`,
+      ttftMs: ttft,
+    });
+    throw badResponse(route);
+  }
+  const tokens = extractTokens(call.endpoint, response);
+  stripInjected(response, injected);
+  await finish({
+    upstreamStatus: upstream.statusCode,
+    response: withoutTokenIds(response),
+    ...tokens,
+    usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices),
+    ttftMs: ttft,
+  });
+  const out = stripInjectedText(text, injected);
+  res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(out)));
+  res.end(out);
+}
