@@ -9,10 +9,18 @@ import type { ApiContext } from '../context.js';
 import { declaring } from '../declared.js';
 import * as s from '../schemas.js';
 
+type PolicyPlugin = FastifyPluginAsyncZod<{ context: ApiContext }>;
+
 /** Policies and releases: the registry's versions and aliases, promotion, rollback, and release candidates through the gate. */
-export const policyRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = async (app, { context }) => {
-  const { client, config, registry, told } = context;
-  const aliasMove = declaring<AliasMove>()(s.aliasMove);
+export const policyRoutes: PolicyPlugin = async (app, { context }) => {
+  await app.register(registryRoutes, { context });
+  await app.register(productionMoveRoutes, { context });
+  await app.register(releaseRoutes, { context });
+};
+
+/** What the registry holds: its versions with their lineage, and its aliases with their history. */
+const registryRoutes: PolicyPlugin = async (app, { context }) => {
+  const { registry } = context;
   app.get(
     '/api/policies',
     {
@@ -36,6 +44,12 @@ export const policyRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = asyn
     },
     async () => registry(async (r) => ({ aliases: await r.aliases(), history: await r.aliasHistory() })),
   );
+};
+
+/** Moving production by hand: promotion (behind a passing gate decision or an override) and rollback. */
+const productionMoveRoutes: PolicyPlugin = async (app, { context }) => {
+  const { config, registry, told } = context;
+  const aliasMove = declaring<AliasMove>()(s.aliasMove);
   app.post(
     '/api/policies/:version/promote',
     {
@@ -77,6 +91,11 @@ export const policyRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = asyn
         ),
       ),
   );
+};
+
+/** Release candidates: a held-out replay against production, through the gate. */
+const releaseRoutes: PolicyPlugin = async (app, { context }) => {
+  const { client, config, registry } = context;
   app.post(
     '/api/releases',
     {
