@@ -20,8 +20,17 @@ import { runOverrides, type ApiContext } from '../context.js';
 import { declaring } from '../declared.js';
 import * as s from '../schemas.js';
 
+type RunPlugin = FastifyPluginAsyncZod<{ context: ApiContext }>;
+
 /** Training runs: list, start, inspect, pause, stop and resume them, and the run page's joined iterations. */
-export const runRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = async (app, { context }) => {
+export const runRoutes: RunPlugin = async (app, { context }) => {
+  await app.register(runCollectionRoutes, { context });
+  await app.register(runInspectionRoutes, { context });
+  await app.register(runControlRoutes, { context });
+};
+
+/** `/api/runs`: the runs there are, and starting one. */
+const runCollectionRoutes: RunPlugin = async (app, { context }) => {
   const { client, config, taskQueue } = context;
   app.get(
     '/api/runs',
@@ -55,6 +64,11 @@ export const runRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = async (
       return reply.code(201).send(started);
     },
   );
+};
+
+/** One run as it stands: its report, and its iterations joined for the console. */
+const runInspectionRoutes: RunPlugin = async (app, { context }) => {
+  const { client } = context;
   app.get(
     '/api/runs/:runId',
     {
@@ -78,6 +92,11 @@ export const runRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = async (
     },
     async (req) => joinedIterations(context, req.params.runId),
   );
+};
+
+/** Pausing, stopping and resuming a run (resume continues one that ended, too). */
+const runControlRoutes: RunPlugin = async (app, { context }) => {
+  const { client, config } = context;
   for (const signal of ['pause', 'stop'] as const) {
     const summary = { pause: 'Pause a run between iterations', stop: 'Stop a run after its current iteration' }[signal];
     app.post(
