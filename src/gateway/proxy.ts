@@ -7,7 +7,7 @@ import { BackendPools } from './backend-pools.js';
 import { classify, journalShare, type Finish } from './backend-reply.js';
 import { GatewayCallError, GatewayHttpError } from './errors.js';
 import { upstreamRequest, type Injected } from './openai-shapes.js';
-import type { JsonObject } from './openai-types.js';
+import type { JsonObject, RequestBody } from './openai-types.js';
 import type { ProxiedCall } from './proxied-call.js';
 import { redact, type RedactionRule } from './redact.js';
 import { RoutingError, type Route, type Router } from './routing.js';
@@ -155,24 +155,7 @@ export class ModelCallProxy {
     const callId = `call-${randomUUID()}`;
     const startedAt = Date.now();
     const t0 = performance.now();
-    // Sent shares most values (the whole conversation) with received: redact those once and keep
-    // them the same objects, so the journal recognises them without comparing their contents.
-    const receivedForJournal = redact(call.body, redaction);
-    const sentForJournal = journalShare(sent, call.body, receivedForJournal, redaction);
-    const beginAt = performance.now();
-    await store.beginCall({
-      id: callId,
-      rolloutId: call.rolloutId,
-      attempt: call.attempt,
-      endpoint: call.endpoint,
-      policyVersion: route.policyVersion,
-      backendUrl: route.endpoint,
-      stream: call.body.stream === true,
-      requestReceived: receivedForJournal,
-      requestSent: sentForJournal,
-      startedAt,
-    });
-    metrics?.journalWrite('begin', performance.now() - beginAt);
+    const receivedForJournal = await this.journalBegin(call, route, sent, callId, startedAt);
     journaled(callId, receivedForJournal);
     const span = this.options.tracing?.callStarted({
       callId,
@@ -222,6 +205,39 @@ export class ModelCallProxy {
     } finally {
       metrics?.callEnded();
     }
+  }
+
+  /**
+   * Writes the call's row, before it is forwarded. Returns the request as received, redacted: what
+   * the journal holds of it.
+   */
+  private async journalBegin(
+    call: ProxiedCall,
+    route: Route,
+    sent: RequestBody,
+    callId: string,
+    startedAt: number,
+  ): Promise<RequestBody> {
+    const { store, redaction, metrics } = this.options;
+    // Sent shares most values (the whole conversation) with received: redact those once and keep
+    // them the same objects, so the journal recognises them without comparing their contents.
+    const receivedForJournal = redact(call.body, redaction);
+    const sentForJournal = journalShare(sent, call.body, receivedForJournal, redaction);
+    const beginAt = performance.now();
+    await store.beginCall({
+      id: callId,
+      rolloutId: call.rolloutId,
+      attempt: call.attempt,
+      endpoint: call.endpoint,
+      policyVersion: route.policyVersion,
+      backendUrl: route.endpoint,
+      stream: call.body.stream === true,
+      requestReceived: receivedForJournal,
+      requestSent: sentForJournal,
+      startedAt,
+    });
+    metrics?.journalWrite('begin', performance.now() - beginAt);
+    return receivedForJournal;
   }
 
   private async exchange(
