@@ -141,28 +141,7 @@ async function postgresJournal(
   bench: GatewayBench,
   scenarios: Array<{ concurrency: number; total: number }>,
 ): Promise<string> {
-  const postgres = await startTestPostgres({ durable: true });
-  const admin = new pg.Client({ connectionString: postgres.adminUrl });
-  await admin.connect();
-  await admin.query('CREATE DATABASE bench');
-  await admin.end();
-  const storeUrl = postgres.adminUrl.replace(/\/postgres$/, '/bench');
-  const secretFile = path.join(bench.dir, 'shared-secret');
-  const [a, b] = [
-    await startGateway(root, path.join(bench.dir, 'pg-a'), bench.upstreamUrl, [], { storeUrl, secretFile }),
-    await startGateway(root, path.join(bench.dir, 'pg-b'), bench.upstreamUrl, [], { storeUrl, secretFile }),
-  ];
-  const rolloutsOf = async (
-    gateway: { admin: (route: string, body: unknown) => Promise<any> },
-    prefix: string,
-    n: number,
-  ) =>
-    Promise.all(
-      Array.from(
-        { length: n },
-        async (_, i) => ((await gateway.admin('/api/rollouts', { id: `${prefix}-${i}` })) as { key: string }).key,
-      ),
-    );
+  const { a, b, stop } = await startPostgresGateways(bench);
   const rows: string[] = [];
   try {
     for (const stream of [false, true]) {
@@ -170,13 +149,13 @@ async function postgresJournal(
         const tag = `${stream ? 's' : 'n'}${concurrency}`;
         const sqlite: Target = {
           ...bench.viaGateway,
-          rolloutKeys: await rolloutsOf(bench, `sqlite-${tag}`, concurrency),
+          rolloutKeys: await rolloutKeysOf(bench, `sqlite-${tag}`, concurrency),
         };
-        const one: Target = { ...a.target, rolloutKeys: await rolloutsOf(a, `pg1-${tag}`, concurrency) };
+        const one: Target = { ...a.target, rolloutKeys: await rolloutKeysOf(a, `pg1-${tag}`, concurrency) };
         const two: Target = {
           ...a.target,
           pool: [a.target.pool as Pool, b.target.pool as Pool],
-          rolloutKeys: await rolloutsOf(a, `pg2-${tag}`, concurrency),
+          rolloutKeys: await rolloutKeysOf(a, `pg2-${tag}`, concurrency),
         };
         for (const target of [sqlite, one, two]) await load(target, stream, Math.min(concurrency, 16), 100); // warm-up
         // In halves, each order once, so drift in the machine's load falls on all three.
@@ -203,12 +182,7 @@ async function postgresJournal(
       }
     }
   } finally {
-    for (const gateway of [a, b]) {
-      const exited = new Promise((r) => gateway.child.once('exit', r));
-      gateway.child.kill('SIGTERM');
-      await exited;
-    }
-    await postgres.stop();
+    await stop();
   }
   return [
     `Journal on PostgreSQL ${os.cpus().length} cores, every process on this machine (upstream, gateways, PostgreSQL, load): req/s and latency (ms) of SQLite / PostgreSQL with one gateway / PostgreSQL with two gateways taking calls in turn; each caller its own rollout.`,
@@ -217,6 +191,47 @@ async function postgresJournal(
     '|---|---|---|---|---|---|---|---|',
     ...rows,
   ].join('\n');
+}
+
+/**
+ * Two gateways on one new database of a PostgreSQL with its durable defaults, sharing the bench's
+ * upstream and one secret (so a rollout key from either works on both); stop() ends all three.
+ */
+async function startPostgresGateways(bench: GatewayBench) {
+  const postgres = await startTestPostgres({ durable: true });
+  const admin = new pg.Client({ connectionString: postgres.adminUrl });
+  await admin.connect();
+  await admin.query('CREATE DATABASE bench');
+  await admin.end();
+  const storeUrl = postgres.adminUrl.replace(/\/postgres$/, '/bench');
+  const secretFile = path.join(bench.dir, 'shared-secret');
+  const [a, b] = [
+    await startGateway(root, path.join(bench.dir, 'pg-a'), bench.upstreamUrl, [], { storeUrl, secretFile }),
+    await startGateway(root, path.join(bench.dir, 'pg-b'), bench.upstreamUrl, [], { storeUrl, secretFile }),
+  ];
+  const stop = async () => {
+    for (const gateway of [a, b]) {
+      const exited = new Promise((r) => gateway.child.once('exit', r));
+      gateway.child.kill('SIGTERM');
+      await exited;
+    }
+    await postgres.stop();
+  };
+  return { a, b, stop };
+}
+
+/** The keys of n new rollouts, `prefix-0` on: one per caller, as each harness has its own. */
+async function rolloutKeysOf(
+  gateway: { admin: (route: string, body: unknown) => Promise<any> },
+  prefix: string,
+  n: number,
+): Promise<string[]> {
+  return Promise.all(
+    Array.from(
+      { length: n },
+      async (_, i) => ((await gateway.admin('/api/rollouts', { id: `${prefix}-${i}` })) as { key: string }).key,
+    ),
+  );
 }
 
 function mean(a: { p50: number; p99: number; rps: number }, b: { p50: number; p99: number; rps: number }) {
