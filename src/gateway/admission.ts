@@ -18,14 +18,22 @@ export function refuseClosedAttempt(
       `rollout ${rollout.id} has finished (${rollout.status}); it takes no more calls or events`,
     );
   }
-  if (claim.attempt > rollout.attempts) {
-    throw new GatewayHttpError(404, 'attempt_not_found', `rollout ${rollout.id} has no attempt ${claim.attempt}`);
+  refuseSupersededAttempt(rollout, claim.attempt);
+}
+
+/**
+ * Refuses a write for an attempt other than the rollout's current one: a newer attempt superseded
+ * it (a harness, or a runner presumed dead, left over), or it never started.
+ */
+export function refuseSupersededAttempt(rollout: Pick<Rollout, 'id' | 'attempts'>, attempt: number): void {
+  if (attempt > rollout.attempts) {
+    throw new GatewayHttpError(404, 'attempt_not_found', `rollout ${rollout.id} has no attempt ${attempt}`);
   }
-  if (claim.attempt < rollout.attempts) {
+  if (attempt < rollout.attempts) {
     throw new GatewayHttpError(
       409,
       'attempt_superseded',
-      `attempt ${claim.attempt} of rollout ${rollout.id} was superseded by attempt ${rollout.attempts}`,
+      `attempt ${attempt} of rollout ${rollout.id} was superseded by attempt ${rollout.attempts}`,
     );
   }
 }

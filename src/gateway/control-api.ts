@@ -130,6 +130,8 @@ export const controlRoutes = {
   appendEvent: controlRoute({
     method: 'POST',
     path: '/api/rollouts/:id/events',
+    /** attempt: the one an admin's event belongs to (a rollout key says its own); refused (409) once superseded. */
+    query: z.object({ attempt: z.coerce.number().int().min(1).optional() }),
     body: newEventSchema,
     response: z.custom<RolloutEvent>(),
   }),

@@ -58,8 +58,9 @@ export class GatewayControlClient {
     return this.call(api.setRolloutStatus, { params: { id }, body: change });
   }
 
-  appendEvent(id: string, event: NewEventInput): Promise<RolloutEvent> {
-    return this.call(api.appendEvent, { params: { id }, body: event });
+  /** `attempt`: the attempt the event belongs to, refused (409) if superseded; by default the current one. */
+  appendEvent(id: string, event: NewEventInput, attempt?: number): Promise<RolloutEvent> {
+    return this.call(api.appendEvent, { params: { id }, query: { attempt }, body: event });
   }
 
   async listEvents(id: string): Promise<RolloutEvent[]> {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Rollout } from '../rollouts/rollout.js';
 import type { TraceStore } from '../store/trace-store.js';
-import { refuseClosedAttempt } from './admission.js';
+import { refuseClosedAttempt, refuseSupersededAttempt } from './admission.js';
 import { controlRoutes as api, type IssuedRollout } from './control-api.js';
 import { credentialOf } from './credentials.js';
 import { GatewayHttpError } from './errors.js';
@@ -45,7 +45,7 @@ export async function rolloutRoutes(app: FastifyInstance, context: GatewayContex
     return issued(rollout);
   });
   // The harness reports with its own rollout key; the rollout runner and the verifier's caller with the admin key.
-  serveControl(app, api.appendEvent, undefined, async ({ params, body, req, reply }) => {
+  serveControl(app, api.appendEvent, undefined, async ({ params, query, body, req, reply }) => {
     const receivedAt = Date.now();
     const key = credentialOf(req);
     const claim = key ? keys.verify(key) : undefined;
@@ -57,13 +57,10 @@ export async function rolloutRoutes(app: FastifyInstance, context: GatewayContex
     }
     const rollout = await requireRollout(store, params.id);
     if (claim) refuseClosedAttempt(rollout, claim);
+    const { attempt = rollout.attempts } = query();
+    if (!claim) refuseSupersededAttempt(rollout, attempt);
     const event = body();
-    const recorded = await store.appendEvent(
-      rollout.id,
-      claim?.attempt ?? rollout.attempts,
-      event,
-      claim ? 'rollout' : 'admin',
-    );
+    const recorded = await store.appendEvent(rollout.id, claim?.attempt ?? attempt, event, claim ? 'rollout' : 'admin');
     tracing?.eventRecorded(recorded, req.headers, receivedAt);
     void reply.code(201);
     return recorded;

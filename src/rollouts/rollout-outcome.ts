@@ -36,10 +36,10 @@ export async function finishScored(
     attempts: attempt,
   };
   if (data.failure) {
-    await gateway.setStatus(base.rolloutId, { status: 'failed', ...data.failure });
+    await gateway.setStatus(base.rolloutId, { status: 'failed', ...data.failure, attempt });
     return { ...scored, status: 'failed', failureClass: data.failure.failureClass, reason: data.failure.reason };
   }
-  await gateway.setStatus(base.rolloutId, { status: 'succeeded', reason: 'verified' });
+  await gateway.setStatus(base.rolloutId, { status: 'succeeded', reason: 'verified', attempt });
   return { ...scored, status: 'succeeded', failureClass: null, reason: null };
 }
 

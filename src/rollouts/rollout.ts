@@ -100,6 +100,12 @@ export const statusChangeSchema = z
     failureClass: z.enum(FAILURE_CLASSES).optional(),
     /** What the failure class was read from (exit code, log tail, a call or span id); kept on the status event. */
     evidence: z.record(z.string(), z.unknown()).optional(),
+    /**
+     * The attempt the change comes from; refused (409) if the rollout has started another since,
+     * so a runner that lost its attempt (presumed dead, the attempt run again elsewhere) cannot
+     * end the rollout its successor runs.
+     */
+    attempt: z.number().int().min(1).optional(),
   })
   .refine((c) => c.failureClass === undefined || c.status === 'failed', {
     message: 'failureClass goes with status "failed" only',

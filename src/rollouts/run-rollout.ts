@@ -119,11 +119,15 @@ function logUploader(
       `rollout ${rolloutId}: ${file} was not uploaded to the artifact store (${result.error}); it stays on this worker (${os.hostname()}) at ${local}`,
     );
     await deps.gateway
-      .appendEvent(rolloutId, {
-        type: 'custom',
-        name: LOG_NOT_UPLOADED_EVENT,
-        data: { file, attempt, reason: result.error, host: os.hostname(), path: local },
-      })
+      .appendEvent(
+        rolloutId,
+        {
+          type: 'custom',
+          name: LOG_NOT_UPLOADED_EVENT,
+          data: { file, attempt, reason: result.error, host: os.hostname(), path: local },
+        },
+        attempt,
+      )
       .catch((err: unknown) =>
         deps.onWarning?.(
           `rollout ${rolloutId}: could not record that ${file} was not uploaded: ${(err as Error).message}`,
@@ -147,11 +151,11 @@ async function takeOverRunning(
   const resumed = (await harness.resume?.(rollout.launch(issued))) ?? null;
   if (resumed) return { issued, resumed };
   const reason = `the runner of attempt ${issued.attempt} stopped before it finished (its worker was lost); starting another`;
-  await gateway.appendEvent(rolloutId, {
-    type: 'custom',
-    name: 'attempt_failed',
-    data: { attempt: issued.attempt, failureClass: 'orchestrator', reason },
-  });
+  await gateway.appendEvent(
+    rolloutId,
+    { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, failureClass: 'orchestrator', reason } },
+    issued.attempt,
+  );
   return { issued: await gateway.startAttempt(rolloutId), resumed: null };
 }
 
@@ -177,6 +181,7 @@ async function runAttempts(
         await gateway.setStatus(rolloutId, {
           status: 'running',
           reason: `harness started (attempt ${issued.attempt})`,
+          attempt: issued.attempt,
         });
       run = await deps.harness.run(rollout.launch(issued));
     }
@@ -190,18 +195,18 @@ async function runAttempts(
       refusalPatterns,
     );
     if (failure?.failureClass === 'infrastructure' && issued.attempt < spec.maxAttempts) {
-      await gateway.appendEvent(rolloutId, {
-        type: 'custom',
-        name: 'attempt_failed',
-        data: { attempt: issued.attempt, ...failure },
-      });
+      await gateway.appendEvent(
+        rolloutId,
+        { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, ...failure } },
+        issued.attempt,
+      );
       const lost = failure.evidence?.upstreamStatus === 404 || failure.evidence?.errorClass === 'policy_unavailable';
       if (lost) await deps.onPolicyLost?.().catch(() => undefined); // if it cannot, the next attempt says why
       issued = await gateway.startAttempt(rolloutId);
       continue;
     }
     if (failure && (failure.failureClass === 'infrastructure' || failure.failureClass === 'environment')) {
-      await gateway.setStatus(rolloutId, { status: 'failed', ...failure });
+      await gateway.setStatus(rolloutId, { status: 'failed', ...failure, attempt: issued.attempt });
       return {
         ...unscoredFields(base, issued.attempt),
         status: 'failed',
@@ -241,6 +246,7 @@ async function scoreAttempt(
       reason: verdict.error,
       failureClass: 'verifier',
       evidence: verdict.evidence,
+      attempt,
     });
     return {
       ...unscoredFields(base, attempt),
@@ -253,16 +259,20 @@ async function scoreAttempt(
   const reported = recordedRewards(attemptEvents).reported ?? null;
   const disagrees = reported !== null && rewardsDisagree(verdict.reward, reported);
   // The failure travels with the score, so a runner that dies before the status write can finish it from the event.
-  const event = await gateway.appendEvent(rolloutId, {
-    type: 'reward',
-    value: verdict.reward,
-    components: verdict.components,
-    data: {
-      weights: spec.rewardWeights,
-      ...(reported !== null && { harnessReported: reported, disagrees }),
-      ...(failure && { failure }),
+  const event = await gateway.appendEvent(
+    rolloutId,
+    {
+      type: 'reward',
+      value: verdict.reward,
+      components: verdict.components,
+      data: {
+        weights: spec.rewardWeights,
+        ...(reported !== null && { harnessReported: reported, disagrees }),
+        ...(failure && { failure }),
+      },
     },
-  });
+    attempt,
+  );
   return finishScored(gateway, base, attempt, event);
 }
 
@@ -273,7 +283,11 @@ async function cancelled(deps: RunnerDeps, base: OutcomeBase, attempt: number): 
       `the rollouts were interrupted (their worker is going away) at ${base.rolloutId} attempt ${attempt}; they resume where they stopped`,
     );
   }
-  await deps.gateway.setStatus(base.rolloutId, { status: 'cancelled', reason: 'the rollout batch was cancelled' });
+  await deps.gateway.setStatus(base.rolloutId, {
+    status: 'cancelled',
+    reason: 'the rollout batch was cancelled',
+    attempt,
+  });
   return {
     ...base,
     status: 'cancelled',

@@ -150,10 +150,15 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   }
 
   async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
-    const { status, reason = null, failureClass = null, evidence } = statusChangeSchema.parse(change);
+    const { status, reason = null, failureClass = null, evidence, attempt } = statusChangeSchema.parse(change);
     this.rollouts.forget(id);
     const rollout = await this.db.transaction().execute(async (trx) => {
       const current = await this.requireRollout(trx, id, { lock: true });
+      if (attempt !== undefined && attempt !== current.attempts) {
+        throw new StoreConflictError(
+          `attempt ${attempt} of rollout ${id} was superseded by attempt ${current.attempts}; only the current attempt changes its status`,
+        );
+      }
       if (!canTransition(current.status, status)) {
         throw new StoreConflictError(
           `rollout ${id} is ${current.status}; it cannot become ${status}` +

@@ -553,6 +553,20 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       await store.close();
     });
 
+    it("refuses a status change from an attempt another has superseded, in the change's own transaction", async () => {
+      const store = await openStore();
+      await store.createRollout({ id: 'a' });
+      await store.setRolloutStatus('a', { status: 'running', attempt: 1 }, 'admin');
+      await store.startAttempt('a');
+      await expect(
+        store.setRolloutStatus('a', { status: 'succeeded', reason: 'verified', attempt: 1 }, 'admin'),
+      ).rejects.toMatchObject({ status: 409, message: expect.stringContaining('superseded by attempt 2') });
+      expect(await store.getRollout('a')).toMatchObject({ status: 'running', attempts: 2 });
+      await store.setRolloutStatus('a', { status: 'succeeded', reason: 'verified', attempt: 2 }, 'admin');
+      expect(await store.getRollout('a')).toMatchObject({ status: 'succeeded' });
+      await store.close();
+    });
+
     it('answers getRollout from memory only while nothing changed it, in this process or another', async () => {
       const name = randomUUID();
       const gateway = await openStore(name);

@@ -119,6 +119,36 @@ describe('rollout API', () => {
     expect((await t.admin('GET', `/api/rollouts/${id}/calls?attempt=2`)).body.items).toHaveLength(1);
   });
 
+  it("refuses a superseded attempt's score and status from the runner, so its calls and reward never part", async () => {
+    // A runner presumed dead (its activity timed out and ran again elsewhere, starting attempt 2)
+    // finishes attempt 1 after all: its reward and status would land on attempt 2, which has no calls.
+    const { id, client } = await t.rollout();
+    await ask(client);
+    await t.admin('POST', `/api/rollouts/${id}/attempts`);
+    const reward = { type: 'reward', value: 1, components: {} };
+    expect(await t.admin('POST', `/api/rollouts/${id}/events?attempt=1`, reward)).toMatchObject({
+      status: 409,
+      body: { error: { code: 'attempt_superseded', message: expect.stringContaining('superseded by attempt 2') } },
+    });
+    expect(
+      await t.admin('POST', `/api/rollouts/${id}/status`, { status: 'succeeded', reason: 'verified', attempt: 1 }),
+    ).toMatchObject({
+      status: 409,
+      body: { error: { message: expect.stringContaining('attempt 1 of rollout') } },
+    });
+    const rollout = (await t.admin('GET', `/api/rollouts/${id}`)).body as { status: string; attempts: number };
+    expect(rollout.attempts).toBe(2);
+    expect(rollout.status).not.toBe('succeeded');
+    // The current attempt's writes go through, recorded as that attempt's.
+    expect(await t.admin('POST', `/api/rollouts/${id}/events?attempt=2`, reward)).toMatchObject({
+      status: 201,
+      body: { attempt: 2 },
+    });
+    expect(
+      await t.admin('POST', `/api/rollouts/${id}/status`, { status: 'succeeded', reason: 'verified', attempt: 2 }),
+    ).toMatchObject({ status: 200, body: { status: 'succeeded' } });
+  });
+
   it('appends reward, span and custom events; a span is recorded once per action id', async () => {
     const { id, key } = await t.rollout();
     const span = {

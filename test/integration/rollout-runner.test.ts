@@ -462,6 +462,27 @@ describe('the local rollout runner', () => {
     });
   });
 
+  it('leaves a rollout to the runner that took its attempt over: a superseded attempt is never scored', async () => {
+    // While attempt 1 runs, another runner (this one presumed dead: its activity timed out and ran
+    // again elsewhere) starts attempt 2. Attempt 1's answer must not become attempt 2's reward,
+    // whose journal has none of the calls that earned it.
+    const script = `
+      const fs = require('node:fs');
+      fs.writeFileSync(process.argv[1], JSON.stringify({ answer: 42 }));
+      const api = process.env.OPENAI_BASE_URL.replace(/\\/v1$/, '') + '/api/rollouts/' + process.env.REIN_ROLLOUT_ID;
+      fetch(api + '/attempts', { method: 'POST', headers: { authorization: 'Bearer ${ADMIN_KEY}' } })
+        .then((r) => process.exit(r.ok ? 0 : 1));`;
+    await expect(
+      runRollouts(batch({ batchId: 'taken-over', tasks: [{ id: 't', question: '6*7', answer: 42 }] }), {
+        gateway,
+        harness: localExecutor({ command: process.execPath, args: ['-e', script, '{output}'], timeoutMs: 20_000 }),
+        verifier: exampleVerifier,
+      }),
+    ).rejects.toThrow(/attempt 1 of rollout taken-over.t.0 was superseded by attempt 2/);
+    expect(await t.store.getRollout('taken-over.t.0')).toMatchObject({ status: 'running', attempts: 2 });
+    expect((await t.store.listEvents('taken-over.t.0')).filter((e) => e.type === 'reward')).toEqual([]);
+  });
+
   it('runs a rollout lost to a fault again when its batch runs again, and keeps what it was reopened from', async () => {
     await gateway.registerPolicy('flaky', { backend: 'toy', model: 'fault:500' });
     const spec = batch({
