@@ -29,16 +29,26 @@ export async function runPage(context: PageContext, runId: string): Promise<void
 }
 
 function render(report: RunReport, view: RunView): HTMLElement[] {
-  const its = view.iterations;
+  const charts = iterationCharts(view.iterations);
+  return [
+    h('h1', {}, `Run ${report.runId}`),
+    runFacts(report, view),
+    h('h2', {}, 'Per iteration'),
+    h('div', { class: 'charts' }, charts),
+    h('h2', {}, 'Gate verdicts'),
+    gateVerdicts(view.iterations),
+  ];
+}
+
+/** One chart per measure over the iterations: rewards, held-out success, the trainer's numbers, tokens, stage times, failures. */
+function iterationCharts(its: IterationView[]): HTMLElement[] {
   const xs = its.map((i) => i.iteration);
   const values = (pick: (i: IterationView) => number | null | undefined) => its.map((i) => pick(i) ?? null);
   const keyed = (records: (i: IterationView) => Record<string, number>, prefix = ''): Series[] => {
     const keys = [...new Set(its.flatMap((i) => Object.keys(records(i))))].sort();
     return keys.map((k) => ({ label: `${prefix}${k}`, values: its.map((i) => records(i)[k] ?? 0) }));
   };
-  const status = report.status;
-  const activity = report.activity;
-  const charts = [
+  return [
     iterationChart('reward', 'Training mean reward', xs, [
       { label: 'mean reward', values: values((i) => i.meanReward) },
     ]),
@@ -80,73 +90,77 @@ function render(report: RunReport, view: RunView): HTMLElement[] {
       ...keyed((i) => i.failures.heldout, 'held-out: '),
     ]),
   ];
-  return [
-    h('h1', {}, `Run ${report.runId}`),
-    facts([
-      [
-        'State',
-        h('span', { 'data-state': status?.state ?? report.execution }, status?.state ?? report.execution.toLowerCase()),
-      ],
-      [
-        'Stage',
-        `${status?.stage ?? '–'}${activity ? ` — ${activity.type}${activity.total ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.waiting ? `, waiting: ${activity.waiting}` : ''}` : ''}`,
-      ],
-      ['Policy', status?.policyVersion ?? '–'],
-      [
-        'Held-out mean reward',
-        status?.heldout
-          ? `${num(status.heldout.base.meanReward)} (${status.heldout.base.policyVersion}) → ${num(status.heldout.latest?.meanReward)} (${status.heldout.latest?.policyVersion ?? '–'})`
+}
+
+/** The run at a glance: state, stage and activity, policy, held-out reward, problems, and its workflow in Temporal's Web UI. */
+function runFacts(report: RunReport, view: RunView): HTMLElement {
+  const status = report.status;
+  const activity = report.activity;
+  return facts([
+    [
+      'State',
+      h('span', { 'data-state': status?.state ?? report.execution }, status?.state ?? report.execution.toLowerCase()),
+    ],
+    [
+      'Stage',
+      `${status?.stage ?? '–'}${activity ? ` — ${activity.type}${activity.total ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.waiting ? `, waiting: ${activity.waiting}` : ''}` : ''}`,
+    ],
+    ['Policy', status?.policyVersion ?? '–'],
+    [
+      'Held-out mean reward',
+      status?.heldout
+        ? `${num(status.heldout.base.meanReward)} (${status.heldout.base.policyVersion}) → ${num(status.heldout.latest?.meanReward)} (${status.heldout.latest?.policyVersion ?? '–'})`
+        : '–',
+    ],
+    ['Started', when(report.startTime)],
+    ...(report.problem ? [['Problem', h('span', { class: 'error' }, report.problem)] as [string, HTMLElement]] : []),
+    ...(activity?.lastFailure
+      ? [['Last failure', h('span', { class: 'error' }, activity.lastFailure)] as [string, HTMLElement]]
+      : []),
+    [
+      'Temporal',
+      view.workflowUrl
+        ? link(view.workflowUrl, 'the run in the Web UI', { target: '_blank' })
+        : h('span', { class: 'muted' }, 'Web UI address not known (headless dev server or a remote Temporal)'),
+    ],
+  ]);
+}
+
+/** Each iteration's candidate, held-out success, the gate's verdict (a link to its decision) and reasons, and its workflows. */
+function gateVerdicts(its: IterationView[]): HTMLElement {
+  return table(
+    ['It', 'Candidate', 'Held-out (candidate / production)', 'Verdict', 'Promoted', 'Reasons', 'Workflows'],
+    its.map((i) => [
+      String(i.iteration),
+      i.candidate ?? '–',
+      `${pct(i.heldout.candidate)} / ${pct(i.heldout.production)}`,
+      i.gate
+        ? h(
+            'a',
+            { href: `#/decisions/${enc(i.gate.decisionId)}`, 'data-decision': i.gate.decisionId },
+            verdict(i.gate.verdict),
+          )
+        : i.failed
+          ? h('span', { class: 'fail' }, `failed: ${i.failed}`)
           : '–',
-      ],
-      ['Started', when(report.startTime)],
-      ...(report.problem ? [['Problem', h('span', { class: 'error' }, report.problem)] as [string, HTMLElement]] : []),
-      ...(activity?.lastFailure
-        ? [['Last failure', h('span', { class: 'error' }, activity.lastFailure)] as [string, HTMLElement]]
-        : []),
-      [
-        'Temporal',
-        view.workflowUrl
-          ? link(view.workflowUrl, 'the run in the Web UI', { target: '_blank' })
-          : h('span', { class: 'muted' }, 'Web UI address not known (headless dev server or a remote Temporal)'),
-      ],
-    ]),
-    h('h2', {}, 'Per iteration'),
-    h('div', { class: 'charts' }, charts),
-    h('h2', {}, 'Gate verdicts'),
-    table(
-      ['It', 'Candidate', 'Held-out (candidate / production)', 'Verdict', 'Promoted', 'Reasons', 'Workflows'],
-      its.map((i) => [
-        String(i.iteration),
-        i.candidate ?? '–',
-        `${pct(i.heldout.candidate)} / ${pct(i.heldout.production)}`,
-        i.gate
-          ? h(
-              'a',
-              { href: `#/decisions/${enc(i.gate.decisionId)}`, 'data-decision': i.gate.decisionId },
-              verdict(i.gate.verdict),
-            )
-          : i.failed
-            ? h('span', { class: 'fail' }, `failed: ${i.failed}`)
-            : '–',
-        i.gate ? (i.gate.promoted ? 'yes' : 'no') : '–',
-        i.gate && i.gate.reasons.length > 0
-          ? h(
-              'ul',
-              {},
-              i.gate.reasons.map((r) => h('li', {}, r)),
-            )
-          : '–',
-        i.workflows.map((w) =>
-          h(
-            'div',
+      i.gate ? (i.gate.promoted ? 'yes' : 'no') : '–',
+      i.gate && i.gate.reasons.length > 0
+        ? h(
+            'ul',
             {},
-            w.url
-              ? link(w.url, w.label, { target: '_blank', 'data-workflow': w.workflowId })
-              : h('span', { 'data-workflow': w.workflowId }, w.workflowId),
-          ),
+            i.gate.reasons.map((r) => h('li', {}, r)),
+          )
+        : '–',
+      i.workflows.map((w) =>
+        h(
+          'div',
+          {},
+          w.url
+            ? link(w.url, w.label, { target: '_blank', 'data-workflow': w.workflowId })
+            : h('span', { 'data-workflow': w.workflowId }, w.workflowId),
         ),
-      ]),
-      { id: 'iterations' },
-    ),
-  ];
+      ),
+    ]),
+    { id: 'iterations' },
+  );
 }
