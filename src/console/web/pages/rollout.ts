@@ -14,96 +14,133 @@ interface Message {
 /** A rollout as the harness saw it: the conversation, tool spans, rewards, failure evidence, logs and each model call. */
 export async function rolloutPage({ root }: PageContext, rolloutId: string): Promise<void> {
   const view = await get<RolloutView>(`/api/rollouts/${enc(rolloutId)}`);
-  const { rollout, calls, events, rewards } = view;
-  const reward = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1);
-  const failed = events.filter((e) => e.type === 'status' && e.payload.failureClass).at(-1);
-  const spans = events.filter((e) => e.type === 'span');
+  const { rollout, calls, events } = view;
   root.replaceChildren(
     h('h1', {}, `Rollout ${rollout.id}`),
-    facts([
-      ['Task', rollout.taskId ?? '–'],
-      ['Mode', rollout.mode],
-      [
-        'Status',
-        h(
-          'span',
-          {
-            class: rollout.status === 'succeeded' ? 'pass' : rollout.status === 'failed' ? 'fail' : '',
-            'data-status': rollout.status,
-          },
-          `${rollout.status}${rollout.statusReason ? `: ${rollout.statusReason}` : ''}`,
-        ),
-      ],
-      ['Policy version', rollout.policyVersion ?? '–'],
-      ['Attempts', String(rollout.attempts)],
-      ['Reward (verifier)', h('span', { 'data-reward': rewards.verified ?? '' }, num(rewards.verified))],
-      [
-        'Reward (harness reported)',
-        `${num(rewards.reported)}${rewards.disagrees ? ' — disagrees with the verifier' : ''}`,
-      ],
-      ['Failure class', rollout.failureClass ?? '–'],
-      ['Started', when(rollout.createdAt)],
-    ]),
+    rolloutFacts(view),
     h('h2', {}, 'Reward components'),
-    reward
-      ? table(
-          ['Component', 'Value'],
-          Object.entries((reward.payload.components ?? {}) as Record<string, number>).map(([k, v]) => [k, num(v)]),
-          { id: 'components' },
-        )
-      : h('p', { class: 'muted' }, 'Not scored.'),
-    ...(failed
-      ? [
-          h('h2', {}, `Failure: ${String(failed.payload.failureClass)}`),
-          h('p', {}, String(failed.payload.reason ?? '')),
-          json(failed.payload.evidence ?? {}),
-        ]
-      : []),
+    rewardComponents(events),
+    ...failure(events),
     h('h2', {}, 'Conversation'),
     h('div', { id: 'conversation' }, conversation(calls)),
     h('h2', {}, 'Tool spans'),
-    spans.length === 0
-      ? h('p', { class: 'muted' }, 'The harness reported no tool spans.')
-      : table(
-          ['Tool', 'Kind', 'Latency', 'Permission', 'Failure', 'Input', 'Output'],
-          spans.map((s) => [
-            String(s.payload.name),
-            String(s.payload.kind ?? ''),
-            ms(s.payload.latencyMs as number | undefined),
-            String(s.payload.permission ?? ''),
-            String(s.payload.failure ?? '–'),
-            short(s.payload.input),
-            short(s.payload.output),
-          ]),
-          { id: 'spans' },
-        ),
+    toolSpans(events),
     h('h2', {}, 'Model calls'),
-    table(
-      [
-        '#',
-        'Attempt',
-        'Policy',
-        'Status',
-        'Latency',
-        'Time to first token',
-        'Prompt tokens',
-        'Completion tokens',
-        'Error',
-      ],
-      calls.map((c) => [
-        String(c.seq),
-        String(c.attempt),
-        c.policyVersion,
-        c.status,
-        ms(c.latencyMs),
-        c.stream ? ms(c.ttftMs) : '– (not streamed)',
-        num(c.promptTokens),
-        num(c.completionTokens),
-        c.errorClass ? `${c.errorClass}: ${c.errorMessage ?? ''}` : '–',
-      ]),
-      { id: 'calls' },
-    ),
+    modelCalls(calls),
     h('h2', {}, 'Logs'),
+    ...logs(view),
+    h('h2', {}, 'Events'),
+    table(
+      ['Attempt', 'Type', 'Source', 'At', 'Payload'],
+      events.map((e: RolloutEvent) => [String(e.attempt), e.type, e.source, when(e.at), short(e.payload)]),
+    ),
+  );
+}
+
+/** The rollout's task, mode, status, policy, attempts, both rewards (the verifier's and the harness's) and failure class. */
+function rolloutFacts({ rollout, rewards }: RolloutView): HTMLElement {
+  return facts([
+    ['Task', rollout.taskId ?? '–'],
+    ['Mode', rollout.mode],
+    [
+      'Status',
+      h(
+        'span',
+        {
+          class: rollout.status === 'succeeded' ? 'pass' : rollout.status === 'failed' ? 'fail' : '',
+          'data-status': rollout.status,
+        },
+        `${rollout.status}${rollout.statusReason ? `: ${rollout.statusReason}` : ''}`,
+      ),
+    ],
+    ['Policy version', rollout.policyVersion ?? '–'],
+    ['Attempts', String(rollout.attempts)],
+    ['Reward (verifier)', h('span', { 'data-reward': rewards.verified ?? '' }, num(rewards.verified))],
+    [
+      'Reward (harness reported)',
+      `${num(rewards.reported)}${rewards.disagrees ? ' — disagrees with the verifier' : ''}`,
+    ],
+    ['Failure class', rollout.failureClass ?? '–'],
+    ['Started', when(rollout.createdAt)],
+  ]);
+}
+
+/** The components of the reward the verifier gave (its last reward event), if it scored the rollout. */
+function rewardComponents(events: RolloutEvent[]): HTMLElement {
+  const reward = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1);
+  return reward
+    ? table(
+        ['Component', 'Value'],
+        Object.entries((reward.payload.components ?? {}) as Record<string, number>).map(([k, v]) => [k, num(v)]),
+        { id: 'components' },
+      )
+    : h('p', { class: 'muted' }, 'Not scored.');
+}
+
+/** The failure class, reason and evidence of the last status event that classed a failure; nothing if none did. */
+function failure(events: RolloutEvent[]): HTMLElement[] {
+  const failed = events.filter((e) => e.type === 'status' && e.payload.failureClass).at(-1);
+  return failed
+    ? [
+        h('h2', {}, `Failure: ${String(failed.payload.failureClass)}`),
+        h('p', {}, String(failed.payload.reason ?? '')),
+        json(failed.payload.evidence ?? {}),
+      ]
+    : [];
+}
+
+/** The tool calls the harness reported as spans, each with its latency, permission, failure, input and output. */
+function toolSpans(events: RolloutEvent[]): HTMLElement {
+  const spans = events.filter((e) => e.type === 'span');
+  return spans.length === 0
+    ? h('p', { class: 'muted' }, 'The harness reported no tool spans.')
+    : table(
+        ['Tool', 'Kind', 'Latency', 'Permission', 'Failure', 'Input', 'Output'],
+        spans.map((s) => [
+          String(s.payload.name),
+          String(s.payload.kind ?? ''),
+          ms(s.payload.latencyMs as number | undefined),
+          String(s.payload.permission ?? ''),
+          String(s.payload.failure ?? '–'),
+          short(s.payload.input),
+          short(s.payload.output),
+        ]),
+        { id: 'spans' },
+      );
+}
+
+/** Each model call the gateway journaled: its attempt, policy, status, latencies, token counts and error. */
+function modelCalls(calls: Call[]): HTMLElement {
+  return table(
+    [
+      '#',
+      'Attempt',
+      'Policy',
+      'Status',
+      'Latency',
+      'Time to first token',
+      'Prompt tokens',
+      'Completion tokens',
+      'Error',
+    ],
+    calls.map((c) => [
+      String(c.seq),
+      String(c.attempt),
+      c.policyVersion,
+      c.status,
+      ms(c.latencyMs),
+      c.stream ? ms(c.ttftMs) : '– (not streamed)',
+      num(c.promptTokens),
+      num(c.completionTokens),
+      c.errorClass ? `${c.errorClass}: ${c.errorMessage ?? ''}` : '–',
+    ]),
+    { id: 'calls' },
+  );
+}
+
+/** The harness's and verifier's logs, each saying where it was read from, or why it could not be. */
+function logs(view: RolloutView): HTMLElement[] {
+  return [
     ...(view.logsProblem
       ? [h('p', { class: 'fail', 'data-logs-problem': '' }, `Uploaded logs could not be read: ${view.logsProblem}`)]
       : []),
@@ -125,12 +162,7 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
             ? h('p', { class: 'fail', 'data-log-missing': log.name }, log.note ?? 'not uploaded')
             : h('pre', { 'data-log': log.name }, log.text || '(empty)'),
         ])),
-    h('h2', {}, 'Events'),
-    table(
-      ['Attempt', 'Type', 'Source', 'At', 'Payload'],
-      events.map((e: RolloutEvent) => [String(e.attempt), e.type, e.source, when(e.at), short(e.payload)]),
-    ),
-  );
+  ];
 }
 
 /** The last call's messages and its answer: the conversation as the harness had it at the end. */
