@@ -10,7 +10,34 @@ export async function decisionPage({ root }: PageContext, decisionId: string): P
     get<Items<DecisionPair>>(`/api/decisions/${enc(decisionId)}/pairs`),
   ]);
   const { record } = decision;
-  const evidence = record.evidence ?? {};
+  const changed = pairs.filter((p) => p.outcome === 'gained' || p.outcome === 'lost');
+  root.replaceChildren(
+    h('h1', {}, 'Gate decision ', verdict(decision.verdict)),
+    decisionFacts(decision),
+    ...(record.reasons && record.reasons.length > 0
+      ? [
+          h('h2', {}, 'Reasons'),
+          h(
+            'ul',
+            {},
+            record.reasons.map((r) => h('li', {}, r)),
+          ),
+        ]
+      : []),
+    h('h2', {}, 'Checks'),
+    checks(decision),
+    h('h2', {}, `Tasks gained and lost (${changed.length} of ${pairs.length} pairs)`),
+    pairTable(decision, pairs),
+    h('h2', {}, 'Evidence'),
+    json(record.evidence ?? {}),
+    h('h2', {}, 'Rules'),
+    json(record.rules ?? {}),
+  );
+}
+
+/** The candidate against production: held-out success of each, the gain with its interval and test, when and its id. */
+function decisionFacts(decision: Decision): HTMLElement {
+  const evidence = decision.record.evidence ?? {};
   const gain = evidence.gain as
     | {
         estimate?: number;
@@ -23,74 +50,65 @@ export async function decisionPage({ root }: PageContext, decisionId: string): P
       }
     | undefined;
   const accepted = evidence.acceptedRate as { incumbent: number; candidate: number } | undefined;
-  const rollout = (side: PairSide) =>
-    link(
-      `#/rollouts/${enc(side.rolloutId)}`,
-      `${side.reward === null ? 'unscored' : num(side.reward)}${side.failureClass ? ` (${side.failureClass})` : ''}`,
-      { 'data-rollout': side.rolloutId },
-    );
-  const changed = pairs.filter((p) => p.outcome === 'gained' || p.outcome === 'lost');
-  root.replaceChildren(
-    h('h1', {}, 'Gate decision ', verdict(decision.verdict)),
-    facts([
-      ['Candidate', decision.candidate],
-      ['Production (incumbent)', decision.incumbent],
-      [
-        'Held-out success',
-        accepted ? `${pct(accepted.candidate)} candidate vs ${pct(accepted.incumbent)} production` : '–',
-      ],
-      [
-        'Gain',
-        gain
-          ? `${pct(gain.estimate)}${gain.lower !== undefined ? ` [${pct(gain.lower)}, ${pct(gain.upper)}]` : ''}${gain.pValue !== undefined ? `, p = ${num(gain.pValue)}` : ''} (${gain.test ?? ''}; ${gain.gained ?? 0} gained, ${gain.lost ?? 0} lost)`
-          : '–',
-      ],
-      ['Decided', when(decision.createdAt)],
-      ['Id', decision.id],
+  return facts([
+    ['Candidate', decision.candidate],
+    ['Production (incumbent)', decision.incumbent],
+    [
+      'Held-out success',
+      accepted ? `${pct(accepted.candidate)} candidate vs ${pct(accepted.incumbent)} production` : '–',
+    ],
+    [
+      'Gain',
+      gain
+        ? `${pct(gain.estimate)}${gain.lower !== undefined ? ` [${pct(gain.lower)}, ${pct(gain.upper)}]` : ''}${gain.pValue !== undefined ? `, p = ${num(gain.pValue)}` : ''} (${gain.test ?? ''}; ${gain.gained ?? 0} gained, ${gain.lost ?? 0} lost)`
+        : '–',
+    ],
+    ['Decided', when(decision.createdAt)],
+    ['Id', decision.id],
+  ]);
+}
+
+/** Each of the gate's checks: passed or not, its numbers, and links to the rollouts behind them. */
+function checks({ record }: Decision): HTMLElement {
+  return table(
+    ['Check', 'Passed', 'Numbers', 'Rollouts'],
+    (record.checks ?? []).map((c) => [
+      c.name,
+      h('span', { class: c.passed ? 'pass' : 'fail' }, c.passed ? 'yes' : 'no'),
+      c.detail,
+      c.rollouts.map((id) => h('div', {}, link(`#/rollouts/${enc(id)}`, id, { 'data-rollout': id }))),
     ]),
-    ...(record.reasons && record.reasons.length > 0
-      ? [
-          h('h2', {}, 'Reasons'),
-          h(
-            'ul',
-            {},
-            record.reasons.map((r) => h('li', {}, r)),
-          ),
-        ]
-      : []),
-    h('h2', {}, 'Checks'),
-    table(
-      ['Check', 'Passed', 'Numbers', 'Rollouts'],
-      (record.checks ?? []).map((c) => [
-        c.name,
-        h('span', { class: c.passed ? 'pass' : 'fail' }, c.passed ? 'yes' : 'no'),
-        c.detail,
-        c.rollouts.map((id) => h('div', {}, link(`#/rollouts/${enc(id)}`, id, { 'data-rollout': id }))),
-      ]),
-      { id: 'checks' },
-    ),
-    h('h2', {}, `Tasks gained and lost (${changed.length} of ${pairs.length} pairs)`),
-    table(
-      ['Task', 'Sample', 'Outcome', `Production ${decision.incumbent}`, `Candidate ${decision.candidate}`],
-      pairs.map((p) => [
-        p.taskId,
-        String(p.sample),
-        h(
-          'span',
-          {
-            class: p.outcome === 'gained' ? 'pass' : p.outcome === 'lost' ? 'fail' : 'muted',
-            'data-outcome': p.outcome,
-          },
-          p.outcome,
-        ),
-        rollout(p.incumbent),
-        rollout(p.candidate),
-      ]),
-      { id: 'pairs' },
-    ),
-    h('h2', {}, 'Evidence'),
-    json(evidence),
-    h('h2', {}, 'Rules'),
-    json(record.rules ?? {}),
+    { id: 'checks' },
+  );
+}
+
+/** The held-out pairs task by task: whether the candidate gained or lost the task, and each side's rollout. */
+function pairTable(decision: Decision, pairs: DecisionPair[]): HTMLElement {
+  return table(
+    ['Task', 'Sample', 'Outcome', `Production ${decision.incumbent}`, `Candidate ${decision.candidate}`],
+    pairs.map((p) => [
+      p.taskId,
+      String(p.sample),
+      h(
+        'span',
+        {
+          class: p.outcome === 'gained' ? 'pass' : p.outcome === 'lost' ? 'fail' : 'muted',
+          'data-outcome': p.outcome,
+        },
+        p.outcome,
+      ),
+      sideRollout(p.incumbent),
+      sideRollout(p.candidate),
+    ]),
+    { id: 'pairs' },
+  );
+}
+
+/** One side of a pair: a link to its rollout, reading its reward (or unscored) and failure class. */
+function sideRollout(side: PairSide): HTMLElement {
+  return link(
+    `#/rollouts/${enc(side.rolloutId)}`,
+    `${side.reward === null ? 'unscored' : num(side.reward)}${side.failureClass ? ` (${side.failureClass})` : ''}`,
+    { 'data-rollout': side.rolloutId },
   );
 }
