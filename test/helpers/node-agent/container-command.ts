@@ -89,43 +89,9 @@ export async function containerCommand(
       })`,
     );
   }
-  const messagePath = container.terminationMessagePath ?? DEFAULT_TERMINATION_MESSAGE_PATH;
-  const mounts = (container.volumeMounts ?? []).flatMap((m) => {
-    const hostDir = volumes.emptyDirs[m.name];
-    return hostDir === undefined
-      ? []
-      : [{ mountPath: m.mountPath.replace(/\/+$/, ''), hostDir: path.join(hostDir, m.subPath ?? '') }];
-  });
-  const mapPath = (s: string) => {
-    let mapped = s.split(messagePath).join(messageFile);
-    for (const { mountPath, hostDir } of mounts)
-      mapped = mapped.replace(
-        new RegExp(`(^|[=:\\s])${escapeRegExp(mountPath)}(?=/|$|[\\s:])`, 'g'),
-        (_m, lead: string) => `${lead}${hostDir}`,
-      );
-    return mapped;
-  };
-
-  const fromObjects: Record<string, string> = {};
-  for (const source of container.envFrom ?? []) {
-    const ref = source.secretRef
-      ? { kind: 'secret' as const, ...source.secretRef }
-      : source.configMapRef
-        ? { kind: 'configmap' as const, ...source.configMapRef }
-        : undefined;
-    if (!ref) continue;
-    const namespace = pod.metadata?.namespace ?? 'default';
-    const values = await readAll(ref.kind, namespace, ref.name ?? '');
-    if (values === undefined && !ref.optional)
-      throw new ContainerStartError(
-        'CreateContainerConfigError',
-        `${ref.kind === 'secret' ? 'secret' : 'configmap'} "${ref.name}" not found`,
-      );
-    for (const [key, value] of Object.entries(values ?? {})) fromObjects[`${source.prefix ?? ''}${key}`] = value;
-  }
-
+  const mapPath = hostPaths(container, messageFile, volumes);
   // $(VAR) refers to the container's own env only: the kubelet does not know the image's.
-  const declared: Record<string, string> = { ...fromObjects };
+  const declared: Record<string, string> = await envFromObjects(pod, container, readAll);
   for (const entry of container.env ?? []) {
     const value = entry.value ?? (entry.valueFrom ? await valueFrom(pod, entry.name, entry.valueFrom, readKey) : '');
     declared[entry.name] = mapPath(expand(value, declared));
@@ -149,6 +115,51 @@ export async function containerCommand(
     if (env[name] === undefined && process.env[name] !== undefined) env[name] = process.env[name] as string;
   }
   return { argv, env, cwd };
+}
+
+/**
+ * Where the container's paths are on this machine: its terminationMessagePath is `messageFile`,
+ * and an emptyDir's mount path (at the start of a path) is the volume's host folder.
+ */
+function hostPaths(container: V1Container, messageFile: string, volumes: PodVolumes): (s: string) => string {
+  const messagePath = container.terminationMessagePath ?? DEFAULT_TERMINATION_MESSAGE_PATH;
+  const mounts = (container.volumeMounts ?? []).flatMap((m) => {
+    const hostDir = volumes.emptyDirs[m.name];
+    return hostDir === undefined
+      ? []
+      : [{ mountPath: m.mountPath.replace(/\/+$/, ''), hostDir: path.join(hostDir, m.subPath ?? '') }];
+  });
+  return (s: string) => {
+    let mapped = s.split(messagePath).join(messageFile);
+    for (const { mountPath, hostDir } of mounts)
+      mapped = mapped.replace(
+        new RegExp(`(^|[=:\\s])${escapeRegExp(mountPath)}(?=/|$|[\\s:])`, 'g'),
+        (_m, lead: string) => `${lead}${hostDir}`,
+      );
+    return mapped;
+  };
+}
+
+/** The container's `envFrom`: every key of each Secret or ConfigMap, with its prefix; a missing one that is not optional fails the start. */
+async function envFromObjects(pod: V1Pod, container: V1Container, readAll: ReadAll): Promise<Record<string, string>> {
+  const fromObjects: Record<string, string> = {};
+  for (const source of container.envFrom ?? []) {
+    const ref = source.secretRef
+      ? { kind: 'secret' as const, ...source.secretRef }
+      : source.configMapRef
+        ? { kind: 'configmap' as const, ...source.configMapRef }
+        : undefined;
+    if (!ref) continue;
+    const namespace = pod.metadata?.namespace ?? 'default';
+    const values = await readAll(ref.kind, namespace, ref.name ?? '');
+    if (values === undefined && !ref.optional)
+      throw new ContainerStartError(
+        'CreateContainerConfigError',
+        `${ref.kind === 'secret' ? 'secret' : 'configmap'} "${ref.name}" not found`,
+      );
+    for (const [key, value] of Object.entries(values ?? {})) fromObjects[`${source.prefix ?? ''}${key}`] = value;
+  }
+  return fromObjects;
 }
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
