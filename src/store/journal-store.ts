@@ -1,10 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import {
-  canTransition,
   isFinished,
-  isUnscored,
-  newRolloutSchema,
-  statusChangeSchema,
   type NewEvent,
   type NewRollout,
   type Rollout,
@@ -12,6 +8,8 @@ import {
   type StatusChange,
 } from '../rollouts/rollout.js';
 import { GroupCommit } from './group-commit.js';
+import { JournalDecoder, toShadowCall } from './journal-decoder.js';
+import { RolloutLifecycle } from './journal-rollouts.js';
 import { JournalRetentionQueries } from './journal-retention.js';
 import { journalDialect, type JournalDialect } from './journal-dialect.js';
 import {
@@ -19,13 +17,10 @@ import {
   decodeCursor,
   encodeCursor,
   finishCallRow,
-  JournalDecoder,
-  refuseOtherBody,
   remember,
   shadowCallRow,
   toEvent,
   toRollout,
-  toShadowCall,
   type CallRow,
   type SequenceBase,
 } from './journal-rows.js';
@@ -35,7 +30,6 @@ import type { ConversationBase } from './request-codec.js';
 import { RolloutCache } from './rollout-cache.js';
 import type { SqlDatabase } from './sql/database.js';
 import {
-  StoreConflictError,
   StoreInputError,
   StoreNotFoundError,
   type AgedRollout,
@@ -68,6 +62,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   /** Calls this store began and has not finished: their rollout, without asking the journal. */
   private readonly inFlight = new Map<string, string>();
   private readonly rollouts: RolloutCache;
+  private readonly lifecycle: RolloutLifecycle;
   private readonly commits: GroupCommit;
   private readonly retention: JournalRetentionQueries;
 
@@ -80,6 +75,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     this.dialect = journalDialect(database.kind);
     this.statements = new JournalStatements(this.db, this.dialect);
     this.rollouts = new RolloutCache(this.dialect.changeCounter && (() => this.statements.changeCount(database.hot)));
+    this.lifecycle = new RolloutLifecycle(database, this.statements, this.rollouts);
     this.commits = new GroupCommit(database.hot, () => this.forgetCaches());
     this.retention = new JournalRetentionQueries(database, this.dialect);
   }
@@ -89,39 +85,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     return this.database.ready;
   }
 
-  async createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }> {
-    const parsed = newRolloutSchema.parse(input);
-    const now = Date.now();
-    this.rollouts.forget(input.id);
-    const inserted = await this.db
-      .insertInto('rollouts')
-      .values({
-        id: input.id,
-        task_id: parsed.taskId ?? null,
-        mode: parsed.mode,
-        status: 'queued',
-        status_reason: null,
-        attempts: 1,
-        keyless: parsed.keyless ? 1 : 0,
-        policy_version: parsed.policyVersion ?? null,
-        failure_class: null,
-        metadata: JSON.stringify(parsed.metadata),
-        created_at: now,
-        updated_at: now,
-      })
-      .onConflict((oc) => oc.column('id').doNothing())
-      .returningAll()
-      .executeTakeFirst();
-    if (inserted) return { rollout: toRollout(inserted), created: true };
-    const rollout = await this.requireRollout(this.db, input.id);
-    // Compared with what was stored of the same body: text as the database keeps it (see storedText).
-    const { storedText } = this.database;
-    refuseOtherBody(rollout, {
-      ...parsed,
-      taskId: storedText(parsed.taskId),
-      policyVersion: storedText(parsed.policyVersion),
-    });
-    return { rollout, created: false };
+  createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }> {
+    return this.lifecycle.createRollout(input);
   }
 
   async getRollout(id: string): Promise<Rollout | undefined> {
@@ -150,111 +115,20 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   }
 
   async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
-    const { status, reason = null, failureClass = null, evidence, attempt } = statusChangeSchema.parse(change);
-    this.rollouts.forget(id);
-    const rollout = await this.db.transaction().execute(async (trx) => {
-      const current = await this.requireRollout(trx, id, { lock: true });
-      if (attempt !== undefined && attempt !== current.attempts) {
-        throw new StoreConflictError(
-          `attempt ${attempt} of rollout ${id} was superseded by attempt ${current.attempts}; only the current attempt changes its status`,
-        );
-      }
-      if (!canTransition(current.status, status)) {
-        throw new StoreConflictError(
-          `rollout ${id} is ${current.status}; it cannot become ${status}` +
-            (isFinished(current.status) ? ' (it has finished)' : ''),
-        );
-      }
-      const now = Date.now();
-      const updated = await trx
-        .updateTable('rollouts')
-        .set({ status, status_reason: reason, failure_class: failureClass, updated_at: now })
-        .where('id', '=', id)
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      const payload = {
-        from: current.status,
-        to: status,
-        reason,
-        ...(failureClass && { failureClass }),
-        ...(evidence && { evidence }),
-      };
-      await this.statements.insertEvent(trx, {
-        rollout_id: id,
-        attempt: current.attempts,
-        type: 'status',
-        source,
-        action_id: null,
-        payload: JSON.stringify(payload),
-        at: now,
-      });
-      return toRollout(updated);
-    });
-    if (isFinished(status)) {
+    const rollout = await this.lifecycle.setRolloutStatus(id, change, source);
+    if (isFinished(rollout.status)) {
       this.lastSequence.delete(id);
       this.lastConversation.delete(id);
     }
     return rollout;
   }
 
-  async startAttempt(id: string): Promise<Rollout> {
-    this.rollouts.forget(id);
-    return this.db.transaction().execute(async (trx) => {
-      const current = await this.requireRollout(trx, id, { lock: true });
-      if (isFinished(current.status))
-        throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
-      const updated = await trx
-        .updateTable('rollouts')
-        .set((eb) => ({ attempts: eb('attempts', '+', 1), updated_at: Date.now() }))
-        .where('id', '=', id)
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      return toRollout(updated);
-    });
+  startAttempt(id: string): Promise<Rollout> {
+    return this.lifecycle.startAttempt(id);
   }
 
-  async reopenRollout(id: string, reason: string): Promise<Rollout> {
-    this.rollouts.forget(id);
-    return this.db.transaction().execute(async (trx) => {
-      const current = await this.requireRollout(trx, id, { lock: true });
-      if (!isUnscored(current)) {
-        const why = isFinished(current.status)
-          ? `it was scored (${current.status}${current.failureClass ? `, ${current.failureClass}` : ''})`
-          : `it has not finished (${current.status})`;
-        throw new StoreConflictError(
-          `rollout ${id} cannot be reopened: ${why}; only a rollout lost to a fault before it was scored runs again`,
-        );
-      }
-      const now = Date.now();
-      const updated = await trx
-        .updateTable('rollouts')
-        .set((eb) => ({
-          attempts: eb('attempts', '+', 1),
-          status: 'queued',
-          status_reason: reason,
-          failure_class: null,
-          updated_at: now,
-        }))
-        .where('id', '=', id)
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      const payload = {
-        from: current.status,
-        to: 'queued',
-        reason,
-        reopened: { failureClass: current.failureClass, reason: current.statusReason },
-      };
-      await this.statements.insertEvent(trx, {
-        rollout_id: id,
-        attempt: current.attempts + 1,
-        type: 'status',
-        source: 'admin',
-        action_id: null,
-        payload: JSON.stringify(payload),
-        at: now,
-      });
-      return toRollout(updated);
-    });
+  reopenRollout(id: string, reason: string): Promise<Rollout> {
+    return this.lifecycle.reopenRollout(id, reason);
   }
 
   async beginCall(call: CallStart): Promise<{ seq: number }> {
@@ -444,19 +318,6 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     this.lastConversation.clear();
     // Calls begun in a failed write are looked up in the journal, where they are not.
     this.inFlight.clear();
-  }
-
-  /** `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys only share the row's key). */
-  private async requireRollout(
-    db: Kysely<JournalTables>,
-    id: string,
-    options: { lock?: boolean } = {},
-  ): Promise<Rollout> {
-    const row = await (options.lock && this.database.rowLocks
-      ? this.statements.rolloutLocked(db, id)
-      : this.statements.rollout(db, id));
-    if (!row) throw new StoreNotFoundError(`rollout ${id} not found`);
-    return toRollout(row);
   }
 
   /** Rows of the calls with these ids and of every call they refer to, by id, in one query. */

@@ -1,0 +1,183 @@
+import type { Kysely } from 'kysely';
+import {
+  canTransition,
+  isFinished,
+  isUnscored,
+  newRolloutSchema,
+  statusChangeSchema,
+  type NewRollout,
+  type Rollout,
+  type RolloutEvent,
+  type StatusChange,
+} from '../rollouts/rollout.js';
+import { refuseOtherBody, toRollout } from './journal-rows.js';
+import type { JournalTables } from './journal-schema.js';
+import type { JournalStatements } from './journal-statements.js';
+import type { RolloutCache } from './rollout-cache.js';
+import type { QueryRunner, SqlDatabase } from './sql/database.js';
+import { StoreConflictError, StoreNotFoundError } from './trace-store.js';
+
+/**
+ * A rollout's life in the journal: created once per id, moved through its statuses, given new
+ * attempts, reopened after a fault cost it its score. Each change runs in one transaction that
+ * first takes the rollout (locked on PostgreSQL), checks the change is allowed, and records it
+ * with a status event; the rollout cache forgets the rollout before and after.
+ */
+export class RolloutLifecycle {
+  private readonly db: Kysely<JournalTables>;
+
+  constructor(
+    private readonly database: SqlDatabase,
+    private readonly statements: JournalStatements,
+    private readonly rollouts: RolloutCache,
+  ) {
+    this.db = database.db as Kysely<JournalTables>;
+  }
+
+  async createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }> {
+    const parsed = newRolloutSchema.parse(input);
+    const now = Date.now();
+    this.rollouts.forget(input.id);
+    const inserted = await this.db
+      .insertInto('rollouts')
+      .values({
+        id: input.id,
+        task_id: parsed.taskId ?? null,
+        mode: parsed.mode,
+        status: 'queued',
+        status_reason: null,
+        attempts: 1,
+        keyless: parsed.keyless ? 1 : 0,
+        policy_version: parsed.policyVersion ?? null,
+        failure_class: null,
+        metadata: JSON.stringify(parsed.metadata),
+        created_at: now,
+        updated_at: now,
+      })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (inserted) return { rollout: toRollout(inserted), created: true };
+    const rollout = await this.requireRollout(this.db, input.id);
+    // Compared with what was stored of the same body: text as the database keeps it (see storedText).
+    const { storedText } = this.database;
+    refuseOtherBody(rollout, {
+      ...parsed,
+      taskId: storedText(parsed.taskId),
+      policyVersion: storedText(parsed.policyVersion),
+    });
+    return { rollout, created: false };
+  }
+
+  async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {
+    const { status, reason = null, failureClass = null, evidence, attempt } = statusChangeSchema.parse(change);
+    this.rollouts.forget(id);
+    return this.db.transaction().execute(async (trx) => {
+      const current = await this.requireRollout(trx, id, { lock: true });
+      if (attempt !== undefined && attempt !== current.attempts) {
+        throw new StoreConflictError(
+          `attempt ${attempt} of rollout ${id} was superseded by attempt ${current.attempts}; only the current attempt changes its status`,
+        );
+      }
+      if (!canTransition(current.status, status)) {
+        throw new StoreConflictError(
+          `rollout ${id} is ${current.status}; it cannot become ${status}` +
+            (isFinished(current.status) ? ' (it has finished)' : ''),
+        );
+      }
+      const now = Date.now();
+      const updated = await trx
+        .updateTable('rollouts')
+        .set({ status, status_reason: reason, failure_class: failureClass, updated_at: now })
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      const payload = {
+        from: current.status,
+        to: status,
+        reason,
+        ...(failureClass && { failureClass }),
+        ...(evidence && { evidence }),
+      };
+      await this.statements.insertEvent(trx, {
+        rollout_id: id,
+        attempt: current.attempts,
+        type: 'status',
+        source,
+        action_id: null,
+        payload: JSON.stringify(payload),
+        at: now,
+      });
+      return toRollout(updated);
+    });
+  }
+
+  async startAttempt(id: string): Promise<Rollout> {
+    this.rollouts.forget(id);
+    return this.db.transaction().execute(async (trx) => {
+      const current = await this.requireRollout(trx, id, { lock: true });
+      if (isFinished(current.status))
+        throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
+      const updated = await trx
+        .updateTable('rollouts')
+        .set((eb) => ({ attempts: eb('attempts', '+', 1), updated_at: Date.now() }))
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return toRollout(updated);
+    });
+  }
+
+  async reopenRollout(id: string, reason: string): Promise<Rollout> {
+    this.rollouts.forget(id);
+    return this.db.transaction().execute(async (trx) => {
+      const current = await this.requireRollout(trx, id, { lock: true });
+      if (!isUnscored(current)) {
+        const why = isFinished(current.status)
+          ? `it was scored (${current.status}${current.failureClass ? `, ${current.failureClass}` : ''})`
+          : `it has not finished (${current.status})`;
+        throw new StoreConflictError(
+          `rollout ${id} cannot be reopened: ${why}; only a rollout lost to a fault before it was scored runs again`,
+        );
+      }
+      const now = Date.now();
+      const updated = await trx
+        .updateTable('rollouts')
+        .set((eb) => ({
+          attempts: eb('attempts', '+', 1),
+          status: 'queued',
+          status_reason: reason,
+          failure_class: null,
+          updated_at: now,
+        }))
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      const payload = {
+        from: current.status,
+        to: 'queued',
+        reason,
+        reopened: { failureClass: current.failureClass, reason: current.statusReason },
+      };
+      await this.statements.insertEvent(trx, {
+        rollout_id: id,
+        attempt: current.attempts + 1,
+        type: 'status',
+        source: 'admin',
+        action_id: null,
+        payload: JSON.stringify(payload),
+        at: now,
+      });
+      return toRollout(updated);
+    });
+  }
+
+  /** `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys only share the row's key). */
+  private async requireRollout(db: QueryRunner, id: string, options: { lock?: boolean } = {}): Promise<Rollout> {
+    const row = await (options.lock && this.database.rowLocks
+      ? this.statements.rolloutLocked(db, id)
+      : this.statements.rollout(db, id));
+    if (!row) throw new StoreNotFoundError(`rollout ${id} not found`);
+    return toRollout(row);
+  }
+}
