@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { type decodeBatch } from '../samples/batch-artifact.js';
 import { checkBatchFits, loadTrainable, readBatch } from './trainer-input.js';
-import { saveCheckpoint } from './checkpoint.js';
+import { saveCheckpoint, type Checkpoint } from './checkpoint.js';
 import { readyBackend, type Qwen3Model } from './model.js';
 import { seededRandom } from '../random.js';
 import { ppoStep, type StepMetrics } from './train.js';
@@ -91,14 +91,8 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   const batch = readBatch(job.batchPath);
   const batchContentHash = batch.metadata.content_hash as string;
   const metricsFile = path.join(job.outputDir, 'metrics.json');
-  if (existsSync(path.join(job.outputDir, 'config.json')) && existsSync(metricsFile)) {
-    const previous = JSON.parse(readFileSync(metricsFile, 'utf8')) as TrainResult;
-    if (previous.batchContentHash === batchContentHash && previous.parent === path.resolve(job.checkpointDir))
-      return { ...previous, reused: true };
-    throw new Error(
-      `${job.outputDir} already holds a checkpoint trained from another batch or parent; choose a new output directory`,
-    );
-  }
+  const previous = previousResult(job, batchContentHash, metricsFile);
+  if (previous) return previous;
 
   await readyBackend();
   const started = performance.now();
@@ -106,42 +100,15 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   checkBatchFits(batch, checkpoint);
   // Adam as docs/training-objective.md and PyTorch have it (tfjs's default epsilon is 1e-7).
   const optimizer = tf.train.adam(job.learningRate, 0.9, 0.999, 1e-8);
-  const random = seededRandom(job.seed);
   const cap =
     batch.metadata.importance_weight_cap === undefined ? undefined : Number(batch.metadata.importance_weight_cap);
   const correction = cap === undefined ? undefined : importanceCorrected(checkpoint.model, batch.sequences, cap);
-  const sequences = correction?.sequences ?? batch.sequences;
-  const minibatches = Math.max(1, Math.ceil(sequences.length / job.minibatchSize));
-  const totals = { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 };
-  let steps = 0;
-  let skipped = 0;
-  for (let epoch = 0; epoch < job.epochs; epoch++) {
-    const order =
-      job.shuffle === false
-        ? sequences.map((_, i) => i)
-        : shuffle(
-            sequences.map((_, i) => i),
-            random,
-          );
-    for (let m = 0; m < minibatches; m++) {
-      // Each minibatch carries its share of the batch weights; scaling keeps every step on the batch's loss scale.
-      const part = order
-        .slice(m * job.minibatchSize, (m + 1) * job.minibatchSize)
-        .map((i) => sequences[i] as (typeof sequences)[number])
-        .map((s) => ({ ...s, lossWeights: s.lossWeights.map((w) => w * minibatches) }));
-      // A minibatch with no advantage signal only adds noise (and collapsed the policy in measurements).
-      if (part.every((s) => s.advantages.every((a, t) => a === 0 || t === 0 || s.lossMask[t] === 0))) {
-        skipped++;
-        continue;
-      }
-      const step = ppoStep(checkpoint.model, optimizer, part, {
-        clipEpsilon: job.clipEpsilon,
-        maxGradNorm: job.maxGradNorm,
-      });
-      for (const key of Object.keys(totals) as Array<keyof StepMetrics>) totals[key] += step[key];
-      steps++;
-    }
-  }
+  const { totals, steps, skipped } = runEpochs(
+    job,
+    checkpoint.model,
+    optimizer,
+    correction?.sequences ?? batch.sequences,
+  );
   const mean = (x: number) => (steps === 0 ? 0 : x / steps);
   const parent = path.resolve(job.checkpointDir);
   const result: TrainResult = {
@@ -163,15 +130,69 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
     reused: false,
     ...(correction && { importanceWeights: correction.report }),
   };
+  saveTrained(job, checkpoint, result, Number(batch.metadata.iteration));
+  writeFileSync(metricsFile, `${JSON.stringify(result, null, 2)}\n`);
+  checkpoint.model.dispose();
+  optimizer.dispose();
+  return result;
+}
+
+/** What an earlier run of this job left in its output directory: reused if it trained the same batch from the same parent. */
+function previousResult(job: TrainJob, batchContentHash: string, metricsFile: string): TrainResult | undefined {
+  if (!existsSync(path.join(job.outputDir, 'config.json')) || !existsSync(metricsFile)) return undefined;
+  const previous = JSON.parse(readFileSync(metricsFile, 'utf8')) as TrainResult;
+  if (previous.batchContentHash === batchContentHash && previous.parent === path.resolve(job.checkpointDir))
+    return { ...previous, reused: true };
+  throw new Error(
+    `${job.outputDir} already holds a checkpoint trained from another batch or parent; choose a new output directory`,
+  );
+}
+
+/** The PPO epochs over the batch's sequences, minibatch by minibatch: summed step metrics, steps taken and skipped. */
+function runEpochs(
+  job: TrainJob,
+  model: Qwen3Model,
+  optimizer: tf.Optimizer,
+  sequences: BatchSequence[],
+): { totals: StepMetrics; steps: number; skipped: number } {
+  const random = seededRandom(job.seed);
+  const minibatches = Math.max(1, Math.ceil(sequences.length / job.minibatchSize));
+  const totals: StepMetrics = { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 };
+  let steps = 0;
+  let skipped = 0;
+  for (let epoch = 0; epoch < job.epochs; epoch++) {
+    const indices = sequences.map((_, i) => i);
+    const order = job.shuffle === false ? indices : shuffle(indices, random);
+    for (let m = 0; m < minibatches; m++) {
+      // Each minibatch carries its share of the batch weights; scaling keeps every step on the batch's loss scale.
+      const part = order
+        .slice(m * job.minibatchSize, (m + 1) * job.minibatchSize)
+        .map((i) => sequences[i] as BatchSequence)
+        .map((s) => ({ ...s, lossWeights: s.lossWeights.map((w) => w * minibatches) }));
+      // A minibatch with no advantage signal only adds noise (and collapsed the policy in measurements).
+      if (part.every((s) => s.advantages.every((a, t) => a === 0 || t === 0 || s.lossMask[t] === 0))) {
+        skipped++;
+        continue;
+      }
+      const step = ppoStep(model, optimizer, part, { clipEpsilon: job.clipEpsilon, maxGradNorm: job.maxGradNorm });
+      for (const key of Object.keys(totals) as Array<keyof StepMetrics>) totals[key] += step[key];
+      steps++;
+    }
+  }
+  return { totals, steps, skipped };
+}
+
+/** Writes the trained checkpoint with what it was trained from and how, as the PyTorch trainer does. */
+function saveTrained(job: TrainJob, checkpoint: Checkpoint, result: TrainResult, iteration: number): void {
   saveCheckpoint(
     job.outputDir,
     checkpoint.model,
     {
       format: 'full',
-      parent,
+      parent: result.parent,
       base: result.base,
-      batchContentHash,
-      iteration: Number(batch.metadata.iteration),
+      batchContentHash: result.batchContentHash,
+      iteration,
       trainer: {
         engine: 'tfjs',
         seed: job.seed,
@@ -185,10 +206,6 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
     },
     { tokenizerFrom: checkpoint.tokenizerDir },
   );
-  writeFileSync(metricsFile, `${JSON.stringify(result, null, 2)}\n`);
-  checkpoint.model.dispose();
-  optimizer.dispose();
-  return result;
 }
 
 type BatchSequence = ReturnType<typeof decodeBatch>['sequences'][number];
