@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -10,7 +10,16 @@ const root = path.resolve(import.meta.dirname, '..');
  */
 export function checkoutBefore(ref: string): string {
   const dir = path.join(root, '.bench', 'before');
-  if (!existsSync(dir)) execFileSync('git', ['worktree', 'add', '--detach', dir, ref], { cwd: root, stdio: 'ignore' });
-  else execFileSync('git', ['checkout', '--detach', '--force', ref], { cwd: dir, stdio: 'ignore' });
+  // Resolved here: inside the worktree, HEAD would name the worktree's own commit.
+  const commit = execFileSync('git', ['rev-parse', '--verify', `${ref}^{commit}`], {
+    cwd: root,
+    encoding: 'utf8',
+  }).trim();
+  if (!existsSync(dir))
+    execFileSync('git', ['worktree', 'add', '--detach', dir, commit], { cwd: root, stdio: 'ignore' });
+  else execFileSync('git', ['checkout', '--detach', '--force', commit], { cwd: dir, stdio: 'ignore' });
+  // What setup built beside the checkout (the Node 20 SQLite driver, test servers) serves both trees.
+  if (!existsSync(path.join(dir, '.tools')) && existsSync(path.join(root, '.tools')))
+    symlinkSync(path.join(root, '.tools'), path.join(dir, '.tools'));
   return dir;
 }

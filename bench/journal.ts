@@ -2,19 +2,20 @@
  * The journal's hot path alone, without HTTP: callers, each in a rollout of its own, check their
  * rollout (getRollout) and begin and finish a call per turn, as the gateway does per request, with
  * a growing ~1.7k-token prompt. Microseconds per call (check + begin + finish), on the trace store
- * of this checkout and, with --before REF, of git REF (in .bench/before), in alternating rounds in
- * one process, so drift in the machine's load falls on both. SQLite, and PostgreSQL with --postgres.
+ * of this checkout and, with --before REF, of git REF (in .bench/before), in alternating rounds, so
+ * drift in the machine's load falls on both. Each round runs in a fresh process: two stores in one
+ * process measured the same code 14-19% apart at 64 callers (one's garbage is the other's pause).
+ * SQLite, and PostgreSQL with --postgres.
  *
  *   npm run bench:journal -- [--before REF] [--postgres] [--rounds N]
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { SqliteTraceStore } from '../src/store/sqlite-store.js';
-import { PostgresTraceStore } from '../src/store/postgres-store.js';
 import type { CallFinish, TraceStore } from '../src/store/trace-store.js';
 import { startTestPostgres } from '../test/helpers/embedded-postgres.js';
 import { checkoutBefore } from './before.js';
@@ -24,32 +25,25 @@ const { values: args } = parseArgs({
     before: { type: 'string' },
     postgres: { type: 'boolean', default: false },
     rounds: { type: 'string', default: '5' },
+    // One round in this process (the parent runs each round so): --side now|before --callers N --store FILE|URL.
+    side: { type: 'string' },
+    callers: { type: 'string' },
+    store: { type: 'string' },
   },
 });
 const rounds = Number(args.rounds);
-const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-journal-'));
+const sides = ['now', ...(args.before ? ['before'] : [])] as const;
+const label = (side: string) => (side === 'now' ? 'now' : `before (${args.before})`);
 
-interface Opener {
-  name: string;
-  sqlite(file: string): TraceStore;
-  postgres(url: string): Promise<TraceStore>;
-}
-const openers: Opener[] = [
-  { name: 'now', sqlite: (file) => new SqliteTraceStore(file), postgres: (url) => PostgresTraceStore.open(url) },
-];
-if (args.before) {
-  const tree = checkoutBefore(args.before);
-  const sqlite = (await import(path.join(tree, 'src/store/sqlite-store.ts'))) as {
+/** The trace store of `side` (this checkout, or the one checked out in .bench/before) on `store`, a file or a URL. */
+async function openStore(side: string, store: string): Promise<TraceStore> {
+  const tree = side === 'now' ? path.resolve(import.meta.dirname, '..') : checkoutBefore(args.before!);
+  const postgres = store.startsWith('postgres');
+  const module = (await import(path.join(tree, `src/store/${postgres ? 'postgres' : 'sqlite'}-store.ts`))) as {
     SqliteTraceStore: new (file: string) => TraceStore;
-  };
-  const postgres = (await import(path.join(tree, 'src/store/postgres-store.ts'))) as {
     PostgresTraceStore: { open(url: string): Promise<TraceStore> };
   };
-  openers.push({
-    name: `before (${args.before})`,
-    sqlite: (file) => new sqlite.SqliteTraceStore(file),
-    postgres: (url) => postgres.PostgresTraceStore.open(url),
-  });
+  return postgres ? module.PostgresTraceStore.open(store) : new module.SqliteTraceStore(store);
 }
 
 const finish = (promptIds: number[], completionIds: number[]): CallFinish => ({
@@ -103,62 +97,78 @@ async function load(store: TraceStore, callers: number, turns: number): Promise<
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 
-async function compare(backend: string, open: (opener: Opener, n: number) => Promise<TraceStore>): Promise<string[]> {
+/** One round, in a process of its own: warm up, measure, print µs per call. */
+async function childRound(): Promise<void> {
+  const callers = Number(args.callers);
+  const store = await openStore(args.side!, args.store!);
+  await load(store, Math.min(callers, 8), 4); // warm-up
+  const micros = await load(store, callers, callers === 1 ? 200 : 8);
+  await store.close();
+  process.stdout.write(`${micros}\n`);
+}
+
+/** µs per call of `side` on `store`, measured by a fresh process running this file for one round. */
+function round(side: string, callers: number, store: string): number {
+  const out = execFileSync(
+    process.execPath,
+    [...process.execArgv, import.meta.filename, '--side', side, '--callers', String(callers), '--store', store].concat(
+      args.before ? ['--before', args.before] : [],
+    ),
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  return Number(out.trim().split('\n').at(-1));
+}
+
+async function compare(backend: string, storeFor: (side: string, n: number) => Promise<string>): Promise<string[]> {
   const rows: string[] = [];
+  let n = 0;
   for (const callers of [1, 64]) {
-    const turns = callers === 1 ? 200 : 8;
-    const times = new Map<string, number[]>(openers.map((o) => [o.name, []]));
-    for (let round = 0; round < rounds; round++) {
+    const times = new Map<string, number[]>(sides.map((side) => [side, []]));
+    for (let r = 0; r < rounds; r++) {
       // Each round in both orders over the rounds, so neither side always runs first.
-      const order = round % 2 === 0 ? openers : [...openers].reverse();
-      for (const opener of order) {
-        const store = await open(opener, round);
-        await load(store, Math.min(callers, 8), 4); // warm-up
-        times.get(opener.name)!.push(await load(store, callers, turns));
-        await store.close();
-      }
+      for (const side of r % 2 === 0 ? sides : [...sides].reverse())
+        times.get(side)!.push(round(side, callers, await storeFor(side, n++)));
     }
-    const cells = openers.map((o) => median(times.get(o.name)!).toFixed(0));
-    const ratio =
-      openers.length > 1
-        ? ` ${(median(times.get(openers[0]!.name)!) / median(times.get(openers[1]!.name)!)).toFixed(2)} |`
-        : '';
+    const cells = sides.map((side) => median(times.get(side)!).toFixed(0));
+    const ratio = sides.length > 1 ? ` ${(median(times.get('now')!) / median(times.get('before')!)).toFixed(2)} |` : '';
     rows.push(`| ${backend} | ${callers} | ${cells.join(' / ')} |${ratio}`);
     process.stderr.write(`${rows.at(-1)}\n`);
   }
   return rows;
 }
 
-try {
-  const rows = await compare('SQLite', async (opener, round) =>
-    opener.sqlite(path.join(dir, `${opener.name.replace(/\W/g, '')}-${round}.sqlite`)),
-  );
-  if (args.postgres) {
-    const postgres = await startTestPostgres({ durable: true });
-    try {
-      const admin = new pg.Client({ connectionString: postgres.adminUrl });
-      await admin.connect();
-      let n = 0;
-      rows.push(
-        ...(await compare('PostgreSQL', async (opener) => {
-          const name = `journal_${n++}`;
-          await admin.query(`CREATE DATABASE ${name}`);
-          return opener.postgres(postgres.adminUrl.replace(/\/postgres$/, `/${name}`));
-        })),
-      );
-      await admin.end();
-    } finally {
-      await postgres.stop();
+async function main(): Promise<void> {
+  if (args.before) checkoutBefore(args.before);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-journal-'));
+  try {
+    const rows = await compare('SQLite', async (side, n) => path.join(dir, `${side}-${n}.sqlite`));
+    if (args.postgres) {
+      const postgres = await startTestPostgres({ durable: true });
+      try {
+        const admin = new pg.Client({ connectionString: postgres.adminUrl });
+        await admin.connect();
+        rows.push(
+          ...(await compare('PostgreSQL', async (_side, n) => {
+            await admin.query(`CREATE DATABASE journal_${n}`);
+            return postgres.adminUrl.replace(/\/postgres$/, `/journal_${n}`);
+          })),
+        );
+        await admin.end();
+      } finally {
+        await postgres.stop();
+      }
     }
+    console.log(
+      `\nJournal hot path, µs per call (getRollout + beginCall + finishCall), median of ${rounds} rounds (each a fresh process), ${os.cpus().length} cores.\n`,
+    );
+    console.log(
+      `| journal | concurrent callers | µs per call ${sides.map(label).join(' / ')} |${sides.length > 1 ? ' now / before |' : ''}`,
+    );
+    console.log(`|---|---|---|${sides.length > 1 ? '---|' : ''}`);
+    for (const row of rows) console.log(row);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
-  console.log(
-    `\nJournal hot path, µs per call (getRollout + beginCall + finishCall), median of ${rounds} rounds, ${os.cpus().length} cores.\n`,
-  );
-  console.log(
-    `| journal | concurrent callers | µs per call ${openers.map((o) => o.name).join(' / ')} |${openers.length > 1 ? ' now / before |' : ''}`,
-  );
-  console.log(`|---|---|---|${openers.length > 1 ? '---|' : ''}`);
-  for (const row of rows) console.log(row);
-} finally {
-  rmSync(dir, { recursive: true, force: true });
 }
+
+await (args.side ? childRound() : main());
