@@ -10,7 +10,10 @@ export const REIN_SEARCH_ATTRIBUTES = {
   ReinPolicyVersion: 'Keyword',
   ReinMeanReward: 'Double',
   ReinVerdict: 'Keyword',
-  /** Held-out success (share of held-out tasks accepted): the candidate's on an iteration or release, production's on a run. */
+  /**
+   * Held-out success (share of held-out tasks accepted): the candidate's on an iteration or release, production's on a
+   * run.
+   */
   ReinHeldoutSuccess: 'Double',
 } as const satisfies Record<string, SearchAttributeKind>;
 

@@ -37,7 +37,8 @@ export function notificationsFromConfig(config: ReinConfig): ReinConfig['notific
 export async function activityDepsFromConfig(
   config: ReinConfig,
 ): Promise<{ deps: ActivityDeps; close(): Promise<void> }> {
-  // Where store.url says: PostgreSQL shared with the CLI, the API and other workers, or the data directory's SQLite file.
+  // Where store.url says: PostgreSQL shared with the CLI, the API and other workers, or the data directory's SQLite
+  // file.
   const registry = await openRegistry(storeLocation(config));
   const ledger = await openLedger(storeLocation(config)).catch(async (err: unknown) => {
     await registry.close();

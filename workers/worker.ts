@@ -10,7 +10,10 @@ export interface ReinWorkerOptions extends ActivityDeps {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
-  /** A bundle of the workflows (tests build one and share it); default: the one `npm run build` wrote, else workflows/ bundled at start. */
+  /**
+   * A bundle of the workflows (tests build one and share it); default: the one `npm run build` wrote, else workflows/
+   * bundled at start.
+   */
   workflowBundle?: WorkflowBundleOption;
   /** Where each activity is timed and its outcomes counted, for /metrics. */
   metrics?: WorkerMetrics;

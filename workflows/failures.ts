@@ -29,7 +29,9 @@ export class UnknownTaskFailure extends failureType('UnknownTask', false) {}
 export class RolloutsHandedBackFailure extends failureType('RolloutsHandedBack', true) {}
 /** The batch failed its data-quality checks (details: problems, reportUri). */
 export class DataQualityFailure extends failureType('DataQualityError', false) {}
-/** The update cannot be done as set up (no registry, trainer or serving; a refused trainer input; a version conflict). */
+/**
+ * The update cannot be done as set up (no registry, trainer or serving; a refused trainer input; a version conflict).
+ */
 export class PolicyUpdateFailure extends failureType('PolicyUpdateError', false) {}
 /** A trainer that crashed or was killed, or a backend that would not load the version: tried again. */
 export class PolicyUpdateRetryFailure extends failureType('PolicyUpdateFailed', true) {}

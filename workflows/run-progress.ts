@@ -128,7 +128,10 @@ function iterationEntry(result: TrainingIterationResult): RunProgress['iteration
   };
 }
 
-/** What production serves after the iteration's gate, with its held-out replay: the candidate when promoted, else the incumbent. */
+/**
+ * What production serves after the iteration's gate, with its held-out replay: the candidate when promoted, else the
+ * incumbent.
+ */
 function productionHeldout(result: TrainingIterationResult): HeldoutResult | undefined {
   const { release } = result;
   if (!release) return undefined;

@@ -13,7 +13,9 @@ export interface GateLine {
 
 const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
 
-/** "gate PASS 46.9% → 56.3%, promoted": the verdict, held-out success of production → candidate, and what became of it. */
+/**
+ * "gate PASS 46.9% → 56.3%, promoted": the verdict, held-out success of production → candidate, and what became of it.
+ */
 export function gateLine(gate: GateLine): string {
   const rates = gate.acceptedRate
     ? ` ${percent(gate.acceptedRate.incumbent)} → ${percent(gate.acceptedRate.candidate)}`

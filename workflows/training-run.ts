@@ -40,7 +40,9 @@ export interface TrainingRunInput {
   configHash: string;
   /** The configured base policy and where its weights are (registered as a lineage root). */
   base: { version: string; checkpointUri: string };
-  /** Train from the version production serves when the run starts (the base when it was never set), or from the base. */
+  /**
+   * Train from the version production serves when the run starts (the base when it was never set), or from the base.
+   */
   startFrom?: 'production' | 'base';
   /** Null: until stopped. */
   iterations: number | null;

@@ -31,7 +31,9 @@ export interface ApiContext {
   client: Client;
   taskQueue: string;
   temporalUiUrl: string | undefined;
-  /** Iteration workflows already closed, remembered so that a run page refresh asks Temporal only about the open ones. */
+  /**
+   * Iteration workflows already closed, remembered so that a run page refresh asks Temporal only about the open ones.
+   */
   completedIterations: Map<string, IterationWorkflow>;
   registry<T>(use: (registry: PolicyRegistry) => T | Promise<T>): Promise<T>;
   ledger(): Promise<LedgerStore>;
@@ -46,7 +48,8 @@ export interface ApiContext {
 
 export function apiContext(options: ApiOptions): ApiContext {
   const { config, client } = options;
-  // One registry and one ledger for the API's life (on PostgreSQL, a connection pool each), opened when first asked for.
+  // One registry and one ledger for the API's life (on PostgreSQL, a connection pool each), opened when first asked
+  // for.
   const registryStore = openedOnFirstUse(() => openRegistry(storeLocation(config)));
   const ledgerStore = openedOnFirstUse(() => openLedger(storeLocation(config)));
   let artifacts: ArtifactStore | undefined;

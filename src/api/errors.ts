@@ -8,7 +8,9 @@ import { PromotionError } from '../registry/promotion.js';
 
 /** The API's requests are small settings objects. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
-/** Deeper than any request of the API, shallow enough that nothing recursive (validation, error messages) can overflow. */
+/**
+ * Deeper than any request of the API, shallow enough that nothing recursive (validation, error messages) can overflow.
+ */
 export const MAX_BODY_DEPTH = 32;
 
 /** A refusal with its HTTP status and Rein's error code, answered as `{"error": {"code", "message"}}`. */
@@ -46,7 +48,8 @@ export function describeError(err: unknown): { status: number; code: string; mes
       message: err.message,
     };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
-  // The console's rollouts come from the gateway: its refusals of the caller's input are the caller's (404 an unknown rollout), a gateway down or failing is a 502.
+  // The console's rollouts come from the gateway: its refusals of the caller's input are the caller's (404 an unknown
+  // rollout), a gateway down or failing is a 502.
   if (err instanceof GatewayRequestError) {
     if (err.status === 404) return { status: 404, code: 'rollout_not_found', message: err.message };
     return err.status >= 400 && err.status < 500

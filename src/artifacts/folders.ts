@@ -25,7 +25,9 @@ export function localPath(ref: string): string {
   return ref.startsWith('file://') ? fileURLToPath(ref) : ref;
 }
 
-/** Uploads a local folder under `name`; returns the folder's URI. Rewriting a folder with the same files is harmless. */
+/**
+ * Uploads a local folder under `name`; returns the folder's URI. Rewriting a folder with the same files is harmless.
+ */
 export async function putFolder(store: ArtifactStore, name: string, dir: string): Promise<string> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true });
   const files: Record<string, string> = {};

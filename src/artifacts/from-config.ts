@@ -15,5 +15,8 @@ export function localArtifactsDir(config: Pick<ReinConfig, 'dataDir' | 'artifact
   return config.artifacts.url ? null : path.join(config.dataDir, 'artifacts');
 }
 
-/** Where a process keeps local copies of remote artifacts it reads (batches for the trainer, checkpoints for the policy server). */
+/**
+ * Where a process keeps local copies of remote artifacts it reads (batches for the trainer, checkpoints for the policy
+ * server).
+ */
 export const stagingDir = (dataDir: string): string => path.join(dataDir, 'staging');

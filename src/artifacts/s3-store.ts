@@ -60,7 +60,8 @@ export class S3ArtifactStore implements ArtifactStore {
   private readonly client: S3Client;
 
   constructor(url: string, settings: S3Settings = {}) {
-    // The SDK warns on Node 20 about its releases after January 2027; Rein pins its version, so the warning is noise on every command.
+    // The SDK warns on Node 20 about its releases after January 2027; Rein pins its version, so the warning is noise on
+    // every command.
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     this.location = parseS3Url(url);
     this.url = `s3://${this.location.bucket}${this.location.prefix ? `/${this.location.prefix}` : ''}`;

@@ -46,7 +46,10 @@ export function helpSettings(
   }
 }
 
-/** The settings of no config file and no environment: the schema's defaults, with the embedded default filled in as loadConfig fills it. */
+/**
+ * The settings of no config file and no environment: the schema's defaults, with the embedded default filled in as
+ * loadConfig fills it.
+ */
 export function defaultSettings(): ReinConfig {
   return withEmbeddedDefault(configDefaults());
 }
@@ -110,7 +113,8 @@ export function untilInterrupted(): Promise<NodeJS.Signals> {
 
 /** Runs `use` with a client of the configured Temporal server, then closes the connection. */
 export async function withClient<T>(config: ReinConfig, use: (client: Client) => Promise<T>): Promise<T> {
-  // Loaded here, not with this module: every command imports this one, and the gateway or the policy server never talk to Temporal.
+  // Loaded here, not with this module: every command imports this one, and the gateway or the policy server never talk
+  // to Temporal.
   const { connectTemporal } = await import('../client/temporal.js');
   const temporal = await connectTemporal(config.temporal);
   try {

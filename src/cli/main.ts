@@ -43,7 +43,10 @@ export const commandModules: ReadonlyArray<{ commands: readonly string[]; load: 
 ];
 
 export interface ProgramOptions {
-  /** What help texts show: these settings, or 'defaults' (for references that must not depend on a config); default: the config this command line names (helpSettings). */
+  /**
+   * What help texts show: these settings, or 'defaults' (for references that must not depend on a config); default: the
+   * config this command line names (helpSettings).
+   */
   settings?: ReinConfig | 'defaults';
   /** Where that config is looked for (REIN_CONFIG, rein.yaml); default: this process's environment and folder. */
   env?: NodeJS.ProcessEnv;
@@ -110,7 +113,8 @@ export async function main(argv: string[]): Promise<number> {
       err instanceof TrainerInputError ||
       err instanceof PortInUseError;
     process.stderr.write(`rein: ${(err as Error).message}\n`);
-    // Without a config file the command talked to the defaults; Rein running elsewhere with its own config is the usual cause.
+    // Without a config file the command talked to the defaults; Rein running elsewhere with its own config is the usual
+    // cause.
     if (configFileUsed === undefined)
       process.stderr.write(
         `rein: no config file was read (no --config, REIN_CONFIG or rein.yaml in ${process.cwd()}), so this used the defaults; if Rein runs with a config elsewhere, pass it: rein --config FILE …\n`,

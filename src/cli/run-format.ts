@@ -107,7 +107,8 @@ function heldoutComparison(status: RunStatus): string[] {
   const heldout = status.heldout;
   if (!heldout?.latest) return [];
   const { base, latest } = heldout;
-  // "final" is what production serves; runs from before the run kept it know it only when the last candidate was promoted.
+  // "final" is what production serves; runs from before the run kept it know it only when the last candidate was
+  // promoted.
   const lastGate = status.iterations.filter((i) => i.gate).at(-1)?.gate;
   const production =
     heldout.production ??

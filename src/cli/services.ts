@@ -131,7 +131,8 @@ export async function connectOrStartServices(
 ): Promise<{ client: Client; services: RunningServices | undefined; close(): Promise<void> }> {
   const { taskQueue } = config.temporal;
   let temporal: TemporalClient | undefined = await connectTemporal(config.temporal, 1500).catch(() => undefined);
-  if (!temporal && !usesEmbeddedServer(config.temporal)) temporal = await connectTemporal(config.temporal); // throws, saying how to fix it
+  // throws, saying how to fix it
+  if (!temporal && !usesEmbeddedServer(config.temporal)) temporal = await connectTemporal(config.temporal);
   if (temporal && (await workerIsPolling(temporal.client, taskQueue))) {
     const connected = temporal;
     return { client: connected.client, services: undefined, close: () => connected.close() };

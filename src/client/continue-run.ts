@@ -136,7 +136,9 @@ function continuationPoint(
   return { progress, fromIteration, startOver: recorded === undefined, failed: failedEntry?.failed };
 }
 
-/** Starts the new execution under the run's id; its memo keeps the old one's, less its progress, plus this continuation. */
+/**
+ * Starts the new execution under the run's id; its memo keeps the old one's, less its progress, plus this continuation.
+ */
 async function startContinuation(
   client: Client,
   runId: string,

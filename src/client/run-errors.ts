@@ -3,7 +3,10 @@ export class RunNotFoundError extends Error {}
 export class RunExistsError extends Error {}
 /** Another running run promotes into the same alias of the same store. */
 export class PromotionConflictError extends Error {}
-/** The run cannot be continued as asked (still running, completed, or started again meanwhile); the message says what to do. */
+/**
+ * The run cannot be continued as asked (still running, completed, or started again meanwhile); the message says what to
+ * do.
+ */
 export class RunNotResumableError extends Error {}
 
 const DEADLINE_EXCEEDED = 4;

@@ -42,7 +42,9 @@ export interface StageActivity {
   waiting: string | undefined;
 }
 
-/** One entry of a run's memo `resumes`: a closed execution continued as a new one with the same id (continue-run.ts). */
+/**
+ * One entry of a run's memo `resumes`: a closed execution continued as a new one with the same id (continue-run.ts).
+ */
 export interface RunResume {
   /** The iteration the new execution starts at (1 with `startOver`). */
   fromIteration: number;

@@ -67,7 +67,10 @@ function findConfigFile(explicit: string | undefined, cwd: string): string | und
   return DEFAULT_FILES.map((name) => path.join(cwd, name)).find((f) => existsSync(f));
 }
 
-/** A config file is a few KiB; past this it is the wrong file (or an attack), refused before parsing, which would take long. */
+/**
+ * A config file is a few KiB; past this it is the wrong file (or an attack), refused before parsing, which would take
+ * long.
+ */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
 
 function readConfigFile(file: string): Record<string, unknown> {
@@ -200,7 +203,10 @@ function allowedKeysAt(keys: readonly PropertyKey[]): string[] {
   return Object.keys((schema && objectShapeOf(schema)) ?? {});
 }
 
-/** The schema of what lies at `key`: an object's own property, or the values of a record or array (a backend's name is any name). */
+/**
+ * The schema of what lies at `key`: an object's own property, or the values of a record or array (a backend's name is
+ * any name).
+ */
 function childSchema(schema: z.core.$ZodType, key: string): z.core.$ZodType | undefined {
   const shape = objectShapeOf(schema);
   if (shape) return Object.hasOwn(shape, key) ? shape[key] : undefined;

@@ -11,7 +11,9 @@ interface PathSetting {
   kind: Kind;
   /** What belongs there, for the fix: "give the path of …", "give …". */
   fix: string;
-  /** The path as loadConfig resolved it; undefined when the key is unset (or, for a program, a name looked up on PATH). */
+  /**
+   * The path as loadConfig resolved it; undefined when the key is unset (or, for a program, a name looked up on PATH).
+   */
   at(config: ReinConfig): string | undefined;
 }
 
@@ -102,7 +104,10 @@ export const PATH_SETTINGS: readonly PathSetting[] = [
 /** The task sets `rein train` (and `rein schedule create`) read before they start anything. */
 export const TASK_SET_KEYS: readonly string[] = ['run.trainTasks', 'run.heldoutTasks'];
 
-/** A program given as a path (resolved against its working directory), not a name looked up on PATH; none while that directory is missing. */
+/**
+ * A program given as a path (resolved against its working directory), not a name looked up on PATH; none while that
+ * directory is missing.
+ */
 function programPath(program: { command: string; cwd?: string | undefined } | undefined): string | undefined {
   if (!program?.command.includes('/')) return undefined;
   return program.cwd !== undefined && !isFolder(program.cwd) ? undefined : program.command;

@@ -9,7 +9,10 @@ export interface DecisionPair {
   sample: number;
   incumbent: PairSide;
   candidate: PairSide;
-  /** gained: the candidate is accepted where production was not; lost: the reverse; unscored: either side has no score (not compared). */
+  /**
+   * gained: the candidate is accepted where production was not; lost: the reverse; unscored: either side has no score
+   * (not compared).
+   */
   outcome: 'gained' | 'lost' | 'both' | 'neither' | 'unscored';
 }
 

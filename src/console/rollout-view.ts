@@ -17,7 +17,9 @@ import type { CallRecord } from '../store/trace-store.js';
 /** The end of a log is where a failure shows; more is on disk. */
 const LOG_TAIL_BYTES = 64 * 1024;
 
-/** A call as the console shows it: the journaled request and response (redacted as stored), without the token-id arrays. */
+/**
+ * A call as the console shows it: the journaled request and response (redacted as stored), without the token-id arrays.
+ */
 export type CallView = Omit<CallRecord, 'promptIds' | 'choices'> & {
   promptTokens: number | null;
   completionTokens: number | null;
@@ -39,18 +41,27 @@ export interface LogView {
   text: string;
   /** Bytes before `text` that are not shown (cut on upload, or before the tail). */
   truncatedBytes: number;
-  /** `artifacts`: uploaded by the worker; `local`: only in this machine's data directory; `missing`: neither, `note` says why. */
+  /**
+   * `artifacts`: uploaded by the worker; `local`: only in this machine's data directory; `missing`: neither, `note`
+   * says why.
+   */
   source: 'artifacts' | 'local' | 'missing';
   note?: string;
 }
 
-/** Where the API finds logs: the artifact store the workers upload to, and its own data directory (a worker beside it, older rollouts). */
+/**
+ * Where the API finds logs: the artifact store the workers upload to, and its own data directory (a worker beside it,
+ * older rollouts).
+ */
 export interface LogSources {
   artifacts: ArtifactStore;
   dataDir: string;
 }
 
-/** A rollout with its calls, events and logs: read from the gateway's journal and the artifact store (or this machine's data directory). */
+/**
+ * A rollout with its calls, events and logs: read from the gateway's journal and the artifact store (or this machine's
+ * data directory).
+ */
 export async function rolloutView(
   gateway: GatewayControlClient,
   sources: LogSources,

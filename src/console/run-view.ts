@@ -17,7 +17,10 @@ export interface IterationView {
   failed: string | null;
   /** Mean verifier reward of the iteration's training rollouts. */
   meanReward: number | null;
-  /** Held-out accepted rates over the gate's scored pairs; the interval is production's rate plus the gate's interval on the gain. */
+  /**
+   * Held-out accepted rates over the gate's scored pairs; the interval is production's rate plus the gate's interval on
+   * the gain.
+   */
   heldout: {
     candidate: number | null;
     production: number | null;
@@ -53,7 +56,10 @@ export interface RunViewSources {
   workflowUrl(workflowId: string, executionRunId: string): string | null;
 }
 
-/** Joins what the run reports with its workflows' results, trainer metrics, ledger rows and gate decisions, per iteration. */
+/**
+ * Joins what the run reports with its workflows' results, trainer metrics, ledger rows and gate decisions, per
+ * iteration.
+ */
 export function runView(sources: RunViewSources): RunView {
   const { report, workflows } = sources;
   const reported = report.status?.iterations ?? [];

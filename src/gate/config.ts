@@ -15,7 +15,9 @@ export const DEFAULT_SEVERITY: Partial<Record<FailureClass, Severity>> = {
 
 const regressionLimit = z.number().min(0).nullable();
 
-/** The rules a candidate must pass to replace the incumbent (the `gate` section, less what a run does with the verdict). */
+/**
+ * The rules a candidate must pass to replace the incumbent (the `gate` section, less what a run does with the verdict).
+ */
 export const gateRulesSchema = z.strictObject({
   samplesPerTask: z
     .number()

@@ -22,10 +22,15 @@ const NOT_RELAYED = new Set([
   'content-length',
 ]);
 
-/** Journals a call's outcome (ModelCallProxy.forward): the fields not given are those of a call that got no response. */
+/**
+ * Journals a call's outcome (ModelCallProxy.forward): the fields not given are those of a call that got no response.
+ */
 export type Finish = (result: Partial<CallFinish> & Pick<CallFinish, 'upstreamStatus'>) => Promise<void>;
 
-/** The request as sent, for the journal: the values it shares with the received one are the same (already redacted) objects. */
+/**
+ * The request as sent, for the journal: the values it shares with the received one are the same (already redacted)
+ * objects.
+ */
 export function journalShare(
   sent: RequestBody,
   received: RequestBody,
@@ -41,7 +46,10 @@ export function journalShare(
   return out;
 }
 
-/** The backend's response headers for the harness, less those of the hop (and content-length, which the body being sent sets). */
+/**
+ * The backend's response headers for the harness, less those of the hop (and content-length, which the body being sent
+ * sets).
+ */
 export function relayedHeaders(headers: IncomingHttpHeaders, contentLength?: number): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) {

@@ -14,7 +14,10 @@ const redactionRegex = z
       ctx.addIssue({ code: 'custom', message: `a valid regular expression (Invalid regular expression: ${problem})` });
   });
 
-/** A backend, policy version or alias name: the gateway's one rule, so a config cannot hold a name its admin API refuses. */
+/**
+ * A backend, policy version or alias name: the gateway's one rule, so a config cannot hold a name its admin API
+ * refuses.
+ */
 export const routingName = z.string().superRefine((name, ctx) => {
   const problem = routingNameProblem(name);
   if (problem) ctx.addIssue({ code: 'custom', message: problem });

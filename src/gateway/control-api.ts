@@ -203,7 +203,10 @@ export const controlRoutes = {
     response: z.custom<Mirror>(),
   }),
   clearMirror: controlRoute({ method: 'DELETE', path: '/api/mirrors/:alias', response: z.custom<Mirror>() }),
-  /** Pages of at most `limit` in the order they were recorded; `next` is the `after` of the following page, null on the last. */
+  /**
+   * Pages of at most `limit` in the order they were recorded; `next` is the `after` of the following page, null on the
+   * last.
+   */
   listShadowCalls: controlRoute({
     method: 'GET',
     path: '/api/shadow-calls',

@@ -24,7 +24,9 @@ export class GatewayRequestError extends Error {
   }
 }
 
-/** The gateway's control API over HTTP (its routes: control-api.ts), as the rollout runner and the control plane use it. */
+/**
+ * The gateway's control API over HTTP (its routes: control-api.ts), as the rollout runner and the control plane use it.
+ */
 export class GatewayControlClient {
   /** @param adminKey the key, or where to read it when a request is made (it may not exist yet). */
   constructor(
@@ -76,7 +78,10 @@ export class GatewayControlClient {
     await this.call(api.health, {});
   }
 
-  /** Whether calls pinned to the version would reach a backend now (see the gateway's /ready route); 404 when it is not routed. */
+  /**
+   * Whether calls pinned to the version would reach a backend now (see the gateway's /ready route); 404 when it is not
+   * routed.
+   */
   policyReady(version: string): Promise<{ ready: boolean; problems: string[] }> {
     return this.call(api.policyReady, { params: { version } });
   }

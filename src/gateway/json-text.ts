@@ -5,7 +5,10 @@
  * always valid JSON already (JSON.parse accepted it), so the scanner only has to skip, not check.
  */
 
-/** The deepest nesting the gateway accepts: deeper than any real request, shallow enough that no recursive walk overflows. */
+/**
+ * The deepest nesting the gateway accepts: deeper than any real request, shallow enough that no recursive walk
+ * overflows.
+ */
 export const MAX_JSON_DEPTH = 512;
 
 export interface Member {

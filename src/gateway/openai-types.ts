@@ -23,10 +23,14 @@ export interface RequestBody extends JsonObject {
   top_logprobs?: unknown;
 }
 
-/** Chat's per-token log-prob entry (OpenAI's ChatCompletionTokenLogprob): `logprob` is checked, the rest passes through. */
+/**
+ * Chat's per-token log-prob entry (OpenAI's ChatCompletionTokenLogprob): `logprob` is checked, the rest passes through.
+ */
 export type TokenLogprob = Pick<ChatCompletionTokenLogprob, 'logprob'> & JsonObject;
 
-/** A choice's log-probs: chat's `content`, or completions' `token_logprobs` (null for an echoed prompt's first token). */
+/**
+ * A choice's log-probs: chat's `content`, or completions' `token_logprobs` (null for an echoed prompt's first token).
+ */
 export interface ChoiceLogprobs extends JsonObject {
   content?: TokenLogprob[] | null;
   token_logprobs?: Array<number | null> | null;
@@ -87,7 +91,9 @@ export type Usage = Pick<CompletionUsage, 'prompt_tokens' | 'completion_tokens' 
 /** A backend's model card (vLLM adds `max_model_len`, `root`, …): only its id is read. */
 export type ModelCard = Pick<Model, 'id'> & JsonObject;
 
-/** GET /v1/models: each alias and version the gateway routes, with its backend's card and the policy version it reaches. */
+/**
+ * GET /v1/models: each alias and version the gateway routes, with its backend's card and the policy version it reaches.
+ */
 export interface ModelList {
   object: 'list';
   data: Array<ModelCard & { policy_version: string }>;

@@ -82,7 +82,8 @@ export async function proxyRoutes(app: FastifyInstance, context: GatewayContext)
         res,
       );
     } catch (err) {
-      // A failure of the gateway itself is logged with the call it happened to (the error handler never sees a hijacked reply).
+      // A failure of the gateway itself is logged with the call it happened to (the error handler never sees a hijacked
+      // reply).
       const callId = isGatewayFailure(describeError(err)) ? logGatewayFailure(log, err, req, res) : undefined;
       sendRawError(res, err, callId);
     }
@@ -115,7 +116,10 @@ export async function proxyRoutes(app: FastifyInstance, context: GatewayContext)
   );
 }
 
-/** Each alias and version with its backend's model card (context length, root, …) as the backend lists it, under the name the harness uses. */
+/**
+ * Each alias and version with its backend's model card (context length, root, …) as the backend lists it, under the
+ * name the harness uses.
+ */
 async function listModels(
   context: GatewayContext,
   req: FastifyRequest,

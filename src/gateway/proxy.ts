@@ -198,7 +198,8 @@ export class ModelCallProxy {
       await this.exchange(call, route, res, sentText, injected, finish, t0);
     } catch (err) {
       if (finished) throw err;
-      // Whatever went wrong, the row must not stay in flight: a call in flight forever looks alive to everyone who reads the journal.
+      // Whatever went wrong, the row must not stay in flight: a call in flight forever looks alive to everyone who
+      // reads the journal.
       const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
       await finish({ upstreamStatus: null, errorClass: 'gateway_error', errorMessage: message }).catch(() => undefined);
       throw err instanceof GatewayHttpError ? err : new GatewayCallError(callId, err);

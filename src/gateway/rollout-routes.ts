@@ -9,7 +9,10 @@ import { GatewayHttpError } from './errors.js';
 import type { GatewayContext } from './gateway-context.js';
 import { serveControl } from './serve-control.js';
 
-/** The rollout API: create rollouts and their attempts (each with its key), move their status, read their calls and events. */
+/**
+ * The rollout API: create rollouts and their attempts (each with its key), move their status, read their calls and
+ * events.
+ */
 export async function rolloutRoutes(app: FastifyInstance, context: GatewayContext): Promise<void> {
   const { store, tracing, credentials } = context;
   const { keys, requireAdmin, requireAdminOrVerifier } = credentials;

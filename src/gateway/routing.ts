@@ -48,7 +48,10 @@ export interface Mirror {
   /** The version the alias serves now. */
   incumbent: string;
   candidate: string;
-  /** The share of rollouts mirrored (all calls of a sampled rollout are), so a busy production does not double the candidate's load. */
+  /**
+   * The share of rollouts mirrored (all calls of a sampled rollout are), so a busy production does not double the
+   * candidate's load.
+   */
   sampleRate: number;
 }
 
@@ -104,7 +107,9 @@ export class Router {
     validateTable(table);
   }
 
-  /** Replaces the table, e.g. after an alias moved; in-flight counts and pauses carry over, mirrors are the new table's. */
+  /**
+   * Replaces the table, e.g. after an alias moved; in-flight counts and pauses carry over, mirrors are the new table's.
+   */
   update(table: RoutingTable): void {
     validateTable(table);
     this.table = table;

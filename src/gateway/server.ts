@@ -29,7 +29,10 @@ export interface GatewayOptions {
   /** How harnesses reach this gateway; default: the address it listens on. */
   publicUrl?: string;
   bodyLimitBytes?: number;
-  /** Longest a harness may take to send one whole request (headers and body); default 30 s. A slow sender holds a connection, not the gateway. */
+  /**
+   * Longest a harness may take to send one whole request (headers and body); default 30 s. A slow sender holds a
+   * connection, not the gateway.
+   */
   requestTimeoutMs?: number;
   /** Where the gateway's own failures are logged (default: warnings and errors to stderr). */
   logger?: Logger;
@@ -144,7 +147,8 @@ function buildApp(options: GatewayOptions, context: GatewayContext): FastifyInst
   });
 
   serveControl(app, controlRoutes.health, undefined, async () => ({ ok: true as const }));
-  // Prometheus scrapes with the admin key (a bearer token): this port faces the harnesses, code the trained model drives.
+  // Prometheus scrapes with the admin key (a bearer token): this port faces the harnesses, code the trained model
+  // drives.
   app.get('/metrics', { preHandler: context.credentials.requireAdmin }, async (_req, reply) => {
     const { contentType, text } = await exposition(context.metrics.registry);
     return reply.type(contentType).send(text);

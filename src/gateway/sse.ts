@@ -26,7 +26,8 @@ export class SseParser {
         this.tail = probe.slice(-3);
         return events;
       }
-      // No event end lies wholly in the pending pieces (it would have ended an event already), so this one ends in `rest`.
+      // No event end lies wholly in the pending pieces (it would have ended an event already), so this one ends in
+      // `rest`.
       const end = match.index + match[0].length - this.tail.length;
       this.pending.push(rest.slice(0, end));
       const raw = this.pending.join('');

@@ -1,7 +1,9 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 
-/** What a server says about a request that failed before any route saw it: each server answers in its own error shape. */
+/**
+ * What a server says about a request that failed before any route saw it: each server answers in its own error shape.
+ */
 export interface ClientErrorShape {
   body(status: number, code: string, message: string): unknown;
   /** Which setting bounds how long a request may take to arrive, for the 408's message. */

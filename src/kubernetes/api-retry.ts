@@ -18,7 +18,10 @@ export async function withRetries<T>(call: () => Promise<T>, tries: number): Pro
   }
 }
 
-/** Creates a Job, with retries; one of that name that exists already (made by an earlier try of the same work) counts as created. */
+/**
+ * Creates a Job, with retries; one of that name that exists already (made by an earlier try of the same work) counts as
+ * created.
+ */
 export async function createJob(batch: BatchV1Api, namespace: string, body: V1Job, tries: number): Promise<void> {
   try {
     await withRetries(() => batch.createNamespacedJob({ namespace, body }), tries);

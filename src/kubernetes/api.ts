@@ -51,7 +51,10 @@ export function newestPodOf(pods: readonly V1Pod[]): V1Pod | undefined {
   )[0];
 }
 
-/** Why a Job that never started has no pod: only the Job controller's events say, and a worker's Role cannot read events. */
+/**
+ * Why a Job that never started has no pod: only the Job controller's events say, and a worker's Role cannot read
+ * events.
+ */
 export function noPodCreated(jobName: string, namespace: string): string {
   return `no pod was created: \`kubectl describe job ${jobName} -n ${namespace}\` shows why, e.g. a serviceAccountName that does not exist or a ResourceQuota that does not allow it`;
 }

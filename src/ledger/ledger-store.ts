@@ -108,7 +108,10 @@ export class SqlLedger implements LedgerStore {
   }
 }
 
-/** The ledgers in the registry's SQLite file: the embedded default, for one machine. Queries wait for the file's migration (see `ready`). */
+/**
+ * The ledgers in the registry's SQLite file: the embedded default, for one machine. Queries wait for the file's
+ * migration (see `ready`).
+ */
 export class SqliteLedger extends SqlLedger {
   constructor(file: string) {
     super(openSqliteDatabase(file, { pragmas: ['journal_mode = WAL', 'busy_timeout = 5000'], migrate }));

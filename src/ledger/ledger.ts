@@ -92,7 +92,10 @@ export interface LedgerStore {
   close(): Promise<void>;
 }
 
-/** A ledger row as stored: the keys to find it by, the rest as JSON; `at` in milliseconds (PostgreSQL's BIGINT arrives as text). */
+/**
+ * A ledger row as stored: the keys to find it by, the rest as JSON; `at` in milliseconds (PostgreSQL's BIGINT arrives
+ * as text).
+ */
 export interface LedgerRow {
   id: string;
   kind: LedgerEntry['kind'];

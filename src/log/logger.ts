@@ -36,7 +36,10 @@ export interface ErrorFields {
   code?: string | number;
   /** The first frames: enough to find the place, short enough to read in a log line. */
   stack?: string;
-  /** What each cause said, outermost first (a Temporal ActivityFailure's message is generic; the reason is in its cause). */
+  /**
+   * What each cause said, outermost first (a Temporal ActivityFailure's message is generic; the reason is in its
+   * cause).
+   */
   causes?: string[];
 }
 

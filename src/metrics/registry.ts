@@ -23,7 +23,9 @@ function processRegistry(): Registry {
   return processMetrics;
 }
 
-/** A server's metrics and its process's, in Prometheus's text exposition format, with the content type to send them as. */
+/**
+ * A server's metrics and its process's, in Prometheus's text exposition format, with the content type to send them as.
+ */
 export async function exposition(registry: Registry): Promise<{ contentType: string; text: string }> {
   const [own, processWide] = await Promise.all([registry.metrics(), processRegistry().metrics()]);
   return { contentType: registry.contentType, text: `${own}${processWide}` };

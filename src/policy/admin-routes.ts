@@ -14,7 +14,10 @@ export type AdminRouteOptions = {
   adminKey: string | undefined;
 };
 
-/** What vLLM answers besides generation: the served models, loading and unloading them (as LoRA adapters are), health and metrics. */
+/**
+ * What vLLM answers besides generation: the served models, loading and unloading them (as LoRA adapters are), health
+ * and metrics.
+ */
 export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptions): Promise<void> {
   const { models, metrics } = options;
   const adminKeyHash = options.adminKey ? sha256Hex(options.adminKey) : undefined;

@@ -21,7 +21,9 @@ export const samplingFields = {
 };
 export type SamplingRequest = z.infer<z.ZodObject<typeof samplingFields>>;
 
-/** Where a request's rows are generated: batched with every other request's by the scheduler, counted in the metrics. */
+/**
+ * Where a request's rows are generated: batched with every other request's by the scheduler, counted in the metrics.
+ */
 export interface Generator {
   scheduler: GenerationScheduler;
   metrics: PolicyServerMetrics;

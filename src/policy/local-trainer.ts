@@ -137,7 +137,10 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   return result;
 }
 
-/** What an earlier run of this job left in its output directory: reused if it trained the same batch from the same parent. */
+/**
+ * What an earlier run of this job left in its output directory: reused if it trained the same batch from the same
+ * parent.
+ */
 function previousResult(job: TrainJob, batchContentHash: string, metricsFile: string): TrainResult | undefined {
   if (!existsSync(path.join(job.outputDir, 'config.json')) || !existsSync(metricsFile)) return undefined;
   const previous = JSON.parse(readFileSync(metricsFile, 'utf8')) as TrainResult;

@@ -229,7 +229,10 @@ export class Qwen3Model {
     return matMul(gate.mul(tf.sigmoid(gate)).mul(up), this.w(`${prefix}mlp.down_proj.weight`));
   }
 
-  /** Starts incremental decoding: rows join with their prompts and advance a token at a time against cached keys and values. */
+  /**
+   * Starts incremental decoding: rows join with their prompts and advance a token at a time against cached keys and
+   * values.
+   */
   decoder(): Decoder {
     return new Decoder(this);
   }

@@ -19,7 +19,9 @@ import { ensureServed } from './serving.js';
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-checkpoint-location-'));
 const baseModel = path.join(packageRoot(), 'models', 'base');
 
-/** An OpenAI-compatible server with vLLM's adapter API that loads what it is given, as the embedded policy server does. */
+/**
+ * An OpenAI-compatible server with vLLM's adapter API that loads what it is given, as the embedded policy server does.
+ */
 let server: Server;
 let endpoint: string;
 const loaded: Array<{ lora_name: string; lora_path: string }> = [];

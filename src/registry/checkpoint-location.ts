@@ -43,7 +43,8 @@ export function withRelativeCheckpoints(registry: PolicyRegistry, dataDir: strin
   });
   return {
     async register(lineage) {
-      // A version registered before (maybe with an absolute path, maybe from another data directory) is compared as read.
+      // A version registered before (maybe with an absolute path, maybe from another data directory) is compared as
+      // read.
       const existing = await registry.get(lineage.version);
       if (existing) return sameLineage(resolved(existing), lineage);
       return resolved(await registry.register(stored(lineage)));

@@ -62,7 +62,9 @@ export interface AliasChange {
 export type NewAliasChange = Pick<AliasChange, 'operation' | 'actor'> &
   Partial<Pick<AliasChange, 'reason' | 'override' | 'decisionId'>>;
 
-/** A version registered again must name the same policy: the existing record if it does, a PolicyConflictError if not. */
+/**
+ * A version registered again must name the same policy: the existing record if it does, a PolicyConflictError if not.
+ */
 export function sameLineage(existing: PolicyRecord, lineage: PolicyLineage): PolicyRecord {
   const same = (['parent', 'runId', 'iteration', 'checkpointUri', 'batchContentHash'] as const).every(
     (k) => existing[k] === lineage[k],
@@ -102,7 +104,10 @@ export interface StoredDecision {
  * a database server is; each method is one statement or one transaction.
  */
 export interface PolicyRegistry {
-  /** Registers a candidate; the same lineage again returns the record, a different one is a conflict (PolicyConflictError). */
+  /**
+   * Registers a candidate; the same lineage again returns the record, a different one is a conflict
+   * (PolicyConflictError).
+   */
   register(lineage: PolicyLineage): Promise<PolicyRecord>;
   get(version: string): Promise<PolicyRecord | undefined>;
   /** In the order they were registered. */

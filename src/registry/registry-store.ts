@@ -220,19 +220,27 @@ export class SqlPolicyRegistry implements PolicyRegistry {
     return (await db.selectFrom('aliases').select('version').where('alias', '=', name).executeTakeFirst())?.version;
   }
 
-  /** PostgreSQL: held until COMMIT, so another process's move of this alias waits here, then reads where this one put it. */
+  /**
+   * PostgreSQL: held until COMMIT, so another process's move of this alias waits here, then reads where this one put
+   * it.
+   */
   private async lockAlias(trx: Transaction<RegistryTables>, alias: string): Promise<void> {
     if (this.database.kind === 'postgres')
       await sql`SELECT pg_advisory_xact_lock(${ALIAS_LOCK}, hashtext(${alias}))`.execute(trx);
   }
 
-  /** PostgreSQL tells the processes that follow the registry (LISTEN/NOTIFY); SQLite's followers are in this process. */
+  /**
+   * PostgreSQL tells the processes that follow the registry (LISTEN/NOTIFY); SQLite's followers are in this process.
+   */
   private async announce(db: Kysely<RegistryTables>, what: string): Promise<void> {
     if (this.database.kind === 'postgres') await announceRegistryChange(db, what);
   }
 }
 
-/** The registry in an SQLite file: the embedded default, for one machine. Queries wait for the file's migration (see `ready`). */
+/**
+ * The registry in an SQLite file: the embedded default, for one machine. Queries wait for the file's migration (see
+ * `ready`).
+ */
 export class SqlitePolicyRegistry extends SqlPolicyRegistry {
   constructor(file: string) {
     super(openSqliteDatabase(file, { pragmas: ['journal_mode = WAL', 'busy_timeout = 5000'], migrate }));

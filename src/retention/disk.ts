@@ -47,7 +47,10 @@ export async function entriesOf(dir: string): Promise<DiskEntry[]> {
   return entries;
 }
 
-/** A temporary file or folder of an atomic write (`<name>.<uuid>.tmp`, see the artifact stores): its writer died if it is old. */
+/**
+ * A temporary file or folder of an atomic write (`<name>.<uuid>.tmp`, see the artifact stores): its writer died if it
+ * is old.
+ */
 const TEMPORARY = /\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/;
 
 /** Temporaries anywhere under `dir`, measured (not looked into further: a temporary folder counts whole). */

@@ -28,7 +28,8 @@ describe.each(storeBackends)('rein gc on the journal (%s)', (backend) => {
     const store = await openTraceStore(location, path.join(dataDir, 'traces.sqlite'));
     const registry = await openRegistry(location);
     try {
-      // r1.v1 was trained on batch r1.it1; decision d compared replays heldout.v0 and r1.it1.heldout and names adhoc-2 in a check.
+      // r1.v1 was trained on batch r1.it1; decision d compared replays heldout.v0 and r1.it1.heldout and names adhoc-2
+      // in a check.
       await registry.register({
         version: 'v0',
         parent: null,

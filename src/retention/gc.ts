@@ -59,7 +59,9 @@ export interface GcReport {
   rolloutFolders:
     | (Section & { delete: { folders: number; bytes: number }; protected: Record<ProtectionReason, ProtectedCounts> })
     | null;
-  /** The harness and verifier logs workers uploaded (rollouts/<id>/ in the artifact store), by retention.rolloutFolders. */
+  /**
+   * The harness and verifier logs workers uploaded (rollouts/<id>/ in the artifact store), by retention.rolloutFolders.
+   */
   rolloutLogs:
     | (Section & {
         delete: { rollouts: number; objects: number; bytes: number };
@@ -155,7 +157,8 @@ function sectionOf(cutoff: Cutoff): Section {
 function rolloutProtection(store: NonNullable<GcDeps['store']>, kept: Protections): RolloutProtection {
   return async (id: string) => {
     const rollout = ROLLOUT_ID_PATTERN.test(id) ? await store.getRollout(id) : undefined;
-    // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the folder.
+    // No journal row: gc deleted it (nothing needed it then), or it never was; only a decision naming it keeps the
+    // folder.
     const batchId = rollout?.metadata.batchId;
     return protectionOf(
       { id, status: rollout?.status ?? 'succeeded', batchId: typeof batchId === 'string' ? batchId : null },
@@ -284,7 +287,10 @@ async function stagedEntries(deps: GcDeps): Promise<DiskEntry[]> {
   return entries;
 }
 
-/** The rollout logs workers uploaded (rollouts/<id>/harness-<n>.log, verifier.log), by rollout id; nothing else there is gc's. */
+/**
+ * The rollout logs workers uploaded (rollouts/<id>/harness-<n>.log, verifier.log), by rollout id; nothing else there is
+ * gc's.
+ */
 async function uploadedLogsByRollout(artifacts: ArtifactStore): Promise<Map<string, ArtifactEntry[]>> {
   const byRollout = new Map<string, ArtifactEntry[]>();
   for (const entry of await artifacts.listEntries('rollouts/')) {

@@ -32,7 +32,8 @@ describe('dependencyWaiter', () => {
     const ready = dependencyWaiter(dep.check, { maxWaitMs: 1200 });
     await ready();
     expect(dep.calls()).toBeGreaterThanOrEqual(2); // it waited
-    // Backoff doubles from 0.5 s, so a 1.2 s budget allows a handful of checks in all; then each launch asks once and goes ahead.
+    // Backoff doubles from 0.5 s, so a 1.2 s budget allows a handful of checks in all; then each launch asks once and
+    // goes ahead.
     for (let i = 0; i < 5; i++) await ready();
     const spent = dep.calls();
     expect(spent).toBeLessThanOrEqual(2 + 5 + 3);

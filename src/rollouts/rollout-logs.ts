@@ -88,7 +88,9 @@ function worthRetrying(err: unknown): boolean {
   return !(err instanceof ArtifactNameError) && (err as { $fault?: string }).$fault !== 'client';
 }
 
-/** The log's redacted text, its start cut (at a line) to `limit` bytes with a note; null when the file does not exist. */
+/**
+ * The log's redacted text, its start cut (at a line) to `limit` bytes with a note; null when the file does not exist.
+ */
 async function redactedTail(file: string, rules: readonly RedactionRule[], limit: number): Promise<string | null> {
   const handle = await open(file, 'r').catch((err: unknown) =>
     (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : Promise.reject(err),

@@ -75,7 +75,10 @@ export async function runRollout(batch: BatchContext, task: Task, sample: number
   return runAttempts(rollout, issued, resumed);
 }
 
-/** Writes the task (without its hidden fields) to the rollout's folder, and says how its attempts launch and upload logs. */
+/**
+ * Writes the task (without its hidden fields) to the rollout's folder, and says how its attempts launch and upload
+ * logs.
+ */
 function rolloutFolder(batch: BatchContext, task: Task, base: OutcomeBase): RolloutContext {
   const { spec, deps } = batch;
   // The rollout's folder is the harness's: only the user the runner runs as may open it.
@@ -104,7 +107,10 @@ function rolloutFolder(batch: BatchContext, task: Task, base: OutcomeBase): Roll
   return { batch, task, base, dir, outputOf, launch, uploadLog: logUploader(deps, base.rolloutId, dir) };
 }
 
-/** A log that cannot be uploaded costs the rollout nothing: it stays here, and the rollout's events say so for the console. */
+/**
+ * A log that cannot be uploaded costs the rollout nothing: it stays here, and the rollout's events say so for the
+ * console.
+ */
 function logUploader(
   deps: RunnerDeps,
   rolloutId: string,
@@ -136,7 +142,9 @@ function logUploader(
   };
 }
 
-/** Takes over the attempt a runner that died left running: its score if it has one, else its run, else the next attempt. */
+/**
+ * Takes over the attempt a runner that died left running: its score if it has one, else its run, else the next attempt.
+ */
 async function takeOverRunning(
   rollout: RolloutContext,
   issued: IssuedRollout,
@@ -159,7 +167,10 @@ async function takeOverRunning(
   return { issued: await gateway.startAttempt(rolloutId), resumed: null };
 }
 
-/** Runs attempts (the first one possibly resumed) until one ends the rollout: only infrastructure failures start another. */
+/**
+ * Runs attempts (the first one possibly resumed) until one ends the rollout: only infrastructure failures start
+ * another.
+ */
 async function runAttempts(
   rollout: RolloutContext,
   first: IssuedRollout,
@@ -215,12 +226,15 @@ async function runAttempts(
         reason: failure.reason,
       };
     }
-    // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they achieved.
+    // The policy's own failures (a crash, a timeout, a bad reply) are scored like any run: they earn what they
+    // achieved.
     return scoreAttempt(rollout, issued.attempt, attemptEvents, failure);
   }
 }
 
-/** Runs the verifier on an attempt's output and records its reward, with the policy's failure if the attempt had one. */
+/**
+ * Runs the verifier on an attempt's output and records its reward, with the policy's failure if the attempt had one.
+ */
 async function scoreAttempt(
   rollout: RolloutContext,
   attempt: number,
@@ -276,7 +290,10 @@ async function scoreAttempt(
   return finishScored(gateway, base, attempt, event);
 }
 
-/** A cancel ends the rollout; a worker going away leaves it running (its attempt is taken over on resume) and stops the batch. */
+/**
+ * A cancel ends the rollout; a worker going away leaves it running (its attempt is taken over on resume) and stops the
+ * batch.
+ */
 async function cancelled(deps: RunnerDeps, base: OutcomeBase, attempt: number): Promise<RolloutOutcome> {
   if (deps.cancelIsFinal && !deps.cancelIsFinal()) {
     throw new RolloutsHandedBack(

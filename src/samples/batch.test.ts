@@ -42,7 +42,10 @@ const options: BatchOptions = {
   incompleteGroups: 'keep',
 };
 
-/** Task t1: a two-turn success (one merged sequence), a failure, and a rollout whose history was rewritten (two sequences). */
+/**
+ * Task t1: a two-turn success (one merged sequence), a failure, and a rollout whose history was rewritten (two
+ * sequences).
+ */
 const hand: BatchRollout[] = [
   rollout('ok', 't1', 1, [call('a1', 'U:q|A:', 'tool'), call('a2', 'U:q|A:tool|T:4|A:', 'four')]),
   rollout('wrong', 't1', 0, [call('b1', 'U:q|A:', 'five')]),

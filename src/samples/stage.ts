@@ -57,7 +57,9 @@ interface BatchStageDeps {
   artifacts: ArtifactStore;
   settings: SampleSettings;
   tokenizer?: ChatTokenizer;
-  /** Awaited before each rollout is read and once all are (done = total): progress, and a turn for the caller's timers. */
+  /**
+   * Awaited before each rollout is read and once all are (done = total): progress, and a turn for the caller's timers.
+   */
   onRollout?: (done: number, total: number) => Promise<void> | void;
 }
 

@@ -81,7 +81,8 @@ export class GroupCommit {
   private async commitTogether(batch: PendingWrite[]): Promise<unknown[]> {
     const prepared: PreparedWrite[] = [];
     for (const write of batch) prepared.push(await write.prepare());
-    // Begins first, in one order of their rollout attempts; a finish or shadow call may refer to a call begun in the batch.
+    // Begins first, in one order of their rollout attempts; a finish or shadow call may refer to a call begun in the
+    // batch.
     const order = prepared
       .map((write, i) => ({ write, i }))
       .sort(

@@ -36,7 +36,9 @@ export class JournalRetentionQueries {
     return rows.rows.map((r) => String(r.batch));
   }
 
-  /** The ids deleted: those of `ids` finished and unchanged since before `before`, with their rows, in one transaction. */
+  /**
+   * The ids deleted: those of `ids` finished and unchanged since before `before`, with their rows, in one transaction.
+   */
   async deleteFinishedRollouts(ids: readonly string[], before: number): Promise<string[]> {
     const { isIn } = this.database;
     return this.db.transaction().execute(async (trx) => {

@@ -172,7 +172,10 @@ export class RolloutLifecycle {
     });
   }
 
-  /** `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys only share the row's key). */
+  /**
+   * `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys
+   * only share the row's key).
+   */
   private async requireRollout(db: QueryRunner, id: string, options: { lock?: boolean } = {}): Promise<Rollout> {
     const row = await (options.lock && this.database.rowLocks
       ? this.statements.rolloutLocked(db, id)

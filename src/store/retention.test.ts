@@ -123,7 +123,8 @@ describe.each(storeBackends)('journal retention (%s)', (backend) => {
 
   it("names the batches in use whatever else the rollouts' metadata holds: U+0000, a lone surrogate", async () => {
     const store = await openOn(backend);
-    // A caller's metadata, as JSON.stringify writes it: U+0000 and a lone surrogate as escapes (\u0000, \ud800), which jsonb refuses.
+    // A caller's metadata, as JSON.stringify writes it: U+0000 and a lone surrogate as escapes (\u0000, \ud800), which
+    // jsonb refuses.
     await store.createRollout({
       id: 'noted',
       taskId: 't',

@@ -93,7 +93,9 @@ export interface ShadowCallRecord {
   requestSent: unknown;
   /** The candidate's response without token-id arrays, redacted; null when it gave none. */
   response: unknown;
-  /** The candidate's completion ids and log-probs, when its backend returns them (prompt ids are the primary call's). */
+  /**
+   * The candidate's completion ids and log-probs, when its backend returns them (prompt ids are the primary call's).
+   */
   choices: ChoiceTokens[];
   status: 'ok' | 'error';
   errorClass: ShadowErrorClass | null;
@@ -207,7 +209,10 @@ export interface AgedRollout {
   calls: number;
   shadowCalls: number;
   events: number;
-  /** Bytes of its rows' payloads (requests, responses, token blobs, event payloads): what deleting it frees, as the store can estimate. */
+  /**
+   * Bytes of its rows' payloads (requests, responses, token blobs, event payloads): what deleting it frees, as the
+   * store can estimate.
+   */
   bytes: number;
 }
 

@@ -44,7 +44,8 @@ export class CountedExportQueue implements SpanProcessor {
     exporter: SpanExporter,
     private readonly options: ExportQueueOptions,
   ) {
-    // The batch processor's own queue never fills (this one admits no more than it holds), so every loss is counted here.
+    // The batch processor's own queue never fills (this one admits no more than it holds), so every loss is counted
+    // here.
     this.batch = new BatchSpanProcessor(
       new SettlingExporter(exporter, options.exportTimeoutMs, (count, result) => this.settled(count, result)),
       {

@@ -60,7 +60,10 @@ export interface CallSpanStart {
 }
 
 export interface CallSpan {
-  /** The headers for the backend: the harness's, with this span as the parent (`traceparent`) of what the backend traces. */
+  /**
+   * The headers for the backend: the harness's, with this span as the parent (`traceparent`) of what the backend
+   * traces.
+   */
   forwardedHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders;
   /** Ends the span with the call's outcome (as the journal gets it); only the first end counts. */
   end(result: Partial<CallFinish>, latencyMs: number): void;

@@ -28,7 +28,8 @@ export function requestAttributes(endpoint: CallEndpoint, body: Json): Attribute
   const stop = typeof body.stop === 'string' ? [body.stop] : stringArray(body.stop);
   return compact({
     'gen_ai.operation.name': OPERATION[endpoint],
-    // Every backend Rein fronts speaks the OpenAI API; `gen_ai.system` is the deprecated name (1.45), kept for backends that still read it.
+    // Every backend Rein fronts speaks the OpenAI API; `gen_ai.system` is the deprecated name (1.45), kept for backends
+    // that still read it.
     'gen_ai.provider.name': 'openai',
     'gen_ai.system': 'openai',
     'gen_ai.request.model': str(body.model),

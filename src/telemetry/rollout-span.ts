@@ -78,13 +78,17 @@ export function rolloutSpanStatus(rollout: Rollout, attempt: number, outcome: At
   return undefined;
 }
 
-/** A rollout event as an event of the root span: rewards, status changes, interventions, custom events (tool spans are spans). */
+/**
+ * A rollout event as an event of the root span: rewards, status changes, interventions, custom events (tool spans are
+ * spans).
+ */
 export function spanEventOf(event: RolloutEvent): { name: string; attributes: Attributes } | undefined {
   const p = event.payload;
   const source = event.source === 'admin' ? 'control_plane' : event.source === 'rollout' ? 'harness' : event.source;
   switch (event.type) {
     case 'reward': {
-      // The verifier's reward comes through the control plane (admin key); a harness may report its own, never trained on.
+      // The verifier's reward comes through the control plane (admin key); a harness may report its own, never trained
+      // on.
       const components = (p.components ?? {}) as Record<string, number>;
       return {
         name: 'rein.reward',

@@ -91,7 +91,10 @@ class TrainingJobs {
     return (this.clients ??= { batch: config.makeApiClient(BatchV1Api), core: config.makeApiClient(CoreV1Api) });
   }
 
-  /** Calls the API, riding out what a busy or restarting API server answers; what fails is a PolicySetupError or PolicyUpdateError. */
+  /**
+   * Calls the API, riding out what a busy or restarting API server answers; what fails is a PolicySetupError or
+   * PolicyUpdateError.
+   */
   private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     return withRetries(fn, API_TRIES).catch((err: unknown) => {
       throw apiFailure(what, this.namespace, err);

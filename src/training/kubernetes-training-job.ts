@@ -28,7 +28,10 @@ import { effectiveLearningRate, TRAINER_CONFIG_ENV, trainerConfigOf } from './tr
 export const TRAIN_OUTPUT_LABEL = 'rein.dev/train-output';
 export const TRAIN_JOB_LABEL = 'rein.dev/train-job';
 const OUTPUT_ANNOTATION = 'rein.dev/output-dir';
-/** Set on the trainer container only: how the follower tells it from the template's others and Rein's staging containers. */
+/**
+ * Set on the trainer container only: how the follower tells it from the template's others and Rein's staging
+ * containers.
+ */
 export const RESULT_FILE_ENV = 'REIN_RESULT_FILE';
 
 export interface TrainingJob {
@@ -80,7 +83,10 @@ export function trainingJobName(output: string, attempt: number): string {
   return `rein-train-${outputDigest(output)}-${attempt}`;
 }
 
-/** What the staging containers need to reach the store: artifacts.url and its S3 settings, as `rein` reads them from its environment. */
+/**
+ * What the staging containers need to reach the store: artifacts.url and its S3 settings, as `rein` reads them from its
+ * environment.
+ */
 export function podStaging(
   settings: KubernetesTrainerSettings,
   trainer: Pick<TrainerSettings, 'engine'>,
@@ -195,7 +201,10 @@ export function renderTrainingJob(
   );
 }
 
-/** The pod with the staging containers around the trainer, which becomes the last init container: the push runs only after it succeeded. */
+/**
+ * The pod with the staging containers around the trainer, which becomes the last init container: the push runs only
+ * after it succeeded.
+ */
 function stagingPod(pod: V1PodSpec, trained: V1Container, job: TrainingJob, staging: PodStaging): V1PodSpec {
   const { pullsParent, batchPath } = trainerPaths(job);
   const mount = { name: STAGING_VOLUME, mountPath: STAGING_DIR };

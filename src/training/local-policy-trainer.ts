@@ -37,7 +37,10 @@ function tfjsSettingsArgs(config: TrainerConfig): string[] {
   ];
 }
 
-/** The command line of one update with the configured engine: `rein policy train` (tfjs) or `python -m rein_trainer train --config FILE`. */
+/**
+ * The command line of one update with the configured engine: `rein policy train` (tfjs) or `python -m rein_trainer
+ * train --config FILE`.
+ */
 export function trainerCommand(
   settings: TrainerSettings,
   job: TrainerPaths,

@@ -28,7 +28,10 @@ export interface PolicyUpdateJob {
   batchContentHash: string;
 }
 
-/** The configured trainer: a Kubernetes Job per update when trainer.kubernetes is set, else a local process of the configured engine. */
+/**
+ * The configured trainer: a Kubernetes Job per update when trainer.kubernetes is set, else a local process of the
+ * configured engine.
+ */
 export function policyTrainer(
   settings: TrainerSettings,
   logDir: string,
@@ -43,7 +46,10 @@ export interface PolicyUpdateDeps {
   registry: PolicyRegistry;
   trainer: PolicyTrainer;
   gateway: GatewayControlClient;
-  /** The gateway backend new versions are served from, and its endpoints (OpenAI-compatible servers with vLLM's adapter API). */
+  /**
+   * The gateway backend new versions are served from, and its endpoints (OpenAI-compatible servers with vLLM's adapter
+   * API).
+   */
   serving: Serving;
   policiesDir: string;
   signal?: AbortSignal;

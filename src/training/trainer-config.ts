@@ -13,7 +13,9 @@ import { reinConfigSchema, type TrainerSettings } from '../config/schema.js';
  * that copy is stale).
  */
 export const TRAINER_CONFIG_FORMAT = 'rein-trainer-config/1';
-/** The variable that carries the config's JSON text into a trainer container, where no file of the worker's is at hand. */
+/**
+ * The variable that carries the config's JSON text into a trainer container, where no file of the worker's is at hand.
+ */
 export const TRAINER_CONFIG_ENV = 'REIN_TRAINER_CONFIG_JSON';
 
 const trainerSection = reinConfigSchema.shape.trainer.unwrap();

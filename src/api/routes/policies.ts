@@ -11,7 +11,10 @@ import * as s from '../schemas.js';
 
 type PolicyPlugin = FastifyPluginAsyncZod<{ context: ApiContext }>;
 
-/** Policies and releases: the registry's versions and aliases, promotion, rollback, and release candidates through the gate. */
+/**
+ * Policies and releases: the registry's versions and aliases, promotion, rollback, and release candidates through the
+ * gate.
+ */
 export const policyRoutes: PolicyPlugin = async (app, { context }) => {
   await app.register(registryRoutes, { context });
   await app.register(productionMoveRoutes, { context });

@@ -131,7 +131,10 @@ const runControlRoutes: RunPlugin = async (app, { context }) => {
   );
 };
 
-/** The run page's view: the run's report joined in memory with its workflows, policies, ledger rows and the decisions its gates cite. */
+/**
+ * The run page's view: the run's report joined in memory with its workflows, policies, ledger rows and the decisions
+ * its gates cite.
+ */
 async function joinedIterations(context: ApiContext, runId: string): Promise<RunView> {
   const { client, config, temporalUiUrl } = context;
   const report = await describeRun(client, runId);

@@ -61,7 +61,10 @@ const say = (result: Record<string, unknown>) => process.stdout.write(`${JSON.st
 
 class PushSourceError extends Error {}
 
-/** A URI of another store, one that is not there, or nothing to push: a retry would fail the same way, so exit 2 (a refusal). */
+/**
+ * A URI of another store, one that is not there, or nothing to push: a retry would fail the same way, so exit 2 (a
+ * refusal).
+ */
 async function refusingBadNames(work: () => Promise<void>): Promise<void> {
   try {
     await work();

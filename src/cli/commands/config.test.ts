@@ -5,7 +5,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../package-root.js';
 import { reinInProcess } from '../../../test/helpers/cli-in-process.js';
 
-/** `rein config check` runs in this process (reinInProcess): the CLI's own entry point, without a child process's start-up. */
+/**
+ * `rein config check` runs in this process (reinInProcess): the CLI's own entry point, without a child process's
+ * start-up.
+ */
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-config-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -37,7 +37,8 @@ export function registerGatewayCommand(program: Command, settings: ReinConfig): 
           );
         if (skippedAliases.length > 0)
           logger.warn({ skipped: skippedAliases }, 'aliases in the registry name versions this gateway does not serve');
-        // With the registry in PostgreSQL, gateways share it: a promotion made through any of them, or none, reaches this one at once.
+        // With the registry in PostgreSQL, gateways share it: a promotion made through any of them, or none, reaches
+        // this one at once.
         const follower = await followRegistry(
           storeLocation(config),
           gateway.router,

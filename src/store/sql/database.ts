@@ -38,7 +38,9 @@ export interface SqlDatabase {
   readonly ready: Promise<void>;
   /** Compiled queries run as directly as the database allows (see HotPath). */
   readonly hot: HotPath;
-  /** Whether SELECT … FOR UPDATE locks rows (PostgreSQL); SQLite's IMMEDIATE transactions lock the whole file instead. */
+  /**
+   * Whether SELECT … FOR UPDATE locks rows (PostgreSQL); SQLite's IMMEDIATE transactions lock the whole file instead.
+   */
   readonly rowLocks: boolean;
   /** Text as the database keeps it: PostgreSQL's text cannot hold U+0000 (see storable). */
   storedText<T>(value: T): T;

@@ -3,7 +3,9 @@ import { facts, h, json, link, num, pct, table, verdict, when } from '../dom.js'
 import type { PageContext } from '../page.js';
 import type { Decision, DecisionPair, Items, PairSide } from '../types.js';
 
-/** A gate decision: each check with its numbers, and the held-out tasks gained and lost, each a link to its rollouts. */
+/**
+ * A gate decision: each check with its numbers, and the held-out tasks gained and lost, each a link to its rollouts.
+ */
 export async function decisionPage({ root }: PageContext, decisionId: string): Promise<void> {
   const [decision, { items: pairs }] = await Promise.all([
     get<Decision>(`/api/decisions/${enc(decisionId)}`),

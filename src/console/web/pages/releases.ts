@@ -3,7 +3,10 @@ import { h, link, pct, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
 import type { AliasChange, Aliases, Items, LedgerEntry } from '../types.js';
 
-/** Production's history (promotions, rollbacks, overrides) and the model, harness and environment ledgers with what changed. */
+/**
+ * Production's history (promotions, rollbacks, overrides) and the model, harness and environment ledgers with what
+ * changed.
+ */
 export async function releasesPage({ root }: PageContext): Promise<void> {
   const [aliases, { items: ledger }] = await Promise.all([
     get<Aliases>('/api/aliases'),

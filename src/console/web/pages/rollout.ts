@@ -11,7 +11,9 @@ interface Message {
   name?: string;
 }
 
-/** A rollout as the harness saw it: the conversation, tool spans, rewards, failure evidence, logs and each model call. */
+/**
+ * A rollout as the harness saw it: the conversation, tool spans, rewards, failure evidence, logs and each model call.
+ */
 export async function rolloutPage({ root }: PageContext, rolloutId: string): Promise<void> {
   const view = await get<RolloutView>(`/api/rollouts/${enc(rolloutId)}`);
   const { rollout, calls, events } = view;
@@ -37,7 +39,10 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
   );
 }
 
-/** The rollout's task, mode, status, policy, attempts, both rewards (the verifier's and the harness's) and failure class. */
+/**
+ * The rollout's task, mode, status, policy, attempts, both rewards (the verifier's and the harness's) and failure
+ * class.
+ */
 function rolloutFacts({ rollout, rewards }: RolloutView): HTMLElement {
   return facts([
     ['Task', rollout.taskId ?? '–'],

@@ -40,7 +40,10 @@ function render(report: RunReport, view: RunView): HTMLElement[] {
   ];
 }
 
-/** One chart per measure over the iterations: rewards, held-out success, the trainer's numbers, tokens, stage times, failures. */
+/**
+ * One chart per measure over the iterations: rewards, held-out success, the trainer's numbers, tokens, stage times,
+ * failures.
+ */
 function iterationCharts(its: IterationView[]): HTMLElement[] {
   const xs = its.map((i) => i.iteration);
   const values = (pick: (i: IterationView) => number | null | undefined) => its.map((i) => pick(i) ?? null);
@@ -92,7 +95,10 @@ function iterationCharts(its: IterationView[]): HTMLElement[] {
   ];
 }
 
-/** The run at a glance: state, stage and activity, policy, held-out reward, problems, and its workflow in Temporal's Web UI. */
+/**
+ * The run at a glance: state, stage and activity, policy, held-out reward, problems, and its workflow in Temporal's Web
+ * UI.
+ */
 function runFacts(report: RunReport, view: RunView): HTMLElement {
   const status = report.status;
   const activity = report.activity;
@@ -126,7 +132,10 @@ function runFacts(report: RunReport, view: RunView): HTMLElement {
   ]);
 }
 
-/** Each iteration's candidate, held-out success, the gate's verdict (a link to its decision) and reasons, and its workflows. */
+/**
+ * Each iteration's candidate, held-out success, the gate's verdict (a link to its decision) and reasons, and its
+ * workflows.
+ */
 function gateVerdicts(its: IterationView[]): HTMLElement {
   return table(
     ['It', 'Candidate', 'Held-out (candidate / production)', 'Verdict', 'Promoted', 'Reasons', 'Workflows'],
