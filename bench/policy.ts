@@ -107,7 +107,10 @@ function after(): Engine {
   };
 }
 
-/** The previous architecture from git, sized as it shipped (d 64, 2 layers, 4 heads, FF 256) with a context long enough for the long prompt. */
+/**
+ * The previous architecture from git, sized as it shipped (d 64, 2 layers, 4 heads, FF 256) with a context long enough
+ * for the long prompt.
+ */
 async function before(ref: string): Promise<Engine> {
   const dir = checkoutBefore(ref);
   const old = (await import(pathToFileURL(path.join(dir, 'src/policy/model.ts')).href)) as {

@@ -136,7 +136,10 @@ interface Timed {
   p99Ms: number;
 }
 
-/** Runs `count` no-op rollouts through the runner on `executor`, timing each from launch to the harness's own start stamp. */
+/**
+ * Runs `count` no-op rollouts through the runner on `executor`, timing each from launch to the harness's own start
+ * stamp.
+ */
 async function timedRunner(executor: HarnessExecutor, name: string, concurrency: number): Promise<Timed> {
   const launched: number[] = [];
   const started: number[] = [];

@@ -11,7 +11,10 @@ import { describe, expect, it } from 'vitest';
 const root = path.resolve(import.meta.dirname, '..');
 const SCANNED = ['src', 'workflows', 'activities', 'workers'];
 
-/** The folders that are ways in (the command line, the HTTP API, the console, the Temporal client): the domain calls none of them. */
+/**
+ * The folders that are ways in (the command line, the HTTP API, the console, the Temporal client): the domain calls
+ * none of them.
+ */
 const INTERFACES = ['src/cli', 'src/api', 'src/console', 'src/client'];
 
 /**

@@ -55,7 +55,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 }
 
-/** The bundle `npm run build` wrote when the tests run Rein from dist/ (scripts/test.sh checks it is fresh), else the sources bundled now. */
+/**
+ * The bundle `npm run build` wrote when the tests run Rein from dist/ (scripts/test.sh checks it is fresh), else the
+ * sources bundled now.
+ */
 async function workflowBundleCode(): Promise<string> {
   const prebuilt = path.resolve(import.meta.dirname, '../dist/workflows/bundle.cjs');
   if (process.env.REIN_TEST_CLI === 'dist' && existsSync(prebuilt)) return readFileSync(prebuilt, 'utf8');

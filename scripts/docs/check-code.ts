@@ -164,7 +164,10 @@ function escapeRegex(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-/** A span naming a repository file (`src/gate/gate.ts`, `faults.test.ts`, `test/integration/*-metrics.test.ts`) names one that exists. */
+/**
+ * A span naming a repository file (`src/gate/gate.ts`, `faults.test.ts`, `test/integration/*-metrics.test.ts`) names
+ * one that exists.
+ */
 function checkFileName(ctx: DocsContext, { line, text }: Located, report: Report): void {
   if (!/^[\w.@*-]+(\/[\w.@*-]+)*\/?$/.test(text) || /^\.|\.\.|^\*/.test(text)) return;
   const source = /\.(ts|mts|mjs|cjs|py|sh|md)$/.test(text);
@@ -172,6 +175,7 @@ function checkFileName(ctx: DocsContext, { line, text }: Located, report: Report
   const pattern = new RegExp(
     `(^|/)${text.replace(/\/$/, '').split('*').map(escapeRegex).join('[^/]*')}${text.endsWith('/') || !FILE_EXTENSIONS.test(text) ? '(/|$)' : '$'}`,
   );
-  // A name with a folder is the repository's path from the root or from some folder in it (`kubernetes/job-executor.ts`).
+  // A name with a folder is the repository's path from the root or from some folder in it
+  // (`kubernetes/job-executor.ts`).
   if (!ctx.files.some((f) => pattern.test(f))) report(line, `${text}: no such file or folder in the repository`);
 }

@@ -32,7 +32,9 @@ export interface DocsContext {
   globalFlags: Set<string>;
   /** Every flag of any command. */
   allFlags: Set<string>;
-  /** Every key path of the config file, split into segments (`<name>` for a key you choose, `[]` for a list's items). */
+  /**
+   * Every key path of the config file, split into segments (`<name>` for a key you choose, `[]` for a list's items).
+   */
   configPaths: string[][];
   topKeys: Set<string>;
   npmScripts: Set<string>;

@@ -4,7 +4,10 @@ import { GENERATED_NOTE } from './config-reference.js';
 import { cell } from './json-schema.js';
 import { slug as anchor } from './markdown.js';
 
-/** The whole `rein` program, every module loaded, as `rein --help` sees it with no config: the reference never depends on a local rein.yaml or REIN_* variable. */
+/**
+ * The whole `rein` program, every module loaded, as `rein --help` sees it with no config: the reference never depends
+ * on a local rein.yaml or REIN_* variable.
+ */
 export async function reinProgram(): Promise<Command> {
   return buildProgram(['node', 'rein'], { settings: 'defaults' });
 }

@@ -31,7 +31,10 @@ export async function openApiDocument(): Promise<OpenApiDocument> {
   }
 }
 
-/** docs/reference/http-api.md: every route of Rein's HTTP API with its parameters, body and answer, from the OpenAPI document. */
+/**
+ * docs/reference/http-api.md: every route of Rein's HTTP API with its parameters, body and answer, from the OpenAPI
+ * document.
+ */
 export async function httpReference(): Promise<string> {
   const doc = await openApiDocument();
   const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>

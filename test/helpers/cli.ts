@@ -10,7 +10,10 @@ export interface CliOptions {
   cwd?: string;
   /** Added to this process's environment; an undefined value removes the variable. */
   env?: Record<string, string | undefined>;
-  /** How to run `rein` (default: as these tests' sources or dist/ say, reinCommand): another Node.js, another copy of the package. */
+  /**
+   * How to run `rein` (default: as these tests' sources or dist/ say, reinCommand): another Node.js, another copy of
+   * the package.
+   */
   rein?: { command: string; args: string[] };
 }
 

@@ -119,7 +119,9 @@ export function localize<T>(value: T, map: Localization, key = ''): T {
   return value;
 }
 
-/** The value back in the compose network's terms: what a test compares with the compose file to show nothing else moved. */
+/**
+ * The value back in the compose network's terms: what a test compares with the compose file to show nothing else moved.
+ */
 export function delocalize<T>(value: T, map: Localization): T {
   return localize(value, inverse(map));
 }

@@ -23,7 +23,8 @@ import { freePort } from './ports.js';
  * with NodeRestriction, as kubeadm sets it up; the controllers run as their own service accounts.
  * There is no scheduler and no kubelet: test/helpers/node-agent binds and runs pods.
  *
- * The binaries come from scripts/build-kube.sh (run by scripts/setup-tests.sh, which npm test runs), or REIN_KUBE_BIN_DIR.
+ * The binaries come from scripts/build-kube.sh (run by scripts/setup-tests.sh, which npm test runs), or
+ * REIN_KUBE_BIN_DIR.
  * Starts in a few seconds, so each test file starts its own.
  *
  * The pieces, in kube-control-plane/: credentials.ts (the CA, certificates, keys and admin token),
@@ -43,7 +44,10 @@ export interface KubeControlPlane {
   kubeConfigFor(user: string, groups?: string[]): KubeConfig;
   /** A token for a ServiceAccount, made with the TokenRequest API (as kubectl create token). */
   serviceAccountToken(namespace: string, name: string, expirationSeconds?: number): Promise<string>;
-  /** A config that authenticates as a ServiceAccount (its token from serviceAccountToken), namespace set to its namespace. */
+  /**
+   * A config that authenticates as a ServiceAccount (its token from serviceAccountToken), namespace set to its
+   * namespace.
+   */
   kubeConfigForServiceAccount(namespace: string, name: string): Promise<KubeConfig>;
   /** Creates every object of a YAML file's documents, as admin (kubectl create -f). */
   createFromYaml(yamlText: string): Promise<KubernetesObject[]>;

@@ -29,7 +29,9 @@ export async function podsIn(plane: KubeControlPlane, namespace: string, labelSe
   ).items;
 }
 
-/** The first value `read` gives that is not undefined or false, read again until it is (the test's timeout bounds it). */
+/**
+ * The first value `read` gives that is not undefined or false, read again until it is (the test's timeout bounds it).
+ */
 export async function eventually<T>(read: () => Promise<T | undefined | false> | T | undefined | false): Promise<T> {
   for (;;) {
     const value = await read();

@@ -41,7 +41,10 @@ export interface VllmLikeServer {
   held(): number;
   /** Lets every held request go on; each is answered as the toy model would answer it. */
   release(): void;
-  /** LoRA adapters loaded through vLLM's /v1/load_lora_adapter; each answers as the toy model. Clear it to play a restarted server. */
+  /**
+   * LoRA adapters loaded through vLLM's /v1/load_lora_adapter; each answers as the toy model. Clear it to play a
+   * restarted server.
+   */
   adapters: Set<string>;
   close(): Promise<void>;
 }

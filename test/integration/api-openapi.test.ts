@@ -113,7 +113,9 @@ async function finished(runId: string): Promise<Record<string, any>> {
   }
 }
 
-/** The routes the server has under /api/, from Fastify's own route tree (without the HEAD routes it adds for each GET). */
+/**
+ * The routes the server has under /api/, from Fastify's own route tree (without the HEAD routes it adds for each GET).
+ */
 function servedRoutes(): string[] {
   const routes: string[] = [];
   const prefixes: string[] = [];

@@ -191,7 +191,8 @@ describe('the HTTP API', () => {
         status: 404,
       });
 
-      // A release by hand: the same candidate, incumbent, config and tasks make the same decision (its replays are reused).
+      // A release by hand: the same candidate, incumbent, config and tasks make the same decision (its replays are
+      // reused).
       const release = await call('POST', '/api/releases', { candidate: 'api-1.v1' });
       expect(release).toMatchObject({
         status: 202,

@@ -142,7 +142,8 @@ describe('honest status of failed and cancelled runs', () => {
         expect(
           (await rein('train', '--run-id', 'cancel-1', '--iterations', '5', '--tasks', '8', '--samples', '4')).code,
         ).toBe(0);
-        // A run whose training task set no longer has the content it pinned: it fails for a reason `rein status` must name.
+        // A run whose training task set no longer has the content it pinned: it fails for a reason `rein status` must
+        // name.
         const { config } = loadConfig({ file: configFile, env: {} });
         const input = trainingRunInput(config, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2 });
         await startRun(client, taskQueue, {

@@ -10,7 +10,10 @@ import { startApiStack } from '../helpers/api-stack.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
 import { freshNamespace } from '../helpers/temporal.js';
 
-/** Debian's Chromium (scripts/setup-tests.sh, which npm test runs, installs it): puppeteer's own download needs the internet. */
+/**
+ * Debian's Chromium (scripts/setup-tests.sh, which npm test runs, installs it): puppeteer's own download needs the
+ * internet.
+ */
 const CHROMIUM = process.env.REIN_CHROMIUM ?? '/usr/bin/chromium';
 /** Screenshots land here; CI keeps the folder as the test's artifacts. */
 const ARTIFACTS = process.env.REIN_TEST_ARTIFACTS

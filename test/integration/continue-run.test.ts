@@ -191,7 +191,8 @@ describe('continuing a run that did not complete', () => {
       await expect(first.result()).rejects.toThrow(/workflow execution failed/i);
       expect((await first.describe()).status.name).toBe('FAILED');
 
-      // The run's own account of a failed execution, and the same as it recorded it where Temporal keeps it without a worker.
+      // The run's own account of a failed execution, and the same as it recorded it where Temporal keeps it without a
+      // worker.
       const queried = await first.query(statusQuery);
       expect(queried.iterations.map((i) => [i.iteration, i.candidate, i.failed])).toEqual([
         [1, `${runId}.v1`, undefined],

@@ -51,7 +51,8 @@ describe('rollouts of the example agent on the embedded policy', () => {
       );
       expect(outcomes).toHaveLength(64);
       expect(outcomes.every((o) => o.reward === 0 || o.reward === 1)).toBe(true);
-      // A run that overflows the model's context crashes the harness (the server's 400): the policy's own failure, scored 0.
+      // A run that overflows the model's context crashes the harness (the server's 400): the policy's own failure,
+      // scored 0.
       for (const o of outcomes.filter((x) => x.status !== 'succeeded')) {
         expect(o).toMatchObject({
           status: 'failed',

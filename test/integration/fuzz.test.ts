@@ -44,7 +44,10 @@ async function send(
 }
 const bearer = (key: string) => ({ authorization: `Bearer ${key}`, 'content-type': 'application/json' });
 
-/** Bodies a harness or caller might send: any JSON, broken JSON, deep nesting, and valid requests with fields of any type. */
+/**
+ * Bodies a harness or caller might send: any JSON, broken JSON, deep nesting, and valid requests with fields of any
+ * type.
+ */
 function bodies(valid: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<string> {
   const anyValue = fc.oneof(
     fc.jsonValue(),

@@ -92,7 +92,8 @@ describe('gateway: chat completions through the official openai client', () => {
         stream: true,
         status: 'ok',
         promptIds: tokenize(renderChat([{ role: 'user', content: 'a longer message to stream back' }])),
-        // Usage the harness did not ask for is not asked for (a backend must not send more than asked): the journal counts the ids.
+        // Usage the harness did not ask for is not asked for (a backend must not send more than asked): the journal
+        // counts the ids.
         usage: { completion_tokens: text.length, prompt_tokens: call?.promptIds?.length },
         response: {
           object: 'chat.completion',

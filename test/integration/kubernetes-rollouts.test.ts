@@ -167,7 +167,8 @@ describe('rollouts as Kubernetes Jobs on the real control plane', { timeout: 120
     const output = JSON.parse(readFileSync(path.join(dir, 'jobs.m0.1', 'attempt-1', 'output.json'), 'utf8'));
     expect(output).toMatchObject({ taskId: 'm0', answer: expect.stringContaining('14') });
     expect(await t.store.listCalls('jobs.m0.1')).toHaveLength(2);
-    // The Job as the apiserver keeps it: the rollout's identity, Rein's settings and the template's, the real Job controller's pod.
+    // The Job as the apiserver keeps it: the rollout's identity, Rein's settings and the template's, the real Job
+    // controller's pod.
     const job = (await jobs()).find((j) => j.metadata?.name === jobNameFor('jobs.m0.1', 1));
     expect(job?.metadata?.annotations?.['rein.dev/rollout-id']).toBe('jobs.m0.1');
     expect(job?.metadata?.labels).toMatchObject({
@@ -428,7 +429,8 @@ describe('rollouts as Kubernetes Jobs on the real control plane', { timeout: 120
         const { harness, namespace } = await setup({ image: IMAGES.counting, timeoutSeconds: 200 });
         const running = runRollouts(batch({ batchId: 'k-restart' }), { gateway, harness, verifier });
         await eventually(() => launched('k-restart.t.0').length === 1);
-        // Anything written after the informers' last event leaves their resourceVersion behind the restarted apiserver's.
+        // Anything written after the informers' last event leaves their resourceVersion behind the restarted
+        // apiserver's.
         await plane
           .kubeConfig()
           .makeApiClient(CoreV1Api)

@@ -75,7 +75,8 @@ describe('rein policy train (the local trainer, as a child process)', () => {
     const otherParent = await runRein(['policy', 'train', '--checkpoint', a, '--batch', batchFile, '--out', b]);
     expect(otherParent.code).toBe(1);
     expect(otherParent.stderr).toContain('already holds a checkpoint trained from another batch or parent');
-    // Two trainers at once on one output (a retried update while the first still runs): one trains, the other waits and reuses.
+    // Two trainers at once on one output (a retried update while the first still runs): one trains, the other waits and
+    // reuses.
     const c = path.join(dir, 'det-c');
     const job = {
       checkpointDir: base,

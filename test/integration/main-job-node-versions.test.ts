@@ -18,7 +18,10 @@ const root = packageRoot();
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-node-versions-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** A copy of the compiled package (dist/ and bin/ copied: modules resolve from their real path) on that Node's node_modules. */
+/**
+ * A copy of the compiled package (dist/ and bin/ copied: modules resolve from their real path) on that Node's
+ * node_modules.
+ */
 function packageFor(major: number): { node: string; packageDir: string } {
   const tools = path.join(root, '.tools', `main-job-node${major}`);
   if (!existsSync(path.join(tools, 'node')) || !existsSync(path.join(tools, 'node_modules'))) {

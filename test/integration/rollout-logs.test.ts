@@ -144,7 +144,8 @@ describe("the harness's and verifier's logs in the artifact store", () => {
     let apiDataDir: string;
     beforeAll(async () => {
       apiDataDir = path.join(scratch, 'api');
-      // Paths as loadConfig resolves them against dataDir (validateConfig alone leaves them relative to the working directory).
+      // Paths as loadConfig resolves them against dataDir (validateConfig alone leaves them relative to the working
+      // directory).
       const config = validateConfig(
         {
           dataDir: apiDataDir,

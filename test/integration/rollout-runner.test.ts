@@ -343,7 +343,8 @@ describe('the local rollout runner', () => {
       exitCode: 4,
     });
 
-    // The harness graded itself 1; the verifier says 0. Only the verifier's reward counts; the disagreement is recorded.
+    // The harness graded itself 1; the verifier says 0. Only the verifier's reward counts; the disagreement is
+    // recorded.
     expect(byTask['self-graded']).toMatchObject({
       status: 'succeeded',
       reward: 0,

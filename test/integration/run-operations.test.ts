@@ -73,7 +73,8 @@ describe('training runs from the command line, against `rein worker` processes',
       const runId = 'crash-1';
       let worker = await startWorker();
       const { client, connection } = await testClient();
-      // Watches the iteration's pending activity (a describe, not a query: a query would wait for the dead worker's sticky queue).
+      // Watches the iteration's pending activity (a describe, not a query: a query would wait for the dead worker's
+      // sticky queue).
       const until = async (check: (activity: StageActivity | undefined) => boolean) => {
         for (;;) {
           const activity = await describeStage(client, `${runId}-it1`);
@@ -91,7 +92,8 @@ describe('training runs from the command line, against `rein worker` processes',
         await until((a) => a?.type === 'runRollouts' && a.stage === 'rollouts' && (a.done ?? 0) >= 4);
         expect(await worker.stop('SIGKILL')).toBe(null);
         worker = await startWorker();
-        // 2. While the trainer runs (its log exists once it is spawned; killed before that, a retry rightly trains anew).
+        // 2. While the trainer runs (its log exists once it is spawned; killed before that, a retry rightly trains
+        // anew).
         const trainerLog = path.join(dir, 'state', 'logs', `${runId}.v1.train.log`);
         await until((a) => a?.type === 'updatePolicy' && existsSync(trainerLog));
         expect(await worker.stop('SIGKILL')).toBe(null);

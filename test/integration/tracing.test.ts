@@ -178,7 +178,8 @@ describe('OpenTelemetry traces, in Jaeger', () => {
       .map((r) => r.headers.traceparent);
     expect(forwarded).toEqual(callSpans.map((s) => `00-${traceId}-${s.spanID}-01`));
 
-    // Tool spans, with latency, permission and failure category: the child of the root, or of the span the report names in its traceparent.
+    // Tool spans, with latency, permission and failure category: the child of the root, or of the span the report names
+    // in its traceparent.
     const calc = one(trace, 'execute_tool calc');
     expect(parentOf(calc)).toBe(rootSpanId);
     expect(tagsOf(calc)).toMatchObject({

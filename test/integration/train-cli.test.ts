@@ -24,7 +24,8 @@ describe('rein train (a training run on Temporal, the embedded default)', () => 
     'trains the example agent from the command line and beats the base policy on paired held-out tasks',
     { timeout: 900_000 },
     async () => {
-      // Three short iterations; held-out replay (the first 64 pinned tasks, greedy) of the base and of the final candidate.
+      // Three short iterations; held-out replay (the first 64 pinned tasks, greedy) of the base and of the final
+      // candidate.
       // Sampling is seeded: the harness sends each request an OpenAI `seed` fixed by AGENT_SEED, the
       // rollout and the turn (the policy server honours it per request, as vLLM does), so this run
       // samples the same rollouts, trains the same versions and reaches the same verdict every time.

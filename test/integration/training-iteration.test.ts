@@ -48,7 +48,10 @@ let s3Artifacts: S3ArtifactStore;
 let registry: PolicyRegistry;
 let ledger: LedgerStore;
 
-/** Replays a history with the current workflow code; when recording (`npm run record:histories`), keeps it for replay.test.ts. */
+/**
+ * Replays a history with the current workflow code; when recording (`npm run record:histories`), keeps it for
+ * replay.test.ts.
+ */
 async function replayAndRecord(
   history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>,
   name: string,
@@ -58,7 +61,8 @@ async function replayAndRecord(
 }
 
 beforeAll(async () => {
-  // The first iteration below keeps its artifacts in S3 (moto standing in): the policy server stages the checkpoints it loads from there.
+  // The first iteration below keeps its artifacts in S3 (moto standing in): the policy server stages the checkpoints it
+  // loads from there.
   s3 = await startTestS3();
   s3Artifacts = new S3ArtifactStore(`s3://${await s3.bucket()}/rein`, { endpoint: s3.endpoint });
   stack = await startEmbeddedStack({
@@ -139,7 +143,10 @@ async function startWorker(
   return { worker, client, taskQueue, close };
 }
 
-/** Iteration 1 from v0 on train tasks [from, to) × 4 samples, with the first `heldoutTasks` held-out tasks replayed greedily. */
+/**
+ * Iteration 1 from v0 on train tasks [from, to) × 4 samples, with the first `heldoutTasks` held-out tasks replayed
+ * greedily.
+ */
 function iterationInput(runId: string, [from, to]: [number, number], heldoutTasks: number): TrainingIterationInput {
   const train = loadTaskSet(path.join(example, 'train.jsonl'));
   const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
@@ -192,7 +199,8 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
             batchContentHash: result.batch.contentHash,
           });
           expect(stack.policyServer.models()).toContain('run-a.v1');
-          // Batch and checkpoint live in S3: the trainer read and wrote local copies the worker staged, the policy server loaded its own.
+          // Batch and checkpoint live in S3: the trainer read and wrote local copies the worker staged, the policy
+          // server loaded its own.
           expect(result.batch.uri).toMatch(
             new RegExp(`^${s3Artifacts.url}/runs/run-a/iterations/1/batch-[0-9a-f]{16}\\.safetensors$`),
           );
@@ -240,7 +248,8 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
           });
           await replayAndRecord(await handle.fetchHistory(), 'training-iteration.json');
 
-          // The same iteration again (a restarted run): finished rollouts are read back and the batch is not trained twice.
+          // The same iteration again (a restarted run): finished rollouts are read back and the batch is not trained
+          // twice.
           const again = await client.workflow.execute('trainingIteration', {
             taskQueue,
             workflowId: `run-a-it1-again-${randomUUID()}`,
@@ -304,7 +313,8 @@ describe('the trainingIteration and trainingRun workflows (real dev server, embe
         await close();
       }
 
-      // A LoRA target the model does not have: the trainer refuses (exit 2), the update is not retried, nothing is registered.
+      // A LoRA target the model does not have: the trainer refuses (exit 2), the update is not retried, nothing is
+      // registered.
       const wrong = reinConfigSchema.parse({
         trainer: { engine: 'pytorch', pytorch: { python: setupPython(), lora: { targetModules: ['attn_qkv'] } } },
       }).trainer;

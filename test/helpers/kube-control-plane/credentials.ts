@@ -14,7 +14,9 @@ const ADMIN_TOKEN_USER = 'rein-test-admin';
 /** The cluster's CA and what each program proves itself with, as files in the control plane's folder. */
 export interface ControlPlaneCredentials {
   ca: CertificateAuthority;
-  /** The apiserver's serving certificate: loopback, the advertised address and the kubernetes Service's names and IP. */
+  /**
+   * The apiserver's serving certificate: loopback, the advertised address and the kubernetes Service's names and IP.
+   */
   apiserver: IssuedCertificate;
   /** How the apiserver proves itself to kubelets (the node agent) when it proxies pods/log. */
   kubeletClient: IssuedCertificate;

@@ -1,4 +1,6 @@
-/** The three programs of the control plane, each with the flags a kubeadm cluster gives it, adapted to one test machine. */
+/**
+ * The three programs of the control plane, each with the flags a kubeadm cluster gives it, adapted to one test machine.
+ */
 import path from 'node:path';
 import type { ControlPlaneCredentials } from './credentials.js';
 import { Daemon } from './daemon.js';
@@ -42,7 +44,8 @@ export function apiserverDaemon(
       `--etcd-servers=${etcdUrl}`,
       '--bind-address=127.0.0.1',
       `--secure-port=${port}`,
-      // Not loopback: the apiserver publishes it as the kubernetes Service's endpoint and complains every 10 s about a loopback one.
+      // Not loopback: the apiserver publishes it as the kubernetes Service's endpoint and complains every 10 s about a
+      // loopback one.
       `--advertise-address=${advertise}`,
       `--cert-dir=${path.join(dir, 'apiserver-certs')}`,
       `--tls-cert-file=${apiserver.certFile}`,

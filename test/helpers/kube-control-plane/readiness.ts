@@ -2,7 +2,9 @@ import https from 'node:https';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Daemon } from './daemon.js';
 
-/** Waits until the apiserver's /readyz answers 200; throws with the programs' logs if one of them exits or 90 s pass. */
+/**
+ * Waits until the apiserver's /readyz answers 200; throws with the programs' logs if one of them exits or 90 s pass.
+ */
 export async function waitForReadyz(server: string, caPem: string, token: string, ...daemons: Daemon[]): Promise<void> {
   let last = 'no answer yet';
   const deadline = Date.now() + 90_000;

@@ -140,7 +140,10 @@ function hostPaths(container: V1Container, messageFile: string, volumes: PodVolu
   };
 }
 
-/** The container's `envFrom`: every key of each Secret or ConfigMap, with its prefix; a missing one that is not optional fails the start. */
+/**
+ * The container's `envFrom`: every key of each Secret or ConfigMap, with its prefix; a missing one that is not optional
+ * fails the start.
+ */
 async function envFromObjects(pod: V1Pod, container: V1Container, readAll: ReadAll): Promise<Record<string, string>> {
   const fromObjects: Record<string, string> = {};
   for (const source of container.envFrom ?? []) {

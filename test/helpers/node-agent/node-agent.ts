@@ -53,9 +53,15 @@ export interface NodeAgentOptions {
   images: Record<string, ImageSpec>;
   /** The Node's name. Default 'rein-node'. */
   name?: string;
-  /** Pods the node takes at once (active ones: not Succeeded or Failed); more stay Pending, Unschedulable. Default 110, the kubelet's. */
+  /**
+   * Pods the node takes at once (active ones: not Succeeded or Failed); more stay Pending, Unschedulable. Default 110,
+   * the kubelet's.
+   */
   maxPods?: number;
-  /** Capacity the Node reports besides pods (e.g. { 'nvidia.com/gpu': '1' }); default cpu 16, memory 64Gi. Reported, not enforced. */
+  /**
+   * Capacity the Node reports besides pods (e.g. { 'nvidia.com/gpu': '1' }); default cpu 16, memory 64Gi. Reported, not
+   * enforced.
+   */
   capacity?: Record<string, string>;
 }
 

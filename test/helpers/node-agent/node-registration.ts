@@ -83,7 +83,9 @@ export async function registerNode(
   await core.patchNodeStatus({ name, body: { status } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
 }
 
-/** Renews the node's Lease now and every 10 s, so the node lifecycle controller keeps it Ready; returns what stops it. */
+/**
+ * Renews the node's Lease now and every 10 s, so the node lifecycle controller keeps it Ready; returns what stops it.
+ */
 export async function keepLeaseRenewed(nodeConfig: KubeConfig, name: string): Promise<() => void> {
   const leases = nodeConfig.makeApiClient(CoordinationV1Api);
   await renewLease(leases, name);

@@ -93,7 +93,8 @@ export class PodScheduler {
   }
 
   scheduleAll(): void {
-    // Oldest first. A watched object's times are strings (client-node deserializes lists, not watch events): read them as either.
+    // Oldest first. A watched object's times are strings (client-node deserializes lists, not watch events): read them
+    // as either.
     const created = (pod: V1Pod) => new Date(pod.metadata?.creationTimestamp ?? 0).getTime();
     const queue = [...this.options.unscheduled.list()].sort((a, b) => created(a) - created(b));
     void (async () => {

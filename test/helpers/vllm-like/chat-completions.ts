@@ -135,7 +135,10 @@ async function streamChatCompletion(answer: ChatAnswer, res: http.ServerResponse
   res.end('data: [DONE]\n\n');
 }
 
-/** A tool call's arguments, streamed in step with its reply's text: the share of them that text[at, at + chunkSize) stands for. */
+/**
+ * A tool call's arguments, streamed in step with its reply's text: the share of them that text[at, at + chunkSize)
+ * stands for.
+ */
 function toolCallDelta(
   toolCall: NonNullable<Completion['toolCall']>,
   textLength: number,
