@@ -16,7 +16,10 @@ declare module 'vitest' {
     temporalAddress: string;
     /** The workflows bundled once, for the workers tests create. */
     workflowBundleCode: string;
-    /** postgres://… of the superuser of the one PostgreSQL server every test shares (freshPostgresUrl makes a database on it). */
+    /**
+     * postgres://… of the superuser of the one PostgreSQL server every test shares (freshPostgresUrl makes a database
+     * on it).
+     */
     postgresAdminUrl: string;
   }
 }

@@ -78,7 +78,10 @@ export function temporalAddress(config: ReinConfig): string {
   return address ?? `${devServer.ip}:${devServer.port}`;
 }
 
-/** Where the embedded dev server and its Web UI listen, for help texts: "on localhost:7233 (Web UI on http://localhost:8233)". */
+/**
+ * Where the embedded dev server and its Web UI listen, for help texts:
+ * "on localhost:7233 (Web UI on http://localhost:8233)".
+ */
 export function devServerHelp(config: ReinConfig): string {
   const { devServer } = config.temporal;
   return `on ${devServer.ip}:${devServer.port} (${devServer.headless ? 'no Web UI: temporal.devServer.headless' : `Web UI on http://${devServer.ip}:${devServer.uiPort}`})`;

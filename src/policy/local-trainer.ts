@@ -44,7 +44,10 @@ export interface TrainResult {
   reused: boolean;
   /** With an importance-weight cap in the batch: how far the sampler's log-probs were from the trainer's. */
   importanceWeights?: { cap: number; mean: number; cappedFraction: number };
-  /** Where the output was stored when not the output folder itself (an s3:// artifact store): what the registry records. */
+  /**
+   * Where the output was stored when not the output folder itself (an s3:// artifact store): what the registry
+   * records.
+   */
   checkpointUri?: string;
 }
 
