@@ -1,6 +1,12 @@
 export { preflight, type PreflightResult } from './preflight.js';
 export { rolloutSet, type RolloutSetInput } from './rollout-set.js';
-export { trainingIteration, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
+export {
+  STAGES_MEMO,
+  trainingIteration,
+  type IterationStage,
+  type TrainingIterationInput,
+  type TrainingIterationResult,
+} from './training-iteration.js';
 export {
   pauseSignal,
   resumeSignal,

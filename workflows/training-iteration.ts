@@ -50,6 +50,15 @@ export interface TrainingIterationInput {
   heartbeatTimeoutSeconds?: number;
 }
 
+/** An iteration's stages in order; `done` marks when the last one ended. */
+export type IterationStage = 'rollouts' | 'batch' | 'update' | 'heldout' | 'ledger' | 'done';
+
+/**
+ * The memo key under which an iteration keeps when each of its stages began (workflow time, ms):
+ * the console's stage durations come from it, with no history read and no worker running.
+ */
+export const STAGES_MEMO = 'stages';
+
 export interface TrainingIterationResult {
   iteration: number;
   parent: string;
@@ -58,7 +67,9 @@ export interface TrainingIterationResult {
   batch: { uri: string; contentHash: string; reportUri: string } & BatchStageResult['summary'];
   update: UpdatePolicySummary;
   heldout: RunRolloutsSummary | null;
-  /** `incumbentHeldout`: production's replay of the same held-out tasks (absent from iterations run before it was kept). */
+  /**
+   * `incumbentHeldout`: production's replay of the same held-out tasks (absent from iterations run before it was kept).
+   */
   release:
     | (Pick<ReleaseCandidateResult, 'incumbent' | 'gate' | 'promoted'> &
         Partial<Pick<ReleaseCandidateResult, 'incumbentHeldout'>>)
@@ -79,14 +90,19 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   } = input;
   const startedAt = Date.now();
   const batchId = iterationBatchId(runId, iteration);
-  const stage = (name: string) => upsertSearchAttributes([{ key: ReinStage, value: name }]);
+  const stages: Partial<Record<IterationStage, number>> = {};
+  const stage = (name: IterationStage) => {
+    stages[name] = Date.now();
+    upsertSearchAttributes([{ key: ReinStage, value: name }]);
+    upsertMemo({ [STAGES_MEMO]: stages });
+  };
   upsertSearchAttributes([
     { key: ReinRunId, value: runId },
     { key: ReinIteration, value: iteration },
     { key: ReinPolicyVersion, value: parent },
-    { key: ReinStage, value: 'rollouts' },
   ]);
   upsertMemo({ configHash: input.configHash });
+  stage('rollouts');
 
   const rollouts = await scoredRollouts(
     `train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`,
@@ -125,6 +141,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
       ...(release && { gate: { ...release.gate, promoted: release.promoted } }),
     }),
   );
+  stage('ledger');
   await recordLedgerEntry.executeWithOptions(callOptions(heartbeatTimeoutSeconds), [
     iterationLedgerEntry(input, batchId, candidate, startedAt, release?.gate.decisionId ?? null),
   ]);
@@ -176,7 +193,10 @@ function trainCandidate(
   );
 }
 
-/** The candidate's release as a child workflow: held-out replays of it and of production, the gate, a promotion when asked. */
+/**
+ * The candidate's release as a child workflow: held-out replays of it and of production, the gate, a promotion when
+ * asked.
+ */
 async function releaseAsChild(
   input: TrainingIterationInput,
   heldout: HeldoutSelection,

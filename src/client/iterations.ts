@@ -1,9 +1,5 @@
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { tsToMs } from '@temporalio/common';
-import proto from '@temporalio/proto';
-import type { TrainingIterationResult } from '../../workflows/index.js';
-
-const EventType = proto.temporal.api.enums.v1.EventType;
+import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
+import { STAGES_MEMO, type IterationStage, type TrainingIterationResult } from '../../workflows/index.js';
 
 /** One iteration's workflow as Temporal keeps it: where it is, how it ended, and how long each stage took. */
 export interface IterationWorkflow {
@@ -14,7 +10,10 @@ export interface IterationWorkflow {
   execution: string;
   /** The iteration's result once it completed. */
   result: TrainingIterationResult | undefined;
-  /** Seconds each stage took (rollouts, batch, update, heldout, ledger), from the workflow's history; a running stage counts up to now. */
+  /**
+   * Seconds each stage took (rollouts, batch, update, heldout, ledger), from when the workflow recorded each began;
+   * a running stage counts up to now.
+   */
   stageSeconds: Record<string, number>;
   /** The release child workflow (held-out replays and the gate), when the iteration started one. */
   release: { workflowId: string; executionRunId: string } | undefined;
@@ -22,15 +21,6 @@ export interface IterationWorkflow {
 
 /** Completed iterations remembered by a caller's cache before it starts afresh (a few KiB each). */
 const COMPLETED_KEPT = 10_000;
-
-/** Which stage each of the iteration's activities and children is. */
-const STAGE_OF: Record<string, string> = {
-  runRollouts: 'rollouts',
-  buildBatch: 'batch',
-  updatePolicy: 'update',
-  releaseCandidate: 'heldout',
-  recordLedgerEntry: 'ledger',
-};
 
 /**
  * The workflows of a run's iterations 1..`through` (the run's `<runId>-it<n>` children; a retried
@@ -56,8 +46,9 @@ export async function iterationWorkflows(
     const { workflowId, described } = workflow;
     const handle = client.workflow.getHandle(workflowId, described.runId);
     const result = described.status.name === 'COMPLETED' ? await handle.result().catch(() => undefined) : undefined;
-    const history = await handle.fetchHistory();
-    const { stageSeconds, release } = stagesOf(history.events ?? [], now);
+    const stages = recordedStages(described);
+    const stageSeconds = stageSecondsOf(stages, described.closeTime?.getTime() ?? now);
+    const release = await releaseOf(client, runId, iteration, stages);
     const view: IterationWorkflow = {
       iteration,
       workflowId,
@@ -92,62 +83,42 @@ async function lastTry(client: Client, workflowId: string) {
   }
 }
 
-type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
+/** The iteration's stages memo (workflows/training-iteration.ts: STAGES_MEMO): when each stage began. */
+function recordedStages(
+  described: Pick<WorkflowExecutionDescription, 'memo'>,
+): Partial<Record<IterationStage, number>> {
+  const stages = described.memo?.[STAGES_MEMO];
+  return typeof stages === 'object' && stages !== null ? (stages as Partial<Record<IterationStage, number>>) : {};
+}
 
-/** Stage durations from scheduled/started to closed events; retries of one activity add up in one span. */
-export function stagesOf(
-  events: readonly HistoryEvent[],
-  now: number,
-): Pick<IterationWorkflow, 'stageSeconds' | 'release'> {
-  const opened = new Map<number, { stage: string; at: number }>();
+/**
+ * Seconds each stage took, from when each began: a stage ends where the next one begins, the last
+ * at `end` (now while the iteration runs, so the chart grows while the stage goes on; its close
+ * time once it closed). `done` only marks the end.
+ */
+export function stageSecondsOf(stages: Partial<Record<IterationStage, number>>, end: number): Record<string, number> {
+  const begun = (Object.entries(stages) as Array<[IterationStage, number]>).sort(([, a], [, b]) => a - b);
   const seconds: Record<string, number> = {};
-  let release: IterationWorkflow['release'];
-  const close = (openedId: unknown, at: number) => {
-    const start = opened.get(Number(openedId));
-    if (!start) return;
-    opened.delete(Number(openedId));
-    seconds[start.stage] = (seconds[start.stage] ?? 0) + (at - start.at) / 1000;
-  };
-  for (const event of events) {
-    const at = tsToMs(event.eventTime);
-    const id = Number(event.eventId);
-    switch (event.eventType) {
-      case EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: {
-        const stage = STAGE_OF[event.activityTaskScheduledEventAttributes?.activityType?.name ?? ''];
-        if (stage) opened.set(id, { stage, at });
-        break;
-      }
-      case EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-        close(event.activityTaskCompletedEventAttributes?.scheduledEventId, at);
-        break;
-      case EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-        close(event.activityTaskFailedEventAttributes?.scheduledEventId, at);
-        break;
-      case EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-        close(event.activityTaskTimedOutEventAttributes?.scheduledEventId, at);
-        break;
-      case EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED: {
-        const stage = STAGE_OF[event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType?.name ?? ''];
-        if (stage) opened.set(id, { stage, at });
-        break;
-      }
-      case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED: {
-        const a = event.childWorkflowExecutionStartedEventAttributes;
-        if (a?.workflowType?.name === 'releaseCandidate' && a.workflowExecution?.workflowId)
-          release = { workflowId: a.workflowExecution.workflowId, executionRunId: a.workflowExecution.runId ?? '' };
-        break;
-      }
-      case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
-        close(event.childWorkflowExecutionCompletedEventAttributes?.initiatedEventId, at);
-        break;
-      case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED:
-        close(event.childWorkflowExecutionFailedEventAttributes?.initiatedEventId, at);
-        break;
-      default:
-        break;
-    }
+  begun.forEach(([stage, at], i) => {
+    if (stage === 'done') return;
+    seconds[stage] = Math.max(0, (begun[i + 1]?.[1] ?? end) - at) / 1000;
+  });
+  return seconds;
+}
+
+/** The iteration's release child (held-out replays and the gate), once its heldout stage began and Temporal has it. */
+async function releaseOf(
+  client: Client,
+  runId: string,
+  iteration: number,
+  stages: Partial<Record<IterationStage, number>>,
+): Promise<IterationWorkflow['release']> {
+  if (stages.heldout === undefined) return undefined;
+  const workflowId = `${runId}-it${iteration}-release`;
+  try {
+    return { workflowId, executionRunId: (await client.workflow.getHandle(workflowId).describe()).runId };
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return undefined;
+    throw err;
   }
-  // Still running: counted up to now, so the chart grows while the stage goes on.
-  for (const { stage, at } of opened.values()) seconds[stage] = (seconds[stage] ?? 0) + Math.max(0, now - at) / 1000;
-  return { stageSeconds: seconds, release };
 }

@@ -136,6 +136,18 @@ describe('the HTTP API', () => {
         expect.objectContaining({ version: 'api-1.v1', parent: 'v0', iteration: 1 }),
       ]);
 
+      // Each stage's duration and the release child, from what the iteration workflow recorded.
+      const [iteration] = (await call('GET', '/api/runs/api-1/iterations')).body.iterations as Array<{
+        stageSeconds: Record<string, number>;
+        workflows: Array<{ label: string; workflowId: string }>;
+      }>;
+      expect(Object.keys(iteration!.stageSeconds).sort()).toEqual(['batch', 'heldout', 'ledger', 'rollouts', 'update']);
+      expect(Object.values(iteration!.stageSeconds).every((s) => s >= 0)).toBe(true);
+      expect(iteration!.workflows).toEqual([
+        expect.objectContaining({ label: 'iteration 1', workflowId: 'api-1-it1' }),
+        expect.objectContaining({ label: 'iteration 1 release', workflowId: 'api-1-it1-release' }),
+      ]);
+
       // The gate's decision on the candidate, with its evidence; the iteration's ledger row.
       const gate = report.status.iterations[0].gate;
       expect(gate).toMatchObject({ incumbent: 'v0', decisionId: expect.any(String) });
