@@ -1,14 +1,14 @@
 import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import type { GateSettings, RolloutSettings } from '../src/config/schema.js';
-import { evaluateGate, GateInputError, pairOutcomes, type Verdict } from '../src/gate/gate.js';
-import { readRolloutFacts, type RolloutFacts } from '../src/gate/rollout-facts.js';
+import { decideGate, type GateRequest } from '../src/gate/decision.js';
+import { GateInputError, type Verdict } from '../src/gate/gate.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
-import { environmentKeys } from '../src/ledger/environment.js';
-import { ledgerMetrics, type LedgerEntry, type LedgerStore } from '../src/ledger/ledger.js';
-import type { PolicyRegistry } from '../src/registry/policy-registry.js';
-import { PRODUCTION_ALIAS, promote, PromotionError } from '../src/registry/promotion.js';
-import { harnessVersion, type HarnessSettings, type VerifierSettings } from '../src/rollouts/harness-spec.js';
-import { selectionRolloutIds } from '../src/rollouts/rollout-id.js';
+import type { LedgerStore } from '../src/ledger/ledger.js';
+import { recordFromRollouts, type LedgerEntryRequest } from '../src/ledger/record-entry.js';
+import type { PolicyRegistry, StoredDecision } from '../src/registry/policy-registry.js';
+import { PRODUCTION_ALIAS, productionOrBase, promote, PromotionError } from '../src/registry/promotion.js';
+import type { HarnessSettings, VerifierSettings } from '../src/rollouts/harness-spec.js';
+import type { RolloutSelection } from '../src/rollouts/rollout-id.js';
 import type { TraceStore } from '../src/store/trace-store.js';
 import { GateInputFailure, LedgerFailure, PromotionFailure } from '../workflows/failures.js';
 
@@ -24,19 +24,9 @@ export interface ReleaseActivityDeps {
 }
 
 /** A replayed set of rollouts by reference: its batch id, tasks and samples per task. */
-export interface RolloutSetRef {
-  batchId: string;
-  taskIds: string[];
-  samplesPerTask: number;
-}
+export type RolloutSetRef = RolloutSelection;
 
-export interface GateCandidateInput {
-  decisionId: string;
-  candidate: string;
-  incumbent: string;
-  candidateSet: RolloutSetRef;
-  incumbentSet: RolloutSetRef;
-}
+export type GateCandidateInput = GateRequest;
 
 /** Small enough for workflow history; the whole record (evidence, rollout links) is in the registry. */
 export interface GateSummary {
@@ -47,19 +37,8 @@ export interface GateSummary {
   acceptedRate?: { incumbent: number; candidate: number };
 }
 
-export interface LedgerInput {
-  id: string;
-  kind: LedgerEntry['kind'];
-  runId: string | null;
-  iteration: number | null;
-  policyVersion: string;
-  parent: string | null;
-  taskSet: { sha256: string };
-  harnessEnv?: Record<string, string>;
-  sets: RolloutSetRef[];
-  elapsedSeconds: number;
-  decisionId: string | null;
-}
+/** A row of the ledgers and the rollouts behind it. */
+export type LedgerInput = LedgerEntryRequest;
 
 export function createReleaseActivities(deps: ReleaseActivityDeps) {
   const registryOrFail = () => {
@@ -77,79 +56,19 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
       candidate: string;
       actor: string;
     }): Promise<string> {
-      return whileHeartbeating(async () => {
-        const registry = registryOrFail();
-        if (!(await registry.get(input.candidate))) {
-          throw new PromotionFailure(
-            `policy ${input.candidate} is not registered; \`rein register ${input.candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`,
-          );
-        }
-        const current = await registry.alias(PRODUCTION_ALIAS);
-        if (current) return current;
-        if (!(await registry.get(input.base.version))) {
-          await registry.register({
-            ...input.base,
-            parent: null,
-            runId: null,
-            iteration: null,
-            batchContentHash: null,
-            trainerMetrics: {},
-          });
-        }
-        // Only if still unset: another release may have set it meanwhile (then this retried activity returns that).
-        await registry.setAlias(
-          PRODUCTION_ALIAS,
-          input.base.version,
-          { operation: 'set', actor: input.actor, reason: 'production was unset; it starts at the base policy' },
-          { expectedFrom: null },
-        );
-        await deps.gateway?.setAlias(PRODUCTION_ALIAS, input.base.version).catch(() => undefined);
-        return input.base.version;
-      });
+      return whileHeartbeating(() => refusedForGood(() => productionOrBase(registryOrFail(), deps.gateway, input)));
     },
 
     /** Pairs the two replays, applies the gate's rules and keeps the decision with its evidence. */
     async gateCandidate(input: GateCandidateInput): Promise<GateSummary> {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
-        const existing = await registry.decision(input.decisionId);
-        // An `insufficient` decision is made again: the replays may have been completed since.
-        if (!existing || existing.verdict === 'insufficient') {
-          const turn = eventLoopTurns();
-          const candidate = await readRolloutFacts(deps.store, selectionRolloutIds(input.candidateSet), turn);
-          const incumbent = await readRolloutFacts(deps.store, selectionRolloutIds(input.incumbentSet), turn);
-          let decision;
-          try {
-            decision = evaluateGate(deps.gate, pairOutcomes(incumbent, candidate));
-          } catch (err) {
-            if (err instanceof GateInputError) throw new GateInputFailure(err.message);
-            throw err;
-          }
-          const { autoPromote: _autoPromote, ...rules } = deps.gate;
-          await registry.saveDecision({
-            id: input.decisionId,
-            candidate: input.candidate,
-            incumbent: input.incumbent,
-            verdict: decision.verdict,
-            record: {
-              ...decision,
-              rules,
-              candidate: { version: input.candidate, ...input.candidateSet },
-              incumbent: { version: input.incumbent, ...input.incumbentSet },
-              harnessVersion: deps.harness ? harnessVersion(deps.harness) : null,
-              // Every rollout id resolves to its calls and events: GET /api/rollouts/{id}/calls on the gateway.
-              traces: deps.gateway ? `${deps.gateway.url}/api/rollouts/{rolloutId}` : null,
-            },
-          });
+        try {
+          return gateSummary(await decideGate({ ...deps, registry }, input, eventLoopTurns()));
+        } catch (err) {
+          if (err instanceof GateInputError) throw new GateInputFailure(err.message);
+          throw err;
         }
-        const stored = (await registry.decision(input.decisionId))!;
-        const { acceptedRate } = stored.record.evidence as Pick<GateSummary, 'acceptedRate'>;
-        return {
-          decisionId: stored.id,
-          verdict: stored.verdict,
-          reasons: stored.record.reasons as string[],
-          ...(acceptedRate && { acceptedRate }),
-        };
       });
     },
 
@@ -159,21 +78,7 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
       decisionId: string;
       actor: string;
     }): Promise<{ from: string | null; to: string; gatewayUpdated: boolean }> {
-      return whileHeartbeating(async () => {
-        const registry = registryOrFail();
-        if ((await registry.alias(PRODUCTION_ALIAS)) === input.version) {
-          // A retry after the move: the promotion happened.
-          const last = (await registry.aliasHistory(PRODUCTION_ALIAS)).at(-1)!;
-          return { from: last.from, to: last.to, gatewayUpdated: true };
-        }
-        try {
-          const moved = await promote(registry, deps.gateway, input);
-          return { from: moved.change.from, to: moved.change.to, gatewayUpdated: moved.gatewayUpdated };
-        } catch (err) {
-          if (err instanceof PromotionError) throw new PromotionFailure(err.message);
-          throw err;
-        }
-      });
+      return whileHeartbeating(() => refusedForGood(() => promoteOnce(registryOrFail(), deps.gateway, input)));
     },
 
     /** One row in the three ledgers, from the rollouts behind it. */
@@ -182,24 +87,47 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
         const { ledger, harness, verifier } = deps;
         if (!ledger || !harness || !verifier)
           throw new LedgerFailure('this worker has no ledger, harness or verifier configured');
-        if (await ledger.get(input.id)) return;
-        const turn = eventLoopTurns();
-        const facts: RolloutFacts[] = [];
-        for (const set of input.sets)
-          facts.push(...(await readRolloutFacts(deps.store, selectionRolloutIds(set), turn)));
-        await ledger.record({
-          id: input.id,
-          kind: input.kind,
-          runId: input.runId,
-          iteration: input.iteration,
-          decisionId: input.decisionId,
-          batchIds: input.sets.map((s) => s.batchId),
-          model: { policyVersion: input.policyVersion, parent: input.parent },
-          harness: { version: harnessVersion(harness) },
-          environment: environmentKeys(input.taskSet.sha256, verifier, deps.rollouts, input.harnessEnv),
-          metrics: ledgerMetrics(facts, deps.gate.acceptReward, input.elapsedSeconds),
-        });
+        const sources = { ledger, harness, verifier, store: deps.store, rollouts: deps.rollouts };
+        await recordFromRollouts({ ...sources, acceptReward: deps.gate.acceptReward }, input, eventLoopTurns());
       });
     },
+  };
+}
+
+/** A promotion the registry refuses fails for good (PromotionFailure): a retry would be refused again. */
+async function refusedForGood<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof PromotionError) throw new PromotionFailure(err.message);
+    throw err;
+  }
+}
+
+/**
+ * promote(), unless production already serves the version: then this is a retry after the move,
+ * and the promotion happened.
+ */
+async function promoteOnce(
+  registry: PolicyRegistry,
+  gateway: GatewayControlClient | undefined,
+  input: { version: string; decisionId: string; actor: string },
+): Promise<{ from: string | null; to: string; gatewayUpdated: boolean }> {
+  if ((await registry.alias(PRODUCTION_ALIAS)) === input.version) {
+    const last = (await registry.aliasHistory(PRODUCTION_ALIAS)).at(-1)!;
+    return { from: last.from, to: last.to, gatewayUpdated: true };
+  }
+  const moved = await promote(registry, gateway, input);
+  return { from: moved.change.from, to: moved.change.to, gatewayUpdated: moved.gatewayUpdated };
+}
+
+/** A kept decision as workflow history carries it. */
+function gateSummary(stored: StoredDecision): GateSummary {
+  const { acceptedRate } = stored.record.evidence as Pick<GateSummary, 'acceptedRate'>;
+  return {
+    decisionId: stored.id,
+    verdict: stored.verdict,
+    reasons: stored.record.reasons as string[],
+    ...(acceptedRate && { acceptedRate }),
   };
 }

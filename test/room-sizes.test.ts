@@ -21,7 +21,6 @@ const OVER_TODAY: Readonly<Record<string, number>> = {
   'src/store/journal-rows.ts': 447,
   'src/telemetry/gateway-tracing.ts': 431,
   'src/samples/batch.ts': 416,
-  'activities/release.ts#createReleaseActivities': 142,
   'src/console/web/pages/run.ts#render': 122,
   'src/console/web/pages/rollout.ts#rolloutPage': 120,
   'test/helpers/vllm-like/chat-completions.ts#chatCompletions': 116,

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { storeBackends, testStoreLocation, type StoreBackend } from '../../test/helpers/postgres.js';
 import { openRegistry } from './open.js';
 import type { PolicyRegistry } from './policy-registry.js';
-import { PRODUCTION_ALIAS, promote, PromotionError, restoreAliases, rollback } from './promotion.js';
+import { PRODUCTION_ALIAS, productionOrBase, promote, PromotionError, restoreAliases, rollback } from './promotion.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-promotion-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -13,18 +13,21 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 /** A registry of its own on `backend`: a new data directory, or a new PostgreSQL database. */
 const freshLocation = (backend: StoreBackend) => testStoreLocation(backend, mkdtempSync(path.join(dir, `${backend}-`)));
 
+/** Registers `version` as a lineage root, its checkpoint at /p/<version>. */
+const registerRoot = (registry: PolicyRegistry, version: string) =>
+  registry.register({
+    version,
+    parent: null,
+    runId: null,
+    iteration: null,
+    checkpointUri: `/p/${version}`,
+    batchContentHash: null,
+    trainerMetrics: {},
+  });
+
 async function registryWith(backend: StoreBackend, ...versions: string[]): Promise<PolicyRegistry> {
   const registry = await openRegistry(await freshLocation(backend));
-  for (const version of versions)
-    await registry.register({
-      version,
-      parent: null,
-      runId: null,
-      iteration: null,
-      checkpointUri: `/p/${version}`,
-      batchContentHash: null,
-      trainerMetrics: {},
-    });
+  for (const version of versions) await registerRoot(registry, version);
   await registry.setAlias(PRODUCTION_ALIAS, versions[0] as string, { operation: 'set', actor: 'test' });
   return registry;
 }
@@ -151,6 +154,41 @@ describe.each(storeBackends)('promotion and rollback (%s)', (backend) => {
       ['rollback', 'v0', false],
     ]);
     expect((await registry.aliasHistory(PRODUCTION_ALIAS))[1]?.reason).toBe('incident 7');
+    await registry.close();
+  });
+
+  it('starts an unset production at the base, registering it, and then answers what production serves', async () => {
+    const registry = await openRegistry(await freshLocation(backend));
+    const base = { version: 'base', checkpointUri: '/p/base' };
+    const request = { base, candidate: 'c1', actor: 'run:r' };
+    await expect(productionOrBase(registry, undefined, request)).rejects.toThrow(
+      new PromotionError(
+        'policy c1 is not registered; `rein register c1 --checkpoint URI` records it (`rein policies` lists the versions)',
+      ),
+    );
+    await registerRoot(registry, 'c1');
+    const told: string[] = [];
+    const gateway = { setAlias: async (alias: string, version: string) => void told.push(`${alias}=${version}`) };
+    expect(await productionOrBase(registry, gateway, request)).toBe('base');
+    expect(await registry.get('base')).toMatchObject({ checkpointUri: '/p/base', parent: null });
+    expect(told).toEqual(['production=base']);
+    expect((await registry.aliasHistory(PRODUCTION_ALIAS)).map((c) => [c.operation, c.from, c.to, c.actor])).toEqual([
+      ['set', null, 'base', 'run:r'],
+    ]);
+    // Once set, it answers what production serves, and the gateway is not told again.
+    await registry.setAlias(PRODUCTION_ALIAS, 'c1', { operation: 'set', actor: 'test' });
+    expect(await productionOrBase(registry, gateway, request)).toBe('c1');
+    expect(told).toEqual(['production=base']);
+    await registry.close();
+  });
+
+  it('starts production at the base though the gateway cannot be told (it reads the registry when it starts)', async () => {
+    const registry = await openRegistry(await freshLocation(backend));
+    await registerRoot(registry, 'c1');
+    const unreachable = { setAlias: async () => Promise.reject(new Error('connection refused')) };
+    const request = { base: { version: 'base', checkpointUri: '/p/base' }, candidate: 'c1', actor: 'cli:me' };
+    expect(await productionOrBase(registry, unreachable, request)).toBe('base');
+    expect(await registry.alias(PRODUCTION_ALIAS)).toBe('base');
     await registry.close();
   });
 

@@ -22,7 +22,7 @@ export interface AliasMove {
 export interface PromoteRequest {
   version: string;
   actor: string;
-  /** The gate decision that allows it; default: the newest decision about this version against the current production. */
+  /** The gate decision that allows it; default: the newest one about this version against the current production. */
   decisionId?: string;
   /** Promote without a passing decision; the reason is recorded and the change is marked as an override. */
   override?: { reason: string };
@@ -122,7 +122,47 @@ export async function rollback(
   return { change, ...(await tellGateway(gateway, from)) };
 }
 
-/** `move()`, with a compare-and-set refusal (production moved meanwhile) said as a PromotionError naming both versions. */
+/**
+ * The version production serves, once `candidate` is known to be registered (a promotion needs its
+ * lineage). A registry that never had a production starts it at `base`, registering that first as
+ * a lineage root when it is not; only if production is still unset, so a start made meanwhile
+ * elsewhere stands (the AliasMovedError here; asked again, this returns that one). The gateway is
+ * told when it can be.
+ */
+export async function productionOrBase(
+  registry: PolicyRegistry,
+  gateway: AliasTarget | undefined,
+  request: { base: { version: string; checkpointUri: string }; candidate: string; actor: string },
+): Promise<string> {
+  const { base, candidate } = request;
+  if (!(await registry.get(candidate))) {
+    throw new PromotionError(
+      `policy ${candidate} is not registered; \`rein register ${candidate} --checkpoint URI\` records it (\`rein policies\` lists the versions)`,
+    );
+  }
+  const current = await registry.alias(PRODUCTION_ALIAS);
+  if (current) return current;
+  if (!(await registry.get(base.version))) {
+    await registry.register({
+      ...base,
+      parent: null,
+      runId: null,
+      iteration: null,
+      batchContentHash: null,
+      trainerMetrics: {},
+    });
+  }
+  await registry.setAlias(
+    PRODUCTION_ALIAS,
+    base.version,
+    { operation: 'set', actor: request.actor, reason: 'production was unset; it starts at the base policy' },
+    { expectedFrom: null },
+  );
+  await gateway?.setAlias(PRODUCTION_ALIAS, base.version).catch(() => undefined);
+  return base.version;
+}
+
+/** `move()`, a compare-and-set refusal (production moved meanwhile) said as a PromotionError naming both versions. */
 async function movedOnlyFrom(
   expected: string | undefined,
   what: string,

@@ -25,18 +25,24 @@ export function taskSamples<T>(tasks: readonly T[], samplesPerTask: number): Arr
   return tasks.flatMap((task) => Array.from({ length: samplesPerTask }, (_, sample) => ({ task, sample })));
 }
 
-/** The ids of a selection's rollouts (its task ids × samples in the batch), in the order the batch runs them. */
-export function selectionRolloutIds(selection: {
+/** Some of a batch's rollouts by reference: which tasks, and how many samples of each. */
+export interface RolloutSelection {
   batchId: string;
   taskIds: readonly string[];
   samplesPerTask: number;
-}): string[] {
+}
+
+/** The ids of a selection's rollouts (its task ids × samples in the batch), in the order the batch runs them. */
+export function selectionRolloutIds(selection: RolloutSelection): string[] {
   return taskSamples(selection.taskIds, selection.samplesPerTask).map(({ task, sample }) =>
     rolloutIdFor(selection.batchId, task, sample),
   );
 }
 
-/** The batch of a training iteration's rollouts, which its policy version is trained on (retention keeps it: see src/retention/). */
+/**
+ * The batch of a training iteration's rollouts, which its policy version is trained on (retention
+ * keeps it: see src/retention/).
+ */
 export function iterationBatchId(runId: string, iteration: number): string {
   return `${runId}.it${iteration}`;
 }
