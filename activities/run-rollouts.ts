@@ -14,9 +14,15 @@ import {
   type HarnessSettings,
   type VerifierSettings,
 } from '../src/rollouts/harness-spec.js';
-import { RolloutSetupError, RolloutsHandedBack, runRollouts, type RolloutOutcome } from '../src/rollouts/runner.js';
+import {
+  RolloutSetupError,
+  RolloutsHandedBack,
+  runRollouts,
+  type RolloutBatchSpec,
+  type RolloutOutcome,
+} from '../src/rollouts/runner.js';
 import type { RolloutMode } from '../src/rollouts/rollout.js';
-import { loadTaskSet } from '../src/rollouts/tasks.js';
+import { loadTaskSet, type Task } from '../src/rollouts/tasks.js';
 import {
   RolloutSetupFailure,
   RolloutsHandedBackFailure,
@@ -31,7 +37,10 @@ export interface RolloutActivityDeps {
   harness?: HarnessSettings;
   verifier?: VerifierSettings;
   rollouts: RolloutSettings;
-  /** With both, a version Rein trained is loaded and routed again before rollouts pin it (a restarted backend or gateway forgot it). */
+  /**
+   * With both, a version Rein trained is loaded and routed again before rollouts pin it (a
+   * restarted backend or gateway forgot it).
+   */
   registry?: PolicyRegistry;
   serving?: Serving;
   /** The harness's and verifier's logs are uploaded here, for the API and console on any host. */
@@ -61,7 +70,10 @@ export interface RunRolloutsSummary {
   byFailureClass: Record<string, number>;
   /** Over the scored rollouts; null when none was scored. */
   meanReward: number | null;
-  /** Rollouts lost to a fault before the verifier scored them (infrastructure, orchestrator, verifier, environment, cancelled). */
+  /**
+   * Rollouts lost to a fault before the verifier scored them (infrastructure, orchestrator,
+   * verifier, environment, cancelled).
+   */
   unscored: number;
   /** Rollouts whose harness reported a reward the verifier did not give. */
   rewardDisagreements: number;
@@ -84,94 +96,142 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
      * resumes the set: finished rollouts are read back, not launched again.
      */
     async runRollouts(input: RunRolloutsInput): Promise<RunRolloutsSummary> {
-      const { gateway, harness, verifier } = deps;
-      if (!gateway || !harness || !verifier) {
-        const missing = [
-          !gateway && 'a gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)',
-          !harness && 'harness',
-          !verifier && 'verifier',
-        ].filter(Boolean);
-        throw new RolloutSetupFailure(`this worker cannot run rollouts: its config has no ${missing.join(', ')}`);
-      }
-      const taskSet = loadTaskSet(input.taskSet.file);
-      if (taskSet.sha256 !== input.taskSet.sha256) {
-        throw new TaskSetChangedFailure(
-          `task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`,
-        );
-      }
-      const byId = new Map(taskSet.tasks.map((t) => [t.id, t]));
-      const unknown = input.taskIds.filter((id) => !byId.has(id));
-      if (unknown.length > 0)
-        throw new UnknownTaskFailure(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`);
-
-      const context = Context.current();
-      const pinned = input.policyVersion === null ? undefined : await deps.registry?.get(input.policyVersion);
-      const { serving } = deps;
-      const serveAgain =
-        pinned?.parent && serving ? () => ensureServed(pinned, gateway, serving).then(() => undefined) : undefined;
-      if (serveAgain) await serveAgain();
-      // Rollouts that lost the version together (a backend restart) have it loaded again once.
-      let servingAgain: Promise<void> | null = null;
-      const onPolicyLost = serveAgain && (() => (servingAgain ??= serveAgain().finally(() => (servingAgain = null))));
-      const version = harnessVersion(harness);
-      const total = input.taskIds.length * input.samplesPerTask;
-      const finishedIds: string[] = [];
-      const executor = harnessExecutor(harness);
-      let done = 0;
-      let waiting: string | null = null;
-      const progress = (): RolloutProgress => ({ done, total, finishedIds, ...(waiting && { waiting }) });
-      const stopHeartbeat = keepHeartbeating(context, progress);
-      let outcomes: RolloutOutcome[];
-      try {
-        outcomes = await runRollouts(
-          {
-            batchId: input.batchId,
-            tasks: input.taskIds.map((id) => byId.get(id) as NonNullable<ReturnType<typeof byId.get>>),
-            samplesPerTask: input.samplesPerTask,
-            mode: input.mode,
-            policyVersion: input.policyVersion,
-            hiddenFields: deps.rollouts.hiddenFields,
-            rewardWeights: deps.rollouts.rewardWeights,
-            concurrency: deps.rollouts.concurrency,
-            launchesPerSecond: deps.rollouts.launchesPerSecond,
-            ...(deps.rollouts.refusalPatterns && { refusalPatterns: deps.rollouts.refusalPatterns }),
-            maxAttempts: deps.rollouts.maxAttempts,
-            dependencyWaitMs: deps.rollouts.dependencyWaitSeconds * 1000,
-            workDir: path.join(deps.dataDir, 'rollouts'),
-            harnessVersion: version,
-            ...(input.harnessEnv && { harnessEnv: input.harnessEnv }),
-          },
-          {
-            gateway,
-            harness: executor,
-            verifier: programSpec(verifier),
-            signal: context.cancellationSignal,
-            cancelIsFinal: () => isFinalCancel(context),
-            logUpload: { artifacts: deps.artifacts, redaction: deps.redaction ?? DEFAULT_REDACTION_RULES },
-            onWarning: (message) => context.log.warn(message),
-            ...(onPolicyLost && { onPolicyLost }),
-            onWaiting: (problem) => {
-              waiting = problem;
-              context.heartbeat(progress());
-            },
-            onFinished: (outcome, finished) => {
-              finishedIds.push(outcome.rolloutId);
-              done = finished;
-              context.heartbeat(progress());
-            },
-          },
-        );
-      } catch (err) {
-        if (err instanceof RolloutSetupError) throw new RolloutSetupFailure(err.message, { problems: err.problems });
-        // The worker is going away: another worker (or this one, restarted) resumes the set.
-        if (err instanceof RolloutsHandedBack) throw new RolloutsHandedBackFailure(err.message);
-        throw err;
-      } finally {
-        stopHeartbeat();
-        await executor.close?.();
-      }
-      return summarize(input.batchId, version, outcomes);
+      return runRolloutSet(deps, input);
     },
+  };
+}
+
+/** The runRollouts activity: the set's tasks checked, the pinned version served, the runner run while it heartbeats. */
+async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput): Promise<RunRolloutsSummary> {
+  const { gateway, harness, verifier } = rolloutSetup(deps);
+  const tasks = pinnedTasks(input);
+  const context = Context.current();
+  const onPolicyLost = await servedAgain(deps, gateway, input.policyVersion);
+  const version = harnessVersion(harness);
+  const executor = harnessExecutor(harness);
+  const progress = heartbeatProgress(context, input.taskIds.length * input.samplesPerTask);
+  let outcomes: RolloutOutcome[];
+  try {
+    outcomes = await runRollouts(batchSpec(deps, input, tasks, version), {
+      gateway,
+      harness: executor,
+      verifier: programSpec(verifier),
+      signal: context.cancellationSignal,
+      cancelIsFinal: () => isFinalCancel(context),
+      logUpload: { artifacts: deps.artifacts, redaction: deps.redaction ?? DEFAULT_REDACTION_RULES },
+      onWarning: (message) => context.log.warn(message),
+      ...(onPolicyLost && { onPolicyLost }),
+      onWaiting: progress.onWaiting,
+      onFinished: progress.onFinished,
+    });
+  } catch (err) {
+    if (err instanceof RolloutSetupError) throw new RolloutSetupFailure(err.message, { problems: err.problems });
+    // The worker is going away: another worker (or this one, restarted) resumes the set.
+    if (err instanceof RolloutsHandedBack) throw new RolloutsHandedBackFailure(err.message);
+    throw err;
+  } finally {
+    progress.stop();
+    await executor.close?.();
+  }
+  return summarize(input.batchId, version, outcomes);
+}
+
+/** What running rollouts needs from the worker's config: the gateway's admin key, a harness, a verifier. */
+function rolloutSetup(deps: RolloutActivityDeps): {
+  gateway: GatewayControlClient;
+  harness: HarnessSettings;
+  verifier: VerifierSettings;
+} {
+  const { gateway, harness, verifier } = deps;
+  if (!gateway || !harness || !verifier) {
+    const missing = [
+      !gateway && 'a gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)',
+      !harness && 'harness',
+      !verifier && 'verifier',
+    ].filter(Boolean);
+    throw new RolloutSetupFailure(`this worker cannot run rollouts: its config has no ${missing.join(', ')}`);
+  }
+  return { gateway, harness, verifier };
+}
+
+/** The set's tasks, in its order, from the task set the run pinned; refused if the file changed or lacks one. */
+function pinnedTasks(input: RunRolloutsInput): Task[] {
+  const taskSet = loadTaskSet(input.taskSet.file);
+  if (taskSet.sha256 !== input.taskSet.sha256) {
+    throw new TaskSetChangedFailure(
+      `task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`,
+    );
+  }
+  const byId = new Map(taskSet.tasks.map((t) => [t.id, t]));
+  const unknown = input.taskIds.filter((id) => !byId.has(id));
+  if (unknown.length > 0)
+    throw new UnknownTaskFailure(`task set ${input.taskSet.file} has no task ${unknown.slice(0, 5).join(', ')}`);
+  return input.taskIds.map((id) => byId.get(id) as Task);
+}
+
+/**
+ * A version Rein trained, pinned by the set, is loaded and routed again before the rollouts start
+ * (a restarted backend or gateway forgot it); returned, the runner's onPolicyLost, which does it
+ * again once for all the rollouts that lost the version together (a backend restart).
+ */
+async function servedAgain(
+  deps: RolloutActivityDeps,
+  gateway: GatewayControlClient,
+  policyVersion: string | null,
+): Promise<(() => Promise<void>) | undefined> {
+  const pinned = policyVersion === null ? undefined : await deps.registry?.get(policyVersion);
+  const { serving } = deps;
+  const serveAgain =
+    pinned?.parent && serving ? () => ensureServed(pinned, gateway, serving).then(() => undefined) : undefined;
+  if (serveAgain) await serveAgain();
+  let servingAgain: Promise<void> | null = null;
+  return serveAgain && (() => (servingAgain ??= serveAgain().finally(() => (servingAgain = null))));
+}
+
+/** The set's progress, heartbeated on a timer and at each change; `stop` ends the timer. */
+function heartbeatProgress(context: Context, total: number) {
+  const finishedIds: string[] = [];
+  let done = 0;
+  let waiting: string | null = null;
+  const progress = (): RolloutProgress => ({ done, total, finishedIds, ...(waiting && { waiting }) });
+  const stop = keepHeartbeating(context, progress);
+  return {
+    stop,
+    onWaiting: (problem: string | null) => {
+      waiting = problem;
+      context.heartbeat(progress());
+    },
+    onFinished: (outcome: RolloutOutcome, finished: number) => {
+      finishedIds.push(outcome.rolloutId);
+      done = finished;
+      context.heartbeat(progress());
+    },
+  };
+}
+
+/** The runner's batch: the set, and how the worker's rollout settings run it. */
+function batchSpec(
+  deps: RolloutActivityDeps,
+  input: RunRolloutsInput,
+  tasks: Task[],
+  harnessVersion: string,
+): RolloutBatchSpec {
+  return {
+    batchId: input.batchId,
+    tasks,
+    samplesPerTask: input.samplesPerTask,
+    mode: input.mode,
+    policyVersion: input.policyVersion,
+    hiddenFields: deps.rollouts.hiddenFields,
+    rewardWeights: deps.rollouts.rewardWeights,
+    concurrency: deps.rollouts.concurrency,
+    launchesPerSecond: deps.rollouts.launchesPerSecond,
+    ...(deps.rollouts.refusalPatterns && { refusalPatterns: deps.rollouts.refusalPatterns }),
+    maxAttempts: deps.rollouts.maxAttempts,
+    dependencyWaitMs: deps.rollouts.dependencyWaitSeconds * 1000,
+    workDir: path.join(deps.dataDir, 'rollouts'),
+    harnessVersion,
+    ...(input.harnessEnv && { harnessEnv: input.harnessEnv }),
   };
 }
 
