@@ -64,3 +64,10 @@ export interface FailureClass {
 export function typesOf(...classes: FailureClass[]): string[] {
   return classes.map((c) => c.type);
 }
+
+/** The message of a failure's innermost cause: what went wrong, without the layers that carried it. */
+export function rootMessage(err: unknown): string {
+  let e: unknown = err;
+  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
+}

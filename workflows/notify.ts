@@ -2,6 +2,7 @@ import { log, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { NotificationEvent } from '../src/notify/events.js';
 import { NOTIFY_ACTIVITY } from './activity-options.js';
+import { rootMessage } from './failures.js';
 
 const { notify } = proxyActivities<Activities>(NOTIFY_ACTIVITY);
 
@@ -19,10 +20,4 @@ export async function sendNotification(
   } catch (err) {
     log.warn(`notification ${id} was not delivered: ${rootMessage(err)}`);
   }
-}
-
-function rootMessage(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
-  return e instanceof Error ? e.message : String(e);
 }

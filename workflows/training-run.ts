@@ -13,7 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { REGISTRY_ACTIVITY } from './activity-options.js';
-import { IterationFailure } from './failures.js';
+import { IterationFailure, rootMessage } from './failures.js';
 import { ReinPolicyVersion, ReinRunId, ReinStage } from './search-attributes.js';
 import { heldoutBatchId } from '../src/gate/release-ids.js';
 import { heldoutReplay } from './rollouts-activity.js';
@@ -96,7 +96,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
         runId: input.runId ?? workflowInfo().workflowId,
         iteration: at.iteration ?? null,
         versions: { ...(at.policyVersion && { parent: at.policyVersion }) },
-        error: rootCause(err),
+        error: rootMessage(err),
       });
     }
     throw err;
@@ -320,15 +320,8 @@ async function runIteration(
       return { result };
     } catch (err) {
       if (isCancellation(err)) throw err;
-      failure = rootCause(err);
+      failure = rootMessage(err);
     }
   }
   return { failure, tries };
-}
-
-/** The innermost message of a failure chain (child workflow → activity → the error the activity threw). */
-function rootCause(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
-  return e instanceof Error ? e.message : String(e);
 }
