@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { decodeBatch, encodeBatch } from './batch-artifact.js';
 import { buildBatch, type BatchOptions, type BatchRollout } from './batch.js';
+import { qwen3 } from '../../test/helpers/qwen3.js';
 import type { MergeCall } from './merge.js';
 
 const ids = (text: string) => [...text].map((c) => c.charCodeAt(0));
@@ -150,6 +151,31 @@ describe('buildBatch on hand-built rollouts', () => {
       tokenizer,
     );
     expect(stale.report.rollouts.excludedIds.stale_policy).toEqual(['old']);
+  });
+});
+
+describe('the data-quality report', () => {
+  it('counts a break at a lossy decode as lossy_decode, not as the harness rewriting its history', () => {
+    const question = { model: 'q', messages: [{ role: 'user', content: 'Draw a glyph' }] };
+    const end = qwen3.encode('<|im_end|>');
+    // The first two of the glyph's three byte-level tokens: not valid UTF-8 alone, decoded to U+FFFD.
+    const lossy = [...qwen3.encode('Sure '), ...qwen3.encode('𓀀').slice(0, 2), ...qwen3.encode(' ok')];
+    const sentBack = [
+      ...question.messages,
+      { role: 'assistant', content: 'Sure \uFFFD\uFFFD ok' },
+      { role: 'user', content: 'more' },
+    ];
+    const calls: MergeCall[] = [
+      { promptIds: qwen3.promptIds(question), completionIds: [...lossy, ...end] },
+      { promptIds: qwen3.promptIds({ ...question, messages: sentBack }), completionIds: end },
+    ].map((c, i) => ({
+      callId: `c${i}`,
+      policyVersion: 'v2',
+      promptIds: c.promptIds,
+      choices: [{ completionIds: c.completionIds, logprobs: c.completionIds.map(() => -0.5), finishReason: 'stop' }],
+    }));
+    const batch = buildBatch([rollout('lossy', 't', 1, calls), rollout('other', 't', 0, calls)], options, qwen3);
+    expect(batch.report.mismatchCauses).toEqual({ lossy_decode: 2 });
   });
 });
 

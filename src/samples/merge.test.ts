@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { qwen3 } from '../../test/helpers/qwen3.js';
 import { mergeRollout, type MergeCall } from './merge.js';
 
 /**
@@ -164,6 +165,51 @@ describe('mergeRollout', () => {
     const result = mergeRollout('r1', [noLogprobs], tokenizer);
     expect(result.missingLogprobs).toBe(1);
     expect(result.sequences[0]?.oldLogprobs).toEqual([0, 0, 0, 0, 0, 0, 0]);
+  });
+});
+
+describe('mergeRollout: a completion the backend decoded lossily (real Qwen3 tokenizer)', () => {
+  const question = { model: 'q', messages: [{ role: 'user', content: 'Draw a glyph' }] };
+  const end = qwen3.encode('<|im_end|>');
+  // '𓀀' is three byte-level tokens; the first two alone are not valid UTF-8 and decode to U+FFFD.
+  const glyph = qwen3.encode('𓀀');
+  const lossy = [...qwen3.encode('Sure '), ...glyph.slice(0, 2), ...qwen3.encode(' ok')];
+  const first: MergeCall = {
+    callId: 'c1',
+    policyVersion: 'v1',
+    promptIds: qwen3.promptIds(question),
+    choices: [{ completionIds: [...lossy, ...end], logprobs: null, finishReason: 'stop' }],
+  };
+  /** The next call, with the assistant turn as the harness sent it back. */
+  const next = (sentBack: string): MergeCall => ({
+    callId: 'c2',
+    policyVersion: 'v1',
+    promptIds: qwen3.promptIds({
+      ...question,
+      messages: [...question.messages, { role: 'assistant', content: sentBack }, { role: 'user', content: 'more' }],
+    }),
+    choices: [{ completionIds: end, logprobs: null, finishReason: 'stop' }],
+  });
+
+  it('names the break lossy_decode, not the harness, whatever the backend made of the bytes', () => {
+    expect(qwen3.decode(lossy)).toBe('Sure \uFFFD ok');
+    // The text as the backend decoded it, sent back unchanged: same text, other ids.
+    // One U+FFFD per token (an incremental detokenizer), or the bytes dropped at the end of a reply.
+    for (const sentBack of ['Sure \uFFFD ok', 'Sure \uFFFD\uFFFD ok', 'Sure  ok']) {
+      const result = mergeRollout('r', [first, next(sentBack)], qwen3);
+      expect(
+        result.mismatches.map((m) => m.cause),
+        sentBack,
+      ).toEqual(['lossy_decode']);
+      const completionStart = first.promptIds!.length;
+      expect(result.mismatches[0]!.divergesAt).toBeGreaterThanOrEqual(completionStart);
+      expect(result.mismatches[0]!.divergesAt).toBeLessThanOrEqual(completionStart + qwen3.encode('Sure ').length);
+    }
+  });
+
+  it('still blames the harness when it changed the text before the lossy bytes', () => {
+    const result = mergeRollout('r', [first, next('Fine, sure \uFFFD ok')], qwen3);
+    expect(result.mismatches.map((m) => m.cause)).toEqual(['harness_rewrote_history']);
   });
 });
 

@@ -26,6 +26,11 @@ export type MismatchCause =
   | 'chat_template_rewrote_history'
   /** Same text, different token ids. */
   | 'retokenization_drift'
+  /**
+   * An earlier completion's ids were not valid UTF-8 on their own; the backend decoded them to U+FFFD, and the text
+   * the harness sent back cannot encode to the same ids. Neither the harness's doing nor trainable as one sequence.
+   */
+  | 'lossy_decode'
   /** The harness edited, summarized or truncated its history. */
   | 'harness_rewrote_history'
   | 'policy_version_changed'
@@ -102,12 +107,7 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
       const previous = open[open.length - 1] as (typeof open)[number];
       mismatches.push({
         callId: call.callId,
-        cause: mismatchCause(
-          previous.sequence.ids,
-          promptIds,
-          previous.policyVersion !== call.policyVersion,
-          tokenizer,
-        ),
+        cause: mismatchCause(previous.sequence, promptIds, previous.policyVersion !== call.policyVersion, tokenizer),
         divergesAt: commonPrefixLength(previous.sequence.ids, promptIds),
       });
     }
@@ -204,14 +204,16 @@ const THINKING = /<think>[\s\S]*?<\/think>\s*/g;
 
 /** Why a prompt does not extend the previous sequence, judged on the decoded texts. */
 export function mismatchCause(
-  previous: readonly number[],
+  previous: Pick<TrainingSequence, 'ids' | 'spans'>,
   prompt: readonly number[],
   policyChanged: boolean,
   tokenizer: Detokenizer,
 ): MismatchCause {
-  if (commonPrefixLength(previous, prompt) === 0) return 'new_conversation';
-  const before = tokenizer.decode(previous);
+  const divergesAt = commonPrefixLength(previous.ids, prompt);
+  if (divergesAt === 0) return 'new_conversation';
+  const before = tokenizer.decode(previous.ids);
   const now = tokenizer.decode(prompt);
+  if (brokeAtLossyDecode(previous, divergesAt, before, now, tokenizer)) return 'lossy_decode';
   if (now.startsWith(before)) return 'retokenization_drift';
   const withoutThinking = before.replace(THINKING, '');
   if (withoutThinking !== before && now.startsWith(withoutThinking)) return 'chat_template_rewrote_history';
@@ -222,4 +224,30 @@ export function mismatchCause(
     [...now].map((c) => c.charCodeAt(0)),
   );
   return sharedText >= before.length / 4 ? 'harness_rewrote_history' : 'other';
+}
+
+const REPLACEMENT = '\uFFFD';
+
+/**
+ * True when the prompt departs from the sequence inside a completion, at the first place where that completion's
+ * ids decode lossily (bytes that are not valid UTF-8 on their own, decoded to U+FFFD), with the texts equal up to
+ * there. Whatever the backend made of those bytes (one U+FFFD, one per token, nothing), the harness sent back text
+ * whose ids cannot be the ones sampled: the break starts at the decode, not at anything the harness changed.
+ */
+function brokeAtLossyDecode(
+  previous: Pick<TrainingSequence, 'ids' | 'spans'>,
+  divergesAt: number,
+  before: string,
+  now: string,
+  tokenizer: Detokenizer,
+): boolean {
+  const span = previous.spans.find((s) => s.start <= divergesAt && divergesAt < s.end);
+  if (!span) return false;
+  // The ids agree up to divergesAt; the replaced bytes must come at or after that point, inside the completion.
+  const agreed = tokenizer.decode(previous.ids.slice(0, divergesAt)).length;
+  const lossyAt = before.indexOf(REPLACEMENT, agreed);
+  if (lossyAt < 0 || lossyAt >= tokenizer.decode(previous.ids.slice(0, span.end)).length) return false;
+  let same = 0;
+  while (same < lossyAt && before[same] === now[same]) same++;
+  return same === lossyAt;
 }
