@@ -62,6 +62,64 @@ describe('the embedded policy tokenizer', () => {
     expect(result.mismatches).toEqual([]);
     expect(result.sequences).toHaveLength(1);
   });
+
+  // smolagents sends every message as text parts, its own earlier replies too.
+  const parts = (request: ChatRequest): ChatRequest => ({
+    messages: request.messages.map((m) =>
+      typeof m.content === 'string' ? { ...m, content: [{ type: 'text', text: m.content }] } : m,
+    ),
+  });
+  const stringTurns: ChatRequest[] = [
+    {
+      messages: [
+        { role: 'system', content: 'You solve arithmetic.' },
+        { role: 'user', content: '6*7?' },
+      ],
+    },
+  ];
+  const first = stringTurns[0] as ChatRequest;
+  stringTurns.push({
+    messages: [
+      ...first.messages,
+      { role: 'assistant', content: 'Thought: multiply.' },
+      { role: 'user', content: 'Go on.' },
+    ],
+  });
+
+  it('renders text-part arrays as vLLM does: the same ids as string contents, parts joined by a newline', () => {
+    for (const turn of stringTurns) expect(tokenizer.promptIds(parts(turn))).toEqual(tokenizer.promptIds(turn));
+    const split = tokenizer.render(
+      {
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'a' },
+              { type: 'text', text: 'b' },
+            ],
+          },
+        ],
+      },
+      false,
+    );
+    expect(split).toBe('<|user|>a\nb<|end|>');
+  });
+
+  it('merges a rollout whose messages are text parts into one sequence', () => {
+    const call = (callId: string, request: ChatRequest, completion: string) => ({
+      callId,
+      policyVersion: 'v1',
+      promptIds: tokenizer.promptIds(parts(request)),
+      choices: [{ completionIds: tokenizer.encode(completion), logprobs: null, finishReason: 'stop' }],
+    });
+    const calls = [
+      call('c1', first, 'Thought: multiply.<|end|>'),
+      call('c2', stringTurns[1] as ChatRequest, '42<|end|>'),
+    ];
+    const result = mergeRollout('r', calls, tokenizer);
+    expect(result.mismatches).toEqual([]);
+    expect(result.sequences).toHaveLength(1);
+  });
 });
 
 describe('parseToolCalls', () => {

@@ -102,3 +102,55 @@ describe('toMergeCalls on calls the gateway redacted', () => {
     expect(drift).toMatchObject({ retokenized: 1, unusable: 1 });
   });
 });
+
+describe('toMergeCalls on messages sent as content parts', () => {
+  const asParts = {
+    ...request,
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is ' },
+          { type: 'text', text: '40+2?' },
+        ],
+      },
+    ],
+  };
+  const joined = { ...request, messages: [{ role: 'user', content: 'What is \n40+2?' }] };
+  const partsReply = { role: 'assistant', content: [{ type: 'text', text: 'It is 42.' }] };
+
+  it('renders text parts as vLLM does: the ids of the string contents, parts joined by a newline', () => {
+    const { calls, drift } = toMergeCalls(
+      [
+        // The engine rendered the parts itself: re-rendering them here agrees.
+        record({ id: 'engine', requestSent: asParts, promptIds: qwen3.promptIds(joined) }),
+        record({
+          id: 'no-ids',
+          requestSent: asParts,
+          response: { choices: [{ index: 0, message: partsReply, finish_reason: 'stop' }] },
+          promptIds: null,
+        }),
+      ],
+      qwen3,
+    );
+    expect(drift).toEqual({ compared: 1, drifted: 0, retokenized: 1, unusable: 0 });
+    expect(calls[1]?.promptIds).toEqual(qwen3.promptIds(joined));
+    expect(calls[1]?.choices[0]?.completionIds).toEqual(qwen3.completionIds(joined, reply));
+  });
+
+  it('leaves out a call with an image part it cannot re-render, and compares no drift for one with ids', () => {
+    const withImage = {
+      ...request,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AA' } }] }],
+    };
+    const { calls, drift } = toMergeCalls(
+      [
+        record({ id: 'engine', requestSent: withImage }),
+        record({ id: 'no-ids', requestSent: withImage, promptIds: null }),
+      ],
+      qwen3,
+    );
+    expect(calls.map((c) => c.callId)).toEqual(['engine']);
+    expect(drift).toEqual({ compared: 0, drifted: 0, retokenized: 0, unusable: 1 });
+  });
+});

@@ -1,5 +1,6 @@
 import { REDACTION_MARK } from '../gateway/redact.js';
 import type { ChatTokenizer, ChatRequest } from '../tokenizer/chat-tokenizer.js';
+import { ContentPartError } from '../tokenizer/content-parts.js';
 import type { CallRecord } from '../store/trace-store.js';
 import { commonPrefixLength } from '../store/token-codec.js';
 import type { MergeCall } from './merge.js';
@@ -11,7 +12,7 @@ export interface DriftReport {
   drifted: number;
   /** Calls without engine ids whose prompt and reply were rendered and tokenized here. */
   retokenized: number;
-  /** Calls left out: failed calls, or calls without ids and nothing to re-render them with. */
+  /** Calls left out: failed calls, or calls without ids and nothing to re-render them with (or media parts). */
   unusable: number;
 }
 
@@ -36,9 +37,9 @@ export function toMergeCalls(
     }
     const request = call.requestSent as Json;
     if (call.promptIds) {
-      if (tokenizer && call.endpoint === 'chat.completions' && Array.isArray(request.messages)) {
+      const rendered = tokenizer && rerendered(call, request, tokenizer);
+      if (rendered) {
         drift.compared++;
-        const rendered = tokenizer.promptIds(request as unknown as ChatRequest);
         if (
           rendered.length !== call.promptIds.length ||
           commonPrefixLength(rendered, call.promptIds) !== rendered.length
@@ -54,7 +55,7 @@ export function toMergeCalls(
       });
       continue;
     }
-    const retokenized = tokenizer ? retokenize(call, request, tokenizer) : undefined;
+    const retokenized = tokenizer ? textOnly(() => retokenize(call, request, tokenizer)) : undefined;
     if (!retokenized) {
       drift.unusable++;
       continue;
@@ -63,6 +64,25 @@ export function toMergeCalls(
     out.push(retokenized);
   }
   return { calls: out, drift };
+}
+
+/**
+ * What a call's chat prompt re-renders to, to compare with the engine's ids; undefined when it is
+ * not a chat call, or holds parts a text template cannot render (images for a multimodal engine).
+ */
+function rerendered(call: CallRecord, request: Json, tokenizer: ChatTokenizer): number[] | undefined {
+  if (call.endpoint !== 'chat.completions' || !Array.isArray(request.messages)) return undefined;
+  return textOnly(() => tokenizer.promptIds(request as unknown as ChatRequest));
+}
+
+/** Undefined for a conversation with non-text content parts (see content-parts.ts); other errors throw. */
+function textOnly<T>(render: () => T): T | undefined {
+  try {
+    return render();
+  } catch (err) {
+    if (err instanceof ContentPartError) return undefined;
+    throw err;
+  }
 }
 
 /**

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { conversationMessages, detectContentFormat, type ContentFormat } from './content-parts.js';
 
 /**
  * A model's own tokenizer and chat template, loaded from a Hugging Face model directory
@@ -25,6 +26,8 @@ interface TokenizerConfig {
 export class ChatTokenizer {
   private readonly tokenizer: Tokenizer;
   private readonly template: Template;
+  /** How message contents reach the template, detected from it as vLLM does (see content-parts.ts). */
+  readonly contentFormat: ContentFormat;
   readonly eosToken: string | null;
   private readonly bosToken: string | null;
 
@@ -38,6 +41,7 @@ export class ChatTokenizer {
       : config.chat_template;
     if (!source) throw new Error('tokenizer_config.json has no chat_template');
     this.template = new Template(source);
+    this.contentFormat = detectContentFormat(source);
     this.eosToken = tokenText(config.eos_token);
     this.bosToken = tokenText(config.bos_token);
   }
@@ -71,10 +75,14 @@ export class ChatTokenizer {
     return this.tokenizer.decode([...ids], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
   }
 
+  /**
+   * The template's text for a request. Content-part arrays are flattened or refused first, as vLLM
+   * does (a part that is not text throws a ContentPartError).
+   */
   render(request: ChatRequest, addGenerationPrompt: boolean): string {
     return this.template.render({
       ...request.chat_template_kwargs,
-      messages: request.messages,
+      messages: conversationMessages(request.messages, this.contentFormat),
       tools: request.tools,
       add_generation_prompt: addGenerationPrompt,
       bos_token: this.bosToken ?? '',

@@ -358,6 +358,34 @@ describe('the embedded policy server, through the openai client', () => {
     ).rejects.toMatchObject({ status: 400, message: expect.stringContaining('temperature') });
   });
 
+  it('reads text parts as vLLM does, and refuses an image part naming its type and the fix', async () => {
+    const parts = (await client.chat.completions.create({
+      model: 'policy-v1',
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'h' },
+            { type: 'text', text: 'i' },
+          ],
+        },
+      ],
+      max_tokens: 1,
+      ...extra({ return_token_ids: true }),
+    })) as unknown as { prompt_token_ids: number[] };
+    expect(parts.prompt_token_ids).toEqual(tokenizer.promptIds({ messages: [{ role: 'user', content: 'h\ni' }] }));
+    const image = { type: 'image_url' as const, image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } };
+    await expect(
+      client.chat.completions.create({
+        model: 'policy-v1',
+        messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, image] }],
+      }),
+    ).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/content\[1\]: content part type 'image_url' is not supported.*text parts/),
+    });
+  });
+
   it('batches concurrent requests and keeps each reproducible', async () => {
     const alone = await client.chat.completions.create({ model: 'policy-v1', messages, max_tokens: 8, seed: 77 });
     const crowd = await Promise.all(
