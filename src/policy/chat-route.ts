@@ -1,43 +1,32 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { z } from 'zod';
 import { parseToolCalls } from './chat-format.js';
 import type { Checkpoint } from './checkpoint.js';
 import {
   generateRows,
   nothingEmitted,
   replyText,
-  samplingFields,
   settledLength,
   stopHoldBack,
   type Emitted,
   type Generator,
 } from './generation.js';
 import type { ChatChunkBody, ChatLogprobs, ChatReply } from './openai-replies.js';
-import { usageOf } from './openai-replies.js';
+import { chatLogprobs, usageOf } from './openai-replies.js';
 import { startStream, streamed } from './policy-http.js';
+import { chatRequest, parseRequest, type ChatRequest } from './request-fields.js';
 import type { GenerationState } from './scheduler.js';
 import type { ServedModels } from './served-models.js';
-
-/** The fields of a chat request the server reads (vLLM's names); any other passes. */
-const chatRequest = z
-  .object({
-    ...samplingFields,
-    messages: z.array(z.object({ role: z.string() }).passthrough()).min(1),
-    tools: z.array(z.unknown()).nullish(),
-    logprobs: z.boolean().nullish(),
-    chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
-  })
-  .passthrough();
+import { replyToolCalls, toolShaping, type ToolShaping } from './tool-choice.js';
 
 /** One chat request being answered: what every piece of its answer is built from. */
 interface ChatCall {
-  body: z.infer<typeof chatRequest>;
+  body: ChatRequest;
   checkpoint: Checkpoint;
   prompt: number[];
   head: { id: string; created: number; model: string };
-  withTools: boolean;
+  tools: ToolShaping;
 }
 
 export type ChatRouteOptions = Generator & { models: ServedModels };
@@ -45,7 +34,8 @@ export type ChatRouteOptions = Generator & { models: ServedModels };
 /** POST /v1/chat/completions: the model's chat template, tool calls in its compact syntax, streaming or not. */
 export async function chatRoute(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
   app.post('/v1/chat/completions', async (req, reply) => {
-    const body = chatRequest.parse(req.body);
+    const body = parseRequest(chatRequest, req.body);
+    const tools = toolShaping(body);
     const checkpoint = options.models.get(body.model);
     const prompt = checkpoint.tokenizer.promptIds({
       messages: body.messages,
@@ -53,39 +43,42 @@ export async function chatRoute(app: FastifyInstance, options: ChatRouteOptions)
       ...(body.chat_template_kwargs && { chat_template_kwargs: body.chat_template_kwargs }),
     });
     const head = { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: body.model };
-    const call: ChatCall = { body, checkpoint, prompt, head, withTools: (body.tools?.length ?? 0) > 0 };
+    const call: ChatCall = { body, checkpoint, prompt, head, tools };
     if (body.stream) return streamChat(options, call, reply);
     return chatReply(options, call);
   });
 }
 
-/** A finished row's message, tool calls parsed out where the request offered tools. */
+/** A finished row's message, tool calls parsed out where the request offered tools, each with its own id. */
 function messageOf(call: ChatCall, state: GenerationState) {
   const text = replyText(call.checkpoint, state);
-  const parsed = call.withTools ? parseToolCalls(text) : { content: text, toolCalls: [] };
+  const found = call.tools.parse ? parseToolCalls(text) : { content: text, toolCalls: [] };
+  const parsed = { ...found, toolCalls: replyToolCalls(found.toolCalls, call.tools) };
   return {
     parsed,
     finish: parsed.toolCalls.length > 0 ? ('tool_calls' as const) : (state.finishReason as 'stop' | 'length'),
   };
 }
 
-function logprobsOf(call: ChatCall, ids: number[], logprobs: number[]): ChatLogprobs {
-  const { tokenizer } = call.checkpoint;
-  return call.body.logprobs
-    ? {
-        content: ids.map((id, i) => ({
-          token: tokenizer.decode([id]),
-          logprob: logprobs[i] as number,
-          bytes: null,
-          top_logprobs: [],
-        })),
-      }
-    : null;
+/** The log-probs of a row's tokens from `from` on (a stream sends each token once). */
+function logprobsOf(call: ChatCall, state: GenerationState, from = 0): ChatLogprobs {
+  if (!call.body.logprobs) return null;
+  const { ids, logprobs, top } = state;
+  const row = { ids: ids.slice(from), logprobs: logprobs.slice(from), top: top.slice(from) };
+  return { content: chatLogprobs(call.checkpoint.tokenizer, row) };
+}
+
+/** How the call's rows are drawn: its tool mask, and as many top log-probs as it asked for. */
+function shapingOf(call: ChatCall) {
+  return {
+    ...(call.tools.mask && { mask: call.tools.mask }),
+    topLogprobs: call.body.logprobs ? (call.body.top_logprobs ?? 0) : 0,
+  };
 }
 
 async function chatReply(generator: Generator, call: ChatCall): Promise<ChatReply> {
   const { body, prompt } = call;
-  const states = await Promise.all(generateRows(generator, call.checkpoint, prompt, body));
+  const states = await Promise.all(generateRows(generator, call.checkpoint, prompt, body, undefined, shapingOf(call)));
   const completionTokens = states.reduce((n, s) => n + s.ids.length, 0);
   return {
     ...call.head,
@@ -99,7 +92,7 @@ async function chatReply(generator: Generator, call: ChatCall): Promise<ChatRepl
           content: parsed.content,
           ...(parsed.toolCalls.length > 0 && { tool_calls: parsed.toolCalls }),
         },
-        logprobs: logprobsOf(call, state.ids, state.logprobs),
+        logprobs: logprobsOf(call, state),
         finish_reason: finish,
         stop_reason: state.stopReason,
         ...(body.return_token_ids && { token_ids: state.ids }),
@@ -121,27 +114,34 @@ async function streamChat(generator: Generator, call: ChatCall, reply: FastifyRe
   const n = body.n ?? 1;
   const emitted = nothingEmitted(n);
   const holdBack = stopHoldBack(body.stop);
-  const rows = generateRows(generator, checkpoint, prompt, body, (choice, state) => {
-    if (state.finishReason) return; // the last piece goes out with the finish reason
-    const mark = emitted[choice] as Emitted;
-    let text = replyText(checkpoint, state);
-    if (call.withTools && text.includes('<tool_call>')) text = text.slice(0, text.indexOf('<tool_call>'));
-    const safe = text.slice(0, Math.max(mark.chars, settledLength(text, holdBack)));
-    const ids = state.ids.slice(mark.tokens);
-    send({
-      choices: [
-        {
-          index: choice,
-          delta: { content: safe.slice(mark.chars) },
-          logprobs: logprobsOf(call, ids, state.logprobs.slice(mark.tokens)),
-          finish_reason: null,
-          ...(body.return_token_ids && { token_ids: ids }),
-        },
-      ],
-    });
-    mark.chars = safe.length;
-    mark.tokens = state.ids.length;
-  });
+  const rows = generateRows(
+    generator,
+    checkpoint,
+    prompt,
+    body,
+    (choice, state) => {
+      if (state.finishReason) return; // the last piece goes out with the finish reason
+      const mark = emitted[choice] as Emitted;
+      let text = replyText(checkpoint, state);
+      if (call.tools.parse && text.includes('<tool_call>')) text = text.slice(0, text.indexOf('<tool_call>'));
+      const safe = text.slice(0, Math.max(mark.chars, settledLength(text, holdBack)));
+      const ids = state.ids.slice(mark.tokens);
+      send({
+        choices: [
+          {
+            index: choice,
+            delta: { content: safe.slice(mark.chars) },
+            logprobs: logprobsOf(call, state, mark.tokens),
+            finish_reason: null,
+            ...(body.return_token_ids && { token_ids: ids }),
+          },
+        ],
+      });
+      mark.chars = safe.length;
+      mark.tokens = state.ids.length;
+    },
+    shapingOf(call),
+  );
   // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
   res = startStream(reply);
   await streamed(res, async () => {
@@ -181,7 +181,7 @@ function lastChunk(call: ChatCall, state: GenerationState, choice: number, mark:
             tool_calls: parsed.toolCalls.map((toolCall, index) => ({ index, ...toolCall })),
           }),
         },
-        logprobs: logprobsOf(call, ids, state.logprobs.slice(mark.tokens)),
+        logprobs: logprobsOf(call, state, mark.tokens),
         finish_reason: finish,
         stop_reason: state.stopReason,
         ...(call.body.return_token_ids && { token_ids: ids }),

@@ -1,19 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { z } from 'zod';
 import type { Checkpoint } from './checkpoint.js';
 import {
   generateRows,
   nothingEmitted,
   replyText,
-  samplingFields,
   settledLength,
   stopHoldBack,
   type Emitted,
   type Generator,
 } from './generation.js';
 import {
+  completionTopLogprobs,
   usageOf,
   type CompletionLogprobs,
   type CompletionReply,
@@ -21,21 +20,13 @@ import {
   type Usage,
 } from './openai-replies.js';
 import { HttpError, startStream, streamed } from './policy-http.js';
+import { completionRequest, parseRequest, type CompletionRequest } from './request-fields.js';
 import type { GenerationState } from './scheduler.js';
 import type { ServedModels } from './served-models.js';
 
-/** The fields of a completions request the server reads (vLLM's names); any other passes. */
-const completionRequest = z
-  .object({
-    ...samplingFields,
-    prompt: z.union([z.string(), z.array(z.number().int().min(0))]),
-    logprobs: z.number().int().min(0).max(20).nullish(),
-  })
-  .passthrough();
-
 /** One completions request being answered. */
 interface CompletionCall {
-  body: z.infer<typeof completionRequest>;
+  body: CompletionRequest;
   checkpoint: Checkpoint;
   prompt: number[];
   head: Pick<CompletionReply, 'id' | 'created' | 'model' | 'object'>;
@@ -46,7 +37,7 @@ export type CompletionRouteOptions = Generator & { models: ServedModels };
 /** POST /v1/completions: a text prompt or token ids, streaming or not. */
 export async function completionRoute(app: FastifyInstance, options: CompletionRouteOptions): Promise<void> {
   app.post('/v1/completions', async (req, reply) => {
-    const body = completionRequest.parse(req.body);
+    const body = parseRequest(completionRequest, req.body);
     const checkpoint = options.models.get(body.model);
     const prompt = typeof body.prompt === 'string' ? checkpoint.tokenizer.encode(body.prompt) : body.prompt;
     if (prompt.length === 0) throw new HttpError(400, 'BadRequestError', 'prompt: must not be empty');
@@ -62,11 +53,23 @@ export async function completionRoute(app: FastifyInstance, options: CompletionR
   });
 }
 
-function logprobsOf(call: CompletionCall, ids: number[], logprobs: number[]): CompletionLogprobs {
+/** The log-probs of a row's tokens from `from` on (a stream sends each token once), with `logprobs` top ones. */
+function logprobsOf(call: CompletionCall, state: GenerationState, from = 0): CompletionLogprobs {
   const { tokenizer } = call.checkpoint;
-  return typeof call.body.logprobs === 'number'
-    ? { tokens: ids.map((id) => tokenizer.decode([id])), token_logprobs: logprobs, top_logprobs: null, text_offset: [] }
-    : null;
+  const k = call.body.logprobs;
+  if (typeof k !== 'number') return null;
+  const row = { ids: state.ids.slice(from), logprobs: state.logprobs.slice(from), top: state.top.slice(from) };
+  return {
+    tokens: row.ids.map((id) => tokenizer.decode([id])),
+    token_logprobs: row.logprobs,
+    top_logprobs: completionTopLogprobs(tokenizer, row, k),
+    text_offset: [],
+  };
+}
+
+/** As many top log-probs per token as the request asked for. */
+function shapingOf(call: CompletionCall) {
+  return { topLogprobs: call.body.logprobs ?? 0 };
 }
 
 function usageOfRows(call: CompletionCall, done: GenerationState[]): Usage {
@@ -78,11 +81,11 @@ function usageOfRows(call: CompletionCall, done: GenerationState[]): Usage {
 
 async function completionReply(generator: Generator, call: CompletionCall): Promise<CompletionReply> {
   const { body, prompt, checkpoint } = call;
-  const done = await Promise.all(generateRows(generator, checkpoint, prompt, body));
+  const done = await Promise.all(generateRows(generator, checkpoint, prompt, body, undefined, shapingOf(call)));
   const choices = done.map((state, index) => ({
     index,
     text: replyText(checkpoint, state),
-    logprobs: logprobsOf(call, state.ids, state.logprobs),
+    logprobs: logprobsOf(call, state),
     finish_reason: state.finishReason,
     stop_reason: state.stopReason,
     ...(body.return_token_ids && { prompt_token_ids: prompt, token_ids: state.ids }),
@@ -107,7 +110,7 @@ async function streamCompletion(generator: Generator, call: CompletionCall, repl
     const chunk = {
       index,
       text: safe.slice(mark.chars),
-      logprobs: logprobsOf(call, ids, state.logprobs.slice(mark.tokens)),
+      logprobs: logprobsOf(call, state, mark.tokens),
       finish_reason: final ? state.finishReason : null,
       ...(final && { stop_reason: state.stopReason }),
       ...(body.return_token_ids && { token_ids: ids, ...(mark.tokens === 0 && { prompt_token_ids: prompt }) }),
@@ -116,9 +119,16 @@ async function streamCompletion(generator: Generator, call: CompletionCall, repl
     mark.tokens = state.ids.length;
     return chunk;
   };
-  const rows = generateRows(generator, checkpoint, prompt, body, (index, state) => {
-    if (!state.finishReason) send(piece(index, state, false));
-  });
+  const rows = generateRows(
+    generator,
+    checkpoint,
+    prompt,
+    body,
+    (index, state) => {
+      if (!state.finishReason) send(piece(index, state, false));
+    },
+    shapingOf(call),
+  );
   // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
   const stream = startStream(reply);
   res = stream;

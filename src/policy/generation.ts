@@ -3,7 +3,7 @@ import type { PolicyServerMetrics } from '../metrics/policy-server-metrics.js';
 import { END_OF_TURN, specialTokenId } from './chat-format.js';
 import type { Checkpoint } from './checkpoint.js';
 import { HttpError } from './policy-http.js';
-import type { GenerationScheduler, GenerationState } from './scheduler.js';
+import type { GenerationRow, GenerationScheduler, GenerationState } from './scheduler.js';
 
 /** The sampling parameters chat and completions share, as vLLM reads them. */
 export const samplingFields = {
@@ -36,6 +36,7 @@ export function generateRows(
   prompt: number[],
   body: SamplingRequest,
   onToken?: (choice: number, state: GenerationState) => void,
+  shaping: Pick<GenerationRow, 'mask' | 'topLogprobs'> = {},
 ): Array<Promise<GenerationState>> {
   const { vocabSize } = checkpoint.config;
   const outside = prompt.find((id) => id >= vocabSize);
@@ -68,6 +69,7 @@ export function generateRows(
         seed: seed + choice,
         stopIds: [specialTokenId(END_OF_TURN), specialTokenId('<|endoftext|>')],
         stopStrings: body.stop === undefined || body.stop === null ? [] : ([] as string[]).concat(body.stop),
+        ...shaping,
         ...(onToken && { onToken: (state) => onToken(choice, state) }),
       }),
     ),

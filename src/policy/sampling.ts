@@ -1,25 +1,45 @@
 /**
+ * Which tokens a row may draw next: only those of `allow`, or any but those of `ban`; null, any.
+ * A mask shapes the draw only: the log-prob reported stays the model's own (see sampleToken).
+ */
+export type TokenMask = { allow: ReadonlySet<number> } | { ban: ReadonlySet<number> } | null;
+
+function permits(mask: TokenMask, id: number): boolean {
+  if (mask === null) return true;
+  return 'allow' in mask ? mask.allow.has(id) : !mask.ban.has(id);
+}
+
+/** log Σ exp(logits): what turns a logit into the model's log-prob. */
+function logNormalizer(logits: readonly number[]): number {
+  const max = Math.max(...logits);
+  return max + Math.log(logits.reduce((sum, l) => sum + Math.exp(l - max), 0));
+}
+
+/**
  * Draws a token from logits with temperature and nucleus (top-p) sampling; temperature 0 is
  * greedy. The log-prob returned is the model's own (log-softmax of the raw logits), as vLLM
- * reports by default and as the trainer computes it, so the first PPO ratio is exactly 1.
+ * reports by default and as the trainer computes it, so the first PPO ratio is exactly 1 — with
+ * a mask too (vLLM's raw log-probs are taken before its logits processors, bad words among them).
  */
 export function sampleToken(
   logits: readonly number[],
   temperature: number,
   topP: number,
   u: number,
+  mask: TokenMask = null,
 ): { id: number; logprob: number } {
   const max = Math.max(...logits);
-  const logZ = max + Math.log(logits.reduce((sum, l) => sum + Math.exp(l - max), 0));
+  const logZ = logNormalizer(logits);
   const pick = (id: number) => ({ id, logprob: (logits[id] as number) - logZ });
   if (temperature <= 0) {
-    let best = 0;
-    for (let i = 1; i < logits.length; i++) if ((logits[i] as number) > (logits[best] as number)) best = i;
-    return pick(best);
+    let best = -1;
+    for (let i = 0; i < logits.length; i++)
+      if (permits(mask, i) && (best < 0 || (logits[i] as number) > (logits[best] as number))) best = i;
+    return pick(Math.max(best, 0));
   }
-  const weights = logits.map((l) => Math.exp((l - max) / temperature));
+  const weights = logits.map((l, id) => (permits(mask, id) ? Math.exp((l - max) / temperature) : 0));
   const total = weights.reduce((a, b) => a + b, 0);
-  let order = weights.map((w, id) => ({ id, p: w / total }));
+  let order = weights.map((w, id) => ({ id, p: w / total })).filter((e) => mask === null || e.p > 0);
   if (topP < 1) {
     order = order.sort((a, b) => b.p - a.p);
     let mass = 0;
@@ -37,4 +57,14 @@ export function sampleToken(
     if (u < acc) return pick(id);
   }
   return pick((order[order.length - 1] as { id: number }).id);
+}
+
+/** The k most likely tokens under the model's own log-probs (unmasked, as sampleToken reports), most likely first. */
+export function topLogprobs(logits: readonly number[], k: number): Array<{ id: number; logprob: number }> {
+  if (k <= 0) return [];
+  const logZ = logNormalizer(logits);
+  return logits
+    .map((l, id) => ({ id, logprob: l - logZ }))
+    .sort((a, b) => b.logprob - a.logprob || a.id - b.id)
+    .slice(0, k);
 }

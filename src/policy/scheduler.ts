@@ -1,6 +1,7 @@
 import type { Checkpoint } from './checkpoint.js';
 import { seededRandom } from '../random.js';
 import { sampleToken, type Decoder } from './model.js';
+import { topLogprobs, type TokenMask } from './sampling.js';
 
 /** One sequence being generated: a choice of a request. */
 export interface GenerationRow {
@@ -12,6 +13,10 @@ export interface GenerationRow {
   seed: number;
   stopIds: number[];
   stopStrings: string[];
+  /** Which tokens the row may draw next, given those it drew (tool_choice, parallel_tool_calls); none: any. */
+  mask?(ids: readonly number[]): TokenMask;
+  /** How many of the most likely tokens to report at each step (top_logprobs); none: 0. */
+  topLogprobs?: number;
   /** Called after every sampled token. */
   onToken?(row: GenerationState): void;
 }
@@ -19,6 +24,8 @@ export interface GenerationRow {
 export interface GenerationState {
   ids: number[];
   logprobs: number[];
+  /** Per token, the row's topLogprobs most likely tokens and their log-probs (empty lists when none were asked). */
+  top: Array<Array<{ id: number; logprob: number }>>;
   finishReason: 'stop' | 'length' | null;
   /** The stop token id or stop string that ended the row, if any. */
   stopReason: number | string | null;
@@ -62,7 +69,7 @@ export class GenerationScheduler {
       this.waiting.push({
         key: this.nextKey++,
         row,
-        state: { ids: [], logprobs: [], finishReason: null, stopReason: null },
+        state: { ids: [], logprobs: [], top: [], finishReason: null, stopReason: null },
         random: seededRandom(row.seed),
         resolve,
         reject,
@@ -146,9 +153,11 @@ export class GenerationScheduler {
   }
 
   private advance(a: Active, logits: number[]): void {
-    const { id, logprob } = sampleToken(logits, a.row.temperature, a.row.topP, a.random());
+    const mask = a.row.mask?.(a.state.ids) ?? null;
+    const { id, logprob } = sampleToken(logits, a.row.temperature, a.row.topP, a.random(), mask);
     a.state.ids.push(id);
     a.state.logprobs.push(logprob);
+    a.state.top.push(topLogprobs(logits, a.row.topLogprobs ?? 0));
     if (a.row.stopIds.includes(id)) {
       a.state.finishReason = 'stop';
       a.state.stopReason = id;

@@ -13,8 +13,10 @@ import { ServedModels, type ArtifactSource } from './served-models.js';
 /**
  * The embedded policy server: the parts of vLLM's OpenAI-compatible server that Rein and
  * harnesses use — chat and completions, streaming or not, `n`, temperature, top_p, max_tokens,
- * stop, seed, `return_token_ids`, log-probs, tool calls in the model's compact syntax — and
- * several policy versions served by name, loaded and unloaded at runtime.
+ * stop, seed, `return_token_ids`, log-probs and top log-probs, tool calls in the model's compact
+ * syntax with `tool_choice` auto or none and `parallel_tool_calls` — and several policy versions
+ * served by name, loaded and unloaded at runtime. Any other request field is a 400 naming it
+ * (request-fields.ts).
  */
 export interface PolicyServer {
   app: FastifyInstance;
