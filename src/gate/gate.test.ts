@@ -176,6 +176,28 @@ describe('the gain check', () => {
     expect(decision.evidence).toMatchObject({ pairs: 80, tasks: 40 });
   });
 
+  it('counts a crash after an unparsable model output against the candidate, as a harness crash', () => {
+    // policy_output is the policy's own failure: scored (reward 0 here), so it loses pairs, never sets them aside.
+    expect(UNSCORED_FAILURE_CLASSES).not.toContain('policy_output');
+    const incumbent = replay('inc', 20, 1, () => true);
+    const decisions = (['policy_output', 'harness'] as const).map((failureClass) =>
+      evaluateGate(
+        defaults,
+        pairOutcomes(
+          incumbent,
+          incumbent.map((r) => failed('cand', r.taskId, r.sample, failureClass)),
+        ),
+      ),
+    );
+    for (const decision of decisions) {
+      expect(decision.verdict).toBe('fail');
+      expect(decision.evidence.scored.pairs).toBe(20);
+      expect(decision.evidence.acceptedRate).toEqual({ incumbent: 1, candidate: 0 });
+      expect(check(decision, 'critical_failures').passed).toBe(true);
+    }
+    expect(decisions[0]!.evidence.gain).toEqual(decisions[1]!.evidence.gain);
+  });
+
   it('counts a failed rollout as not accepted, and uses acceptReward', () => {
     const pairs = pairOutcomes([facts('inc', 'a', 0, { reward: 0.6 })], [failed('cand', 'a', 0, 'timeout')]);
     expect(evaluateGate(rules({ acceptReward: 0.5 }), pairs).evidence.acceptedRate).toEqual({

@@ -64,7 +64,7 @@ describe('classifyFailure', () => {
     ).toBeNull();
   });
 
-  it('blames tool arguments that are not JSON, and a refusal in either API shape', () => {
+  it('blames tool arguments that are not JSON on the policy output, and a refusal in either API shape', () => {
     const malformed = classifyFailure(
       crashed,
       [
@@ -77,8 +77,8 @@ describe('classifyFailure', () => {
       [],
     );
     expect(malformed).toMatchObject({
-      failureClass: 'model',
-      evidence: { problem: 'malformed_output', detail: '{"x": "1+', callId: 'c1', exitCode: 1 },
+      failureClass: 'policy_output',
+      evidence: { problem: 'malformed_arguments', detail: '{"x": "1+', callId: 'c1', exitCode: 1 },
     });
     expect(
       classifyFailure(crashed, [call('c1', 1000, chat({ content: "I'm sorry, but I can't help with that." }))], []),
@@ -147,6 +147,54 @@ describe('classifyFailure', () => {
     // An irreversible action that went well is just an action.
     expect(
       classifyFailure({ ...crashed, exitCode: 0 }, [], [span(1500, { name: 'send', irreversible: true })]),
+    ).toBeNull();
+  });
+
+  it('classes a crash after a model output the harness could not parse as policy_output, with the call and what', () => {
+    const tools = [{ type: 'function', function: { name: 'calc', parameters: { type: 'object' } } }];
+    const offered = { requestReceived: { model: 'm', messages: [], tools } };
+    const toolCall = (name: string, args: string) =>
+      chat({ tool_calls: [{ id: 'call_7', type: 'function', function: { name, arguments: args } }] });
+    // A tool the request never offered.
+    expect(classifyFailure(crashed, [call('c1', 1000, toolCall('calculator', '{}'), offered)], [])).toEqual({
+      failureClass: 'policy_output',
+      reason: 'the harness exited with 1 after model call c1 called a tool it was not offered: "calculator"',
+      evidence: expect.objectContaining({
+        callId: 'c1',
+        seq: 0,
+        problem: 'unknown_tool',
+        detail: 'calculator',
+        toolCallId: 'call_7',
+        exitCode: 1,
+      }),
+    });
+    // Arguments that are JSON but not an object.
+    expect(classifyFailure(crashed, [call('c1', 1000, toolCall('calc', '"6*7"'), offered)], [])).toMatchObject({
+      failureClass: 'policy_output',
+      evidence: { problem: 'malformed_arguments', detail: '"6*7"', toolCallId: 'call_7' },
+    });
+    // A tool call the server's parser left in the text (offered tools, no parsed call).
+    const leftInText = chat({ content: '<tool_call>\n{"name": "calc", "arguments": {"x": 1+}}\n</tool_call>' });
+    expect(classifyFailure(crashed, [call('c1', 1000, leftInText, offered)], [])).toMatchObject({
+      failureClass: 'policy_output',
+      evidence: { problem: 'unparsed_tool_call', detail: expect.stringContaining('<tool_call>') },
+    });
+    // In the Responses shape too.
+    const responsesTools = { requestReceived: { input: 'x', tools: [{ type: 'function', name: 'calc' }] } };
+    const responses = { output: [{ type: 'function_call', call_id: 'fc_1', name: 'shell', arguments: '{}' }] };
+    expect(
+      classifyFailure(crashed, [call('c1', 1000, responses, { endpoint: 'responses', ...responsesTools })], []),
+    ).toMatchObject({ failureClass: 'policy_output', evidence: { problem: 'unknown_tool', toolCallId: 'fc_1' } });
+    // A well-formed call of an offered tool, or a request that listed no tools: nothing to blame on the output.
+    expect(classifyFailure(crashed, [call('c1', 1000, toolCall('calc', '{"x": 1}'), offered)], [])).toMatchObject({
+      failureClass: 'harness',
+    });
+    expect(classifyFailure(crashed, [call('c1', 1000, toolCall('anything', '{}'))], [])).toMatchObject({
+      failureClass: 'harness',
+    });
+    // A clean exit after an unparsable output is no failure: the harness coped.
+    expect(
+      classifyFailure({ ...crashed, exitCode: 0 }, [call('c1', 1000, toolCall('calculator', '{}'), offered)], []),
     ).toBeNull();
   });
 });

@@ -30,8 +30,10 @@ export const DEFAULT_REFUSAL_PATTERNS = [
  * Why a harness run failed, read from how it ended, its journaled calls and the spans it
  * reported. Returns null for a run that ended well. When the harness exits non-zero, the last
  * thing that went wrong before it did is taken as the cause: a denied permission or a failed
- * tool (spans), or a model reply the harness could not use (cut at max tokens, malformed tool
- * arguments, a refusal).
+ * tool (spans), or a model reply the harness could not use: cut at max tokens or a refusal
+ * (`model`), or an output it could not parse (`policy_output`: tool arguments that are not a JSON
+ * object, a tool the request did not offer, a tool call left unparsed in the text), with the call
+ * and what could not be parsed as evidence.
  */
 export function classifyFailure(
   run: HarnessRun,
@@ -122,18 +124,19 @@ function spanFailure(events: readonly RolloutEvent[]): (ClassifiedFailure & { at
   return null;
 }
 
-/** The model's last reply, when the harness could not use it. */
+/** The model's last reply, when the harness could not use it: cut short, not parsable, or a refusal. */
 function modelFailure(
   call: CallRecord | undefined,
   refusalPatterns: readonly RegExp[],
 ): (ClassifiedFailure & { at: number }) | null {
   if (!call || call.status !== 'ok') return null;
   const at = call.startedAt + (call.latencyMs ?? 0);
-  const evidence = (problem: string, detail?: unknown) => ({
+  const evidence = (problem: string, detail?: unknown, toolCallId?: string) => ({
     callId: call.id,
     seq: call.seq,
     problem,
     ...(detail !== undefined && { detail }),
+    ...(toolCallId !== undefined && { toolCallId }),
   });
   if (call.choices?.some((c) => c.finishReason === 'length')) {
     return {
@@ -143,13 +146,14 @@ function modelFailure(
       at,
     };
   }
+  const offered = offeredTools(call.requestReceived);
   for (const reply of replies(call.response)) {
-    const malformed = reply.toolArguments.find((args) => !isJson(args));
-    if (malformed !== undefined) {
+    const broken = unparsable(reply, offered);
+    if (broken) {
       return {
-        failureClass: 'model',
-        reason: `model call ${call.id} gave tool arguments that are not JSON`,
-        evidence: evidence('malformed_output', malformed.slice(0, 300)),
+        failureClass: 'policy_output',
+        reason: `model call ${call.id} ${broken.what}`,
+        evidence: evidence(broken.problem, broken.detail.slice(0, 300), broken.toolCallId),
         at,
       };
     }
@@ -165,11 +169,67 @@ function modelFailure(
   return null;
 }
 
+/** Tool-call markup of common chat templates (Hermes/Qwen, Mistral, Llama) a server's parser leaves in the text. */
+const TOOL_CALL_MARKUP = /<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>|<function=/;
+
+/**
+ * What in a reply a harness cannot parse: tool arguments that are not a JSON object, a tool the request did not
+ * offer (when it listed its tools), or a tool call the server's parser left in the text.
+ */
+function unparsable(
+  reply: Reply,
+  offered: ReadonlySet<string> | null,
+): { problem: string; what: string; detail: string; toolCallId?: string } | null {
+  for (const call of reply.toolCalls) {
+    const toolCallId = call.id ?? undefined;
+    if (call.arguments !== null && !isJsonObject(call.arguments))
+      return {
+        problem: 'malformed_arguments',
+        what: 'gave tool arguments that are not a JSON object',
+        detail: call.arguments,
+        ...(toolCallId && { toolCallId }),
+      };
+    if (offered && call.name !== null && !offered.has(call.name))
+      return {
+        problem: 'unknown_tool',
+        what: `called a tool it was not offered: "${call.name.slice(0, 100)}"`,
+        detail: call.name,
+        ...(toolCallId && { toolCallId }),
+      };
+  }
+  if (offered && reply.toolCalls.length === 0 && TOOL_CALL_MARKUP.test(reply.text))
+    return { problem: 'unparsed_tool_call', what: 'wrote a tool call the server could not parse', detail: reply.text };
+  return null;
+}
+
+/** The function tools a request offered, by name; null when it listed none (nothing to check a name against). */
+function offeredTools(request: unknown): Set<string> | null {
+  const tools = (request as { tools?: unknown } | null)?.tools;
+  if (!Array.isArray(tools) || tools.length === 0) return null;
+  const names = new Set<string>();
+  for (const tool of tools as Array<{ name?: unknown; function?: { name?: unknown } }>) {
+    const name = tool.function?.name ?? tool.name;
+    // A tool without a name (a built-in, a custom type) may be called by any name: nothing to check.
+    if (typeof name !== 'string') return null;
+    names.add(name);
+  }
+  return names;
+}
+
+interface ToolCall {
+  id: string | null;
+  name: string | null;
+  /** The arguments as the model wrote them (JSON text), null when absent. */
+  arguments: string | null;
+}
+
 interface Reply {
   text: string;
   refusal: string | null;
-  toolArguments: string[];
+  toolCalls: ToolCall[];
 }
+
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 /** The replies of a chat completion, a completion or a response, in one shape. */
 function replies(response: unknown): Reply[] {
@@ -178,21 +238,29 @@ function replies(response: unknown): Reply[] {
     return body.choices.map((choice) => {
       const c = choice as {
         text?: unknown;
-        message?: { content?: unknown; refusal?: unknown; tool_calls?: Array<{ function?: { arguments?: unknown } }> };
+        message?: {
+          content?: unknown;
+          refusal?: unknown;
+          tool_calls?: Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }>;
+        };
       };
       const message = c.message;
       return {
-        text: typeof message?.content === 'string' ? message.content : typeof c.text === 'string' ? c.text : '',
+        text: str(message?.content) ?? str(c.text) ?? '',
         refusal: typeof message?.refusal === 'string' && message.refusal !== '' ? message.refusal : null,
-        toolArguments: (message?.tool_calls ?? []).flatMap((t) =>
-          typeof t.function?.arguments === 'string' ? [t.function.arguments] : [],
-        ),
+        toolCalls: (message?.tool_calls ?? []).map((t) => ({
+          id: str(t.id),
+          name: str(t.function?.name),
+          arguments: str(t.function?.arguments),
+        })),
       };
     });
   }
   if (Array.isArray(body.output)) {
     const items = body.output as Array<{
       type?: string;
+      call_id?: unknown;
+      name?: unknown;
       arguments?: unknown;
       content?: Array<{ type?: string; text?: unknown; refusal?: unknown }>;
     }>;
@@ -203,19 +271,19 @@ function replies(response: unknown): Reply[] {
         refusal:
           parts.flatMap((p) => (p.type === 'refusal' && typeof p.refusal === 'string' ? [p.refusal] : [])).join('') ||
           null,
-        toolArguments: items.flatMap((i) =>
-          i.type === 'function_call' && typeof i.arguments === 'string' ? [i.arguments] : [],
-        ),
+        toolCalls: items
+          .filter((i) => i.type === 'function_call')
+          .map((i) => ({ id: str(i.call_id), name: str(i.name), arguments: str(i.arguments) })),
       },
     ];
   }
   return [];
 }
 
-function isJson(text: string): boolean {
+function isJsonObject(text: string): boolean {
   try {
-    JSON.parse(text);
-    return true;
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
   } catch {
     return false;
   }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { FAILURE_CLASSES, UNSCORED_FAILURE_CLASSES, type FailureClass } from './failure-classes.js';
 import { ROLLOUT_ID_PATTERN, ROLLOUT_ID_RULE } from './rollout-id.js';
 
 export const ROLLOUT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
@@ -7,36 +8,8 @@ export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
 export const ROLLOUT_MODES = ['train', 'eval', 'shadow'] as const;
 export type RolloutMode = (typeof ROLLOUT_MODES)[number];
 
-/**
- * Why a rollout failed. Infrastructure, orchestrator and verifier failures are not the policy's
- * doing (left out of training by default); the others are trained on with their reward.
- * `irreversible`: an action the harness marked irreversible failed (data deleted, money sent);
- * it outranks every other cause, whatever the harness's exit code.
- */
-export const FAILURE_CLASSES = [
-  'model',
-  'tool',
-  'permission',
-  'harness',
-  'verifier',
-  'environment',
-  'timeout',
-  'orchestrator',
-  'infrastructure',
-  'irreversible',
-] as const;
-export type FailureClass = (typeof FAILURE_CLASSES)[number];
-
-/**
- * Failures of Rein's machinery or the task's environment, not of the policy: such a rollout gets
- * no reward (it is never scored as a failure), and running its batch again runs it again.
- */
-export const UNSCORED_FAILURE_CLASSES: readonly FailureClass[] = [
-  'infrastructure',
-  'orchestrator',
-  'verifier',
-  'environment',
-];
+// Why a rollout failed, whether it is scored and retried: one table (failure-classes.ts), read by all.
+export { FAILURE_CLASSES, UNSCORED_FAILURE_CLASSES, type FailureClass } from './failure-classes.js';
 
 /** Where a rollout may go from each status; finished rollouts go nowhere. */
 const NEXT: Record<RolloutStatus, readonly RolloutStatus[]> = {

@@ -1,3 +1,4 @@
+import { FAILURE_CLASS_TABLE } from '../../../rollouts/failure-classes.js';
 import { enc, get } from '../api.js';
 import { facts, h, json, ms, num, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
@@ -65,7 +66,10 @@ function rolloutFacts({ rollout, rewards }: RolloutView): HTMLElement {
       'Reward (harness reported)',
       `${num(rewards.reported)}${rewards.disagrees ? ' — disagrees with the verifier' : ''}`,
     ],
-    ['Failure class', rollout.failureClass ?? '–'],
+    [
+      'Failure class',
+      rollout.failureClass ? h('span', { title: meaning(rollout.failureClass) }, rollout.failureClass) : '–',
+    ],
     ['Started', when(rollout.createdAt)],
   ]);
 }
@@ -82,16 +86,46 @@ function rewardComponents(events: RolloutEvent[]): HTMLElement {
     : h('p', { class: 'muted' }, 'Not scored.');
 }
 
-/** The failure class, reason and evidence of the last status event that classed a failure; nothing if none did. */
+/** What a failure class means, from the one table of them (the docs show the same). */
+function meaning(failureClass: string): string {
+  return (FAILURE_CLASS_TABLE as Partial<Record<string, { when: string }>>)[failureClass]?.when ?? '';
+}
+
+/**
+ * The failure class (with what it means), reason and evidence of the last status event that classed a failure, and a
+ * link to the model call the evidence names; nothing if no event classed one.
+ */
 function failure(events: RolloutEvent[]): HTMLElement[] {
   const failed = events.filter((e) => e.type === 'status' && e.payload.failureClass).at(-1);
-  return failed
-    ? [
-        h('h2', {}, `Failure: ${String(failed.payload.failureClass)}`),
-        h('p', {}, String(failed.payload.reason ?? '')),
-        json(failed.payload.evidence ?? {}),
-      ]
-    : [];
+  if (!failed) return [];
+  const evidence = (failed.payload.evidence ?? {}) as Record<string, unknown>;
+  const callId = typeof evidence.callId === 'string' ? evidence.callId : null;
+  return [
+    h('h2', {}, `Failure: ${String(failed.payload.failureClass)}`),
+    h('p', { class: 'muted' }, meaning(String(failed.payload.failureClass))),
+    h('p', {}, String(failed.payload.reason ?? '')),
+    callId
+      ? h(
+          'p',
+          {},
+          'Read from ',
+          // The page's routes live in the hash: scroll to the call's row rather than navigate.
+          h(
+            'a',
+            {
+              href: '#',
+              'data-evidence-call': callId,
+              onclick: (e: Event) => {
+                e.preventDefault();
+                document.getElementById(`call-${callId}`)?.scrollIntoView();
+              },
+            },
+            `model call ${callId}`,
+          ),
+        )
+      : null,
+    json(evidence),
+  ].filter((e): e is HTMLElement => e !== null);
 }
 
 /** The tool calls the harness reported as spans, each with its latency, permission, failure, input and output. */
@@ -129,7 +163,7 @@ function modelCalls(calls: Call[]): HTMLElement {
       'Error',
     ],
     calls.map((c) => [
-      String(c.seq),
+      h('span', { id: `call-${c.id}` }, String(c.seq)),
       String(c.attempt),
       c.policyVersion,
       c.status,
