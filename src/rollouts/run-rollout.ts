@@ -8,7 +8,7 @@ import { recordedRewards, rewardsDisagree } from './rewards.js';
 import { RolloutsHandedBack, type RolloutBatchSpec, type RolloutOutcome, type RunnerDeps } from './rollout-batch.js';
 import { LOG_NOT_UPLOADED_EVENT, uploadRolloutLog } from './rollout-logs.js';
 import { finishScored, outcomeOf, unscoredFields, type OutcomeBase } from './rollout-outcome.js';
-import { isFinished, isUnscored, type RolloutEvent } from './rollout.js';
+import { isFinished, isUnscored, UNSCORED_FAILURE_CLASSES, type RolloutEvent } from './rollout.js';
 import { rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
 import { runVerifier } from './verifier.js';
@@ -216,7 +216,8 @@ async function runAttempts(
       issued = await gateway.startAttempt(rolloutId);
       continue;
     }
-    if (failure && (failure.failureClass === 'infrastructure' || failure.failureClass === 'environment')) {
+    // Rein's machinery or the task's environment (the failure-class table's unscored rows): no verifier, no reward.
+    if (failure && UNSCORED_FAILURE_CLASSES.includes(failure.failureClass)) {
       await gateway.setStatus(rolloutId, { status: 'failed', ...failure, attempt: issued.attempt });
       return {
         ...unscoredFields(base, issued.attempt),
