@@ -94,4 +94,30 @@ describe('GenAI span attributes', () => {
     ).toEqual([{ role: 'assistant', parts: [{ type: 'text', content: ' upon' }], finish_reason: 'length' }]);
     expect(outputMessages('chat.completions', 'not an object')).toBeUndefined();
   });
+
+  it('writes a content-part array as one part per content part, not as the JSON of the array', () => {
+    const input = inputMessages('chat.completions', {
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is in' },
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+            { type: 'text', text: 'this picture?' },
+          ],
+        },
+      ],
+    });
+    // Media parts by their type only: their data (often inline base64) stays out of the trace.
+    expect(JSON.parse(input!)).toEqual([
+      {
+        role: 'user',
+        parts: [
+          { type: 'text', content: 'What is in' },
+          { type: 'image_url' },
+          { type: 'text', content: 'this picture?' },
+        ],
+      },
+    ]);
+  });
 });

@@ -1,5 +1,6 @@
 import type { Attributes } from '@opentelemetry/api';
 import type { CallEndpoint, CallFinish } from '../store/trace-store.js';
+import { textOfPart } from '../tokenizer/content-parts.js';
 
 /**
  * A model call's span attributes under the OpenTelemetry GenAI semantic conventions (as of
@@ -111,7 +112,7 @@ function chatMessage(message: unknown): { role: string; parts: Json[] } {
   const parts: Json[] = [];
   if (m.role === 'tool')
     parts.push({ type: 'tool_call_response', id: m.tool_call_id ?? null, response: m.content ?? null });
-  else if (m.content !== undefined && m.content !== null) parts.push(textPart(m.content));
+  else if (m.content !== undefined && m.content !== null) parts.push(...contentParts(m.content));
   for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
     const fn = isObject(call) && isObject(call.function) ? call.function : {};
     parts.push({
@@ -122,6 +123,19 @@ function chatMessage(message: unknown): { role: string; parts: Json[] } {
     });
   }
   return { role: str(m.role) ?? 'user', parts };
+}
+
+/**
+ * A message's content as parts: a content-part array one part each, media by type only (their data,
+ * often inline base64, stays out of the trace).
+ */
+function contentParts(content: unknown): Json[] {
+  if (!Array.isArray(content)) return [textPart(content)];
+  return content.map((part) => {
+    const text = textOfPart(part);
+    if (text !== undefined) return { type: 'text', content: text };
+    return { type: isObject(part) && typeof part.type === 'string' ? part.type : 'unknown' };
+  });
 }
 
 function textPart(content: unknown): Json {

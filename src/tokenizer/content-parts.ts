@@ -70,6 +70,16 @@ export function detectContentFormat(template: string): ContentFormat {
   return 'string';
 }
 
+/** A text-like part's text (vLLM's text part types), else undefined: for readers that describe parts. */
+export function textOfPart(part: unknown): string | undefined {
+  if (typeof part === 'string') return part;
+  if (part === null || typeof part !== 'object' || Array.isArray(part)) return undefined;
+  const fields = part as Record<string, unknown>;
+  const field = typeof fields.type === 'string' ? TEXT_FIELD[fields.type] : undefined;
+  const text = field === undefined ? undefined : fields[field];
+  return typeof text === 'string' ? text : undefined;
+}
+
 /** One part's text (null when vLLM skips it), or a ContentPartError for a part that is not text. */
 function partText(part: unknown, where: string): string | null {
   if (typeof part === 'string') return part === '' ? null : part;
