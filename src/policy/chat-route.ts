@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { parseToolCalls } from './chat-format.js';
 import type { Checkpoint } from './checkpoint.js';
 import {
@@ -12,7 +12,7 @@ import {
   type Emitted,
   type Generator,
 } from './generation.js';
-import type { ChatChunkBody, ChatLogprobs, ChatReply } from './openai-replies.js';
+import type { ChatChunk, ChatChunkBody, ChatLogprobs, ChatReply } from './openai-replies.js';
 import { chatLogprobs, usageOf } from './openai-replies.js';
 import { startStream, streamed } from './policy-http.js';
 import { chatRequest, parseRequest, type ChatRequest } from './request-fields.js';
@@ -21,7 +21,7 @@ import type { ServedModels } from './served-models.js';
 import { replyToolCalls, toolShaping, type ToolShaping } from './tool-choice.js';
 
 /** One chat request being answered: what every piece of its answer is built from. */
-interface ChatCall {
+export interface ChatCall {
   body: ChatRequest;
   checkpoint: Checkpoint;
   prompt: number[];
@@ -34,19 +34,35 @@ export type ChatRouteOptions = Generator & { models: ServedModels };
 /** POST /v1/chat/completions: the model's chat template, tool calls in its compact syntax, streaming or not. */
 export async function chatRoute(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
   app.post('/v1/chat/completions', async (req, reply) => {
-    const body = parseRequest(chatRequest, req.body);
-    const tools = toolShaping(body);
-    const checkpoint = options.models.get(body.model);
-    const prompt = checkpoint.tokenizer.promptIds({
-      messages: body.messages,
-      ...(body.tools && { tools: body.tools }),
-      ...(body.chat_template_kwargs && { chat_template_kwargs: body.chat_template_kwargs }),
+    const call = prepareChat(options, req.body);
+    if (!call.body.stream) return answerChat(options, call);
+    let res: ServerResponse | undefined;
+    // Rows of a failed stream may still be going: nothing goes out after its end.
+    const write = chatChunks(options, call, (chunk) => {
+      if (res && !res.writableEnded) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
     });
-    const head = { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: body.model };
-    const call: ChatCall = { body, checkpoint, prompt, head, tools };
-    if (body.stream) return streamChat(options, call, reply);
-    return chatReply(options, call);
+    // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
+    res = startStream(reply);
+    await streamed(res, write);
   });
+}
+
+/**
+ * A chat request checked and made ready to answer: its prompt rendered with the served model's
+ * template. Refuses (HttpError) what the server cannot honor. The Responses and Messages routes
+ * answer through here too, with the chat request their translation made.
+ */
+export function prepareChat(options: ChatRouteOptions, raw: unknown): ChatCall {
+  const body = parseRequest(chatRequest, raw);
+  const tools = toolShaping(body);
+  const checkpoint = options.models.get(body.model);
+  const prompt = checkpoint.tokenizer.promptIds({
+    messages: body.messages,
+    ...(body.tools && { tools: body.tools }),
+    ...(body.chat_template_kwargs && { chat_template_kwargs: body.chat_template_kwargs }),
+  });
+  const head = { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: body.model };
+  return { body, checkpoint, prompt, head, tools };
 }
 
 /** A finished row's message, tool calls parsed out where the request offered tools, each with its own id. */
@@ -76,7 +92,8 @@ function shapingOf(call: ChatCall) {
   };
 }
 
-async function chatReply(generator: Generator, call: ChatCall): Promise<ChatReply> {
+/** The whole answer to a prepared chat request. */
+export async function answerChat(generator: Generator, call: ChatCall): Promise<ChatReply> {
   const { body, prompt } = call;
   const states = await Promise.all(generateRows(generator, call.checkpoint, prompt, body, undefined, shapingOf(call)));
   const completionTokens = states.reduce((n, s) => n + s.ids.length, 0);
@@ -103,14 +120,18 @@ async function chatReply(generator: Generator, call: ChatCall): Promise<ChatRepl
   };
 }
 
-/** Token by token; a row's text goes out once no stop string can still claim it, its tool calls with its end. */
-async function streamChat(generator: Generator, call: ChatCall, reply: FastifyReply): Promise<void> {
+/**
+ * Token by token; a row's text goes out once no stop string can still claim it, its tool calls with
+ * its end. Generation starts now; the returned writer sends the first chunk and waits for the rows'
+ * ends, so call it once the stream has begun. `sendChunk` gets each whole chunk.
+ */
+export function chatChunks(
+  generator: Generator,
+  call: ChatCall,
+  sendChunk: (chunk: ChatChunk) => void,
+): () => Promise<void> {
   const { body, prompt, checkpoint } = call;
-  let res: ServerResponse | undefined;
-  // Rows of a failed stream may still be going: nothing goes out after its end.
-  const send = (chunk: ChatChunkBody) =>
-    !res?.writableEnded &&
-    res?.write(`data: ${JSON.stringify({ ...call.head, object: 'chat.completion.chunk', ...chunk })}\n\n`);
+  const send = (chunk: ChatChunkBody) => sendChunk({ ...call.head, object: 'chat.completion.chunk', ...chunk });
   const n = body.n ?? 1;
   const emitted = nothingEmitted(n);
   const holdBack = stopHoldBack(body.stop);
@@ -142,9 +163,7 @@ async function streamChat(generator: Generator, call: ChatCall, reply: FastifyRe
     },
     shapingOf(call),
   );
-  // Bad requests were refused above, before the stream began; tokens arrive from the next tick.
-  res = startStream(reply);
-  await streamed(res, async () => {
+  return async () => {
     send({
       choices: Array.from({ length: n }, (_, index) => ({
         index,
@@ -163,7 +182,7 @@ async function streamChat(generator: Generator, call: ChatCall, reply: FastifyRe
       }),
     );
     if (body.stream_options?.include_usage) send({ choices: [], usage: usageOf(prompt.length, completionTokens) });
-  });
+  };
 }
 
 /** A row's last chunk: the rest of its text, its tool calls, and its finish reason. */

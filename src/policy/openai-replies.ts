@@ -56,6 +56,9 @@ export interface ChatChunkBody {
   prompt_token_ids?: number[];
 }
 
+/** A whole stream chunk as sent. */
+export type ChatChunk = Pick<ChatCompletionChunk, 'id' | 'created' | 'model' | 'object'> & ChatChunkBody;
+
 /** Completions' log-probs as vLLM fills them: top log-probs by token text when asked, no offsets. */
 export type CompletionLogprobs = {
   tokens: string[];
