@@ -21,7 +21,7 @@ export type AdminRouteOptions = {
 export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptions): Promise<void> {
   const { models, metrics } = options;
   const adminKeyHash = options.adminKey ? sha256Hex(options.adminKey) : undefined;
-  const requireAdmin = (authorization: string | undefined) => {
+  const requireAdmin = (headers: { authorization?: string | undefined; 'x-api-key'?: unknown }) => {
     if (!adminKeyHash) {
       throw new HttpError(
         403,
@@ -29,12 +29,14 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptio
         'loading and unloading versions is off on this server: start it with an admin key (REIN_POLICY_SERVER_KEY, or `rein policy serve --admin-key-env NAME`)',
       );
     }
-    const given = /^Bearer (.+)$/.exec(authorization ?? '')?.[1] ?? '';
+    // Anthropic's SDKs send their key as x-api-key, OpenAI's as a bearer token: either one.
+    const apiKey = typeof headers['x-api-key'] === 'string' ? headers['x-api-key'] : '';
+    const given = /^Bearer (.+)$/.exec(headers.authorization ?? '')?.[1] ?? apiKey;
     if (!matchesHash(given, adminKeyHash))
       throw new HttpError(
         401,
         'AuthenticationError',
-        'loading and unloading versions needs the admin key: send Authorization: Bearer <key>',
+        'loading and unloading versions needs the admin key: send Authorization: Bearer <key> (or x-api-key: <key>)',
       );
   };
 
@@ -53,7 +55,7 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptio
 
   const loadBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1) });
   app.post('/v1/load_lora_adapter', async (req) => {
-    requireAdmin(req.headers.authorization);
+    requireAdmin(req.headers);
     const { lora_name, lora_path } = loadBody.parse(req.body);
     try {
       await models.loadFrom(lora_name, lora_path);
@@ -64,7 +66,7 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptio
     return `Success: model ${lora_name} loaded from ${lora_path}`;
   });
   app.post('/v1/unload_lora_adapter', async (req) => {
-    requireAdmin(req.headers.authorization);
+    requireAdmin(req.headers);
     const { lora_name } = z.object({ lora_name: z.string().min(1) }).parse(req.body);
     models.unload(lora_name);
     return `Success: model ${lora_name} unloaded`;

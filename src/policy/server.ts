@@ -5,6 +5,7 @@ import { PolicyServerMetrics } from '../metrics/policy-server-metrics.js';
 import { adminRoutes } from './admin-routes.js';
 import { chatRoute } from './chat-route.js';
 import { completionRoute } from './completion-route.js';
+import { messagesRoute } from './messages-route.js';
 import { readyBackend } from './model.js';
 import { errorBody, HttpError } from './policy-http.js';
 import { GenerationScheduler } from './scheduler.js';
@@ -58,6 +59,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
   const generator = { scheduler, metrics, models };
   void app.register(chatRoute, generator);
   void app.register(completionRoute, generator);
+  void app.register(messagesRoute, generator);
   void app.register(adminRoutes, { models, metrics, adminKey: options.adminKey });
 
   const url = await app.listen({ host: options.host, port: options.port });
