@@ -25,17 +25,34 @@ export function startStream(reply: FastifyReply): ServerResponse {
   return res;
 }
 
+/** The text a stream ends with: after its last event, or after a failure once it had begun. */
+export interface StreamEnding {
+  done(): string;
+  failed(message: string): string;
+}
+
+/** vLLM's ending: an error chunk after a failure, and `data: [DONE]` either way. */
+const vllmEnding: StreamEnding = {
+  done: () => 'data: [DONE]\n\n',
+  failed: (message) => `data: ${JSON.stringify(errorBody(500, 'InternalServerError', message))}\n\ndata: [DONE]\n\n`,
+};
+
 /**
  * Writes a stream's events, then its end. A failure once the stream has begun (its 200 is sent)
- * ends it with an error event, as vLLM does, so no client waits for an end that never comes.
+ * ends it with an error event, as vLLM does, so no client waits for an end that never comes. The
+ * other APIs' routes end their streams their own way (the Responses API: no `[DONE]`).
  */
-export async function streamed(res: ServerResponse, write: () => Promise<void>): Promise<void> {
+export async function streamed(
+  res: ServerResponse,
+  write: () => Promise<void>,
+  ending: StreamEnding = vllmEnding,
+): Promise<void> {
+  let last: string;
   try {
     await write();
+    last = ending.done();
   } catch (err) {
-    res.write(
-      `data: ${JSON.stringify(errorBody(500, 'InternalServerError', `generation failed: ${(err as Error).message}`))}\n\n`,
-    );
+    last = ending.failed(`generation failed: ${(err as Error).message}`);
   }
-  res.end('data: [DONE]\n\n');
+  res.end(last);
 }

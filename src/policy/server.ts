@@ -7,6 +7,7 @@ import { chatRoute } from './chat-route.js';
 import { completionRoute } from './completion-route.js';
 import { messagesRoute } from './messages-route.js';
 import { readyBackend } from './model.js';
+import { responsesRoute } from './responses-route.js';
 import { errorBody, HttpError } from './policy-http.js';
 import { GenerationScheduler } from './scheduler.js';
 import { ServedModels, type ArtifactSource } from './served-models.js';
@@ -59,6 +60,7 @@ export async function startPolicyServer(options: PolicyServerOptions): Promise<P
   const generator = { scheduler, metrics, models };
   void app.register(chatRoute, generator);
   void app.register(completionRoute, generator);
+  void app.register(responsesRoute, generator);
   void app.register(messagesRoute, generator);
   void app.register(adminRoutes, { models, metrics, adminKey: options.adminKey });
 
