@@ -101,6 +101,15 @@ describe('the Messages API on the embedded policy server, through the Anthropic 
       type: 'error',
       error: { type: 'invalid_request_error', message: 'max_tokens: Field required' },
     });
+    const notJson = await fetch(`${server.url}/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"model": ',
+    });
+    expect(notJson.status).toBe(400);
+    expect(await notJson.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    const countTokens = client.messages.countTokens({ model: 'base', messages: question });
+    await expect(countTokens).rejects.toBeInstanceOf(Anthropic.NotFoundError);
   });
 
   it('takes the admin key as x-api-key where the server checks keys', async () => {

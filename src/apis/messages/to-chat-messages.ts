@@ -9,7 +9,8 @@ import { argumentsOfInput, type ToolArgumentsStyle } from './tool-arguments.js';
  * - `text` → text content (one block: a string; several: text parts, which vLLM and Rein's
  *   tokenizer join with "\n", as they would the same texts sent to chat);
  * - an assistant turn's `thinking` → `reasoning_content` (several joined with "\n"), its
- *   `tool_use` blocks → the `tool_calls` of the same one assistant message, its texts → content;
+ *   `tool_use` blocks → the `tool_calls` of the same one assistant message, its texts → content
+ *   (several joined with "\n", as vLLM joins text parts);
  * - a user turn's `tool_result` blocks → `tool` messages, in order, then its other blocks as a
  *   user message. A result with `is_error: true` reads `Error: <its text>`, so the model sees
  *   that the call failed (chat has no error flag; this is how it learns of one).
