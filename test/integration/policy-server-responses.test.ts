@@ -114,6 +114,25 @@ describe('POST /v1/responses on the embedded policy server', () => {
     expect(withoutIds(final)).toEqual(withoutIds(plain));
   });
 
+  it('gives log-probs with top alternatives when asked, the same streamed as plain', async () => {
+    const asked = {
+      ...ask,
+      tools: [],
+      input: 'Say hi',
+      max_output_tokens: 6,
+      include: ['message.output_text.logprobs' as const],
+      ...({ top_logprobs: 2 } as object),
+    };
+    const plain = await client.responses.create(asked);
+    const [message] = plain.output;
+    const part = message?.type === 'message' ? message.content[0] : undefined;
+    const logprobs = part?.type === 'output_text' ? (part.logprobs ?? []) : [];
+    expect(logprobs.length).toBe(plain.usage?.output_tokens);
+    for (const token of logprobs) expect(token.top_logprobs).toHaveLength(2);
+    const final = await client.responses.stream(asked).finalResponse();
+    expect(withoutIds(final)).toEqual(withoutIds(plain));
+  });
+
   it("refuses what it cannot honor in OpenAI's error shape, naming the field", async () => {
     const refused = async (fields: object, status: number, message: RegExp) => {
       const err = (await client.responses.create({ ...ask, ...fields }).catch((e: unknown) => e)) as InstanceType<
