@@ -5,7 +5,7 @@ import { messagesTranslation, type MessagesRequest } from '../apis/messages/inde
 import { sseFrame } from '../apis/messages/stream-from-chat.js';
 import { ApiRequestError, type ChatStreamTranslator } from '../apis/translation.js';
 import { answerChat, chatChunks, prepareChat, type ChatRouteOptions } from './chat-route.js';
-import { HttpError, startStream } from './policy-http.js';
+import { HttpError, startStream, streamed, type StreamEnding } from './policy-http.js';
 
 /**
  * POST /v1/messages: the Anthropic Messages API, translated to a chat request (src/apis/messages)
@@ -26,7 +26,7 @@ export async function messagesRoute(app: FastifyInstance, options: ChatRouteOpti
       if (res && !res.writableEnded) res.write(translator.chunk(chunk as never));
     });
     res = startStream(reply);
-    await streamedMessages(res, write, translator);
+    await streamed(res, write, messagesEnding(translator));
   });
   // The Messages API's other endpoints (count_tokens, batches) are not served: said in its shape.
   app.all('/v1/messages/*', { errorHandler: replyError }, async (req) => {
@@ -35,22 +35,17 @@ export async function messagesRoute(app: FastifyInstance, options: ChatRouteOpti
 }
 
 /**
- * Writes a Messages stream's events, then its last ones. A failure once the stream has begun ends
- * it with an `error` event in Anthropic's shape, as Anthropic does, which the SDKs raise — not
- * with the chat stream's `data: [DONE]` (policy-http.ts `streamed`).
+ * How a Messages stream ends: its last events, or after a failure once it had begun an `error`
+ * event in Anthropic's shape, as Anthropic ends one (the SDKs raise it) — never vLLM's `[DONE]`.
  */
-export async function streamedMessages(
-  res: ServerResponse,
-  write: () => Promise<void>,
-  translator: ChatStreamTranslator<unknown>,
-): Promise<void> {
-  try {
-    await write();
-    res.end(translator.end());
-  } catch (err) {
-    const { error } = messagesTranslation.errorBody(500, 'api_error', `generation failed: ${(err as Error).message}`);
-    res.end(sseFrame({ type: 'error', error: error as object }));
-  }
+function messagesEnding(translator: ChatStreamTranslator<unknown>): StreamEnding {
+  return {
+    done: () => translator.end(),
+    failed: (message) => {
+      const { error } = messagesTranslation.errorBody(500, 'api_error', message);
+      return sseFrame({ type: 'error', error: error as object });
+    },
+  };
 }
 
 function replyError(err: FastifyError, _req: FastifyRequest, reply: FastifyReply) {
