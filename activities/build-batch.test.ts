@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { LocalArtifactStore } from '../src/artifacts/local-store.js';
 import { validateConfig } from '../src/config/load.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
+import { fixedRunDeps } from './run-deps.js';
 import { createBatchActivities } from './build-batch.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-batch-activity-'));
@@ -18,7 +19,7 @@ describe('buildBatch activity', () => {
     const { buildBatch } = createBatchActivities({
       store,
       artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
-      samples: validateConfig({}, 'test').samples,
+      runs: fixedRunDeps(validateConfig({}, 'test')),
     });
     const failure = await buildBatch({ iteration: 1, policyVersion: 'v1', configHash: 'c', rolloutIds: ['r1'] }).catch(
       (e: unknown) => e,

@@ -1,17 +1,16 @@
 import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
-import type { SampleSettings } from '../src/config/schema.js';
 import { lineageOf, type PolicyRegistry } from '../src/registry/policy-registry.js';
 import { DataQualityError, runBatchStage, type BatchStageInput, type BatchStageResult } from '../src/samples/stage.js';
 import type { TraceStore } from '../src/store/trace-store.js';
-import type { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
 import { DataQualityFailure } from '../workflows/failures.js';
+import { runDepsFor, type RunDepsSource } from './run-deps.js';
 
 export interface BatchActivityDeps {
   store: TraceStore;
   artifacts: ArtifactStore;
-  samples: SampleSettings;
-  tokenizer?: ChatTokenizer;
+  /** The batch's sample settings and tokenizer: its run's own config, by the input's configHash. */
+  runs: RunDepsSource;
   /** For samples.maxVersionsBehind: the lineage of the policy the batch trains. */
   registry?: PolicyRegistry;
 }
@@ -31,9 +30,10 @@ export function createBatchActivities(deps: BatchActivityDeps) {
         await turn();
       };
       try {
+        const { samples, tokenizer } = await runDepsFor(deps.runs, input.configHash);
         const lineage =
           input.lineage ??
-          (deps.samples.maxVersionsBehind !== undefined && deps.registry
+          (samples.maxVersionsBehind !== undefined && deps.registry
             ? await lineageOf(deps.registry, input.policyVersion)
             : undefined);
         return await whileHeartbeating(
@@ -43,9 +43,9 @@ export function createBatchActivities(deps: BatchActivityDeps) {
               {
                 store: deps.store,
                 artifacts: deps.artifacts,
-                settings: deps.samples,
+                settings: samples,
                 onRollout,
-                ...(deps.tokenizer && { tokenizer: deps.tokenizer }),
+                ...(tokenizer && { tokenizer }),
               },
             ),
           () => ({ ...progress }),

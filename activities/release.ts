@@ -1,5 +1,4 @@
 import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
-import type { GateSettings, RolloutSettings } from '../src/config/schema.js';
 import { decideGate, type GateRequest } from '../src/gate/decision.js';
 import { GateInputError, type Verdict } from '../src/gate/gate.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
@@ -7,26 +6,25 @@ import type { LedgerStore } from '../src/ledger/ledger.js';
 import { recordFromRollouts, type LedgerEntryRequest } from '../src/ledger/record-entry.js';
 import type { PolicyRegistry, StoredDecision } from '../src/registry/policy-registry.js';
 import { PRODUCTION_ALIAS, productionOrBase, promote, PromotionError } from '../src/registry/promotion.js';
-import type { HarnessSettings, VerifierSettings } from '../src/rollouts/harness-spec.js';
 import type { RolloutSelection } from '../src/rollouts/rollout-id.js';
 import type { TraceStore } from '../src/store/trace-store.js';
 import { GateInputFailure, LedgerFailure, PromotionFailure } from '../workflows/failures.js';
+import { runDepsFor, type RunDepsSource } from './run-deps.js';
 
 export interface ReleaseActivityDeps {
   store: TraceStore;
   registry?: PolicyRegistry;
   ledger?: LedgerStore;
   gateway?: GatewayControlClient;
-  harness?: HarnessSettings;
-  verifier?: VerifierSettings;
-  rollouts: RolloutSettings;
-  gate: GateSettings;
+  /** The gate's rules and the harness a decision or ledger row records: the run's own config, by its configHash. */
+  runs: RunDepsSource;
 }
 
 /** A replayed set of rollouts by reference: its batch id, tasks and samples per task. */
 export type RolloutSetRef = RolloutSelection;
 
-export type GateCandidateInput = GateRequest;
+/** The replays to judge, and the run whose gate rules judge them. */
+export type GateCandidateInput = GateRequest & { configHash: string };
 
 /** Small enough for workflow history; the whole record (evidence, rollout links) is in the registry. */
 export interface GateSummary {
@@ -37,8 +35,8 @@ export interface GateSummary {
   acceptedRate?: { incumbent: number; candidate: number };
 }
 
-/** A row of the ledgers and the rollouts behind it. */
-export type LedgerInput = LedgerEntryRequest;
+/** A row of the ledgers and the rollouts behind it, and the run whose harness and environment key it. */
+export type LedgerInput = LedgerEntryRequest & { configHash: string };
 
 export function createReleaseActivities(deps: ReleaseActivityDeps) {
   const registryOrFail = () => {
@@ -63,8 +61,10 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     async gateCandidate(input: GateCandidateInput): Promise<GateSummary> {
       return whileHeartbeating(async () => {
         const registry = registryOrFail();
+        const { gate, harness } = await runDepsFor(deps.runs, input.configHash);
+        const sources = { store: deps.store, registry, gate, ...(harness && { harness }), ...gatewayLink(deps) };
         try {
-          return gateSummary(await decideGate({ ...deps, registry }, input, eventLoopTurns()));
+          return gateSummary(await decideGate(sources, input, eventLoopTurns()));
         } catch (err) {
           if (err instanceof GateInputError) throw new GateInputFailure(err.message);
           throw err;
@@ -84,14 +84,21 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
     /** One row in the three ledgers, from the rollouts behind it. */
     async recordLedgerEntry(input: LedgerInput): Promise<void> {
       return whileHeartbeating(async () => {
-        const { ledger, harness, verifier } = deps;
-        if (!ledger || !harness || !verifier)
-          throw new LedgerFailure('this worker has no ledger, harness or verifier configured');
-        const sources = { ledger, harness, verifier, store: deps.store, rollouts: deps.rollouts };
-        await recordFromRollouts({ ...sources, acceptReward: deps.gate.acceptReward }, input, eventLoopTurns());
+        const { ledger } = deps;
+        if (!ledger) throw new LedgerFailure('this worker has no ledger');
+        const { harness, verifier, rollouts, gate } = await runDepsFor(deps.runs, input.configHash);
+        if (!harness || !verifier)
+          throw new LedgerFailure(`run config ${input.configHash} has no harness or verifier to key a ledger row with`);
+        const sources = { ledger, harness, verifier, store: deps.store, rollouts };
+        await recordFromRollouts({ ...sources, acceptReward: gate.acceptReward }, input, eventLoopTurns());
       });
     },
   };
+}
+
+/** The gateway a decision links its rollouts' calls from, when this worker has one. */
+function gatewayLink(deps: ReleaseActivityDeps): { gateway?: { url: string } } {
+  return deps.gateway ? { gateway: deps.gateway } : {};
 }
 
 /** A promotion the registry refuses fails for good (PromotionFailure): a retry would be refused again. */

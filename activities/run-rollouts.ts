@@ -2,18 +2,12 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import { isFinalCancel, keepHeartbeating } from './heartbeat.js';
 import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
-import type { RolloutSettings } from '../src/config/schema.js';
 import { DEFAULT_REDACTION_RULES, type RedactionRule } from '../src/gateway/redact.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { ensureServed, type Serving } from '../src/registry/serving.js';
 import { harnessExecutor } from '../src/rollouts/harness-executor.js';
-import {
-  harnessVersion,
-  programSpec,
-  type HarnessSettings,
-  type VerifierSettings,
-} from '../src/rollouts/harness-spec.js';
+import { harnessVersion, programSpec } from '../src/rollouts/harness-spec.js';
 import {
   RolloutSetupError,
   RolloutsHandedBack,
@@ -29,14 +23,14 @@ import {
   TaskSetChangedFailure,
   UnknownTaskFailure,
 } from '../workflows/failures.js';
+import { runnableRunDeps, type RunDeps, type RunDepsSource } from './run-deps.js';
 
 export interface RolloutActivityDeps {
   dataDir: string;
   /** Absent when the worker's config names no gateway admin key: rollouts cannot run there. */
   gateway?: GatewayControlClient;
-  harness?: HarnessSettings;
-  verifier?: VerifierSettings;
-  rollouts: RolloutSettings;
+  /** Each set's harness, verifier and rollout rules: its run's own config, by the set's configHash. */
+  runs: RunDepsSource;
   /**
    * With both, a version Rein trained is loaded and routed again before rollouts pin it (a
    * restarted backend or gateway forgot it).
@@ -52,6 +46,11 @@ export interface RolloutActivityDeps {
 /** Small enough for workflow history: the tasks travel as a file reference and ids. */
 export interface RunRolloutsInput {
   batchId: string;
+  /**
+   * The run's config (stored in the artifact store by the client that started it): its harness
+   * runs the set. Absent only for a set started by hand, which runs the worker's own config.
+   */
+  configHash?: string;
   taskSet: { file: string; sha256: string };
   taskIds: string[];
   samplesPerTask: number;
@@ -103,7 +102,9 @@ export function createRolloutActivities(deps: RolloutActivityDeps) {
 
 /** The runRollouts activity: the set's tasks checked, the pinned version served, the runner run while it heartbeats. */
 async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput): Promise<RunRolloutsSummary> {
-  const { gateway, harness, verifier } = rolloutSetup(deps);
+  const gateway = gatewayOrFail(deps);
+  const run = await runnableRunDeps(deps.runs, input.configHash);
+  const { harness, verifier } = run;
   const tasks = pinnedTasks(input);
   const context = Context.current();
   const onPolicyLost = await servedAgain(deps, gateway, input.policyVersion);
@@ -112,7 +113,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
   const progress = heartbeatProgress(context, input.taskIds.length * input.samplesPerTask);
   let outcomes: RolloutOutcome[];
   try {
-    outcomes = await runRollouts(batchSpec(deps, input, tasks, version), {
+    outcomes = await runRollouts(batchSpec(deps, run, input, tasks, version), {
       gateway,
       harness: executor,
       verifier: programSpec(verifier),
@@ -136,22 +137,13 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
   return summarize(input.batchId, version, outcomes);
 }
 
-/** What running rollouts needs from the worker's config: the gateway's admin key, a harness, a verifier. */
-function rolloutSetup(deps: RolloutActivityDeps): {
-  gateway: GatewayControlClient;
-  harness: HarnessSettings;
-  verifier: VerifierSettings;
-} {
-  const { gateway, harness, verifier } = deps;
-  if (!gateway || !harness || !verifier) {
-    const missing = [
-      !gateway && 'a gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)',
-      !harness && 'harness',
-      !verifier && 'verifier',
-    ].filter(Boolean);
-    throw new RolloutSetupFailure(`this worker cannot run rollouts: its config has no ${missing.join(', ')}`);
-  }
-  return { gateway, harness, verifier };
+/** Rollouts go through the gateway: a worker without its admin key cannot run them. */
+function gatewayOrFail(deps: RolloutActivityDeps): GatewayControlClient {
+  if (!deps.gateway)
+    throw new RolloutSetupFailure(
+      'this worker cannot run rollouts: its config has no gateway admin key (REIN_GATEWAY_ADMIN_KEY or gateway.adminKey file)',
+    );
+  return deps.gateway;
 }
 
 /** The set's tasks, in its order, from the task set the run pinned; refused if the file changed or lacks one. */
@@ -209,9 +201,10 @@ function heartbeatProgress(context: Context, total: number) {
   };
 }
 
-/** The runner's batch: the set, and how the worker's rollout settings run it. */
+/** The runner's batch: the set, the run's rollout rules, and the worker's pacing. */
 function batchSpec(
   deps: RolloutActivityDeps,
+  run: RunDeps,
   input: RunRolloutsInput,
   tasks: Task[],
   harnessVersion: string,
@@ -222,13 +215,13 @@ function batchSpec(
     samplesPerTask: input.samplesPerTask,
     mode: input.mode,
     policyVersion: input.policyVersion,
-    hiddenFields: deps.rollouts.hiddenFields,
-    rewardWeights: deps.rollouts.rewardWeights,
-    concurrency: deps.rollouts.concurrency,
-    launchesPerSecond: deps.rollouts.launchesPerSecond,
-    ...(deps.rollouts.refusalPatterns && { refusalPatterns: deps.rollouts.refusalPatterns }),
-    maxAttempts: deps.rollouts.maxAttempts,
-    dependencyWaitMs: deps.rollouts.dependencyWaitSeconds * 1000,
+    hiddenFields: run.rollouts.hiddenFields,
+    rewardWeights: run.rollouts.rewardWeights,
+    concurrency: run.rollouts.concurrency,
+    launchesPerSecond: run.rollouts.launchesPerSecond,
+    ...(run.rollouts.refusalPatterns && { refusalPatterns: run.rollouts.refusalPatterns }),
+    maxAttempts: run.rollouts.maxAttempts,
+    dependencyWaitMs: run.rollouts.dependencyWaitSeconds * 1000,
     workDir: path.join(deps.dataDir, 'rollouts'),
     harnessVersion,
     ...(input.harnessEnv && { harnessEnv: input.harnessEnv }),

@@ -70,7 +70,12 @@ export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<
   const runId = 'bench';
   const started = performance.now();
   const run = options.heldout === false ? { ...config.run, heldoutTasks: undefined } : config.run;
-  await startRun(client, config.temporal.taskQueue, { ...trainingRunInput({ ...config, run }), runId });
+  await startRun(
+    client,
+    config.temporal.taskQueue,
+    { ...trainingRunInput({ ...config, run }), runId },
+    { ...config, run },
+  );
   const report = await followRun(client, runId, { out: process.stderr });
   return {
     runId,

@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { ActivityDeps } from '../activities/index.js';
 import { artifactStoreFromConfig, stagingDir } from '../src/artifacts/from-config.js';
 import { EMBEDDED_BACKEND } from '../src/config/embedded-default.js';
+import { runConfigOf } from '../src/config/run-config.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { gatewayControlFromConfig } from '../src/gateway/from-config.js';
 import { redactionRules } from '../src/gateway/redact.js';
@@ -13,7 +14,10 @@ import { storeLocation } from '../src/store/location.js';
 import { traceStoreFromConfig } from '../src/store/open.js';
 import { policyTrainer } from '../src/training/policy-update.js';
 import { stagedPolicyTrainer } from '../src/training/staged-trainer.js';
-import { ChatTokenizer } from '../src/tokenizer/chat-tokenizer.js';
+import { storedRunDeps } from './run-configs.js';
+
+/** What belongs to the worker, whatever run it works for: stores, the gateway, the trainer, serving. */
+export type WorkerDeps = Omit<ActivityDeps, 'runs'>;
 
 /**
  * The key for loading versions into the serving backend: the embedded policy server's admin key,
@@ -33,10 +37,21 @@ export function notificationsFromConfig(config: ReinConfig): ReinConfig['notific
   return { ...notifications, temporalUiUrl: `http://${temporal.devServer.ip}:${temporal.devServer.uiPort}` };
 }
 
-/** The activities' dependencies for a worker, from the config: the trace store, artifacts, tokenizer. */
+/**
+ * The activities' dependencies for a worker, from its config: the worker's own (stores, gateway,
+ * trainer), and each run's harness, verifier, sample and gate settings from the run's own config,
+ * which the client stored in the artifact store under the hash the run's workflows carry.
+ */
 export async function activityDepsFromConfig(
   config: ReinConfig,
 ): Promise<{ deps: ActivityDeps; close(): Promise<void> }> {
+  const worker = await workerDepsFromConfig(config);
+  const runs = storedRunDeps({ artifacts: worker.deps.artifacts, pacing: config.rollouts, own: runConfigOf(config) });
+  return { deps: { ...worker.deps, runs }, close: worker.close };
+}
+
+/** The worker-level dependencies: the trace store, registry, ledger, artifacts, gateway, trainer, serving. */
+export async function workerDepsFromConfig(config: ReinConfig): Promise<{ deps: WorkerDeps; close(): Promise<void> }> {
   // Where store.url says: PostgreSQL shared with the CLI, the API and other workers, or the data directory's SQLite
   // file.
   const registry = await openRegistry(storeLocation(config));
@@ -52,7 +67,7 @@ export async function activityDepsFromConfig(
   const gateway = gatewayControlFromConfig(config.gateway);
   const artifacts = artifactStoreFromConfig(config);
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
-  const deps: ActivityDeps = {
+  const deps: WorkerDeps = {
     ...(gateway && { gateway }),
     dataDir: config.dataDir,
     minFreeBytes: megabytes(config.storage.minFreeMegabytes),
@@ -60,11 +75,8 @@ export async function activityDepsFromConfig(
     artifacts,
     // Rollout logs are uploaded redacted as the gateway redacts what it journals.
     redaction: redactionRules(config.gateway.redact.rules, config.gateway.redact.defaults),
-    samples: config.samples,
-    rollouts: config.rollouts,
     registry,
     ledger,
-    gate: config.gate,
     notifications: notificationsFromConfig(config),
     // s3:// batches and checkpoints are staged for the trainer, its output uploaded (src/training/staged-trainer.ts).
     trainer: stagedPolicyTrainer(policyTrainer(config.trainer, path.join(config.dataDir, 'logs'), config.artifacts), {
@@ -80,9 +92,6 @@ export async function activityDepsFromConfig(
         apiKey: () => servingKey(config),
       },
     }),
-    ...(config.harness && { harness: config.harness }),
-    ...(config.verifier && { verifier: config.verifier }),
-    ...(config.samples.tokenizerDir && { tokenizer: ChatTokenizer.fromDirectory(config.samples.tokenizerDir) }),
   };
   return {
     deps,

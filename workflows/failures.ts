@@ -21,6 +21,8 @@ function failureType<const T extends string>(type: T, retryable: boolean) {
 
 /** The worker cannot run rollouts: its config lacks a gateway key, harness or verifier, or the harness is wrong. */
 export class RolloutSetupFailure extends failureType('RolloutSetupError', false) {}
+/** A run's config cannot be loaded by its hash (not in the artifact store, changed, another version's). */
+export class RunConfigFailure extends failureType('RunConfigError', false) {}
 /** A task set changed since the run pinned its hash. */
 export class TaskSetChangedFailure extends failureType('TaskSetChanged', false) {}
 /** A task id the task set does not have. */

@@ -28,7 +28,13 @@ export interface ReleaseCandidateInput {
   base: { version: string; checkpointUri: string };
   heldout: HeldoutSelection;
   samplesPerTask: number;
+  /** The run's config, stored in the artifact store: its harness replays, its gate rules judge. */
   configHash: string;
+  /**
+   * The harness's version (harnessVersion of the config's harness), part of the replay and decision
+   * ids so runs with different harnesses never share a replay. Absent in releases started before it was.
+   */
+  harnessVersion?: string;
   /** Move production when the gate passes. */
   promote: boolean;
   /** Who asks: `run:<id>` or `cli:<user>`; recorded with the promotion. */
@@ -75,9 +81,16 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   const candidateHeldout = await replayHeldout(input, candidate, candidateSet.batchId);
 
   upsertSearchAttributes([{ key: ReinStage, value: 'gate' }]);
-  const decisionId = decisionIdFor(candidate, incumbent, input.configHash, heldout.taskIds.length, samplesPerTask);
+  const decisionId = decisionIdFor(
+    candidate,
+    incumbent,
+    input.configHash,
+    heldout.taskIds.length,
+    samplesPerTask,
+    input.harnessVersion,
+  );
   const gate = await gateCandidate.executeWithOptions(quick, [
-    { decisionId, candidate, incumbent, candidateSet, incumbentSet },
+    { decisionId, candidate, incumbent, candidateSet, incumbentSet, configHash: input.configHash },
   ]);
   upsertSearchAttributes([{ key: ReinVerdict, value: gate.verdict }]);
   if (gate.acceptedRate) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: gate.acceptedRate.candidate }]);
@@ -92,10 +105,10 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
   return { candidate, incumbent, candidateHeldout, incumbentHeldout, gate, promoted };
 }
 
-/** A version's held-out replay as the gate reads it: its batch (one per version and config), tasks and samples. */
+/** A version's held-out replay as the gate reads it: its batch (per version, config and harness), tasks, samples. */
 function heldoutSet(input: ReleaseCandidateInput, policyVersion: string): RolloutSetRef {
   return {
-    batchId: heldoutBatchId(policyVersion, input.configHash),
+    batchId: heldoutBatchId(policyVersion, input.configHash, input.harnessVersion),
     taskIds: input.heldout.taskIds,
     samplesPerTask: input.samplesPerTask,
   };
@@ -107,7 +120,13 @@ function replayHeldout(
   batchId: string,
 ): Promise<RunRolloutsSummary> {
   return heldoutReplay(
-    { heldout: input.heldout, samplesPerTask: input.samplesPerTask, policyVersion, batchId },
+    {
+      heldout: input.heldout,
+      samplesPerTask: input.samplesPerTask,
+      policyVersion,
+      batchId,
+      configHash: input.configHash,
+    },
     input.heartbeatTimeoutSeconds,
   );
 }
@@ -146,6 +165,7 @@ function releaseLedgerEntry(
     sets: [candidateSet],
     elapsedSeconds: (Date.now() - startedAt) / 1000,
     decisionId,
+    configHash: input.configHash,
   };
 }
 

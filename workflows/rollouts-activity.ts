@@ -49,7 +49,13 @@ export async function scoredRollouts(
  * harness's eval settings, into `batchId` (the batch a gate against that version reads).
  */
 export function heldoutReplay(
-  replay: { heldout: HeldoutSelection; samplesPerTask: number; policyVersion: string; batchId: string },
+  replay: {
+    heldout: HeldoutSelection;
+    samplesPerTask: number;
+    policyVersion: string;
+    batchId: string;
+    configHash: string;
+  },
   heartbeatTimeoutSeconds: number | undefined,
 ): Promise<RunRolloutsSummary> {
   const { heldout, samplesPerTask, policyVersion } = replay;
@@ -58,6 +64,7 @@ export function heldoutReplay(
     heartbeatTimeoutSeconds,
     {
       batchId: replay.batchId,
+      configHash: replay.configHash,
       taskSet: heldout.taskSet,
       taskIds: heldout.taskIds,
       samplesPerTask,

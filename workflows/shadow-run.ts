@@ -16,6 +16,8 @@ export interface ShadowRunInput {
   alias: string;
   heldout: HeldoutSelection;
   samplesPerTask: number;
+  /** The run's config, stored in the artifact store: its harness runs the shadow rollouts. */
+  configHash: string;
   /** Where the rollouts go: the same batch again resumes it rather than running it twice. */
   batchId: string;
   heartbeatTimeoutSeconds?: number;
@@ -52,6 +54,7 @@ export async function shadowRun(input: ShadowRunInput): Promise<ShadowRunResult>
       input.heartbeatTimeoutSeconds,
       {
         batchId,
+        configHash: input.configHash,
         taskSet: heldout.taskSet,
         taskIds: heldout.taskIds,
         samplesPerTask,

@@ -40,7 +40,10 @@ export interface TrainingIterationInput {
   iteration: number;
   /** The policy this iteration samples from and trains (the new version's parent). */
   policyVersion: string;
+  /** The run's config, stored in the artifact store: every stage loads the run's own harness and settings by it. */
   configHash: string;
+  /** The run's harness version, in its held-out replay and decision ids (see heldoutBatchId). */
+  harnessVersion?: string;
   train: TaskSelection & { samplesPerTask: number };
   /** Held-out tasks replayed with the candidate and with production, then the gate (the harness's eval settings). */
   heldout?: HeldoutSelection;
@@ -109,6 +112,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     heartbeatTimeoutSeconds,
     {
       batchId,
+      configHash: input.configHash,
       taskSet: input.train.taskSet,
       taskIds: input.train.taskIds,
       samplesPerTask: input.train.samplesPerTask,
@@ -214,6 +218,7 @@ async function releaseAsChild(
         heldout,
         samplesPerTask: input.release?.samplesPerTask ?? 1,
         configHash: input.configHash,
+        ...(input.harnessVersion && { harnessVersion: input.harnessVersion }),
         promote: input.release?.promote ?? false,
         actor: `run:${runId}`,
         runId,
@@ -254,5 +259,6 @@ function iterationLedgerEntry(
     sets: [{ batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask }],
     elapsedSeconds: (Date.now() - startedAt) / 1000,
     decisionId,
+    configHash: input.configHash,
   };
 }

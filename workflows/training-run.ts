@@ -37,7 +37,10 @@ export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
 export interface TrainingRunInput {
   /** Default: the workflow id (a scheduled run's id is the schedule's id and the time it fired). */
   runId?: string;
+  /** The run's config, stored in the artifact store when the run started: workers load its harness and more by it. */
   configHash: string;
+  /** The run's harness version, in its held-out replay and decision ids (absent in runs started before it was). */
+  harnessVersion?: string;
   /** The configured base policy and where its weights are (registered as a lineage root). */
   base: { version: string; checkpointUri: string };
   /**
@@ -257,7 +260,8 @@ async function startFromBase(
       heldout: input.heldout,
       samplesPerTask: input.release?.samplesPerTask ?? 1,
       policyVersion: start,
-      batchId: heldoutBatchId(start, input.configHash),
+      batchId: heldoutBatchId(start, input.configHash, input.harnessVersion),
+      configHash: input.configHash,
     },
     input.heartbeatTimeoutSeconds,
   );
@@ -304,6 +308,7 @@ async function runIteration(
             iteration,
             policyVersion,
             configHash: input.configHash,
+            ...(input.harnessVersion && { harnessVersion: input.harnessVersion }),
             train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
             ...(replayHeldout && {
               heldout: input.heldout,

@@ -3,6 +3,7 @@ import type { ReinConfig } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import type { releaseCandidate, ReleaseCandidateInput, ReleaseCandidateResult } from '../../workflows/index.js';
 import { configHash } from '../config/config-hash.js';
+import { harnessVersionOf, storeConfigOfStart } from './run-config.js';
 import { heldoutSelection } from './runs.js';
 
 /**
@@ -29,14 +30,24 @@ export function releaseInput(
     heldout,
     samplesPerTask: config.gate.samplesPerTask,
     configHash: configHash(config),
+    ...harnessVersionOf(config),
     promote: options.promote,
     actor: options.actor,
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
   };
 }
 
-/** Starts a release and returns its workflow id (the decision lands in the registry when it is done). */
-export async function startRelease(client: Client, taskQueue: string, input: ReleaseCandidateInput): Promise<string> {
+/**
+ * Starts a release and returns its workflow id (the decision lands in the registry when it is
+ * done); the config the input was built from is stored first, for the workers to load by its hash.
+ */
+export async function startRelease(
+  client: Client,
+  taskQueue: string,
+  input: ReleaseCandidateInput,
+  config: ReinConfig,
+): Promise<string> {
+  await storeConfigOfStart(config, input.configHash);
   const handle = await client.workflow.start<typeof releaseCandidate>(
     'releaseCandidate',
     releaseOptions(taskQueue, input),
@@ -49,7 +60,9 @@ export async function runRelease(
   client: Client,
   taskQueue: string,
   input: ReleaseCandidateInput,
+  config: ReinConfig,
 ): Promise<ReleaseCandidateResult> {
+  await storeConfigOfStart(config, input.configHash);
   return client.workflow.execute<typeof releaseCandidate>('releaseCandidate', releaseOptions(taskQueue, input));
 }
 

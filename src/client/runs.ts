@@ -7,6 +7,7 @@ import { loadTaskSet } from '../rollouts/tasks.js';
 import type { TrainingIterationInput, TrainingRunInput, trainingRun } from '../../workflows/index.js';
 import { promotionMemo, refuseConcurrentPromotion, type PromotionGuard } from './promotion-guard.js';
 import { RunExistsError } from './run-errors.js';
+import { harnessVersionOf, storeConfigOfStart } from './run-config.js';
 
 // Starting, listing and following runs: the modules beside this one, exported here as one API.
 export { completedRunMessage, continueRun, resumeRun, type RunContinuation } from './continue-run.js';
@@ -99,6 +100,7 @@ export function trainingRunInput(
   return {
     ...(overrides.runId && { runId: overrides.runId }),
     configHash: configHash(config),
+    ...harnessVersionOf(config),
     base: { version: run.base.version, checkpointUri: run.base.checkpoint as string },
     startFrom: run.startFrom,
     iterations: run.iterations,
@@ -118,17 +120,21 @@ export function trainingRunInput(
 }
 
 /**
- * Starts a training run; its workflow id is the run id. With a guard, a run that promotes is
- * refused while another run promotes into the same alias (PromotionConflictError).
+ * Starts a training run; its workflow id is the run id. The config the input was built from is
+ * stored in the artifact store first (workers load the run's harness and settings from it). With
+ * a guard, a run that promotes is refused while another run promotes into the same alias
+ * (PromotionConflictError).
  */
 export async function startRun(
   client: Client,
   taskQueue: string,
   input: RunStart,
+  config: ReinConfig,
   guard?: PromotionGuard,
 ): Promise<{ runId: string; executionRunId: string }> {
   const { promotes } = promotionMemo(input, guard);
   if (promotes && !guard?.allowConcurrent) await refuseConcurrentPromotion(client, input.runId, promotes);
+  await storeConfigOfStart(config, input.configHash);
   try {
     const handle = await client.workflow.start<typeof trainingRun>('trainingRun', {
       taskQueue,

@@ -5,7 +5,9 @@ import {
   type Client,
   type ScheduleSpec,
 } from '@temporalio/client';
+import type { ReinConfig } from '../config/schema.js';
 import type { TrainingRunInput } from '../../workflows/index.js';
+import { storeConfigOfStart } from './run-config.js';
 import { ScheduleError } from './schedule-error.js';
 
 /** The overlap policies as the CLI and API spell them. */
@@ -30,6 +32,8 @@ export interface ScheduleRequest {
   note?: string | undefined;
   /** Each fire starts a run with this input; its run id is the schedule id and the fire time. */
   input: Omit<TrainingRunInput, 'runId'>;
+  /** The config the input was built from: stored in the artifact store, for workers to load by its hash. */
+  config: ReinConfig;
   /** What its runs promote into (promotionMemo), so that a run started by hand meanwhile is refused. */
   promotes?: string | undefined;
 }
@@ -43,10 +47,14 @@ export interface ScheduleListing {
   recentRuns: Array<{ runId: string; startedAt: Date }>;
 }
 
-/** Recurring training: a Temporal Schedule whose action starts a trainingRun. */
+/**
+ * Recurring training: a Temporal Schedule whose action starts a trainingRun. The config the input
+ * was built from is stored first: every run the schedule starts names it by its hash.
+ */
 export async function createSchedule(client: Client, taskQueue: string, request: ScheduleRequest): Promise<void> {
   if ((request.every === undefined) === (request.cron === undefined))
     throw new ScheduleError('give exactly one of --every (e.g. 1d, 6h) and --cron (e.g. "0 3 * * *")');
+  await storeConfigOfStart(request.config, request.input.configHash);
   const spec: ScheduleSpec =
     request.every !== undefined
       ? { intervals: [{ every: durationOf(request.every) }] }

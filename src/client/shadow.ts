@@ -4,6 +4,7 @@ import { ConfigError } from '../config/load.js';
 import { PRODUCTION_ALIAS } from '../registry/promotion.js';
 import type { shadowRun, ShadowRunInput, ShadowRunResult } from '../../workflows/index.js';
 import { configHash } from '../config/config-hash.js';
+import { harnessVersionOf, storeConfigOfStart } from './run-config.js';
 import { heldoutSelection } from './runs.js';
 
 /**
@@ -24,18 +25,31 @@ export function shadowRunInput(
       'run.heldoutTasks: not set; a shadow run runs the held-out task set through the harness (see examples/calculator-agent/rein.yaml)',
     ]);
   }
+  const hash = configHash(config);
+  const { harnessVersion } = harnessVersionOf(config);
   return {
     candidate,
     alias: options.alias ?? PRODUCTION_ALIAS,
     heldout,
     samplesPerTask: config.gate.samplesPerTask,
-    batchId: `shadow.${candidate}.${configHash(config).slice(0, 12)}.${heldout.taskIds.length}`,
+    configHash: hash,
+    // The harness is in the name too: a shadow run with another harness runs its own rollouts.
+    batchId: `shadow.${candidate}.${hash.slice(0, 12)}${harnessVersion ? `.${harnessVersion.slice(0, 10)}` : ''}.${heldout.taskIds.length}`,
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
   };
 }
 
-/** Runs a shadow run to its end and returns the counts and where the full report is. */
-export async function runShadow(client: Client, taskQueue: string, input: ShadowRunInput): Promise<ShadowRunResult> {
+/**
+ * Runs a shadow run to its end and returns the counts and where the full report is; the config
+ * the input was built from is stored first, for the workers to load by its hash.
+ */
+export async function runShadow(
+  client: Client,
+  taskQueue: string,
+  input: ShadowRunInput,
+  config: ReinConfig,
+): Promise<ShadowRunResult> {
+  await storeConfigOfStart(config, input.configHash);
   const workflowId = `shadow-${input.candidate}-${Date.now().toString(36)}`;
   try {
     return await client.workflow.execute<typeof shadowRun>('shadowRun', {

@@ -35,10 +35,20 @@ export function resultShapingConfig(config: ReinConfig): Record<string, unknown>
   };
 }
 
+/**
+ * resultShapingConfig as canonical JSON: the exact bytes a run's config is stored as
+ * (src/config/run-config.ts), so its configHash is the hash of the stored object.
+ */
+export function resultShapingText(config: ReinConfig): string {
+  return canonicalJson(resultShapingConfig(config));
+}
+
+/** The short content hash of a stored run config's text. */
+export function textHash(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 16);
+}
+
 /** A short content hash of resultShapingConfig, kept in every workflow's memo. */
 export function configHash(config: ReinConfig): string {
-  return createHash('sha256')
-    .update(canonicalJson(resultShapingConfig(config)))
-    .digest('hex')
-    .slice(0, 16);
+  return textHash(resultShapingText(config));
 }

@@ -1,8 +1,8 @@
-import type { GateSettings } from '../config/schema.js';
 import type { PolicyRegistry, StoredDecision } from '../registry/policy-registry.js';
 import { harnessVersion, type HarnessSettings } from '../rollouts/harness-spec.js';
 import { selectionRolloutIds, type RolloutSelection } from '../rollouts/rollout-id.js';
 import type { TraceStore } from '../store/trace-store.js';
+import type { GateRules } from './config.js';
 import { evaluateGate, pairOutcomes } from './gate.js';
 import { readRolloutFacts } from './rollout-facts.js';
 
@@ -20,7 +20,7 @@ export interface GateSources {
   store: TraceStore;
   registry: PolicyRegistry;
   /** The gate's rules, recorded with the decision (less autoPromote: what a run does with a verdict). */
-  gate: GateSettings;
+  gate: GateRules & { autoPromote?: boolean };
   /** The harness the replays ran, recorded by its version. */
   harness?: HarnessSettings;
   /** The gateway whose API serves each rollout's calls and events, linked from the decision. */

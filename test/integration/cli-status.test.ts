@@ -146,12 +146,17 @@ describe('honest status of failed and cancelled runs', () => {
         // name.
         const { config } = loadConfig({ file: configFile, env: {} });
         const input = trainingRunInput(config, { iterations: 1, tasksPerIteration: 2, samplesPerTask: 2 });
-        await startRun(client, taskQueue, {
-          ...input,
-          heldout: undefined,
-          runId: 'fail-1',
-          train: { ...input.train, taskSet: { ...input.train.taskSet, sha256: 'the-hash-it-had' } },
-        });
+        await startRun(
+          client,
+          taskQueue,
+          {
+            ...input,
+            heldout: undefined,
+            runId: 'fail-1',
+            train: { ...input.train, taskSet: { ...input.train.taskSet, sha256: 'the-hash-it-had' } },
+          },
+          config,
+        );
         const failed = await client.workflow
           .getHandle('fail-1')
           .result()

@@ -32,6 +32,7 @@ describe('two runs promoting into one production', () => {
           client,
           taskQueue,
           { ...input, runId, release: { samplesPerTask: input.release?.samplesPerTask ?? 1, promote } },
+          config,
           guard,
         );
         started.push(runId);

@@ -20,6 +20,7 @@ import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embed
 import { localPolicyTrainer } from '../../src/training/policy-update.js';
 import { stagedPolicyTrainer } from '../../src/training/staged-trainer.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
+import { fixedRunDeps } from '../../activities/run-deps.js';
 import { createReinWorker } from '../../workers/worker.js';
 import {
   pauseSignal,
@@ -120,14 +121,17 @@ async function startWorker(
     dataDir: dir,
     store: stack.store,
     artifacts,
-    samples,
-    rollouts: { ...config.rollouts, concurrency: 8 },
-    harness: { version: 'example', local: program('harness.mjs') },
-    verifier: program('verifier.mjs'),
+    // One setup for every run on this worker, whatever its configHash (this test's hashes are made up).
+    runs: fixedRunDeps({
+      samples,
+      rollouts: { ...config.rollouts, concurrency: 8 },
+      harness: { version: 'example', local: program('harness.mjs') },
+      verifier: program('verifier.mjs'),
+      gate: config.gate,
+    }),
     gateway: stack.control,
     registry,
     ledger,
-    gate: { ...config.gate, autoPromote: true },
     trainer: stagedPolicyTrainer(trainer, {
       artifacts,
       stagingDir: path.join(dir, 'staging'),

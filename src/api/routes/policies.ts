@@ -113,7 +113,7 @@ const releaseRoutes: PolicyPlugin = async (app, { context }) => {
       const { candidate, promote: promoteOnPass, heldoutLimit } = req.body;
       const input = releaseInput(config, candidate, { promote: promoteOnPass, heldoutLimit, actor: 'api' });
       const incumbent = (await registry((r) => r.alias(PRODUCTION_ALIAS))) ?? config.run.base.version;
-      const workflowId = await startRelease(client, context.taskQueue, input);
+      const workflowId = await startRelease(client, context.taskQueue, input, config);
       return reply.code(202).send({
         workflowId,
         decisionId: decisionIdFor(
@@ -122,6 +122,7 @@ const releaseRoutes: PolicyPlugin = async (app, { context }) => {
           input.configHash,
           input.heldout.taskIds.length,
           input.samplesPerTask,
+          input.harnessVersion,
         ),
       });
     },

@@ -59,6 +59,7 @@ const runCollectionRoutes: RunPlugin = async (app, { context }) => {
         client,
         taskQueue,
         { ...trainingRunInput(config, runOverrides(req.body)), runId: req.body.runId ?? newRunId() },
+        config,
         promotionGuard(config),
       );
       return reply.code(201).send(started);

@@ -47,6 +47,7 @@ export const scheduleRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = as
         paused,
         note,
         input,
+        config,
         ...promotionMemo(input, promotionGuard(config)),
       });
       return reply.code(201).send({ ok: true });

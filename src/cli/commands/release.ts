@@ -101,7 +101,7 @@ function addGateCommand(program: Command): void {
           say(
             `Replaying ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${version} and with production…`,
           );
-          const result = await runRelease(client, config.temporal.taskQueue, input);
+          const result = await runRelease(client, config.temporal.taskQueue, input, config);
           const decision = await withRegistry(storeLocation(config), (r) => r.decision(result.gate.decisionId));
           if (options.json) say(JSON.stringify(decision, null, 2));
           else if (decision) process.stdout.write(formatDecision(decision));

@@ -67,6 +67,7 @@ function addCreateCommand(schedule: Command): void {
           paused: options.paused,
           note: options.note,
           input,
+          config,
           ...promotionMemo(input, promotionGuard(config)),
         }),
       );

@@ -88,7 +88,7 @@ function addRunCommand(shadow: Command): void {
             say(
               `Running ${input.heldout.taskIds.length} held-out tasks × ${input.samplesPerTask} with ${input.alias} acting, every call mirrored to ${candidate}…`,
             );
-          const result = await runShadow(client, config.temporal.taskQueue, input);
+          const result = await runShadow(client, config.temporal.taskQueue, input, config);
           const report = await readReport(config, result.report);
           if (options.json) return void say(JSON.stringify({ result, report: report ?? null }, null, 2));
           const { rollouts } = result;

@@ -93,7 +93,7 @@ export function registerTrainCommand(program: Command): void {
     const { client, services, close } = await connectOrStartServices(config, logger, say);
     const interrupted = abortOnInterrupt();
     try {
-      const started = await startRun(client, taskQueue, input, promotionGuard(config));
+      const started = await startRun(client, taskQueue, input, config, promotionGuard(config));
       const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
       say(
         `Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.startFrom === 'production' ? `production (${input.base.version} until a promotion)` : input.base.version}` +
