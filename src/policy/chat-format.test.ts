@@ -141,4 +141,11 @@ describe('parseToolCalls', () => {
     });
     expect(parseToolCalls('The answer is 42')).toEqual({ content: 'The answer is 42', toolCalls: [] });
   });
+
+  it('reads arguments whose string holds }</tool_call> to their real end', () => {
+    const args = '{"html":"a}</tool_call>b","n":1}';
+    expect(parseToolCalls(`<tool_call>put${args}</tool_call>`).toolCalls.map((c) => c.function.arguments)).toEqual([
+      args,
+    ]);
+  });
 });

@@ -110,7 +110,24 @@ export interface ParsedReply {
   toolCalls: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
 }
 
-const TOOL_CALL = /<tool_call>([A-Za-z_][\w.-]*)(\{[\s\S]*?\})<\/tool_call>/g;
+const CALL_HEAD = /<tool_call>([A-Za-z_][\w.-]*)(?=\{)/g;
+const CALL_TAIL = '}</tool_call>';
+
+/**
+ * The end of a call's JSON-object arguments starting at `from`: the first `}</tool_call>` up to
+ * which the text parses as an object (a string argument may itself hold `}</tool_call>`), or -1.
+ */
+function argumentsEnd(text: string, from: number): number {
+  for (let end = text.indexOf(CALL_TAIL, from); end >= 0; end = text.indexOf(CALL_TAIL, end + 1)) {
+    try {
+      const parsed: unknown = JSON.parse(text.slice(from, end + 1));
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return end + 1;
+    } catch {
+      // not this one: the object goes on past it
+    }
+  }
+  return -1;
+}
 
 /**
  * Splits generated text into content and OpenAI tool calls. A call whose arguments are not a JSON
@@ -118,19 +135,21 @@ const TOOL_CALL = /<tool_call>([A-Za-z_][\w.-]*)(\{[\s\S]*?\})<\/tool_call>/g;
  */
 export function parseToolCalls(text: string, callIdPrefix = 'call'): ParsedReply {
   const toolCalls: ParsedReply['toolCalls'] = [];
-  const content = text.replace(TOOL_CALL, (whole, name: string, args: string) => {
-    try {
-      const parsed: unknown = JSON.parse(args);
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return whole;
-    } catch {
-      return whole;
-    }
+  let content = '';
+  let copied = 0;
+  for (const head of text.matchAll(CALL_HEAD)) {
+    const from = head.index + head[0].length;
+    if (head.index < copied) continue; // inside a call already taken
+    const end = argumentsEnd(text, from);
+    if (end < 0) continue;
+    content += text.slice(copied, head.index);
+    copied = end + CALL_TAIL.length - 1;
     toolCalls.push({
       id: `${callIdPrefix}_${toolCalls.length}`,
       type: 'function',
-      function: { name, arguments: args },
+      function: { name: head[1] as string, arguments: text.slice(from, end) },
     });
-    return '';
-  });
+  }
+  content += text.slice(copied);
   return { content: content === '' && toolCalls.length > 0 ? null : content, toolCalls };
 }

@@ -18,7 +18,7 @@ import { startStream, streamed } from './policy-http.js';
 import { chatRequest, parseRequest, type ChatRequest } from './request-fields.js';
 import type { GenerationState } from './scheduler.js';
 import type { ServedModels } from './served-models.js';
-import { replyToolCalls, toolShaping, type ToolShaping } from './tool-choice.js';
+import { replyToolCalls, rowMask, toolShaping, type ToolShaping } from './tool-choice.js';
 
 /** One chat request being answered: what every piece of its answer is built from. */
 export interface ChatCall {
@@ -84,10 +84,11 @@ function logprobsOf(call: ChatCall, state: GenerationState, from = 0): ChatLogpr
   return { content: chatLogprobs(call.checkpoint.tokenizer, row) };
 }
 
-/** How the call's rows are drawn: its tool mask, and as many top log-probs as it asked for. */
+/** How the call's rows are drawn: its tool mask or each row's constraint, and as many top log-probs as it asked for. */
 function shapingOf(call: ChatCall) {
   return {
     ...(call.tools.mask && { mask: call.tools.mask }),
+    ...(call.tools.grammar && { rowMask: () => rowMask(call.tools, call.checkpoint) }),
     topLogprobs: call.body.logprobs ? (call.body.top_logprobs ?? 0) : 0,
   };
 }

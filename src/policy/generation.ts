@@ -29,6 +29,14 @@ export interface Generator {
   metrics: PolicyServerMetrics;
 }
 
+/**
+ * How a request's rows are drawn: a mask they share, or `rowMask` making each row its own (a
+ * constraint that follows the row's tokens), and how many top log-probs to report.
+ */
+export type RowShaping = Pick<GenerationRow, 'mask' | 'topLogprobs'> & { rowMask?: () => GenerationRow['mask'] };
+
+const withMask = (mask: GenerationRow['mask']) => (mask ? { mask } : {});
+
 /** Generates n rows for one prompt, checking the context limit as vLLM does. */
 export function generateRows(
   generator: Generator,
@@ -36,8 +44,9 @@ export function generateRows(
   prompt: number[],
   body: SamplingRequest,
   onToken?: (choice: number, state: GenerationState) => void,
-  shaping: Pick<GenerationRow, 'mask' | 'topLogprobs'> = {},
+  shaping: RowShaping = {},
 ): Array<Promise<GenerationState>> {
+  const { rowMask, ...shared } = shaping;
   const { vocabSize } = checkpoint.config;
   const outside = prompt.find((id) => id >= vocabSize);
   if (outside !== undefined)
@@ -69,7 +78,8 @@ export function generateRows(
         seed: seed + choice,
         stopIds: [specialTokenId(END_OF_TURN), specialTokenId('<|endoftext|>')],
         stopStrings: body.stop === undefined || body.stop === null ? [] : ([] as string[]).concat(body.stop),
-        ...shaping,
+        ...shared,
+        ...withMask(rowMask?.()),
         ...(onToken && { onToken: (state) => onToken(choice, state) }),
       }),
     ),

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { samplingFields } from './generation.js';
 import { HttpError } from './policy-http.js';
+import { responseFormatField } from './constrained/reply-grammar.js';
 import { toolChoiceField } from './tool-choice.js';
 
 /**
  * Every field a request to the embedded policy server may carry: each one is honored, or taken
- * only at the value that asks for nothing (a penalty of 0, plain-text output). A field not listed
+ * only at the value that asks for nothing (a penalty of 0). A field not listed
  * here is refused with a 400 naming it — never silently dropped, so a harness never trains on
  * replies generated without what it asked for. vLLM and SGLang backends take many more.
  */
@@ -18,19 +19,6 @@ const neutralFields = {
   frequency_penalty: z.literal(0, { error: unsupported('a frequency penalty other than 0') }).nullish(),
   presence_penalty: z.literal(0, { error: unsupported('a presence penalty other than 0') }).nullish(),
 };
-
-/** JSON output (`json_object`, `json_schema`) needs guided decoding; only plain text is served. */
-const responseFormatField = z
-  .object({ type: z.string() })
-  .passthrough()
-  .refine((format) => format.type === 'text', {
-    error: (issue) =>
-      unsupported(
-        `${JSON.stringify((issue.input as { type: string }).type)} output (it needs guided decoding, ` +
-          'which vLLM and SGLang do)',
-      ),
-  })
-  .nullish();
 
 export const chatRequest = z
   .object({

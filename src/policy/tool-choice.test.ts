@@ -34,10 +34,23 @@ describe('tool_choice and parallel_tool_calls', () => {
     expect(none.mask?.([])).toEqual({ ban: new Set([START]) });
   });
 
-  it('refuses required and a named function, naming tool_choice', () => {
-    expect(refusal(() => toolShaping({ tools, tool_choice: 'required' }))).toMatch(/^400 tool_choice: "required"/);
+  it('constrains required and a named function, refusing what cannot be called', () => {
+    const required = toolShaping({ tools, tool_choice: 'required' });
+    expect(required).toMatchObject({ parse: true, single: false, grammar: { kind: 'tool_calls', parallel: true } });
     const named = { type: 'function' as const, function: { name: 'calc' } };
-    expect(refusal(() => toolShaping({ tools, tool_choice: named }))).toMatch(/^400 tool_choice: .*guided/);
+    expect(toolShaping({ tools, tool_choice: named })).toMatchObject({ single: true, grammar: { parallel: false } });
+    expect(refusal(() => toolShaping({ tools: [], tool_choice: 'required' }))).toMatch(
+      /^400 tool_choice: "required" needs tools/,
+    );
+    const other = { type: 'function' as const, function: { name: 'other' } };
+    expect(refusal(() => toolShaping({ tools, tool_choice: other }))).toMatch(/"other", which is not among the tools/);
+    const badName = [{ type: 'function', function: { name: '9 lives' } }];
+    expect(refusal(() => toolShaping({ tools: badName, tool_choice: 'required' }))).toMatch(/cannot be written/);
+  });
+
+  it('reads JSON output as content, never as tool calls', () => {
+    const json = toolShaping({ tools, response_format: { type: 'json_object' } });
+    expect(json).toMatchObject({ parse: false, grammar: { kind: 'json' } });
   });
 
   it('without parallel calls, allows only the end of the turn once a call has closed', () => {
@@ -73,11 +86,15 @@ describe('the request fields', () => {
     );
   });
 
-  it('refuses JSON output and penalties, and takes the values that ask for nothing', () => {
+  it('takes text and JSON output, refuses other formats and penalties, and takes the values that ask for nothing', () => {
     const json = { model: 'm', messages, response_format: { type: 'json_object' } };
-    expect(refusal(() => parseRequest(chatRequest, json))).toMatch(/response_format.*"json_object".*vLLM or SGLang/);
-    const schema = { type: 'json_schema', json_schema: { name: 'x', schema: {} } };
-    expect(refusal(() => parseRequest(chatRequest, { ...json, response_format: schema }))).toMatch(/"json_schema"/);
+    expect(refusal(() => parseRequest(chatRequest, json))).toBe('accepted');
+    const schema = { type: 'json_schema', json_schema: { name: 'x', schema: {}, strict: true } };
+    expect(refusal(() => parseRequest(chatRequest, { ...json, response_format: schema }))).toBe('accepted');
+    const grammar = { type: 'grammar', grammar: 'root ::= "a"' };
+    expect(refusal(() => parseRequest(chatRequest, { ...json, response_format: grammar }))).toMatch(
+      /^400 response_format.type: "grammar" is not supported/,
+    );
     expect(refusal(() => parseRequest(chatRequest, { ...json, frequency_penalty: 0.5 }))).toMatch(/frequency/);
     const plain = { model: 'm', messages, response_format: { type: 'text' }, presence_penalty: 0, user: 'u' };
     expect(refusal(() => parseRequest(chatRequest, plain))).toBe('accepted');

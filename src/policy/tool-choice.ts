@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { END_OF_TURN, specialTokenId, type ParsedReply } from './chat-format.js';
-import { HttpError } from './policy-http.js';
+import type { Checkpoint } from './checkpoint.js';
+import { replyGrammar, type ConstrainedRequest } from './constrained/reply-grammar.js';
+import { rowConstraint, type ReplyGrammar } from './constrained/token-constraint.js';
 import type { TokenMask } from './sampling.js';
 
 /** OpenAI's `tool_choice`: a mode, or one function by name. */
@@ -12,18 +14,19 @@ export const toolChoiceField = z
   ])
   .nullish();
 
-/** The fields of a chat request that decide whether and how the reply may call tools. */
-export interface ToolRequest {
-  tools?: unknown[] | null | undefined;
-  tool_choice?: z.infer<typeof toolChoiceField>;
-  parallel_tool_calls?: boolean | null | undefined;
-}
+/** The fields of a chat request that decide whether and how the reply may call tools, or must be JSON. */
+export type ToolRequest = ConstrainedRequest;
 
-/** How a row is generated and read for its request's tools: masked while drawn, tool calls parsed out or not. */
+/**
+ * How a row is generated and read for its request's tools and response format: masked while
+ * drawn (`mask`, the same for every row; `grammar`, a constraint each row follows on its own),
+ * tool calls parsed out or not.
+ */
 export interface ToolShaping {
   parse: boolean;
   single: boolean;
   mask?: (ids: readonly number[]) => TokenMask;
+  grammar?: ReplyGrammar;
 }
 
 const CALL_START = specialTokenId('<tool_call>');
@@ -32,24 +35,19 @@ const NO_CALLS: TokenMask = { ban: new Set([CALL_START]) };
 const ONLY_END: TokenMask = { allow: new Set([specialTokenId(END_OF_TURN)]) };
 
 /**
- * `tool_choice` and `parallel_tool_calls` as the embedded policy honors them. `none`: the tools
- * stay in the prompt (as vLLM renders them) but the tool-call token is masked, so no call is
- * drawn, and the text is not parsed for calls (vLLM runs no tool parser then). `required` and a
- * named function need constrained decoding of the arguments, which this server does not do:
- * refused, never answered as `auto`. `parallel_tool_calls: false`: once a call closes, only the
- * end of the turn may follow — the reply stops after its first call rather than being truncated
- * afterwards (as vLLM does), so its token ids are exactly what the next prompt renders back.
+ * `tool_choice`, `parallel_tool_calls` and `response_format` as the embedded policy honors them.
+ * `none`: the tools stay in the prompt (as vLLM renders them) but the tool-call token is masked,
+ * so no call is drawn, and the text is not parsed for calls (vLLM runs no tool parser then).
+ * `required`, a named function and JSON output: constrained decoding (constrained/), as vLLM's
+ * guided decoding; JSON content is not parsed for calls. `parallel_tool_calls: false`: once a call
+ * closes, only the end of the turn may follow — the reply stops after its first call rather than
+ * being truncated afterwards (as vLLM does), so its token ids are what the next prompt renders back.
  */
 export function toolShaping(body: ToolRequest): ToolShaping {
   const choice = body.tool_choice ?? 'auto';
-  if (choice === 'required' || typeof choice === 'object')
-    throw new HttpError(
-      400,
-      'BadRequestError',
-      `tool_choice: ${JSON.stringify(choice)} is not supported by the embedded policy server: forcing a tool call ` +
-        'needs constrained (guided) decoding, which it does not do; use "auto" or "none", or serve the policy ' +
-        'with vLLM or SGLang, which do',
-    );
+  const grammar = replyGrammar(body);
+  if (grammar?.kind === 'json') return { parse: false, single: false, grammar };
+  if (grammar) return { parse: true, single: !grammar.parallel, grammar };
   if (choice === 'none') return { parse: false, single: false, mask: () => NO_CALLS };
   const parse = (body.tools?.length ?? 0) > 0;
   if (!parse || body.parallel_tool_calls !== false) return { parse, single: false };
@@ -58,6 +56,15 @@ export function toolShaping(body: ToolRequest): ToolShaping {
     single: true,
     mask: (ids) => (ids.at(-1) === CALL_END && ids.includes(CALL_START) ? ONLY_END : null),
   };
+}
+
+/** The mask a row of this shaping draws under: a fresh constraint per row where there is a grammar. */
+export function rowMask(
+  shaping: ToolShaping,
+  checkpoint: Checkpoint,
+): ((ids: readonly number[]) => TokenMask) | undefined {
+  if (!shaping.grammar) return shaping.mask;
+  return rowConstraint(shaping.grammar, checkpoint.tokenizer, checkpoint.config.vocabSize);
 }
 
 /** vLLM's tool call id: `chatcmpl-tool-` and 32 random hex digits, new for every call. */

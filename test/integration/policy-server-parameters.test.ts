@@ -91,11 +91,13 @@ describe('the embedded policy server honors or refuses each parameter', () => {
         status: 400,
         message: expect.stringMatching(named),
       });
-    await refused({ tool_choice: 'required' }, /tool_choice: "required".*guided/);
-    await refused({ tool_choice: { type: 'function', function: { name: 'calc' } } }, /tool_choice/);
-    await refused({ response_format: { type: 'json_object' } }, /response_format: "json_object".*vLLM or SGLang/);
-    const schema = { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object' } } };
-    await refused({ response_format: schema }, /response_format: "json_schema"/);
+    await refused({ tool_choice: { type: 'function', function: { name: 'sum' } } }, /"sum", which is not among/);
+    await refused({ response_format: { type: 'regex', regex: 'a+' } }, /response_format.*"regex" is not supported/);
+    const schema = {
+      type: 'json_schema',
+      json_schema: { name: 'n', schema: { type: 'string', format: 'date' }, strict: true },
+    };
+    await refused({ response_format: schema }, /"format" is not enforced/);
     await refused({ store: true, logit_bias: { 1: 2 } }, /^400 store, logit_bias: not supported/);
     await refused({ top_logprobs: 2 }, /top_logprobs: needs logprobs/);
   });
