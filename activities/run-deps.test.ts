@@ -133,8 +133,8 @@ describe("a worker's runs, each from its own stored config", () => {
     expect(refused).toMatchObject({ type: 'RolloutSetupError', nonRetryable: true });
     const { message } = refused as ApplicationFailure;
     expect(message).toContain(`this worker cannot run the harness of run config ${hash}:`);
-    expect(message).toContain('harness.local.cwd: /opt/agent/work is not a directory');
-    expect(message).toContain('harness.local.command: /opt/agent/bin/harness is not an executable file');
+    expect(message).toContain('harness.cwd: /opt/agent/work is not a directory');
+    expect(message).toContain('harness.command: /opt/agent/bin/harness is not an executable file');
     expect(message).toContain('run the workers where those paths exist');
     // One it can run goes through.
     const { configHash: runnable } = await storeRunConfig(store, configWith('fine.mjs'));

@@ -14,7 +14,7 @@ export function harnessProblems(
 ): string[] {
   const problems: string[] = [];
   if (!harness) problems.push('harness: not set in the run config');
-  else if (harness.local) problems.push(...programProblems('harness.local', programSpec(harness.local), env));
+  else if (harness.local) problems.push(...programProblems('harness', programSpec(harness.local), env));
   else if (harness.kubernetes && !statSync(harness.kubernetes.template, { throwIfNoEntry: false })?.isFile())
     problems.push(`harness.kubernetes.template: ${harness.kubernetes.template} is not a file here`);
   if (!verifier) problems.push('verifier: not set in the run config');
