@@ -122,7 +122,7 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
     });
     const input = shadowRunInput(config, CANDIDATE, { heldoutLimit: TASKS });
     expect(result.rollouts.batchId).toBe(input.batchId);
-    expect(input.batchId).toMatch(new RegExp(`^shadow\\.${CANDIDATE}\\.[0-9a-f]{12}\\.${TASKS}$`));
+    expect(input.batchId).toMatch(new RegExp(`^shadow\\.${CANDIDATE}\\.[0-9a-f]{12}\\.h-[0-9a-f]{8}\\.${TASKS}$`));
 
     // The mirror is gone the moment the run is over.
     expect(services.gateway.router.mirrors()).toEqual([]);
