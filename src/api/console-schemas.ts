@@ -101,7 +101,7 @@ export const callView = z.object({
   rolloutId: z.string(),
   attempt: z.number().int(),
   seq: z.number().int(),
-  endpoint: z.enum(['chat.completions', 'completions', 'responses']),
+  endpoint: z.enum(['chat.completions', 'completions', 'responses', 'messages']),
   policyVersion: z.string(),
   backendUrl: z.string(),
   stream: z.boolean(),

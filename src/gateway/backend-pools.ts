@@ -27,6 +27,7 @@ const PATHS: Record<CallEndpoint, string> = {
   'chat.completions': '/chat/completions',
   completions: '/completions',
   responses: '/responses',
+  messages: '/messages',
 };
 
 /**

@@ -34,6 +34,13 @@ const backend = z.strictObject({
     .describe('Name of the environment variable holding the backend API key (keys stay out of config files)'),
   tokenIds: z.boolean().default(true).describe('Ask for token ids (vLLM >= 0.10.2 return_token_ids)'),
   logprobs: z.boolean().default(true).describe("Ask for the sampled tokens' log-probs"),
+  nativeApis: z
+    .array(z.enum(['responses', 'messages']))
+    .optional()
+    .describe(
+      "APIs sent to this backend as the harness sent them (the backend's own /v1/responses or /v1/messages) " +
+        'instead of as chat completions; their calls carry no token ids and are retokenized',
+    ),
 });
 
 /** The config's `gateway` section: what harnesses call, the backends and policy versions behind it. */

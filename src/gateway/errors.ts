@@ -3,6 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
 import { clientErrorAnswer } from '../http/client-error.js';
 import type { Logger } from '../log/logger.js';
+import { translationOf } from '../apis/registry.js';
+import { ApiRequestError, type ApiTranslation } from '../apis/translation.js';
 import { RoutingError } from './routing.js';
 
 /** An error the harness receives as an OpenAI-style error body. */
@@ -38,6 +40,28 @@ export function errorBody(status: number, code: string, message: string): ErrorB
   return { error: { message, type: status >= 500 ? 'api_error' : 'invalid_request_error', code, param: null } };
 }
 
+/**
+ * The error body in the shape of the API the request called: Anthropic's for the Messages API
+ * (its SDKs read `error.type`), OpenAI's for every other.
+ */
+export function errorBodyFor(url: string, status: number, code: string, message: string): object {
+  if (!MESSAGES_PATH.test(url.split('?')[0] ?? '')) return errorBody(status, code, message);
+  return (translationOf('messages') as ApiTranslation).errorBody(status, apiErrorType(status), message);
+}
+
+const MESSAGES_PATH = /\/v1\/messages\/?$/;
+
+/** A status's error type in the words of the Responses and Messages APIs. */
+export function apiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 413) return 'request_too_large';
+  if (status === 429) return 'rate_limit_error';
+  if (status === 503 || status === 529) return 'overloaded_error';
+  return status >= 500 ? 'api_error' : 'invalid_request_error';
+}
+
 /** Whether an error described by describeError is the gateway's own failure (logged, answered without internals). */
 export function isGatewayFailure(described: { status: number; code: string }): boolean {
   return described.status >= 500 && described.code === 'gateway_error';
@@ -51,6 +75,7 @@ export function describeError(err: unknown): {
 } {
   if (err instanceof GatewayHttpError)
     return { status: err.status, code: err.code, message: err.message, headers: err.headers };
+  if (err instanceof ApiRequestError) return { status: err.status, code: err.type, message: err.message, headers: {} };
   if (err instanceof RoutingError) {
     return {
       status: err.status,
@@ -110,14 +135,16 @@ export function logGatewayFailure(
 }
 
 /** For hijacked proxy replies: an error before any byte went out becomes an OpenAI error body. */
-export function sendRawError(res: ServerResponse, err: unknown, callId?: string): void {
+export function sendRawError(res: ServerResponse, err: unknown, url: string, callId?: string): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const { status, code, message, headers } = describeError(err);
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify(errorBody(status, code, callId === undefined ? message : `${message} (call ${callId})`)));
+  res.end(
+    JSON.stringify(errorBodyFor(url, status, code, callId === undefined ? message : `${message} (call ${callId})`)),
+  );
 }
 
 /** How long a request may take to arrive, and Rein's error shape for what fails before a route. */
@@ -131,9 +158,9 @@ export function connectionOptions(requestTimeoutMs: number) {
       connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
     },
     clientErrorHandler: clientErrorAnswer({ body: errorBody, timeoutSetting: 'gateway.requestTimeoutMs' }),
-    frameworkErrors: (err: Error, _req: FastifyRequest, reply: FastifyReply) => {
+    frameworkErrors: (err: Error, req: FastifyRequest, reply: FastifyReply) => {
       const { status, code, message } = describeError(err);
-      void reply.code(status).send(errorBody(status, code, message));
+      void reply.code(status).send(errorBodyFor(req.url, status, code, message));
     },
   };
 }

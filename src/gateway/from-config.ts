@@ -60,6 +60,7 @@ export function routingTable(settings: GatewaySettings, env: NodeJS.ProcessEnv =
       apiKey,
       tokenIds: backend.tokenIds,
       logprobs: backend.logprobs,
+      nativeApis: backend.nativeApis,
     };
   }
   return { backends, policies: settings.policies, aliases: settings.aliases };

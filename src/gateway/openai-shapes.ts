@@ -56,7 +56,9 @@ export function upstreamRequest(
   set('model', model);
   if (unstreamed) set('stream', false);
   const injected: Injected = { tokenIds: false, logprobs: false };
-  if (endpoint === 'responses') return { sent, sentText: withoutStreamOptions(applyEdits(text, edits)), injected };
+  // The Responses and Messages APIs sent as they came (a backend serving them itself) have no token-id fields to ask.
+  if (endpoint === 'responses' || endpoint === 'messages')
+    return { sent, sentText: withoutStreamOptions(applyEdits(text, edits)), injected };
   // Off, said any way the backend reads as off; anything else is the harness's to have refused or granted.
   const off = (key: string, ...offValues: unknown[]) => !Object.hasOwn(body, key) || offValues.includes(body[key]);
   if (backend.tokenIds && off('return_token_ids', false, null)) {
@@ -141,7 +143,7 @@ export function stripInjectedText(text: string, injected: Injected): string {
  * that is not one is the backend's fault (`upstream_bad_response`), not data.
  */
 export function responseProblem(endpoint: CallEndpoint, message: JsonObject, chunk = false): string | null {
-  if (endpoint === 'responses') return null;
+  if (endpoint === 'responses' || endpoint === 'messages') return null;
   const problems: string[] = [];
   const ids = (value: unknown, where: string) => {
     if (value === undefined || value === null) return;
@@ -226,7 +228,8 @@ export function extractTokens(
   endpoint: CallEndpoint,
   response: BackendResponse,
 ): { promptIds: number[] | null; choices: ChoiceTokens[]; usage: unknown } {
-  if (endpoint === 'responses') return { promptIds: null, choices: [], usage: response.usage ?? null };
+  if (endpoint === 'responses' || endpoint === 'messages')
+    return { promptIds: null, choices: [], usage: response.usage ?? null };
   const choices = [...(response.choices ?? [])].sort((a, b) => (a.index as number) - (b.index as number));
   const first = choices[0];
   const promptIds =

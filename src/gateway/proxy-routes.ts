@@ -15,6 +15,7 @@ const ENDPOINTS: Array<[string, CallEndpoint]> = [
   ['chat/completions', 'chat.completions'],
   ['completions', 'completions'],
   ['responses', 'responses'],
+  ['messages', 'messages'],
 ];
 
 type PathClaimParams = { Params: { rolloutId: string; attempt: string } };
@@ -85,7 +86,7 @@ export async function proxyRoutes(app: FastifyInstance, context: GatewayContext)
       // A failure of the gateway itself is logged with the call it happened to (the error handler never sees a hijacked
       // reply).
       const callId = isGatewayFailure(describeError(err)) ? logGatewayFailure(log, err, req, res) : undefined;
-      sendRawError(res, err, callId);
+      sendRawError(res, err, req.url, callId);
     }
   };
 

@@ -6,14 +6,17 @@ import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
 import { BackendPools } from './backend-pools.js';
 import { classify, journalShare, type Finish } from './backend-reply.js';
 import { GatewayCallError, GatewayHttpError } from './errors.js';
-import { upstreamRequest, type Injected } from './openai-shapes.js';
+import { transparentReply, translatedReply, type HarnessReply } from './harness-reply.js';
+import { upstreamRequest } from './openai-shapes.js';
 import type { JsonObject, RequestBody } from './openai-types.js';
 import type { ProxiedCall } from './proxied-call.js';
 import { redact, type RedactionRule } from './redact.js';
 import { RoutingError, type Route, type Router } from './routing.js';
+import { ResponseChains } from './response-chains.js';
 import { withoutSecretIds } from './secret-ids.js';
 import { ShadowCalls } from './shadow-calls.js';
 import { relayStream } from './stream-relay.js';
+import { upstreamPlan, type UpstreamPlan } from './upstream-plan.js';
 import { relayWhole } from './whole-relay.js';
 
 export interface ProxyOptions {
@@ -44,8 +47,10 @@ const ROUTING_FAULTS = new Set(['pinned_policy_missing', 'policy_paused']);
 export class ModelCallProxy {
   private readonly backends: BackendPools;
   private readonly shadowCalls: ShadowCalls;
+  private readonly chains: ResponseChains;
 
   constructor(private readonly options: ProxyOptions) {
+    this.chains = new ResponseChains(options.store);
     this.backends = new BackendPools(options.headersTimeoutMs, options.bodyTimeoutMs);
     this.shadowCalls = new ShadowCalls(
       options.store,
@@ -68,10 +73,13 @@ export class ModelCallProxy {
     const { route, release, mirror } = admitted;
     let mirrored = false;
     try {
-      await this.forward(call, route, res, (callId, receivedForJournal) => {
+      await this.forward(call, route, res, (callId, receivedForJournal, plan) => {
         if (!mirror) return;
         mirrored = true;
-        this.shadowCalls.start(call, route, mirror, callId, receivedForJournal);
+        // A translated call's shadow asks the candidate the same chat question (and is journaled as such).
+        if (!plan.translation) return this.shadowCalls.start(call, route, mirror, callId, receivedForJournal);
+        const asked = { ...call, endpoint: plan.endpoint, body: plan.body, text: plan.text };
+        this.shadowCalls.start(asked, route, mirror, callId, redact(plan.body, this.options.redaction));
       });
     } finally {
       release();
@@ -142,21 +150,25 @@ export class ModelCallProxy {
     call: ProxiedCall,
     route: Route,
     res: ServerResponse,
-    journaled: (callId: string, receivedForJournal: JsonObject) => void,
+    journaled: (callId: string, receivedForJournal: JsonObject, plan: UpstreamPlan) => void,
   ): Promise<void> {
     const { store, redaction, metrics } = this.options;
+    const plan = await upstreamPlan(call, route.backend, this.chains);
     const { sent, sentText, injected } = upstreamRequest(
-      call.endpoint,
-      call.body,
-      call.text,
+      plan.endpoint,
+      plan.body,
+      plan.text,
       route.model,
       route.backend,
     );
+    const reply = plan.translation
+      ? translatedReply(plan.translation, call.body)
+      : transparentReply(call.endpoint, injected);
     const callId = `call-${randomUUID()}`;
     const startedAt = Date.now();
     const t0 = performance.now();
     const receivedForJournal = await this.journalBegin(call, route, sent, callId, startedAt);
-    journaled(callId, receivedForJournal);
+    journaled(callId, receivedForJournal, plan);
     const span = this.options.tracing?.callStarted({
       callId,
       rolloutId: call.rolloutId,
@@ -195,7 +207,7 @@ export class ModelCallProxy {
     res.setHeader('x-rein-policy-version', route.policyVersion);
     metrics?.callStarted();
     try {
-      await this.exchange(call, route, res, sentText, injected, finish, t0);
+      await this.exchange(call, route, res, sentText, reply, finish, t0);
     } catch (err) {
       if (finished) throw err;
       // Whatever went wrong, the row must not stay in flight: a call in flight forever looks alive to everyone who
@@ -246,7 +258,7 @@ export class ModelCallProxy {
     route: Route,
     res: ServerResponse,
     sentText: string,
-    injected: Injected,
+    reply: HarnessReply,
     finish: Finish,
     t0: number,
   ): Promise<void> {
@@ -254,7 +266,7 @@ export class ModelCallProxy {
     try {
       upstream = await this.backends.send(
         route,
-        call.endpoint,
+        reply.upstream,
         sentText,
         call.headers,
         call.body.stream === true,
@@ -269,10 +281,10 @@ export class ModelCallProxy {
     const ttft = performance.now() - t0;
     const contentType = String(upstream.headers['content-type'] ?? '');
     if (upstream.statusCode >= 200 && upstream.statusCode < 300 && contentType.includes('text/event-stream')) {
-      await relayStream(call, upstream, res, injected, finish, t0);
+      await relayStream(call, upstream, res, reply, finish, t0);
       return;
     }
 
-    await relayWhole(call, route, upstream, res, injected, finish, ttft);
+    await relayWhole(call, route, upstream, res, reply, finish, ttft);
   }
 }

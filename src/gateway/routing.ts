@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { CallEndpoint } from '../store/trace-store.js';
 
 export interface BackendSpec {
   /** Base URLs of the OpenAI-compatible server(s), each ending in /v1. */
@@ -8,6 +9,8 @@ export interface BackendSpec {
   tokenIds: boolean;
   /** Ask for the sampled tokens' log-probs. */
   logprobs: boolean;
+  /** APIs sent to this backend as the harness sent them, not translated to chat completions. */
+  nativeApis?: CallEndpoint[] | undefined;
 }
 
 export interface PolicySpec {

@@ -7,7 +7,7 @@ import type { TraceStore } from '../store/trace-store.js';
 import { GatewayTracing, type TracingOptions } from '../telemetry/gateway-tracing.js';
 import { controlRoutes } from './control-api.js';
 import { GatewayCredentials } from './credentials.js';
-import { connectionOptions, describeError, errorBody, isGatewayFailure, logGatewayFailure } from './errors.js';
+import { connectionOptions, describeError, errorBodyFor, isGatewayFailure, logGatewayFailure } from './errors.js';
 import type { GatewayContext } from './gateway-context.js';
 import { RolloutKeys } from './keys.js';
 import { policyRoutes } from './policy-routes.js';
@@ -139,11 +139,11 @@ function buildApp(options: GatewayOptions, context: GatewayContext): FastifyInst
     void reply
       .code(status)
       .headers(headers)
-      .send(errorBody(status, code, callId === undefined ? message : `${message} (call ${callId})`));
+      .send(errorBodyFor(req.url, status, code, callId === undefined ? message : `${message} (call ${callId})`));
   });
   // Errors Fastify raises before any route (a URL it cannot decode, a parameter too long) in Rein's shape too.
   app.setNotFoundHandler((req, reply) => {
-    void reply.code(404).send(errorBody(404, 'not_found', `no route ${req.method} ${req.url}`));
+    void reply.code(404).send(errorBodyFor(req.url, 404, 'not_found', `no route ${req.method} ${req.url}`));
   });
 
   serveControl(app, controlRoutes.health, undefined, async () => ({ ok: true as const }));

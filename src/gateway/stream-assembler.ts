@@ -1,4 +1,5 @@
 import type { CallEndpoint } from '../store/trace-store.js';
+import { MessagesAssembler } from './messages-assembler.js';
 import type { BackendChoice, BackendResponse, JsonObject, TokenLogprob } from './openai-types.js';
 
 interface ChoiceParts {
@@ -23,10 +24,12 @@ export class StreamAssembler {
   private usage: unknown = null;
   private readonly choices = new Map<number, ChoiceParts>();
   private completed: BackendResponse | undefined;
+  private readonly messages = new MessagesAssembler();
 
   constructor(private readonly endpoint: CallEndpoint) {}
 
   add(chunk: BackendResponse): void {
+    if (this.endpoint === 'messages') return this.messages.add(chunk);
     if (this.endpoint === 'responses') {
       if (chunk.type === 'response.completed' && chunk.response) this.completed = chunk.response as BackendResponse;
       return;
@@ -38,6 +41,7 @@ export class StreamAssembler {
   }
 
   response(): BackendResponse {
+    if (this.endpoint === 'messages') return this.messages.response();
     if (this.endpoint === 'responses') return this.completed ?? {};
     const chat = this.endpoint === 'chat.completions';
     const choices = [...this.choices.values()]

@@ -1,36 +1,29 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import type { CallEndpoint, CallErrorClass } from '../store/trace-store.js';
+import type { CallErrorClass } from '../store/trace-store.js';
 import { classify, parseJson, relayedHeaders, type Finish } from './backend-reply.js';
-import {
-  anythingInjected,
-  extractTokens,
-  responseProblem,
-  stripInjected,
-  stripInjectedText,
-  usageFromTokens,
-  withoutTokenIds,
-  type Injected,
-} from './openai-shapes.js';
+import type { HarnessReply } from './harness-reply.js';
+import { extractTokens, responseProblem, usageFromTokens } from './openai-shapes.js';
 import type { ProxiedCall } from './proxied-call.js';
 import { SseParser } from './sse.js';
 import { StreamAssembler } from './stream-assembler.js';
 
 /**
- * Relays a backend's event stream to the harness event by event as it arrives, less what the
- * gateway injected, and journals the response assembled from it before the stream's end goes out.
+ * Relays a backend's event stream to the harness event by event as it arrives, as `reply` words
+ * it (less what the gateway injected, or translated), and journals the response assembled from it
+ * before the stream's end goes out.
  */
 export async function relayStream(
   call: ProxiedCall,
   upstream: { statusCode: number; headers: IncomingHttpHeaders; body: AsyncIterable<Buffer> },
   res: ServerResponse,
-  injected: Injected,
+  reply: HarnessReply,
   finish: Finish,
   t0: number,
 ): Promise<void> {
   res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers));
   res.flushHeaders();
   const parser = new SseParser();
-  const assembler = new StreamAssembler(call.endpoint);
+  const assembler = new StreamAssembler(reply.upstream);
   // One decoder for the whole stream: a character split across two reads is decoded whole.
   const decoder = new TextDecoder();
   let done: string | undefined;
@@ -53,7 +46,7 @@ export async function relayStream(
         }
         const chunk = parseJson(event.data);
         const problem = chunk
-          ? responseProblem(call.endpoint, chunk, true)
+          ? responseProblem(reply.upstream, chunk, true)
           : 'an event whose data is not a JSON object';
         if (!chunk || problem) {
           // Relayed as it came (the harness would have had it without the gateway); the call is not one to learn from.
@@ -66,7 +59,7 @@ export async function relayStream(
         } catch (err) {
           badChunk ??= `a chunk the gateway cannot assemble (${(err as Error).message})`;
         }
-        out += anythingInjected(injected) ? withData(event, stripInjectedText(event.data, injected)) : event.raw;
+        out += reply.event(event, chunk);
       }
       if (out !== '') {
         ttftMs ??= performance.now() - t0;
@@ -75,7 +68,7 @@ export async function relayStream(
     }
     const tail = decoder.decode();
     if (tail !== '') parser.push(tail);
-    if (done === undefined && call.endpoint !== 'responses') {
+    if (done === undefined && reply.needsDone) {
       failure = { errorClass: 'upstream_stream_cut', message: 'the backend ended the stream without [DONE]' };
     }
   } catch (err) {
@@ -87,24 +80,23 @@ export async function relayStream(
       message: `the backend's stream holds a chunk the gateway cannot read: ${badChunk}`,
     };
   }
-  await finishAssembled(call.endpoint, assembler, injected, finish, {
+  await finishAssembled(reply, assembler, finish, {
     upstreamStatus: upstream.statusCode,
     ttftMs,
     failure,
   });
-  if (failure && failure.errorClass !== 'upstream_bad_response') {
+  if (failure && (failure.errorClass !== 'upstream_bad_response' || reply.cutOnBadChunk)) {
     // The harness sees a broken stream, as it would have from the backend directly.
     res.destroy();
     return;
   }
-  res.end(done ?? parser.rest());
+  res.end(reply.end(done, parser.rest()));
 }
 
-/** Journals the stream's response as assembled from its chunks, less what the gateway injected. */
+/** Journals the stream's response as assembled from its chunks, as the harness was told it. */
 async function finishAssembled(
-  endpoint: CallEndpoint,
+  reply: HarnessReply,
   assembler: StreamAssembler,
-  injected: Injected,
   finish: Finish,
   outcome: {
     upstreamStatus: number;
@@ -113,25 +105,14 @@ async function finishAssembled(
   },
 ): Promise<void> {
   const assembled = assembler.response();
-  const tokens = extractTokens(endpoint, assembled);
-  stripInjected(assembled, injected);
+  const tokens = extractTokens(reply.upstream, assembled);
   await finish({
     upstreamStatus: outcome.upstreamStatus,
-    response: withoutTokenIds(assembled),
+    response: reply.streamed(assembled),
     ...tokens,
     usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices),
     ttftMs: outcome.ttftMs,
     errorClass: outcome.failure?.errorClass ?? null,
     errorMessage: outcome.failure?.message ?? null,
   });
-}
-
-/** An SSE event with its data replaced, every other line as it was. */
-function withData(event: { raw: string }, data: string): string {
-  if (event.raw.startsWith('data: ') && event.raw.indexOf('\n') === event.raw.length - 2) return `data: ${data}\n\n`;
-  const lines = event.raw.split(/\r?\n/).filter((line) => line !== '');
-  const first = lines.findIndex((line) => line.startsWith('data:'));
-  const kept = lines.filter((line) => !line.startsWith('data:'));
-  kept.splice(first, 0, `data: ${data}`);
-  return `${kept.join('\n')}\n\n`;
 }

@@ -1,20 +1,15 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { badResponse, classify, parseJson, readReply, relayedHeaders, type Finish } from './backend-reply.js';
-import {
-  extractTokens,
-  stripInjected,
-  stripInjectedText,
-  usageFromTokens,
-  withoutTokenIds,
-  type Injected,
-} from './openai-shapes.js';
+import type { HarnessReply } from './harness-reply.js';
+import { extractTokens, usageFromTokens } from './openai-shapes.js';
 import type { ProxiedCall } from './proxied-call.js';
 import type { Route } from './routing.js';
 
 /**
- * Relays a backend's whole (not streamed) answer to the harness, less what the gateway injected,
- * and journals it before it goes out; a backend's error answer goes out as the backend wrote it.
+ * Relays a backend's whole (not streamed) answer to the harness as `reply` words it, and journals
+ * it before it goes out; a backend's error answer goes out as the backend wrote it (translated
+ * into the API's error shape where the call was).
  * `ttft`: when the backend's response headers came, in ms since the call started.
  */
 export async function relayWhole(
@@ -22,7 +17,7 @@ export async function relayWhole(
   route: Route,
   upstream: Dispatcher.ResponseData,
   res: ServerResponse,
-  injected: Injected,
+  reply: HarnessReply,
   finish: Finish,
   ttft: number,
 ): Promise<void> {
@@ -48,11 +43,12 @@ export async function relayWhole(
       errorMessage: `backend answered ${upstream.statusCode}`,
       ttftMs: ttft,
     });
-    res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(text)));
-    res.end(text);
+    const body = reply.error(upstream.statusCode, text);
+    res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(body)));
+    res.end(body);
     return;
   }
-  const { response, problem } = readReply(call.endpoint, text);
+  const { response, problem } = readReply(reply.upstream, text);
   if (!response) {
     await finish({
       upstreamStatus: upstream.statusCode,
@@ -62,16 +58,15 @@ export async function relayWhole(
     });
     throw badResponse(route);
   }
-  const tokens = extractTokens(call.endpoint, response);
-  stripInjected(response, injected);
+  const tokens = extractTokens(reply.upstream, response);
+  const { journal, text: out } = reply.whole(response, text);
   await finish({
     upstreamStatus: upstream.statusCode,
-    response: withoutTokenIds(response),
+    response: journal,
     ...tokens,
     usage: tokens.usage ?? usageFromTokens(tokens.promptIds, tokens.choices),
     ttftMs: ttft,
   });
-  const out = stripInjectedText(text, injected);
   res.writeHead(upstream.statusCode, relayedHeaders(upstream.headers, Buffer.byteLength(out)));
   res.end(out);
 }

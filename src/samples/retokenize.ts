@@ -1,3 +1,5 @@
+import { translationOf } from '../apis/registry.js';
+import { ApiRequestError } from '../apis/translation.js';
 import { REDACTION_MARK } from '../gateway/redact.js';
 import type { ChatTokenizer, ChatRequest } from '../tokenizer/chat-tokenizer.js';
 import { ContentPartError } from '../tokenizer/content-parts.js';
@@ -35,9 +37,8 @@ export function toMergeCalls(
       drift.unusable++;
       continue;
     }
-    const request = call.requestSent as Json;
     if (call.promptIds) {
-      const rendered = tokenizer && rerendered(call, request, tokenizer);
+      const rendered = tokenizer && rerendered(call, tokenizer);
       if (rendered) {
         drift.compared++;
         if (
@@ -55,7 +56,7 @@ export function toMergeCalls(
       });
       continue;
     }
-    const retokenized = tokenizer ? textOnly(() => retokenize(call, request, tokenizer)) : undefined;
+    const retokenized = tokenizer ? textOnly(() => retokenize(call, tokenizer)) : undefined;
     if (!retokenized) {
       drift.unusable++;
       continue;
@@ -70,9 +71,51 @@ export function toMergeCalls(
  * What a call's chat prompt re-renders to, to compare with the engine's ids; undefined when it is
  * not a chat call, or holds parts a text template cannot render (images for a multimodal engine).
  */
-function rerendered(call: CallRecord, request: Json, tokenizer: ChatTokenizer): number[] | undefined {
-  if (call.endpoint !== 'chat.completions' || !Array.isArray(request.messages)) return undefined;
-  return textOnly(() => tokenizer.promptIds(request as unknown as ChatRequest));
+function rerendered(call: CallRecord, tokenizer: ChatTokenizer): number[] | undefined {
+  const chat = chatRequestOf(call);
+  return chat && textOnly(() => tokenizer.promptIds(chat));
+}
+
+/**
+ * A call's prompt as a chat request: a chat call's own; a Responses or Messages call's as sent
+ * when the gateway translated it (it sent the backend chat), or translated here when it was sent
+ * to the backend as it came (`nativeApis`: then what was sent is what was received, but for the
+ * model's name).
+ */
+function chatRequestOf(call: CallRecord): ChatRequest | undefined {
+  const request = call.requestSent as Json;
+  const translation = translationOf(call.endpoint);
+  if (!translation) return Array.isArray(request.messages) ? (request as unknown as ChatRequest) : undefined;
+  if (!sentAsReceived(call)) return request as unknown as ChatRequest;
+  try {
+    return translation.toChat(request) as unknown as ChatRequest;
+  } catch (err) {
+    // A request only the backend could read (a chained Responses call sent as it came): nothing to render.
+    if (err instanceof ApiRequestError) return undefined;
+    throw err;
+  }
+}
+
+function sentAsReceived(call: CallRecord): boolean {
+  const { model: _sent, ...sent } = call.requestSent as Json;
+  const { model: _received, ...received } = call.requestReceived as Json;
+  return JSON.stringify(sent) === JSON.stringify(received);
+}
+
+/** A call's replies as chat assistant messages with their finish reasons. */
+function repliesOf(call: CallRecord): Array<{ message: Json; finishReason: string | null }> {
+  const response = call.response as Json | undefined;
+  if (!response) return [];
+  const translation = translationOf(call.endpoint);
+  if (translation) {
+    const message = translation.assistantMessageOf(response) as unknown as Json;
+    return [{ message, finishReason: Array.isArray(message.tool_calls) ? 'tool_calls' : null }];
+  }
+  const choices = (response.choices as Json[] | undefined) ?? [];
+  return choices.map((choice) => ({
+    message: (choice.message ?? { role: 'assistant', content: choice.text ?? '' }) as Json,
+    finishReason: (choice.finish_reason as string | null) ?? null,
+  }));
 }
 
 /** Undefined for a conversation with non-text content parts (see content-parts.ts); other errors throw. */
@@ -89,38 +132,37 @@ function textOnly<T>(render: () => T): T | undefined {
  * A reply the gateway redacted (see withoutSecretIds): it journaled no ids for it, and its text
  * is not what the policy wrote, so its call is not trained on.
  */
-function redactedReply(choice: Json): boolean {
-  return JSON.stringify(choice.message ?? choice.text ?? null).includes(REDACTION_MARK);
+function redactedReply(reply: { message: Json }): boolean {
+  return JSON.stringify(reply.message).includes(REDACTION_MARK);
 }
 
-function retokenize(call: CallRecord, request: Json, tokenizer: ChatTokenizer): MergeCall | undefined {
-  const response = call.response as Json | undefined;
-  const choices = (response?.choices as Json[] | undefined) ?? [];
-  if (choices.length === 0 || choices.some(redactedReply)) return undefined;
-  if (call.endpoint === 'chat.completions' && Array.isArray(request.messages)) {
-    const chat = request as unknown as ChatRequest;
-    return {
-      callId: call.id,
-      policyVersion: call.policyVersion,
-      promptIds: tokenizer.promptIds(chat),
-      choices: choices.map((choice) => ({
-        completionIds: tokenizer.completionIds(chat, choice.message as Json),
-        logprobs: null,
-        finishReason: (choice.finish_reason as string | null) ?? null,
-      })),
-    };
-  }
-  if (call.endpoint === 'completions' && typeof request.prompt === 'string') {
+function retokenize(call: CallRecord, tokenizer: ChatTokenizer): MergeCall | undefined {
+  const replies = repliesOf(call);
+  if (replies.length === 0 || replies.some(redactedReply)) return undefined;
+  const request = call.requestSent as Json;
+  if (call.endpoint === 'completions') {
+    if (typeof request.prompt !== 'string') return undefined;
     return {
       callId: call.id,
       policyVersion: call.policyVersion,
       promptIds: tokenizer.encode(request.prompt),
-      choices: choices.map((choice) => ({
-        completionIds: tokenizer.encode(String(choice.text ?? '')),
+      choices: replies.map((reply) => ({
+        completionIds: tokenizer.encode(String(reply.message.content ?? '')),
         logprobs: null,
-        finishReason: (choice.finish_reason as string | null) ?? null,
+        finishReason: reply.finishReason,
       })),
     };
   }
-  return undefined;
+  const chat = chatRequestOf(call);
+  if (!chat) return undefined;
+  return {
+    callId: call.id,
+    policyVersion: call.policyVersion,
+    promptIds: tokenizer.promptIds(chat),
+    choices: replies.map((reply) => ({
+      completionIds: tokenizer.completionIds(chat, reply.message),
+      logprobs: null,
+      finishReason: reply.finishReason,
+    })),
+  };
 }

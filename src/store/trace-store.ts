@@ -8,7 +8,7 @@ import type {
   StatusChange,
 } from '../rollouts/rollout.js';
 
-export type CallEndpoint = 'chat.completions' | 'completions' | 'responses';
+export type CallEndpoint = 'chat.completions' | 'completions' | 'responses' | 'messages';
 
 /** What the gateway knows when a call arrives, written before it is forwarded. */
 export interface CallStart {

@@ -15,6 +15,7 @@ const OPERATION: Record<CallEndpoint, string> = {
   'chat.completions': 'chat',
   completions: 'text_completion',
   responses: 'chat',
+  messages: 'chat',
 };
 
 /** The span name the conventions ask for: `{operation} {model}`. */
@@ -87,6 +88,7 @@ export function inputMessages(endpoint: CallEndpoint, body: Json): string | unde
     return JSON.stringify(
       typeof body.input === 'string' ? [{ role: 'user', parts: [textPart(body.input)] }] : body.input,
     );
+  if (endpoint === 'messages' && Array.isArray(body.messages)) return JSON.stringify(body.messages);
   return undefined;
 }
 
@@ -94,6 +96,7 @@ export function inputMessages(endpoint: CallEndpoint, body: Json): string | unde
 export function outputMessages(endpoint: CallEndpoint, response: unknown): string | undefined {
   if (!isObject(response)) return undefined;
   if (endpoint === 'responses') return response.output === undefined ? undefined : JSON.stringify(response.output);
+  if (endpoint === 'messages') return response.content === undefined ? undefined : JSON.stringify(response.content);
   if (!Array.isArray(response.choices)) return undefined;
   return JSON.stringify(
     response.choices.map((choice: unknown) => {

@@ -57,6 +57,9 @@ export function gatewayConfigFile(backendUrl: string, port: number): Record<stri
   };
 }
 
+/** The stand-in backend's scripted faults, each served as its own policy version. */
+export const FAULT_MODELS = ['fault:500', 'fault:garbage', 'fault:reset', 'fault:cut', 'fault:slow:2500', 'fault:hold'];
+
 export async function startTestGateway(
   options: { backend?: { chunkDelayMs?: number; chunkSize?: number }; gateway?: Partial<GatewayOptions> } = {},
 ): Promise<TestGateway> {
@@ -66,14 +69,7 @@ export async function startTestGateway(
   const gateway = await startGateway(
     {
       store,
-      routing: routingFor(backend.url, [
-        'fault:500',
-        'fault:garbage',
-        'fault:reset',
-        'fault:cut',
-        'fault:slow:2500',
-        'fault:hold',
-      ]),
+      routing: routingFor(backend.url, FAULT_MODELS),
       secret: randomBytes(32),
       adminKeyHash: sha256Hex(ADMIN_KEY),
       redaction: DEFAULT_REDACTION_RULES,

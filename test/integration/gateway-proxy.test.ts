@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { FAULT_MODELS, routingFor, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { logprobOf, MODEL, renderChat, tokenize } from '../helpers/vllm-like-server.js';
 
 let t: TestGateway;
@@ -210,12 +210,28 @@ describe('gateway: completions, responses, models', () => {
     expect(call?.choices?.[0]?.logprobs).toHaveLength(text.length);
   });
 
-  it('forwards the responses API and journals the response', async () => {
+  it('asks the backend chat completions for a Responses call, and journals its token ids', async () => {
     const { id, client } = await t.rollout();
     const response = await client.responses.create({ model: 'production', input: 'hi' });
-    expect(response.output_text).toBe('ok');
+    expect(response.output_text).toBe('Echo: hi');
     const [call] = await t.store.listCalls(id);
-    expect(call).toMatchObject({ endpoint: 'responses', status: 'ok', response: { id: 'resp-1' }, promptIds: null });
+    expect(call).toMatchObject({ endpoint: 'responses', status: 'ok', response: { id: response.id } });
+    expect(call?.requestSent).toMatchObject({ messages: [{ role: 'user', content: 'hi' }], return_token_ids: true });
+    expect(call?.promptIds?.length).toBeGreaterThan(0);
+  });
+
+  it('forwards a Responses call as it came to a backend set to serve the API itself (nativeApis)', async () => {
+    const routing = routingFor(t.backend.url, FAULT_MODELS);
+    t.gateway.router.update({ ...routing, backends: { toy: { ...routing.backends.toy!, nativeApis: ['responses'] } } });
+    try {
+      const { id, client } = await t.rollout();
+      const response = await client.responses.create({ model: 'production', input: 'hi' });
+      expect(response.output_text).toBe('ok');
+      const [call] = await t.store.listCalls(id);
+      expect(call).toMatchObject({ endpoint: 'responses', status: 'ok', response: { id: 'resp-1' }, promptIds: null });
+    } finally {
+      t.gateway.router.update(routingFor(t.backend.url, FAULT_MODELS));
+    }
   });
 
   it('lists the aliases and policy versions it routes', async () => {

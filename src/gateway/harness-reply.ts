@@ -1,0 +1,101 @@
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
+import type { ApiTranslation } from '../apis/translation.js';
+import type { CallEndpoint } from '../store/trace-store.js';
+import { parseJson } from './backend-reply.js';
+import { apiErrorType } from './errors.js';
+import { anythingInjected, stripInjected, stripInjectedText, withoutTokenIds, type Injected } from './openai-shapes.js';
+import type { BackendResponse, JsonObject, RequestBody } from './openai-types.js';
+import type { SseEvent } from './sse.js';
+
+/**
+ * What the harness gets for the backend's answer, and what the journal keeps of it. Transparent
+ * for the APIs the backend is sent as they came (its bytes, less what the gateway injected);
+ * translated for the Responses and Messages APIs sent to a backend as chat completions (the chat
+ * answer becomes the API's own, its token ids kept for the journal).
+ */
+export interface HarnessReply {
+  /** The API the backend is sent and answers. */
+  readonly upstream: CallEndpoint;
+  /** Whether a stream that ends without `data: [DONE]` was cut (the Responses API sends none). */
+  readonly needsDone: boolean;
+  /** A whole answer (read, token ids taken): the harness's body and what the journal keeps (both less injections). */
+  whole(response: BackendResponse, text: string): { journal: unknown; text: string };
+  /** The body of a backend's error answer for the harness. */
+  error(status: number, text: string): string;
+  /** The SSE text the harness gets for one event of the backend's stream, its data read as `chunk`. */
+  event(event: SseEvent, chunk: JsonObject): string;
+  /** The SSE text that ends the harness's stream, given the backend's `[DONE]` frame (if it sent one) and any rest. */
+  end(done: string | undefined, rest: string): string;
+  /** What the journal keeps of a streamed answer, from the backend's response assembled from its chunks. */
+  streamed(assembled: BackendResponse): unknown;
+  /** Whether a stream holding a chunk the gateway cannot read is cut for the harness (it cannot be translated). */
+  readonly cutOnBadChunk: boolean;
+}
+
+/** The backend's own bytes, less what the gateway injected. */
+export function transparentReply(endpoint: CallEndpoint, injected: Injected): HarnessReply {
+  return {
+    upstream: endpoint,
+    needsDone: endpoint !== 'responses',
+    cutOnBadChunk: false,
+    whole(response, text) {
+      stripInjected(response, injected);
+      return { journal: withoutTokenIds(response), text: stripInjectedText(text, injected) };
+    },
+    error: (_status, text) => text,
+    event: (event) =>
+      anythingInjected(injected) && event.data !== null
+        ? withData(event, stripInjectedText(event.data, injected))
+        : event.raw,
+    end: (done, rest) => done ?? rest,
+    streamed(assembled) {
+      stripInjected(assembled, injected);
+      return withoutTokenIds(assembled);
+    },
+  };
+}
+
+/** The chat answer the backend gave, in the words of the API the harness called. */
+export function translatedReply(translation: ApiTranslation, request: RequestBody): HarnessReply {
+  const stream = translation.streamFromChat(request);
+  // The stream's last events close its answer: they are made when it is journaled, and go out after.
+  let closing: string | undefined;
+  return {
+    upstream: 'chat.completions',
+    needsDone: true,
+    cutOnBadChunk: true,
+    whole(response) {
+      const answer = translation.fromChat(response as unknown as ChatCompletion, request);
+      return { journal: answer, text: JSON.stringify(answer) };
+    },
+    error: (status, text) => {
+      const message = backendMessage(text) ?? `the backend answered ${status}`;
+      return JSON.stringify(translation.errorBody(status, apiErrorType(status), message));
+    },
+    event: (_event, chunk) => stream.chunk(chunk as unknown as ChatCompletionChunk),
+    end: () => closing ?? stream.end(),
+    streamed: () => {
+      closing = stream.end();
+      return stream.answer();
+    },
+  };
+}
+
+/** The message of a backend's error body (OpenAI's / vLLM's shape), if it has one. */
+function backendMessage(text: string): string | undefined {
+  const body = parseJson(text);
+  const error = body?.error;
+  if (error !== null && typeof error === 'object' && typeof (error as JsonObject).message === 'string')
+    return (error as JsonObject).message as string;
+  return typeof body?.message === 'string' ? body.message : undefined;
+}
+
+/** An SSE event with its data replaced, every other line as it was. */
+function withData(event: { raw: string }, data: string): string {
+  if (event.raw.startsWith('data: ') && event.raw.indexOf('\n') === event.raw.length - 2) return `data: ${data}\n\n`;
+  const lines = event.raw.split(/\r?\n/).filter((line) => line !== '');
+  const first = lines.findIndex((line) => line.startsWith('data:'));
+  const kept = lines.filter((line) => !line.startsWith('data:'));
+  kept.splice(first, 0, `data: ${data}`);
+  return `${kept.join('\n')}\n\n`;
+}
