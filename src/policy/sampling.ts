@@ -1,6 +1,6 @@
 /**
  * Which tokens a row may draw next: only those of `allow`, or any but those of `ban`; null, any.
- * The log-prob reported is the masked distribution's (see sampleToken).
+ * A mask shapes the draw only: the log-prob reported stays the model's own (see sampleToken).
  */
 export type TokenMask = { allow: ReadonlySet<number> } | { ban: ReadonlySet<number> } | null;
 
@@ -9,23 +9,23 @@ function permits(mask: TokenMask, id: number): boolean {
   return 'allow' in mask ? mask.allow.has(id) : !mask.ban.has(id);
 }
 
-/** log Σ exp(logits) over the tokens the mask permits: what turns a logit into a log-prob. */
-function logNormalizer(logits: readonly number[], mask: TokenMask = null): number {
+/** log Σ exp(logits): what turns a logit into the model's log-prob. */
+function logNormalizer(logits: readonly number[]): number {
   let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (permits(mask, i)) max = Math.max(max, logits[i] as number);
+  for (const l of logits) max = Math.max(max, l);
   let sum = 0;
-  for (let i = 0; i < logits.length; i++) if (permits(mask, i)) sum += Math.exp((logits[i] as number) - max);
+  for (const l of logits) sum += Math.exp(l - max);
   return max + Math.log(sum);
 }
 
 /**
  * Draws a token from logits with temperature and nucleus (top-p) sampling; temperature 0 is
- * greedy. The log-prob returned is the log-softmax of the raw logits over the tokens the mask
- * permits: the distribution the token was drawn from, renormalised after the mask (tool_choice,
- * constrained decoding), since the journal's log-probs are the behaviour policy of the trainer's
- * importance weights (a masked-out token had probability 0 of being drawn). Temperature and top-p
- * are not applied to it, as in vLLM's default raw log-probs: rollouts for training sample at
- * temperature 1 and top-p 1, where this is exactly the distribution drawn from.
+ * greedy; a mask (tool_choice, constrained decoding) limits the draw to the tokens it permits.
+ * The log-prob returned is the model's own (log-softmax of the raw logits, before the mask), as
+ * vLLM reports by default (its raw log-probs are taken before its logits processors, guided
+ * decoding among them) and as the trainer computes it: the first PPO ratio is exactly 1. A
+ * masked distribution's log-prob would make every ratio of a constrained token < 1 against a
+ * trainer that knows no mask, a bias the clip would then act on.
  */
 export function sampleToken(
   logits: readonly number[],
@@ -35,7 +35,7 @@ export function sampleToken(
   mask: TokenMask = null,
 ): { id: number; logprob: number } {
   const max = Math.max(...logits);
-  const logZ = logNormalizer(logits, mask);
+  const logZ = logNormalizer(logits);
   const pick = (id: number) => ({ id, logprob: (logits[id] as number) - logZ });
   if (temperature <= 0) {
     let best = -1;
@@ -65,20 +65,12 @@ export function sampleToken(
   return pick((order[order.length - 1] as { id: number }).id);
 }
 
-/**
- * The k most likely tokens of the distribution sampleToken reports (the mask's permitted tokens,
- * renormalised), most likely first; fewer than k where fewer are permitted.
- */
-export function topLogprobs(
-  logits: readonly number[],
-  k: number,
-  mask: TokenMask = null,
-): Array<{ id: number; logprob: number }> {
+/** The k most likely tokens under the model's own log-probs (unmasked, as sampleToken reports), most likely first. */
+export function topLogprobs(logits: readonly number[], k: number): Array<{ id: number; logprob: number }> {
   if (k <= 0) return [];
-  const logZ = logNormalizer(logits, mask);
+  const logZ = logNormalizer(logits);
   return logits
     .map((l, id) => ({ id, logprob: l - logZ }))
-    .filter((entry) => permits(mask, entry.id))
     .sort((a, b) => b.logprob - a.logprob || a.id - b.id)
     .slice(0, k);
 }

@@ -157,7 +157,7 @@ export class GenerationScheduler {
     const { id, logprob } = sampleToken(logits, a.row.temperature, a.row.topP, a.random(), mask);
     a.state.ids.push(id);
     a.state.logprobs.push(logprob);
-    a.state.top.push(topLogprobs(logits, a.row.topLogprobs ?? 0, mask));
+    a.state.top.push(topLogprobs(logits, a.row.topLogprobs ?? 0));
     if (a.row.stopIds.includes(id)) {
       a.state.finishReason = 'stop';
       a.state.stopReason = id;
