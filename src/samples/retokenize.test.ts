@@ -154,3 +154,101 @@ describe('toMergeCalls on messages sent as content parts', () => {
     expect(drift).toEqual({ compared: 0, drifted: 0, retokenized: 0, unusable: 1 });
   });
 });
+
+describe('toMergeCalls on the Responses and Messages APIs', () => {
+  const question = 'What is 40+2?';
+  const responsesRequest = { model: 'production', input: question };
+  const responseAnswer = {
+    id: 'resp_1',
+    object: 'response',
+    status: 'completed',
+    output: [
+      {
+        type: 'message',
+        id: 'msg_1',
+        role: 'assistant',
+        status: 'completed',
+        content: [{ type: 'output_text', text: 'It is 42.', annotations: [] }],
+      },
+    ],
+  };
+  const noIds = { promptIds: null, choices: [{ completionIds: null, logprobs: null, finishReason: null }] };
+
+  it('re-renders a Responses call a backend served itself (sent as it came) through the translation', () => {
+    const sent = { ...responsesRequest, model: 'Qwen/Qwen3-0.6B' };
+    const { calls, drift } = toMergeCalls(
+      [
+        record({
+          endpoint: 'responses',
+          requestReceived: responsesRequest,
+          requestSent: sent,
+          response: responseAnswer,
+          ...noIds,
+        }),
+      ],
+      qwen3,
+    );
+    expect(drift).toMatchObject({ retokenized: 1, unusable: 0 });
+    expect(calls[0]?.promptIds).toEqual(qwen3.promptIds(request));
+    expect(qwen3.decode(calls[0]?.choices[0]?.completionIds ?? [])).toContain('It is 42.<|im_end|>');
+  });
+
+  it('renders a translated call from the chat request the backend was sent', () => {
+    const { calls, drift } = toMergeCalls(
+      [
+        record({
+          endpoint: 'responses',
+          requestReceived: responsesRequest,
+          requestSent: request,
+          response: responseAnswer,
+          ...noIds,
+        }),
+      ],
+      qwen3,
+    );
+    expect(drift).toMatchObject({ retokenized: 1 });
+    expect(calls[0]?.promptIds).toEqual(qwen3.promptIds(request));
+  });
+
+  it('re-renders a Messages call a backend served itself', () => {
+    const received = { model: 'production', max_tokens: 16, messages: [{ role: 'user', content: question }] };
+    const answer = {
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      content: [{ type: 'text', text: 'It is 42.' }],
+      stop_reason: 'end_turn',
+    };
+    const { calls, drift } = toMergeCalls(
+      [
+        record({
+          endpoint: 'messages',
+          requestReceived: received,
+          requestSent: { ...received, model: 'Qwen/Qwen3-0.6B' },
+          response: answer,
+          ...noIds,
+        }),
+      ],
+      qwen3,
+    );
+    expect(drift).toMatchObject({ retokenized: 1 });
+    expect(calls[0]?.promptIds).toEqual(qwen3.promptIds(request));
+  });
+
+  it('leaves out a chained Responses call sent as it came: only the backend knew its history', () => {
+    const chained = { ...responsesRequest, previous_response_id: 'resp_0' };
+    const { drift } = toMergeCalls(
+      [
+        record({
+          endpoint: 'responses',
+          requestReceived: chained,
+          requestSent: chained,
+          response: responseAnswer,
+          ...noIds,
+        }),
+      ],
+      qwen3,
+    );
+    expect(drift).toMatchObject({ retokenized: 0, unusable: 1 });
+  });
+});
