@@ -55,3 +55,18 @@ export interface HarnessRun {
   /** Where it ran: a pid, a Job and pod name; stored as evidence with a failure. */
   where: Record<string, unknown>;
 }
+
+/**
+ * The model endpoint as each official SDK reads it from the environment, so a harness needs no
+ * change: the OpenAI SDKs take `OPENAI_BASE_URL` (ending in /v1), the Anthropic SDKs
+ * `ANTHROPIC_BASE_URL` (without it: they add /v1/messages) and `ANTHROPIC_API_KEY` (sent as
+ * x-api-key); all with the rollout attempt's own key.
+ */
+export function modelEndpointEnv(issued: IssuedRollout): Record<string, string> {
+  return {
+    OPENAI_BASE_URL: issued.baseUrl,
+    OPENAI_API_KEY: issued.key,
+    ANTHROPIC_BASE_URL: issued.baseUrl.replace(/\/v1\/?$/, ''),
+    ANTHROPIC_API_KEY: issued.key,
+  };
+}

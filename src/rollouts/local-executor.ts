@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { HarnessExecutor, HarnessLaunch, HarnessRun } from './executor.js';
+import { modelEndpointEnv, type HarnessExecutor, type HarnessLaunch, type HarnessRun } from './executor.js';
 import { programProblems, type ProgramSpec } from './program.js';
 import { runCommand } from './process.js';
 
@@ -26,8 +26,7 @@ export function localExecutor(spec: ProgramSpec): HarnessExecutor {
           ...allowedEnv(spec.envAllow),
           ...spec.env,
           ...launch.env,
-          OPENAI_BASE_URL: issued.baseUrl,
-          OPENAI_API_KEY: issued.key,
+          ...modelEndpointEnv(issued),
           REIN_ROLLOUT_ID: issued.rollout.id,
           REIN_ATTEMPT: String(issued.attempt),
           // OpenTelemetry's variable for a process's parent span: a traced harness joins the rollout's trace.

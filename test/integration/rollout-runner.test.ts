@@ -128,6 +128,8 @@ describe('the local rollout runner', () => {
       expect.arrayContaining([
         'OPENAI_API_KEY',
         'OPENAI_BASE_URL',
+        'ANTHROPIC_API_KEY',
+        'ANTHROPIC_BASE_URL',
         'REIN_ROLLOUT_ID',
         'REIN_TASK_FILE',
         'REIN_OUTPUT_FILE',

@@ -2,7 +2,7 @@ import type { KubeConfig, V1Job } from '@kubernetes/client-node';
 import { isTransient, messageOf, statusOf } from '../../kubernetes/api.js';
 import { createJob } from '../../kubernetes/api-retry.js';
 import { JobTemplateError } from '../../kubernetes/template.js';
-import type { HarnessExecutor, HarnessLaunch, HarnessRun } from '../executor.js';
+import { modelEndpointEnv, type HarnessExecutor, type HarnessLaunch, type HarnessRun } from '../executor.js';
 import { harnessCluster, type HarnessCluster } from './cluster.js';
 import { executorProblems } from './executor-checks.js';
 import { followJob } from './job-run.js';
@@ -92,8 +92,7 @@ async function createHarnessJob(cluster: HarnessCluster, job: V1Job): Promise<Ha
 function harnessEnv(launch: HarnessLaunch): Record<string, string> {
   return {
     ...launch.env,
-    OPENAI_BASE_URL: launch.issued.baseUrl,
-    OPENAI_API_KEY: launch.issued.key,
+    ...modelEndpointEnv(launch.issued),
     REIN_ROLLOUT_ID: launch.issued.rollout.id,
     REIN_ATTEMPT: String(launch.issued.attempt),
     ...(launch.issued.traceparent && { TRACEPARENT: launch.issued.traceparent }),
