@@ -68,6 +68,16 @@ describe('actionOf', () => {
     expect(actionOf('chat.completions', 'engine crashed')).toBeUndefined();
     expect(actionOf('chat.completions', { choices: [] })).toBeUndefined();
     expect(actionOf('responses', {})).toBeUndefined();
+    expect(actionOf('messages', {})).toBeUndefined();
+  });
+
+  it("reads a Messages answer's tool use and text as the chat message it translates", () => {
+    const use = { type: 'tool_use', id: 'toolu_1', name: 'calc', input: { x: '2+2' } };
+    expect(actionOf('messages', { content: [{ type: 'text', text: 'Let me see.' }, use] })).toEqual({
+      kind: 'tools',
+      calls: [{ name: 'calc', arguments: '{"x":"2+2"}' }],
+    });
+    expect(actionOf('messages', { content: [{ type: 'text', text: ' 4 ' }] })).toEqual({ kind: 'answer', text: '4' });
   });
 });
 

@@ -1,3 +1,4 @@
+import { translationOf } from '../apis/registry.js';
 import { formatTable } from '../text-table.js';
 import { recordedRewards } from '../rollouts/rewards.js';
 import type { CallEndpoint, CallRecord, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
@@ -227,28 +228,22 @@ export function rolloutOutcome(
 /** The action of a journaled response; undefined when it has none to read (no choice, no output). */
 export function actionOf(endpoint: CallEndpoint, response: unknown): Action | undefined {
   if (!isObject(response)) return undefined;
-  if (endpoint === 'responses') {
-    const output = Array.isArray(response.output) ? response.output.filter(isObject) : undefined;
-    if (!output) return undefined;
-    const calls = output
-      .filter((item) => item.type === 'function_call')
-      .map((item) => toolCall(item.name, item.arguments));
-    if (calls.length) return { kind: 'tools', calls };
-    const text = output
-      .filter((item) => item.type === 'message' && Array.isArray(item.content))
-      .flatMap((item) => (item.content as unknown[]).filter(isObject))
-      .filter((part) => part.type === 'output_text' && typeof part.text === 'string')
-      .map((part) => part.text as string)
-      .join('');
-    return { kind: 'answer', text: text.trim() };
+  // The Responses and Messages APIs' answers read as the chat message they translate.
+  const translation = translationOf(endpoint);
+  if (translation) {
+    const answered = Array.isArray(endpoint === 'messages' ? response.content : response.output);
+    return answered ? messageAction(translation.assistantMessageOf(response) as unknown as Json) : undefined;
   }
   const choices = Array.isArray(response.choices) ? response.choices.filter(isObject) : [];
   const first = choices.find((c) => c.index === 0) ?? choices[0];
   if (!first) return undefined;
   if (endpoint === 'completions')
     return { kind: 'answer', text: typeof first.text === 'string' ? first.text.trim() : '' };
-  const message = isObject(first.message) ? first.message : undefined;
-  if (!message) return undefined;
+  return isObject(first.message) ? messageAction(first.message) : undefined;
+}
+
+/** A chat assistant message's action: its tool calls, else its text. */
+function messageAction(message: Json): Action {
   const toolCalls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   if (toolCalls.length) {
     return {
