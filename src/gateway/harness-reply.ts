@@ -55,9 +55,14 @@ export function transparentReply(endpoint: CallEndpoint, injected: Injected): Ha
   };
 }
 
-/** The chat answer the backend gave, in the words of the API the harness called. */
-export function translatedReply(translation: ApiTranslation, request: RequestBody): HarnessReply {
+/**
+ * The chat answer the backend gave, in the words of the API the harness called. Log-probs the
+ * gateway injected (for the journal, which has taken them already) stay out of the translation,
+ * as they stay out of a transparent answer: the harness gets what its own request asked for.
+ */
+export function translatedReply(translation: ApiTranslation, request: RequestBody, injected: Injected): HarnessReply {
   const stream = translation.streamFromChat(request);
+  const asked = <T extends JsonObject>(chat: T): T => (injected.logprobs ? withoutLogprobs(chat) : chat);
   // The stream's last events close its answer: they are made when it is journaled, and go out after.
   let closing: string | undefined;
   return {
@@ -65,20 +70,29 @@ export function translatedReply(translation: ApiTranslation, request: RequestBod
     needsDone: true,
     cutOnBadChunk: true,
     whole(response) {
-      const answer = translation.fromChat(response as unknown as ChatCompletion, request);
+      const answer = translation.fromChat(asked(response) as unknown as ChatCompletion, request);
       return { journal: answer, text: JSON.stringify(answer) };
     },
     error: (status, text) => {
       const message = backendMessage(text) ?? `the backend answered ${status}`;
       return JSON.stringify(translation.errorBody(status, apiErrorType(status), message));
     },
-    event: (_event, chunk) => stream.chunk(chunk as unknown as ChatCompletionChunk),
+    event: (_event, chunk) => stream.chunk(asked(chunk) as unknown as ChatCompletionChunk),
     end: () => closing ?? stream.end(),
     streamed: () => {
       closing = stream.end();
       return stream.answer();
     },
   };
+}
+
+/** A chat answer or chunk with its choices' log-probs null, the backend's own objects left as they are. */
+function withoutLogprobs<T extends JsonObject>(chat: T): T {
+  if (!Array.isArray(chat.choices)) return chat;
+  const choices = chat.choices.map((choice) =>
+    choice !== null && typeof choice === 'object' && !Array.isArray(choice) ? { ...choice, logprobs: null } : choice,
+  );
+  return { ...chat, choices };
 }
 
 /** The message of a backend's error body (OpenAI's / vLLM's shape), if it has one. */

@@ -162,7 +162,7 @@ export class ModelCallProxy {
       route.backend,
     );
     const reply = plan.translation
-      ? translatedReply(plan.translation, call.body)
+      ? translatedReply(plan.translation, call.body, injected)
       : transparentReply(call.endpoint, injected);
     const callId = `call-${randomUUID()}`;
     const startedAt = Date.now();
