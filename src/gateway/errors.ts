@@ -31,13 +31,15 @@ export class GatewayCallError extends Error {
 
 /** The OpenAI error shape every refusal of the gateway answers with. */
 export interface ErrorBody {
-  error: { message: string; type: string; code: string | number; param: null };
+  error: { message: string; type: string; code: string | number | null; param: null };
 }
 
 export function errorBody(status: number, code: string, message: string): ErrorBody {
   // An unknown model is answered as the backend (vLLM) answers it, so a harness handles it the same.
   if (code === 'model_not_found') return { error: { message, type: 'NotFoundError', param: null, code: 404 } };
-  return { error: { message, type: status >= 500 ? 'api_error' : 'invalid_request_error', code, param: null } };
+  const type = status >= 500 ? 'api_error' : 'invalid_request_error';
+  // A translation's refusal names only its type: no code, as the embedded server's Responses API answers it.
+  return { error: { message, type, code: code === type ? null : code, param: null } };
 }
 
 /**
