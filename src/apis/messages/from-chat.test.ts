@@ -23,7 +23,8 @@ describe('a chat completion as a Message', () => {
     expect(message).toMatchObject({
       type: 'message',
       role: 'assistant',
-      model: 'claude-ish',
+      // The model that answered (the chat answer's), not the name the request asked for.
+      model: 'policy',
       stop_reason: 'tool_use',
       stop_sequence: null,
       usage: { input_tokens: 10, output_tokens: 3, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },

@@ -70,7 +70,11 @@ export function reasoningOf(message: object): string | undefined {
   return typeof reasoning === 'string' && reasoning !== '' ? reasoning : undefined;
 }
 
-/** The Message for a whole chat completion (its first choice); vLLM's token ids stay out. */
+/**
+ * The Message for a whole chat completion (its first choice); vLLM's token ids stay out. Its
+ * `model` is the one that answered (the chat answer's), as Anthropic names the model behind an
+ * alias and as the chat and Responses answers do; the request's only if the answer names none.
+ */
 export function fromChat(chat: ChatCompletion, request: { model: string }): Message {
   const choice = chat.choices[0];
   const message = choice?.message;
@@ -87,7 +91,7 @@ export function fromChat(chat: ChatCompletion, request: { model: string }): Mess
     id: messageId(),
     type: 'message',
     role: 'assistant',
-    model: request.model,
+    model: chat.model || request.model,
     content,
     ...stopOf(choice?.finish_reason, vllmStop, calls.length > 0),
     usage: usageOf(chat.usage),

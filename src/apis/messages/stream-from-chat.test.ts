@@ -28,7 +28,8 @@ function chunksOf(reply: Reply, cuts: number[]): ChatCompletionChunk[] {
       id: 'c',
       object: 'chat.completion.chunk',
       created: 0,
-      model: 'm',
+      // The model that answers, named in the answer rather than the request's 'm' (as fromChat does).
+      model: 'policy',
       choices: [{ index: 0, delta, logprobs: null, finish_reason: null, ...extra }],
     }) as unknown as ChatCompletionChunk;
   const out = [chunk({ role: 'assistant', content: '' })];

@@ -39,9 +39,11 @@ export class MessageStreamTranslator implements ChatStreamTranslator<Message> {
   private finish: string | null = null;
   private vllmStop: unknown = null;
 
-  constructor(private readonly model: string) {}
+  /** @param model named until the stream names the model that answers (its first chunk's), as fromChat does. */
+  constructor(private model: string) {}
 
   chunk(chunk: ChatCompletionChunk): string {
+    if (!this.started && chunk.model) this.model = chunk.model;
     const extras = chunk as { prompt_token_ids?: number[] };
     if (extras.prompt_token_ids) this.promptTokens = extras.prompt_token_ids.length;
     if (chunk.usage) this.usage = chunk.usage;
