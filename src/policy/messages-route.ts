@@ -17,7 +17,9 @@ import { HttpError, startStream, streamed, type StreamEnding } from './policy-ht
 export async function messagesRoute(app: FastifyInstance, options: ChatRouteOptions): Promise<void> {
   app.post('/v1/messages', { errorHandler: replyError }, async (req, reply) => {
     const request = req.body as MessagesRequest;
-    const call = prepareChat(options, messagesTranslation.toChat(request));
+    const chat = messagesTranslation.toChat(request);
+    // message_start tells the prompt's size, read from the first chunk's prompt ids (left out of the events).
+    const call = prepareChat(options, chat.stream ? { ...chat, return_token_ids: true } : chat);
     // ChatReply is the chat.completion the chat route sends (vLLM's extras included): read as one.
     if (!call.body.stream) return messagesTranslation.fromChat((await answerChat(options, call)) as never, request);
     const translator = messagesTranslation.streamFromChat(request);
