@@ -1,4 +1,4 @@
-"""Runs the conformance scenarios with the official openai Python SDK against one endpoint.
+"""Runs conformance scenarios (chat, completions, responses) with the official openai Python SDK against one endpoint.
 
 Usage: python openai_sdk.py SCENARIOS_JSON BASE_URL API_KEY MODEL
 Prints one JSON object on stdout: scenario name -> what the SDK gave the caller (plain data).
@@ -33,7 +33,21 @@ def with_extra_body(method: Callable[..., Any], params: dict[str, Any]) -> dict[
     return {**kwargs, "extra_body": extra} if extra else kwargs
 
 
+def run_responses(client: OpenAI, scenario: dict[str, Any], model: str) -> Any:
+    params = with_extra_body(client.responses.create, substitute(scenario["params"], model))
+    if scenario["kind"] == "create":
+        result = client.responses.create(**params)
+        return [plain(event) for event in result] if params.get("stream") else plain(result)
+    if scenario["kind"] == "stream-helper":
+        with client.responses.stream(**params) as stream:
+            events = [event.type for event in stream]
+            return {"events": events, "final": plain(stream.get_final_response())}
+    raise ValueError(f"unknown scenario kind {scenario['kind']} for responses")
+
+
 def run(client: OpenAI, scenario: dict[str, Any], model: str) -> Any:
+    if scenario["endpoint"] == "responses":
+        return run_responses(client, scenario, model)
     api = client.chat.completions if scenario["endpoint"] == "chat" else client.completions
     params = with_extra_body(api.create, substitute(scenario["params"], model))
     kind = scenario["kind"]

@@ -1,9 +1,7 @@
-import { execFile } from 'node:child_process';
 import type { ServerResponse } from 'node:http';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadScenarios, runWithNpmClient, SCENARIOS_FILE } from '../conformance/openai-npm.js';
+import { runWithPythonSdk } from '../conformance/python-sdks.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { MODEL } from '../helpers/vllm-like-server.js';
 
@@ -12,9 +10,6 @@ import { MODEL } from '../helpers/vllm-like-server.js';
  * scenarios (test/conformance/scenarios.json) straight against the backend and through the
  * gateway, and must get the same results.
  */
-const python = path.resolve(import.meta.dirname, '../../.tools/conformance/bin/python');
-const pythonRunner = path.resolve(import.meta.dirname, '../conformance/openai_sdk.py');
-
 /** Replies the toy model never gives, scripted on the backend stand-in (scenarios that name these models). */
 const head = (model: string, object: string) => ({ id: `chatcmpl-${model}`, object, created: 1_700_000_000, model });
 const SCRIPTS: Record<string, (res: ServerResponse) => Promise<void> | void> = {
@@ -64,12 +59,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-async function withPythonSdk(baseUrl: string, key: string, model: string): Promise<Record<string, unknown>> {
-  const { stdout } = await promisify(execFile)(python, [pythonRunner, SCENARIOS_FILE, baseUrl, key, model], {
-    maxBuffer: 64 << 20,
-  });
-  return JSON.parse(stdout) as Record<string, unknown>;
-}
+const withPythonSdk = (baseUrl: string, key: string, model: string) =>
+  runWithPythonSdk('openai_sdk.py', SCENARIOS_FILE, baseUrl, key, model);
 
 describe.each([
   ['the openai npm client', runWithNpmClient],
