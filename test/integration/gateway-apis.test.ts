@@ -4,11 +4,9 @@ import type { MessageParam, Tool } from '@anthropic-ai/sdk/resources/messages/me
 import type { FunctionTool, ResponseInputItem } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js';
-import { mergeRollout } from '../../src/samples/merge.js';
-import { toMergeCalls } from '../../src/samples/retokenize.js';
-import type { CallRecord } from '../../src/store/trace-store.js';
 import { ChatTokenizer } from '../../src/tokenizer/chat-tokenizer.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { expectOneTrainedSequence } from '../helpers/trained-sequence.js';
 
 /**
  * The Responses and Anthropic Messages APIs through the gateway, from their official SDKs, to the
@@ -39,20 +37,6 @@ afterAll(async () => {
 
 const question = 'What is 17*23?';
 
-/** Every call journaled with the engine's ids and a log-prob per completion token, merged into one sequence. */
-function expectOneTrainedSequence(rolloutId: string, calls: CallRecord[], endpoint: string): void {
-  for (const call of calls) {
-    expect(call).toMatchObject({ endpoint, status: 'ok' });
-    expect(call.promptIds?.length).toBeGreaterThan(0);
-    const [choice] = call.choices ?? [];
-    expect(choice?.completionIds?.length).toBeGreaterThan(0);
-    expect(choice?.logprobs).toHaveLength(choice?.completionIds?.length ?? -1);
-  }
-  const merged = mergeRollout(rolloutId, toMergeCalls(calls, tokenizer).calls, tokenizer);
-  expect(merged.mismatches).toEqual([]);
-  expect(merged.sequences).toHaveLength(1);
-}
-
 describe('the Responses API through the gateway (openai SDK)', () => {
   const tools: FunctionTool[] = [
     {
@@ -74,7 +58,7 @@ describe('the Responses API through the gateway (openai SDK)', () => {
     const second = await client.responses.create({ ...ask, previous_response_id: first.id, input: [output] });
     expect(second.status).toBe('completed');
     expect(second.output.length).toBeGreaterThan(0);
-    expectOneTrainedSequence(id, await t.store.listCalls(id), 'responses');
+    expectOneTrainedSequence(id, await t.store.listCalls(id), 'responses', tokenizer);
   });
 
   it('streams the typed events, and the journal keeps the answer they told', async () => {
@@ -91,7 +75,7 @@ describe('the Responses API through the gateway (openai SDK)', () => {
     expect(types.at(-1)).toBe('response.completed');
     const [call] = await t.store.listCalls(id);
     expect(call?.response).toEqual(completed);
-    expectOneTrainedSequence(id, [call!], 'responses');
+    expectOneTrainedSequence(id, [call!], 'responses', tokenizer);
   });
 
   it('refuses an unknown previous_response_id, in OpenAI error shape', async () => {
@@ -121,7 +105,7 @@ describe('the Messages API through the gateway (Anthropic SDK)', () => {
     );
     const second = await client.messages.create({ ...ask, messages });
     expect(second.type).toBe('message');
-    expectOneTrainedSequence(id, await t.store.listCalls(id), 'messages');
+    expectOneTrainedSequence(id, await t.store.listCalls(id), 'messages', tokenizer);
   });
 
   it('streams message_start … message_stop, and finalMessage equals the journaled answer', async () => {
@@ -131,7 +115,7 @@ describe('the Messages API through the gateway (Anthropic SDK)', () => {
     const [call] = await t.store.listCalls(id);
     const { parsed_output: _sdkOnly, ...told } = JSON.parse(JSON.stringify(final)) as Record<string, unknown>;
     expect(call?.response).toEqual(told);
-    expectOneTrainedSequence(id, [call!], 'messages');
+    expectOneTrainedSequence(id, [call!], 'messages', tokenizer);
   });
 
   it("answers a wrong key in Anthropic's error shape", async () => {
