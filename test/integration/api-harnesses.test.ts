@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Completion, CompletionCreateParams } from 'openai/resources/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -12,6 +13,7 @@ import type { RolloutOutcome } from '../../src/rollouts/rollout-batch.js';
 import { runRollouts } from '../../src/rollouts/runner.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
 import { runBatchStage, type DataQualityReport } from '../../src/samples/stage.js';
+import type { CallRecord } from '../../src/store/trace-store.js';
 import { ChatTokenizer } from '../../src/tokenizer/chat-tokenizer.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
 import { exampleDir } from '../helpers/example-config.js';
@@ -19,11 +21,12 @@ import { expectOneTrainedSequence } from '../helpers/trained-sequence.js';
 
 /**
  * Issue 29's promise, end to end: a harness written against the Responses API (the `openai`
- * client, turns chained by previous_response_id) and one written against the Anthropic Messages
- * API (`@anthropic-ai/sdk`) train like the example chat harness. Each runs the example's tasks on
- * the embedded policy through the gateway; the batch stage then builds the training batch from the
- * journal as a run does, and it must not be refused: every call journaled with token ids and
- * log-probs, every multi-turn rollout one sequence.
+ * client, turns chained by previous_response_id), one written against the Anthropic Messages
+ * API (`@anthropic-ai/sdk`) and one against the legacy Completions API (the `openai` client, the
+ * harness rendering its own prompt in the model's chat format) train like the example chat
+ * harness. Each runs the example's tasks on the embedded policy through the gateway; the batch
+ * stage then builds the training batch from the journal as a run does, and it must not be
+ * refused: every call journaled with token ids and log-probs, every multi-turn rollout one sequence.
  */
 const workDir = mkdtempSync(path.join(os.tmpdir(), 'rein-api-harnesses-'));
 const { config } = loadConfig({ file: path.join(exampleDir, 'rein.yaml'), env: {} });
@@ -43,6 +46,11 @@ const harnesses: Array<{ api: string; endpoint: string; harness: ProgramSpec }> 
   { api: 'chat (the example harness, the control)', endpoint: 'chat.completions', harness: greedy(exampleHarness) },
   { api: 'responses (openai client.responses.create)', endpoint: 'responses', harness: fixture('responses-agent.mjs') },
   { api: 'messages (@anthropic-ai/sdk)', endpoint: 'messages', harness: fixture('anthropic-agent.mjs') },
+  {
+    api: 'completions (openai client.completions.create)',
+    endpoint: 'completions',
+    harness: fixture('completions-agent.mjs'),
+  },
 ];
 // Products: the base policy reaches for its calculator on them, so rollouts run several turns.
 const tasks = loadTaskSet(config.run.trainTasks as string)
@@ -79,7 +87,9 @@ async function rollOut(batchId: string, harness: ProgramSpec): Promise<RolloutOu
   );
 }
 
-/** The rollout's calls journaled with ids, merged into one sequence (for Responses, chained); returns their count. */
+const promptOf = (call: CallRecord): string => (call.requestReceived as CompletionCreateParams).prompt as string;
+
+/** The rollout's calls journaled with ids, merged into one sequence (Responses chained, Completions resent). */
 async function expectOneSequence(rolloutId: string, endpoint: string): Promise<number> {
   const calls = await stack.store.listCalls(rolloutId);
   for (const call of calls) expect(call.policyVersion).toBe('v0');
@@ -90,6 +100,13 @@ async function expectOneSequence(rolloutId: string, endpoint: string): Promise<n
         i === 0 ? undefined : (calls[i - 1]?.response as { id: string }).id,
       ),
     );
+  // A Completions harness resends its conversation: each prompt is the last one and its reply's text as returned.
+  if (endpoint === 'completions')
+    calls.slice(1).forEach((call, i) => {
+      const previous = calls[i] as CallRecord;
+      const resent = promptOf(previous) + (previous.response as Completion).choices[0]?.text;
+      expect(promptOf(call).startsWith(resent)).toBe(true);
+    });
   expectOneTrainedSequence(rolloutId, calls, endpoint, tokenizer);
   return calls.length;
 }
