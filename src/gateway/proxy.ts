@@ -198,6 +198,8 @@ export class ModelCallProxy {
         ...withoutSecretIds(result, receivedForJournal !== call.body, redaction),
       });
       finished = true;
+      if (plan.expandedInput !== undefined && !result.errorClass && result.response !== undefined)
+        this.chains.answered(call.body, plan.expandedInput, result.response);
       if (metrics) {
         metrics.journalWrite('finish', performance.now() - t0 - latencyMs);
         metrics.callFinished(call.endpoint, result.errorClass ?? null, latencyMs, result.ttftMs ?? null, result.usage);

@@ -29,6 +29,17 @@ export class ResponseChains {
     return { ...rest, input: [...history, ...inputItems(call.body.input)] };
   }
 
+  /**
+   * Remembers a stored answer's conversation as it is journaled (its request's expanded input and
+   * its output items), so the next call of the chain reads nothing from the journal.
+   */
+  answered(request: RequestBody, expandedInput: unknown, answer: unknown): void {
+    if (request.store === false || answer === null || typeof answer !== 'object') return;
+    const { id, output } = answer as JsonObject;
+    if (typeof id !== 'string') return;
+    this.remember(id, [...inputItems(expandedInput), ...(Array.isArray(output) ? output : [])]);
+  }
+
   private async conversation(responseId: string, call: ProxiedCall): Promise<unknown[]> {
     const known = this.conversations.get(responseId);
     if (known) return known;

@@ -15,6 +15,8 @@ export interface UpstreamPlan {
   text: string;
   /** Set when the call is translated to chat completions. */
   translation?: ApiTranslation;
+  /** A translated Responses call's input with its chain expanded: what its answer's conversation starts with. */
+  expandedInput?: unknown;
 }
 
 /**
@@ -31,7 +33,11 @@ export async function upstreamPlan(
   const translation = translationOf(call.endpoint);
   if (!translation || backend.nativeApis?.includes(call.endpoint))
     return { endpoint: call.endpoint, body: call.body, text: call.text };
-  const request = call.endpoint === 'responses' ? await chains.expanded(call) : call.body;
+  if (call.endpoint !== 'responses') {
+    const body = translation.toChat(call.body) as unknown as RequestBody;
+    return { endpoint: 'chat.completions', body, text: JSON.stringify(body), translation };
+  }
+  const request = await chains.expanded(call);
   const body = translation.toChat(request) as unknown as RequestBody;
-  return { endpoint: 'chat.completions', body, text: JSON.stringify(body), translation };
+  return { endpoint: 'chat.completions', body, text: JSON.stringify(body), translation, expandedInput: request.input };
 }
