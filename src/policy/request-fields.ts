@@ -32,6 +32,11 @@ export const chatRequest = z
     top_logprobs: z.number().int().min(0).max(20).nullish(),
     response_format: responseFormatField,
     chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+    /**
+     * Token in (Rein's gateway, `samples.merge: tito`): the prompt's ids, used as they are instead of the template's
+     * rendering of `messages` (which still say what the conversation is, for tools and constraints).
+     */
+    prompt_token_ids: z.array(z.number().int().min(0)).min(1).nullish(),
   })
   .refine((body) => body.top_logprobs === undefined || body.top_logprobs === null || body.logprobs === true, {
     path: ['top_logprobs'],
