@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// The calculator agent with the AI SDK v6 on its default OpenAI model, the Responses API (`openai(...)`):
+// generateText with a tool, stopped after a few steps. Rein gives it only OPENAI_BASE_URL and
+// OPENAI_API_KEY.   node ai-sdk-responses.mjs TASK.json OUTPUT.json
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, stepCountIs, tool } from 'ai';
+import { z } from 'zod';
+import { CALC_DESCRIPTION, MAX_TOKENS, MAX_TURNS, MODEL, calcTool, runTask } from './calculator.mjs';
+
+const openai = createOpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: process.env.OPENAI_API_KEY });
+
+runTask(async (question) => {
+  const { text } = await generateText({
+    model: openai(MODEL),
+    tools: {
+      calc: tool({
+        description: CALC_DESCRIPTION,
+        inputSchema: z.object({ x: z.string() }),
+        execute: async ({ x }) => calcTool(x),
+      }),
+    },
+    stopWhen: stepCountIs(MAX_TURNS),
+    temperature: 0,
+    maxOutputTokens: MAX_TOKENS,
+    prompt: question,
+  });
+  return text.trim();
+});
