@@ -77,6 +77,20 @@ prepare_main_job_node() {
   ln -sfn "$dir/node_modules" ".tools/main-job-node$major/node_modules"
 }
 
+# The Node half of the framework gallery (examples/frameworks/node): its own pinned packages
+# (@openai/agents needs openai 7, which needs Node >= 22), installed by Node 24 once per machine
+# per lock hash and linked as its node_modules, with that Node as .tools/gallery-node/node;
+# test/integration/frameworks-node.test.ts runs each framework's harness on it.
+prepare_gallery_node() {
+  local gallery=examples/frameworks/node wheel dir
+  wheel=$(install_node_wheel 24.19.0) || return 1
+  dir="$(rein_cache_dir)/gallery-node-$(sha256sum "$gallery/package-lock.json" | cut -c1-16)"
+  cached_npm_ci "$dir" "the Node framework gallery's packages" "$wheel/bin/node" "$gallery" || return 1
+  mkdir -p .tools/gallery-node
+  ln -sfn "$wheel/bin/node" .tools/gallery-node/node
+  ln -sfn "$dir/node_modules" "$gallery/node_modules"
+}
+
 mkdir -p .tools
 # Before the background jobs: apt must not run twice at once.
 install_chromium
@@ -84,6 +98,8 @@ install_test_pythons &
 pythons=$!
 (prepare_main_job_node 20 && prepare_main_job_node 22) &
 node_versions=$!
+prepare_gallery_node &
+gallery_node=$!
 status=0
 if command -v go >/dev/null; then
   scripts/build-jaeger.sh &
@@ -99,6 +115,7 @@ else
 fi
 wait "$pythons" || status=1
 wait "$node_versions" || status=1
+wait "$gallery_node" || status=1
 if [ "$status" -ne 0 ]; then
   echo "setup-tests: the test setup failed (see above); once fixed, run: npm test" >&2
   exit 1

@@ -52,3 +52,20 @@ install_sqlite_driver_for_node20() {
   ) 9>"$dir.lock" || return 1
   mkdir -p .tools && ln -sfn "$dir" .tools/sqlite-node20
 }
+
+# cached_npm_ci DIR LABEL NODE_BIN SOURCE_DIR: SOURCE_DIR's package.json and package-lock.json
+# installed (`npm ci`, the exact locked versions) into DIR by NODE_BIN's npm, once: a second caller
+# waits for the first (flock) and then finds DIR complete. Key DIR by the lock's hash.
+cached_npm_ci() {
+  local dir=$1 label=$2 node_bin=$3 source=$4
+  mkdir -p "$(dirname "$dir")"
+  (
+    flock 9
+    if [ ! -f "$dir/.complete" ]; then
+      echo "setup: installing $label into $dir (once per machine)" >&2
+      rm -rf "$dir" && mkdir -p "$dir" && cp "$source/package.json" "$source/package-lock.json" "$dir/"
+      (cd "$dir" && PATH="$(dirname "$node_bin"):$PATH" npm ci --no-audit --no-fund --loglevel=error >&2) || exit 1
+      touch "$dir/.complete"
+    fi
+  ) 9>"$dir.lock"
+}
