@@ -19,6 +19,8 @@ const calc = tool({
   execute: async ({ x }) => calcTool(x),
 });
 
+// No `instructions` (they are optional): given them as a system message, the tiny embedded base
+// wrote a malformed tool call on every task tried, so no tool loop ran. A real policy takes them.
 const agent = new Agent({
   name: 'Calculator',
   model: MODEL,
