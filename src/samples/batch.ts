@@ -1,5 +1,6 @@
 import { computeAdvantages, type AdvantageEstimator } from './advantages.js';
 import { sequenceWeights, type LossAggregation } from './loss-weights.js';
+import { stepSequences, type MergeMode } from './merge-modes.js';
 import { mergeRollout, type Detokenizer, type MergeCall, type MismatchCause, type TrainingSequence } from './merge.js';
 
 /** One rollout as the batch stage sees it: its outcome and its journaled calls, in order. */
@@ -15,6 +16,8 @@ export interface BatchRollout {
 }
 
 export interface BatchOptions {
+  /** How calls become sequences (see merge-modes.ts); exact when not given. */
+  merge?: MergeMode;
   estimator: AdvantageEstimator;
   zeroVarianceGroups: 'drop' | 'keep';
   lossAggregation: LossAggregation;
@@ -54,6 +57,12 @@ export interface BatchReport {
     excluded: Partial<Record<ExclusionReason, number>>;
     excludedIds: Partial<Record<ExclusionReason, string[]>>;
   };
+  /** The merge mode the batch's sequences were built with. */
+  merge: { mode: MergeMode };
+  /**
+   * Counted by exact prefix merging whatever the mode, as are mergeRate and mismatchCauses: under stepwise they say
+   * what merging would have given (the reason to pick stepwise).
+   */
   calls: { total: number; merged: number; skippedWithoutTokenIds: number; missingLogprobs: number };
   /** Calls that extended an earlier sequence, over calls that could have (all but each rollout's first). */
   mergeRate: number;
@@ -119,7 +128,9 @@ export function prepareRollout(rollout: BatchRollout, options: BatchOptions, tok
   for (const m of merge.mismatches) prepared.mismatchCauses[m.cause] = (prepared.mismatchCauses[m.cause] ?? 0) + 1;
   if (merge.sequences.length === 0) return out('no_token_ids');
 
-  const limited = limitLengths(merge.sequences, options);
+  // Stepwise trains each call on its own; the merge above still measured what merging would give.
+  const built = options.merge === 'stepwise' ? stepSequences(rollout.rolloutId, rollout.calls) : merge.sequences;
+  const limited = limitLengths(built, options);
   prepared.truncated =
     limited.truncated ||
     merge.sequences.some((s) => s.spans.some((span) => span.finishReason === 'length' || span.finishReason === null));
@@ -193,6 +204,7 @@ export function assembleBatch(prepared: readonly PreparedRollout[], options: Bat
   return {
     sequences: sequences.map((s, i) => ({ ...s, weight: weights[i] as number })),
     report: {
+      merge: { mode: options.merge ?? 'exact' },
       rollouts: { total: prepared.length, used: kept.length, excluded: excludedCounts, excludedIds },
       calls: {
         total: sum((p) => p.calls),

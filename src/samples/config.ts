@@ -1,23 +1,37 @@
 import { z } from 'zod';
 import { ADVANTAGE_ESTIMATORS } from './advantages.js';
 import { LOSS_AGGREGATIONS } from './loss-weights.js';
+import { defaultLossAggregation, MERGE_MODES } from './merge-modes.js';
 
 /** The config's `samples` section: how journaled rollouts become a training batch. */
-export const sampleSettings = z.strictObject({
+const sampleSettingsObject = z.strictObject({
+  merge: z
+    .enum(MERGE_MODES)
+    .default('exact')
+    .describe(
+      "How a rollout's calls become training sequences. exact: a call whose prompt ids start with the sequence so far extends it (what the harness inserted masked); for harnesses that send their history back verbatim, where the merge rate is 1.0. tito (token in, token out): the gateway splices the model's own token ids into the earlier assistant turns it recognises and sends token ids to the backend, so frameworks that re-serialise tool-call arguments or drop reasoning still give one sequence; needs a backend that takes token ids; the batch merges as exact. stepwise: each call is its own sample (prompt masked, completion trained), all sharing the rollout's advantage; for harnesses that rewrite their history freely; costs prompt tokens in training (each call's whole prompt is in the batch). The report records what exact merging gives (merge rate, causes) in every mode",
+    ),
   estimator: z.enum(ADVANTAGE_ESTIMATORS).default('grpo').describe('Group-relative advantage estimator'),
   zeroVarianceGroups: z.enum(['drop', 'keep']).default('drop').describe('Groups whose rewards are all equal'),
   lossAggregation: z
     .enum(LOSS_AGGREGATIONS)
-    .default('token-mean')
-    .describe('Loss normalization, folded into per-token weights'),
+    .optional()
+    .describe(
+      'Loss normalization, folded into per-token weights. Unset: token-mean, or rollout-mean under merge stepwise (each rollout counts once, however many calls it made). Under stepwise each call is a sequence, so a seq-* aggregation weighs a rollout by its number of calls',
+    ),
   normConstant: z.number().positive().optional().describe('C of seq-mean-token-sum-norm (default: maxResponseTokens)'),
-  maxPromptTokens: z.number().int().positive().default(16_384).describe('Longer first prompts drop the sequence'),
+  maxPromptTokens: z
+    .number()
+    .int()
+    .positive()
+    .default(16_384)
+    .describe("Longer first prompts drop the sequence (under merge stepwise: each call's prompt, its step)"),
   maxResponseTokens: z
     .number()
     .int()
     .positive()
     .default(8_192)
-    .describe('Sequences are cut this far after their first prompt'),
+    .describe("Sequences are cut this far after their first prompt (under merge stepwise: after each call's prompt)"),
   truncated: z
     .enum(['mask', 'drop', 'zero_reward'])
     .default('mask')
@@ -68,3 +82,9 @@ export const sampleSettings = z.strictObject({
     .prefault({})
     .describe('Data-quality checks: the batch stage fails (not retried) when one is missed, its report kept'),
 });
+
+/** The section with its loss aggregation resolved: unset, it follows the merge mode. */
+export const sampleSettings = sampleSettingsObject.transform((settings) => ({
+  ...settings,
+  lossAggregation: settings.lossAggregation ?? defaultLossAggregation(settings.merge),
+}));

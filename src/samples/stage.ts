@@ -5,6 +5,7 @@ import type { Rollout } from '../rollouts/rollout.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
 import { encodeBatch } from './batch-artifact.js';
+import type { MergeMode } from './merge-modes.js';
 import { assembleBatch, prepareRollout, type BatchOptions, type BatchReport, type PreparedRollout } from './batch.js';
 import { toMergeCalls, type DriftReport } from './retokenize.js';
 
@@ -35,6 +36,9 @@ export interface BatchStageResult {
     sequences: number;
     trainedTokens: number;
     meanReward: number | null;
+    /** Absent from the results of workers that predate merge modes (kept in workflow histories). */
+    mergeMode?: MergeMode;
+    /** What exact merging gives on the journal, in every mode (see BatchReport). */
     mergeRate: number;
     driftRate: number;
   };
@@ -111,6 +115,7 @@ export async function runBatchStage(input: BatchStageInput, deps: BatchStageDeps
 
 function batchOptionsOf(settings: SampleSettings, lineage: string[] | undefined): BatchOptions {
   return {
+    merge: settings.merge,
     estimator: settings.estimator,
     zeroVarianceGroups: settings.zeroVarianceGroups,
     lossAggregation: settings.lossAggregation,
@@ -220,6 +225,7 @@ function summaryOf(report: DataQualityReport): BatchStageResult['summary'] {
     sequences: report.sequences,
     trainedTokens: report.tokens.trained,
     meanReward: report.rewards?.mean ?? null,
+    mergeMode: report.merge.mode,
     mergeRate: report.mergeRate,
     driftRate: report.drift.rate,
   };

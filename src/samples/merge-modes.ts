@@ -1,0 +1,68 @@
+import type { LossAggregation } from './loss-weights.js';
+import type { MergeCall, TrainingSequence } from './merge.js';
+
+/**
+ * How a rollout's calls become training sequences (`samples.merge`):
+ * - exact:    consecutive calls merge when the next prompt's ids start with the sequence so far
+ *             (merge.ts); a harness that sends its history back verbatim gives one sequence.
+ * - tito:     token in, token out: the gateway splices the model's own ids into the earlier turns
+ *             it recognises and sends ids to the backend, so the journaled prompt ids already
+ *             extend the sequence; the batch stage merges exactly as `exact` does.
+ * - stepwise: each call's each choice is its own sequence (prompt masked, completion trained),
+ *             sharing the rollout's advantage; for harnesses that rewrite their history freely.
+ */
+export const MERGE_MODES = ['exact', 'tito', 'stepwise'] as const;
+export type MergeMode = (typeof MERGE_MODES)[number];
+
+/**
+ * The loss normalization a mode uses when `samples.lossAggregation` is not set: stepwise counts
+ * each rollout once however many calls it made (rollout-mean); a merged rollout is already one
+ * sequence or a few, so the others keep token-mean.
+ */
+export function defaultLossAggregation(mode: MergeMode): LossAggregation {
+  return mode === 'stepwise' ? 'rollout-mean' : 'token-mean';
+}
+
+/**
+ * One sequence per choice of each call, in call order: the call's prompt (masked) followed by the
+ * choice's completion (trained with its log-probs). Calls without token ids are left out, as
+ * merging leaves them out (it counts them).
+ */
+export function stepSequences(rolloutId: string, calls: readonly MergeCall[]): TrainingSequence[] {
+  const sequences: TrainingSequence[] = [];
+  for (const call of calls) {
+    const promptIds = call.promptIds;
+    if (!usable(call) || !promptIds) continue;
+    call.choices.forEach((choice, i) => {
+      const completionIds = choice.completionIds ?? [];
+      const logprobs = choice.logprobs;
+      sequences.push({
+        rolloutId,
+        ids: [...promptIds, ...completionIds],
+        lossMask: [...promptIds.map(() => 0), ...completionIds.map(() => 1)],
+        oldLogprobs: [...promptIds.map(() => 0), ...completionIds.map((_, t) => (logprobs ? (logprobs[t] ?? 0) : 0))],
+        spans: [
+          {
+            callId: call.callId,
+            choice: i,
+            start: promptIds.length,
+            end: promptIds.length + completionIds.length,
+            policyVersion: call.policyVersion,
+            finishReason: choice.finishReason,
+          },
+        ],
+      });
+    });
+  }
+  return sequences;
+}
+
+/** The calls merging trains on (merge.ts's rule): prompt ids and every choice's completion ids journaled. */
+function usable(call: MergeCall): boolean {
+  return (
+    !!call.promptIds &&
+    call.promptIds.length > 0 &&
+    call.choices.length > 0 &&
+    call.choices.every((c) => c.completionIds !== null)
+  );
+}
