@@ -12,10 +12,13 @@ import type { ProgramSpec } from '../../src/rollouts/program.js';
 import type { RolloutOutcome } from '../../src/rollouts/rollout-batch.js';
 import { runRollouts } from '../../src/rollouts/runner.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
-import { runBatchStage, type DataQualityReport } from '../../src/samples/stage.js';
+import { sampleSettings } from '../../src/samples/config.js';
+import type { MergeMode } from '../../src/samples/merge-modes.js';
+import { runBatchStage, type BatchStageResult, type DataQualityReport } from '../../src/samples/stage.js';
 import type { CallRecord } from '../../src/store/trace-store.js';
 import { ChatTokenizer } from '../../src/tokenizer/chat-tokenizer.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
+import { localPolicyTrainer } from '../../src/training/local-policy-trainer.js';
 import { exampleDir } from '../helpers/example-config.js';
 import { expectOneTrainedSequence } from '../helpers/trained-sequence.js';
 
@@ -161,6 +164,78 @@ describe.each(harnesses)('a harness on the $api API', ({ endpoint, harness }) =>
         `${endpoint}: ${used} rollouts (${multiTurn} multi-turn), ${calls} calls, ${result.summary.sequences} ` +
           `sequences, merge rate ${result.summary.mergeRate}, ${result.summary.trainedTokens} trained tokens, ` +
           `mean reward ${result.summary.meanReward}`,
+      );
+    },
+  );
+});
+
+/**
+ * Issue 30's merge modes on one real journal: the example harness sampling at temperature 1 (seeded,
+ * so the same rollouts every run: with AGENT_SEED 1 two tasks get rewards 1 and 0, a learning signal),
+ * batched by the batch stage in each mode, and one policy update of the embedded default's trainer
+ * (`rein policy train`, tfjs, the run's own path) on the stepwise batch. exact is what every run
+ * trains on (training-iteration.test.ts); tito must give exact's batch byte for byte.
+ */
+describe('the merge modes on one journal', () => {
+  it(
+    'batches it exact, tito and stepwise, and the trainer takes an update on the stepwise batch',
+    {
+      timeout: 120_000,
+    },
+    async () => {
+      const batchId = 'merge-modes';
+      const seeded = { ...exampleHarness, env: { ...exampleHarness.env, AGENT_SEED: '1' } };
+      const outcomes = await rollOut(batchId, seeded);
+      expect(outcomes.map((o) => o.status)).toEqual(outcomes.map(() => 'succeeded'));
+      const rolloutIds = outcomes.map((o) => o.rolloutId);
+      const batchOf = (merge: MergeMode): Promise<BatchStageResult> =>
+        runBatchStage(
+          { iteration: 1, policyVersion: 'v0', configHash: `merge-${merge}`, rolloutIds },
+          {
+            store: stack.store,
+            artifacts: new LocalArtifactStore(path.join(workDir, batchId, merge)),
+            settings: sampleSettings.parse({ merge, zeroVarianceGroups: 'keep' }),
+            tokenizer,
+          },
+        );
+      const [exact, tito, stepwise] = [await batchOf('exact'), await batchOf('tito'), await batchOf('stepwise')];
+      expect(tito!.batch.contentHash).toBe(exact!.batch.contentHash);
+
+      // Every call is its own sequence; the report keeps what exact merging gave, and the mode.
+      let calls = 0;
+      for (const id of rolloutIds) calls += (await stack.store.listCalls(id)).length;
+      expect(stepwise!.summary).toMatchObject({
+        mergeMode: 'stepwise',
+        mergeRate: exact!.summary.mergeRate,
+        sequences: calls,
+        rolloutsUsed: outcomes.length,
+      });
+      const report = JSON.parse(readFileSync(fileURLToPath(stepwise!.report.uri), 'utf8')) as DataQualityReport;
+      expect(report.merge).toEqual({ mode: 'stepwise' });
+      // Each completion is trained once in either mode: what merging masks, stepwise masks too.
+      expect(stepwise!.summary.trainedTokens).toBe(exact!.summary.trainedTokens);
+
+      const rewards = new Map<string, number[]>();
+      for (const o of outcomes) rewards.set(o.taskId, [...(rewards.get(o.taskId) ?? []), o.reward ?? 0]);
+      const signal = [...rewards.values()].some((r) => Math.max(...r) > Math.min(...r));
+      expect(signal, 'no task got two different rewards: pick another AGENT_SEED').toBe(true);
+
+      const trainer = localPolicyTrainer({ ...config.trainer, epochs: 1 }, path.join(workDir, 'trainer-logs'));
+      const outputDir = path.join(workDir, batchId, 'v1-stepwise');
+      const result = await trainer.train({
+        parentCheckpoint: base,
+        batchPath: fileURLToPath(stepwise!.batch.uri),
+        outputDir,
+      });
+      expect(result).toMatchObject({ reused: false, batchContentHash: stepwise!.batch.contentHash });
+      expect(result.steps).toBeGreaterThan(result.skippedMinibatches);
+      const weights = (dir: string) => readFileSync(path.join(dir, 'model.safetensors'));
+      expect(weights(outputDir).equals(weights(base))).toBe(false);
+      console.log(
+        `merge modes: ${outcomes.length} rollouts, ${calls} calls; exact ${exact!.summary.sequences} sequences ` +
+          `(merge rate ${exact!.summary.mergeRate}), stepwise ${stepwise!.summary.sequences}; ` +
+          `${stepwise!.summary.trainedTokens} trained tokens; rewards ${JSON.stringify([...rewards])}; ` +
+          `update in ${result.seconds} s`,
       );
     },
   );
