@@ -15,7 +15,7 @@ import {
   type RolloutBatchSpec,
   type RolloutOutcome,
 } from '../src/rollouts/runner.js';
-import type { RolloutMode } from '../src/rollouts/rollout.js';
+import { SAMPLES_MERGE, type RolloutMode } from '../src/rollouts/rollout.js';
 import { loadTaskSet, type Task } from '../src/rollouts/tasks.js';
 import {
   RolloutSetupFailure,
@@ -225,6 +225,8 @@ function batchSpec(
     workDir: path.join(deps.dataDir, 'rollouts'),
     harnessVersion,
     ...(input.harnessEnv && { harnessEnv: input.harnessEnv }),
+    // The gateway reads it to send a tito run's continued calls token in.
+    metadata: { [SAMPLES_MERGE]: run.samples.merge },
   };
 }
 

@@ -28,7 +28,13 @@ export function withEmbeddedDefault(config: ReinConfig): ReinConfig {
       ...gateway,
       backends: {
         ...gateway.backends,
-        [EMBEDDED_BACKEND]: { endpoints: [`http://${host}:${policyServer.port}/v1`], tokenIds: true, logprobs: true },
+        [EMBEDDED_BACKEND]: {
+          endpoints: [`http://${host}:${policyServer.port}/v1`],
+          tokenIds: true,
+          logprobs: true,
+          // Every version it serves shares the base's tokenizer and template.
+          tokenIn: { tokenizerDir: base.checkpoint, field: 'prompt_token_ids' },
+        },
       },
       policies: { [base.version]: { backend: EMBEDDED_BACKEND, model: base.version }, ...gateway.policies },
       aliases: { production: base.version, ...gateway.aliases },

@@ -367,6 +367,25 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
       ...config.gateway,
       secretFile: path.resolve(dataDir, config.gateway.secretFile),
       traceDb: path.resolve(dataDir, config.gateway.traceDb),
+      backends: withTokenizerPaths(config.gateway.backends, baseDir),
     },
   };
+}
+
+/** Each backend's token-in tokenizer folder, relative to the config file. */
+function withTokenizerPaths(
+  backends: ReinConfig['gateway']['backends'],
+  baseDir: string,
+): ReinConfig['gateway']['backends'] {
+  return Object.fromEntries(
+    Object.entries(backends).map(([name, backend]) => [
+      name,
+      backend.tokenIn
+        ? {
+            ...backend,
+            tokenIn: { ...backend.tokenIn, tokenizerDir: path.resolve(baseDir, backend.tokenIn.tokenizerDir) },
+          }
+        : backend,
+    ]),
+  );
 }

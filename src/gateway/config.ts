@@ -41,6 +41,26 @@ const backend = z.strictObject({
       "APIs sent to this backend as the harness sent them (the backend's own /v1/responses or /v1/messages) " +
         'instead of as chat completions; their calls carry no token ids and are retokenized',
     ),
+  tokenIn: z
+    .strictObject({
+      tokenizerDir: z
+        .string()
+        .describe(
+          "The served model's tokenizer.json and tokenizer_config.json (its chat template): the gateway renders new turns with it",
+        ),
+      field: z
+        .enum(['prompt_token_ids', 'kv_transfer_params'])
+        .default('prompt_token_ids')
+        .describe(
+          'Where chat completions take the prompt ids: `prompt_token_ids` (the embedded policy server; vLLM with PR ' +
+            '#55771) or `kv_transfer_params.prompt_token_ids` (vLLM main since PR #48145)',
+        ),
+    })
+    .optional()
+    .describe(
+      'The backend takes a chat request with its prompt as token ids, which rollouts of runs with samples.merge: tito ' +
+        'need: the gateway splices the ids the model produced into the history the harness sends back',
+    ),
 });
 
 /** The config's `gateway` section: what harnesses call, the backends and policy versions behind it. */

@@ -61,6 +61,7 @@ export function routingTable(settings: GatewaySettings, env: NodeJS.ProcessEnv =
       tokenIds: backend.tokenIds,
       logprobs: backend.logprobs,
       nativeApis: backend.nativeApis,
+      tokenIn: backend.tokenIn,
     };
   }
   return { backends, policies: settings.policies, aliases: settings.aliases };

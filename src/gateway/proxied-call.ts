@@ -14,6 +14,8 @@ export interface ProxiedCall {
   headers: IncomingHttpHeaders;
   /** The policy version the rollout is pinned to, if any (then the requested model only has to exist). */
   pinnedPolicyVersion?: string | null;
+  /** The rollout's run merges samples token in (`samples.merge: tito`): continued chat prompts go as token ids. */
+  tokenIn?: boolean;
   /** Aborted when the harness goes away. */
   signal: AbortSignal;
 }

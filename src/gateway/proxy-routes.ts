@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SAMPLES_MERGE } from '../rollouts/rollout.js';
 import type { CallEndpoint } from '../store/trace-store.js';
 import { refuseClosedAttempt } from './admission.js';
 import { StoreConflictError } from '../store/trace-store.js';
@@ -78,6 +79,7 @@ export async function proxyRoutes(app: FastifyInstance, context: GatewayContext)
           text,
           headers: req.headers,
           pinnedPolicyVersion: rollout.policyVersion,
+          tokenIn: rollout.metadata[SAMPLES_MERGE] === 'tito',
           signal: controller.signal,
         },
         res,

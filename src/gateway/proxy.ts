@@ -17,6 +17,7 @@ import { withoutSecretIds } from './secret-ids.js';
 import { ShadowCalls } from './shadow-calls.js';
 import { relayStream } from './stream-relay.js';
 import { upstreamPlan, type UpstreamPlan } from './upstream-plan.js';
+import { TokenInPrompts } from './token-in/token-in.js';
 import { relayWhole } from './whole-relay.js';
 
 export interface ProxyOptions {
@@ -48,9 +49,11 @@ export class ModelCallProxy {
   private readonly backends: BackendPools;
   private readonly shadowCalls: ShadowCalls;
   private readonly chains: ResponseChains;
+  private readonly tokenIn: TokenInPrompts;
 
   constructor(private readonly options: ProxyOptions) {
     this.chains = new ResponseChains(options.store);
+    this.tokenIn = new TokenInPrompts(options.store);
     this.backends = new BackendPools(options.headersTimeoutMs, options.bodyTimeoutMs);
     this.shadowCalls = new ShadowCalls(
       options.store,
@@ -153,7 +156,7 @@ export class ModelCallProxy {
     journaled: (callId: string, receivedForJournal: JsonObject, plan: UpstreamPlan) => void,
   ): Promise<void> {
     const { store, redaction, metrics } = this.options;
-    const plan = await upstreamPlan(call, route.backend, this.chains);
+    const plan = await this.tokenIn.planned(call, route.backend, await upstreamPlan(call, route.backend, this.chains));
     const { sent, sentText, injected } = upstreamRequest(
       plan.endpoint,
       plan.body,

@@ -11,6 +11,13 @@ export interface BackendSpec {
   logprobs: boolean;
   /** APIs sent to this backend as the harness sent them, not translated to chat completions. */
   nativeApis?: CallEndpoint[] | undefined;
+  /** The backend takes chat prompts as token ids (see gateway.backends.*.tokenIn). */
+  tokenIn?: TokenInSpec | undefined;
+}
+
+export interface TokenInSpec {
+  tokenizerDir: string;
+  field: 'prompt_token_ids' | 'kv_transfer_params';
 }
 
 export interface PolicySpec {

@@ -38,6 +38,12 @@ export function isUnscored(rollout: Pick<Rollout, 'status' | 'failureClass'>): b
   );
 }
 
+/**
+ * The rollout metadata key holding its run's `samples.merge`: the gateway sends the continued chat
+ * calls of a `tito` rollout token in.
+ */
+export const SAMPLES_MERGE = 'samplesMerge';
+
 export interface Rollout {
   id: string;
   taskId: string | null;

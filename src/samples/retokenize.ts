@@ -1,6 +1,7 @@
 import { translationOf } from '../apis/registry.js';
 import { ApiRequestError } from '../apis/translation.js';
 import { REDACTION_MARK } from '../gateway/redact.js';
+import { promptIdsSent } from '../gateway/token-in/sent-ids.js';
 import type { ChatTokenizer, ChatRequest } from '../tokenizer/chat-tokenizer.js';
 import { ContentPartError } from '../tokenizer/content-parts.js';
 import type { CallRecord } from '../store/trace-store.js';
@@ -72,6 +73,9 @@ export function toMergeCalls(
  * not a chat call, or holds parts a text template cannot render (images for a multimodal engine).
  */
 function rerendered(call: CallRecord, tokenizer: ChatTokenizer): number[] | undefined {
+  // Sent token in (samples.merge: tito): the ids the gateway sent are the prompt the engine had to use.
+  const sent = promptIdsSent(call.requestSent);
+  if (sent) return sent;
   const chat = chatRequestOf(call);
   return chat && textOnly(() => tokenizer.promptIds(chat));
 }
@@ -82,7 +86,7 @@ function rerendered(call: CallRecord, tokenizer: ChatTokenizer): number[] | unde
  * to the backend as it came (`nativeApis`: then what was sent is what was received, but for the
  * model's name).
  */
-function chatRequestOf(call: CallRecord): ChatRequest | undefined {
+export function chatRequestOf(call: CallRecord): ChatRequest | undefined {
   const request = call.requestSent as Json;
   const translation = translationOf(call.endpoint);
   if (!translation) return Array.isArray(request.messages) ? (request as unknown as ChatRequest) : undefined;
@@ -103,7 +107,7 @@ function sentAsReceived(call: CallRecord): boolean {
 }
 
 /** A call's replies as chat assistant messages with their finish reasons. */
-function repliesOf(call: CallRecord): Array<{ message: Json; finishReason: string | null }> {
+export function repliesOf(call: CallRecord): Array<{ message: Json; finishReason: string | null }> {
   const response = call.response as Json | undefined;
   if (!response) return [];
   const translation = translationOf(call.endpoint);

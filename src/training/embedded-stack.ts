@@ -50,7 +50,14 @@ export async function startEmbeddedStack(options: {
       {
         store,
         routing: {
-          backends: { [EMBEDDED_BACKEND]: { endpoints: [policyServer.url], tokenIds: true, logprobs: true } },
+          backends: {
+            [EMBEDDED_BACKEND]: {
+              endpoints: [policyServer.url],
+              tokenIds: true,
+              logprobs: true,
+              tokenIn: { tokenizerDir: options.baseCheckpoint, field: 'prompt_token_ids' },
+            },
+          },
           policies: { v0: { backend: EMBEDDED_BACKEND, model: 'v0' } },
           aliases: { production: 'v0' },
         },
