@@ -1,6 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalArtifactStore } from '../../src/artifacts/local-store.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -13,6 +14,7 @@ import { runBatchStage } from '../../src/samples/stage.js';
 import type { CallRecord } from '../../src/store/trace-store.js';
 import { ChatTokenizer } from '../../src/tokenizer/chat-tokenizer.js';
 import { startEmbeddedStack, type EmbeddedStack } from '../../src/training/embedded-stack.js';
+import { localPolicyTrainer } from '../../src/training/local-policy-trainer.js';
 import { exampleDir } from '../helpers/example-config.js';
 
 /**
@@ -28,12 +30,16 @@ const example = programSpec(config.harness?.local as NonNullable<NonNullable<typ
 const harness = {
   ...example,
   args: [path.resolve(import.meta.dirname, '../fixtures/harnesses/reserializing-agent.mjs'), '{task}', '{output}'],
-  env: { ...example.env, AGENT_TEMPERATURE: '0' },
+  // Seeded sampling: the rollouts of a task differ (a reward signal to train on) and are the same on every run.
+  env: { ...example.env, AGENT_SEED: '7' },
 };
-// Products: the base policy reaches for its calculator on them, so rollouts run several turns.
-const tasks = loadTaskSet(config.run.trainTasks as string)
-  .tasks.filter((task) => / times /.test(String(task.question)))
-  .slice(0, 3);
+// Products (the base policy reaches for its calculator on them, so rollouts run several turns) and sums it often
+// answers right, so that rewards differ within a task's group: something to train on.
+const trainTasks = loadTaskSet(config.run.trainTasks as string).tasks;
+const tasks = [
+  ...trainTasks.filter((task) => / times /.test(String(task.question))).slice(0, 2),
+  ...trainTasks.filter((task) => / more\?/.test(String(task.question))).slice(0, 2),
+];
 
 let stack: EmbeddedStack;
 let tokenizer: ChatTokenizer;
@@ -52,12 +58,12 @@ async function rollOutAndBatch(merge: 'exact' | 'tito') {
     {
       batchId,
       tasks,
-      samplesPerTask: 1,
+      samplesPerTask: 2,
       mode: 'train',
       policyVersion: 'v0',
       hiddenFields: config.rollouts.hiddenFields,
       rewardWeights: config.rollouts.rewardWeights,
-      concurrency: 3,
+      concurrency: 6,
       maxAttempts: 1,
       workDir: path.join(workDir, batchId),
       metadata: { [SAMPLES_MERGE]: merge },
@@ -92,7 +98,7 @@ describe('token in (samples.merge: tito) through the gateway to the embedded pol
       expect(exact.result.summary.sequences).toBe([...exact.calls.values()].reduce((n, c) => n + c.length, 0));
 
       const tito = await rollOutAndBatch('tito');
-      expect(tito.result.summary).toMatchObject({ mergeRate: 1, sequences: tasks.length, driftRate: 0 });
+      expect(tito.result.summary).toMatchObject({ mergeRate: 1, sequences: tito.outcomes.length, driftRate: 0 });
       for (const calls of tito.calls.values()) {
         for (const [i, call] of calls.entries()) {
           expect(call.status).toBe('ok');
@@ -106,6 +112,21 @@ describe('token in (samples.merge: tito) through the gateway to the embedded pol
           expect(tokenizer.decode(call.promptIds ?? [])).not.toBe(tokenizer.render(call.requestSent as never, true));
         }
       }
+      console.log(
+        `token in: ${tito.outcomes.length} rollouts; exact ${exact.result.summary.sequences} sequences (merge rate ` +
+          `${exact.result.summary.mergeRate}), tito ${tito.result.summary.sequences} (merge rate ` +
+          `${tito.result.summary.mergeRate}), rewards ${tito.outcomes.map((o) => o.reward).join(' ')}`,
+      );
+
+      // The run's tfjs trainer takes an update on the tito batch.
+      const trainer = localPolicyTrainer({ ...config.trainer, epochs: 1 }, path.join(workDir, 'trainer-logs'));
+      const outputDir = path.join(workDir, 'v1-tito');
+      const batchPath = fileURLToPath(tito.result.batch.uri);
+      const update = await trainer.train({ parentCheckpoint: base, batchPath, outputDir });
+      expect(update).toMatchObject({ reused: false, batchContentHash: tito.result.batch.contentHash });
+      expect(update.steps).toBeGreaterThan(update.skippedMinibatches);
+      const weights = (dir: string) => readFileSync(path.join(dir, 'model.safetensors'));
+      expect(weights(outputDir).equals(weights(base))).toBe(false);
     },
   );
 });
