@@ -18,6 +18,9 @@ install_test_pythons() {
   install_cached_python conformance test/conformance/requirements.lock
   # moto in server mode: the S3-compatible server the S3 artifact-store tests run against.
   install_cached_python s3 test/s3/requirements.lock
+  # The Python agent frameworks of the gallery (openai-agents, LangGraph, smolagents, mini-swe-agent;
+  # ~0.9 GB, minutes cold): test/integration/frameworks-python.test.ts.
+  install_cached_python frameworks examples/frameworks/python/requirements.lock
 }
 
 # Debian's Chromium, which the console's browser test drives (puppeteer's own download needs the internet).
