@@ -152,10 +152,11 @@ describe('faults never change a verdict', () => {
     const { file, dataDir } = await writeExampleConfig(
       scratch,
       {
+        // Four held rollouts (the concurrency) make each fault's moment; more tasks add time, not faults.
         iterations: 2,
-        tasksPerIteration: 6,
+        tasksPerIteration: 4,
         samplesPerTask: 2,
-        heldoutLimit: 8,
+        heldoutLimit: 4,
         heartbeatTimeoutSeconds: 5,
         base: { version: 'v0' },
       },
@@ -250,7 +251,7 @@ describe('faults never change a verdict', () => {
     const rollouts = query<{ id: string; status: string; failure_class: string | null; attempts: number }>(
       "SELECT id, status, failure_class, attempts FROM rollouts WHERE id LIKE 'faulty.%' OR id LIKE 'heldout.%'",
     );
-    expect(rollouts.length).toBe(8 + 2 * 12 + 2 * 8);
+    expect(rollouts.length).toBe(4 + 2 * 8 + 2 * 4);
     expect(rollouts.filter((r) => r.status === 'cancelled' || r.status === 'running' || r.status === 'queued')).toEqual(
       [],
     );
@@ -293,7 +294,7 @@ describe('faults never change a verdict', () => {
     expect(blamed).toEqual([]);
     // The base's replay, damaged by the outage, was completed before it was compared with anything.
     const base = rollouts.filter((r) => r.id.startsWith('heldout.v0.'));
-    expect(base).toHaveLength(8);
+    expect(base).toHaveLength(4);
     expect(base.filter((r) => r.failure_class === 'infrastructure' || r.failure_class === 'orchestrator')).toEqual([]);
 
     // The killed trainer was retried: iteration 1's update took a second attempt, and succeeded;
@@ -396,12 +397,11 @@ describe('faults never change a verdict', () => {
       /Policy server ready/,
     );
     const gateway = start(['--config', file, 'gateway'], /Gateway ready/);
-    await Promise.all([policy.ready, gateway.ready]);
-
     // 1. The only worker's disk is below its floor: every stage refuses, saying why, and the run
     // stops with that reason; with space again (another worker), `rein resume` continues it.
+    // (It starts beside the services: a worker reads the gateway's admin key only when it needs it.)
     const fullDisk = worker(variant('full-disk', { storage: { minFreeMegabytes: 2 ** 40 } }));
-    await fullDisk.ready;
+    await Promise.all([policy.ready, gateway.ready, fullDisk.ready]);
     const train = start(['--config', file, 'train', '--run-id', runId, '--follow']);
     expect(await train.process.exited).toBe(1);
     const refused = train.process.output();
