@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { ADVANTAGE_ESTIMATORS } from './advantages.js';
 import { LOSS_AGGREGATIONS } from './loss-weights.js';
-import { defaultLossAggregation, MERGE_MODES } from './merge-modes.js';
+import { MERGE_MODES } from './merge-modes.js';
 
 /** The config's `samples` section: how journaled rollouts become a training batch. */
-const sampleSettingsObject = z.strictObject({
+export const sampleSettings = z.strictObject({
   merge: z
     .enum(MERGE_MODES)
     .default('exact')
@@ -82,9 +82,3 @@ const sampleSettingsObject = z.strictObject({
     .prefault({})
     .describe('Data-quality checks: the batch stage fails (not retried) when one is missed, its report kept'),
 });
-
-/** The section with its loss aggregation resolved: unset, it follows the merge mode. */
-export const sampleSettings = sampleSettingsObject.transform((settings) => ({
-  ...settings,
-  lossAggregation: settings.lossAggregation ?? defaultLossAggregation(settings.merge),
-}));

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { encodeBatch } from './batch-artifact.js';
 import { buildBatch, type Batch, type BatchOptions, type BatchRollout } from './batch.js';
 import { sampleSettings } from './config.js';
-import { MERGE_MODES, type MergeMode } from './merge-modes.js';
+import { lossAggregationOf, MERGE_MODES, type MergeMode } from './merge-modes.js';
 import type { MergeCall } from './merge.js';
 
 /**
@@ -68,7 +68,7 @@ function optionsFor(
     estimator: 'dr_grpo',
     zeroVarianceGroups: 'keep',
     // What the config resolves when lossAggregation is not set.
-    lossAggregation: sampleSettings.parse({ merge }).lossAggregation,
+    lossAggregation: lossAggregationOf(sampleSettings.parse({ merge })),
     maxPromptTokens: limits.prompt,
     maxResponseTokens: limits.response,
     truncated: 'mask',
@@ -213,12 +213,12 @@ describe('merge modes: properties', () => {
 describe('samples.merge in the config', () => {
   it('resolves an unset loss aggregation by the mode, and honours one that is set', () => {
     expect(sampleSettings.parse({}).merge).toBe('exact');
-    expect(MERGE_MODES.map((merge) => sampleSettings.parse({ merge }).lossAggregation)).toEqual([
+    expect(MERGE_MODES.map((merge) => lossAggregationOf(sampleSettings.parse({ merge })))).toEqual([
       'token-mean',
       'token-mean',
       'rollout-mean',
     ]);
-    expect(sampleSettings.parse({ merge: 'stepwise', lossAggregation: 'seq-mean-token-mean' }).lossAggregation).toBe(
+    expect(lossAggregationOf(sampleSettings.parse({ merge: 'stepwise', lossAggregation: 'seq-mean-token-mean' }))).toBe(
       'seq-mean-token-mean',
     );
     expect(() => sampleSettings.parse({ merge: 'prefix' })).toThrow(/exact.*tito.*stepwise/);

@@ -15,12 +15,15 @@ export const MERGE_MODES = ['exact', 'tito', 'stepwise'] as const;
 export type MergeMode = (typeof MERGE_MODES)[number];
 
 /**
- * The loss normalization a mode uses when `samples.lossAggregation` is not set: stepwise counts
+ * The loss normalization of a `samples` section: the one set, or the mode's own. Stepwise counts
  * each rollout once however many calls it made (rollout-mean); a merged rollout is already one
  * sequence or a few, so the others keep token-mean.
  */
-export function defaultLossAggregation(mode: MergeMode): LossAggregation {
-  return mode === 'stepwise' ? 'rollout-mean' : 'token-mean';
+export function lossAggregationOf(settings: {
+  merge: MergeMode;
+  lossAggregation?: LossAggregation | undefined;
+}): LossAggregation {
+  return settings.lossAggregation ?? (settings.merge === 'stepwise' ? 'rollout-mean' : 'token-mean');
 }
 
 /**

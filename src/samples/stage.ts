@@ -5,7 +5,7 @@ import type { Rollout } from '../rollouts/rollout.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
 import { encodeBatch } from './batch-artifact.js';
-import type { MergeMode } from './merge-modes.js';
+import { lossAggregationOf, type MergeMode } from './merge-modes.js';
 import { assembleBatch, prepareRollout, type BatchOptions, type BatchReport, type PreparedRollout } from './batch.js';
 import { toMergeCalls, type DriftReport } from './retokenize.js';
 
@@ -118,7 +118,7 @@ function batchOptionsOf(settings: SampleSettings, lineage: string[] | undefined)
     merge: settings.merge,
     estimator: settings.estimator,
     zeroVarianceGroups: settings.zeroVarianceGroups,
-    lossAggregation: settings.lossAggregation,
+    lossAggregation: lossAggregationOf(settings),
     ...(settings.normConstant !== undefined && { normConstant: settings.normConstant }),
     maxPromptTokens: settings.maxPromptTokens,
     maxResponseTokens: settings.maxResponseTokens,

@@ -12,6 +12,7 @@ import type { ProgramSpec } from '../../src/rollouts/program.js';
 import type { RolloutOutcome } from '../../src/rollouts/rollout-batch.js';
 import { runRollouts } from '../../src/rollouts/runner.js';
 import { loadTaskSet } from '../../src/rollouts/tasks.js';
+import { decodeBatch } from '../../src/samples/batch-artifact.js';
 import { sampleSettings } from '../../src/samples/config.js';
 import type { MergeMode } from '../../src/samples/merge-modes.js';
 import { runBatchStage, type BatchStageResult, type DataQualityReport } from '../../src/samples/stage.js';
@@ -214,6 +215,13 @@ describe('the merge modes on one journal', () => {
       expect(report.merge).toEqual({ mode: 'stepwise' });
       // Each completion is trained once in either mode: what merging masks, stepwise masks too.
       expect(stepwise!.summary.trainedTokens).toBe(exact!.summary.trainedTokens);
+      // Unset, the loss aggregation under stepwise is rollout-mean: each rollout weighs the same, whatever its calls.
+      const decoded = decodeBatch(readFileSync(fileURLToPath(stepwise!.batch.uri)));
+      const weightOf = new Map<string, number>();
+      for (const s of decoded.sequences)
+        weightOf.set(s.rolloutId, (weightOf.get(s.rolloutId) ?? 0) + s.lossWeights.reduce((a, b) => a + b, 0));
+      expect(weightOf.size).toBe(outcomes.length);
+      for (const weight of weightOf.values()) expect(weight).toBeCloseTo(1 / outcomes.length, 5);
 
       const rewards = new Map<string, number[]>();
       for (const o of outcomes) rewards.set(o.taskId, [...(rewards.get(o.taskId) ?? []), o.reward ?? 0]);
