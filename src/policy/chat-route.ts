@@ -14,7 +14,7 @@ import {
 } from './generation.js';
 import type { ChatChunk, ChatChunkBody, ChatLogprobs, ChatReply } from './openai-replies.js';
 import { chatLogprobs, usageOf } from './openai-replies.js';
-import { HttpError, startStream, streamed } from './policy-http.js';
+import { startStream, streamed } from './policy-http.js';
 import { chatRequest, parseRequest, type ChatRequest } from './request-fields.js';
 import type { GenerationState } from './scheduler.js';
 import type { ServedModels } from './served-models.js';
@@ -63,13 +63,6 @@ export function prepareChat(options: ChatRouteOptions, raw: unknown): ChatCall {
       ...(body.tools && { tools: body.tools }),
       ...(body.chat_template_kwargs && { chat_template_kwargs: body.chat_template_kwargs }),
     });
-  const outside = body.prompt_token_ids?.find((id) => id >= checkpoint.config.vocabSize);
-  if (outside !== undefined)
-    throw new HttpError(
-      400,
-      'BadRequestError',
-      `prompt_token_ids: ${outside} is not a token id of ${body.model} (its vocabulary has ${checkpoint.config.vocabSize})`,
-    );
   const head = { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: body.model };
   return { body, checkpoint, prompt, head, tools };
 }
