@@ -13,6 +13,7 @@ import { startServices } from '../src/cli/services.js';
 import { loadConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { packageRoot } from '../src/package-root.js';
+import type { MergeMode } from '../src/samples/merge-modes.js';
 import { freePort } from '../test/helpers/ports.js';
 
 export interface EmbeddedRunOptions {
@@ -28,6 +29,10 @@ export interface EmbeddedRunOptions {
   concurrency?: number | undefined;
   /** Train on groups whose rewards are all equal (tiny runs that measure orchestration, not learning). */
   keepZeroVarianceGroups?: boolean;
+  /** samples.merge (default exact). */
+  merge?: MergeMode | undefined;
+  /** AGENT_SEED for the example agent: its sampling the same in runs compared side by side. */
+  agentSeed?: string | undefined;
 }
 
 export interface EmbeddedRun {
@@ -51,7 +56,11 @@ export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<
       gateway: { port: await freePort() },
       policyServer: { port: await freePort() },
       ...(options.concurrency && { rollouts: { concurrency: options.concurrency } }),
-      ...(options.keepZeroVarianceGroups && { samples: { zeroVarianceGroups: 'keep' } }),
+      ...(options.agentSeed && { harness: { local: { env: { AGENT_SEED: options.agentSeed } } } }),
+      samples: {
+        ...(options.keepZeroVarianceGroups && { zeroVarianceGroups: 'keep' }),
+        ...(options.merge && { merge: options.merge }),
+      },
       trainer: {
         ...(options.learningRate && { learningRate: options.learningRate }),
         ...(options.epochs && { epochs: options.epochs }),

@@ -4,11 +4,12 @@
  * against the embedded policy server; the verifier; the batch stage; the local trainer). The
  * baseline is the base policy's held-out success, replayed in the same run on the same tasks.
  *
- *   npm run bench:learning [-- --iterations 3 --tasks 32 --samples 8 --lr 0.0003 --epochs 4]
+ *   npm run bench:learning [-- --iterations 3 --tasks 32 --samples 8 --lr 0.0003 --epochs 4 --merge exact --seed 1]
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { discordantPairs, mcnemarExactP } from '../src/gate/paired-tests.js';
+import type { MergeMode } from '../src/samples/merge-modes.js';
 import { embeddedTrainingRun } from './embedded-run.js';
 
 const { values } = parseArgs({
@@ -22,6 +23,8 @@ const { values } = parseArgs({
     'heldout-every': { type: 'string' },
     concurrency: { type: 'string' },
     keep: { type: 'boolean', default: false },
+    merge: { type: 'string' },
+    seed: { type: 'string' },
   },
 });
 const number = (v: string | undefined) => (v === undefined ? undefined : Number(v));
@@ -34,6 +37,8 @@ const run = await embeddedTrainingRun({
   heldoutLimit: number(values.heldout),
   heldoutEvery: number(values['heldout-every']),
   concurrency: number(values.concurrency),
+  merge: values.merge as MergeMode | undefined,
+  agentSeed: values.seed,
 });
 const status = run.report.status;
 const base = status?.heldout?.base;
@@ -46,6 +51,8 @@ console.log(
   JSON.stringify(
     {
       cpus: os.cpus().length,
+      merge: values.merge ?? 'exact',
+      agentSeed: values.seed ?? null,
       iterations: status.iterations,
       rolloutsPerIteration: Number(values.tasks) * Number(values.samples),
       heldoutBase: success(base.meanRewardByTask),
