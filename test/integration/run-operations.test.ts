@@ -17,6 +17,7 @@ import { traceStoreFromConfig } from '../../src/store/open.js';
 import type { TraceStore } from '../../src/store/trace-store.js';
 import { pauseSignal, resumeSignal, type TrainingIterationResult } from '../../workflows/index.js';
 import { runRein, startRein, type RunningRein } from '../helpers/cli.js';
+import { reinInProcess } from '../helpers/cli-in-process.js';
 import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
 import { testClient } from '../helpers/temporal.js';
 
@@ -33,9 +34,18 @@ let shared: Promise<RunningRein> | undefined;
 beforeAll(async () => {
   ({ file: configFile } = await writeExampleConfig(
     dir,
-    { iterations: 1, tasksPerIteration: 8, samplesPerTask: 4, heldoutLimit: 4, heartbeatTimeoutSeconds: 3 },
+    // Held-out replays (and gates) only after a run's last iteration: runs paused or stopped midway skip them.
+    {
+      iterations: 1,
+      tasksPerIteration: 4,
+      samplesPerTask: 4,
+      heldoutLimit: 4,
+      heldoutEvery: 5,
+      heartbeatTimeoutSeconds: 3,
+    },
     // Orchestration is under test, not learning: groups whose rewards happen to be equal still train.
-    { samples: { zeroVarianceGroups: 'keep' } },
+    // Eight harnesses at a time: 16 rollouts run in two waves, so some are always in flight when a worker dies.
+    { samples: { zeroVarianceGroups: 'keep' }, rollouts: { concurrency: 8 } },
   ));
   const { config } = loadConfig({ file: configFile, env: {} });
   policyServer = await startPolicyServer({
@@ -65,6 +75,21 @@ async function startWorker(): Promise<RunningRein> {
 }
 const sharedWorker = () => (shared ??= startWorker());
 
+/**
+ * `rein --config FILE ARGS` in this process, without the environment `env` removes: the CLI's own entry point, less a
+ * child process's start-up (seconds each on a busy machine). Each test runs its first command as a real process; the
+ * quick commands after it run here, one at a time (they share this process's stdout).
+ */
+async function reinHere(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const saved = Object.keys(env).map((key) => [key, process.env[key]] as const);
+  for (const [key] of saved) delete process.env[key];
+  try {
+    return await reinInProcess('--config', configFile, ...args);
+  } finally {
+    for (const [key, value] of saved) if (value !== undefined) process.env[key] = value;
+  }
+}
+
 describe('training runs from the command line, against `rein worker` processes', () => {
   it(
     'completes after its worker is SIGKILLed during rollouts and again during the update: no rollout lost, the batch trained once',
@@ -72,6 +97,8 @@ describe('training runs from the command line, against `rein worker` processes',
     async () => {
       const runId = 'crash-1';
       let worker = await startWorker();
+      // The worker that finishes the run is the one the next tests share (no third start of its own).
+      let ownWorker = true;
       const { client, connection } = await testClient();
       // Watches the iteration's pending activity (a describe, not a query: a query would wait for the dead worker's
       // sticky queue).
@@ -97,7 +124,8 @@ describe('training runs from the command line, against `rein worker` processes',
         const trainerLog = path.join(dir, 'state', 'logs', `${runId}.v1.train.log`);
         await until((a) => a?.type === 'updatePolicy' && existsSync(trainerLog));
         expect(await worker.stop('SIGKILL')).toBe(null);
-        worker = await startWorker();
+        worker = await sharedWorker();
+        ownWorker = false;
 
         const handle = client.workflow.getHandle(runId);
         const final = (await handle.result()) as { state: string; policyVersion: string };
@@ -105,11 +133,11 @@ describe('training runs from the command line, against `rein worker` processes',
         const iteration = (await client.workflow.getHandle(`${runId}-it1`).result()) as TrainingIterationResult;
 
         // Every rollout of the iteration is in the journal, finished, once.
-        const tasks = loadTaskSet(path.join(exampleDir, 'train.jsonl')).tasks.slice(0, 8);
+        const tasks = loadTaskSet(path.join(exampleDir, 'train.jsonl')).tasks.slice(0, 4);
         const ids = tasks.flatMap((t) => [0, 1, 2, 3].map((s) => rolloutIdFor(`${runId}.it1`, t.id, s)));
         const rollouts = await Promise.all(ids.map((id) => store.getRollout(id)));
         expect(rollouts.every((r) => r?.status === 'succeeded' || r?.status === 'failed')).toBe(true);
-        expect(iteration.rollouts.total).toBe(32);
+        expect(iteration.rollouts.total).toBe(16);
         expect(iteration.batch.rolloutsUsed).toBeGreaterThan(0);
         const lost = (await Promise.all(ids.map((id) => store.listEvents(id))))
           .flat()
@@ -127,7 +155,7 @@ describe('training runs from the command line, against `rein worker` processes',
         ]);
       } finally {
         await connection.close();
-        await worker.stop('SIGTERM');
+        if (ownWorker) await worker.stop('SIGTERM');
       }
     },
   );
@@ -137,6 +165,7 @@ describe('training runs from the command line, against `rein worker` processes',
     { timeout: 300_000 },
     async () => {
       const rein = (...args: string[]) => runRein(['--config', configFile, ...args], { env });
+      const here = reinHere;
       const runId = 'ops-1';
       // `rein train` starts services of its own when no worker polls: the worker first.
       await sharedWorker();
@@ -157,7 +186,7 @@ describe('training runs from the command line, against `rein worker` processes',
           )
         ).code,
       ).toBe(0);
-      expect((await rein('pause', runId)).stdout).toBe(`pause sent to run ${runId}\n`);
+      expect((await here('pause', runId)).stdout).toBe(`pause sent to run ${runId}\n`);
       const { client, connection } = await testClient();
       const statusJson = () => describeRun(client, runId);
       let report = await statusJson();
@@ -169,17 +198,16 @@ describe('training runs from the command line, against `rein worker` processes',
       const pausedAfter = report.status.iterations.length;
       expect(pausedAfter).toBeLessThan(5);
       // At least two seconds pass while the CLI reads the status (and a stop names a run that does not exist).
-      const [status, unknown] = await Promise.all([
-        rein('status', runId),
-        rein('stop', 'no-such-run'),
+      const [[status, unknown]] = await Promise.all([
+        (async () => [await here('status', runId), await here('stop', 'no-such-run')] as const)(),
         new Promise((r) => setTimeout(r, 2000)),
       ]);
       expect(status.stdout).toContain(`run ${runId}: paused`);
       expect(unknown.stderr).toContain('no running run named no-such-run');
       expect((await statusJson()).status?.iterations).toHaveLength(pausedAfter); // nothing moves while paused
 
-      expect((await rein('resume', runId)).code).toBe(0);
-      expect((await rein('stop', runId)).code).toBe(0);
+      expect((await here('resume', runId)).code).toBe(0);
+      expect((await here('stop', runId)).code).toBe(0);
       // Iterations here are short, and a CLI process can take longer than one to start on a busy
       // machine: read what was done once the stop is delivered, rather than assume which iteration it met.
       const doneWhenStopped = (await statusJson()).status?.iterations.length as number;
@@ -202,6 +230,7 @@ describe('training runs from the command line, against `rein worker` processes',
     { timeout: 300_000 },
     async () => {
       const rein = (...args: string[]) => runRein(['--config', configFile, 'schedule', ...args], { env });
+      const here = (...args: string[]) => reinHere('schedule', ...args);
       const { client, connection } = await testClient();
       try {
         const [, created] = await Promise.all([
@@ -226,19 +255,16 @@ describe('training runs from the command line, against `rein worker` processes',
         expect(created.code, created.stderr).toBe(0);
         // The namespace is shared with other tests: look at this test's schedule only.
         const list = async () => (await listSchedules(client)).filter((s) => s.scheduleId === 'nightly');
-        // Commands that do not depend on each other run at once (each is a CLI start).
-        const [listing, again, bad] = await Promise.all([
-          rein('list', '--json'),
-          rein('create', 'nightly', '--every', '1d'),
-          rein('create', 'bad', '--every', 'soon'),
-        ]);
+        const listing = await here('list', '--json');
+        const again = await here('create', 'nightly', '--every', '1d');
+        const bad = await here('create', 'bad', '--every', 'soon');
         const listed = (JSON.parse(listing.stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
         expect(listed).toMatchObject({ scheduleId: 'nightly', paused: false, spec: 'every 1d', recentRuns: [] });
         expect(new Date(listed?.nextRuns[0] ?? 0).getTime() - Date.now()).toBeLessThanOrEqual(86_400_000);
         expect(again.stderr).toContain('a schedule named nightly already exists');
         expect(bad.stderr).toContain('--every "soon" is not a duration; expected e.g. 1d, 6h, 30m or 1h30m');
 
-        expect((await rein('trigger', 'nightly')).code).toBe(0);
+        expect((await here('trigger', 'nightly')).code).toBe(0);
         let recent: ScheduleListing['recentRuns'] = [];
         while (recent.length === 0) {
           await new Promise((r) => setTimeout(r, 500));
@@ -249,14 +275,14 @@ describe('training runs from the command line, against `rein worker` processes',
         // Held between its two iterations, the run is surely still going when the second fire comes.
         const run = client.workflow.getHandle(runId);
         await run.signal(pauseSignal);
-        expect((await rein('trigger', 'nightly')).code).toBe(0);
+        expect((await here('trigger', 'nightly')).code).toBe(0);
         await new Promise((r) => setTimeout(r, 2000));
         expect((await list())[0]?.recentRuns).toHaveLength(1); // the second trigger found the run going and was skipped
         await run.signal(resumeSignal);
         // Pausing the schedule leaves the run it started going: the CLI pauses it while the run finishes.
         const [final, paused] = await Promise.all([
           run.result() as Promise<RunReport['status']>,
-          rein('pause', 'nightly', '--note', 'holiday'),
+          here('pause', 'nightly', '--note', 'holiday'),
         ]);
         expect(final).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v2` });
         expect((await list())[0]?.recentRuns).toHaveLength(1);
@@ -265,10 +291,10 @@ describe('training runs from the command line, against `rein worker` processes',
         await expect
           .poll(list, { timeout: 10_000 })
           .toEqual([expect.objectContaining({ paused: true, note: 'holiday' })]); // visibility catches up within moments
-        expect((await rein('list')).stdout).toMatch(/nightly +paused \(holiday\) +every 1d/);
-        expect((await rein('delete', 'nightly')).code).toBe(0);
+        expect((await here('list')).stdout).toMatch(/nightly +paused \(holiday\) +every 1d/);
+        expect((await here('delete', 'nightly')).code).toBe(0);
         await expect.poll(list, { timeout: 10_000 }).toEqual([]);
-        const missing = await rein('delete', 'nightly');
+        const missing = await here('delete', 'nightly');
         expect(missing.code).toBe(2);
         expect(missing.stderr).toContain('no schedule named nightly; `rein schedule list` lists them');
       } finally {
