@@ -16,3 +16,24 @@ export async function reinInProcess(...args: string[]): Promise<{ code: number; 
     process.exitCode = undefined;
   }
 }
+
+/**
+ * `rein ARGS` in this process with `env` applied as runRein applies it (an undefined value removes the variable), for
+ * the command's duration only. One command at a time: they share this process's stdout and environment.
+ */
+export async function reinInProcessWith(
+  env: Record<string, string | undefined>,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const saved = Object.keys(env).map((key) => [key, process.env[key]] as const);
+  for (const [key, value] of Object.entries(env))
+    if (value === undefined) delete process.env[key];
+    else process.env[key] = value;
+  try {
+    return await reinInProcess(...args);
+  } finally {
+    for (const [key, value] of saved)
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+  }
+}

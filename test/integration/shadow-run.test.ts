@@ -20,6 +20,7 @@ import type { TraceStore } from '../../src/store/trace-store.js';
 import type { CallRecord, ShadowCallRecord } from '../../src/store/trace-store.js';
 import type { shadowRun, ShadowRunResult } from '../../workflows/index.js';
 import { runRein } from '../helpers/cli.js';
+import { reinInProcessWith } from '../helpers/cli-in-process.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
 
 /**
@@ -83,6 +84,9 @@ afterAll(async () => {
 });
 
 const rein = (...args: string[]) => runRein(['--config', file, ...args], { env });
+// Each test's first command is a real `rein` process, as a user runs it; the commands after it run through the CLI's
+// own entry point in this process, one at a time (a child process's start-up is seconds on a busy machine).
+const here = (...args: string[]) => reinInProcessWith(env, '--config', file, ...args);
 
 /** The set's rollouts with their production calls (in order) and shadow calls. */
 async function rolloutsOf(batchId: string, taskIds: string[]) {
@@ -187,7 +191,7 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
     expect(disagreements).toBe(calls.length - report.actions.same);
 
     // `rein shadow report` reads the same shadow calls back from the trace store.
-    const all = await rein('shadow', 'report', CANDIDATE);
+    const all = await here('shadow', 'report', CANDIDATE);
     expect(all.code, all.stderr).toBe(0);
     expect(all.stdout).toContain(`${calls.length} mirrored calls over ${TASKS} rollouts`);
   }, 120_000);
@@ -215,27 +219,24 @@ describe('rein shadow run (offline shadow run on the embedded default)', () => {
       { alias: 'production', incumbent: 'v0', candidate: CANDIDATE, sampleRate: 1 },
     ]);
 
-    const refused = await rein('shadow', 'run', 'v0', '--heldout', '1');
+    const refused = await here('shadow', 'run', 'v0', '--heldout', '1');
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(
       `alias production is mirrored to ${CANDIDATE} already; stop that mirror first (\`rein shadow stop --alias production\`)`,
     );
     expect(services.gateway.router.mirrors()).toHaveLength(1);
 
-    const stop = await rein('shadow', 'stop');
+    const stop = await here('shadow', 'stop');
     expect(stop.stdout).toContain(`Stopped mirroring production to ${CANDIDATE}`);
     expect(services.gateway.router.mirrors()).toEqual([]);
-    // With no mirror left, the last two commands do not depend on each other: they run at once.
-    const [again, unknown] = await Promise.all([
-      rein('shadow', 'stop'),
-      rein('shadow', 'run', 'no-such-policy', '--heldout', '1'),
-    ]);
+    const again = await here('shadow', 'stop');
+    const unknown = await here('shadow', 'run', 'no-such-policy', '--heldout', '1');
     expect(again.stdout).toContain('production is not mirrored; nothing to stop.');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('the gateway does not serve no-such-policy');
     expect(unknown.stderr).toContain('rein register no-such-policy --checkpoint DIR');
     expect(services.gateway.router.mirrors()).toEqual([]);
-  }, 180_000); // six CLI processes, each seconds to start on a busy machine
+  }, 120_000);
 
   it('clears the mirror when the run is cancelled mid-way', async () => {
     const input = shadowRunInput(config, CANDIDATE, { heldoutLimit: TASKS });
