@@ -11,6 +11,7 @@ import { startPolicyServer, type PolicyServer } from '../../src/policy/server.js
 import { traceStoreFromConfig } from '../../src/store/open.js';
 import type { TraceStore } from '../../src/store/trace-store.js';
 import { runRein, startRein, type RunningRein } from '../helpers/cli.js';
+import { reinInProcessWith } from '../helpers/cli-in-process.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
 import { testClient } from '../helpers/temporal.js';
 
@@ -23,6 +24,9 @@ let gateway: Gateway;
 let policyServer: PolicyServer;
 let worker: RunningRein;
 const rein = (...args: string[]) => runRein(['--config', configFile, ...args], { env });
+// Each test starts its runs with a real `rein` process, as a user does; the commands that read them run through the
+// CLI's own entry point in this process, one at a time (a child process's start-up is seconds on a busy machine).
+const here = (...args: string[]) => reinInProcessWith(env, '--config', configFile, ...args);
 
 // One `rein worker` serves every run here; the gateway and the policy server stay up in this process.
 beforeAll(async () => {
@@ -72,13 +76,10 @@ describe('honest status of a run whose candidates the gate refuses', () => {
       expect(train.code, `${train.stdout}\n${train.stderr}`).toBe(0);
       expect(train.stdout).toMatch(/iteration 2: refused-1\.v2 .*gate FAIL against v0/);
 
-      // Read-only commands on the finished run: run at once (each is a CLI start).
-      const [status, ledger, decisions, policies] = await Promise.all([
-        rein('status', runId),
-        rein('ledger', '--run', runId),
-        rein('decisions', '--run', runId),
-        rein('policies', '--run', runId),
-      ]);
+      const status = await here('status', runId);
+      const ledger = await here('ledger', '--run', runId);
+      const decisions = await here('decisions', '--run', runId);
+      const policies = await here('policies', '--run', runId);
       expect(status.code, status.stderr).toBe(0);
       expect(status.stdout).toMatch(/^final +v0 +\d+\.\d% +\d\.\d{3} +\S+ +production$/m);
       expect(status.stdout).toMatch(
@@ -168,7 +169,7 @@ describe('honest status of failed and cancelled runs', () => {
         // seem far from done (one read earlier may have finished meanwhile, and a finished workflow is not cancelled).
         follower = startRein(['--config', configFile, 'status', 'cancel-1', '--follow'], { env });
 
-        const status = await rein('status', 'fail-1');
+        const status = await here('status', 'fail-1');
         expect(status.code).toBe(1);
         expect(status.stdout).toMatch(
           /^run fail-1: failed \(.*iteration 1 of run fail-1 failed: .*task set .*train\.jsonl changed: sha256 \w+, the run pinned the-hash-it-had/m,
@@ -189,7 +190,7 @@ describe('honest status of failed and cancelled runs', () => {
             iterationWorkflow = activity.workflowId;
           else await new Promise((r) => setTimeout(r, 100));
         }
-        const cancelled = await rein('cancel', 'cancel-1');
+        const cancelled = await here('cancel', 'cancel-1');
         expect(cancelled.code, cancelled.stderr).toBe(0);
         expect(cancelled.stdout).toBe('run cancel-1 cancelled\n');
         expect((await client.workflow.getHandle('cancel-1').describe()).status.name).toBe('CANCELLED');
@@ -197,12 +198,9 @@ describe('honest status of failed and cancelled runs', () => {
         expect(await follower.exited).toBe(1);
         expect(follower.output().stdout).toMatch(/^run cancel-1: cancelled/m);
         const iteration = Number(/-it(\d+)$/.exec(iterationWorkflow)?.[1]);
-        // Read-only commands on the ended runs: run at once (each is a CLI start).
-        const [after, policies, listed] = await Promise.all([
-          rein('status', 'cancel-1'),
-          rein('policies', '--run', 'cancel-1'),
-          rein('runs', '--limit', '200'),
-        ]);
+        const after = await here('status', 'cancel-1');
+        const policies = await here('policies', '--run', 'cancel-1');
+        const listed = await here('runs', '--limit', '200');
         expect(after.code).toBe(1);
         expect(after.stdout).toMatch(/^run cancel-1: cancelled/);
         // It stopped in the middle of the iteration: that iteration's candidate, if its update had
