@@ -10,6 +10,7 @@ import { createLogger } from '../../src/log/logger.js';
 import { openRegistry, withRegistry } from '../../src/registry/open.js';
 import { storeLocation, type StoreLocation } from '../../src/store/location.js';
 import { runRein } from '../helpers/cli.js';
+import { reinInProcessWith } from '../helpers/cli-in-process.js';
 import { exampleDir } from '../helpers/example-config.js';
 import { freePort } from '../helpers/ports.js';
 import { freshPostgresUrl, storeBackends } from '../helpers/postgres.js';
@@ -116,7 +117,10 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
     rmSync(dir, { recursive: true, force: true });
   });
 
+  // Each test's first command is a real `rein` process, as a user runs it; the commands after it run through the
+  // CLI's own entry point in this process (a child process's start-up is seconds on a busy machine).
   const rein = (...args: string[]) => runRein(['--config', file, ...args], { env });
+  const here = (...args: string[]) => reinInProcessWith(env, '--config', file, ...args);
   const production = () => withRegistry(location, (registry) => registry.alias('production'));
 
   /** What the gateway serves for `production` right now: a real call through it, as a harness makes one. */
@@ -142,7 +146,7 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
         expect(gate.stdout).toMatch(/FAIL gain: /);
         expect(await production()).toBe('v0');
 
-        const promote = await rein('promote', 'degraded');
+        const promote = await here('promote', 'degraded');
         expect(promote.code).toBe(1);
         expect(promote.stderr).toMatch(/the gate refused degraded .*--override/);
         expect(await servedByGateway()).toBe('v0');
@@ -206,14 +210,14 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
     async () => {
       const registered = await rein('register', 'better', '--checkpoint', 'scripted:better', '--parent', 'v0');
       expect(registered.code, registered.stderr).toBe(0);
-      const gate = await rein('gate', 'better', '--promote');
+      const gate = await here('gate', 'better', '--promote');
       expect(gate.code, `${gate.stdout}\n${gate.stderr}`).toBe(0);
       expect(gate.stdout).toMatch(/PASS — better against production v0/);
       expect(gate.stdout).toContain('Promoted: production is better now.');
       expect(await production()).toBe('better');
       expect(await servedByGateway()).toBe('better');
 
-      const back = await rein('rollback', '--reason', 'pager went off');
+      const back = await here('rollback', '--reason', 'pager went off');
       expect(back.code, back.stderr).toBe(0);
       expect(back.stdout).toContain('production: better → v0 (rollback)');
       expect(back.stdout).toContain('The gateway routes production to it now.');
@@ -221,10 +225,10 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
       expect(await servedByGateway()).toBe('v0');
 
       // An override is possible, and recorded as one; rolling it back returns to v0.
-      const forced = await rein('promote', 'degraded', '--override', 'incident 42: the vendor asked for it');
+      const forced = await here('promote', 'degraded', '--override', 'incident 42: the vendor asked for it');
       expect(forced.code, forced.stderr).toBe(0);
       expect(forced.stdout).toContain('production: v0 → degraded (promote, OVERRIDE)');
-      expect((await rein('rollback')).code).toBe(0);
+      expect((await here('rollback')).code).toBe(0);
       expect(await production()).toBe('v0');
       const registry = await openRegistry(location);
       try {
@@ -243,7 +247,7 @@ describe.each(storeBackends)('gated promotion, rollback and the release ledger (
       }
 
       // The release is in the ledgers with what it was measured on.
-      const ledger = await rein('ledger');
+      const ledger = await here('ledger');
       expect(ledger.code, ledger.stderr).toBe(0);
       expect(ledger.stdout).toMatch(/release\.better +release +better +h-\w+ +\w+ +\d+\.\d% +24 /);
       expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier unversioned@\w+, config \w+/);
