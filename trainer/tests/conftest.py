@@ -16,6 +16,9 @@ sys.path.insert(0, str(PACKAGE_ROOT))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One torch thread, here and in the processes the tests start (before torch loads): the models are
+# tiny, and on a busy 2-core CI runner a second OpenMP thread spin-waits, several times the CPU time.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def cli_env() -> dict[str, str]:
