@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -151,19 +152,36 @@ def test_logprobs_command_for_full_and_adapter_checkpoints(workdir: Path, base: 
     assert got != via_adapter["logprobs"]  # the adapter changes the model
 
 
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def wait_until_idle(process: subprocess.Popen[str]) -> None:
+    """Until the process sleeps (polling a lock) or exits: its CPU time stops growing for 0.6 s."""
+    seen: list[int] = []
+    while process.poll() is None and len(seen) < 600 and (len(seen) < 4 or len(set(seen[-4:])) > 1):
+        seen.append(cpu_ticks(process.pid))
+        time.sleep(0.2)
+
+
 def test_two_trainers_on_one_output_train_once(workdir: Path, base: Path, batch_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from rein_trainer.cli import main
 
     out = workdir / "contended"
+    lock = out.with_name("contended.lock")
     args = ["train", "--checkpoint", str(base), "--batch", str(batch_file), "--out", str(out), "--lr", "1e-4"]
-    # One trainer in this process (a thread), one in a real process, racing for the output. The one
-    # here usually takes the lock first, so the other process waits, finds the output and reuses it
-    # without loading torch (its interpreter start is the cost of this test).
+    # One trainer in a real process, one in a thread here (no second torch import). The lock is held
+    # (this live pid, as a trainer holds it) until the real one waits on it, then both race for it:
+    # one trains while the other waits, then finds the output and reuses it.
+    lock.write_text(str(os.getpid()))
+    other = subprocess.Popen([sys.executable, "-m", "rein_trainer", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    wait_until_idle(other)
     capsys.readouterr()
     codes: list[int] = []
     here = threading.Thread(target=lambda: codes.append(main(args)))
     here.start()
-    other = subprocess.Popen([sys.executable, "-m", "rein_trainer", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    lock.unlink()
     other_out, other_err = other.communicate(timeout=300)
     here.join(timeout=300)
     captured = capsys.readouterr()
@@ -171,7 +189,7 @@ def test_two_trainers_on_one_output_train_once(workdir: Path, base: Path, batch_
     results = [json.loads(stdout.strip().splitlines()[-1]) for stdout in (captured.out, other_out)]
     assert sorted(r["reused"] for r in results) == [False, True]
     assert results[0]["metrics"] == results[1]["metrics"]
-    assert not out.with_name("contended.lock").exists()
+    assert not lock.exists()
     assert [p.name for p in workdir.iterdir() if p.name.startswith(".contended")] == []
 
 
