@@ -1,5 +1,5 @@
 import type { LossAggregation } from './loss-weights.js';
-import type { MergeCall, TrainingSequence } from './merge.js';
+import { append, emptySequence, trainable, type MergeCall, type TrainingSequence } from './merge.js';
 
 /**
  * How a rollout's calls become training sequences (`samples.merge`):
@@ -35,37 +35,21 @@ export function stepSequences(rolloutId: string, calls: readonly MergeCall[]): T
   const sequences: TrainingSequence[] = [];
   for (const call of calls) {
     const promptIds = call.promptIds;
-    if (!usable(call) || !promptIds) continue;
+    if (!promptIds || !trainable(call)) continue;
     call.choices.forEach((choice, i) => {
-      const completionIds = choice.completionIds ?? [];
-      const logprobs = choice.logprobs;
-      sequences.push({
-        rolloutId,
-        ids: [...promptIds, ...completionIds],
-        lossMask: [...promptIds.map(() => 0), ...completionIds.map(() => 1)],
-        oldLogprobs: [...promptIds.map(() => 0), ...completionIds.map((_, t) => (logprobs ? (logprobs[t] ?? 0) : 0))],
-        spans: [
-          {
-            callId: call.callId,
-            choice: i,
-            start: promptIds.length,
-            end: promptIds.length + completionIds.length,
-            policyVersion: call.policyVersion,
-            finishReason: choice.finishReason,
-          },
-        ],
+      const sequence = emptySequence(rolloutId);
+      append(sequence, promptIds, 0, null);
+      append(sequence, choice.completionIds ?? [], 1, choice.logprobs);
+      sequence.spans.push({
+        callId: call.callId,
+        choice: i,
+        start: promptIds.length,
+        end: sequence.ids.length,
+        policyVersion: call.policyVersion,
+        finishReason: choice.finishReason,
       });
+      sequences.push(sequence);
     });
   }
   return sequences;
-}
-
-/** The calls merging trains on (merge.ts's rule): prompt ids and every choice's completion ids journaled. */
-function usable(call: MergeCall): boolean {
-  return (
-    !!call.promptIds &&
-    call.promptIds.length > 0 &&
-    call.choices.length > 0 &&
-    call.choices.every((c) => c.completionIds !== null)
-  );
 }

@@ -92,12 +92,7 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
 
   for (const call of calls) {
     const promptIds = call.promptIds;
-    if (
-      !promptIds ||
-      promptIds.length === 0 ||
-      call.choices.length === 0 ||
-      call.choices.some((c) => c.completionIds === null)
-    ) {
+    if (!promptIds || !trainable(call)) {
       skippedCalls.push(call.callId);
       continue;
     }
@@ -148,7 +143,18 @@ export function mergeRollout(rolloutId: string, calls: readonly MergeCall[], tok
   return { sequences, mismatches, mergedCalls, skippedCalls, missingLogprobs };
 }
 
-function append(
+/** A call there is something to train on in: its prompt ids and every choice's completion ids journaled. */
+export function trainable(call: MergeCall): boolean {
+  return (
+    !!call.promptIds &&
+    call.promptIds.length > 0 &&
+    call.choices.length > 0 &&
+    call.choices.every((c) => c.completionIds !== null)
+  );
+}
+
+/** Appends ids to a sequence: trained (mask 1, with their log-probs) or not (mask 0). */
+export function append(
   sequence: TrainingSequence,
   ids: readonly number[],
   mask: 0 | 1,
@@ -161,7 +167,7 @@ function append(
   }
 }
 
-function emptySequence(rolloutId: string): TrainingSequence {
+export function emptySequence(rolloutId: string): TrainingSequence {
   return { rolloutId, ids: [], lossMask: [], oldLogprobs: [], spans: [] };
 }
 
