@@ -1,6 +1,6 @@
 import { chatRequestOf, repliesOf } from '../../samples/retokenize.js';
 import type { CallRecord, TraceStore } from '../../store/trace-store.js';
-import { ChatTokenizer } from '../../tokenizer/chat-tokenizer.js';
+import { ChatTokenizer, type ChatRequest } from '../../tokenizer/chat-tokenizer.js';
 import type { ProxiedCall } from '../proxied-call.js';
 import type { BackendSpec, TokenInSpec } from '../routing.js';
 import type { UpstreamPlan } from '../upstream-plan.js';
@@ -19,16 +19,12 @@ export class TokenInPrompts {
   constructor(private readonly store: TraceStore) {}
 
   /** The plan with its prompt as token ids where the call continues a recognised earlier one; else as it was. */
-  async planned(
-    call: ProxiedCall,
-    backend: BackendSpec,
-    plan: UpstreamPlan,
-  ): Promise<UpstreamPlan & { splice?: Splice }> {
+  async planned(call: ProxiedCall, backend: BackendSpec, plan: UpstreamPlan): Promise<UpstreamPlan> {
     if (!call.tokenIn || !backend.tokenIn || plan.endpoint !== 'chat.completions') return plan;
+    if (!Array.isArray(plan.body.messages)) return plan;
+    const request = plan.body as unknown as ChatRequest;
     const tokenizer = this.tokenizerOf(backend.tokenIn);
     const earlier = (await this.store.listCalls(call.rolloutId, call.attempt)).flatMap(earlierCall);
-    const request = chatRequestOf({ ...({} as CallRecord), endpoint: 'chat.completions', requestSent: plan.body });
-    if (!request) return plan;
     let splice: Splice;
     try {
       splice = splicedPrompt(request, earlier, tokenizer);
@@ -36,9 +32,10 @@ export class TokenInPrompts {
       // A conversation the template cannot render here (a part that is not text): the backend renders it.
       return plan;
     }
-    if (splice.ids === null) return { ...plan, splice };
+    // Not recognised: the call goes as text, and the batch stage names the break.
+    if (splice.ids === null) return plan;
     const body = withPromptIds(plan.body, splice.ids, backend.tokenIn.field);
-    return { ...plan, body, text: JSON.stringify(body), splice };
+    return { ...plan, body, text: JSON.stringify(body) };
   }
 
   private tokenizerOf(spec: TokenInSpec): ChatTokenizer {
