@@ -17,7 +17,7 @@ import { traceStoreFromConfig } from '../../src/store/open.js';
 import type { TraceStore } from '../../src/store/trace-store.js';
 import { pauseSignal, resumeSignal, type TrainingIterationResult } from '../../workflows/index.js';
 import { runRein, startRein, type RunningRein } from '../helpers/cli.js';
-import { reinInProcess } from '../helpers/cli-in-process.js';
+import { reinInProcessWith } from '../helpers/cli-in-process.js';
 import { exampleDir, writeExampleConfig } from '../helpers/example-config.js';
 import { testClient } from '../helpers/temporal.js';
 
@@ -80,15 +80,7 @@ const sharedWorker = () => (shared ??= startWorker());
  * child process's start-up (seconds each on a busy machine). Each test runs its first command as a real process; the
  * quick commands after it run here, one at a time (they share this process's stdout).
  */
-async function reinHere(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const saved = Object.keys(env).map((key) => [key, process.env[key]] as const);
-  for (const [key] of saved) delete process.env[key];
-  try {
-    return await reinInProcess('--config', configFile, ...args);
-  } finally {
-    for (const [key, value] of saved) if (value !== undefined) process.env[key] = value;
-  }
-}
+const reinHere = (...args: string[]) => reinInProcessWith(env, '--config', configFile, ...args);
 
 describe('training runs from the command line, against `rein worker` processes', () => {
   it(
