@@ -106,6 +106,8 @@ export interface EventRow {
   action_id: string | null;
   payload: string;
   at: number;
+  /** The attempt a verifier's (source 'admin') reward scores; unique per rollout (migration 2). Null for others. */
+  reward_attempt: number | null;
 }
 
 /** The last finished call of each active rollout, whose ids the next prompt most likely extends. */

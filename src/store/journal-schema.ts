@@ -214,6 +214,20 @@ CREATE INDEX shadow_calls_rollout ON shadow_calls(rollout_id, seq);
 `,
     },
   },
+  {
+    version: 2,
+    name: "one verifier's reward per rollout attempt",
+    // reward_attempt is set by the store only, on the verifier's (source 'admin') rewards: its
+    // own unique key, since action_id is the harness's to choose and could take the slot first.
+    // Journals that already hold two for one attempt keep both as evidence; the first holds it.
+    sql: `
+ALTER TABLE events ADD COLUMN reward_attempt INTEGER;
+UPDATE events SET reward_attempt = attempt WHERE id IN (
+  SELECT MIN(id) FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id, attempt
+);
+CREATE UNIQUE INDEX events_reward ON events(rollout_id, reward_attempt) WHERE reward_attempt IS NOT NULL;
+`,
+  },
 ];
 
 /** The journal's tables as Kysely sees them. */

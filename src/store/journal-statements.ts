@@ -7,7 +7,8 @@ import { parameter, precompile } from './sql/precompiled.js';
 
 type BeginRow = ReturnType<typeof beginCallRow>['row'] & { gateway: string };
 type FinishRow = ReturnType<typeof finishCallRow>['row'];
-type NewEventRow = Omit<EventRow, 'id'>;
+/** An event to insert; reward_attempt is set only on the verifier's rewards (see VerifierRewards). */
+type NewEventRow = Omit<EventRow, 'id' | 'reward_attempt'> & { reward_attempt?: number | null };
 
 /**
  * The journal's statements on the gateway's path, each compiled once (see precompile): a call's
@@ -70,9 +71,17 @@ export class JournalStatements {
             action_id: p('action_id'),
             payload: p('payload'),
             at: p('at'),
+            reward_attempt: p('reward_attempt'),
           })
           .onConflict((oc) => oc.doNothing())
           .returningAll(),
+      ),
+      rewardOfAttempt: precompile<{ rollout_id: string; reward_attempt: number }, EventRow>(
+        db
+          .selectFrom('events')
+          .selectAll()
+          .where('rollout_id', '=', p('rollout_id'))
+          .where('reward_attempt', '=', p('reward_attempt')),
       ),
       changeCount:
         dialect.changeCounter &&
@@ -112,9 +121,18 @@ export class JournalStatements {
     return (await db.executeQuery(this.compiled.latestConversationCall({ rollout_id: rolloutId }))).rows[0]?.id;
   }
 
-  /** The event inserted, or undefined when its span (rollout_id, action_id) was recorded already. */
+  /**
+   * The event inserted, or undefined when its span (rollout_id, action_id), or the verifier's reward of its attempt
+   * (rollout_id, reward_attempt), was recorded already.
+   */
   async insertEvent(db: QueryRunner, row: NewEventRow): Promise<EventRow | undefined> {
-    return (await db.executeQuery(this.compiled.insertEvent(row))).rows[0];
+    return (await db.executeQuery(this.compiled.insertEvent({ reward_attempt: null, ...row }))).rows[0];
+  }
+
+  /** The verifier's reward that holds the attempt's slot (see VerifierRewards). */
+  async rewardOfAttempt(db: QueryRunner, rolloutId: string, attempt: number): Promise<EventRow | undefined> {
+    return (await db.executeQuery(this.compiled.rewardOfAttempt({ rollout_id: rolloutId, reward_attempt: attempt })))
+      .rows[0];
   }
 
   /** SQLite's data_version (see JournalDialect.changeCounter). */

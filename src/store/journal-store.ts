@@ -11,6 +11,7 @@ import { GroupCommit } from './group-commit.js';
 import { JournalDecoder, toShadowCall } from './journal-decoder.js';
 import { RolloutLifecycle } from './journal-rollouts.js';
 import { JournalRetentionQueries } from './journal-retention.js';
+import { VerifierRewards } from './journal-rewards.js';
 import { journalDialect, type JournalDialect } from './journal-dialect.js';
 import {
   beginCallRow,
@@ -33,6 +34,7 @@ import {
   StoreInputError,
   StoreNotFoundError,
   type AgedRollout,
+  type AppendedEvent,
   type CallFinish,
   type CallRecord,
   type CallStart,
@@ -63,6 +65,7 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
   private readonly inFlight = new Map<string, string>();
   private readonly rollouts: RolloutCache;
   private readonly lifecycle: RolloutLifecycle;
+  private readonly rewards: VerifierRewards;
   private readonly commits: GroupCommit;
   private readonly retention: JournalRetentionQueries;
 
@@ -76,6 +79,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     this.statements = new JournalStatements(this.db, this.dialect);
     this.rollouts = new RolloutCache(this.dialect.changeCounter && (() => this.statements.changeCount(database.hot)));
     this.lifecycle = new RolloutLifecycle(database, this.statements, this.rollouts);
+    // A reward changes no rollout row: the rollout cache stays as it is (the check reads the row in the transaction).
+    this.rewards = new VerifierRewards(database, this.statements);
     this.commits = new GroupCommit(database.hot, () => this.forgetCaches());
     this.retention = new JournalRetentionQueries(database, this.dialect);
   }
@@ -242,10 +247,10 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     attempt: number,
     event: NewEvent,
     source: RolloutEvent['source'],
-  ): Promise<RolloutEvent> {
+  ): Promise<AppendedEvent> {
     const { type, ...payload } = event;
     const actionId = event.type === 'span' ? event.actionId : null;
-    const inserted = await this.statements.insertEvent(this.db, {
+    const newRow = {
       rollout_id: rolloutId,
       attempt,
       type,
@@ -253,7 +258,12 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
       action_id: actionId,
       payload: JSON.stringify(payload),
       at: Date.now(),
-    });
+    };
+    if (type === 'reward' && source === 'admin') {
+      const recorded = await this.rewards.append(newRow);
+      return recorded.duplicate ? { ...toEvent(recorded.row), duplicate: true } : toEvent(recorded.row);
+    }
+    const inserted = await this.statements.insertEvent(this.db, newRow);
     const row =
       inserted ??
       (actionId

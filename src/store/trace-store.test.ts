@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteTraceStore } from './sqlite-store.js';
+import { JOURNAL_MIGRATIONS } from './journal-schema.js';
 import { PostgresTraceStore } from './postgres-store.js';
 import type { SqlTraceStore } from './journal-store.js';
 import { sql } from 'kysely';
@@ -1135,9 +1136,9 @@ describe('trace store on PostgreSQL: many gateways on one database', () => {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     try {
-      expect((await admin.query("SELECT version FROM rein_schema_migrations WHERE store = 'traces'")).rows).toEqual([
-        { version: 1 },
-      ]);
+      expect(
+        (await admin.query("SELECT version FROM rein_schema_migrations WHERE store = 'traces' ORDER BY version")).rows,
+      ).toEqual(JOURNAL_MIGRATIONS.map((m) => ({ version: m.version })));
       await admin.query(
         "INSERT INTO rein_schema_migrations (store, version, name) VALUES ('traces', 99, 'from the future')",
       );
@@ -1145,13 +1146,13 @@ describe('trace store on PostgreSQL: many gateways on one database', () => {
       await admin.end();
     }
     await expect(PostgresTraceStore.open(url)).rejects.toThrow(
-      /has schema version 99 of store traces; this Rein knows up to 1: upgrade Rein/,
+      `has schema version 99 of store traces; this Rein knows up to ${JOURNAL_MIGRATIONS.length}: upgrade Rein`,
     );
   });
 });
 
 describe('trace store on SQLite: journals from before schema versions', () => {
-  it('opens a journal written before versions were recorded, keeps its calls, and records it at version 1', async () => {
+  it('opens a journal written before versions were recorded, keeps its calls, and brings it up to date', async () => {
     const file = path.join(dir, `${randomUUID()}.sqlite`);
     // The journal as the previous release left it: today's tables and no rein_schema_migrations.
     const before = new SqliteTraceStore(file);
@@ -1160,6 +1161,8 @@ describe('trace store on SQLite: journals from before schema versions', () => {
     await before.close();
     const raw = openDatabase(file);
     raw.exec('DROP TABLE rein_schema_migrations');
+    // Nor what migrations after the first added: the reward slot.
+    raw.exec('DROP INDEX events_reward; ALTER TABLE events DROP COLUMN reward_attempt');
     raw.close();
 
     const store = new SqliteTraceStore(file);
@@ -1168,9 +1171,9 @@ describe('trace store on SQLite: journals from before schema versions', () => {
     expect(await store.listCalls('old')).toHaveLength(5);
     await store.close();
     const check = openDatabase(file);
-    expect(check.prepare("SELECT version FROM rein_schema_migrations WHERE store = 'traces'").all()).toEqual([
-      { version: 1 },
-    ]);
+    expect(
+      check.prepare("SELECT version FROM rein_schema_migrations WHERE store = 'traces' ORDER BY version").all(),
+    ).toEqual(JOURNAL_MIGRATIONS.map((m) => ({ version: m.version })));
     check.close();
   });
 });

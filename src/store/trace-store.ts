@@ -8,6 +8,9 @@ import type {
   StatusChange,
 } from '../rollouts/rollout.js';
 
+/** An event as appendEvent recorded it; `duplicate` when it was the verifier's reward the attempt had already. */
+export type AppendedEvent = RolloutEvent & { duplicate?: true };
+
 export type CallEndpoint = 'chat.completions' | 'completions' | 'responses' | 'messages';
 
 /** What the gateway knows when a call arrives, written before it is forwarded. */
@@ -132,7 +135,11 @@ export interface Page<T> {
 /** Errors a store raises about its input; `status` is the HTTP status the API answers with. */
 export class StoreConflictError extends Error {
   readonly status = 409;
-  readonly code = 'conflict';
+  readonly code: string = 'conflict';
+}
+/** A write for an attempt a newer one superseded (the gateway's own check answers with the same code). */
+export class StoreAttemptSupersededError extends StoreConflictError {
+  override readonly code = 'attempt_superseded';
 }
 export class StoreNotFoundError extends Error {
   readonly status = 404;
@@ -184,13 +191,18 @@ export interface TraceStore {
   /** Shadow calls in the order they were recorded; never part of listCalls. */
   listShadowCalls(filter: ShadowCallFilter): Promise<ShadowCallRecord[]>;
 
-  /** Appends an event; a span whose actionId was already recorded is returned, not duplicated. */
+  /**
+   * Appends an event; a span whose actionId was already recorded is returned, not duplicated. The verifier's reward
+   * (type reward, source admin) scores one attempt once: it is refused (StoreAttemptSupersededError) unless `attempt`
+   * is the rollout's current one, and a second one for the attempt is not recorded: the first is returned, marked
+   * `duplicate`, so racing verifiers all report the reward that stands.
+   */
   appendEvent(
     rolloutId: string,
     attempt: number,
     event: NewEvent,
     source: RolloutEvent['source'],
-  ): Promise<RolloutEvent>;
+  ): Promise<AppendedEvent>;
   listEvents(rolloutId: string): Promise<RolloutEvent[]>;
 
   /** Bytes the calls of a rollout take in the store (token blobs and JSON), for reports. */
