@@ -63,9 +63,11 @@ export async function rolloutRoutes(app: FastifyInstance, context: GatewayContex
     const { attempt = rollout.attempts } = query();
     if (!claim) refuseSupersededAttempt(rollout, attempt);
     const event = body();
+    // The store checks the verifier's reward's attempt again as it records it (a new attempt may start meanwhile).
     const recorded = await store.appendEvent(rollout.id, claim?.attempt ?? attempt, event, claim ? 'rollout' : 'admin');
     tracing?.eventRecorded(recorded, req.headers, receivedAt);
-    void reply.code(201);
+    // The attempt's reward was recorded already: the one that stands comes back, with `duplicate: true`.
+    void reply.code(recorded.duplicate ? 200 : 201);
     return recorded;
   });
   serveControl(app, api.verifierKey, requireAdmin, async ({ params }) => {

@@ -149,7 +149,7 @@ describe('rollout API', () => {
     ).toMatchObject({ status: 200, body: { status: 'succeeded' } });
   });
 
-  it('appends reward, span and custom events; a span is recorded once per action id', async () => {
+  it("appends reward, span and custom events; a span is recorded once per action id, the verifier's reward once per attempt", async () => {
     const { id, key } = await t.rollout();
     const span = {
       type: 'span',
@@ -167,11 +167,15 @@ describe('rollout API', () => {
       JSON.stringify({ type: 'custom', name: 'human_intervention', data: { by: 'ops' } }),
       key,
     );
-    await t.admin('POST', `/api/rollouts/${id}/events`, {
+    const verified = await t.admin('POST', `/api/rollouts/${id}/events`, {
       type: 'reward',
       value: 0.75,
       components: { success: 1, cost: -0.25 },
     });
+    expect(verified.status).toBe(201);
+    // The verifier's reward scores its attempt once: a second one (a racing runner's) gets the first back.
+    const again = await t.admin('POST', `/api/rollouts/${id}/events`, { type: 'reward', value: 0 });
+    expect([again.status, again.body]).toEqual([200, { ...verified.body, duplicate: true }]);
 
     const events = (await t.admin('GET', `/api/rollouts/${id}/events`)).body.items;
     expect(events.map((e: { type: string; source: string }) => [e.type, e.source])).toEqual([
