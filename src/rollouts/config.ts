@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_SHARD_SETTINGS } from './shards.js';
 
 /** A regular expression, compiled at check time so `rein config check` finds a broken one, not the first call. */
 const regexSource = z
@@ -51,6 +52,31 @@ export const rolloutSettings = z.strictObject({
     .record(z.string().min(1), z.number().finite())
     .default({ success: 1 })
     .describe("reward = sum of weight x the verifier's component; every component is stored"),
+  shard: z
+    .strictObject({
+      size: z
+        .number()
+        .int()
+        .min(1)
+        .max(100_000)
+        .default(DEFAULT_SHARD_SETTINGS.size)
+        .describe(
+          "About this many rollouts per shard (whole tasks only, at least one): a lost worker's shard is retried on another, finished rollouts read back",
+        ),
+      inFlight: z
+        .number()
+        .int()
+        .min(1)
+        .max(1_000)
+        .default(DEFAULT_SHARD_SETTINGS.inFlight)
+        .describe(
+          'Shards of one set running at once, on any workers; each runs ceil(concurrency / inFlight) harnesses, so a set runs about `concurrency` at once however many workers share it',
+        ),
+    })
+    .optional()
+    .describe(
+      'A set of rollouts larger than one shard fans out over the task queue as shards, so that several workers share it (unset: 64 rollouts a shard, 4 at once)',
+    ),
   refusalPatterns: z
     .array(regexSource)
     .optional()
