@@ -1,7 +1,8 @@
+import { withRolloutIds, type BuildBatchInput } from './batch-selection.js';
 import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
 import { lineageOf, type PolicyRegistry } from '../src/registry/policy-registry.js';
-import { DataQualityError, runBatchStage, type BatchStageInput, type BatchStageResult } from '../src/samples/stage.js';
+import { DataQualityError, runBatchStage, type BatchStageResult } from '../src/samples/stage.js';
 import type { TraceStore } from '../src/store/trace-store.js';
 import { DataQualityFailure } from '../workflows/failures.js';
 import { runDepsFor, type RunDepsSource } from './run-deps.js';
@@ -22,7 +23,8 @@ export function createBatchActivities(deps: BatchActivityDeps) {
      * Heartbeats the rollouts read so far: the store's reads and tokenizing keep the event loop
      * busy, so the stage yields to it now and then for the heartbeat timer to run.
      */
-    async buildBatch(input: BatchStageInput): Promise<BatchStageResult> {
+    async buildBatch(request: BuildBatchInput): Promise<BatchStageResult> {
+      const input = withRolloutIds(request);
       const progress = { stage: 'batch', rolloutsRead: 0, rollouts: input.rolloutIds.length };
       const turn = eventLoopTurns();
       const onRollout = async (done: number) => {

@@ -12,6 +12,7 @@ import { installTemporalRuntime } from '../../workers/runtime.js';
 import type { RunStatus, TrainingRunInput } from '../../workflows/index.js';
 import { testClient } from '../helpers/temporal.js';
 import { startReceiver, type Received, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { withRolloutIds } from '../../activities/batch-selection.js';
 
 /**
  * Webhook notifications through the real workflows, the real notify activity and Temporal's
@@ -71,7 +72,7 @@ function stubs(verdicts: Array<'pass' | 'fail'>, failAt?: number): Stubbed {
         batch: { ...artifact('batch'), contentHash: `content-${input.iteration}` },
         report: artifact('report'),
         summary: {
-          rolloutsUsed: input.rolloutIds.length,
+          rolloutsUsed: withRolloutIds(input).rolloutIds.length,
           rolloutsExcluded: 0,
           sequences: 1,
           trainedTokens: 1,

@@ -10,6 +10,7 @@ import { installTemporalRuntime } from '../../workers/runtime.js';
 import { IterationFailure, PolicyUpdateFailure } from '../../workflows/failures.js';
 import { statusQuery, trainingRun, type RunStatus, type TrainingRunInput } from '../../workflows/index.js';
 import { testClient } from '../helpers/temporal.js';
+import { withRolloutIds } from '../../activities/batch-selection.js';
 
 /**
  * The paths of a training run that the end-to-end tests do not take (a failed iteration skipped
@@ -78,9 +79,9 @@ function stubActivities(hooks: { updatePolicy?: (input: UpdatePolicyInput) => Pr
         batch: { ...artifact('batch.safetensors'), contentHash: `content-${input.runId}-${input.iteration}` },
         report: artifact('batch-report.json'),
         summary: {
-          rolloutsUsed: input.rolloutIds.length,
+          rolloutsUsed: withRolloutIds(input).rolloutIds.length,
           rolloutsExcluded: 0,
-          sequences: input.rolloutIds.length,
+          sequences: withRolloutIds(input).rolloutIds.length,
           trainedTokens: 10,
           meanReward: 0.5,
           mergeRate: 1,
