@@ -26,7 +26,7 @@ async function replay(store: TraceStore, batchId: string, rewards: ReadonlyArray
     if (reward === null) {
       await store.setRolloutStatus(id, { status: 'failed', failureClass: 'infrastructure' }, 'admin');
     } else {
-      await store.appendEvent(id, 1, { type: 'reward', value: reward, components: {} }, 'admin');
+      await store.appendEvent(id, 2, { type: 'reward', value: reward, components: {} }, 'admin');
       await store.setRolloutStatus(id, { status: 'succeeded' }, 'admin');
     }
   }

@@ -24,7 +24,7 @@ describe('recordFromRollouts', () => {
       await store.createRollout({ id, taskId, metadata: { sample: 0 } });
       await store.startAttempt(id);
       await store.setRolloutStatus(id, { status: 'running' }, 'admin');
-      await store.appendEvent(id, 1, { type: 'reward', value: reward, components: {} }, 'admin');
+      await store.appendEvent(id, 2, { type: 'reward', value: reward, components: {} }, 'admin');
       await store.setRolloutStatus(id, { status: 'succeeded' }, 'admin');
     }
     const harness = harnessSchema.parse({ version: '7', local: { command: 'agent' } });

@@ -1,7 +1,7 @@
-import type { GatewayControlClient } from '../gateway/control-client.js';
+import { GatewayRequestError, type GatewayControlClient } from '../gateway/control-client.js';
 import type { RolloutOutcome } from './rollout-batch.js';
-import { recordedRewards } from './rewards.js';
-import type { FailureClass, Rollout, RolloutEvent } from './rollout.js';
+import { recordedRewards, verifiedRewardEvent } from './rewards.js';
+import { isFinished, isUnscored, type FailureClass, type Rollout, type RolloutEvent } from './rollout.js';
 
 /** Which rollout an outcome is of. */
 export interface OutcomeBase {
@@ -15,8 +15,39 @@ export function unscoredFields(base: OutcomeBase, attempts: number) {
   return { ...base, components: {}, harnessReportedReward: null, rewardDisagrees: false, attempts };
 }
 
-/** Ends a scored attempt from its reward event: succeeded, or failed with the policy's failure the event carries. */
+/**
+ * Ends a scored attempt from its reward event (the one the store keeps for the attempt): succeeded, or failed with the
+ * policy's failure the event carries. Another runner that scored the same attempt (the store gave it the same event)
+ * and finished it first is no error: the outcome is the one it recorded.
+ */
 export async function finishScored(
+  gateway: GatewayControlClient,
+  base: OutcomeBase,
+  attempt: number,
+  event: RolloutEvent,
+): Promise<RolloutOutcome> {
+  try {
+    return await finishFromEvent(gateway, base, attempt, event);
+  } catch (err) {
+    const finished = await finishedElsewhere(gateway, base.rolloutId, attempt, err);
+    return outcomeOf(base, finished, await gateway.listEvents(base.rolloutId));
+  }
+}
+
+/** The rollout as another runner finished and scored it in `attempt`, if that is why its status write was refused. */
+async function finishedElsewhere(
+  gateway: GatewayControlClient,
+  rolloutId: string,
+  attempt: number,
+  refused: unknown,
+): Promise<Rollout> {
+  if (!(refused instanceof GatewayRequestError) || refused.status !== 409) throw refused;
+  const rollout = await gateway.getRollout(rolloutId);
+  if (!isFinished(rollout.status) || isUnscored(rollout) || rollout.attempts !== attempt) throw refused;
+  return rollout;
+}
+
+async function finishFromEvent(
   gateway: GatewayControlClient,
   base: OutcomeBase,
   attempt: number,
@@ -45,8 +76,8 @@ export async function finishScored(
 
 /** The outcome of a rollout a previous run of the batch finished and scored, as the journal has it. */
 export function outcomeOf(base: OutcomeBase, rollout: Rollout, events: RolloutEvent[]): RolloutOutcome {
-  const reward = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1)?.payload;
-  const { reported, disagrees } = recordedRewards(events);
+  const reward = verifiedRewardEvent(events, rollout.attempts)?.payload;
+  const { reported, disagrees } = recordedRewards(events, rollout.attempts);
   return {
     ...base,
     status: rollout.status === 'succeeded' ? 'succeeded' : rollout.status === 'cancelled' ? 'cancelled' : 'failed',

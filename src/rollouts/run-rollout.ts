@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { IssuedRollout } from '../gateway/control-client.js';
 import type { HarnessLaunch, HarnessRun } from './executor.js';
 import { classifyFailure, type ClassifiedFailure } from './failure-class.js';
-import { recordedRewards, rewardsDisagree } from './rewards.js';
+import { recordedRewards, rewardsDisagree, verifiedRewardEvent } from './rewards.js';
 import { RolloutsHandedBack, type RolloutBatchSpec, type RolloutOutcome, type RunnerDeps } from './rollout-batch.js';
 import { LOG_NOT_UPLOADED_EVENT, uploadRolloutLog } from './rollout-logs.js';
 import { finishScored, outcomeOf, unscoredFields, type OutcomeBase } from './rollout-outcome.js';
@@ -152,9 +152,7 @@ async function takeOverRunning(
   const { gateway, harness } = rollout.batch.deps;
   const { rolloutId } = rollout.base;
   // Scored, then the runner died before the status write: the score stands, the verifier does not run twice.
-  const scored = (await gateway.listEvents(rolloutId))
-    .filter((e) => e.attempt === issued.attempt && e.type === 'reward' && e.source === 'admin')
-    .at(-1);
+  const scored = verifiedRewardEvent(await gateway.listEvents(rolloutId), issued.attempt);
   if (scored) return { outcome: await finishScored(gateway, rollout.base, issued.attempt, scored) };
   const resumed = (await harness.resume?.(rollout.launch(issued))) ?? null;
   if (resumed) return { issued, resumed };
@@ -271,9 +269,11 @@ async function scoreAttempt(
       reason: verdict.error,
     };
   }
-  const reported = recordedRewards(attemptEvents).reported ?? null;
+  const reported = recordedRewards(attemptEvents, attempt).reported ?? null;
   const disagrees = reported !== null && rewardsDisagree(verdict.reward, reported);
   // The failure travels with the score, so a runner that dies before the status write can finish it from the event.
+  // The store keeps one verifier's reward per attempt: a runner racing this one (the attempt taken over and resumed)
+  // gets the same event back, so both report the reward that stands.
   const event = await gateway.appendEvent(
     rolloutId,
     {

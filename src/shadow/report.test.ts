@@ -104,14 +104,15 @@ describe('compareActions', () => {
 });
 
 describe('rolloutOutcome', () => {
-  const reward = (value: number, source: 'admin' | 'rollout' = 'admin') => ({
+  const reward = (value: number, source: 'admin' | 'rollout' = 'admin', attempt = 1) => ({
     type: 'reward' as const,
     source,
+    attempt,
     payload: { value },
   });
-  it("reads the verifier's latest reward, not the harness's", () => {
-    expect(rolloutOutcome('succeeded', [reward(0), reward(1)])).toBe('rewarded');
-    expect(rolloutOutcome('succeeded', [reward(1), reward(0)])).toBe('unrewarded');
+  it("reads the verifier's reward of the final attempt, not the harness's", () => {
+    expect(rolloutOutcome('succeeded', [reward(0), reward(1, 'admin', 2)])).toBe('rewarded');
+    expect(rolloutOutcome('succeeded', [reward(1), reward(0, 'admin', 2)])).toBe('unrewarded');
     expect(rolloutOutcome('succeeded', [reward(1, 'rollout')])).toBe('unscored');
     expect(rolloutOutcome('failed', [])).toBe('unrewarded');
     expect(rolloutOutcome('running', [])).toBe('unscored');

@@ -215,7 +215,7 @@ export function aggregateShadowCalls(
   return report;
 }
 
-/** The rollout's outcome from its status and the verifier's reward (the latest admin reward event). */
+/** The rollout's outcome from its status and the verifier's reward (of its final attempt: see recordedRewards). */
 export function rolloutOutcome(
   status: string | undefined,
   events: Parameters<typeof recordedRewards>[0],

@@ -541,6 +541,33 @@ describe('the local rollout runner', () => {
     expect((await t.store.listEvents('scored-then-lost.s.0')).filter((e) => e.type === 'reward')).toHaveLength(1);
   });
 
+  it('scores an attempt two runners follow at once one time: both report the reward that stands', async () => {
+    const id = 'followed-twice.s.0';
+    await t.store.createRollout({ id, taskId: 's', policyVersion: 'policy-v1', metadata: { sample: 0 } });
+    await t.store.setRolloutStatus(id, { status: 'running' }, 'admin');
+    // A run both can follow, as a Job is: the runner presumed dead still follows it, and the one that took it over.
+    const job = localExecutor({
+      command: process.execPath,
+      args: ['-e', 'setTimeout(() => {}, 300)'],
+      timeoutMs: 5000,
+    });
+    const harness = { ...job, resume: job.run };
+    // Each verifier run scores differently: the store decides which reward stands.
+    const verifier = {
+      ...node('-e', 'console.log(JSON.stringify({ components: { success: Math.random() } }))'),
+      timeoutMs: 5000,
+    };
+    const spec = batch({ batchId: 'followed-twice', tasks: [{ id: 's', question: '1', answer: 1 }] });
+    const [[one], [other]] = await Promise.all([
+      runRollouts(spec, { gateway, harness, verifier }),
+      runRollouts(spec, { gateway, harness, verifier }),
+    ]);
+    const rewards = (await t.store.listEvents(id)).filter((e) => e.type === 'reward');
+    expect(rewards).toHaveLength(1);
+    expect(one).toMatchObject({ status: 'succeeded', reward: rewards[0]!.payload.value, attempts: 1 });
+    expect(other).toEqual(one);
+  });
+
   it('hands rollouts back when its worker goes away, and cancels them only when the cancel is final', async () => {
     const sleeper = localExecutor({
       command: process.execPath,
