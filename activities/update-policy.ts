@@ -3,6 +3,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { isFinalCancel, keepHeartbeating } from './heartbeat.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { PolicyConflictError, type PolicyRegistry } from '../src/registry/policy-registry.js';
+import type { ImportanceReport } from '../src/samples/importance-weights.js';
 import { PolicySetupError } from '../src/training/errors.js';
 import { updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
 import { PolicyUpdateFailure, PolicyUpdateRetryFailure } from '../workflows/failures.js';
@@ -29,6 +30,8 @@ export interface UpdatePolicySummary {
   clipFraction: number;
   reused: boolean;
   seconds: number;
+  /** The off-policy correction, when the batch had one: ratio statistics, capped and masked shares (~400 B). */
+  importanceWeights?: ImportanceReport;
 }
 
 export function createPolicyActivities(deps: PolicyActivityDeps) {
@@ -84,6 +87,7 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
           clipFraction: train.metrics.clipFraction,
           reused: train.reused,
           seconds: train.seconds,
+          ...(train.importanceWeights && { importanceWeights: train.importanceWeights }),
         };
       } catch (err) {
         // Only a wrong setup or input fails for good. A trainer that crashed, was killed (the OOM

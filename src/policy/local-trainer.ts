@@ -3,6 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { type decodeBatch } from '../samples/batch-artifact.js';
+import type { ImportanceSampling } from '../samples/importance-sampling.js';
+import { importanceWeights, type ImportanceReport } from '../samples/importance-weights.js';
 import { checkBatchFits, loadTrainable, readBatch } from './trainer-input.js';
 import { saveCheckpoint, type Checkpoint } from './checkpoint.js';
 import { readyBackend, type Qwen3Model } from './model.js';
@@ -42,8 +44,8 @@ export interface TrainResult {
   /** Means over the steps taken. */
   metrics: StepMetrics;
   reused: boolean;
-  /** With an importance-weight cap in the batch: how far the sampler's log-probs were from the trainer's. */
-  importanceWeights?: { cap: number; mean: number; cappedFraction: number };
+  /** With a correction in the batch: how far the sampler was from the parent, what was capped and masked. */
+  importanceWeights?: ImportanceReport;
   /**
    * Where the output was stored when not the output folder itself (an s3:// artifact store): what the registry
    * records.
@@ -103,9 +105,8 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   checkBatchFits(batch, checkpoint);
   // Adam as docs/training-objective.md and PyTorch have it (tfjs's default epsilon is 1e-7).
   const optimizer = tf.train.adam(job.learningRate, 0.9, 0.999, 1e-8);
-  const cap =
-    batch.metadata.importance_weight_cap === undefined ? undefined : Number(batch.metadata.importance_weight_cap);
-  const correction = cap === undefined ? undefined : importanceCorrected(checkpoint.model, batch.sequences, cap);
+  const correction =
+    batch.importanceSampling && importanceCorrected(checkpoint.model, batch.sequences, batch.importanceSampling);
   const { totals, steps, skipped } = runEpochs(
     job,
     checkpoint.model,
@@ -217,38 +218,31 @@ function saveTrained(job: TrainJob, checkpoint: Checkpoint, result: TrainResult,
 type BatchSequence = ReturnType<typeof decodeBatch>['sequences'][number];
 
 /**
- * Truncated importance sampling for a sampler that is not exactly the trainer (another engine,
- * other kernels): each trained token's weight is multiplied by min(π_trainer / π_sampler, cap),
- * computed once with the parent weights, and the PPO ratio is taken against the trainer's own
- * log-probs, so clipping measures only what the update changes.
+ * Importance sampling for a sampler that is not exactly the parent (another engine, other kernels,
+ * an older policy version): each trained token's weight times min(π_parent / π_sampler, cap), or 0
+ * where the mask drops the token or its sequence (importance-weights.ts), computed once with the
+ * parent weights; the PPO ratio is then taken against the parent's own log-probs, so clipping
+ * measures only what the update changes.
  */
-function importanceCorrected(model: Qwen3Model, sequences: readonly BatchSequence[], cap: number) {
-  let total = 0;
-  let capped = 0;
-  let sum = 0;
-  const corrected = sequences.map((s) => {
-    const trainer = tf.tidy(() => {
+function importanceCorrected(model: Qwen3Model, sequences: readonly BatchSequence[], sampling: ImportanceSampling) {
+  const parent = sequences.map((s) =>
+    tf.tidy(() => {
       const logProbs = tf.logSoftmax(model.logits([s.ids.slice(0, -1)])).arraySync()[0] as number[][];
       return s.ids.map((id, t) => (t === 0 ? 0 : (logProbs[t - 1]?.[id] as number)));
-    });
-    const lossWeights = s.lossWeights.map((w, t) => {
-      if (s.lossMask[t] !== 1) return w;
-      const ratio = Math.exp((trainer[t] as number) - (s.oldLogprobs[t] as number));
-      total++;
-      if (ratio > cap) capped++;
-      sum += Math.min(ratio, cap);
-      return w * Math.min(ratio, cap);
-    });
-    return {
-      ...s,
-      lossWeights,
-      oldLogprobs: s.lossMask.map((m, t) => (m === 1 ? (trainer[t] as number) : (s.oldLogprobs[t] as number))),
-    };
-  });
-  return {
-    sequences: corrected,
-    report: { cap, mean: total === 0 ? 1 : sum / total, cappedFraction: total === 0 ? 0 : capped / total },
-  };
+    }),
+  );
+  const { lossWeights, report } = importanceWeights(
+    sequences.map((s, i) => ({ ...s, parentLogprobs: parent[i] as number[] })),
+    sampling,
+  );
+  const corrected = sequences.map((s, i) => ({
+    ...s,
+    lossWeights: lossWeights[i] as number[],
+    oldLogprobs: s.lossMask.map((m, t) =>
+      m === 1 && t > 0 ? ((parent[i] as number[])[t] as number) : (s.oldLogprobs[t] as number),
+    ),
+  }));
+  return { sequences: corrected, report };
 }
 
 function shuffle<T>(items: T[], random: () => number): T[] {

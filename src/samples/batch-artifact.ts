@@ -1,12 +1,23 @@
 import type { Batch } from './batch.js';
+import {
+  batchContentHash,
+  importanceMetadata,
+  importanceSamplingFromMetadata,
+  type ImportanceSampling,
+} from './importance-sampling.js';
 import { decodeSafetensors, encodeSafetensors, tensorsHash, type Tensor } from './safetensors.js';
 
 export interface BatchIdentity {
   iteration: number;
   policyVersion: string;
   configHash: string;
-  /** Cap for truncated importance weights the trainer applies (π_trainer / π_sampler ≤ cap), if any. */
+  /**
+   * Cap for truncated importance weights the trainer applies (π_trainer / π_sampler ≤ cap), if any: a batch the
+   * trainers read as `importanceSampling` {mode: truncate}, hashed on its tensors alone as before masking existed.
+   */
   importanceWeightCap?: number;
+  /** The off-policy correction (importance-sampling.ts); its keys enter the content hash. */
+  importanceSampling?: ImportanceSampling;
   /** SHA-256 of the tokenizer.json the ids come from: a trainer refuses a checkpoint with another. */
   tokenizerSha256?: string;
 }
@@ -24,8 +35,11 @@ export interface BatchIdentity {
  *   token_policy  I32 [N]   index in metadata.policy_versions of the policy that sampled each
  *                           trained token, -1 on untrained tokens
  * Metadata (strings): format, iteration, policy_version, config_hash, content_hash (SHA-256 of
- * the tensors), rollouts and policy_versions (JSON arrays), importance_weight_cap (if set),
- * tokenizer_sha256 (SHA-256 of the tokenizer.json the ids come from, when the stage knows it).
+ * the tensors, and of the correction's keys when importance_sampling is set), rollouts and
+ * policy_versions (JSON arrays), the correction (importance_sampling truncate|mask,
+ * importance_level token|sequence, importance_weight_cap, importance_band_low/high; or a bare
+ * importance_weight_cap), tokenizer_sha256 (SHA-256 of the tokenizer.json the ids come from, when
+ * the stage knows it).
  */
 export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buffer; contentHash: string } {
   const n = batch.sequences.reduce((sum, s) => sum + s.ids.length, 0);
@@ -71,7 +85,13 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
     sequence_rollout: { dtype: 'I32', shape: [sequenceRollout.length], data: sequenceRollout },
     token_policy: { dtype: 'I32', shape: [n], data: tokenPolicy },
   };
-  const contentHash = tensorsHash(tensors);
+  if (identity.importanceWeightCap !== undefined && identity.importanceSampling !== undefined)
+    throw new Error('a batch takes importanceWeightCap or importanceSampling, not both');
+  const objective = {
+    ...(identity.importanceWeightCap !== undefined && { importance_weight_cap: String(identity.importanceWeightCap) }),
+    ...importanceMetadata(identity.importanceSampling),
+  };
+  const contentHash = batchContentHash(tensorsHash(tensors), objective);
   const bytes = encodeSafetensors(tensors, {
     format: 'rein-batch/1',
     iteration: String(identity.iteration),
@@ -80,7 +100,7 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
     content_hash: contentHash,
     rollouts: JSON.stringify(rolloutIds),
     policy_versions: JSON.stringify(policyVersions),
-    ...(identity.importanceWeightCap !== undefined && { importance_weight_cap: String(identity.importanceWeightCap) }),
+    ...objective,
     ...(identity.tokenizerSha256 !== undefined && { tokenizer_sha256: identity.tokenizerSha256 }),
   });
   return { bytes, contentHash };
@@ -88,6 +108,8 @@ export function encodeBatch(batch: Batch, identity: BatchIdentity): { bytes: Buf
 
 export interface DecodedBatch {
   metadata: Record<string, string>;
+  /** The correction the batch asks for (validated), if any. */
+  importanceSampling?: ImportanceSampling;
   rollouts: string[];
   sequences: Array<{
     rolloutId: string;
@@ -110,8 +132,9 @@ export function decodeBatch(bytes: Buffer): DecodedBatch {
     if (!t) throw new Error(`batch artifact lacks tensor ${name}`);
     return Array.from(t.data as ArrayLike<number>);
   };
-  if (tensorsHash(tensors) !== metadata.content_hash)
+  if (batchContentHash(tensorsHash(tensors), metadata) !== metadata.content_hash)
     throw new Error('batch artifact content hash does not match its tensors');
+  const importanceSampling = importanceSamplingFromMetadata(metadata);
   const rollouts = JSON.parse(metadata.rollouts ?? '[]') as string[];
   const policies = JSON.parse(metadata.policy_versions ?? '[]') as string[];
   const [ids, mask, advantages, oldLogprobs, weights, cu, owner, tokenPolicy] = [
@@ -126,6 +149,7 @@ export function decodeBatch(bytes: Buffer): DecodedBatch {
   ];
   return {
     metadata,
+    ...(importanceSampling && { importanceSampling }),
     rollouts,
     sequences: owner.map((r, i) => {
       const [start, end] = [cu[i] as number, cu[i + 1] as number];
