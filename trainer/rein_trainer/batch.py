@@ -3,14 +3,19 @@
 The file is safetensors; tensors (N tokens, S sequences): input_ids I32[N], loss_mask U8[N],
 advantages F32[N], old_logprobs F32[N], loss_weights F32[N], cu_seqlens I32[S+1],
 sequence_rollout I32[S], token_policy I32[N]. Metadata: format, iteration, policy_version,
-config_hash, content_hash, rollouts, policy_versions, optional importance_weight_cap and
-tokenizer_sha256. The content hash is `tensorsHash` of src/samples/safetensors.ts.
+config_hash, content_hash, rollouts, policy_versions, the optional off-policy correction
+(importance_sampling truncate|mask, importance_level token|sequence, importance_weight_cap,
+importance_band_low/high; or a bare importance_weight_cap, as batches before masking) and
+tokenizer_sha256. The content hash is `tensorsHash` of src/samples/safetensors.ts, with the
+correction's keys hashed in when importance_sampling is set (`batchContentHash` of
+src/samples/importance-sampling.ts).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
 from collections.abc import Mapping, Sequence
@@ -39,6 +44,19 @@ _EXPECTED: dict[str, str] = {
     "sequence_rollout": "I32",
     "token_policy": "I32",
 }
+
+
+@dataclass(frozen=True)
+class ImportanceSampling:
+    """The batch's off-policy correction (src/samples/importance-sampling.ts)."""
+
+    mode: str  # truncate | mask
+    level: str  # token | sequence
+    cap: float
+    band: tuple[float, float] | None = None  # [low, high] with low < 1 < high; mask only
+
+
+_IMPORTANCE_KEYS = ("importance_band_high", "importance_band_low", "importance_level", "importance_sampling", "importance_weight_cap")
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,10 @@ class Batch:
         return None if value is None else float(value)
 
     @property
+    def importance_sampling(self) -> ImportanceSampling | None:
+        return importance_sampling_of(self.metadata, self.path)
+
+    @property
     def tokenizer_sha256(self) -> str | None:
         return self.metadata.get("tokenizer_sha256")
 
@@ -113,6 +135,50 @@ def tensors_hash(tensors: Mapping[str, RawTensor]) -> str:
         digest.update(f"{name}:{t.dtype}:{'x'.join(str(d) for d in t.shape)};".encode())
         digest.update(t.data)
     return digest.hexdigest()
+
+
+def batch_content_hash(tensors_digest: str, metadata: Mapping[str, str]) -> str:
+    """The tensors' hash, and with importance_sampling set, the correction's keys too (`batchContentHash`)."""
+    if "importance_sampling" not in metadata:
+        return tensors_digest
+    objective = "".join(f"{k}={metadata[k]};" for k in _IMPORTANCE_KEYS if k in metadata)
+    return hashlib.sha256(f"{tensors_digest}\n{objective}".encode()).hexdigest()
+
+
+def importance_sampling_of(metadata: Mapping[str, str], where: str) -> ImportanceSampling | None:
+    """The correction the metadata asks for, or BadInput naming the key a trainer cannot honour."""
+    fix = "rebuild the batch with this version of Rein"
+
+    def number(key: str) -> float:
+        text = metadata.get(key)
+        try:
+            value = float(text) if text is not None else math.nan
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise BadInput(f"{where}: batch metadata {key} {text!r} is not a positive number; {fix}")
+        return value
+
+    mode = metadata.get("importance_sampling")
+    if mode is None:
+        strays = [k for k in _IMPORTANCE_KEYS if k != "importance_weight_cap" and k in metadata]
+        if strays:
+            raise BadInput(f"{where}: batch metadata has {', '.join(strays)} without importance_sampling; {fix}")
+        return None if "importance_weight_cap" not in metadata else ImportanceSampling("truncate", "token", number("importance_weight_cap"))
+    if mode not in ("truncate", "mask"):
+        raise BadInput(f"{where}: batch metadata importance_sampling {mode!r} is not truncate or mask; {fix}")
+    level = metadata.get("importance_level")
+    if level not in ("token", "sequence"):
+        raise BadInput(f"{where}: batch metadata importance_level {level!r} is not token or sequence; {fix}")
+    cap = number("importance_weight_cap")
+    if mode == "truncate":
+        if level != "token" or "importance_band_low" in metadata or "importance_band_high" in metadata:
+            raise BadInput(f"{where}: batch metadata: importance_sampling truncate takes level token and no band; {fix}")
+        return ImportanceSampling(mode, level, cap)
+    band = (number("importance_band_low"), number("importance_band_high"))
+    if not (band[0] < 1 < band[1]):
+        raise BadInput(f"{where}: batch metadata importance band [{band[0]}, {band[1]}] does not hold 1 strictly inside; {fix}")
+    return ImportanceSampling(mode, level, cap, band)
 
 
 def read_safetensors(path: str | os.PathLike[str]) -> tuple[dict[str, RawTensor], dict[str, str]]:
@@ -172,7 +238,7 @@ def read_batch(path: str | os.PathLike[str]) -> Batch:
             raise BadInput(f"{where}: tensor {name} is {t.dtype}{list(t.shape)}, expected a 1-D {dtype}; rebuild the batch with this version of Rein")
         if len(t.data) != t.shape[0] * _DTYPES[dtype].itemsize:
             raise BadInput(f"{where}: tensor {name} holds {len(t.data)} bytes, not {t.shape[0]} {dtype} values; the file is damaged, rebuild the batch")
-    actual = tensors_hash(tensors)
+    actual = batch_content_hash(tensors_hash(tensors), metadata)
     claimed = metadata.get("content_hash")
     if claimed != actual:
         raise BadInput(
@@ -194,13 +260,7 @@ def read_batch(path: str | os.PathLike[str]) -> Batch:
         raise BadInput(f"{where}: cu_seqlens does not cut the {n} tokens into sequences (it must rise from 0 to {n}); rebuild the batch")
     if len(array("sequence_rollout")) != len(cu) - 1:
         raise BadInput(f"{where}: sequence_rollout has {len(array('sequence_rollout'))} entries for {len(cu) - 1} sequences; rebuild the batch")
-    cap = metadata.get("importance_weight_cap")
-    if cap is not None:
-        try:
-            if not float(cap) > 0:
-                raise ValueError
-        except ValueError as err:
-            raise BadInput(f"{where}: importance_weight_cap {cap!r} is not a positive number; rebuild the batch with a valid cap") from err
+    importance_sampling_of(metadata, where)
     return Batch(
         path=os.path.abspath(where),
         metadata=metadata,
@@ -252,6 +312,7 @@ def encode_batch(
     policy_version: str = "v0",
     config_hash: str = "test",
     importance_weight_cap: float | None = None,
+    importance_sampling: ImportanceSampling | None = None,
     tokenizer_sha256: str | None = None,
     extra_metadata: Mapping[str, str] | None = None,
 ) -> tuple[bytes, str]:
@@ -295,7 +356,14 @@ def encode_batch(
         name: RawTensor(dtype, tuple(values.shape), np.ascontiguousarray(values, dtype=_DTYPES[dtype]).tobytes())
         for name, (dtype, values) in arrays.items()
     }
-    content_hash = tensors_hash(raw)
+    objective: dict[str, str] = {}
+    if importance_weight_cap is not None:
+        objective["importance_weight_cap"] = _js_number(importance_weight_cap)
+    if importance_sampling is not None:
+        objective.update(importance_sampling=importance_sampling.mode, importance_level=importance_sampling.level, importance_weight_cap=_js_number(importance_sampling.cap))
+        if importance_sampling.band is not None:
+            objective.update(importance_band_low=_js_number(importance_sampling.band[0]), importance_band_high=_js_number(importance_sampling.band[1]))
+    content_hash = batch_content_hash(tensors_hash(raw), objective)
     metadata: dict[str, str] = {
         "format": FORMAT,
         "iteration": str(iteration),
@@ -305,8 +373,7 @@ def encode_batch(
         "rollouts": json.dumps(rollouts, separators=(",", ":")),
         "policy_versions": json.dumps(policies, separators=(",", ":")),
     }
-    if importance_weight_cap is not None:
-        metadata["importance_weight_cap"] = _js_number(importance_weight_cap)
+    metadata.update(objective)
     if tokenizer_sha256 is not None:
         metadata["tokenizer_sha256"] = tokenizer_sha256
     if extra_metadata:

@@ -236,8 +236,8 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
     weights = batch.loss_weights.astype(np.float64)
     old = batch.old_logprobs.astype(np.float32)
     importance = None
-    cap = batch.importance_weight_cap
-    if cap is not None:
+    sampling = batch.importance_sampling
+    if sampling is not None:
         model.eval()
         lp0 = torch.zeros(batch.num_tokens, dtype=torch.float32, device=device)
         plans, count = micro_batches(with_tokens)
@@ -248,7 +248,7 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
                 if i < len(plans):
                     lp0[torch.from_numpy(mb.token_index).to(device)] = lp
         values = ranks.sum(lp0).cpu().numpy()
-        correction = importance_correction(batch.trained, weights, old, values, cap)
+        correction = importance_correction(batch.trained, weights, old, values, batch.cu_seqlens, sampling)
         weights, old, importance = correction.weights, correction.old_logprobs, correction.report
 
     minibatches = max(1, math.ceil(batch.num_sequences / job.minibatch_size))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 
-from rein_trainer.batch import Batch
+from rein_trainer.batch import Batch, ImportanceSampling
 from rein_trainer.rng import seeded_random, shuffled
 
 
@@ -20,6 +21,75 @@ def sequence_logprobs(model: torch.nn.Module, ids: np.ndarray) -> tuple[torch.Te
     return lp, entropy  # index t-1 ↔ token t
 
 
+def flattened(report: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} → {"a.b": 1}, lists as "a.0": what pytest.approx can compare."""
+    out: dict = {}
+    for key, value in report.items():
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None
+        if items is None:
+            out[prefix + str(key)] = value
+        else:
+            out.update(flattened(dict((str(k), v) for k, v in items), f"{prefix}{key}."))
+    return out
+
+
+def assert_reports_close(got: dict, want: dict, rel: float) -> None:
+    """Same keys, same words, numbers within `rel` (nested reports: pytest.approx takes flat ones only)."""
+    a, b = flattened(got), flattened(want)
+    assert sorted(a) == sorted(b)
+    words = {k for k, v in b.items() if isinstance(v, str)}
+    assert {k: a[k] for k in words} == {k: b[k] for k in words}
+    assert {k: v for k, v in a.items() if k not in words} == pytest.approx({k: v for k, v in b.items() if k not in words}, rel=rel)
+
+
+def reference_importance(model: torch.nn.Module, batch: Batch, weights: np.ndarray, old: np.ndarray, sampling: ImportanceSampling) -> dict:
+    """The correction token by token, sequence by sequence (weights and old updated in place); its report."""
+    cu, mask = batch.cu_seqlens, batch.trained
+    factors: list[float] = []
+    ratios: list[float] = []
+    sequence_ratios: list[float] = []
+    capped = masked = masked_sequences = 0
+    with torch.no_grad():
+        for s in range(batch.num_sequences):
+            a, b = int(cu[s]), int(cu[s + 1])
+            lp, _ = sequence_logprobs(model, batch.input_ids[a:b])
+            trained = [t for t in range(1, b - a) if mask[a + t]]
+            lp0 = {t: float(np.float32(lp[t - 1].item())) for t in trained}
+            log_ratio = {t: lp0[t] - old[a + t] for t in trained}
+            if not trained:
+                continue
+            rho = math.exp(sum(log_ratio.values()) / len(trained))
+            sequence_ratios.append(rho)
+            any_masked = False
+            for t in trained:
+                r = math.exp(log_ratio[t])
+                ratios.append(r)
+                judged = rho if sampling.level == "sequence" else r
+                out = sampling.band is not None and not (sampling.band[0] <= judged <= sampling.band[1])
+                factor = 0.0 if out else min(r, sampling.cap)
+                masked += out
+                any_masked |= out
+                capped += (not out) and r > sampling.cap
+                factors.append(factor)
+                weights[a + t] *= factor
+                old[a + t] = lp0[t]
+            masked_sequences += any_masked
+    n = len(ratios)
+    stats = lambda v: {"mean": sum(v) / len(v), "min": min(v), "max": max(v)}  # noqa: E731
+    return {
+        "mode": sampling.mode,
+        "level": sampling.level,
+        "cap": sampling.cap,
+        **({"band": list(sampling.band)} if sampling.band else {}),
+        "mean": sum(factors) / n,
+        "cappedFraction": capped / n,
+        "maskedFraction": masked / n,
+        "ratio": stats(ratios),
+        "tokens": n,
+        "sequences": {"count": len(sequence_ratios), "ratio": stats(sequence_ratios), "maskedFraction": masked_sequences / len(sequence_ratios)},
+    }
+
+
 def reference_update(model: torch.nn.Module, batch: Batch, *, seed: int, lr: float, epochs: int, minibatch: int, clip: float, max_grad_norm: float, shuffle: bool = True) -> dict:
     S = batch.num_sequences
     cu = batch.cu_seqlens
@@ -27,21 +97,9 @@ def reference_update(model: torch.nn.Module, batch: Batch, *, seed: int, lr: flo
     weights = batch.loss_weights.astype(np.float64)
     old = batch.old_logprobs.astype(np.float64)
     report = None
-    cap = batch.importance_weight_cap
-    if cap is not None:
-        ratios = []
-        with torch.no_grad():
-            for s in range(S):
-                a, b = int(cu[s]), int(cu[s + 1])
-                lp, _ = sequence_logprobs(model, batch.input_ids[a:b])
-                for t in range(1, b - a):
-                    if mask[a + t]:
-                        lp0 = float(np.float32(lp[t - 1].item()))
-                        r = math.exp(lp0 - old[a + t])
-                        ratios.append(r)
-                        weights[a + t] *= min(r, cap)
-                        old[a + t] = lp0
-        report = {"cap": cap, "mean": sum(min(r, cap) for r in ratios) / len(ratios), "cappedFraction": sum(r > cap for r in ratios) / len(ratios)}
+    sampling = batch.importance_sampling
+    if sampling is not None:
+        report = reference_importance(model, batch, weights, old, sampling)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     M = max(1, math.ceil(S / minibatch))

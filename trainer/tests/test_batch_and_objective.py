@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from rein_trainer.batch import SequenceSpec, encode_batch, read_batch, write_batch
+from rein_trainer.batch import ImportanceSampling, SequenceSpec, encode_batch, read_batch, write_batch
 from rein_trainer.errors import BadInput
 from rein_trainer.forward import build_micro_batch, plan_micro_batches
 from rein_trainer.objective import importance_correction, minibatch_weights, ppo_terms
@@ -90,11 +90,12 @@ def test_importance_correction_caps_weights_and_replaces_old_logprobs() -> None:
     weights = np.array([0.0, 0.5, 0.5, 0.5], dtype=np.float32)
     old = np.array([0.0, -1.0, -2.0, -3.0], dtype=np.float32)
     trainer = np.array([0.0, -1.0, -1.0, -3.5], dtype=np.float32)
-    c = importance_correction(trained, weights, old, trainer, cap=2.0)
+    c = importance_correction(trained, weights, old, trainer, np.array([0, 4]), ImportanceSampling("truncate", "token", 2.0))
     # ratios 1, e (capped at 2), e^-0.5
     assert c.weights.tolist() == pytest.approx([0.0, 0.5, 1.0, 0.5 * math.exp(-0.5)])
     assert c.old_logprobs.tolist() == [0.0, -1.0, -1.0, -3.5]
-    assert c.report == pytest.approx({"cap": 2.0, "mean": (1 + 2 + math.exp(-0.5)) / 3, "cappedFraction": 1 / 3})
+    assert c.report["mean"] == pytest.approx((1 + 2 + math.exp(-0.5)) / 3)
+    assert c.report["cappedFraction"] == pytest.approx(1 / 3) and c.report["maskedFraction"] == 0
     assert minibatch_weights(np.array([0.1]), 3).tolist() == [np.float32(0.1 * 3)]
 
 

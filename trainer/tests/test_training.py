@@ -13,7 +13,7 @@ import torch
 from conftest import main_in_process
 from safetensors.torch import load_file
 
-from rein_trainer.batch import read_batch
+from rein_trainer.batch import ImportanceSampling, read_batch
 from tiny import make_batch, random_sequences
 
 TRAIN = ["--seed", "7", "--lr", "0.01", "--epochs", "2", "--minibatch", "4", "--clip", "0.2", "--max-grad-norm", "0.5"]
@@ -21,8 +21,10 @@ TRAIN = ["--seed", "7", "--lr", "0.01", "--epochs", "2", "--minibatch", "4", "--
 
 @pytest.fixture(scope="session")
 def capped_batch(workdir: Path) -> Path:
+    # Sequence-level masked importance sampling: the band masks 4 of these 10 sequences (ratios 0.60–0.69) and the
+    # kept ones' tokens are capped at 1.5 (the truncate-only path is the same function with no band).
     path = workdir / "capped.safetensors"
-    make_batch(path, random_sequences(10, seed=1), iteration=5, importance_weight_cap=1.5)
+    make_batch(path, random_sequences(10, seed=1), iteration=5, importance_sampling=ImportanceSampling("mask", "sequence", 1.5, (0.7, 1.5)))
     return path
 
 
@@ -68,7 +70,7 @@ def test_packed_logprobs_equal_each_sequence_alone(base: Path) -> None:
 def test_update_matches_the_objective_restated_plainly(full_run: dict[str, Any], base: Path, capped_batch: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from reference import reference_update
+    from reference import assert_reports_close, reference_update
 
     model = AutoModelForCausalLM.from_pretrained(str(base), attn_implementation="eager", dtype=torch.float32)
     expected = reference_update(model, read_batch(capped_batch), seed=7, lr=0.01, epochs=2, minibatch=4, clip=0.2, max_grad_norm=0.5)
@@ -78,7 +80,9 @@ def test_update_matches_the_objective_restated_plainly(full_run: dict[str, Any],
     for key in ("loss", "clipFraction", "approxKl", "entropy", "gradNorm"):
         assert result["metrics"][key] == pytest.approx(expected["metrics"][key], rel=1e-4, abs=1e-6), key
     assert result["metrics"]["tokens"] == expected["metrics"]["tokens"]
-    assert result["importanceWeights"] == pytest.approx(expected["importanceWeights"], rel=1e-6)
+    assert_reports_close(result["importanceWeights"], expected["importanceWeights"], rel=1e-6)
+    assert result["importanceWeights"]["sequences"]["maskedFraction"] == 0.4
+    assert 0 < result["importanceWeights"]["cappedFraction"] < 1
     assert result["metrics"]["clipFraction"] > 0  # the clip is exercised
     trained = load_file(str(full_run["out"] / "model.safetensors"))
     reference = {k: v.detach() for k, v in model.state_dict().items()}
