@@ -12,7 +12,7 @@ export interface BatchActivityDeps {
   artifacts: ArtifactStore;
   /** The batch's sample settings and tokenizer: its run's own config, by the input's configHash. */
   runs: RunDepsSource;
-  /** For samples.maxVersionsBehind: the lineage of the policy the batch trains. */
+  /** The lineage of the policy the batch trains: samples.maxVersionsBehind, and the report's staleness counts. */
   registry?: PolicyRegistry;
 }
 
@@ -33,11 +33,9 @@ export function createBatchActivities(deps: BatchActivityDeps) {
       };
       try {
         const { samples, tokenizer } = await runDepsFor(deps.runs, input.configHash);
+        // Fetched even without samples.maxVersionsBehind: the report counts kept rollouts by versions behind.
         const lineage =
-          input.lineage ??
-          (samples.maxVersionsBehind !== undefined && deps.registry
-            ? await lineageOf(deps.registry, input.policyVersion)
-            : undefined);
+          input.lineage ?? (deps.registry ? await lineageOf(deps.registry, input.policyVersion) : undefined);
         return await whileHeartbeating(
           () =>
             runBatchStage(

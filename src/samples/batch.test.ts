@@ -151,6 +151,27 @@ describe('buildBatch on hand-built rollouts', () => {
       tokenizer,
     );
     expect(stale.report.rollouts.excludedIds.stale_policy).toEqual(['old']);
+    expect(stale.report.staleness).toEqual({ maxVersionsBehind: 1, keptByVersionsBehind: { '0': 1 } });
+  });
+
+  it("counts the kept rollouts by versions behind, a rollout's oldest call deciding", () => {
+    const lineage = ['v0', 'v1', 'v2'];
+    const rollouts = [
+      rollout('now', 'g', 1, [call('a', 'U:q|A:', 'a', 'stop', 'v2')]),
+      rollout('mixed', 'g', 0, [call('b', 'U:q|A:', 'b', 'stop', 'v1'), call('c', 'U:q|A:b|T:x|A:', 'c')]),
+      rollout('older', 'g', 1, [call('d', 'U:q|A:', 'd', 'stop', 'v0')]),
+      rollout('elsewhere', 'g', 0, [call('e', 'U:q|A:', 'e', 'stop', 'other')]),
+    ];
+    const unbounded = buildBatch(rollouts, { ...options, staleness: { lineage } }, tokenizer).report;
+    expect(unbounded.rollouts.used).toBe(4);
+    expect(unbounded.staleness).toEqual({
+      maxVersionsBehind: null,
+      keptByVersionsBehind: { '0': 1, '1': 1, '2': 1, unknown: 1 },
+    });
+    const bounded = buildBatch(rollouts, { ...options, staleness: { lineage, maxVersionsBehind: 1 } }, tokenizer);
+    expect(bounded.report.rollouts.excluded).toEqual({ stale_policy: 2 });
+    expect(bounded.report.staleness?.keptByVersionsBehind).toEqual({ '0': 1, '1': 1 });
+    expect(buildBatch(rollouts, options, tokenizer).report.staleness).toBeNull();
   });
 });
 

@@ -36,8 +36,11 @@ export interface BatchOptions {
   excludedFailureClasses: string[];
   /** When some rollouts of a group are left out: keep the rest as a smaller group, or drop the group. */
   incompleteGroups: 'keep' | 'drop';
-  /** Policy versions oldest → newest, and how far behind the newest a rollout may be. */
-  staleness?: { lineage: string[]; maxVersionsBehind: number };
+  /**
+   * Policy versions oldest → newest, and how far behind the newest a rollout may be (no bound when
+   * not given: the report still counts the kept rollouts by versions behind).
+   */
+  staleness?: { lineage: string[]; maxVersionsBehind?: number };
   epsilon?: number;
 }
 
@@ -72,6 +75,11 @@ export interface BatchReport {
   sequences: number;
   tokens: { total: number; trained: number };
   rewards: { count: number; mean: number; std: number; min: number; max: number } | null;
+  /**
+   * With the lineage known: the bound, and the kept rollouts by how many versions their oldest call's policy is
+   * behind the trained one ("0", "1", …; "unknown" for a policy outside the lineage). Null without a lineage.
+   */
+  staleness: { maxVersionsBehind: number | null; keptByVersionsBehind: Record<string, number> } | null;
 }
 
 export interface Batch {
@@ -93,6 +101,8 @@ export interface PreparedRollout {
   skippedCalls: number;
   missingLogprobs: number;
   mismatchCauses: Partial<Record<MismatchCause, number>>;
+  /** Versions behind the newest of the lineage ("unknown" outside it); null without staleness options. */
+  versionsBehind: number | 'unknown' | null;
 }
 
 /**
@@ -113,12 +123,13 @@ export function prepareRollout(rollout: BatchRollout, options: BatchOptions, tok
     skippedCalls: 0,
     missingLogprobs: 0,
     mismatchCauses: {},
+    versionsBehind: options.staleness ? versionsBehind(rollout.calls, options.staleness.lineage) : null,
   };
   const out = (reason: ExclusionReason): PreparedRollout => ({ ...prepared, excluded: reason, sequences: [] });
   if (rollout.failureClass && options.excludedFailureClasses.includes(rollout.failureClass))
     return out('excluded_failure_class');
   if (rollout.reward === null) return out('no_reward');
-  if (options.staleness && isStale(rollout.calls, options.staleness)) return out('stale_policy');
+  if (isStale(prepared.versionsBehind, options.staleness?.maxVersionsBehind)) return out('stale_policy');
 
   const merge = mergeRollout(rollout.rolloutId, rollout.calls, tokenizer);
   prepared.mergedCalls = merge.mergedCalls;
@@ -192,12 +203,7 @@ export function assembleBatch(prepared: readonly PreparedRollout[], options: Bat
   );
 
   const rewards = kept.map((c) => c.reward as number);
-  const excludedCounts: BatchReport['rollouts']['excluded'] = {};
-  const excludedIds: BatchReport['rollouts']['excludedIds'] = {};
-  for (const [id, reason] of excluded) {
-    excludedCounts[reason] = (excludedCounts[reason] ?? 0) + 1;
-    (excludedIds[reason] ??= []).push(id);
-  }
+  const { excludedCounts, excludedIds } = exclusionsReport(excluded);
   const sum = (f: (p: PreparedRollout) => number) => prepared.reduce((n, p) => n + f(p), 0);
   const merged = sum((p) => p.mergedCalls);
   const mergeable = sum((p) => p.mergeableCalls);
@@ -222,6 +228,7 @@ export function assembleBatch(prepared: readonly PreparedRollout[], options: Bat
         trained: sequences.reduce((n, s) => n + trainedTokens(s), 0),
       },
       rewards: rewards.length ? summary(rewards) : null,
+      staleness: stalenessReport(kept, options),
     },
   };
 }
@@ -240,12 +247,46 @@ function trainedTokens(sequence: { lossMask: number[] }): number {
   return n;
 }
 
-function isStale(calls: readonly MergeCall[], staleness: NonNullable<BatchOptions['staleness']>): boolean {
-  const newest = staleness.lineage.length - 1;
-  return calls.some((call) => {
-    const at = staleness.lineage.indexOf(call.policyVersion);
-    return at < 0 || newest - at > staleness.maxVersionsBehind;
-  });
+function exclusionsReport(excluded: ReadonlyMap<string, ExclusionReason>) {
+  const excludedCounts: BatchReport['rollouts']['excluded'] = {};
+  const excludedIds: BatchReport['rollouts']['excludedIds'] = {};
+  for (const [id, reason] of excluded) {
+    excludedCounts[reason] = (excludedCounts[reason] ?? 0) + 1;
+    (excludedIds[reason] ??= []).push(id);
+  }
+  return { excludedCounts, excludedIds };
+}
+
+function stalenessReport(kept: readonly PreparedRollout[], options: BatchOptions): BatchReport['staleness'] {
+  if (!options.staleness) return null;
+  return {
+    maxVersionsBehind: options.staleness.maxVersionsBehind ?? null,
+    keptByVersionsBehind: countBy(kept.map((c) => String(c.versionsBehind))),
+  };
+}
+
+/** How far the oldest policy that sampled a call is behind the lineage's newest. */
+function versionsBehind(calls: readonly MergeCall[], lineage: readonly string[]): number | 'unknown' {
+  let behind = 0;
+  for (const call of calls) {
+    const at = lineage.indexOf(call.policyVersion);
+    if (at < 0) return 'unknown';
+    behind = Math.max(behind, lineage.length - 1 - at);
+  }
+  return behind;
+}
+
+function isStale(behind: PreparedRollout['versionsBehind'], maxVersionsBehind: number | undefined): boolean {
+  if (behind === null || maxVersionsBehind === undefined) return false;
+  return behind === 'unknown' || behind > maxVersionsBehind;
+}
+
+/** Counts by key, keys in ascending numeric order ("unknown" last). */
+function countBy(keys: readonly string[]): Record<string, number> {
+  const counts = new Map<string, number>();
+  for (const k of keys) counts.set(k, (counts.get(k) ?? 0) + 1);
+  const order = (k: string) => (k === 'unknown' ? Infinity : Number(k));
+  return Object.fromEntries([...counts].sort(([a], [b]) => order(a) - order(b)));
 }
 
 /** Applies the prompt and response limits; reports whether anything was cut. */

@@ -5,6 +5,7 @@ import type { Rollout } from '../rollouts/rollout.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
 import { encodeBatch } from './batch-artifact.js';
+import { importanceSamplingOf } from './importance-sampling.js';
 import { lossAggregationOf, type MergeMode } from './merge-modes.js';
 import { assembleBatch, prepareRollout, type BatchOptions, type BatchReport, type PreparedRollout } from './batch.js';
 import { toMergeCalls, type DriftReport } from './retokenize.js';
@@ -17,7 +18,7 @@ export interface BatchStageInput {
   policyVersion: string;
   configHash: string;
   rolloutIds: string[];
-  /** Policy versions oldest → newest, for the staleness bound. */
+  /** Policy versions oldest → newest, for the staleness bound and the report's count by versions behind. */
   lineage?: string[];
 }
 
@@ -41,6 +42,8 @@ export interface BatchStageResult {
     /** What exact merging gives on the journal, in every mode (see BatchReport). */
     mergeRate: number;
     driftRate: number;
+    /** Kept rollouts by versions behind the trained policy (with the lineage known; see BatchReport). */
+    keptByVersionsBehind?: Record<string, number>;
   };
 }
 
@@ -99,7 +102,9 @@ export async function runBatchStage(input: BatchStageInput, deps: BatchStageDeps
     iteration: input.iteration,
     policyVersion: input.policyVersion,
     configHash: input.configHash,
+    // The bare cap keeps the batch a trainer of before masking reads (same keys, same hash).
     ...(settings.importanceWeightCap !== undefined && { importanceWeightCap: settings.importanceWeightCap }),
+    ...(settings.importanceSampling !== undefined && { importanceSampling: importanceSamplingOf(settings) }),
     ...(tokenizer?.fileSha256 && { tokenizerSha256: tokenizer.fileSha256 }),
   });
   const batchArtifact = await artifacts.put(
@@ -125,8 +130,12 @@ function batchOptionsOf(settings: SampleSettings, lineage: string[] | undefined)
     truncated: settings.truncated,
     excludedFailureClasses: settings.excludedFailureClasses,
     incompleteGroups: settings.incompleteGroups,
-    ...(settings.maxVersionsBehind !== undefined &&
-      lineage && { staleness: { lineage, maxVersionsBehind: settings.maxVersionsBehind } }),
+    ...(lineage && {
+      staleness: {
+        lineage,
+        ...(settings.maxVersionsBehind !== undefined && { maxVersionsBehind: settings.maxVersionsBehind }),
+      },
+    }),
   };
 }
 
@@ -228,5 +237,6 @@ function summaryOf(report: DataQualityReport): BatchStageResult['summary'] {
     mergeMode: report.merge.mode,
     mergeRate: report.mergeRate,
     driftRate: report.drift.rate,
+    ...(report.staleness && { keptByVersionsBehind: report.staleness.keptByVersionsBehind }),
   };
 }
