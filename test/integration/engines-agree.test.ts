@@ -113,7 +113,8 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
     let batchFile: string;
     beforeAll(() => {
       // Demonstrations of train tasks as rollouts: correct answers rewarded (+), wrong ones not (−),
-      // sampler log-probs a little off the trainer's so the PPO ratio and clipping both act.
+      // sampler log-probs a little off the trainer's (ratio e^-0.3 ≈ 0.74 on every third token, e^0.2 ≈ 1.22 on
+      // the others), corrected by masked importance sampling: the band masks the first, the cap truncates the rest.
       const tasks = [
         { id: 'a', question: '12 plus 30?', answer: 42 },
         { id: 'b', question: '64 times 3?', answer: 192 },
@@ -146,7 +147,12 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
         batchFile,
         encodeBatch(
           { sequences, report: {} as Batch['report'] },
-          { iteration: 1, policyVersion: 'v0', configHash: 'test' },
+          {
+            iteration: 1,
+            policyVersion: 'v0',
+            configHash: 'test',
+            importanceSampling: { mode: 'mask', level: 'token', cap: 1.2, band: [0.8, 1.5] },
+          },
         ).bytes,
       );
     });
@@ -188,6 +194,15 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
         expect(b.metrics[key], key).toBeCloseTo(a.metrics[key], 4);
       expect(b.metrics.tokens).toBe(a.metrics.tokens);
       expect(a.metrics.clipFraction).toBeGreaterThan(0);
+      // One correction: the same tokens masked and capped, the same ratios.
+      const [ia, ib] = [a.importanceWeights, b.importanceWeights];
+      expect(ia.maskedFraction).toBeGreaterThan(0.2);
+      expect(ia.cappedFraction).toBeGreaterThan(0.4);
+      for (const key of ['maskedFraction', 'cappedFraction', 'tokens'] as const) expect(ib[key], key).toBe(ia[key]);
+      for (const key of ['mean', 'min', 'max'] as const) {
+        expect(ib.ratio[key], `ratio.${key}`).toBeCloseTo(ia.ratio[key], 4);
+        expect(ib.sequences.ratio[key], `sequences.ratio.${key}`).toBeCloseTo(ia.sequences.ratio[key], 4);
+      }
 
       const weights = (folder: string) =>
         decodeSafetensors(readFileSync(path.join(folder, 'model.safetensors'))).tensors;
