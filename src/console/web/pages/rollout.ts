@@ -1,4 +1,5 @@
 import { FAILURE_CLASS_TABLE } from '../../../rollouts/failure-classes.js';
+import { verifiedRewardEvent } from '../../../rollouts/rewards.js';
 import { enc, get } from '../api.js';
 import { facts, h, json, ms, num, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
@@ -22,7 +23,7 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
     h('h1', {}, `Rollout ${rollout.id}`),
     rolloutFacts(view),
     h('h2', {}, 'Reward components'),
-    rewardComponents(events),
+    rewardComponents(events, rollout.attempts),
     ...failure(events),
     h('h2', {}, 'Conversation'),
     h('div', { id: 'conversation' }, conversation(calls)),
@@ -74,9 +75,9 @@ function rolloutFacts({ rollout, rewards }: RolloutView): HTMLElement {
   ]);
 }
 
-/** The components of the reward the verifier gave (its last reward event), if it scored the rollout. */
-function rewardComponents(events: RolloutEvent[]): HTMLElement {
-  const reward = events.filter((e) => e.type === 'reward' && e.source === 'admin').at(-1);
+/** The components of the reward the verifier gave the final attempt (the one the batch trains on), if it scored it. */
+function rewardComponents(events: RolloutEvent[], attempt: number): HTMLElement {
+  const reward = verifiedRewardEvent(events, attempt);
   return reward
     ? table(
         ['Component', 'Value'],
