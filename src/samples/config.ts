@@ -22,7 +22,8 @@ const importanceSamplingSettings = z
         "What mask mode judges: each token's ratio, or the sequence's (exp of the mean log-ratio of its trained tokens), masking the whole sequence",
       ),
     band: z
-      .tuple([z.number().positive(), z.number().positive()])
+      .array(z.number().positive())
+      .length(2)
       .optional()
       .describe('[low, high] with low < 1 < high: ratios inside are kept (mask mode only, required there)'),
     cap: z
@@ -42,7 +43,7 @@ const importanceSamplingSettings = z
         issue('level', 'level sequence applies to mode mask only; set mode: mask or level: token');
     } else if (s.band === undefined)
       issue('band', 'mode mask needs band: [low, high] with low < 1 < high (e.g. [0.5, 2])');
-    else if (!(s.band[0] < 1 && s.band[1] > 1))
+    else if (!((s.band[0] as number) < 1 && (s.band[1] as number) > 1))
       issue('band', `band [${s.band.join(', ')}] must hold 1 strictly inside (low < 1 < high), e.g. [0.5, 2]`);
   });
 

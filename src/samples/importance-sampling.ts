@@ -26,7 +26,7 @@ export function importanceSamplingOf(samples: Samples): ImportanceSampling | und
       ? undefined
       : { mode: 'truncate', level: 'token', cap: samples.importanceWeightCap };
   if (s.mode === 'truncate') return { mode: 'truncate', level: 'token', cap: s.cap as number };
-  const band = s.band as [number, number];
+  const band = s.band as [number, number]; // length 2: the schema checked it
   return { mode: 'mask', level: s.level, cap: s.cap ?? band[1], band };
 }
 
