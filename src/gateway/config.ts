@@ -61,6 +61,28 @@ const backend = z.strictObject({
       'The backend takes a chat request with its prompt as token ids, which rollouts of runs with samples.merge: tito ' +
         'need: the gateway splices the ids the model produced into the history the harness sends back',
     ),
+  maxInFlight: z
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .optional()
+    .describe(
+      'Calls in flight to this backend at most, across all gateways sharing the store: each live gateway admits ' +
+        'its share (limit / gateways, the remainder to the lowest ids; recomputed from heartbeat rows every 2 s) and ' +
+        'queues the rest in arrival order. Set it to at least the number of gateways (a share of 0 admits nothing). ' +
+        'While gateways join or leave, new calls wait until all agree; a gateway cut off from the store for over 10 s ' +
+        'while its calls still run is the one case the sum can pass the limit. No limit when unset',
+    ),
+  maxQueueWaitSeconds: z
+    .number()
+    .positive()
+    .max(86_400)
+    .optional()
+    .describe(
+      'With maxInFlight: longest a call waits in the queue for a slot (300 when unset); then it is refused with 429 backend_at_limit ' +
+        '(Retry-After 5), journaled as policy_unavailable (an infrastructure failure, never trained on)',
+    ),
 });
 
 /** The config's `gateway` section: what harnesses call, the backends and policy versions behind it. */

@@ -187,6 +187,32 @@ export const controlRoutes = {
     response: policyStatus.extend({ drained: z.boolean() }),
   }),
 
+  // --- launch slots: a limit on running harnesses of a kind, held across workers by leases in the store ---
+  /** A lease when fewer than `limit` of the kind are live (expired ones are reclaimed first); else leaseId null. */
+  takeLaunchSlot: controlRoute({
+    method: 'POST',
+    path: '/api/launch-slots',
+    body: z.strictObject({
+      kind: z.string().min(1).max(500),
+      holder: z.string().min(1).max(500),
+      limit: z.number().int().min(1),
+      ttlMs: z.number().int().min(100).max(3_600_000),
+    }),
+    response: z.object({ leaseId: z.string().nullable(), running: z.number().int() }),
+  }),
+  /** renewed false: the lease expired and was reclaimed (its holder was presumed dead). */
+  renewLaunchSlot: controlRoute({
+    method: 'POST',
+    path: '/api/launch-slots/:id/renew',
+    body: z.strictObject({ ttlMs: z.number().int().min(100).max(3_600_000) }),
+    response: z.object({ renewed: z.boolean() }),
+  }),
+  releaseLaunchSlot: controlRoute({
+    method: 'DELETE',
+    path: '/api/launch-slots/:id',
+    response: z.object({ released: z.boolean() }),
+  }),
+
   // --- mirror mode: an alias's production calls also go to a candidate, journaled as shadow calls ---
   listMirrors: controlRoute({
     method: 'GET',

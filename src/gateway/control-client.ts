@@ -117,6 +117,24 @@ export class GatewayControlClient {
     return this.call(api.listShadowCalls, { query: filter });
   }
 
+  /** A lease on one of `limit` launch slots of a harness kind, across workers (leaseId null: all taken). */
+  takeLaunchSlot(request: {
+    kind: string;
+    holder: string;
+    limit: number;
+    ttlMs: number;
+  }): Promise<{ leaseId: string | null; running: number }> {
+    return this.call(api.takeLaunchSlot, { body: request });
+  }
+
+  async renewLaunchSlot(leaseId: string, ttlMs: number): Promise<boolean> {
+    return (await this.call(api.renewLaunchSlot, { params: { id: leaseId }, body: { ttlMs } })).renewed;
+  }
+
+  async releaseLaunchSlot(leaseId: string): Promise<boolean> {
+    return (await this.call(api.releaseLaunchSlot, { params: { id: leaseId } })).released;
+  }
+
   /** One request of the control API, its path, query and body made from the route's own definition. */
   private async call<R extends ControlRoute>(route: R, input: ControlInput<R>): Promise<ControlOutput<R>> {
     const { params, query, body } = input as { params?: Record<string, string>; query?: object; body?: unknown };

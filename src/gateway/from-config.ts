@@ -10,6 +10,9 @@ import { redactionRules } from './redact.js';
 import type { RoutingTable } from './routing.js';
 import type { GatewayOptions } from './server.js';
 
+/** How long a call waits for a slot of a backend at its maxInFlight, unless its maxQueueWaitSeconds says. */
+const DEFAULT_QUEUE_WAIT_SECONDS = 300;
+
 export interface ResolvedGateway {
   options: GatewayOptions;
   /** Where the admin key was found or generated, for the operator. */
@@ -62,6 +65,12 @@ export function routingTable(settings: GatewaySettings, env: NodeJS.ProcessEnv =
       logprobs: backend.logprobs,
       nativeApis: backend.nativeApis,
       tokenIn: backend.tokenIn,
+      ...(backend.maxInFlight !== undefined && {
+        limit: {
+          maxInFlight: backend.maxInFlight,
+          maxQueueWaitMs: (backend.maxQueueWaitSeconds ?? DEFAULT_QUEUE_WAIT_SECONDS) * 1000,
+        },
+      }),
     };
   }
   return { backends, policies: settings.policies, aliases: settings.aliases };

@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { GatewayTracing } from '../telemetry/gateway-tracing.js';
+import type { BackendLimits } from './backend-limits.js';
 import { BackendPools } from './backend-pools.js';
 import { classify, journalShare, type Finish } from './backend-reply.js';
 import { GatewayCallError, GatewayHttpError } from './errors.js';
@@ -34,12 +35,19 @@ export interface ProxyOptions {
   metrics?: GatewayMetrics;
   /** Where each call becomes an OpenTelemetry span (gateway.tracing). */
   tracing?: GatewayTracing | undefined;
+  /** Backends' limits on calls in flight (gateway.backends.*.maxInFlight); none when unset. */
+  limits?: BackendLimits;
 }
 
 export type { ProxiedCall } from './proxied-call.js';
 
-/** Routing refusals that are Rein's doing (a version it pinned is not routed, or is mid weight update). */
-const ROUTING_FAULTS = new Set(['pinned_policy_missing', 'policy_paused']);
+const noSlot = (): void => undefined;
+
+/**
+ * Routing refusals that are Rein's doing (a version it pinned is not routed, or is mid weight update, or its backend
+ * stayed at its limit of calls in flight).
+ */
+const ROUTING_FAULTS = new Set(['pinned_policy_missing', 'policy_paused', 'backend_at_limit']);
 
 /**
  * Forwards one model call to its backend and journals it: the call is written before it is
@@ -74,6 +82,17 @@ export class ModelCallProxy {
       throw err;
     }
     const { route, release, mirror } = admitted;
+    let leave: () => void;
+    try {
+      // Under the limit the slot is there at once: no await on the hot path.
+      const slot = this.backendSlot(route, call.signal);
+      leave = typeof slot === 'function' ? slot : await slot;
+    } catch (err) {
+      release();
+      mirror?.release();
+      if (err instanceof RoutingError) await this.journalRefusal(call, err).catch(() => undefined);
+      throw err;
+    }
     let mirrored = false;
     try {
       await this.forward(call, route, res, (callId, receivedForJournal, plan) => {
@@ -85,10 +104,19 @@ export class ModelCallProxy {
         this.shadowCalls.start(asked, route, mirror, callId, redact(plan.body, this.options.redaction));
       });
     } finally {
+      leave();
       release();
       // The production call failed before it was journaled: there is nothing to shadow.
       if (mirror && !mirrored) mirror.release();
     }
+  }
+
+  /**
+   * A slot among the backend's calls in flight: at once (no await) under its limit or where it has none, else when
+   * one frees up, in arrival order.
+   */
+  private backendSlot(route: Route, signal: AbortSignal): (() => void) | Promise<() => void> {
+    return this.options.limits ? this.options.limits.enter(route.backendName, signal) : noSlot;
   }
 
   private async journalRefusal(call: ProxiedCall, err: RoutingError): Promise<void> {

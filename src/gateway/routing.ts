@@ -13,6 +13,8 @@ export interface BackendSpec {
   nativeApis?: CallEndpoint[] | undefined;
   /** The backend takes chat prompts as token ids (see gateway.backends.*.tokenIn). */
   tokenIn?: TokenInSpec | undefined;
+  /** Calls in flight at most across all gateways, and the longest a call queues for one (see BackendLimits). */
+  limit?: { maxInFlight: number; maxQueueWaitMs: number } | undefined;
 }
 
 export interface TokenInSpec {

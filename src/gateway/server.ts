@@ -5,11 +5,15 @@ import { exposition } from '../metrics/registry.js';
 import { ROLLOUT_ID_MAX_LENGTH } from '../rollouts/rollout-id.js';
 import type { TraceStore } from '../store/trace-store.js';
 import { GatewayTracing, type TracingOptions } from '../telemetry/gateway-tracing.js';
+import type { CoordinationStore } from '../store/coordination-store.js';
 import { controlRoutes } from './control-api.js';
+import { backendAdmission, coordinationBeside } from './coordination.js';
 import { GatewayCredentials } from './credentials.js';
 import { connectionOptions, describeError, errorBodyFor, isGatewayFailure, logGatewayFailure } from './errors.js';
 import type { GatewayContext } from './gateway-context.js';
+import type { MembershipTiming } from './gateway-membership.js';
 import { RolloutKeys } from './keys.js';
+import { launchSlotRoutes } from './launch-slot-routes.js';
 import { policyRoutes } from './policy-routes.js';
 import { ModelCallProxy } from './proxy.js';
 import { jsonBodyParser, proxyRoutes } from './proxy-routes.js';
@@ -49,6 +53,13 @@ export interface GatewayOptions {
   markLostCalls?: boolean;
   /** OpenTelemetry traces over OTLP/HTTP (gateway.tracing); none when unset. */
   tracing?: TracingOptions | undefined;
+  /**
+   * Where gateways sharing a store meet (backend limits) and workers take launch slots; default: beside the trace
+   * store, on its database.
+   */
+  coordination?: CoordinationStore | undefined;
+  /** How often this gateway's heartbeat row is written, and when a silent one is counted gone (tests shorten them). */
+  membershipTiming?: MembershipTiming;
 }
 
 export interface Gateway {
@@ -73,6 +84,8 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
   const log = options.logger ?? createLogger('warn', 'gateway');
   const tracing =
     options.tracing && new GatewayTracing(options.tracing, { store, redaction: options.redaction ?? [], log });
+  const coordination = options.coordination ?? (await coordinationBeside(options.store));
+  const { limits, membership } = await backendAdmission(options.routing, coordination, log, options.membershipTiming);
   const proxy = new ModelCallProxy({
     store,
     router,
@@ -82,6 +95,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     ...(options.maxShadowsInFlight !== undefined && { maxShadowsInFlight: options.maxShadowsInFlight }),
     metrics,
     tracing,
+    limits,
   });
   let publicUrl = options.publicUrl ?? '';
   const context: GatewayContext = {
@@ -93,6 +107,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     tracing,
     log,
     rawBodies: new WeakMap(),
+    coordination,
     publicUrl: () => publicUrl,
   };
   const app = buildApp(options, context);
@@ -105,7 +120,11 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
           startedAt,
           'the gateway stopped while this call was in flight (found by the next gateway on start)',
         );
-  const url = await app.listen({ host: listen.host, port: listen.port });
+  const url = await app.listen({ host: listen.host, port: listen.port }).catch(async (err: unknown) => {
+    // A member that never serves would hold every other gateway's admissions until its row expired.
+    await membership?.close();
+    throw err;
+  });
   publicUrl ||= url;
   return {
     app,
@@ -116,6 +135,7 @@ export async function startGateway(options: GatewayOptions, listen: { host: stri
     tracing,
     async close() {
       await app.close();
+      await membership?.close();
       await proxy.close();
       await tracing?.close();
     },
@@ -156,5 +176,6 @@ function buildApp(options: GatewayOptions, context: GatewayContext): FastifyInst
   void app.register(proxyRoutes, context);
   void app.register(rolloutRoutes, context);
   void app.register(policyRoutes, context);
+  void app.register(launchSlotRoutes, context);
   return app;
 }
