@@ -25,6 +25,8 @@ describe('the harness version', () => {
     expect(harnessVersion({ ...a, local: { ...a.local!, args: ['agent.mjs', '--fast', '{task}'] } })).not.toBe(
       harnessVersion(a),
     );
+    // How many may run at once schedules the harness; it does not define it.
+    expect(harnessVersion({ ...a, maxRunning: 4 })).toBe(harnessVersion(a));
   });
 });
 

@@ -36,6 +36,18 @@ export const harnessSchema = z
       .describe('The version you give the harness (a release tag, a commit); part of the harness version'),
     local: programSchema.optional().describe('Run the harness as a local process per rollout'),
     kubernetes: kubernetesHarnessSchema.optional().describe('Run the harness as a Kubernetes Job per rollout attempt'),
+    maxRunning: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .optional()
+      .describe(
+        'Runs of this harness (this harness version) going at once at most across all workers, whatever each ' +
+          "worker's rollouts.concurrency: each run holds a lease in the store (through the gateway), renewed every " +
+          "20 s while it runs and released after its verifier; a dead worker's leases come back 60 s after their last " +
+          'renewal. Not part of the harness version. No limit when unset',
+      ),
   })
   .refine((h) => (h.local === undefined) !== (h.kubernetes === undefined), {
     message: 'give exactly one of local and kubernetes',
@@ -65,9 +77,11 @@ export function programSpec(settings: z.output<typeof programSchema>): ProgramSp
  * version (and image, digest included). Same harness, same version.
  */
 export function harnessVersion(settings: HarnessSettings): string {
-  const template = settings.kubernetes ? readFileSync(settings.kubernetes.template, 'utf8') : undefined;
+  // How many may run at once is how it is scheduled, not what it is.
+  const { maxRunning: _scheduling, ...defining } = settings;
+  const template = defining.kubernetes ? readFileSync(defining.kubernetes.template, 'utf8') : undefined;
   return `h-${createHash('sha256')
-    .update(canonicalJson({ ...settings, ...(template !== undefined && { templateText: template }) }))
+    .update(canonicalJson({ ...defining, ...(template !== undefined && { templateText: template }) }))
     .digest('hex')
     .slice(0, 16)}`;
 }

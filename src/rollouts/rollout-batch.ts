@@ -27,6 +27,11 @@ export interface RolloutBatchSpec {
   rewardWeights: Record<string, number>;
   /** The most harness runs going at once. */
   concurrency: number;
+  /**
+   * Harness runs of this harness version going at once at most across every worker (harness.maxRunning): each run
+   * holds a lease in the store, taken through the gateway. No limit beyond `concurrency` when unset.
+   */
+  maxRunning?: number | undefined;
   /** The most harness runs started per second (an API server or a scheduler may need it). */
   launchesPerSecond?: number | undefined;
   /** Attempts per rollout; only infrastructure failures start another. */

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { GatewayRequestError, type GatewayControlClient } from '../gateway/control-client.js';
 import { DEFAULT_REFUSAL_PATTERNS } from './failure-class.js';
 import { programProblems } from './program.js';
+import { launchSlots, type ReleaseSlot } from './launch-slots.js';
 import { launchPacer } from './pacer.js';
 import { dependencyWaiter } from './readiness.js';
 import { RolloutSetupError, type RolloutBatchSpec, type RolloutOutcome, type RunnerDeps } from './rollout-batch.js';
@@ -54,6 +55,7 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
     }),
     refusalPatterns: (spec.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i')),
   };
+  const slot = launchSlotsOf(spec, deps);
   const jobs = taskSamples(spec.tasks, spec.samplesPerTask);
   const outcomes: RolloutOutcome[] = new Array(jobs.length);
   let next = 0;
@@ -62,13 +64,32 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
     while (next < jobs.length) {
       const index = next++;
       const { task, sample } = jobs[index] as { task: Task; sample: number };
-      const outcome = await runRollout(context, task, sample);
+      // The slot is held from before the launch until the rollout is done (its verifier's run included).
+      const release = await slot?.();
+      let outcome: RolloutOutcome;
+      try {
+        outcome = await runRollout(context, task, sample);
+      } finally {
+        await release?.();
+      }
       outcomes[index] = outcome;
       deps.onFinished?.(outcome, ++done, jobs.length);
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(spec.concurrency, jobs.length)) }, worker));
   return outcomes;
+}
+
+/** Where harness.maxRunning is set, the slots its runs take across all workers. */
+function launchSlotsOf(spec: RolloutBatchSpec, deps: RunnerDeps): (() => Promise<ReleaseSlot>) | undefined {
+  if (spec.maxRunning === undefined) return undefined;
+  return launchSlots(deps.gateway, {
+    kind: spec.harnessVersion ?? 'unversioned',
+    limit: spec.maxRunning,
+    onWaiting: deps.onWaiting,
+    onWarning: deps.onWarning,
+    signal: deps.signal,
+  });
 }
 
 /** What keeps a launch from reaching the model now: the gateway, or the pinned version's backend, not answering. */
