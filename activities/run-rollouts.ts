@@ -16,6 +16,7 @@ import {
   type RolloutOutcome,
 } from '../src/rollouts/runner.js';
 import { SAMPLES_MERGE, type RolloutMode } from '../src/rollouts/rollout.js';
+import { summarizeOutcomes, type RolloutSetSummary } from '../src/rollouts/shards.js';
 import { loadTaskSet, type Task } from '../src/rollouts/tasks.js';
 import {
   RolloutSetupFailure,
@@ -59,31 +60,20 @@ export interface RunRolloutsInput {
   policyVersion: string | null;
   /** Extra harness variables for this set (e.g. greedy decoding for held-out replay). */
   harnessEnv?: Record<string, string>;
+  /**
+   * Set when this is one shard of a set that runs this many shards at once (see
+   * src/rollouts/shards.ts): the shard takes that share of the worker's concurrency and launch
+   * rate, so the set as a whole keeps to them however many workers share it. Absent: the whole set.
+   */
+  concurrencyShare?: number;
 }
 
-export interface RunRolloutsSummary {
-  batchId: string;
-  harnessVersion: string;
-  total: number;
-  byStatus: Record<string, number>;
-  byFailureClass: Record<string, number>;
-  /** Over the scored rollouts; null when none was scored. */
-  meanReward: number | null;
-  /**
-   * Rollouts lost to a fault before the verifier scored them (infrastructure, orchestrator,
-   * verifier, environment, cancelled).
-   */
-  unscored: number;
-  /** Rollouts whose harness reported a reward the verifier did not give. */
-  rewardDisagreements: number;
-  /** Mean reward per task over its scored samples, for paired comparisons; a task with none scored is absent. */
-  meanRewardByTask: Record<string, number>;
-}
+/** What a set (or one shard of it) came to; see summarizeOutcomes. */
+export type RunRolloutsSummary = RolloutSetSummary;
 
 export interface RolloutProgress {
   done: number;
   total: number;
-  finishedIds: string[];
   /** What the set is waiting for before it launches more (the gateway or a backend not answering). */
   waiting?: string;
 }
@@ -134,7 +124,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
     progress.stop();
     await executor.close?.();
   }
-  return summarize(input.batchId, version, outcomes);
+  return summarizeOutcomes(input.batchId, version, outcomes);
 }
 
 /** Rollouts go through the gateway: a worker without its admin key cannot run them. */
@@ -182,10 +172,9 @@ async function servedAgain(
 
 /** The set's progress, heartbeated on a timer and at each change; `stop` ends the timer. */
 function heartbeatProgress(context: Context, total: number) {
-  const finishedIds: string[] = [];
   let done = 0;
   let waiting: string | null = null;
-  const progress = (): RolloutProgress => ({ done, total, finishedIds, ...(waiting && { waiting }) });
+  const progress = (): RolloutProgress => ({ done, total, ...(waiting && { waiting }) });
   const stop = keepHeartbeating(context, progress);
   return {
     stop,
@@ -193,8 +182,7 @@ function heartbeatProgress(context: Context, total: number) {
       waiting = problem;
       context.heartbeat(progress());
     },
-    onFinished: (outcome: RolloutOutcome, finished: number) => {
-      finishedIds.push(outcome.rolloutId);
+    onFinished: (_outcome: RolloutOutcome, finished: number) => {
       done = finished;
       context.heartbeat(progress());
     },
@@ -217,8 +205,7 @@ function batchSpec(
     policyVersion: input.policyVersion,
     hiddenFields: run.rollouts.hiddenFields,
     rewardWeights: run.rollouts.rewardWeights,
-    concurrency: run.rollouts.concurrency,
-    launchesPerSecond: run.rollouts.launchesPerSecond,
+    ...shareOfPacing(run.rollouts, input.concurrencyShare),
     ...(run.rollouts.refusalPatterns && { refusalPatterns: run.rollouts.refusalPatterns }),
     maxAttempts: run.rollouts.maxAttempts,
     dependencyWaitMs: run.rollouts.dependencyWaitSeconds * 1000,
@@ -230,36 +217,14 @@ function batchSpec(
   };
 }
 
-function summarize(batchId: string, harnessVersion: string, outcomes: readonly RolloutOutcome[]): RunRolloutsSummary {
-  const count = (key: (o: RolloutOutcome) => string | null) =>
-    outcomes.reduce<Record<string, number>>((acc, o) => {
-      const k = key(o);
-      if (k !== null) acc[k] = (acc[k] ?? 0) + 1;
-      return acc;
-    }, {});
-  // One rule for every mean: unscored rollouts are left out, never counted as 0.
-  const rewards = outcomes.flatMap((o) => (o.reward === null ? [] : [o.reward]));
+/** The worker's concurrency and launch rate, or a shard's share of them (at least one harness). */
+function shareOfPacing(
+  pacing: Pick<RunDeps['rollouts'], 'concurrency' | 'launchesPerSecond'>,
+  share: number | undefined,
+): Pick<RolloutBatchSpec, 'concurrency' | 'launchesPerSecond'> {
+  const parts = Math.max(1, share ?? 1);
   return {
-    batchId,
-    harnessVersion,
-    total: outcomes.length,
-    byStatus: count((o) => o.status),
-    byFailureClass: count((o) => o.failureClass),
-    meanReward: rewards.length === 0 ? null : rewards.reduce((a, b) => a + b, 0) / rewards.length,
-    unscored: outcomes.length - rewards.length,
-    rewardDisagreements: outcomes.filter((o) => o.rewardDisagrees).length,
-    meanRewardByTask: meanRewardByTask(outcomes),
+    concurrency: Math.max(1, Math.ceil(pacing.concurrency / parts)),
+    launchesPerSecond: pacing.launchesPerSecond === undefined ? undefined : pacing.launchesPerSecond / parts,
   };
-}
-
-function meanRewardByTask(outcomes: readonly RolloutOutcome[]): Record<string, number> {
-  const sums = new Map<string, { sum: number; n: number }>();
-  for (const o of outcomes) {
-    if (o.reward === null) continue;
-    const entry = sums.get(o.taskId) ?? { sum: 0, n: 0 };
-    entry.sum += o.reward;
-    entry.n += 1;
-    sums.set(o.taskId, entry);
-  }
-  return Object.fromEntries([...sums].map(([task, { sum, n }]) => [task, sum / n]));
 }

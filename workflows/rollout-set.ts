@@ -1,23 +1,49 @@
 import { upsertSearchAttributes } from '@temporalio/workflow';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
-import { rolloutSetActivity } from './rollouts-activity.js';
+import { DEFAULT_SHARD_SETTINGS, type ShardSettings } from '../src/rollouts/shards.js';
+import { rolloutSetActivity, scoredRollouts } from './rollouts-activity.js';
+import { runsInShards, shardedRollouts } from './rollout-shards.js';
 import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
 
 export interface RolloutSetInput extends RunRolloutsInput {
-  /** How long a worker may go silent before the set moves to another worker. */
+  /** How long a worker may go silent before its shard moves to another worker. */
   heartbeatTimeoutSeconds?: number;
+  /** Bounds each activity of the set (the whole set when it is one shard). */
   timeoutMinutes?: number;
+  /** How the set is split over workers (the config's rollouts.shard); default: DEFAULT_SHARD_SETTINGS. */
+  shards?: ShardSettings;
+  /**
+   * Run unscored rollouts again before returning, as an iteration does before it builds a batch
+   * (see scoredRollouts); default: report them unscored.
+   */
+  rescore?: boolean;
 }
 
-/** One set of rollouts (train, eval or shadow) as its own workflow: the first stage of an iteration, or a replay. */
+/**
+ * One set of rollouts (train, eval or shadow) as its own workflow: an iteration's training set, or
+ * a replay. A set larger than one shard fans out over the task queue (rollout-shards.ts).
+ */
 export async function rolloutSet(input: RolloutSetInput): Promise<RunRolloutsSummary> {
-  const { heartbeatTimeoutSeconds, timeoutMinutes, ...rollouts } = input;
+  const { heartbeatTimeoutSeconds, timeoutMinutes, shards = DEFAULT_SHARD_SETTINGS, rescore, ...rollouts } = input;
   upsertSearchAttributes([
     { key: ReinStage, value: 'rollouts' },
     ...(rollouts.policyVersion !== null ? [{ key: ReinPolicyVersion, value: rollouts.policyVersion }] : []),
   ]);
   const summary = `${rollouts.mode} rollouts: ${rollouts.taskIds.length} tasks x ${rollouts.samplesPerTask}`;
-  const result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, rollouts, timeoutMinutes);
+  let result: RunRolloutsSummary;
+  if (rescore) {
+    result = await scoredRollouts(summary, heartbeatTimeoutSeconds, rollouts, shards, timeoutMinutes);
+  } else if (runsInShards(rollouts, shards)) {
+    result = await shardedRollouts(rollouts, {
+      summary,
+      heartbeatTimeoutSeconds,
+      settings: shards,
+      rescoreRounds: 0,
+      ...(timeoutMinutes !== undefined && { timeoutMinutes }),
+    });
+  } else {
+    result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, rollouts, timeoutMinutes);
+  }
   upsertSearchAttributes([{ key: ReinStage, value: 'rollouts-done' }]);
   return result;
 }

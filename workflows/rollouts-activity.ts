@@ -1,7 +1,9 @@
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
+import { DEFAULT_SHARD_SETTINGS, type ShardSettings } from '../src/rollouts/shards.js';
 import { callOptions, ROLLOUT_ACTIVITY } from './activity-options.js';
+import { runsInShards, shardedRollouts } from './rollout-shards.js';
 import type { HeldoutSelection } from './task-selection.js';
 
 const { runRollouts } = proxyActivities<Activities>(ROLLOUT_ACTIVITY);
@@ -30,16 +32,24 @@ const RESCORE_ROUNDS = 2;
  * Runs a set of rollouts, then runs its unscored ones (lost to a fault) again before anything is
  * computed from it: a verdict or a batch must rest on scored rollouts, and a short outage should
  * cost a pause, not the evidence. What is still unscored after the last round is reported as such.
+ * A set larger than one shard runs as shards on any workers (rollout-shards.ts), and only the
+ * shards with unscored rollouts run again; a smaller one is one activity, as it always was.
  */
 export async function scoredRollouts(
   summary: string,
   heartbeatTimeoutSeconds: number | undefined,
   input: RunRolloutsInput,
+  shards: ShardSettings = DEFAULT_SHARD_SETTINGS,
+  timeoutMinutes?: number,
 ): Promise<RunRolloutsSummary> {
-  let result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input);
+  if (runsInShards(input, shards)) {
+    const options = { summary, heartbeatTimeoutSeconds, settings: shards, rescoreRounds: RESCORE_ROUNDS };
+    return shardedRollouts(input, { ...options, ...(timeoutMinutes !== undefined && { timeoutMinutes }) });
+  }
+  let result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input, timeoutMinutes);
   for (let round = 1; round <= RESCORE_ROUNDS && result.unscored > 0; round++) {
     await sleep(`${10 * round} seconds`);
-    result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input);
+    result = await rolloutSetActivity(summary, heartbeatTimeoutSeconds, input, timeoutMinutes);
   }
   return result;
 }
@@ -57,6 +67,7 @@ export function heldoutReplay(
     configHash: string;
   },
   heartbeatTimeoutSeconds: number | undefined,
+  shards?: ShardSettings,
 ): Promise<RunRolloutsSummary> {
   const { heldout, samplesPerTask, policyVersion } = replay;
   return scoredRollouts(
@@ -72,5 +83,6 @@ export function heldoutReplay(
       policyVersion,
       ...(heldout.harnessEnv && { harnessEnv: heldout.harnessEnv }),
     },
+    shards,
   );
 }

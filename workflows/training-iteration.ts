@@ -3,13 +3,15 @@ import {
   proxyActivities,
   setCurrentDetails,
   upsertMemo,
+  workflowInfo,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { LedgerInput } from '../activities/release.js';
-import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
+import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
-import { iterationBatchId, selectionRolloutIds } from '../src/rollouts/rollout-id.js';
+import { iterationBatchId } from '../src/rollouts/rollout-id.js';
+import { DEFAULT_SHARD_SETTINGS, type ShardSettings } from '../src/rollouts/shards.js';
 import type { BatchStageResult } from '../src/samples/stage.js';
 import {
   BATCH_ACTIVITY,
@@ -19,6 +21,8 @@ import {
   TRAINER_ACTIVITY,
 } from './activity-options.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
+import { rolloutSet } from './rollout-set.js';
+import { runsInShards } from './rollout-shards.js';
 import { scoredRollouts } from './rollouts-activity.js';
 import {
   ReinHeldoutSuccess,
@@ -51,6 +55,8 @@ export interface TrainingIterationInput {
   release?: { samplesPerTask: number; promote: boolean; base: { version: string; checkpointUri: string } };
   /** How long a worker may go silent in a stage before the stage moves to another worker (default 60). */
   heartbeatTimeoutSeconds?: number;
+  /** How the rollout sets are split over workers (the config's rollouts.shard); default: DEFAULT_SHARD_SETTINGS. */
+  shards?: ShardSettings;
 }
 
 /** An iteration's stages in order; `done` marks when the last one ended. */
@@ -66,6 +72,7 @@ export interface TrainingIterationResult {
   iteration: number;
   parent: string;
   candidate: string;
+  /** The training rollouts; their meanRewardByTask is left out (empty) to keep the run's history small. */
   rollouts: RunRolloutsSummary;
   batch: { uri: string; contentHash: string; reportUri: string } & BatchStageResult['summary'];
   update: UpdatePolicySummary;
@@ -107,24 +114,14 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   upsertMemo({ configHash: input.configHash });
   stage('rollouts');
 
-  const rollouts = await scoredRollouts(
-    `train rollouts: ${input.train.taskIds.length} tasks x ${input.train.samplesPerTask} on ${parent}`,
-    heartbeatTimeoutSeconds,
-    {
-      batchId,
-      configHash: input.configHash,
-      taskSet: input.train.taskSet,
-      taskIds: input.train.taskIds,
-      samplesPerTask: input.train.samplesPerTask,
-      mode: 'train',
-      policyVersion: parent,
-    },
-  );
+  const rollouts = await trainRollouts(input, batchId, heartbeatTimeoutSeconds);
   upsertMemo({ harnessVersion: rollouts.harnessVersion });
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
   stage('batch');
   const built = await buildTrainingBatch(input, batchId, rollouts.total, heartbeatTimeoutSeconds);
+  // Nothing downstream pairs training rollouts by task (held-out replays keep theirs).
+  const trained = { ...rollouts, meanRewardByTask: {} };
 
   stage('update');
   const candidate = `${runId}.v${iteration}`;
@@ -151,12 +148,52 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   ]);
   stage('done');
   const batch = { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri };
-  return { iteration, parent, candidate, rollouts, batch: { ...batch, ...built.summary }, update, heldout, release };
+  return {
+    iteration,
+    parent,
+    candidate,
+    rollouts: trained,
+    batch: { ...batch, ...built.summary },
+    update,
+    heldout,
+    release,
+  };
+}
+
+/**
+ * The iteration's training rollouts: one activity when the set fits one shard (as before sharding),
+ * else a rolloutSet child that fans the shards out over the task queue, which keeps this history
+ * a few events long whatever the set's size.
+ */
+function trainRollouts(
+  input: TrainingIterationInput,
+  batchId: string,
+  heartbeatTimeoutSeconds: number,
+): Promise<RunRolloutsSummary> {
+  const { train, policyVersion: parent } = input;
+  const set: RunRolloutsInput = {
+    batchId,
+    configHash: input.configHash,
+    taskSet: train.taskSet,
+    taskIds: train.taskIds,
+    samplesPerTask: train.samplesPerTask,
+    mode: 'train',
+    policyVersion: parent,
+  };
+  const summary = `train rollouts: ${train.taskIds.length} tasks x ${train.samplesPerTask} on ${parent}`;
+  const shards = input.shards ?? DEFAULT_SHARD_SETTINGS;
+  if (!runsInShards(set, shards)) return scoredRollouts(summary, heartbeatTimeoutSeconds, set, shards);
+  return executeChild(rolloutSet, {
+    // Not `<run>-it<n>-rollouts`: a run's own set ahead (the asynchronous schedule) may hold that id.
+    workflowId: `${workflowInfo().workflowId}-train-set`,
+    staticSummary: summary,
+    args: [{ ...set, heartbeatTimeoutSeconds, shards, rescore: true }],
+  });
 }
 
 type BuiltBatch = Awaited<ReturnType<Activities['buildBatch']>>;
 
-/** The batch from the iteration's training rollouts, by their ids. */
+/** The batch from the iteration's training rollouts, by selection (not 10,000 ids in the history). */
 function buildTrainingBatch(
   input: TrainingIterationInput,
   batchId: string,
@@ -164,13 +201,9 @@ function buildTrainingBatch(
   heartbeatTimeoutSeconds: number,
 ): Promise<BuiltBatch> {
   const { runId, iteration, policyVersion: parent } = input;
-  const rolloutIds = selectionRolloutIds({
-    batchId,
-    taskIds: input.train.taskIds,
-    samplesPerTask: input.train.samplesPerTask,
-  });
+  const selection = { batchId, taskIds: input.train.taskIds, samplesPerTask: input.train.samplesPerTask };
   return buildBatch.executeWithOptions(callOptions(heartbeatTimeoutSeconds, `batch from ${rollouts} rollouts`), [
-    { runId, iteration, policyVersion: parent, configHash: input.configHash, rolloutIds },
+    { runId, iteration, policyVersion: parent, configHash: input.configHash, selection },
   ]);
 }
 

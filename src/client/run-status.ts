@@ -3,6 +3,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import {
   PROGRESS_MEMO,
+  shardedProgressQuery,
   statusQuery,
   type RunProgress,
   type RunStatus,
@@ -173,26 +174,64 @@ export async function describeStage(client: Client, workflowId: string): Promise
     throw err;
   }
   const { raw } = described;
-  const pending = raw.pendingActivities?.[0];
+  const pendingActivities = raw.pendingActivities ?? [];
+  const pending = pendingActivities.find((a) => a.lastFailure) ?? pendingActivities[0];
   if (!pending) {
     // The stage's work may be in a child (an iteration's release): follow it down.
     const child = raw.pendingChildren?.[0]?.workflowId;
     return child ? describeStage(client, child) : undefined;
   }
-  const payload = pending.heartbeatDetails?.payloads?.[0];
-  const beat = payload
-    ? (defaultPayloadConverter.fromPayload(payload) as { done?: number; total?: number; waiting?: string } | undefined)
-    : undefined;
+  const beat = heartbeatOf(pending);
+  const progress = (await setProgress(client, workflowId, pendingActivities)) ?? beat;
   return {
     workflowId,
     stage: stageAttribute(described),
     type: pending.activityType?.name ?? 'activity',
     attempt: pending.attempt ?? 1,
-    done: beat?.done,
-    total: beat?.total,
+    done: progress?.done,
+    total: progress?.total,
     lastFailure: pending.lastFailure?.message ?? undefined,
-    waiting: beat?.waiting,
+    waiting: pendingActivities.map((a) => heartbeatOf(a)?.waiting).find((w) => w !== undefined),
   };
+}
+
+type PendingActivity = NonNullable<WorkflowExecutionDescription['raw']['pendingActivities']>[number];
+
+/** What a pending activity last heartbeated: a rollout set's or shard's progress, a stage's. */
+function heartbeatOf(pending: PendingActivity): { done?: number; total?: number; waiting?: string } | undefined {
+  const payload = pending.heartbeatDetails?.payloads?.[0];
+  return payload
+    ? (defaultPayloadConverter.fromPayload(payload) as { done?: number; total?: number; waiting?: string } | undefined)
+    : undefined;
+}
+
+/** How long describeStage waits for a worker to say how far a sharded set is. */
+const SHARDS_QUERY_TIMEOUT_MS = 5_000;
+
+/**
+ * A rollout set run in shards (workflows/rollout-shards.ts), over the whole set: the rollouts of
+ * its finished shards (the workflow's query) plus those its running shards heartbeated. Undefined
+ * for anything else (one activity, another stage), or when no worker answers in time.
+ */
+async function setProgress(
+  client: Client,
+  workflowId: string,
+  pending: readonly PendingActivity[],
+): Promise<{ done: number; total: number } | undefined> {
+  const shards = pending.filter((a) => a.activityType?.name === 'runRollouts');
+  if (shards.length === 0) return undefined;
+  try {
+    const set = await client.withDeadline(Date.now() + SHARDS_QUERY_TIMEOUT_MS, () =>
+      client.workflow.getHandle(workflowId).query(shardedProgressQuery),
+    );
+    if (set.shards === 0) return undefined;
+    const running = shards.reduce((n, a) => n + (heartbeatOf(a)?.done ?? 0), 0);
+    return { done: set.doneInFinishedShards + running, total: set.total };
+  } catch (err) {
+    // Not a sharded set (its workflow has no such query), or no worker answers: the first activity's own progress.
+    if (grpcCode(err) === UNAVAILABLE) throw err;
+    return undefined;
+  }
 }
 
 /** Temporal's status of a run's latest execution (RUNNING, COMPLETED, FAILED, TERMINATED, ...). */
