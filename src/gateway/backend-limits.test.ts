@@ -51,6 +51,8 @@ describe('a backend limit in one gateway', () => {
     gone.abort(new Error('client closed'));
     await expect(waiting).rejects.toThrow('client closed');
     expect(limit.waiting).toBe(0);
+    await expect(limit.enter(gone.signal)).rejects.toThrow('client closed');
+    expect(limit.waiting).toBe(0);
   });
 
   it('leaves backends without a limit alone', () => {

@@ -33,6 +33,7 @@ export class BackendLimit {
   /** A release function at once when a slot is free and nobody waits; else a promise of one. */
   enter(signal: AbortSignal): Release | Promise<Release> {
     if (this.inFlight < this.cap && this.queue.length === 0) return this.admitted();
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
     return new Promise<Release>((resolve, reject) => {
       const waiter: Waiter = {
         admit: (release) => {
