@@ -1,6 +1,7 @@
 import { setCurrentDetails, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
+import type { SampledRollouts } from './sampled-rollouts.js';
 import { ReinHeldoutSuccess, ReinPolicyVersion } from './search-attributes.js';
 import { failuresByStage, iterationSummary } from './summaries.js';
 import type { TrainingIterationResult } from './training-iteration.js';
@@ -42,6 +43,11 @@ export interface RunProgress {
    * incumbent it was compared with); `production` is absent until a gate ran.
    */
   heldout?: { base: HeldoutResult; latest: HeldoutResult | null; production?: HeldoutResult };
+  /**
+   * The asynchronous schedule: the next iteration's rollouts, run while the last one updated (so
+   * they cross a continue-as-new); its iteration trains on them.
+   */
+  sampled?: SampledRollouts;
 }
 
 /** Iterations kept in the status (the whole history is in the child workflows and the registry). */

@@ -57,6 +57,12 @@ export interface TrainingIterationInput {
   heartbeatTimeoutSeconds?: number;
   /** How the rollout sets are split over workers (the config's rollouts.shard); default: DEFAULT_SHARD_SETTINGS. */
   shards?: ShardSettings;
+  /**
+   * The asynchronous schedule: the training rollouts already run (while the previous iteration
+   * updated), from `policyVersion` — one version behind the policy this iteration trains. The
+   * iteration builds its batch from them instead of running its own.
+   */
+  sampled?: { policyVersion: string; rollouts: RunRolloutsSummary };
 }
 
 /** An iteration's stages in order; `done` marks when the last one ended. */
@@ -72,6 +78,8 @@ export interface TrainingIterationResult {
   iteration: number;
   parent: string;
   candidate: string;
+  /** The version the training rollouts sampled from: the parent, or (schedule async) the one before it. */
+  sampledFrom?: string;
   /** The training rollouts; their meanRewardByTask is left out (empty) to keep the run's history small. */
   rollouts: RunRolloutsSummary;
   batch: { uri: string; contentHash: string; reportUri: string } & BatchStageResult['summary'];
@@ -114,7 +122,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   upsertMemo({ configHash: input.configHash });
   stage('rollouts');
 
-  const rollouts = await trainRollouts(input, batchId, heartbeatTimeoutSeconds);
+  const rollouts = input.sampled?.rollouts ?? (await trainRollouts(input, batchId, heartbeatTimeoutSeconds));
   upsertMemo({ harnessVersion: rollouts.harnessVersion });
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
@@ -152,6 +160,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     iteration,
     parent,
     candidate,
+    sampledFrom: input.sampled?.policyVersion ?? parent,
     rollouts: trained,
     batch: { ...batch, ...built.summary },
     update,

@@ -4,7 +4,6 @@ import {
   continueAsNew,
   defineQuery,
   defineSignal,
-  executeChild,
   isCancellation,
   proxyActivities,
   setHandler,
@@ -26,48 +25,15 @@ import {
   recordProgress,
   type RunProgress,
 } from './run-progress.js';
-import type { TaskSelection } from './task-selection.js';
-import { trainingIteration, type TrainingIterationInput, type TrainingIterationResult } from './training-iteration.js';
+import { rolloutSetWorkflowId, startRolloutsAhead, trainRollouts, type RolloutsAhead } from './rollouts-ahead.js';
+import { hasIterationAfter, type TrainingRunInput } from './run-input.js';
+import { runIteration } from './run-iteration.js';
+import type { SampledRollouts } from './sampled-rollouts.js';
 
 // Base registration and production's version: short registry steps that do not heartbeat.
 const { registerBasePolicy, productionPolicy } = proxyActivities<Activities>(REGISTRY_ACTIVITY);
 
-export type FailedIterationPolicy = 'stop' | 'skip' | 'retry';
-
-export interface TrainingRunInput {
-  /** Default: the workflow id (a scheduled run's id is the schedule's id and the time it fired). */
-  runId?: string;
-  /** The run's config, stored in the artifact store when the run started: workers load its harness and more by it. */
-  configHash: string;
-  /** The run's harness version, in its held-out replay and decision ids (absent in runs started before it was). */
-  harnessVersion?: string;
-  /** The configured base policy and where its weights are (registered as a lineage root). */
-  base: { version: string; checkpointUri: string };
-  /**
-   * Train from the version production serves when the run starts (the base when it was never set), or from the base.
-   */
-  startFrom?: 'production' | 'base';
-  /** Null: until stopped. */
-  iterations: number | null;
-  /** The run's training tasks; each iteration takes the next `tasksPerIteration` of them, wrapping around. */
-  train: TaskSelection & { tasksPerIteration: number; samplesPerTask: number };
-  heldout?: TrainingIterationInput['heldout'];
-  /** Samples per held-out task for the gate, and whether a pass moves production (default: 1, no). */
-  release?: { samplesPerTask: number; promote: boolean };
-  /** Replay held-out tasks after every n-th iteration and after the last (default 1: every iteration). */
-  heldoutEvery?: number;
-  heartbeatTimeoutSeconds?: number;
-  onFailedIteration: FailedIterationPolicy;
-  /** With `retry`: tries per iteration before the run stops. */
-  maxIterationTries?: number;
-  /** Carried across continue-as-new. */
-  progress?: RunProgress;
-  /**
-   * Also continue as new after this many iterations of one execution (never after the last one),
-   * besides when Temporal suggests it. For tests; absent (the default), only Temporal's suggestion.
-   */
-  continueAsNewEvery?: number;
-}
+export type { FailedIterationPolicy, TrainingRunInput } from './run-input.js';
 
 export interface RunStatus extends RunProgress {
   runId: string;
@@ -75,6 +41,8 @@ export interface RunStatus extends RunProgress {
   stage: string;
   /** The workflow doing the current stage's work (this run, or its current iteration). */
   currentWorkflowId?: string;
+  /** The asynchronous schedule: the next iteration's rollouts, running beside the current iteration. */
+  rolloutsAhead?: { iteration: number; policyVersion: string; workflowId: string };
 }
 
 export const pauseSignal = defineSignal('pause');
@@ -139,15 +107,25 @@ async function runIterations(input: TrainingRunInput, at: RunPosition): Promise<
     run.stage = `iteration ${iteration}`;
     upsertSearchAttributes([{ key: ReinStage, value: `iteration-${iteration}` }]);
 
+    const sampled =
+      input.schedule === 'async' ? await sampledRollouts(input, runId, iteration, progress, run) : undefined;
+    const ahead =
+      sampled && !run.stopping && hasIterationAfter(input, iteration)
+        ? rolloutsAhead(input, runId, iteration, progress, run)
+        : null;
     const outcome = await runIteration(
       input,
       runId,
       iteration,
       progress.policyVersion,
       (id) => (run.currentWorkflowId = id),
+      sampled,
     );
     if ('result' in outcome) recordIteration(progress, outcome.result);
     else failedIteration(input, runId, progress, iteration, outcome);
+    // Awaited before anything else: a continue-as-new would end the set, and the next iteration needs it.
+    progress.sampled = (await ahead?.settled) ?? undefined;
+    run.ahead = undefined;
     advanceProgress(progress, iteration);
     iterationsHere++;
     if (
@@ -170,6 +148,8 @@ interface RunControl {
   stopping: boolean;
   stage: string;
   currentWorkflowId: string | undefined;
+  /** The asynchronous schedule's next rollout set, while it runs beside the iteration. */
+  ahead?: RolloutsAhead;
 }
 
 /** The run's signal handlers (pause, resume, stop) and status query, over the control state they share. */
@@ -177,7 +157,11 @@ function answerSignalsAndStatus(runId: string, progress: RunProgress): RunContro
   const run: RunControl = { paused: false, stopping: false, stage: 'starting', currentWorkflowId: runId };
   setHandler(pauseSignal, () => void (run.paused = true));
   setHandler(resumeSignal, () => void (run.paused = false));
-  setHandler(stopSignal, () => void (run.stopping = true));
+  setHandler(stopSignal, () => {
+    run.stopping = true;
+    // Nothing will train on the next iteration's rollouts: stop them now rather than after this iteration.
+    run.ahead?.cancel();
+  });
   setHandler(statusQuery, () => runStatus(runId, run, progress));
   return run;
 }
@@ -188,6 +172,13 @@ function runStatus(runId: string, run: RunControl, progress: RunProgress, state?
     state: state ?? (run.stopping ? 'stopping' : run.paused ? 'paused' : 'running'),
     stage: run.stage,
     ...(run.currentWorkflowId && { currentWorkflowId: run.currentWorkflowId }),
+    ...(run.ahead && {
+      rolloutsAhead: {
+        iteration: run.ahead.iteration,
+        policyVersion: run.ahead.policyVersion,
+        workflowId: run.ahead.workflowId,
+      },
+    }),
     ...progress,
   };
 }
@@ -274,59 +265,38 @@ async function startFromBase(
 }
 
 /**
- * One iteration as a child workflow, tried again as `<run>-it<n>-try<k>` with onFailedIteration
- * `retry`; its result, or the root cause of its last failure. A cancelled run is not a failed
- * iteration: the cancellation goes on up (and is not tried again).
+ * The asynchronous schedule's rollouts for `iteration`: run during the previous iteration, or now
+ * (the first iteration, or after the set ahead failed or was stopped). Undefined when this set
+ * fails too: the iteration then runs its own, under the run's failed-iteration policy.
  */
-async function runIteration(
+async function sampledRollouts(
   input: TrainingRunInput,
   runId: string,
   iteration: number,
-  policyVersion: string,
-  setCurrentWorkflow: (workflowId: string) => void,
-): Promise<{ result: TrainingIterationResult } | { failure: string; tries: number }> {
-  const tasks = input.train.taskIds;
-  const first = ((iteration - 1) * input.train.tasksPerIteration) % tasks.length;
-  const taskIds = Array.from(
-    { length: Math.min(input.train.tasksPerIteration, tasks.length) },
-    (_, i) => tasks[(first + i) % tasks.length] as string,
-  );
-  const replayHeldout =
-    input.heldout && (iteration % (input.heldoutEvery ?? 1) === 0 || iteration === input.iterations);
-  const tries = input.onFailedIteration === 'retry' ? (input.maxIterationTries ?? 3) : 1;
-  let failure = 'failed';
-  for (let attempt = 1; attempt <= tries; attempt++) {
-    const workflowId = `${runId}-it${iteration}${attempt > 1 ? `-try${attempt}` : ''}`;
-    setCurrentWorkflow(workflowId);
-    try {
-      const result = await executeChild(trainingIteration, {
-        workflowId,
-        staticSummary: `it${iteration}: train ${policyVersion} on ${taskIds.length} tasks x ${input.train.samplesPerTask}${replayHeldout ? ', then the held-out gate' : ''}`,
-        args: [
-          {
-            runId,
-            iteration,
-            policyVersion,
-            configHash: input.configHash,
-            ...(input.harnessVersion && { harnessVersion: input.harnessVersion }),
-            train: { taskSet: input.train.taskSet, taskIds, samplesPerTask: input.train.samplesPerTask },
-            ...(replayHeldout && {
-              heldout: input.heldout,
-              release: {
-                samplesPerTask: input.release?.samplesPerTask ?? 1,
-                promote: input.release?.promote ?? false,
-                base: input.base,
-              },
-            }),
-            ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
-          },
-        ],
-      });
-      return { result };
-    } catch (err) {
-      if (isCancellation(err)) throw err;
-      failure = rootMessage(err);
-    }
+  progress: RunProgress,
+  run: RunControl,
+): Promise<SampledRollouts | undefined> {
+  if (progress.sampled?.iteration === iteration) return progress.sampled;
+  run.stage = `iteration ${iteration} rollouts`;
+  run.currentWorkflowId = rolloutSetWorkflowId(runId, iteration);
+  try {
+    return await trainRollouts(input, runId, iteration, progress.policyVersion);
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    return undefined;
+  } finally {
+    run.stage = `iteration ${iteration}`;
   }
-  return { failure, tries };
+}
+
+/** Starts the next iteration's rollouts from the newest version the run has trained, beside this iteration. */
+function rolloutsAhead(
+  input: TrainingRunInput,
+  runId: string,
+  iteration: number,
+  progress: RunProgress,
+  run: RunControl,
+): RolloutsAhead {
+  run.ahead = startRolloutsAhead(input, runId, iteration + 1, progress.policyVersion);
+  return run.ahead;
 }

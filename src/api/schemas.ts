@@ -75,6 +75,19 @@ const heldoutResult = z.object({
   byFailureClass: counts.optional().describe('Failed rollouts of the replay by failure class; absent when none failed'),
 });
 
+/** A finished rollout set, as workflows report it. */
+const rolloutSetSummary = z.object({
+  batchId: z.string(),
+  harnessVersion: z.string(),
+  total: z.number().int(),
+  byStatus: counts,
+  byFailureClass: counts,
+  meanReward: z.number().nullable().describe('Over the scored rollouts; null when none was scored'),
+  unscored: z.number().int().describe('Rollouts lost to a fault before the verifier scored them'),
+  rewardDisagreements: z.number().int(),
+  meanRewardByTask: counts,
+});
+
 export const runStatus = z.object({
   runId: z.string(),
   state: z.enum(['running', 'paused', 'stopping', 'finished', 'stopped']),
@@ -92,6 +105,16 @@ export const runStatus = z.object({
     .describe(
       "The starting policy's held-out replay, the latest candidate's, and what production serves after the latest gate (absent until a gate ran)",
     ),
+  rolloutsAhead: z
+    .object({ iteration: z.number().int(), policyVersion: z.string(), workflowId: z.string() })
+    .optional()
+    .describe(
+      "Schedule async: the next iteration's training rollouts, running from policyVersion beside the current iteration's update and replay",
+    ),
+  sampled: z
+    .object({ iteration: z.number().int(), policyVersion: z.string(), rollouts: rolloutSetSummary })
+    .optional()
+    .describe('Schedule async: rollouts already run for the next iteration, and the version they sampled from'),
 });
 
 export const runListing = z.object({

@@ -27,6 +27,16 @@ export function iterationLine(it: RunStatus['iterations'][number]): string {
   return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${formatReward(it.meanReward)}, held-out ${formatReward(it.heldoutMeanReward)}${failures}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
 }
 
+/**
+ * The asynchronous schedule at a glance: the iteration that updates and replays, beside the next
+ * iteration's rollouts (and the version they sample); null when nothing overlaps.
+ */
+export function pipelineLine(status: RunStatus): string | null {
+  const ahead = status.rolloutsAhead;
+  if (!ahead) return null;
+  return `pipeline: iteration ${ahead.iteration - 1} trains ${status.policyVersion} (batch, update, held-out) | iteration ${ahead.iteration}'s rollouts sample ${ahead.policyVersion} (${ahead.workflowId})`;
+}
+
 /** "harness 2, infrastructure 1": failed rollouts by failure class, most first. */
 export function classes(byClass: Record<string, number>): string {
   return Object.entries(byClass)

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { ConfigError } from '../config/load.js';
 import type { ReinConfig, RunSettings } from '../config/schema.js';
+import { importanceSamplingOf } from '../samples/importance-sampling.js';
 import { configHash } from '../config/config-hash.js';
 import { loadTaskSet } from '../rollouts/tasks.js';
 import type { TrainingIterationInput, TrainingRunInput, trainingRun } from '../../workflows/index.js';
@@ -87,6 +88,7 @@ export function trainingRunInput(
     !config.harness && `harness: not set; expected the program Rein runs on each task (${see})`,
     !config.verifier && `verifier: not set; expected the program that scores a harness run (${see})`,
     !run.trainTasks && `run.trainTasks: not set; expected a JSONL task set to train on (${see})`,
+    ...asyncScheduleProblems(config),
   ].filter((p): p is string => typeof p === 'string');
   if (problems.length > 0) throw new ConfigError(source, problems);
   const train = loadTaskSet(run.trainTasks as string);
@@ -114,6 +116,9 @@ export function trainingRunInput(
     heldoutEvery: run.heldoutEvery,
     release: { samplesPerTask: config.gate.samplesPerTask, promote: config.gate.autoPromote },
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
+    // Absent for sync: the input runs started before schedules existed had, and the same config hash.
+    ...(run.schedule === 'async' && { schedule: run.schedule }),
+    shards: config.rollouts.shard,
     onFailedIteration: run.onFailedIteration,
     maxIterationTries: run.maxIterationTries,
   };
@@ -186,4 +191,19 @@ export async function listRuns(client: Client, limit = 20): Promise<RunListing[]
     });
   }
   return runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime()).slice(0, limit);
+}
+
+/**
+ * What run.schedule async needs: its samples come from the version before the one they train, so
+ * they must be allowed one version behind, and corrected for it.
+ */
+function asyncScheduleProblems(config: ReinConfig): string[] {
+  if (config.run.schedule !== 'async') return [];
+  const { samples } = config;
+  return [
+    (samples.maxVersionsBehind ?? 0) < 1 &&
+      `run.schedule async: samples.maxVersionsBehind is ${samples.maxVersionsBehind ?? 'unset'}, but each iteration trains on rollouts sampled one version behind; set samples.maxVersionsBehind: 1 (or more)`,
+    importanceSamplingOf(samples) === undefined &&
+      'run.schedule async: no importance correction is set, so stale samples would train uncorrected; set samples.importanceWeightCap (e.g. 2: each token weighed by min(pi_parent / pi_behaviour, cap)) or samples.importanceSampling (masked importance sampling)',
+  ].filter((p): p is string => typeof p === 'string');
 }

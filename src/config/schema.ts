@@ -156,6 +156,12 @@ const run = z.strictObject({
     .record(z.string(), z.string())
     .default({})
     .describe('Variables that put the harness in its evaluation settings for held-out replay (e.g. greedy decoding)'),
+  schedule: z
+    .enum(['sync', 'async'])
+    .default('sync')
+    .describe(
+      "sync: each iteration's rollouts, then its update and held-out replay. async: the next iteration's rollouts run, from the newest version the run trained, beside this one's update and replay; needs samples.maxVersionsBehind >= 1 and an importance correction (samples.importanceWeightCap or samples.importanceSampling)",
+    ),
   onFailedIteration: z
     .enum(['stop', 'skip', 'retry'])
     .default('stop')

@@ -15,6 +15,7 @@ import { storeLocation } from '../../store/location.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { cliContext, temporalUiUrl, withClient, workflowUrl, type GlobalOptions } from '../context.js';
 import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.js';
+import { pipelineLine } from '../run-format.js';
 import { connectOrStartServices } from '../services.js';
 import { formatTable } from '../../text-table.js';
 import { addFollowOptions, positiveInteger } from './train.js';
@@ -117,6 +118,9 @@ function addStatusCommand(program: Command): void {
         formatRunSummary(report) +
           (report.status && report.execution === 'RUNNING'
             ? `stage: ${report.status.stage}${activity ? ` (${activity.stage ?? activity.type}${activity.total !== undefined ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.attempt > 1 ? `, attempt ${activity.attempt}` : ''})` : ''}\n`
+            : '') +
+          (report.status && report.execution === 'RUNNING' && pipelineLine(report.status)
+            ? `${pipelineLine(report.status)}\n`
             : '') +
           (activity?.waiting ? `waiting: ${activity.waiting}\n` : '') +
           (activity && activity.attempt > 1 && activity.lastFailure

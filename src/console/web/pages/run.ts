@@ -111,6 +111,18 @@ function runFacts(report: RunReport, view: RunView): HTMLElement {
       'Stage',
       `${status?.stage ?? '–'}${activity ? ` — ${activity.type}${activity.total ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.waiting ? `, waiting: ${activity.waiting}` : ''}` : ''}`,
     ],
+    ...(status?.rolloutsAhead
+      ? [
+          [
+            'Pipeline',
+            h('span', { 'data-pipeline': status.rolloutsAhead.workflowId }, [
+              `iteration ${status.rolloutsAhead.iteration - 1} trains ${status.policyVersion} (batch, update, held-out)`,
+              ' ‖ ',
+              `iteration ${status.rolloutsAhead.iteration}'s rollouts sample ${status.rolloutsAhead.policyVersion}`,
+            ]),
+          ] as [string, HTMLElement],
+        ]
+      : []),
     ['Policy', status?.policyVersion ?? '–'],
     [
       'Held-out mean reward',
