@@ -17,6 +17,7 @@ import { PromotionFailure } from './failures.js';
 import { gateLine } from './summaries.js';
 import { heldoutReplay } from './rollouts-activity.js';
 import { sendNotification } from './notify.js';
+import type { ShardSettings } from '../src/rollouts/shards.js';
 import type { HeldoutSelection } from './task-selection.js';
 
 const { productionPolicy, gateCandidate, promotePolicy, recordLedgerEntry } =
@@ -42,6 +43,8 @@ export interface ReleaseCandidateInput {
   runId?: string;
   iteration?: number;
   heartbeatTimeoutSeconds?: number;
+  /** How its held-out replays split over workers (the run's rollouts.shard); default: DEFAULT_SHARD_SETTINGS. */
+  shards?: ShardSettings;
 }
 
 export interface ReleaseCandidateResult {
@@ -128,6 +131,7 @@ function replayHeldout(
       configHash: input.configHash,
     },
     input.heartbeatTimeoutSeconds,
+    input.shards,
   );
 }
 

@@ -36,6 +36,16 @@ export interface RunProgress {
     /** Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed. */
     failures?: Record<string, Record<string, number>>;
     failed?: string;
+    /**
+     * Where the trained samples came from: the version the rollouts sampled, the rollouts kept by
+     * how many versions behind the trained policy they were, and the trainer's importance
+     * correction (absent without one).
+     */
+    samples?: {
+      sampledFrom: string;
+      keptByVersionsBehind?: Record<string, number>;
+      importance?: { maskedFraction: number; cappedFraction: number; ratioMean: number; ratioMax: number };
+    };
   }>;
   /**
    * With held-out tasks: the starting policy's replay, the latest candidate's, and the replay of
@@ -131,6 +141,25 @@ function iterationEntry(result: TrainingIterationResult): RunProgress['iteration
       },
     }),
     ...(Object.keys(failures).length > 0 && { failures }),
+    samples: samplesEntry(result),
+  };
+}
+
+/** The iteration's samples at a glance (see RunProgress): a few numbers, not the reports. */
+function samplesEntry(result: TrainingIterationResult): NonNullable<RunProgress['iterations'][number]['samples']> {
+  const importance = result.update.importanceWeights;
+  const { keptByVersionsBehind } = result.batch;
+  return {
+    sampledFrom: result.sampledFrom ?? result.parent,
+    ...(keptByVersionsBehind && { keptByVersionsBehind }),
+    ...(importance && {
+      importance: {
+        maskedFraction: importance.maskedFraction,
+        cappedFraction: importance.cappedFraction,
+        ratioMean: importance.ratio.mean,
+        ratioMax: importance.ratio.max,
+      },
+    }),
   };
 }
 

@@ -266,6 +266,7 @@ async function releaseAsChild(
         runId,
         iteration,
         heartbeatTimeoutSeconds,
+        ...(input.shards && { shards: input.shards }),
       },
     ],
   });

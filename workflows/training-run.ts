@@ -255,6 +255,7 @@ async function startFromBase(
       configHash: input.configHash,
     },
     input.heartbeatTimeoutSeconds,
+    input.shards,
   );
   // Starting from production, the yardstick is what production serves until a gate moves it.
   progress.heldout = {

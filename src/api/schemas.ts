@@ -67,6 +67,23 @@ const iteration = z.object({
       'Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed',
     ),
   failed: z.string().optional(),
+  samples: z
+    .object({
+      sampledFrom: z.string().describe('The policy version the training rollouts sampled from'),
+      keptByVersionsBehind: counts
+        .optional()
+        .describe(
+          'Rollouts trained on, by how many versions behind the trained policy they sampled ("unknown": off its lineage)',
+        ),
+      importance: z
+        .object({ maskedFraction: z.number(), cappedFraction: z.number(), ratioMean: z.number(), ratioMax: z.number() })
+        .optional()
+        .describe(
+          "The trainer's importance correction over trained tokens: shares masked and capped, the ratio's mean and max",
+        ),
+    })
+    .optional()
+    .describe('Where the trained samples came from, their staleness and their correction'),
 });
 const heldoutResult = z.object({
   policyVersion: z.string(),

@@ -24,7 +24,21 @@ export function iterationLine(it: RunStatus['iterations'][number]): string {
   if (it.failed) return `iteration ${it.iteration}: failed (${it.failed})`;
   const failures =
     it.failures && Object.keys(it.failures).length > 0 ? `; failed rollouts: ${failuresByStage(it.failures)}` : '';
-  return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${formatReward(it.meanReward)}, held-out ${formatReward(it.heldoutMeanReward)}${failures}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
+  return `iteration ${it.iteration}: ${it.candidate ?? '-'}  train mean reward ${formatReward(it.meanReward)}, held-out ${formatReward(it.heldoutMeanReward)}${failures}${staleSamples(it)}${it.gate ? `; gate ${gateLabel(it.gate)}` : ''}`;
+}
+
+/**
+ * "; sampled from run.v1 (rollouts by versions behind: 1 x 96), importance ratio max 1.31, masked
+ * 2.0%": only when the samples were stale.
+ */
+function staleSamples(it: RunStatus['iterations'][number]): string {
+  const samples = it.samples;
+  const behind = Object.entries(samples?.keptByVersionsBehind ?? {}).filter(([n]) => n !== '0');
+  if (!samples || behind.length === 0) return '';
+  const importance = samples.importance
+    ? `, importance ratio max ${samples.importance.ratioMax.toFixed(2)}, masked ${(100 * samples.importance.maskedFraction).toFixed(1)}%`
+    : '';
+  return `; sampled from ${samples.sampledFrom} (rollouts by versions behind: ${behind.map(([n, count]) => `${n} x ${count}`).join(', ')})${importance}`;
 }
 
 /**

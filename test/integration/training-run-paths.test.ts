@@ -37,7 +37,13 @@ describe('training run paths, with stub activities', () => {
       });
       expect(result).toMatchObject({ runId, state: 'finished', policyVersion: `${runId}.v3`, nextIteration: 4 });
       expect(result.iterations).toEqual([
-        { iteration: 1, candidate: `${runId}.v1`, meanReward: rewardOf('v0'), heldoutMeanReward: null },
+        {
+          iteration: 1,
+          candidate: `${runId}.v1`,
+          meanReward: rewardOf('v0'),
+          heldoutMeanReward: null,
+          samples: { sampledFrom: 'v0' },
+        },
         {
           iteration: 2,
           candidate: null,
@@ -45,7 +51,13 @@ describe('training run paths, with stub activities', () => {
           heldoutMeanReward: null,
           failed: 'trainer refused the batch of iteration 2',
         },
-        { iteration: 3, candidate: `${runId}.v3`, meanReward: rewardOf(`${runId}.v1`), heldoutMeanReward: null },
+        {
+          iteration: 3,
+          candidate: `${runId}.v3`,
+          meanReward: rewardOf(`${runId}.v1`),
+          heldoutMeanReward: null,
+          samples: { sampledFrom: `${runId}.v1` },
+        },
       ]);
       // The status query says the same as the result.
       expect((await client.workflow.getHandle(runId).query(statusQuery)).iterations).toEqual(result.iterations);
