@@ -208,6 +208,8 @@ function batchSpec(
     ...shareOfPacing(run.rollouts, input.concurrencyShare),
     ...(run.rollouts.refusalPatterns && { refusalPatterns: run.rollouts.refusalPatterns }),
     maxAttempts: run.rollouts.maxAttempts,
+    // Held across every worker by leases the gateway keeps (harness.maxRunning).
+    ...(run.harness?.maxRunning !== undefined && { maxRunning: run.harness.maxRunning }),
     dependencyWaitMs: run.rollouts.dependencyWaitSeconds * 1000,
     workDir: path.join(deps.dataDir, 'rollouts'),
     harnessVersion,

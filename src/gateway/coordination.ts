@@ -1,6 +1,5 @@
 import { CoordinationStore } from '../store/coordination-store.js';
 import { SqlTraceStore } from '../store/journal-store.js';
-import type { SqlDatabase } from '../store/sql/database.js';
 import type { TraceStore } from '../store/trace-store.js';
 import { BackendLimits } from './backend-limits.js';
 import { GatewayMembership, type MembershipTiming } from './gateway-membership.js';
@@ -14,8 +13,7 @@ import type { RoutingTable } from './routing.js';
  */
 export async function coordinationBeside(store: TraceStore): Promise<CoordinationStore | undefined> {
   if (!(store instanceof SqlTraceStore)) return undefined;
-  // SqlTraceStore keeps its database private; until it exposes it, read it here (one place to change).
-  return CoordinationStore.open((store as unknown as { database: SqlDatabase }).database);
+  return CoordinationStore.open(store.database);
 }
 
 /** The gateway's backend limits, and the membership that sets each one's share (none without limits). */

@@ -71,7 +71,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
 
   /** `gateway` names the gateway writing through the store (see PostgresTraceStoreOptions). */
   constructor(
-    private readonly database: SqlDatabase,
+    /** Its database: the coordination store (gateway membership, launch leases) lives beside the journal. */
+    readonly database: SqlDatabase,
     private readonly gateway = 'default',
   ) {
     this.db = database.db as Kysely<JournalTables>;
