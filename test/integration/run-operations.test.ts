@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -289,6 +289,71 @@ describe('training runs from the command line, against `rein worker` processes',
         const missing = await here('delete', 'nightly');
         expect(missing.code).toBe(2);
         expect(missing.stderr).toContain('no schedule named nightly; `rein schedule list` lists them');
+      } finally {
+        await connection.close();
+      }
+    },
+  );
+
+  it(
+    'schedule async: iteration 2 samples beside iteration 1 update, within the staleness bound, served by the version the journal names',
+    { timeout: 300_000 },
+    async () => {
+      const runId = 'async-1';
+      // The same services, a run config of its own: run.schedule async, one version behind allowed and corrected.
+      const asyncConfig = JSON.parse(readFileSync(configFile, 'utf8')) as Record<string, Record<string, unknown>>;
+      asyncConfig.run = { ...asyncConfig.run, schedule: 'async' };
+      asyncConfig.samples = { ...asyncConfig.samples, maxVersionsBehind: 1, importanceWeightCap: 2 };
+      const asyncFile = path.join(dir, 'async.json');
+      writeFileSync(asyncFile, JSON.stringify(asyncConfig));
+      await sharedWorker();
+      const sizes = ['--iterations', '2', '--tasks', '2', '--samples', '4'];
+      const started = await reinInProcessWith(env, '--config', asyncFile, 'train', '--run-id', runId, ...sizes);
+      expect(started.code, started.stderr).toBe(0);
+      const { client, connection } = await testClient();
+      try {
+        const final = (await client.workflow.getHandle(runId).result()) as NonNullable<RunReport['status']>;
+        expect(final).toMatchObject({ state: 'finished', policyVersion: `${runId}.v2` });
+
+        // Iteration 2's rollouts ran (from v0) while iteration 1 built its batch and trained v1.
+        const ran = async (id: string) =>
+          (await client.workflow.getHandle(id).describe()) as { startTime: Date; closeTime?: Date };
+        const [it1, ahead] = await Promise.all([ran(`${runId}-it1`), ran(`${runId}-it2-rollouts`)]);
+        expect(ahead.startTime.getTime()).toBeLessThan(it1.closeTime?.getTime() ?? 0);
+        const results = await Promise.all(
+          [1, 2].map(
+            async (n) => (await client.workflow.getHandle(`${runId}-it${n}`).result()) as TrainingIterationResult,
+          ),
+        );
+        expect(results.map((r) => [r.parent, r.sampledFrom])).toEqual([
+          ['v0', 'v0'],
+          [`${runId}.v1`, 'v0'],
+        ]);
+        // Every rollout trained on was within samples.maxVersionsBehind of the policy it trained; the correction acted.
+        expect(results[0]?.batch.keptByVersionsBehind).toEqual({ '0': results[0]?.batch.rolloutsUsed });
+        expect(results[1]?.batch.keptByVersionsBehind).toEqual({ '1': results[1]?.batch.rolloutsUsed });
+        expect(final.iterations[1]?.samples).toMatchObject({
+          sampledFrom: 'v0',
+          importance: { ratioMean: expect.any(Number), maskedFraction: 0 },
+        });
+        expect(results[1]?.update.importanceWeights).toMatchObject({ mode: 'truncate', cap: 2 });
+
+        // Weight sync is ordered: every call of every training rollout went to the version its rollout was pinned
+        // to, and the journal names it (v1 was loaded while iteration 2's calls ran on v0).
+        const tasks = loadTaskSet(path.join(exampleDir, 'train.jsonl')).tasks.slice(0, 4);
+        for (const [n, taskIds] of [
+          [1, tasks.slice(0, 2)],
+          [2, tasks.slice(2, 4)],
+        ] as const) {
+          const ids = taskIds.flatMap((t) => [0, 1, 2, 3].map((k) => rolloutIdFor(`${runId}.it${n}`, t.id, k)));
+          for (const id of ids) {
+            const rollout = await store.getRollout(id);
+            expect(rollout?.policyVersion).toBe('v0');
+            const calls = await store.listCalls(id, rollout?.attempts);
+            expect(calls.length).toBeGreaterThan(0);
+            expect(new Set(calls.map((c) => c.policyVersion))).toEqual(new Set(['v0']));
+          }
+        }
       } finally {
         await connection.close();
       }
