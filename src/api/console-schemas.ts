@@ -35,6 +35,9 @@ export const iterationView = z.object({
   stageSeconds: counts.describe(
     'Seconds per stage (rollouts, batch, update, heldout, ledger) from the workflow history',
   ),
+  samples: z
+    .object({ sampledFrom: z.string().nullable(), keptByVersionsBehind: counts })
+    .describe('The version the training rollouts sampled from, and the rollouts trained on by versions behind'),
   failures: z.object({ train: counts, heldout: counts }).describe('Rollouts by failure class'),
   gate: iterationGate.nullable(),
   workflows: z.array(

@@ -26,6 +26,7 @@ const report = {
         meanReward: 0.5,
         heldoutMeanReward: 0.75,
         gate: { verdict: 'fail', decisionId: 'd1', incumbent: 'v0', promoted: false, reasons: ['gain too small'] },
+        samples: { sampledFrom: 'v0', keptByVersionsBehind: { '1': 16 } },
       },
     ],
   },
@@ -48,7 +49,7 @@ const workflow: IterationWorkflow = {
 };
 
 describe('the run view', () => {
-  it("joins an iteration's trainer metrics, the ledger's iteration row (not its release row), the gate's rates and interval, and workflow links", () => {
+  it("joins an iteration's trainer metrics, the ledger's iteration row (not its release row), the gate's rates and interval, where its samples came from, and workflow links", () => {
     const view = runView({
       report,
       executionRunId: 'e0',
@@ -73,6 +74,7 @@ describe('the run view', () => {
         tokens: { rollouts: 218, trained: null },
         heldout: { candidate: 0.75, production: 0.5, lower: 0.4, upper: 1, incumbent: 'v0', meanReward: 0.75 },
         stageSeconds: { rollouts: 3 },
+        samples: { sampledFrom: 'v0', keptByVersionsBehind: { '1': 16 } },
         workflows: [
           { label: 'iteration 1', workflowId: 'r-it1', executionRunId: 'e1', url: 'ui/r-it1/e1' },
           {

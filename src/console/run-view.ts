@@ -32,6 +32,8 @@ export interface IterationView {
   trainer: Record<(typeof TRAINER_METRICS)[number], number | null>;
   tokens: { rollouts: number | null; trained: number | null };
   stageSeconds: Record<string, number>;
+  /** The version the training rollouts sampled from, and the rollouts trained on by versions behind. */
+  samples: { sampledFrom: string | null; keptByVersionsBehind: Record<string, number> };
   failures: { train: Record<string, number>; heldout: Record<string, number> };
   gate: IterationGate | null;
   workflows: Array<{ label: string; workflowId: string; executionRunId: string; url: string | null }>;
@@ -106,6 +108,10 @@ export function runView(sources: RunViewSources): RunView {
       trainer: Object.fromEntries(TRAINER_METRICS.map((m) => [m, metric(m)])) as IterationView['trainer'],
       tokens: { rollouts: ledger?.metrics.tokens ?? null, trained: result?.batch.trainedTokens ?? null },
       stageSeconds: workflow?.stageSeconds ?? {},
+      samples: {
+        sampledFrom: summary?.samples?.sampledFrom ?? result?.sampledFrom ?? null,
+        keptByVersionsBehind: summary?.samples?.keptByVersionsBehind ?? result?.batch.keptByVersionsBehind ?? {},
+      },
       failures: { train: result?.rollouts.byFailureClass ?? {}, heldout: result?.heldout?.byFailureClass ?? {} },
       gate,
       workflows: workflow

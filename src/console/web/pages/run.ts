@@ -144,16 +144,33 @@ function runFacts(report: RunReport, view: RunView): HTMLElement {
   ]);
 }
 
+/** "v0 (1 behind: 8)": the version an iteration's samples came from, with their staleness when any was stale. */
+function samplesFrom(i: IterationView): string {
+  const stale = Object.entries(i.samples.keptByVersionsBehind).filter(([behind]) => behind !== '0');
+  const staleness = stale.map(([behind, n]) => `${behind} behind: ${n}`).join(', ');
+  return `${i.samples.sampledFrom ?? '–'}${staleness ? ` (${staleness})` : ''}`;
+}
+
 /**
  * Each iteration's candidate, held-out success, the gate's verdict (a link to its decision) and reasons, and its
  * workflows.
  */
 function gateVerdicts(its: IterationView[]): HTMLElement {
   return table(
-    ['It', 'Candidate', 'Held-out (candidate / production)', 'Verdict', 'Promoted', 'Reasons', 'Workflows'],
+    [
+      'It',
+      'Candidate',
+      'Samples from',
+      'Held-out (candidate / production)',
+      'Verdict',
+      'Promoted',
+      'Reasons',
+      'Workflows',
+    ],
     its.map((i) => [
       String(i.iteration),
       i.candidate ?? '–',
+      samplesFrom(i),
       `${pct(i.heldout.candidate)} / ${pct(i.heldout.production)}`,
       i.gate
         ? h(
