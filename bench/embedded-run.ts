@@ -33,6 +33,10 @@ export interface EmbeddedRunOptions {
   merge?: MergeMode | undefined;
   /** AGENT_SEED for the example agent: its sampling the same in runs compared side by side. */
   agentSeed?: string | undefined;
+  /** run.schedule (default sync). */
+  schedule?: 'sync' | 'async';
+  maxVersionsBehind?: number;
+  importanceWeightCap?: number;
 }
 
 export interface EmbeddedRun {
@@ -60,6 +64,8 @@ export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<
       samples: {
         ...(options.keepZeroVarianceGroups && { zeroVarianceGroups: 'keep' }),
         ...(options.merge && { merge: options.merge }),
+        ...(options.maxVersionsBehind !== undefined && { maxVersionsBehind: options.maxVersionsBehind }),
+        ...(options.importanceWeightCap !== undefined && { importanceWeightCap: options.importanceWeightCap }),
       },
       trainer: {
         ...(options.learningRate && { learningRate: options.learningRate }),
@@ -71,6 +77,7 @@ export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<
         samplesPerTask: options.samples,
         ...(options.heldoutLimit && { heldoutLimit: options.heldoutLimit }),
         ...(options.heldoutEvery && { heldoutEvery: options.heldoutEvery }),
+        ...(options.schedule && { schedule: options.schedule }),
       },
     },
   });

@@ -10,6 +10,7 @@
 import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
 import { embeddedTrainingRun } from './embedded-run.js';
+import { activityIntervals, workflowWallSeconds } from './stage-times.js';
 
 const { values } = parseArgs({
   options: {
@@ -27,34 +28,12 @@ const run = await embeddedTrainingRun({
   keepZeroVarianceGroups: true,
 });
 
-const seconds = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
-  Number(t?.seconds ?? 0) + (t?.nanos ?? 0) / 1e9;
-
 /** A workflow's wall time and the time its activities spent executing, by activity type. */
 async function timings(client: Client, workflowId: string) {
-  const history = await client.workflow.getHandle(workflowId).fetchHistory();
-  const events = history.events ?? [];
-  const started = new Map<number, number>();
-  const type = new Map<number, string>();
   const inActivities: Record<string, number> = {};
-  for (const e of events) {
-    const id = Number(e.eventId);
-    if (e.activityTaskScheduledEventAttributes)
-      type.set(id, e.activityTaskScheduledEventAttributes.activityType?.name ?? '?');
-    if (e.activityTaskStartedEventAttributes)
-      started.set(Number(e.activityTaskStartedEventAttributes.scheduledEventId), seconds(e.eventTime));
-    const done =
-      e.activityTaskCompletedEventAttributes ??
-      e.activityTaskFailedEventAttributes ??
-      e.activityTaskTimedOutEventAttributes;
-    if (done) {
-      const scheduled = Number(done.scheduledEventId);
-      const name = type.get(scheduled) ?? '?';
-      inActivities[name] =
-        (inActivities[name] ?? 0) + seconds(e.eventTime) - (started.get(scheduled) ?? seconds(e.eventTime));
-    }
-  }
-  return { wall: seconds(events.at(-1)?.eventTime) - seconds(events[0]?.eventTime), inActivities };
+  for (const { activity, start, end } of await activityIntervals(client, workflowId))
+    inActivities[activity] = (inActivities[activity] ?? 0) + end - start;
+  return { wall: await workflowWallSeconds(client, workflowId), inActivities };
 }
 
 const total = await timings(run.client, run.runId);
