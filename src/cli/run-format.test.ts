@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import type { RunStatus } from '../../workflows/index.js';
+import { iterationLine, pipelineLine } from './run-format.js';
+
+const status = (more: Partial<RunStatus>): RunStatus => ({
+  runId: 'r',
+  state: 'running',
+  stage: 'iteration 2',
+  nextIteration: 2,
+  policyVersion: 'r.v1',
+  iterations: [],
+  ...more,
+});
+
+describe('how rein status words the asynchronous schedule', () => {
+  it('names what overlaps: the iteration that trains, and the next one sampling ahead', () => {
+    expect(pipelineLine(status({}))).toBeNull();
+    expect(
+      pipelineLine(status({ rolloutsAhead: { iteration: 3, policyVersion: 'r.v1', workflowId: 'r-it3-rollouts' } })),
+    ).toBe(
+      "pipeline: iteration 2 trains r.v1 (batch, update, held-out) | iteration 3's rollouts sample r.v1 (r-it3-rollouts)",
+    );
+  });
+
+  it("says where an iteration's samples came from only when some were stale", () => {
+    const it = { iteration: 2, candidate: 'r.v2', meanReward: 0.5, heldoutMeanReward: null };
+    expect(iterationLine({ ...it, samples: { sampledFrom: 'r.v1', keptByVersionsBehind: { '0': 16 } } })).toBe(
+      'iteration 2: r.v2  train mean reward 0.500, held-out -',
+    );
+    expect(
+      iterationLine({
+        ...it,
+        samples: {
+          sampledFrom: 'v0',
+          keptByVersionsBehind: { '1': 14, '0': 2 },
+          importance: { maskedFraction: 0.02, cappedFraction: 0.1, ratioMean: 1.01, ratioMax: 1.314 },
+        },
+      }),
+    ).toBe(
+      'iteration 2: r.v2  train mean reward 0.500, held-out -; sampled from v0 (rollouts by versions behind: 1 x 14), importance ratio max 1.31, masked 2.0%',
+    );
+  });
+});
