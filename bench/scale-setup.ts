@@ -4,6 +4,7 @@
  * and `workers` × `rein worker` (compiled), each its own process. The harness is a `sh` script
  * making one chat call with curl through the gateway; the verifier a `sh` one-liner.
  */
+import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -11,7 +12,8 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { connectTemporal, ensureSearchAttributes } from '../src/client/temporal.js';
 import { validateConfig } from '../src/config/load.js';
-import type { DevServer } from '../src/devserver/dev-server.js';
+import { devServerArgs, isServing, type DevServer } from '../src/devserver/dev-server.js';
+import { findTemporalCli } from '../src/devserver/temporal-cli.js';
 import { startTestDevServer } from '../test/helpers/dev-server.js';
 import { startTestPostgres, type TestPostgres } from '../test/helpers/embedded-postgres.js';
 import { freePort } from '../test/helpers/ports.js';
@@ -50,6 +52,16 @@ export interface ClusterOptions {
   gateways: number;
   /** rollouts.concurrency of every worker: about how many harnesses a set runs at once. */
   concurrency: number;
+  /** Temporal's eager activity dispatch (the dev server's default); false: off, as on a cluster by default. */
+  eagerActivities: boolean;
+  /** Node's --cpu-prof for the gateways and workers, profiles written here when they stop. */
+  profileDir?: string | undefined;
+}
+
+function nodeArgs(options: ClusterOptions, name: string): string[] {
+  return options.profileDir
+    ? ['--cpu-prof', '--cpu-prof-dir', options.profileDir, '--cpu-prof-name', `${name}.cpuprofile`]
+    : [];
 }
 
 async function startStore(): Promise<{ postgres: TestPostgres; storeUrl: string; pid: number }> {
@@ -63,12 +75,59 @@ async function startStore(): Promise<{ postgres: TestPostgres; storeUrl: string;
   return { postgres, storeUrl: url.toString(), pid: postmasterPid(Number(url.port)) };
 }
 
-async function startTemporal(dir: string): Promise<DevServer> {
-  const server = await startTestDevServer(path.join(dir, 'temporal.sqlite'), await freePort());
+/**
+ * The dev server as tests start it, or (eagerActivities false) the same server with Temporal's eager
+ * activity dispatch off, as a cluster has it by default: the dev server hands an activity a
+ * workflow task schedules to the worker that ran that task, when it has a free slot.
+ */
+async function startTemporal(
+  dir: string,
+  eagerActivities: boolean,
+): Promise<{ address: string; pid: number; stop(): Promise<void> }> {
+  const port = await freePort();
+  const server: Pick<DevServer, 'address' | 'pid' | 'stop'> = eagerActivities
+    ? await startTestDevServer(path.join(dir, 'temporal.sqlite'), port)
+    : await startDevServerWithoutEagerActivities(dir, port);
   const temporal = await connectTemporal({ ...validateConfig({}, 'bench').temporal, address: server.address });
   await ensureSearchAttributes(temporal.connection, 'default');
   await temporal.close();
   return server;
+}
+
+async function startDevServerWithoutEagerActivities(dir: string, port: number) {
+  const cli = findTemporalCli();
+  const address = `127.0.0.1:${port}`;
+  const child = spawn(
+    cli,
+    [
+      ...devServerArgs({
+        ...validateConfig({}, 'bench').temporal.devServer,
+        cliPath: cli,
+        ip: '127.0.0.1',
+        port,
+        headless: true,
+        dbFile: path.join(dir, 'temporal.sqlite'),
+      }),
+      '--dynamic-config-value',
+      'system.enableActivityEagerExecution=false',
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const deadline = Date.now() + 120_000;
+  while (!(await isServing(cli, address))) {
+    if (Date.now() > deadline || child.exitCode !== null)
+      throw new Error(`the Temporal dev server on ${address} did not start`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return {
+    address,
+    pid: child.pid as number,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
 }
 
 function writeConfig(file: string, config: Record<string, unknown>): string {
@@ -99,7 +158,13 @@ async function startGateways(
       },
     });
     gateways.push(
-      await startProcess(`gateway-${i}`, process.execPath, [cli, '--config', config, 'gateway'], env, /Gateway ready/),
+      await startProcess(
+        `gateway-${i}`,
+        process.execPath,
+        [...nodeArgs(options, `gateway-${i}`), cli, '--config', config, 'gateway'],
+        env,
+        /Gateway ready/,
+      ),
     );
   }
   return gateways;
@@ -137,7 +202,7 @@ function workerConfig(options: ClusterOptions, i: number, temporalAddress: strin
 export async function startScaleCluster(options: ClusterOptions): Promise<ScaleCluster> {
   mkdirSync(path.join(options.dir, 'shared'), { recursive: true });
   const cli = await compiledCli();
-  const [store, temporal] = await Promise.all([startStore(), startTemporal(options.dir)]);
+  const [store, temporal] = await Promise.all([startStore(), startTemporal(options.dir, options.eagerActivities)]);
   const stops: Array<() => Promise<void>> = [() => store.postgres.stop(), () => temporal.stop()];
   const stop = async () => {
     for (const s of stops.reverse()) await s().catch((err: unknown) => console.error(err));
@@ -162,7 +227,13 @@ export async function startScaleCluster(options: ClusterOptions): Promise<ScaleC
         startProcess(
           `worker-${i}`,
           process.execPath,
-          [cli, '--config', workerConfig(options, i, temporal.address, gatewayUrls), 'worker'],
+          [
+            ...nodeArgs(options, `worker-${i}`),
+            cli,
+            '--config',
+            workerConfig(options, i, temporal.address, gatewayUrls),
+            'worker',
+          ],
           env,
           /Worker polling task queue/,
         ),

@@ -15,6 +15,8 @@
  *
  *   npm run bench:scale [-- --rollouts 10000 --workers 4 --gateways 2] [--samples 8]
  *     [--shard-size 64] [--in-flight 8] [--concurrency 32] [--baseline 2000]
+ *     [--eager-activities on|off]   (Temporal's eager activity dispatch: on as the dev server has it)
+ *     [--profile DIR]   (node --cpu-prof of every gateway and worker, written to DIR when they stop)
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -41,6 +43,8 @@ const { values } = parseArgs({
     'in-flight': { type: 'string' },
     concurrency: { type: 'string', default: '32' },
     baseline: { type: 'string', default: '2000' },
+    profile: { type: 'string' },
+    'eager-activities': { type: 'string', default: 'on' },
   },
 });
 function positive(name: string, value: string | undefined): number {
@@ -63,6 +67,8 @@ const settings = {
   },
   concurrency: positive('concurrency', values.concurrency),
 };
+if (values['eager-activities'] !== 'on' && values['eager-activities'] !== 'off')
+  throw new Error(`--eager-activities ${values['eager-activities']}: expected on or off`);
 const baselineCount = Math.min(rollouts, positive('baseline', values.baseline));
 if (settings.tasks * samples !== rollouts)
   throw new Error(`--rollouts ${rollouts}: expected a multiple of --samples ${samples}`);
@@ -159,6 +165,16 @@ async function historyOf(client: Client, workflowId: string) {
     activityTasksScheduled: count((e) => e.activityTaskScheduledEventAttributes),
     activityTasksStarted: count((e) => e.activityTaskStartedEventAttributes),
     workflowTasksCompleted: count((e) => e.workflowTaskCompletedEventAttributes),
+    /** Which worker (pid@host) started how many shards. */
+    shardsStartedBy: Object.fromEntries(
+      Object.entries(
+        events.reduce<Record<string, number>>((by, e) => {
+          const who = e.activityTaskStartedEventAttributes?.identity;
+          if (who) by[who] = (by[who] ?? 0) + 1;
+          return by;
+        }, {}),
+      ).sort((a, b) => b[1] - a[1]),
+    ),
   };
 }
 
@@ -251,6 +267,8 @@ async function main() {
     workers: settings.workers,
     gateways: settings.gateways,
     concurrency: settings.concurrency,
+    profileDir: values.profile && path.resolve(values.profile),
+    eagerActivities: values['eager-activities'] !== 'off',
   });
   const db = new pg.Pool({ connectionString: cluster.storeUrl, max: 2 });
   const connection = await Connection.connect({ address: cluster.temporalAddress });
@@ -281,7 +299,7 @@ async function main() {
           node: process.version,
           loadAtStart: loadAtStart.map((l) => round(l)),
           loadAtEnd: os.loadavg().map((l) => round(l)),
-          settings: { ...settings, setConcurrency },
+          settings: { ...settings, setConcurrency, eagerActivities: values['eager-activities'] },
           result: { byStatus, unscored, meanReward },
           ...measured,
           history,
