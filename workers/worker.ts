@@ -17,11 +17,13 @@ export interface ReinWorkerOptions extends ActivityDeps {
   workflowBundle?: WorkflowBundleOption;
   /** Where each activity is timed and its outcomes counted, for /metrics. */
   metrics?: WorkerMetrics;
+  /** worker.maxConcurrentActivities: so several workers share a set's shards. */
+  maxConcurrentActivities?: number;
 }
 
 /** The worker that runs Rein's workflows and activities on one task queue. */
 export async function createReinWorker(options: ReinWorkerOptions): Promise<Worker> {
-  const { connection, namespace, taskQueue, workflowBundle, metrics, ...deps } = options;
+  const { connection, namespace, taskQueue, workflowBundle, metrics, maxConcurrentActivities, ...deps } = options;
   return Worker.create({
     connection,
     namespace,
@@ -32,6 +34,7 @@ export async function createReinWorker(options: ReinWorkerOptions): Promise<Work
     // Web UI show; the SDK's default throttle would hold it back for up to a minute.
     maxHeartbeatThrottleInterval: '1 second',
     defaultHeartbeatThrottleInterval: '1 second',
+    ...(maxConcurrentActivities !== undefined && { maxConcurrentActivityTaskExecutions: maxConcurrentActivities }),
     ...(workflowBundle ? { workflowBundle } : workflowSource()),
   });
 }

@@ -81,6 +81,8 @@ export async function shardedRollouts(
   answerProgress();
   const activityOptions = {
     ...callOptions(options.heartbeatTimeoutSeconds),
+    // Eagerly dispatched, every shard would go to the worker whose workflow task scheduled it.
+    allowEagerDispatch: false,
     ...(options.timeoutMinutes !== undefined && { startToCloseTimeout: `${options.timeoutMinutes} minutes` }),
   };
   const results: RunRolloutsSummary[] = [];

@@ -46,6 +46,9 @@ export async function startLocalWorker(
       taskQueue: config.temporal.taskQueue,
       ...activities.deps,
       ...(metrics && { metrics }),
+      ...(config.worker.maxConcurrentActivities !== undefined && {
+        maxConcurrentActivities: config.worker.maxConcurrentActivities,
+      }),
     });
   } catch (err) {
     await metricsServer?.close();

@@ -95,6 +95,14 @@ const api = z.strictObject({
 });
 
 const worker = z.strictObject({
+  maxConcurrentActivities: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe(
+      "Activities this worker runs at once (unset: Temporal's default, 100). A rollout shard is one long activity: with several workers sharing sets, about rollouts.shard.inFlight / workers plus 2 (for batch and update) spreads the shards, instead of the first worker to poll taking them all",
+    ),
   metricsHost: z
     .string()
     .default('127.0.0.1')
