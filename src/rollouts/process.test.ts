@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -66,6 +66,25 @@ describe.skipIf(process.platform !== 'linux')('runCommand and the harness’s de
     expect(run.exitCode).not.toBe(0);
     expect(await gone(pidIn('main.pid'))).toBe(true);
     expect(await gone(pidIn('escaped.pid'))).toBe(true);
+  });
+
+  it('kills the setsid grandchildren of runs that end together, their sweeps shared', async () => {
+    const runDir = (i: number) => path.join(dir, `run-${i}`);
+    const runs = await Promise.all(
+      [0, 1, 2, 3].map((i) => {
+        mkdirSync(runDir(i));
+        return runCommand({
+          command: 'bash',
+          args: ['-c', `${escapedChild}\nexit ${i}`, 'harness', runDir(i)],
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+          timeoutMs: 30_000,
+          logFile: path.join(runDir(i), 'run.log'),
+        });
+      }),
+    );
+    expect(runs.map((r) => r.exitCode)).toEqual([0, 1, 2, 3]);
+    for (const i of [0, 1, 2, 3])
+      expect(await gone(Number(readFileSync(path.join(runDir(i), 'escaped.pid'), 'utf8').trim()))).toBe(true);
   });
 
   it('kills a cancelled harness’s setsid grandchild', async () => {
