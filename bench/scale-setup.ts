@@ -56,6 +56,8 @@ export interface ClusterOptions {
   eagerActivities: boolean;
   /** Node's --cpu-prof for the gateways and workers, profiles written here when they stop. */
   profileDir?: string | undefined;
+  /** Each worker's worker.maxConcurrentActivities. */
+  maxConcurrentActivities?: number;
 }
 
 function nodeArgs(options: ClusterOptions, name: string): string[] {
@@ -196,6 +198,7 @@ function workerConfig(options: ClusterOptions, i: number, temporalAddress: strin
       timeoutSeconds: 30,
     },
     rollouts: { concurrency: options.concurrency },
+    ...(options.maxConcurrentActivities && { worker: { maxConcurrentActivities: options.maxConcurrentActivities } }),
   });
 }
 

@@ -16,6 +16,7 @@
  *   npm run bench:scale [-- --rollouts 10000 --workers 4 --gateways 2] [--samples 8]
  *     [--shard-size 64] [--in-flight 8] [--concurrency 32] [--baseline 2000]
  *     [--eager-activities on|off]   (Temporal's eager activity dispatch: on as the dev server has it)
+ *     [--max-activities N]   (each worker's worker.maxConcurrentActivities, so shards spread)
  *     [--profile DIR]   (node --cpu-prof of every gateway and worker, written to DIR when they stop)
  */
 import { spawn } from 'node:child_process';
@@ -45,6 +46,7 @@ const { values } = parseArgs({
     baseline: { type: 'string', default: '2000' },
     profile: { type: 'string' },
     'eager-activities': { type: 'string', default: 'on' },
+    'max-activities': { type: 'string' },
   },
 });
 function positive(name: string, value: string | undefined): number {
@@ -269,6 +271,7 @@ async function main() {
     concurrency: settings.concurrency,
     profileDir: values.profile && path.resolve(values.profile),
     eagerActivities: values['eager-activities'] !== 'off',
+    ...(values['max-activities'] && { maxConcurrentActivities: Number(values['max-activities']) }),
   });
   const db = new pg.Pool({ connectionString: cluster.storeUrl, max: 2 });
   const connection = await Connection.connect({ address: cluster.temporalAddress });
@@ -299,7 +302,12 @@ async function main() {
           node: process.version,
           loadAtStart: loadAtStart.map((l) => round(l)),
           loadAtEnd: os.loadavg().map((l) => round(l)),
-          settings: { ...settings, setConcurrency, eagerActivities: values['eager-activities'] },
+          settings: {
+            ...settings,
+            setConcurrency,
+            eagerActivities: values['eager-activities'],
+            maxActivitiesPerWorker: values['max-activities'] ?? null,
+          },
           result: { byStatus, unscored, meanReward },
           ...measured,
           history,
