@@ -1,6 +1,6 @@
 export { preflight, type PreflightResult } from './preflight.js';
 export { rolloutSet, type RolloutSetInput } from './rollout-set.js';
-export { shardedProgressQuery, type ShardedProgress } from './rollout-shards.js';
+export { SHARDS_MEMO, type ShardedProgress } from './rollout-shards.js';
 export {
   STAGES_MEMO,
   trainingIteration,

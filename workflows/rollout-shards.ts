@@ -1,4 +1,4 @@
-import { defineQuery, patched, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
+import { patched, proxyActivities, sleep, upsertMemo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { mergeShardSummaries, planShards, type ShardSettings } from '../src/rollouts/shards.js';
@@ -21,23 +21,26 @@ export interface ShardedProgress {
   finishedShards: number;
 }
 
-/** `rein status` adds the running shards' heartbeats to it: done/total over the whole set. */
-export const shardedProgressQuery = defineQuery<ShardedProgress>('rolloutShardsProgress');
+/**
+ * The memo key under which a workflow keeps its sharded sets' progress (ShardedProgress), updated
+ * as each shard finishes: `rein status` adds the running shards' heartbeats to it, with no worker
+ * needed to answer (a query would wait on a dead worker's sticky queue).
+ */
+export const SHARDS_MEMO = 'rolloutShards';
 
 /** Each sharded set this workflow runs now, by the total of its shards that finished (workflow-scoped state). */
 const runningSets = new Set<{ shards: number[]; finished: Set<number> }>();
 
-function answerProgress(): void {
-  setHandler(shardedProgressQuery, () => {
-    const progress: ShardedProgress = { doneInFinishedShards: 0, total: 0, shards: 0, finishedShards: 0 };
-    for (const set of runningSets) {
-      progress.shards += set.shards.length;
-      progress.total += set.shards.reduce((a, b) => a + b, 0);
-      progress.finishedShards += set.finished.size;
-      for (const i of set.finished) progress.doneInFinishedShards += set.shards[i] ?? 0;
-    }
-    return progress;
-  });
+/** The progress over the sets running now, into the memo. */
+function recordProgress(): void {
+  const progress: ShardedProgress = { doneInFinishedShards: 0, total: 0, shards: 0, finishedShards: 0 };
+  for (const set of runningSets) {
+    progress.shards += set.shards.length;
+    progress.total += set.shards.reduce((a, b) => a + b, 0);
+    progress.finishedShards += set.finished.size;
+    for (const i of set.finished) progress.doneInFinishedShards += set.shards[i] ?? 0;
+  }
+  upsertMemo({ [SHARDS_MEMO]: progress });
 }
 
 /**
@@ -78,7 +81,7 @@ export async function shardedRollouts(
   }));
   const set = { shards: shards.map((s) => s.taskIds.length * s.samplesPerTask), finished: new Set<number>() };
   runningSets.add(set);
-  answerProgress();
+  recordProgress();
   const activityOptions = {
     ...callOptions(options.heartbeatTimeoutSeconds),
     // Eagerly dispatched, every shard would go to the worker whose workflow task scheduled it.
@@ -91,6 +94,7 @@ export async function shardedRollouts(
     const summary = `${options.summary} (shard ${i + 1}/${shards.length})`;
     results[i] = await runRollouts.executeWithOptions({ ...activityOptions, summary }, [shards[i] as RunRolloutsInput]);
     set.finished.add(i);
+    recordProgress();
   };
   try {
     await atMostAtOnce(
@@ -106,6 +110,7 @@ export async function shardedRollouts(
     }
   } finally {
     runningSets.delete(set);
+    recordProgress();
   }
   return mergeShardSummaries(input.batchId, results);
 }

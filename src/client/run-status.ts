@@ -3,7 +3,8 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import {
   PROGRESS_MEMO,
-  shardedProgressQuery,
+  SHARDS_MEMO,
+  type ShardedProgress,
   statusQuery,
   type RunProgress,
   type RunStatus,
@@ -182,7 +183,7 @@ export async function describeStage(client: Client, workflowId: string): Promise
     return child ? describeStage(client, child) : undefined;
   }
   const beat = heartbeatOf(pending);
-  const progress = (await setProgress(client, workflowId, pendingActivities)) ?? beat;
+  const progress = setProgress(described.memo, pendingActivities) ?? beat;
   return {
     workflowId,
     stage: stageAttribute(described),
@@ -205,33 +206,20 @@ function heartbeatOf(pending: PendingActivity): { done?: number; total?: number;
     : undefined;
 }
 
-/** How long describeStage waits for a worker to say how far a sharded set is. */
-const SHARDS_QUERY_TIMEOUT_MS = 5_000;
-
 /**
  * A rollout set run in shards (workflows/rollout-shards.ts), over the whole set: the rollouts of
- * its finished shards (the workflow's query) plus those its running shards heartbeated. Undefined
- * for anything else (one activity, another stage), or when no worker answers in time.
+ * its finished shards (the workflow's memo) plus those its running shards heartbeated. Undefined
+ * for anything else (one activity, another stage).
  */
-async function setProgress(
-  client: Client,
-  workflowId: string,
+function setProgress(
+  memo: Record<string, unknown> | undefined,
   pending: readonly PendingActivity[],
-): Promise<{ done: number; total: number } | undefined> {
+): { done: number; total: number } | undefined {
+  const set = memo?.[SHARDS_MEMO] as ShardedProgress | undefined;
   const shards = pending.filter((a) => a.activityType?.name === 'runRollouts');
-  if (shards.length === 0) return undefined;
-  try {
-    const set = await client.withDeadline(Date.now() + SHARDS_QUERY_TIMEOUT_MS, () =>
-      client.workflow.getHandle(workflowId).query(shardedProgressQuery),
-    );
-    if (set.shards === 0) return undefined;
-    const running = shards.reduce((n, a) => n + (heartbeatOf(a)?.done ?? 0), 0);
-    return { done: set.doneInFinishedShards + running, total: set.total };
-  } catch (err) {
-    // Not a sharded set (its workflow has no such query), or no worker answers: the first activity's own progress.
-    if (grpcCode(err) === UNAVAILABLE) throw err;
-    return undefined;
-  }
+  if (!set || set.shards === 0 || shards.length === 0) return undefined;
+  const running = shards.reduce((n, a) => n + (heartbeatOf(a)?.done ?? 0), 0);
+  return { done: set.doneInFinishedShards + running, total: set.total };
 }
 
 /** Temporal's status of a run's latest execution (RUNNING, COMPLETED, FAILED, TERMINATED, ...). */
