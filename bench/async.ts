@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
+import { pairedBootstrap } from '../src/gate/paired-tests.js';
 import type { RunStatus } from '../workflows/index.js';
 import { embeddedTrainingRun } from './embedded-run.js';
 import { stageTimes } from './stage-times.js';
@@ -26,20 +27,20 @@ const { values } = parseArgs({
   },
 });
 
-/** Success (reward > 0) per held-out task. */
-const successes = (byTask: Record<string, number>) =>
-  Object.fromEntries(Object.entries(byTask).map(([task, r]) => [task, r > 0 ? 1 : 0]));
-
-/** The mean paired difference after − before, in points, with a normal-approximation 95% interval. */
+/**
+ * The held-out gain after − before in success (reward > 0) per task, in points, with the interval
+ * the release gate computes (its paired bootstrap, at gate.confidence's and gate.resamples' defaults).
+ */
 function pairedGain(before: Record<string, number>, after: Record<string, number>) {
-  const a = successes(after);
-  const diffs = Object.entries(successes(before)).map(([task, b]) => (a[task] ?? 0) - b);
-  const n = diffs.length;
-  const mean = diffs.reduce((s, d) => s + d, 0) / n;
-  const sd = Math.sqrt(diffs.reduce((s, d) => s + (d - mean) ** 2, 0) / Math.max(1, n - 1));
-  const half = (1.96 * sd) / Math.sqrt(n);
+  const success = (reward: number | undefined) => ((reward ?? 0) > 0 ? 1 : 0);
+  const pairs = Object.keys(before).map((task) => ({
+    task,
+    incumbent: success(before[task]),
+    candidate: success(after[task]),
+  }));
+  const { gain, lower, upper } = pairedBootstrap(pairs, { resamples: 2000, confidence: 0.95, seed: 1 });
   const points = (x: number) => Math.round(1000 * x) / 10;
-  return { points: points(mean), interval95: [points(mean - half), points(mean + half)], tasks: n };
+  return { points: points(gain), interval95: [points(lower), points(upper)], tasks: pairs.length };
 }
 
 /** The host's CPU time, busy and in all, from /proc/stat (Linux): what share of the cores a run kept busy. */
