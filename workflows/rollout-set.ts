@@ -4,6 +4,7 @@ import { DEFAULT_SHARD_SETTINGS, type ShardSettings } from '../src/rollouts/shar
 import { rolloutSetActivity, scoredRollouts } from './rollouts-activity.js';
 import { runsInShards, shardedRollouts } from './rollout-shards.js';
 import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
+import type { TaskSelection } from './task-selection.js';
 
 export interface RolloutSetInput extends RunRolloutsInput {
   /** How long a worker may go silent before its shard moves to another worker. */
@@ -17,6 +18,17 @@ export interface RolloutSetInput extends RunRolloutsInput {
    * (see scoredRollouts); default: report them unscored.
    */
   rescore?: boolean;
+}
+
+/** An iteration's training set: its tasks × samples pinned to the policy they sample, into its batch. */
+export function trainingSet(
+  batchId: string,
+  configHash: string,
+  train: TaskSelection & { samplesPerTask: number },
+  policyVersion: string,
+): RunRolloutsInput {
+  const { taskSet, taskIds, samplesPerTask } = train;
+  return { batchId, configHash, taskSet, taskIds, samplesPerTask, mode: 'train', policyVersion };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { CancellationScope, executeChild, log } from '@temporalio/workflow';
 import { iterationBatchId } from '../src/rollouts/rollout-id.js';
 import { rootMessage } from './failures.js';
-import { rolloutSet } from './rollout-set.js';
+import { rolloutSet, trainingSet } from './rollout-set.js';
 import { iterationTaskIds, type TrainingRunInput } from './run-input.js';
 import type { SampledRollouts } from './sampled-rollouts.js';
 
@@ -36,13 +36,12 @@ export async function trainRollouts(
     staticSummary: `it${iteration}: train rollouts, ${taskIds.length} tasks x ${samplesPerTask} on ${policyVersion}`,
     args: [
       {
-        batchId: iterationBatchId(runId, iteration),
-        configHash: input.configHash,
-        taskSet: input.train.taskSet,
-        taskIds,
-        samplesPerTask,
-        mode: 'train',
-        policyVersion,
+        ...trainingSet(
+          iterationBatchId(runId, iteration),
+          input.configHash,
+          { ...input.train, taskIds },
+          policyVersion,
+        ),
         rescore: true,
         ...(input.shards && { shards: input.shards }),
         ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),

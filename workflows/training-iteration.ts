@@ -8,7 +8,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { LedgerInput } from '../activities/release.js';
-import type { RunRolloutsInput, RunRolloutsSummary } from '../activities/run-rollouts.js';
+import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { UpdatePolicySummary } from '../activities/update-policy.js';
 import { iterationBatchId } from '../src/rollouts/rollout-id.js';
 import { DEFAULT_SHARD_SETTINGS, type ShardSettings } from '../src/rollouts/shards.js';
@@ -21,7 +21,7 @@ import {
   TRAINER_ACTIVITY,
 } from './activity-options.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
-import { rolloutSet } from './rollout-set.js';
+import { rolloutSet, trainingSet } from './rollout-set.js';
 import { runsInShards } from './rollout-shards.js';
 import { scoredRollouts } from './rollouts-activity.js';
 import {
@@ -180,15 +180,7 @@ function trainRollouts(
   heartbeatTimeoutSeconds: number,
 ): Promise<RunRolloutsSummary> {
   const { train, policyVersion: parent } = input;
-  const set: RunRolloutsInput = {
-    batchId,
-    configHash: input.configHash,
-    taskSet: train.taskSet,
-    taskIds: train.taskIds,
-    samplesPerTask: train.samplesPerTask,
-    mode: 'train',
-    policyVersion: parent,
-  };
+  const set = trainingSet(batchId, input.configHash, train, parent);
   const summary = `train rollouts: ${train.taskIds.length} tasks x ${train.samplesPerTask} on ${parent}`;
   const shards = input.shards ?? DEFAULT_SHARD_SETTINGS;
   if (!runsInShards(set, shards)) return scoredRollouts(summary, heartbeatTimeoutSeconds, set, shards);

@@ -116,7 +116,7 @@ export function trainingRunInput(
     heldoutEvery: run.heldoutEvery,
     release: { samplesPerTask: config.gate.samplesPerTask, promote: config.gate.autoPromote },
     heartbeatTimeoutSeconds: run.heartbeatTimeoutSeconds,
-    // Absent for sync: the input runs started before schedules existed had, and the same config hash.
+    // Absent for sync, as in the input of runs started before schedules existed.
     ...(run.schedule === 'async' && { schedule: run.schedule }),
     shards: config.rollouts.shard,
     onFailedIteration: run.onFailedIteration,
