@@ -135,7 +135,7 @@ export function stubActivities(
 
 /** Runs `fn` while a worker with the real workflows and these stub activities polls a fresh task queue. */
 export async function withStubWorker<T>(
-  activities: Stubs,
+  activities: Partial<Activities>,
   fn: (ctx: { client: Client; taskQueue: string }) => Promise<T>,
 ): Promise<T> {
   // The failures these tests cause on purpose are logged at warn.

@@ -1,16 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowFailedError } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Activities } from '../../activities/index.js';
 import { createNotifyActivities } from '../../activities/notify.js';
-import { createLogger } from '../../src/log/logger.js';
 import { notificationsSchema } from '../../src/notify/events.js';
 import { signature } from '../../src/notify/webhook.js';
-import { installTemporalRuntime } from '../../workers/runtime.js';
 import type { RunStatus, TrainingRunInput } from '../../workflows/index.js';
-import { testClient } from '../helpers/temporal.js';
+import { withStubWorker } from '../helpers/run-stubs.js';
 import { startReceiver, type Received, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { withRolloutIds } from '../../activities/batch-selection.js';
 
@@ -131,47 +128,32 @@ const webhookConfig = (events?: string[]) =>
 
 /** Runs a training run to its end on a worker with the real workflows, the real notify activity and these stubs. */
 async function run(activities: Stubbed, more: Partial<TrainingRunInput> = {}, notifications = webhookConfig()) {
-  installTemporalRuntime(createLogger('error'));
-  const taskQueue = `notify-${randomUUID()}`;
   const runId = `notify-run-${randomUUID().slice(0, 8)}`;
-  const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
-  const { client, connection: clientConnection } = await testClient();
   const { notify } = createNotifyActivities({ notifications });
-  try {
-    const worker = await Worker.create({
-      connection,
-      taskQueue,
-      workflowBundle: { code: inject('workflowBundleCode') },
-      activities: { ...activities, notify },
-    });
-    const input: TrainingRunInput = {
-      runId,
-      configHash: 'cfg',
-      base: { version: 'v0', checkpointUri: 'file:///stub/v0' },
-      startFrom: 'base',
-      iterations: 2,
-      train: {
-        taskSet: { file: '/stub/train.jsonl', sha256: 'sha' },
-        taskIds: ['t1', 't2'],
-        tasksPerIteration: 2,
-        samplesPerTask: 1,
-      },
-      heldout: { taskSet: { file: '/stub/heldout.jsonl', sha256: 'sha' }, taskIds: ['h1'] },
-      release: { samplesPerTask: 1, promote: true },
-      onFailedIteration: 'stop',
-      ...more,
-    };
-    const outcome = await worker.runUntil(
-      client.workflow.execute('trainingRun', { taskQueue, workflowId: runId, args: [input] }).then(
-        (status: RunStatus) => ({ status, error: undefined }),
-        (error: unknown) => ({ status: undefined, error }),
-      ),
-    );
-    return { runId, ...outcome };
-  } finally {
-    await clientConnection.close();
-    await connection.close();
-  }
+  const input: TrainingRunInput = {
+    runId,
+    configHash: 'cfg',
+    base: { version: 'v0', checkpointUri: 'file:///stub/v0' },
+    startFrom: 'base',
+    iterations: 2,
+    train: {
+      taskSet: { file: '/stub/train.jsonl', sha256: 'sha' },
+      taskIds: ['t1', 't2'],
+      tasksPerIteration: 2,
+      samplesPerTask: 1,
+    },
+    heldout: { taskSet: { file: '/stub/heldout.jsonl', sha256: 'sha' }, taskIds: ['h1'] },
+    release: { samplesPerTask: 1, promote: true },
+    onFailedIteration: 'stop',
+    ...more,
+  };
+  const outcome = await withStubWorker({ ...activities, notify }, ({ client, taskQueue }) =>
+    client.workflow.execute('trainingRun', { taskQueue, workflowId: runId, args: [input] }).then(
+      (status: RunStatus) => ({ status, error: undefined }),
+      (error: unknown) => ({ status: undefined, error }),
+    ),
+  );
+  return { runId, ...outcome };
 }
 
 describe('webhook notifications from training runs', () => {
