@@ -15,6 +15,7 @@ import {
   type RolloutBatchSpec,
   type RolloutOutcome,
 } from '../src/rollouts/runner.js';
+import type { CommandRunner } from '../src/rollouts/process.js';
 import { SAMPLES_MERGE, type RolloutMode } from '../src/rollouts/rollout.js';
 import { summarizeOutcomes, type RolloutSetSummary } from '../src/rollouts/shards.js';
 import { loadTaskSet, type Task } from '../src/rollouts/tasks.js';
@@ -42,6 +43,8 @@ export interface RolloutActivityDeps {
   artifacts: ArtifactStore;
   /** The gateway's redaction rules (gateway.redact), applied to the logs before upload; default: the built-in rules. */
   redaction?: readonly RedactionRule[];
+  /** What spawns harnesses and verifiers: the worker's process launcher; default, the worker itself. */
+  commands?: CommandRunner;
 }
 
 /** Small enough for workflow history: the tasks travel as a file reference and ids. */
@@ -99,7 +102,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
   const context = Context.current();
   const onPolicyLost = await servedAgain(deps, gateway, input.policyVersion);
   const version = harnessVersion(harness);
-  const executor = harnessExecutor(harness);
+  const executor = harnessExecutor(harness, deps.commands);
   const progress = heartbeatProgress(context, input.taskIds.length * input.samplesPerTask);
   let outcomes: RolloutOutcome[];
   try {
@@ -107,6 +110,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
       gateway,
       harness: executor,
       verifier: programSpec(verifier),
+      ...(deps.commands && { commands: deps.commands }),
       signal: context.cancellationSignal,
       cancelIsFinal: () => isFinalCancel(context),
       logUpload: { artifacts: deps.artifacts, redaction: deps.redaction ?? DEFAULT_REDACTION_RULES },

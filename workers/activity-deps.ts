@@ -10,6 +10,7 @@ import { openLedger } from '../src/ledger/open.js';
 import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
 import { openRegistry } from '../src/registry/open.js';
+import { ProcessLauncher } from '../src/rollouts/launcher.js';
 import { storeLocation } from '../src/store/location.js';
 import { traceStoreFromConfig } from '../src/store/open.js';
 import { policyTrainer } from '../src/training/policy-update.js';
@@ -67,7 +68,10 @@ export async function workerDepsFromConfig(config: ReinConfig): Promise<{ deps: 
   const gateway = gatewayControlFromConfig(config.gateway);
   const artifacts = artifactStoreFromConfig(config);
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
+  // Harnesses and verifiers are spawned from a small child process: fork from the worker costs ~10× more.
+  const launcher = new ProcessLauncher();
   const deps: WorkerDeps = {
+    commands: launcher.run,
     ...(gateway && { gateway }),
     dataDir: config.dataDir,
     minFreeBytes: megabytes(config.storage.minFreeMegabytes),
@@ -96,6 +100,7 @@ export async function workerDepsFromConfig(config: ReinConfig): Promise<{ deps: 
   return {
     deps,
     close: async () => {
+      await launcher.close();
       await registry.close();
       await ledger.close();
       await store.close();

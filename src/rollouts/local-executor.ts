@@ -1,20 +1,21 @@
 import path from 'node:path';
 import { modelEndpointEnv, type HarnessExecutor, type HarnessLaunch, type HarnessRun } from './executor.js';
 import { programProblems, type ProgramSpec } from './program.js';
-import { runCommand } from './process.js';
+import { runCommand, type CommandRunner } from './process.js';
 
 const DEFAULT_ENV_ALLOW = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR'];
 
 /**
  * Runs the harness as a local process in its own process group. Its run ends when it exits, times
  * out or is cancelled, and then everything it started is killed, daemons that left the group too.
+ * `commands` spawns it: a worker's process launcher, or this process.
  */
-export function localExecutor(spec: ProgramSpec): HarnessExecutor {
+export function localExecutor(spec: ProgramSpec, commands: CommandRunner = runCommand): HarnessExecutor {
   return {
     problems: async () => programProblems('harness', spec),
     async run(launch: HarnessLaunch): Promise<HarnessRun> {
       const { issued } = launch;
-      const result = await runCommand({
+      const result = await commands({
         command: spec.command,
         args: withPlaceholders(spec.args, {
           task: launch.taskFile,

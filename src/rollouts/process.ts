@@ -42,6 +42,9 @@ export interface CommandResult {
   seconds: number;
 }
 
+/** Runs a command to its end: runCommand here, or the same in a worker's process launcher (launcher.ts). */
+export type CommandRunner = (spec: CommandSpec) => Promise<CommandResult>;
+
 const STDOUT_LIMIT = 1024 * 1024;
 const TAIL = 2000;
 const LOG_LIMIT = 8 * 1024 * 1024;

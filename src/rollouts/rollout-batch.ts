@@ -1,5 +1,6 @@
 import type { GatewayControlClient } from '../gateway/control-client.js';
 import type { HarnessExecutor } from './executor.js';
+import type { CommandRunner } from './process.js';
 import type { ProgramSpec } from './program.js';
 import type { LogUploadSettings } from './rollout-logs.js';
 import type { FailureClass, RolloutMode } from './rollout.js';
@@ -84,6 +85,8 @@ export interface RunnerDeps {
    */
   onPolicyLost?: () => Promise<void>;
   signal?: AbortSignal;
+  /** What spawns the harness and the verifier (see VerifierDeps.commands). */
+  commands?: CommandRunner;
   /**
    * Asked when `signal` aborts: true (the default) when it is a user's cancel, which ends the
    * rollouts it interrupts as cancelled; false when the worker is going away, which hands them

@@ -1,9 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { GatewayControlClient } from '../gateway/control-client.js';
 import { allowedEnv, withPlaceholders } from './local-executor.js';
-import { runCommand } from './process.js';
+import { runCommand, type CommandRunner } from './process.js';
 import type { ProgramSpec } from './program.js';
 import type { Task } from './tasks.js';
 
@@ -12,6 +13,8 @@ export interface VerifierDeps {
   verifier: ProgramSpec;
   gateway: GatewayControlClient;
   signal?: AbortSignal;
+  /** What spawns the verifier: a worker's process launcher; default, this process. */
+  commands?: CommandRunner;
 }
 
 /**
@@ -33,12 +36,9 @@ export async function runVerifier(
   const { verifier } = deps;
   if (!existsSync(inputs.output)) writeFileSync(inputs.output, 'null\n');
   const taskJson = `${JSON.stringify(inputs.task)}\n`;
-  const taskDir = verifier.args.some((a) => a.includes('{task}'))
-    ? mkdtempSync(path.join(os.tmpdir(), 'rein-verifier-'))
-    : null;
-  const taskFile = taskDir ? path.join(taskDir, 'task.json') : '';
-  if (taskDir) writeFileSync(taskFile, taskJson, { mode: 0o600, flag: 'wx' });
-  const run = await runCommand({
+  const taskFile = verifier.args.some((a) => a.includes('{task}')) ? privateTaskFile() : '';
+  if (taskFile) writeFileSync(taskFile, taskJson, { mode: 0o600, flag: 'wx' });
+  const run = await (deps.commands ?? runCommand)({
     command: verifier.command,
     args: withPlaceholders(verifier.args, { task: taskFile, output: inputs.output, rollout: rolloutId }),
     cwd: verifier.cwd,
@@ -54,7 +54,7 @@ export async function runVerifier(
     ...(verifier.taskOnStdin && { stdin: taskJson }),
     logFile: path.join(dir, 'verifier.log'),
     signal: deps.signal,
-  }).finally(() => taskDir && rmSync(taskDir, { recursive: true, force: true }));
+  }).finally(() => taskFile && rmSync(taskFile, { force: true }));
   // A verifier stopped by a cancel or a shutdown did not judge anything.
   if (run.cancelled) return { cancelled: true };
   const evidence = {
@@ -72,6 +72,17 @@ export async function runVerifier(
     };
   const verdict = rewardOf(run.stdout, weights);
   return 'error' in verdict ? { ...verdict, evidence: { ...evidence, stdoutTail: run.stdout.slice(-500) } } : verdict;
+}
+
+let privateDir: string | null = null;
+
+/**
+ * A new file name in this process's private folder (0700, made once): a folder made and removed
+ * for each run cost more CPU under load than spawning the verifier did.
+ */
+function privateTaskFile(): string {
+  if (!privateDir || !existsSync(privateDir)) privateDir = mkdtempSync(path.join(os.tmpdir(), 'rein-verifier-'));
+  return path.join(privateDir, `task-${randomUUID()}.json`);
 }
 
 /** Reads the verifier's last stdout line: `{"components": {name: number}}`, weighted into one reward. */
