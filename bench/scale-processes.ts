@@ -104,6 +104,23 @@ export function ownCpuMs(pid: number): number {
   return (Number(f[11]) + Number(f[12])) * TICK_MS;
 }
 
+/**
+ * CPU time (utime + stime), ms, of the worker's process launcher (src/rollouts/launcher.ts: its
+ * child that spawns the harnesses and verifiers), its own only; 0 before it has started.
+ */
+export function launcherCpuMs(worker: number): number {
+  let total = 0;
+  for (const pid of pidsOf()) {
+    try {
+      if (parentOf(pid) === worker && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('launcher-main'))
+        total += ownCpuMs(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
+}
+
 /** CPU time of the process and of its children it has reaped (cutime + cstime), ms. */
 function cpuWithReapedMs(pid: number): number {
   const f = statFields(pid);

@@ -6,12 +6,15 @@
  * and one curl chat call through the gateway), the backend a stand-in that answers at once with
  * token ids and log-probs (bench/upstream.ts), so what is measured is Rein's own cost:
  *
- * - worker CPU per rollout (each worker process's own utime+stime, not its harness children's);
+ * - worker CPU per rollout: each worker process's own utime+stime and its process launcher's (the
+ *   child that spawns harnesses and verifiers), not the harnesses' or verifiers' own;
  * - gateway CPU per journaled call; Temporal server and PostgreSQL CPU per rollout;
  * - the set's workflow history (events, bytes, activity and workflow tasks);
  * - journal rows (calls + events) per second, and PostgreSQL's row writes per second;
  * - peak RSS per process; wall time and rollouts/s, against the same harness and verifier spawned
- *   directly (no Rein) at the same concurrency, measured in the same run.
+ *   directly (no Rein) at the same concurrency by a bare Node process, measured in the same run,
+ *   with that process's CPU per rollout: the floor of spawning them, which the worker's CPU is
+ *   also reported above.
  *
  *   npm run bench:scale [-- --rollouts 10000 --workers 4 --gateways 2] [--samples 8]
  *     [--shard-size 64] [--in-flight 8] [--concurrency 32] [--baseline 2000]
@@ -31,7 +34,7 @@ import pg from 'pg';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { taskSetHash } from '../src/rollouts/tasks.js';
 import { MODEL } from '../test/helpers/vllm-like-server.js';
-import { ownCpuMs, peakRssMb, treeCpuMs } from './scale-processes.js';
+import { launcherCpuMs, ownCpuMs, peakRssMb, treeCpuMs } from './scale-processes.js';
 import { HARNESS_SCRIPT, startScaleCluster, TASK_QUEUE, VERIFIER_SCRIPT, type ScaleCluster } from './scale-setup.js';
 
 const { values } = parseArgs({
@@ -88,6 +91,7 @@ function machineTicks(): { busy: number; total: number } {
 function cpuSnapshot(cluster: ScaleCluster) {
   return {
     workers: cluster.workers.map((w) => ownCpuMs(w.pid)),
+    launchers: cluster.workers.map((w) => launcherCpuMs(w.pid)),
     gateways: cluster.gateways.map((g) => ownCpuMs(g.pid)),
     temporal: treeCpuMs(cluster.temporalPid),
     postgres: treeCpuMs(cluster.postgresPid),
@@ -180,30 +184,53 @@ async function historyOf(client: Client, workflowId: string) {
   };
 }
 
-/** The same harness and verifier spawned directly, `concurrency` at once, against the backend itself: rollouts/s. */
+/**
+ * The loop of bench/scale.ts's baseline, run by a plain Node process (no Rein, nothing loaded, ~50
+ * MB): the harness then the verifier, `concurrency` rollouts at once, their output read from pipes
+ * as any runner must; prints the wall time and its own CPU, the floor any Node runner pays to spawn
+ * and follow these two programs on this machine.
+ */
+const DIRECT_SPAWNER = `
+const { spawn } = await import('node:child_process');
+const [harness, verifier, upstreamUrl, model, concurrency, count, dir] = JSON.parse(process.argv[1]);
+const run = (args, env) => new Promise((resolve, reject) => {
+  const child = spawn('/bin/sh', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', ...env } });
+  child.stdout.on('data', () => undefined);
+  child.stderr.on('data', () => undefined);
+  child.once('error', reject);
+  child.once('close', (code) => (code === 0 ? resolve() : reject(new Error('baseline run exited ' + code))));
+});
+const cpu = process.cpuUsage();
+const t0 = performance.now();
+let next = 0;
+await Promise.all(Array.from({ length: concurrency }, async () => {
+  while (next < count) {
+    const output = dir + '/direct-' + next++ + '.json';
+    await run(['-c', harness, 'harness', output], { OPENAI_BASE_URL: upstreamUrl, OPENAI_API_KEY: 'x', MODEL: model });
+    await run(['-c', verifier, 'verifier', 'task', output], {});
+  }
+}));
+const used = process.cpuUsage(cpu);
+console.log(JSON.stringify({ seconds: (performance.now() - t0) / 1000, cpuMs: (used.user + used.system) / 1000 }));
+`;
+
+/** The same harness and verifier spawned directly (DIRECT_SPAWNER) against the backend itself: rollouts/s and CPU. */
 async function directBaseline(upstreamUrl: string, concurrency: number, count: number, dir: string) {
-  const run = (args: string[], env: Record<string, string>) =>
-    new Promise<void>((resolve, reject) => {
-      const child = spawn('/bin/sh', args, { stdio: 'ignore', env: { PATH: process.env.PATH ?? '', ...env } });
-      child.once('error', reject);
-      child.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`baseline run exited ${code}`))));
-    });
-  const t0 = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        const output = path.join(dir, `direct-${next++}.json`);
-        await run(['-c', HARNESS_SCRIPT, 'harness', output], {
-          OPENAI_BASE_URL: upstreamUrl,
-          OPENAI_API_KEY: 'x',
-          MODEL,
-        });
-        await run(['-c', VERIFIER_SCRIPT, 'verifier', 'task', output], {});
-      }
-    }),
-  );
-  return { rollouts: count, concurrency, rolloutsPerSecond: round(count / ((performance.now() - t0) / 1000), 1) };
+  const args = JSON.stringify([HARNESS_SCRIPT, VERIFIER_SCRIPT, upstreamUrl, MODEL, concurrency, count, dir]);
+  const child = spawn(process.execPath, ['--input-type=module', '-e', DIRECT_SPAWNER, args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  if (code !== 0) throw new Error(`the direct baseline exited with ${code}`);
+  const { seconds, cpuMs } = JSON.parse(out) as { seconds: number; cpuMs: number };
+  return {
+    rollouts: count,
+    concurrency,
+    rolloutsPerSecond: round(count / seconds, 1),
+    spawnerCpuMsPerRollout: round(cpuMs / count),
+  };
 }
 
 async function journalRows(db: pg.Pool, batchId: string) {
@@ -227,6 +254,7 @@ function figures(
 ) {
   const { seconds, before, after } = run;
   const workerMs = after.workers.map((ms, i) => ms - (before.workers[i] as number));
+  const launcherMs = after.launchers.map((ms, i) => ms - (before.launchers[i] as number));
   const gatewayMs = after.gateways.map((ms, i) => ms - (before.gateways[i] as number));
   const rowWrites = Object.entries(run.writesAfter.byTable)
     .map(([table, w]) => [table, w - (run.writesBefore.byTable[table] ?? 0)] as const)
@@ -240,8 +268,11 @@ function figures(
     wallSeconds: round(seconds, 1),
     rolloutsPerSecond: round(rollouts / seconds, 1),
     workerCpu: {
-      msPerRollout: round(sum(workerMs) / rollouts),
+      msPerRollout: round((sum(workerMs) + sum(launcherMs)) / rollouts),
+      workerProcessMsPerRollout: round(sum(workerMs) / rollouts),
+      launcherMsPerRollout: round(sum(launcherMs) / rollouts),
       perWorkerSeconds: workerMs.map((ms) => round(ms / 1000, 1)),
+      perLauncherSeconds: launcherMs.map((ms) => round(ms / 1000, 1)),
     },
     gatewayCpu: {
       msPerCall: round(sum(gatewayMs) / journal.calls),
@@ -314,6 +345,9 @@ async function main() {
           peakRss,
           baseline,
           rolloutRateRatioVsDirect: round(measured.rolloutsPerSecond / baseline.rolloutsPerSecond, 3),
+          // Rein's orchestration overhead: the worker's CPU (launcher included) above what spawning the same two
+          // programs costs a bare Node runner on this machine.
+          workerCpuAboveDirectMsPerRollout: round(measured.workerCpu.msPerRollout - baseline.spawnerCpuMsPerRollout),
         },
         null,
         2,
