@@ -1,3 +1,4 @@
+import type { EnvironmentSettings } from '../src/environments/settings.js';
 import type { GateRules } from '../src/gate/config.js';
 import type { RolloutSettings, SampleSettings } from '../src/config/schema.js';
 import { RunConfigError } from '../src/config/run-config.js';
@@ -16,6 +17,8 @@ export interface RunDeps {
   configHash?: string;
   harness?: HarnessSettings;
   verifier?: VerifierSettings;
+  /** The environment the harness's tools talk to, when the run has one. */
+  environment?: EnvironmentSettings;
   rollouts: RolloutSettings;
   samples: SampleSettings;
   gate: GateRules;

@@ -7,7 +7,11 @@ import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { ensureServed, type Serving } from '../src/registry/serving.js';
 import { harnessExecutor } from '../src/rollouts/harness-executor.js';
-import { harnessVersion, programSpec } from '../src/rollouts/harness-spec.js';
+import { EnvironmentLoadError } from '../src/environments/load.js';
+import { rolloutEnvironment, type RolloutEnvironment } from '../src/environments/rollout-environment.js';
+import type { EnvironmentServer } from '../src/environments/server.js';
+import type { EnvironmentSettings } from '../src/environments/settings.js';
+import { harnessVersion, programSpec, type HarnessSettings } from '../src/rollouts/harness-spec.js';
 import {
   RolloutSetupError,
   RolloutsHandedBack,
@@ -45,6 +49,8 @@ export interface RolloutActivityDeps {
   redaction?: readonly RedactionRule[];
   /** What spawns harnesses and verifiers: the worker's process launcher; default, the worker itself. */
   commands?: CommandRunner;
+  /** The worker's environment server (started on first use), for runs whose config has an environment. */
+  environmentServer?: () => Promise<EnvironmentServer>;
 }
 
 /** Small enough for workflow history: the tasks travel as a file reference and ids. */
@@ -102,6 +108,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
   const context = Context.current();
   const onPolicyLost = await servedAgain(deps, gateway, input.policyVersion);
   const version = harnessVersion(harness);
+  const environment = run.environment && (await environmentOf(deps, run.environment, harness));
   const executor = harnessExecutor(harness, deps.commands);
   const progress = heartbeatProgress(context, input.taskIds.length * input.samplesPerTask);
   let outcomes: RolloutOutcome[];
@@ -111,6 +118,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
       harness: executor,
       verifier: programSpec(verifier),
       ...(deps.commands && { commands: deps.commands }),
+      ...(environment && { environment }),
       signal: context.cancellationSignal,
       cancelIsFinal: () => isFinalCancel(context),
       logUpload: { artifacts: deps.artifacts, redaction: deps.redaction ?? DEFAULT_REDACTION_RULES },
@@ -129,6 +137,29 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
     await executor.close?.();
   }
   return summarizeOutcomes(input.batchId, version, outcomes);
+}
+
+/**
+ * The run's environment, served by this worker to the harnesses it starts; a module or variant
+ * that cannot be used refuses the set at once (no retry can change it).
+ */
+async function environmentOf(
+  deps: RolloutActivityDeps,
+  settings: EnvironmentSettings,
+  harness: HarnessSettings,
+): Promise<RolloutEnvironment> {
+  const refuse = (problem: string) => new RolloutSetupFailure(problem, { problems: [problem] });
+  if (!harness.local)
+    throw refuse(
+      'environments are served to local harnesses only (harness.local); a Kubernetes harness cannot reach it',
+    );
+  if (!deps.environmentServer) throw refuse('this worker serves no environments (it was started without a server)');
+  try {
+    return await rolloutEnvironment(settings, await deps.environmentServer());
+  } catch (err) {
+    if (err instanceof EnvironmentLoadError) throw refuse(err.message);
+    throw err;
+  }
 }
 
 /** Rollouts go through the gateway: a worker without its admin key cannot run them. */

@@ -10,6 +10,7 @@ import { openLedger } from '../src/ledger/open.js';
 import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
 import { openRegistry } from '../src/registry/open.js';
+import { EnvironmentServer } from '../src/environments/server.js';
 import { ProcessLauncher } from '../src/rollouts/launcher.js';
 import { storeLocation } from '../src/store/location.js';
 import { traceStoreFromConfig } from '../src/store/open.js';
@@ -70,8 +71,10 @@ export async function workerDepsFromConfig(config: ReinConfig): Promise<{ deps: 
   const servingEndpoints = config.gateway.backends[config.trainer.servingBackend]?.endpoints;
   // Harnesses and verifiers are spawned from a small child process: fork from the worker costs ~10× more.
   const launcher = new ProcessLauncher();
+  let environments: Promise<EnvironmentServer> | undefined;
   const deps: WorkerDeps = {
     commands: launcher.run,
+    environmentServer: () => (environments ??= EnvironmentServer.start()),
     ...(gateway && { gateway }),
     dataDir: config.dataDir,
     minFreeBytes: megabytes(config.storage.minFreeMegabytes),
@@ -101,6 +104,10 @@ export async function workerDepsFromConfig(config: ReinConfig): Promise<{ deps: 
     deps,
     close: async () => {
       await launcher.close();
+      await environments?.then(
+        (server) => server.close(),
+        () => undefined,
+      );
       await registry.close();
       await ledger.close();
       await store.close();

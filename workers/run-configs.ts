@@ -65,11 +65,12 @@ export function storedRunDeps(options: StoredRunDepsOptions): RunDepsSource & { 
 
 /** A run's deps: its config's parts, its rollout rules with the worker's pacing, its tokenizer. */
 export function runDepsOf(run: RunConfig, pacing: RolloutPacing): RunDeps {
-  const { harness, verifier, samples, gate } = run;
+  const { harness, verifier, environment, samples, gate } = run;
   return {
     configHash: run.configHash,
     ...(harness && { harness }),
     ...(verifier && { verifier }),
+    ...(environment && { environment }),
     rollouts: { ...run.rolloutRules, ...pacing },
     samples,
     gate,

@@ -70,6 +70,23 @@ export function seedFor(seed, rolloutId, turn) {
   return createHash('sha256').update(`${seed}\n${rolloutId}\n${turn}`).digest().readUInt32BE(0) >>> 1;
 }
 
+/**
+ * The tool call's answer: from the environment Rein serves when it gives one (REIN_ENV_URL, where
+ * Rein may vary the tool's rules and output), else computed here, as in production.
+ */
+async function runTool(name, args) {
+  const env = process.env.REIN_ENV_URL;
+  if (!env) return String(calculate(args.x));
+  const res = await fetch(`${env}/step`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ tool: name, arguments: args }),
+  });
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.error?.message ?? `environment answered ${res.status}`);
+  return body.observation;
+}
+
 async function main() {
   const [taskFile, outputFile = process.env.REIN_OUTPUT_FILE] = process.argv.slice(2);
   const task = JSON.parse(
@@ -100,7 +117,7 @@ async function main() {
     for (const call of message.tool_calls) {
       let result;
       try {
-        result = String(calculate(JSON.parse(call.function.arguments).x));
+        result = await runTool(call.function.name, JSON.parse(call.function.arguments));
       } catch (err) {
         result = `error: ${err.message}`;
       }

@@ -9,11 +9,13 @@ import type { ReinConfig } from './schema.js';
  * level, storage, Temporal, run sizes) stays out: changing those must not redo a replay.
  */
 export function resultShapingConfig(config: ReinConfig): Record<string, unknown> {
-  const { harness, verifier, rollouts, samples, gate, run, gateway } = config;
+  const { harness, verifier, environment, rollouts, samples, gate, run, gateway } = config;
   const { autoPromote: _autoPromote, ...gateRules } = gate;
   return {
     harness: harness ?? null,
     verifier: verifier ?? null,
+    // Only when set: the hashes of configs without an environment stay what they were.
+    ...(environment && { environment }),
     rollouts: {
       hiddenFields: rollouts.hiddenFields,
       rewardWeights: rollouts.rewardWeights,

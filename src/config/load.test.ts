@@ -117,7 +117,7 @@ describe('validateConfig', () => {
   it('rejects unknown keys and lists the known ones, at any depth', () => {
     expect(problems(() => validateConfig({ temporl: {}, temporal: { devServer: { prot: 1 } } }, 'test'))).toEqual([
       'temporal.devServer: unknown key "prot"; expected one of: ip, port, uiPort, headless, dbFile, logLevel',
-      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, storage, artifacts, store, log, temporal, gateway, samples, harness, verifier, rollouts, trainer, policyServer, run, api, worker, notifications, gate, retention',
+      '(top level): unknown key "temporl"; expected one of: $schema, dataDir, storage, artifacts, store, log, temporal, gateway, samples, harness, verifier, environment, rollouts, trainer, policyServer, run, api, worker, notifications, gate, retention',
     ]);
   });
 
@@ -166,6 +166,7 @@ describe('configJsonSchema', () => {
       'samples',
       'harness',
       'verifier',
+      'environment',
       'rollouts',
       'trainer',
       'policyServer',

@@ -342,6 +342,9 @@ function resolvePaths(config: ReinConfig, baseDir: string): ReinConfig {
       },
     }),
     ...(config.verifier && { verifier: resolveProgram(config.verifier, baseDir) }),
+    ...(config.environment && {
+      environment: { ...config.environment, module: path.resolve(baseDir, config.environment.module) },
+    }),
     trainer: {
       ...config.trainer,
       ...(config.trainer.kubernetes && {

@@ -74,6 +74,12 @@ export const PATH_SETTINGS: readonly PathSetting[] = [
     fix: `give the path of a kubeconfig file${optional}`,
     at: (c) => c.harness?.kubernetes?.kubeconfig,
   },
+  {
+    key: 'environment.module',
+    kind: 'file',
+    fix: 'give the path of the environment module (its default export: reset, step, tools)',
+    at: (c) => c.environment?.module,
+  },
   { key: 'verifier.cwd', kind: 'folder', fix: "give the verifier's working directory", at: (c) => c.verifier?.cwd },
   {
     key: 'verifier.command',

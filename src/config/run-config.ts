@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact-store.js';
+import { environmentSchema, type EnvironmentSettings } from '../environments/settings.js';
 import { gateRulesSchema, type GateRules } from '../gate/config.js';
 import { rolloutSettings } from '../rollouts/config.js';
 import {
@@ -28,6 +29,7 @@ export interface RunConfig {
   configHash: string;
   harness?: HarnessSettings;
   verifier?: VerifierSettings;
+  environment?: EnvironmentSettings;
   rolloutRules: RolloutRules;
   samples: SampleSettings;
   gate: GateRules;
@@ -39,6 +41,7 @@ const { hiddenFields, rewardWeights, refusalPatterns, maxAttempts } = rolloutSet
 const storedRunConfig = z.object({
   harness: harnessSchema.nullable(),
   verifier: verifierSchema.nullable(),
+  environment: environmentSchema.optional(),
   rollouts: z.object({
     hiddenFields,
     rewardWeights,
@@ -123,11 +126,12 @@ function parseRunConfig(hash: string, text: string, where: string): RunConfig {
         'run workers of the same Rein version as the client that started the run',
     );
   }
-  const { harness, verifier, rollouts, samples, gate } = parsed.data;
+  const { harness, verifier, environment, rollouts, samples, gate } = parsed.data;
   return {
     configHash: hash,
     ...(harness && { harness }),
     ...(verifier && { verifier }),
+    ...(environment && { environment }),
     rolloutRules: {
       hiddenFields: rollouts.hiddenFields,
       rewardWeights: rollouts.rewardWeights,

@@ -9,6 +9,7 @@ import { port } from '../port-setting.js';
 import { storageSettings } from '../preflight/config.js';
 import { retentionSchema } from '../retention/config.js';
 import { rolloutSettings } from '../rollouts/config.js';
+import { environmentSchema } from '../environments/settings.js';
 import { harnessSchema, verifierSchema } from '../rollouts/harness-spec.js';
 import { sampleSettings } from '../samples/config.js';
 import { storeSettings } from '../store/config.js';
@@ -212,6 +213,7 @@ export const reinConfigSchema = z
       ),
     harness: harnessSchema.optional().describe('The agent harness Rein runs on tasks (your program, unchanged)'),
     verifier: verifierSchema.optional().describe('The program that scores a harness run: prints {"components": {...}}'),
+    environment: environmentSchema.optional(),
     rollouts: rolloutSettings
       .prefault({})
       .describe('Running the harness on tasks: concurrency, attempts, hidden fields, reward weights'),

@@ -33,7 +33,7 @@ export const rulesSchema = z
         hint: z.string().min(1).max(300).describe('What the refusal tells the caller the format is'),
       })
       .optional()
-      .describe("A tool that refuses arguments outside a stricter format, saying which"),
+      .describe('A tool that refuses arguments outside a stricter format, saying which'),
     rateLimit: z
       .strictObject({
         calls: z.number().int().min(1).max(1000).describe('Calls in a row before the limit'),
@@ -62,7 +62,10 @@ export const observationsSchema = z
       .strictObject({ lines: z.number().int().min(1).max(20) })
       .optional()
       .describe('Distractor lines before the output'),
-    format: z.enum(['json', 'lines']).optional().describe('Plain output as {"result": …}, or JSON objects as key: value lines'),
+    format: z
+      .enum(['json', 'lines'])
+      .optional()
+      .describe('Plain output as {"result": …}, or JSON objects as key: value lines'),
   })
   .describe('How tool output reads');
 

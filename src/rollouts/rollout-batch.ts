@@ -1,5 +1,6 @@
 import type { GatewayControlClient } from '../gateway/control-client.js';
 import type { HarnessExecutor } from './executor.js';
+import type { RolloutEnvironment } from '../environments/rollout-environment.js';
 import type { CommandRunner } from './process.js';
 import type { ProgramSpec } from './program.js';
 import type { LogUploadSettings } from './rollout-logs.js';
@@ -87,6 +88,8 @@ export interface RunnerDeps {
   signal?: AbortSignal;
   /** What spawns the harness and the verifier (see VerifierDeps.commands). */
   commands?: CommandRunner;
+  /** The environment the harness's tools talk to, when the run has one (a session per attempt). */
+  environment?: RolloutEnvironment;
   /**
    * Asked when `signal` aborts: true (the default) when it is a user's cancel, which ends the
    * rollouts it interrupts as cancelled; false when the worker is going away, which hands them

@@ -11,6 +11,7 @@ import { finishScored, outcomeOf, unscoredFields, type OutcomeBase } from './rol
 import { isFinished, isUnscored, UNSCORED_FAILURE_CLASSES, type RolloutEvent } from './rollout.js';
 import { rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
+import { ENVIRONMENT_EVENT, VARIANT_FIELD } from '../environments/rollout-environment.js';
 import { runVerifier } from './verifier.js';
 
 /** What every rollout of a batch shares. */
@@ -30,7 +31,7 @@ interface RolloutContext {
   dir: string;
   /** The file an attempt writes its output to. */
   outputOf: (attempt: number) => string;
-  launch: (current: IssuedRollout) => HarnessLaunch;
+  launch: (current: IssuedRollout, extraEnv?: Record<string, string>) => HarnessLaunch;
   uploadLog: (file: string, attempt: number) => Promise<void>;
 }
 
@@ -90,17 +91,17 @@ function rolloutFolder(batch: BatchContext, task: Task, base: OutcomeBase): Roll
     mkdirSync(path.join(dir, `attempt-${attempt}`), { recursive: true, mode: 0o700 });
     return path.join(dir, `attempt-${attempt}`, 'output.json');
   };
-  const visible = harnessView(task, spec.hiddenFields);
+  const visible = harnessView(task, [...spec.hiddenFields, VARIANT_FIELD]);
   writeFileSync(files.task, `${JSON.stringify(visible)}\n`);
   // Hidden fields are never written where a harness runs; earlier Rein versions put the whole task here.
   rmSync(path.join(dir, 'task-with-answer.json'), { force: true });
-  const launch = (current: IssuedRollout): HarnessLaunch => ({
+  const launch = (current: IssuedRollout, extraEnv: Record<string, string> = {}): HarnessLaunch => ({
     issued: current,
     task: visible,
     taskFile: files.task,
     outputFile: outputOf(current.attempt),
     dir,
-    env: spec.harnessEnv ?? {},
+    env: { ...spec.harnessEnv, ...extraEnv },
     signal: deps.signal,
     handedBack: () => deps.cancelIsFinal !== undefined && !deps.cancelIsFinal(),
   });
@@ -192,7 +193,7 @@ async function runAttempts(
           reason: `harness started (attempt ${issued.attempt})`,
           attempt: issued.attempt,
         });
-      run = await deps.harness.run(rollout.launch(issued));
+      run = await runInEnvironment(rollout, issued);
     }
     await rollout.uploadLog(`harness-${issued.attempt}.log`, issued.attempt);
     if (run.cancelled) return cancelled(deps, base, issued.attempt);
@@ -229,6 +230,28 @@ async function runAttempts(
     // achieved.
     return scoreAttempt(rollout, issued.attempt, attemptEvents, failure);
   }
+}
+
+/**
+ * Runs the harness; with the run's environment, in a session of the task's variant whose URL the
+ * harness gets as REIN_ENV_URL, and what the attempt did there recorded as its `environment` event.
+ */
+async function runInEnvironment(rollout: RolloutContext, issued: IssuedRollout): Promise<HarnessRun> {
+  const { deps } = rollout.batch;
+  if (!deps.environment) return deps.harness.run(rollout.launch(issued));
+  const session = deps.environment.open(rollout.task, rollout.base.rolloutId, issued.attempt);
+  let run: HarnessRun;
+  try {
+    run = await deps.harness.run(rollout.launch(issued, { REIN_ENV_URL: session.url }));
+  } finally {
+    const summary = session.end();
+    await deps.gateway.appendEvent(
+      rollout.base.rolloutId,
+      { type: 'custom', name: ENVIRONMENT_EVENT, data: { ...summary } },
+      issued.attempt,
+    );
+  }
+  return run;
 }
 
 /**

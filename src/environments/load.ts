@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { environmentProblems, type EnvironmentDefinition } from './contract.js';
+import { environmentId } from './variant-spec.js';
+
+export interface LoadedEnvironment {
+  /** name@version:hash of the module's bytes (see environmentId). */
+  id: string;
+  module: string;
+  definition: EnvironmentDefinition;
+}
+
+/** The config names an environment Rein cannot use; the message says which problem and the fix. */
+export class EnvironmentLoadError extends Error {}
+
+const loaded = new Map<string, Promise<LoadedEnvironment>>();
+
+/**
+ * Imports the environment module once per process and content (a changed file is a new
+ * environment, with a new id) and checks it against the contract.
+ */
+export function loadEnvironment(module: string): Promise<LoadedEnvironment> {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(module);
+  } catch (err) {
+    return Promise.reject(
+      new EnvironmentLoadError(`environment.module ${module} cannot be read: ${(err as Error).message}`),
+    );
+  }
+  const key = `${module}\0${bytes.toString('base64')}`;
+  let entry = loaded.get(key);
+  if (!entry) {
+    entry = importEnvironment(module, bytes);
+    loaded.set(key, entry);
+    entry.catch(() => loaded.delete(key));
+  }
+  return entry;
+}
+
+async function importEnvironment(module: string, bytes: Buffer): Promise<LoadedEnvironment> {
+  let exports: { default?: unknown };
+  try {
+    // The query makes a changed file a new module: import() caches by URL.
+    exports = (await import(`${pathToFileURL(module).href}?v=${bytes.length}-${hashOf(bytes)}`)) as {
+      default?: unknown;
+    };
+  } catch (err) {
+    throw new EnvironmentLoadError(`environment.module ${module} does not load: ${(err as Error).message}`);
+  }
+  const problems = environmentProblems(exports.default);
+  if (problems.length > 0)
+    throw new EnvironmentLoadError(
+      `environment.module ${module} is not an environment: ${problems.join('; ')} (see docs/environments.md)`,
+    );
+  const definition = exports.default as EnvironmentDefinition;
+  return { id: environmentId(definition.name, definition.version, bytes), module, definition };
+}
+
+const hashOf = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex').slice(0, 12);

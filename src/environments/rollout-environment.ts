@@ -1,0 +1,62 @@
+import { createHash } from 'node:crypto';
+import type { Task } from '../rollouts/tasks.js';
+import { toolNames } from './contract.js';
+import { loadEnvironment, EnvironmentLoadError } from './load.js';
+import { rulesProblems } from './operators/rules.js';
+import type { OpenedSession, EnvironmentServer } from './server.js';
+import { EnvironmentSession } from './session.js';
+import type { EnvironmentSettings } from './settings.js';
+import { variantId, type VariantSpec } from './variant-spec.js';
+
+/**
+ * The task field naming the variant a training task runs in (the curriculum sets it); hidden
+ * from the harness like the answer, absent for a task of the original environment.
+ */
+export const VARIANT_FIELD = 'reinVariant';
+
+/** The event each attempt run in an environment records: its SessionSummary (steps, errors by tool, variant). */
+export const ENVIRONMENT_EVENT = 'environment';
+
+/** The run's environment as the rollout runner uses it: one session per attempt. */
+export interface RolloutEnvironment {
+  /** The environment's id (name@version:module hash). */
+  id: string;
+  /** Opens the attempt's session (its URL for the harness as REIN_ENV_URL) in the task's variant. */
+  open(task: Task, rolloutId: string, attempt: number): OpenedSession;
+}
+
+/** Loads the run's environment and checks its variants against it; EnvironmentLoadError names each problem. */
+export async function rolloutEnvironment(
+  settings: EnvironmentSettings,
+  server: EnvironmentServer,
+): Promise<RolloutEnvironment> {
+  const loaded = await loadEnvironment(settings.module);
+  const tools = toolNames(loaded.definition);
+  const problems = settings.variants.flatMap((v, i) => [
+    ...rulesProblems(v.rules, tools).map((p) => `environment.variants[${i}] (${v.name}): ${p}`),
+    ...(v.state && !loaded.definition.vary
+      ? [`environment.variants[${i}] (${v.name}): the environment has no vary(), so it cannot take "state"`]
+      : []),
+  ]);
+  if (problems.length > 0) throw new EnvironmentLoadError(problems.join('; '));
+  const variants = new Map<string, { id: string; spec: VariantSpec }>(
+    settings.variants.map((spec) => [spec.name, { id: variantId(loaded.id, spec), spec }]),
+  );
+  return {
+    id: loaded.id,
+    open(task, rolloutId, attempt) {
+      const name = task[VARIANT_FIELD];
+      const variant = name === undefined ? null : variants.get(String(name));
+      if (variant === undefined)
+        throw new EnvironmentLoadError(
+          `task ${task.id} runs in variant "${String(name)}", which environment.variants does not declare`,
+        );
+      return server.open(new EnvironmentSession(loaded, task, variant, seedOf(rolloutId, attempt)));
+    },
+  };
+}
+
+/** Each attempt's own seed for the variant's randomness (noise, reordering): reproducible, different per attempt. */
+function seedOf(rolloutId: string, attempt: number): number {
+  return createHash('sha256').update(`${rolloutId}\n${attempt}`).digest().readUInt32BE(0);
+}

@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import { variantSchema } from './variant-spec.js';
+
+/** `environment` in the config: the module a harness's tools talk to, and the variants Rein may run it in. */
+export const environmentSchema = z
+  .strictObject({
+    module: z
+      .string()
+      .min(1)
+      .describe(
+        'The environment: a JavaScript module whose default export has reset, step and tools (docs/environments.md), ' +
+          'relative to the config file',
+      ),
+    variants: z
+      .array(variantSchema)
+      .max(200)
+      .default([])
+      .superRefine((variants, ctx) => {
+        const seen = new Set<string>();
+        variants.forEach((v, i) => {
+          if (seen.has(v.name))
+            ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `variant name "${v.name}" appears twice` });
+          seen.add(v.name);
+        });
+      })
+      .describe('Variants of the environment (other states, rules, observations) training may use; never held-out'),
+    validation: z
+      .strictObject({
+        samples: z
+          .number()
+          .int()
+          .min(2)
+          .max(64)
+          .default(4)
+          .describe('Fresh rollouts per task that check a variant before use: some must succeed, not all'),
+      })
+      .prefault({})
+      .describe('How a variant is checked before training uses it'),
+  })
+  .describe("The environment the harness's tools talk to (REIN_ENV_URL), and its variants");
+
+export type EnvironmentSettings = z.output<typeof environmentSchema>;
