@@ -86,10 +86,10 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
       return whileHeartbeating(async () => {
         const { ledger } = deps;
         if (!ledger) throw new LedgerFailure('this worker has no ledger');
-        const { harness, verifier, rollouts, gate } = await runDepsFor(deps.runs, input.configHash);
+        const { harness, verifier, environment, rollouts, gate } = await runDepsFor(deps.runs, input.configHash);
         if (!harness || !verifier)
           throw new LedgerFailure(`run config ${input.configHash} has no harness or verifier to key a ledger row with`);
-        const sources = { ledger, harness, verifier, store: deps.store, rollouts };
+        const sources = { ledger, harness, verifier, store: deps.store, rollouts, ...(environment && { environment }) };
         await recordFromRollouts({ ...sources, acceptReward: gate.acceptReward }, input, eventLoopTurns());
       });
     },

@@ -314,7 +314,12 @@ export const ledgerEntry = z.object({
   batchIds: z.array(z.string()),
   model: z.object({ policyVersion: z.string(), parent: z.string().nullable() }),
   harness: z.object({ version: z.string() }),
-  environment: z.object({ taskSet: z.string(), verifier: z.string(), config: z.string() }),
+  environment: z.object({
+    taskSet: z.string(),
+    verifier: z.string(),
+    config: z.string(),
+    module: z.string().optional().describe("The environment module's id (name@version:hash), when the run has one"),
+  }),
   metrics: z.object({
     rollouts: z.number().int(),
     unscored: z.number().int().optional(),

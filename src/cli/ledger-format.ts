@@ -51,7 +51,9 @@ export function formatLedger(
   );
   const environments = new Map(entries.map((e) => [environmentId(e.environment), e.environment]));
   const legend = [...environments].map(
-    ([id, env]) => `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}`,
+    ([id, env]) =>
+      `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}` +
+      (env.module ? `, module ${env.module}` : ''),
   );
   const releases = entries.filter((e) => e.kind === 'release');
   const lastTwo =

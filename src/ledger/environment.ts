@@ -15,6 +15,7 @@ export function environmentKeys(
   verifier: VerifierSettings,
   rollouts: RolloutSettings,
   harnessEnv: Record<string, string> = {},
+  environmentModule?: string,
 ): LedgerKeys['environment'] {
   const { version, ...program } = verifier;
   return {
@@ -27,5 +28,6 @@ export function environmentKeys(
       maxAttempts: rollouts.maxAttempts,
       harnessEnv,
     }),
+    ...(environmentModule !== undefined && { module: environmentModule }),
   };
 }

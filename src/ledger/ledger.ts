@@ -4,12 +4,14 @@ import type { RolloutFacts } from '../gate/rollout-facts.js';
 /**
  * Three ledgers, one row per iteration and per release, so that a change in results can be put
  * down to what changed: the model (policy version), the harness (its version), or the
- * environment (task set, verifier, environment config).
+ * environment (task set, verifier, environment config, and the environment module the harness's
+ * tools talked to, when the run has one).
  */
 export interface LedgerKeys {
   model: { policyVersion: string; parent: string | null };
   harness: { version: string };
-  environment: { taskSet: string; verifier: string; config: string };
+  /** `module`: the environment's id (name@version:module hash, src/environments/load.ts); absent without one. */
+  environment: { taskSet: string; verifier: string; config: string; module?: string };
 }
 
 export interface LedgerMetrics {

@@ -2,6 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { loadEnvironment } from '../environments/load.js';
+import { environmentSchema } from '../environments/settings.js';
 import { rolloutSettings } from '../rollouts/config.js';
 import { harnessSchema, harnessVersion, verifierSchema } from '../rollouts/harness-spec.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
@@ -58,6 +60,17 @@ describe('recordFromRollouts', () => {
     });
     await recordFromRollouts(sources, { ...request, elapsedSeconds: 99, sets: [] });
     expect(await ledger.get('run.it1')).toEqual(recorded);
+    expect(recorded?.environment).not.toHaveProperty('module');
+
+    // A run with an environment module keys the environment ledger with its id: a changed module is a changed world.
+    const module = path.join(import.meta.dirname, '..', '..', 'examples', 'calculator-agent', 'environment.mjs');
+    const environment = environmentSchema.parse({ module });
+    await recordFromRollouts({ ...sources, environment }, { ...request, id: 'run.it1.env' });
+    expect((await ledger.get('run.it1.env'))?.environment).toEqual({
+      ...environmentKeys('a'.repeat(64), verifier, rollouts),
+      module: (await loadEnvironment(module)).id,
+    });
+    expect((await loadEnvironment(module)).id).toMatch(/^calculator@calculator-env-1:[0-9a-f]{12}$/);
     await ledger.close();
   });
 });

@@ -1,4 +1,6 @@
 import type { RolloutSettings } from '../config/schema.js';
+import { loadEnvironment } from '../environments/load.js';
+import type { EnvironmentSettings } from '../environments/settings.js';
 import { readRolloutFacts, type RolloutFacts } from '../gate/rollout-facts.js';
 import { harnessVersion, type HarnessSettings, type VerifierSettings } from '../rollouts/harness-spec.js';
 import { selectionRolloutIds, type RolloutSelection } from '../rollouts/rollout-id.js';
@@ -28,6 +30,8 @@ export interface LedgerSources {
   harness: HarnessSettings;
   verifier: VerifierSettings;
   rollouts: RolloutSettings;
+  /** The run's environment, when it has one: its id keys the environment ledger too. */
+  environment?: EnvironmentSettings;
   /** A rollout counts as accepted when its reward is at least this (the gate's acceptReward). */
   acceptReward: number;
 }
@@ -56,7 +60,13 @@ export async function recordFromRollouts(
     batchIds: request.sets.map((s) => s.batchId),
     model: { policyVersion: request.policyVersion, parent: request.parent },
     harness: { version: harnessVersion(sources.harness) },
-    environment: environmentKeys(request.taskSet.sha256, sources.verifier, sources.rollouts, request.harnessEnv),
+    environment: environmentKeys(
+      request.taskSet.sha256,
+      sources.verifier,
+      sources.rollouts,
+      request.harnessEnv,
+      sources.environment && (await loadEnvironment(sources.environment.module)).id,
+    ),
     metrics: ledgerMetrics(facts, sources.acceptReward, request.elapsedSeconds),
   });
 }
