@@ -12,6 +12,7 @@ import { isFinished, isUnscored, UNSCORED_FAILURE_CLASSES, type RolloutEvent } f
 import { rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
 import { ENVIRONMENT_EVENT, VARIANT_FIELD } from '../environments/rollout-environment.js';
+import { VARIANT_ORIGIN_FIELD } from '../environments/variant-tasks.js';
 import { runVerifier } from './verifier.js';
 
 /** What every rollout of a batch shares. */
@@ -91,7 +92,8 @@ function rolloutFolder(batch: BatchContext, task: Task, base: OutcomeBase): Roll
     mkdirSync(path.join(dir, `attempt-${attempt}`), { recursive: true, mode: 0o700 });
     return path.join(dir, `attempt-${attempt}`, 'output.json');
   };
-  const visible = harnessView(task, [...spec.hiddenFields, VARIANT_FIELD]);
+  // Which variant a task runs in, and what it came from, is Rein's to know, not the harness's.
+  const visible = harnessView(task, [...spec.hiddenFields, VARIANT_FIELD, VARIANT_ORIGIN_FIELD]);
   writeFileSync(files.task, `${JSON.stringify(visible)}\n`);
   // Hidden fields are never written where a harness runs; earlier Rein versions put the whole task here.
   rmSync(path.join(dir, 'task-with-answer.json'), { force: true });

@@ -7,6 +7,7 @@ import { ENVIRONMENT_EVENT, rolloutEnvironment, VARIANT_FIELD } from '../../src/
 import { EnvironmentServer } from '../../src/environments/server.js';
 import type { EnvironmentSettings } from '../../src/environments/settings.js';
 import { variantId } from '../../src/environments/variant-spec.js';
+import { VARIANT_ORIGIN_FIELD } from '../../src/environments/variant-tasks.js';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
 import { localExecutor } from '../../src/rollouts/local-executor.js';
 import { runRollouts } from '../../src/rollouts/runner.js';
@@ -56,7 +57,13 @@ describe('rollouts in an environment and its variants', () => {
         batchId: 'env',
         tasks: [
           { id: 'plain', question: '6*7', answer: 42 },
-          { id: 'worded', question: '6*7', answer: 42, [VARIANT_FIELD]: 'worded' },
+          {
+            id: 'worded',
+            question: '6*7',
+            answer: 42,
+            [VARIANT_FIELD]: 'worded',
+            [VARIANT_ORIGIN_FIELD]: { variant: 'v-x', task: 'plain' },
+          },
           { id: 'strict', question: '6*7', answer: 42, [VARIANT_FIELD]: 'strict' },
         ],
         samplesPerTask: 1,
@@ -99,7 +106,9 @@ describe('rollouts in an environment and its variants', () => {
         'success',
       ]);
       // The harness never learns which variant it runs in.
-      expect(readFileSync(path.join(workDir, `env.${task}.0`, 'task.json'), 'utf8')).not.toContain(VARIANT_FIELD);
+      const seen = readFileSync(path.join(workDir, `env.${task}.0`, 'task.json'), 'utf8');
+      expect(seen).not.toContain(VARIANT_FIELD);
+      expect(seen).not.toContain(VARIANT_ORIGIN_FIELD);
     }
     // The model saw the tool's answer as the variant worded it: the harness asked the environment.
     const calls = await gateway.listCalls('env.worded.0');
