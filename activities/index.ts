@@ -1,5 +1,6 @@
 import { assertFreeSpace, DEFAULT_MIN_FREE_MEGABYTES, DiskSpaceError, megabytes } from '../src/preflight/disk-space.js';
 import { createBatchActivities, type BatchActivityDeps } from './build-batch.js';
+import { createEnvironmentActivities, type EnvironmentActivityDeps } from './environment.js';
 import { createNotifyActivities, type NotifyActivityDeps } from './notify.js';
 import { createPreflightActivities, type PreflightActivityDeps } from './preflight.js';
 import { createReleaseActivities, type ReleaseActivityDeps } from './release.js';
@@ -14,7 +15,8 @@ export type ActivityDeps = PreflightActivityDeps &
   PolicyActivityDeps &
   ReleaseActivityDeps &
   ShadowActivityDeps &
-  NotifyActivityDeps;
+  NotifyActivityDeps &
+  EnvironmentActivityDeps;
 
 /** Every activity the Rein worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
@@ -27,6 +29,7 @@ export function createActivities(deps: ActivityDeps) {
       ...createReleaseActivities(deps),
       ...createShadowActivities(deps),
       ...createNotifyActivities(deps),
+      ...createEnvironmentActivities(deps),
     },
     deps,
   );

@@ -33,9 +33,30 @@ export const environmentSchema = z
           .max(64)
           .default(4)
           .describe('Fresh rollouts per task that check a variant before use: some must succeed, not all'),
+        tasks: z
+          .number()
+          .int()
+          .min(1)
+          .max(64)
+          .default(4)
+          .describe("Tasks per variant checked (the first of the iteration's training tasks)"),
       })
       .prefault({})
-      .describe('How a variant is checked before training uses it'),
+      .describe('How a variant is checked before training uses it, once per run'),
+    curriculum: z
+      .strictObject({
+        share: z
+          .number()
+          .min(0)
+          .max(1)
+          .default(0.25)
+          .describe(
+            "Share of each iteration's training tasks run in a kept variant instead (same rollout budget); " +
+              'held-out replay always runs the original environment',
+          ),
+      })
+      .prefault({})
+      .describe('How kept variants mix into training'),
   })
   .describe("The environment the harness's tools talk to (REIN_ENV_URL), and its variants");
 

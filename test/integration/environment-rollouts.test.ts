@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadEnvironment } from '../../src/environments/load.js';
 import { ENVIRONMENT_EVENT, rolloutEnvironment, VARIANT_FIELD } from '../../src/environments/rollout-environment.js';
 import { EnvironmentServer } from '../../src/environments/server.js';
-import type { EnvironmentSettings } from '../../src/environments/settings.js';
+import { environmentSchema, type EnvironmentSettings } from '../../src/environments/settings.js';
 import { variantId } from '../../src/environments/variant-spec.js';
 import { VARIANT_ORIGIN_FIELD } from '../../src/environments/variant-tasks.js';
 import { GatewayControlClient } from '../../src/gateway/control-client.js';
@@ -34,7 +34,7 @@ afterAll(async () => {
   rmSync(workDir, { recursive: true, force: true });
 });
 
-const settings: EnvironmentSettings = {
+const settings: EnvironmentSettings = environmentSchema.parse({
   module: path.join(example, 'environment.mjs'),
   variants: [
     { name: 'worded', observations: { template: 'The calculator says: {observation}' } },
@@ -45,8 +45,7 @@ const settings: EnvironmentSettings = {
       },
     },
   ],
-  validation: { samples: 4 },
-};
+});
 
 describe('rollouts in an environment and its variants', () => {
   it('serves the harness’s tool calls from the variant its task names, and the original verifier scores them all', async () => {

@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LocalArtifactStore } from '../src/artifacts/local-store.js';
+import { validateConfig } from '../src/config/load.js';
+import { curriculumTaskIds } from '../src/environments/curriculum.js';
+import { SqliteTraceStore } from '../src/store/sqlite-store.js';
+import { createEnvironmentActivities } from './environment.js';
+import { fixedRunDeps } from './run-deps.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-environment-activity-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const module = path.join(import.meta.dirname, '..', 'examples', 'calculator-agent', 'environment.mjs');
+
+/** A validation rollout with its verifier's reward (null: lost to a fault before it was scored). */
+async function scored(store: SqliteTraceStore, id: string, taskId: string, reward: number | null) {
+  await store.createRollout({ id, taskId, metadata: { sample: Number(id.split('.').at(-1)) } });
+  await store.startAttempt(id);
+  await store.setRolloutStatus(id, { status: 'running' }, 'admin');
+  if (reward === null) {
+    await store.setRolloutStatus(id, { status: 'failed', failureClass: 'infrastructure' }, 'admin');
+    return;
+  }
+  await store.appendEvent(id, 2, { type: 'reward', value: reward, components: { success: reward } }, 'admin');
+  await store.setRolloutStatus(id, { status: 'succeeded' }, 'admin');
+}
+
+describe('the environment variants of a run', () => {
+  it('checks each declared variant once, keeps those some samples solve and not all, and mixes the kept ones in', async () => {
+    const store = new SqliteTraceStore(path.join(dir, 'traces.sqlite'));
+    const config = validateConfig(
+      {
+        environment: {
+          module,
+          variants: [
+            { name: 'worded', observations: { template: '= {observation}' } },
+            { name: 'broken', rules: { transientErrors: { every: 2 } } },
+            { name: 'easy', observations: { noise: { lines: 1 } } },
+          ],
+          validation: { samples: 2, tasks: 2 },
+          curriculum: { share: 0.5 },
+        },
+      },
+      'test',
+    );
+    const activities = createEnvironmentActivities({
+      store,
+      artifacts: new LocalArtifactStore(path.join(dir, 'artifacts')),
+      runs: fixedRunDeps(config),
+    });
+    const request = { runId: 'r', configHash: 'c', iteration: 1, taskIds: ['t1', 't2', 't3', 't4'] };
+    const plan = await activities.planVariants(request);
+    expect(plan).toEqual({
+      validation: [
+        { variant: 'worded', taskIds: ['t1:worded', 't2:worded'] },
+        { variant: 'broken', taskIds: ['t1:broken', 't2:broken'] },
+        { variant: 'easy', taskIds: ['t1:easy', 't2:easy'] },
+      ],
+      samplesPerTask: 2,
+      trainTaskIds: request.taskIds,
+    });
+    const rewards = { worded: [1, 0, null, 1], broken: [0, 0, 0, 0], easy: [1, 1, 1, 1] };
+    for (const [variant, values] of Object.entries(rewards))
+      for (const [i, reward] of values.entries())
+        await scored(
+          store,
+          `r.it1-validate.t${1 + (i >> 1)}:${variant}.${i % 2}`,
+          `t${1 + (i >> 1)}:${variant}`,
+          reward,
+        );
+
+    const input = { ...request, batchId: 'r.it1-validate', samplesPerTask: 2, validation: plan?.validation ?? [] };
+    const kept = await activities.keepVariants(input);
+    expect(kept.verdicts.map((v) => [v.name, v.kept, v.reason])).toEqual([
+      ['worded', true, expect.stringMatching(/^solved by 2 of 3 samples .*kept/)],
+      ['broken', false, expect.stringMatching(/solved by no sample/)],
+      ['easy', false, expect.stringMatching(/solved by every sample/)],
+    ]);
+    expect(kept.trainTaskIds).toEqual(curriculumTaskIds(request.taskIds, ['worded'], 0.5, 1));
+    // Judged once per run: later iterations plan without checking again, and a retry keeps the verdicts.
+    const later = await activities.planVariants({ ...request, iteration: 2 });
+    expect(later).toEqual({
+      validation: [],
+      samplesPerTask: 2,
+      trainTaskIds: curriculumTaskIds(request.taskIds, ['worded'], 0.5, 2),
+    });
+    expect((await activities.keepVariants(input)).verdicts).toEqual(kept.verdicts);
+    expect(
+      await createEnvironmentActivities({
+        store,
+        artifacts: new LocalArtifactStore(dir),
+        runs: fixedRunDeps(validateConfig({}, 'test')),
+      }).planVariants(request),
+    ).toBeNull();
+    await store.close();
+  });
+});
