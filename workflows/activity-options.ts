@@ -49,6 +49,12 @@ export const REGISTRY_RETRY: RetryPolicy = {
   ),
 };
 
+/** The run's environment variants: planned and judged from the store; a variant that cannot be made is final. */
+export const ENVIRONMENT_RETRY: RetryPolicy = {
+  maximumAttempts: 3,
+  nonRetryableErrorTypes: typesOf(RolloutSetupFailure),
+};
+
 /**
  * Webhook notifications: the webhook's own retries, 1 s doubling to 30 s, six tries (about a
  * minute in all). A worker without the activity (an older one, a test's stubs) refuses at once.
@@ -70,6 +76,7 @@ export const ROLLOUT_ACTIVITY: ActivityOptions = { startToCloseTimeout: '4 hours
 export const BATCH_ACTIVITY: ActivityOptions = { startToCloseTimeout: '30 minutes', retry: BATCH_RETRY };
 export const TRAINER_ACTIVITY: ActivityOptions = { startToCloseTimeout: '6 hours', retry: TRAINER_RETRY };
 export const REGISTRY_ACTIVITY: ActivityOptions = { startToCloseTimeout: '5 minutes', retry: REGISTRY_RETRY };
+export const ENVIRONMENT_ACTIVITY: ActivityOptions = { startToCloseTimeout: '10 minutes', retry: ENVIRONMENT_RETRY };
 export const NOTIFY_ACTIVITY: ActivityOptions = {
   startToCloseTimeout: '1 minute',
   retry: NOTIFY_RETRY,

@@ -38,6 +38,8 @@ export interface TrainingRunInput {
   schedule?: 'sync' | 'async';
   /** How rollout sets split over workers (the config's rollouts.shard); absent: DEFAULT_SHARD_SETTINGS. */
   shards?: ShardSettings;
+  /** The config declares environment variants: each iteration checks new ones and mixes the kept ones in. */
+  environmentVariants?: boolean;
   onFailedIteration: FailedIterationPolicy;
   /** With `retry`: tries per iteration before the run stops. */
   maxIterationTries?: number;

@@ -51,6 +51,7 @@ export async function runIteration(
             }),
             ...(input.heartbeatTimeoutSeconds && { heartbeatTimeoutSeconds: input.heartbeatTimeoutSeconds }),
             ...(input.shards && { shards: input.shards }),
+            ...(input.environmentVariants && { environmentVariants: true }),
           },
         ],
       });

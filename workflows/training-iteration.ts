@@ -21,6 +21,7 @@ import {
   TRAINER_ACTIVITY,
 } from './activity-options.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
+import { withVariants, type IterationVariants } from './iteration-variants.js';
 import { rolloutSet, trainingSet } from './rollout-set.js';
 import { runsInShards } from './rollout-shards.js';
 import { scoredRollouts } from './rollouts-activity.js';
@@ -63,6 +64,8 @@ export interface TrainingIterationInput {
    * iteration builds its batch from them instead of running its own.
    */
   sampled?: { policyVersion: string; rollouts: RunRolloutsSummary };
+  /** The run's config declares environment variants: check them and mix the kept ones into training. */
+  environmentVariants?: boolean;
 }
 
 /** An iteration's stages in order; `done` marks when the last one ended. */
@@ -85,6 +88,8 @@ export interface TrainingIterationResult {
   batch: { uri: string; contentHash: string; reportUri: string } & BatchStageResult['summary'];
   update: UpdatePolicySummary;
   heldout: RunRolloutsSummary | null;
+  /** What the iteration did with the run's environment variants; absent without them. */
+  variants?: IterationVariants;
   /**
    * `incumbentHeldout`: production's replay of the same held-out tasks (absent from iterations run before it was kept).
    */
@@ -122,12 +127,18 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   upsertMemo({ configHash: input.configHash });
   stage('rollouts');
 
-  const rollouts = input.sampled?.rollouts ?? (await trainRollouts(input, batchId, heartbeatTimeoutSeconds));
+  const runSet = (id: string, selection: TrainingIterationInput['train'], label: 'train' | 'validate') =>
+    trainRollouts({ ...input, train: selection }, id, heartbeatTimeoutSeconds, label);
+  const { train, variants } =
+    input.environmentVariants && !input.sampled
+      ? await withVariants(input, batchId, (id, selection) => runSet(id, selection, 'validate'))
+      : { train: input.train, variants: null };
+  const rollouts = input.sampled?.rollouts ?? (await runSet(batchId, train, 'train'));
   upsertMemo({ harnessVersion: rollouts.harnessVersion });
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
   stage('batch');
-  const built = await buildTrainingBatch(input, batchId, rollouts.total, heartbeatTimeoutSeconds);
+  const built = await buildTrainingBatch({ ...input, train }, batchId, rollouts.total, heartbeatTimeoutSeconds);
   // Nothing downstream pairs training rollouts by task (held-out replays keep theirs).
   const trained = { ...rollouts, meanRewardByTask: {} };
 
@@ -152,7 +163,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   );
   stage('ledger');
   await recordLedgerEntry.executeWithOptions(callOptions(heartbeatTimeoutSeconds), [
-    iterationLedgerEntry(input, batchId, candidate, startedAt, release?.gate.decisionId ?? null),
+    iterationLedgerEntry({ ...input, train }, batchId, candidate, startedAt, release?.gate.decisionId ?? null),
   ]);
   stage('done');
   const batch = { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri };
@@ -165,6 +176,7 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     batch: { ...batch, ...built.summary },
     update,
     heldout,
+    ...(variants && { variants }),
     release,
   };
 }
@@ -178,15 +190,16 @@ function trainRollouts(
   input: TrainingIterationInput,
   batchId: string,
   heartbeatTimeoutSeconds: number,
+  label: 'train' | 'validate' = 'train',
 ): Promise<RunRolloutsSummary> {
   const { train, policyVersion: parent } = input;
   const set = trainingSet(batchId, input.configHash, train, parent);
-  const summary = `train rollouts: ${train.taskIds.length} tasks x ${train.samplesPerTask} on ${parent}`;
+  const summary = `${label} rollouts: ${train.taskIds.length} tasks x ${train.samplesPerTask} on ${parent}`;
   const shards = input.shards ?? DEFAULT_SHARD_SETTINGS;
   if (!runsInShards(set, shards)) return scoredRollouts(summary, heartbeatTimeoutSeconds, set, shards);
   return executeChild(rolloutSet, {
     // Not `<run>-it<n>-rollouts`: a run's own set ahead (the asynchronous schedule) may hold that id.
-    workflowId: `${workflowInfo().workflowId}-train-set`,
+    workflowId: `${workflowInfo().workflowId}-${label}-set`,
     staticSummary: summary,
     args: [{ ...set, heartbeatTimeoutSeconds, shards, rescore: true }],
   });

@@ -119,6 +119,7 @@ export function trainingRunInput(
     // Absent for sync, as in the input of runs started before schedules existed.
     ...(run.schedule === 'async' && { schedule: run.schedule }),
     shards: config.rollouts.shard,
+    ...((config.environment?.variants.length ?? 0) > 0 && { environmentVariants: true }),
     onFailedIteration: run.onFailedIteration,
     maxIterationTries: run.maxIterationTries,
   };
@@ -201,6 +202,8 @@ function asyncScheduleProblems(config: ReinConfig): string[] {
   if (config.run.schedule !== 'async') return [];
   const { samples } = config;
   return [
+    (config.environment?.variants.length ?? 0) > 0 &&
+      'run.schedule async: environment variants are mixed into training with the sync schedule only; remove environment.variants or use run.schedule sync',
     (samples.maxVersionsBehind ?? 0) < 1 &&
       `run.schedule async: samples.maxVersionsBehind is ${samples.maxVersionsBehind ?? 'unset'}, but each iteration trains on rollouts sampled one version behind; set samples.maxVersionsBehind: 1 (or more)`,
     importanceSamplingOf(samples) === undefined &&
