@@ -3,18 +3,7 @@
 // harness's own `calculate` answers without Rein. Its state variant asks other questions of the
 // same kinds (bigger operands, a third term, an irrelevant number), each with its answer, so the
 // same verifier scores it.
-import { calculate } from './harness.mjs';
-
-const tools = [
-  {
-    type: 'function',
-    function: {
-      name: 'calc',
-      description: 'Evaluates an arithmetic expression with integers, + - * and parentheses.',
-      parameters: { type: 'object', properties: { x: { type: 'string' } }, required: ['x'] },
-    },
-  },
-];
+import { calculate, tools } from './harness.mjs';
 
 const KINDS = [
   { test: /times/, make: (a, b) => ({ question: `${a} times ${b}?`, answer: a * b }) },

@@ -21,7 +21,8 @@ const MODEL = process.env.AGENT_MODEL ?? 'production';
 const MAX_TURNS = Number(process.env.AGENT_MAX_TURNS ?? 4);
 const TEMPERATURE = Number(process.env.AGENT_TEMPERATURE ?? 1);
 const SEED = process.env.AGENT_SEED;
-const tools = [
+/** The tool it offers its model (and, with Rein, the environment answers: environment.mjs). */
+export const tools = [
   {
     type: 'function',
     function: {
