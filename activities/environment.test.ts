@@ -59,6 +59,7 @@ describe('the environment variants of a run', () => {
       ],
       samplesPerTask: 2,
       trainTaskIds: request.taskIds,
+      kept: [],
     });
     const rewards = { worded: [1, 0, null, 1], broken: [0, 0, 0, 0], easy: [1, 1, 1, 1] };
     for (const [variant, values] of Object.entries(rewards))
@@ -78,12 +79,15 @@ describe('the environment variants of a run', () => {
       ['easy', false, expect.stringMatching(/solved by every sample/)],
     ]);
     expect(kept.trainTaskIds).toEqual(curriculumTaskIds(request.taskIds, ['worded'], 0.5, 1));
+    const worded = { name: 'worded', id: kept.verdicts[0]?.id };
+    expect(kept.kept).toEqual([worded]);
     // Judged once per run: later iterations plan without checking again, and a retry keeps the verdicts.
     const later = await activities.planVariants({ ...request, iteration: 2 });
     expect(later).toEqual({
       validation: [],
       samplesPerTask: 2,
       trainTaskIds: curriculumTaskIds(request.taskIds, ['worded'], 0.5, 2),
+      kept: [worded],
     });
     expect((await activities.keepVariants(input)).verdicts).toEqual(kept.verdicts);
     expect(

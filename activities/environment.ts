@@ -23,6 +23,14 @@ export interface VariantPlan {
   samplesPerTask: number;
   /** The iteration's training tasks with the kept variants mixed in (curriculumTaskIds). */
   trainTaskIds: string[];
+  /** The variants kept so far in this run, which the training tasks mix in. */
+  kept: KeptVariant[];
+}
+
+/** A kept variant: its label and its id (variantId), which the environment ledger records. */
+export interface KeptVariant {
+  name: string;
+  id: string;
 }
 
 /** One variant's verdict, as the iteration's result carries it (the full record is in the artifact store). */
@@ -66,12 +74,13 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
       const state = await judged(input);
       if (!state) return null;
       const candidates = state.verdicts.filter((v) => v.verdict === null).map((v) => v.variant.spec.name);
-      const kept = state.verdicts.filter((v) => v.verdict?.kept).map((v) => v.variant.spec.name);
+      const kept = state.verdicts.filter((v) => v.verdict?.kept).map(({ variant }) => keptVariant(variant));
       const { samples, tasks } = state.environment.validation;
       return {
         validation: validationTaskIds(input.taskIds, candidates, tasks),
         samplesPerTask: samples,
-        trainTaskIds: state.mixed(kept),
+        trainTaskIds: state.mixed(kept.map((k) => k.name)),
+        kept,
       };
     },
 
@@ -82,7 +91,7 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
      */
     async keepVariants(
       input: IterationTasks & { batchId: string; samplesPerTask: number; validation: VariantPlan['validation'] },
-    ): Promise<{ verdicts: VariantVerdict[]; trainTaskIds: string[] }> {
+    ): Promise<{ verdicts: VariantVerdict[]; trainTaskIds: string[]; kept: KeptVariant[] }> {
       const state = await judged(input);
       if (!state) throw new RolloutSetupFailure(`run config ${input.configHash} has no environment variants`);
       const environment = await loadEnvironment(state.environment.module);
@@ -106,11 +115,13 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
       }
       const kept = state.verdicts
         .filter((v) => v.verdict?.kept || verdicts.some((n) => n.id === v.variant.id && n.kept))
-        .map((v) => v.variant.spec.name);
-      return { verdicts, trainTaskIds: state.mixed(kept) };
+        .map(({ variant }) => keptVariant(variant));
+      return { verdicts, trainTaskIds: state.mixed(kept.map((k) => k.name)), kept };
     },
   };
 }
+
+const keptVariant = (variant: IdentifiedVariant): KeptVariant => ({ name: variant.spec.name, id: variant.id });
 
 async function variantsOf(settings: Parameters<typeof identifiedVariants>[1]): Promise<IdentifiedVariant[]> {
   try {

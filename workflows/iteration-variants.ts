@@ -1,5 +1,5 @@
 import { proxyActivities } from '@temporalio/workflow';
-import type { VariantVerdict } from '../activities/environment.js';
+import type { KeptVariant, VariantVerdict } from '../activities/environment.js';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { ENVIRONMENT_ACTIVITY } from './activity-options.js';
@@ -13,6 +13,8 @@ export interface IterationVariants {
   verdicts: VariantVerdict[];
   /** Training tasks run in a kept variant instead of the original environment. */
   variantTasks: number;
+  /** The variants kept in this run so far (the training tasks mix them in). */
+  kept: KeptVariant[];
 }
 
 type TrainSelection = TaskSelection & { samplesPerTask: number };
@@ -36,13 +38,13 @@ export async function withVariants(
   };
   const plan = await planVariants(request);
   if (!plan) return { train: input.train, variants: null };
-  let { trainTaskIds } = plan;
+  let { trainTaskIds, kept } = plan;
   let verdicts: VariantVerdict[] = [];
   if (plan.validation.length > 0) {
     const validateBatch = `${batchId}-validate`;
     const taskIds = plan.validation.flatMap((v) => v.taskIds);
     await runSet(validateBatch, { taskSet: input.train.taskSet, taskIds, samplesPerTask: plan.samplesPerTask });
-    ({ verdicts, trainTaskIds } = await keepVariants({
+    ({ verdicts, trainTaskIds, kept } = await keepVariants({
       ...request,
       batchId: validateBatch,
       samplesPerTask: plan.samplesPerTask,
@@ -52,6 +54,6 @@ export async function withVariants(
   const original = new Set(input.train.taskIds);
   return {
     train: { ...input.train, taskIds: trainTaskIds },
-    variants: { verdicts, variantTasks: trainTaskIds.filter((id) => !original.has(id)).length },
+    variants: { verdicts, variantTasks: trainTaskIds.filter((id) => !original.has(id)).length, kept },
   };
 }

@@ -127,13 +127,9 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   upsertMemo({ configHash: input.configHash });
   stage('rollouts');
 
-  const runSet = (id: string, selection: TrainingIterationInput['train'], label: 'train' | 'validate') =>
-    trainRollouts({ ...input, train: selection }, id, heartbeatTimeoutSeconds, label);
-  const { train, variants } =
-    input.environmentVariants && !input.sampled
-      ? await withVariants(input, batchId, (id, selection) => runSet(id, selection, 'validate'))
-      : { train: input.train, variants: null };
-  const rollouts = input.sampled?.rollouts ?? (await runSet(batchId, train, 'train'));
+  const { train, variants } = await trainingTasks(input, batchId, heartbeatTimeoutSeconds);
+  const rollouts =
+    input.sampled?.rollouts ?? (await trainRollouts({ ...input, train }, batchId, heartbeatTimeoutSeconds));
   upsertMemo({ harnessVersion: rollouts.harnessVersion });
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 
@@ -163,7 +159,14 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   );
   stage('ledger');
   await recordLedgerEntry.executeWithOptions(callOptions(heartbeatTimeoutSeconds), [
-    iterationLedgerEntry({ ...input, train }, batchId, candidate, startedAt, release?.gate.decisionId ?? null),
+    iterationLedgerEntry(
+      { ...input, train },
+      batchId,
+      candidate,
+      startedAt,
+      release?.gate.decisionId ?? null,
+      variants,
+    ),
   ]);
   stage('done');
   const batch = { uri: built.batch.uri, contentHash: built.batch.contentHash, reportUri: built.report.uri };
@@ -179,6 +182,18 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
     ...(variants && { variants }),
     release,
   };
+}
+
+/** The training set: the iteration's tasks, with the run's kept variants mixed in when it declares any. */
+function trainingTasks(
+  input: TrainingIterationInput,
+  batchId: string,
+  heartbeatTimeoutSeconds: number,
+): Promise<{ train: TrainingIterationInput['train']; variants: IterationVariants | null }> {
+  if (!input.environmentVariants || input.sampled) return Promise.resolve({ train: input.train, variants: null });
+  return withVariants(input, batchId, (id, selection) =>
+    trainRollouts({ ...input, train: selection }, id, heartbeatTimeoutSeconds, 'validate'),
+  );
 }
 
 /**
@@ -295,6 +310,7 @@ function iterationLedgerEntry(
   candidate: string,
   startedAt: number,
   decisionId: string | null,
+  variants: IterationVariants | null,
 ): LedgerInput {
   return {
     id: batchId,
@@ -308,5 +324,7 @@ function iterationLedgerEntry(
     elapsedSeconds: (Date.now() - startedAt) / 1000,
     decisionId,
     configHash: input.configHash,
+    // The variants its training tasks ran in: part of the environment the row was measured in.
+    ...(variants && variants.variantTasks > 0 && { environmentVariants: variants.kept.map((k) => k.id) }),
   };
 }

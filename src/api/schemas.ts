@@ -319,6 +319,10 @@ export const ledgerEntry = z.object({
     verifier: z.string(),
     config: z.string(),
     module: z.string().optional().describe("The environment module's id (name@version:hash), when the run has one"),
+    variants: z
+      .array(z.string())
+      .optional()
+      .describe('The ids of the environment variants some of its training rollouts ran in'),
   }),
   metrics: z.object({
     rollouts: z.number().int(),

@@ -53,7 +53,8 @@ export function formatLedger(
   const legend = [...environments].map(
     ([id, env]) =>
       `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}` +
-      (env.module ? `, module ${env.module}` : ''),
+      (env.module ? `, module ${env.module}` : '') +
+      (env.variants ? `, variants ${env.variants.join(' ')}` : ''),
   );
   const releases = entries.filter((e) => e.kind === 'release');
   const lastTwo =

@@ -16,6 +16,7 @@ export function environmentKeys(
   rollouts: RolloutSettings,
   harnessEnv: Record<string, string> = {},
   environmentModule?: string,
+  variants?: readonly string[],
 ): LedgerKeys['environment'] {
   const { version, ...program } = verifier;
   return {
@@ -29,5 +30,6 @@ export function environmentKeys(
       harnessEnv,
     }),
     ...(environmentModule !== undefined && { module: environmentModule }),
+    ...(variants && variants.length > 0 && { variants: [...variants].sort() }),
   };
 }

@@ -10,8 +10,11 @@ import type { RolloutFacts } from '../gate/rollout-facts.js';
 export interface LedgerKeys {
   model: { policyVersion: string; parent: string | null };
   harness: { version: string };
-  /** `module`: the environment's id (name@version:module hash, src/environments/load.ts); absent without one. */
-  environment: { taskSet: string; verifier: string; config: string; module?: string };
+  /**
+   * `module`: the environment's id (name@version:module hash, src/environments/load.ts); absent
+   * without one. `variants`: the ids of the variants some of the row's training rollouts ran in.
+   */
+  environment: { taskSet: string; verifier: string; config: string; module?: string; variants?: string[] };
 }
 
 export interface LedgerMetrics {

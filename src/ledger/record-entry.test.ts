@@ -71,6 +71,12 @@ describe('recordFromRollouts', () => {
       module: (await loadEnvironment(module)).id,
     });
     expect((await loadEnvironment(module)).id).toMatch(/^calculator@calculator-env-1:[0-9a-f]{12}$/);
+    // The variants its training rollouts ran in are part of that environment too, in one order.
+    await recordFromRollouts(
+      { ...sources, environment },
+      { ...request, id: 'run.it1.v', environmentVariants: ['v-b', 'v-a'] },
+    );
+    expect((await ledger.get('run.it1.v'))?.environment).toMatchObject({ variants: ['v-a', 'v-b'] });
     await ledger.close();
   });
 });

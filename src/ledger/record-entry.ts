@@ -18,6 +18,8 @@ export interface LedgerEntryRequest {
   parent: string | null;
   taskSet: { sha256: string };
   harnessEnv?: Record<string, string>;
+  /** The ids of the environment variants some of its rollouts ran in (variantId). */
+  environmentVariants?: string[];
   sets: RolloutSelection[];
   elapsedSeconds: number;
   decisionId: string | null;
@@ -66,6 +68,7 @@ export async function recordFromRollouts(
       sources.rollouts,
       request.harnessEnv,
       sources.environment && (await loadEnvironment(sources.environment.module)).id,
+      request.environmentVariants,
     ),
     metrics: ledgerMetrics(facts, sources.acceptReward, request.elapsedSeconds),
   });

@@ -131,6 +131,12 @@ describe('an iteration in an environment with variants (real dev server, embedde
             args: [input],
           }),
         );
+        // The iteration's ledger row names the environment module and the variants its training ran in.
+        const row = await ledger.get('run-env.it1');
+        expect(row?.environment.module).toMatch(/^calculator@calculator-env-1:/);
+        expect(row?.environment.variants).toEqual(
+          result?.variants?.variantTasks ? result.variants.kept.map((k) => k.id).sort() : undefined,
+        );
       } finally {
         await clientConnection.close();
         await connection.close();
