@@ -1,8 +1,9 @@
 import { ArtifactNotFoundError, type ArtifactStore } from '../src/artifacts/artifact-store.js';
-import { curriculumTaskIds, identifiedVariants, validationTaskIds } from '../src/environments/curriculum.js';
-import { EnvironmentLoadError, loadEnvironment } from '../src/environments/load.js';
+import { curriculumTaskIds, validationTaskIds } from '../src/environments/curriculum.js';
+import { EnvironmentLoadError, loadEnvironment, type LoadedEnvironment } from '../src/environments/load.js';
+import type { EnvironmentSettings } from '../src/environments/settings.js';
 import { validateVariant, validationRecord } from '../src/environments/validation.js';
-import type { IdentifiedVariant } from '../src/environments/variant-tasks.js';
+import { identifiedVariants, type IdentifiedVariant } from '../src/environments/variant-spec.js';
 import { readRolloutFacts } from '../src/gate/rollout-facts.js';
 import { isUnscored } from '../src/rollouts/rollout.js';
 import { selectionRolloutIds, type RolloutSelection } from '../src/rollouts/rollout-id.js';
@@ -57,7 +58,7 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
   const judged = async (input: IterationTasks) => {
     const run = await runDepsFor(deps.runs, input.configHash);
     if (!run.environment || run.environment.variants.length === 0) return null;
-    const variants = await variantsOf(run.environment);
+    const { environment, variants } = await variantsOf(run.environment);
     const verdicts = await Promise.all(
       variants.map(async (v) => ({
         variant: v,
@@ -66,7 +67,7 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
     );
     const mixed = (kept: string[]) =>
       curriculumTaskIds(input.taskIds, kept, run.environment?.curriculum.share ?? 0, input.iteration);
-    return { run, environment: run.environment, verdicts, mixed };
+    return { run, settings: run.environment, environment, verdicts, mixed };
   };
   return {
     /** The run's variants this iteration: which still need checking, and the training tasks with the kept ones. */
@@ -75,7 +76,7 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
       if (!state) return null;
       const candidates = state.verdicts.filter((v) => v.verdict === null).map((v) => v.variant.spec.name);
       const kept = state.verdicts.filter((v) => v.verdict?.kept).map(({ variant }) => keptVariant(variant));
-      const { samples, tasks } = state.environment.validation;
+      const { samples, tasks } = state.settings.validation;
       return {
         validation: validationTaskIds(input.taskIds, candidates, tasks),
         samplesPerTask: samples,
@@ -94,7 +95,6 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
     ): Promise<{ verdicts: VariantVerdict[]; trainTaskIds: string[]; kept: KeptVariant[] }> {
       const state = await judged(input);
       if (!state) throw new RolloutSetupFailure(`run config ${input.configHash} has no environment variants`);
-      const environment = await loadEnvironment(state.environment.module);
       const verdicts: VariantVerdict[] = [];
       for (const { variant: name, taskIds } of input.validation) {
         const variant = state.verdicts.find((v) => v.variant.spec.name === name)?.variant;
@@ -107,7 +107,8 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
         }));
         const artifact = verdictName(input.runId, variant.id);
         const recorded = await readVerdict(deps.artifacts, artifact);
-        const record = recorded ?? validationRecord(variant, environment.id, validateVariant(results), new Date());
+        const record =
+          recorded ?? validationRecord(variant, state.environment.id, validateVariant(results), new Date());
         const uri = recorded
           ? deps.artifacts.uriOf(artifact)
           : (await deps.artifacts.put(artifact, JSON.stringify(record))).uri;
@@ -123,9 +124,13 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
 
 const keptVariant = (variant: IdentifiedVariant): KeptVariant => ({ name: variant.spec.name, id: variant.id });
 
-async function variantsOf(settings: Parameters<typeof identifiedVariants>[1]): Promise<IdentifiedVariant[]> {
+/** The run's environment and its declared variants; a module that cannot be used fails for good. */
+async function variantsOf(
+  settings: EnvironmentSettings,
+): Promise<{ environment: LoadedEnvironment; variants: IdentifiedVariant[] }> {
   try {
-    return identifiedVariants(await loadEnvironment(settings.module), settings);
+    const environment = await loadEnvironment(settings.module);
+    return { environment, variants: identifiedVariants(environment.id, settings.variants) };
   } catch (err) {
     if (err instanceof EnvironmentLoadError) throw new RolloutSetupFailure(err.message, { problems: [err.message] });
     throw err;

@@ -7,8 +7,8 @@ import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import type { PolicyRegistry } from '../src/registry/policy-registry.js';
 import { ensureServed, type Serving } from '../src/registry/serving.js';
 import { harnessExecutor } from '../src/rollouts/harness-executor.js';
-import { identifiedVariants, resolveTaskIds } from '../src/environments/curriculum.js';
-import { EnvironmentLoadError, loadEnvironment } from '../src/environments/load.js';
+import { resolveTaskIds } from '../src/environments/curriculum.js';
+import { EnvironmentLoadError } from '../src/environments/load.js';
 import { rolloutEnvironment, type RolloutEnvironment } from '../src/environments/rollout-environment.js';
 import type { EnvironmentServer } from '../src/environments/server.js';
 import type { EnvironmentSettings } from '../src/environments/settings.js';
@@ -106,7 +106,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
   const run = await runnableRunDeps(deps.runs, input.configHash);
   const { harness, verifier } = run;
   const environment = run.environment && (await environmentOf(deps, run.environment, harness));
-  const tasks = await pinnedTasks(input, run.environment);
+  const tasks = pinnedTasks(input, environment);
   const context = Context.current();
   const onPolicyLost = await servedAgain(deps, gateway, input.policyVersion);
   const version = harnessVersion(harness);
@@ -173,24 +173,17 @@ function gatewayOrFail(deps: RolloutActivityDeps): GatewayControlClient {
 }
 
 /** The set's tasks, in its order, from the task set the run pinned; refused if the file changed or lacks one. */
-async function pinnedTasks(input: RunRolloutsInput, environment?: EnvironmentSettings): Promise<Task[]> {
+function pinnedTasks(input: RunRolloutsInput, environment?: RolloutEnvironment): Task[] {
   const taskSet = loadTaskSet(input.taskSet.file);
   if (taskSet.sha256 !== input.taskSet.sha256) {
     throw new TaskSetChangedFailure(
       `task set ${input.taskSet.file} changed: sha256 ${taskSet.sha256}, the run pinned ${input.taskSet.sha256}`,
     );
   }
-  // A training set may name variant tasks (`<task>:<variant>`): made here from the task they vary.
-  const variants =
-    environment && environment.variants.length > 0
-      ? await loadEnvironment(environment.module).then((loaded) => ({
-          environment: loaded,
-          variants: identifiedVariants(loaded, environment),
-        }))
-      : undefined;
   let resolved: ReturnType<typeof resolveTaskIds>;
   try {
-    resolved = resolveTaskIds(taskSet.tasks, input.taskIds, variants);
+    // A training set may name variant tasks (`<task>:<variant>`): made here from the task they vary.
+    resolved = resolveTaskIds(taskSet.tasks, input.taskIds, environment);
   } catch (err) {
     // vary() refusing a task, or variant ids meeting: the same on every try.
     throw new RolloutSetupFailure((err as Error).message, { problems: [(err as Error).message] });

@@ -1,10 +1,11 @@
 import path from 'node:path';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { curriculumTaskIds, identifiedVariants, resolveTaskIds, validationTaskIds } from './curriculum.js';
+import { curriculumTaskIds, resolveTaskIds, validationTaskIds } from './curriculum.js';
 import { loadEnvironment, type LoadedEnvironment } from './load.js';
 import { VARIANT_FIELD } from './rollout-environment.js';
 import { environmentSchema } from './settings.js';
+import { identifiedVariants } from './variant-spec.js';
 import { variantOrigin, variantTaskId } from './variant-tasks.js';
 
 const CALCULATOR = path.join(import.meta.dirname, '..', '..', 'examples', 'calculator-agent', 'environment.mjs');
@@ -60,7 +61,7 @@ describe('the curriculum', () => {
       { id: 't1', question: '2 plus 3?', answer: 5 },
       { id: 't2', question: '4 times 6?', answer: 24 },
     ];
-    const variants = { environment: calculator, variants: identifiedVariants(calculator, settings) };
+    const variants = { environment: calculator, variants: identifiedVariants(calculator.id, settings.variants) };
     const wanted = ['t1', 't1:big', 't2:worded', 'nope', 't3:big'];
     const { tasks: made, unknown } = resolveTaskIds(tasks, wanted, variants);
     expect(unknown).toEqual(['nope', 't3:big']);

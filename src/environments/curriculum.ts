@@ -1,19 +1,13 @@
 import type { Task } from '../rollouts/tasks.js';
 import type { LoadedEnvironment } from './load.js';
-import type { EnvironmentSettings } from './settings.js';
-import { variantId } from './variant-spec.js';
-import { variantSeed, variantTask, variantTaskId, type IdentifiedVariant } from './variant-tasks.js';
+import type { IdentifiedVariant } from './variant-spec.js';
+import { variantSeed, variantTask, variantTaskId } from './variant-tasks.js';
 
 /**
  * The seed a run's variant tasks are made with. Fixed, so a variant task is the same on every
  * worker and every retry; variantSeed mixes in the task and the variant, so each pair differs.
  */
 const VARIANT_TASK_SEED = 0;
-
-/** The run's variants, identified in its environment. */
-export function identifiedVariants(environment: LoadedEnvironment, settings: EnvironmentSettings): IdentifiedVariant[] {
-  return settings.variants.map((spec) => ({ id: variantId(environment.id, spec), spec }));
-}
 
 /**
  * The tasks a selection names, in its order: the set's own, and variant tasks (`<task>:<variant>`,

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { environmentProblems, type EnvironmentDefinition } from './contract.js';
-import { environmentId } from './variant-spec.js';
+import { environmentId, moduleHash } from './variant-spec.js';
 
 export interface LoadedEnvironment {
   /** name@version:hash of the module's bytes (see environmentId). */
@@ -29,21 +28,22 @@ export function loadEnvironment(module: string): Promise<LoadedEnvironment> {
       new EnvironmentLoadError(`environment.module ${module} cannot be read: ${(err as Error).message}`),
     );
   }
-  const key = `${module}\0${bytes.toString('base64')}`;
+  const hash = moduleHash(bytes);
+  const key = `${module}\0${hash}`;
   let entry = loaded.get(key);
   if (!entry) {
-    entry = importEnvironment(module, bytes);
+    entry = importEnvironment(module, hash);
     loaded.set(key, entry);
     entry.catch(() => loaded.delete(key));
   }
   return entry;
 }
 
-async function importEnvironment(module: string, bytes: Buffer): Promise<LoadedEnvironment> {
+async function importEnvironment(module: string, hash: string): Promise<LoadedEnvironment> {
   let exports: { default?: unknown };
   try {
     // The query makes a changed file a new module: import() caches by URL.
-    exports = (await import(`${pathToFileURL(module).href}?v=${bytes.length}-${hashOf(bytes)}`)) as {
+    exports = (await import(`${pathToFileURL(module).href}?v=${hash}`)) as {
       default?: unknown;
     };
   } catch (err) {
@@ -55,7 +55,5 @@ async function importEnvironment(module: string, bytes: Buffer): Promise<LoadedE
       `environment.module ${module} is not an environment: ${problems.join('; ')} (see docs/environments.md)`,
     );
   const definition = exports.default as EnvironmentDefinition;
-  return { id: environmentId(definition.name, definition.version, bytes), module, definition };
+  return { id: environmentId(definition.name, definition.version, hash), module, definition };
 }
-
-const hashOf = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex').slice(0, 12);

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Task } from '../rollouts/tasks.js';
 import { toolNames } from './contract.js';
-import { loadEnvironment, EnvironmentLoadError } from './load.js';
+import { loadEnvironment, EnvironmentLoadError, type LoadedEnvironment } from './load.js';
 import { rulesProblems } from './operators/rules.js';
 import type { OpenedSession, EnvironmentServer } from './server.js';
 import { EnvironmentSession } from './session.js';
 import type { EnvironmentSettings } from './settings.js';
-import { variantId, type VariantSpec } from './variant-spec.js';
+import { identifiedVariants, type IdentifiedVariant } from './variant-spec.js';
 
 /**
  * The task field naming the variant a training task runs in (the curriculum sets it); hidden
@@ -21,6 +21,9 @@ export const ENVIRONMENT_EVENT = 'environment';
 export interface RolloutEnvironment {
   /** The environment's id (name@version:module hash). */
   id: string;
+  /** The loaded module and the declared variants, as resolveTaskIds makes variant tasks with them. */
+  environment: LoadedEnvironment;
+  variants: IdentifiedVariant[];
   /** Opens the attempt's session (its URL for the harness as REIN_ENV_URL) in the task's variant. */
   open(task: Task, rolloutId: string, attempt: number): OpenedSession;
 }
@@ -39,14 +42,15 @@ export async function rolloutEnvironment(
       : []),
   ]);
   if (problems.length > 0) throw new EnvironmentLoadError(problems.join('; '));
-  const variants = new Map<string, { id: string; spec: VariantSpec }>(
-    settings.variants.map((spec) => [spec.name, { id: variantId(loaded.id, spec), spec }]),
-  );
+  const variants = identifiedVariants(loaded.id, settings.variants);
+  const byName = new Map(variants.map((v) => [v.spec.name, v]));
   return {
     id: loaded.id,
+    environment: loaded,
+    variants,
     open(task, rolloutId, attempt) {
       const name = task[VARIANT_FIELD];
-      const variant = name === undefined ? null : variants.get(String(name));
+      const variant = name === undefined ? null : byName.get(String(name));
       if (variant === undefined)
         throw new EnvironmentLoadError(
           `task ${task.id} runs in variant "${String(name)}", which environment.variants does not declare`,

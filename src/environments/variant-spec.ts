@@ -93,15 +93,31 @@ export type ObservationsSpec = z.output<typeof observationsSchema>;
 const digest = (value: unknown, length: number) =>
   createHash('sha256').update(canonicalJson(value)).digest('hex').slice(0, length);
 
-/** An environment's id: its name, its version and the hash of the module that implements it. */
-export function environmentId(name: string, version: string, moduleBytes: Buffer | string): string {
-  return `${name}@${version}:${createHash('sha256').update(moduleBytes).digest('hex').slice(0, 12)}`;
+/** The short content hash of an environment module's bytes: part of its id, and of the URL it is imported by. */
+export function moduleHash(moduleBytes: Buffer | string): string {
+  return createHash('sha256').update(moduleBytes).digest('hex').slice(0, 12);
+}
+
+/** An environment's id: its name, its version and the hash of the module that implements it (moduleHash). */
+export function environmentId(name: string, version: string, hash: string): string {
+  return `${name}@${version}:${hash}`;
 }
 
 /** A variant's id: what it changes, in the environment it changes (its label is not part of it). */
 export function variantId(environment: string, variant: VariantSpec): string {
   const { name: _label, ...changes } = variant;
   return `v-${digest({ environment, changes }, 12)}`;
+}
+
+/** A variant as the curriculum and the sessions hold it: its id (variantId) and what it changes. */
+export interface IdentifiedVariant {
+  id: string;
+  spec: VariantSpec;
+}
+
+/** The declared variants, each with its id in the environment. */
+export function identifiedVariants(environment: string, variants: readonly VariantSpec[]): IdentifiedVariant[] {
+  return variants.map((spec) => ({ id: variantId(environment, spec), spec }));
 }
 
 /** What a variant changed, in words, for the ledger, the run report and the console. */

@@ -4,7 +4,7 @@ import { taskIdKey } from '../rollouts/rollout-id.js';
 import type { Task } from '../rollouts/tasks.js';
 import type { LoadedEnvironment } from './load.js';
 import { VARIANT_FIELD } from './rollout-environment.js';
-import type { VariantSpec } from './variant-spec.js';
+import type { IdentifiedVariant, VariantSpec } from './variant-spec.js';
 
 /**
  * The task field recording where a variant task came from: `{variant, task}`, the variant's id
@@ -19,12 +19,6 @@ export interface VariantOrigin {
   variant: string;
   /** The id of the original task the variant task was made from. */
   task: string;
-}
-
-/** A variant as the curriculum holds it: its id (variantId) and what it changes. */
-export interface IdentifiedVariant {
-  id: string;
-  spec: VariantSpec;
 }
 
 /**
