@@ -1,7 +1,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { IssuedRollout } from '../gateway/control-client.js';
+import { GatewayRequestError, type IssuedRollout } from '../gateway/control-client.js';
 import type { HarnessLaunch, HarnessRun } from './executor.js';
 import { classifyFailure, type ClassifiedFailure } from './failure-class.js';
 import { recordedRewards, rewardsDisagree, verifiedRewardEvent } from './rewards.js';
@@ -165,7 +165,28 @@ async function takeOverRunning(
     { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, failureClass: 'orchestrator', reason } },
     issued.attempt,
   );
-  return { issued: await gateway.startAttempt(rolloutId), resumed: null };
+  const next = await nextAttempt(rollout, issued);
+  return 'outcome' in next ? next : { issued: next.issued, resumed: null };
+}
+
+/**
+ * Starts the rollout's next attempt, unless a runner racing this one (one that went quiet, not dead) scored the
+ * current attempt meanwhile: the store refuses a new attempt then, and that reward ends the rollout — scored once.
+ */
+async function nextAttempt(
+  rollout: RolloutContext,
+  issued: IssuedRollout,
+): Promise<{ issued: IssuedRollout } | { outcome: RolloutOutcome }> {
+  const { gateway } = rollout.batch.deps;
+  const { rolloutId } = rollout.base;
+  try {
+    return { issued: await gateway.startAttempt(rolloutId) };
+  } catch (err) {
+    if (!(err instanceof GatewayRequestError && err.code === 'attempt_scored')) throw err;
+    const scored = verifiedRewardEvent(await gateway.listEvents(rolloutId), issued.attempt);
+    if (!scored) throw err;
+    return { outcome: await finishScored(gateway, rollout.base, issued.attempt, scored) };
+  }
 }
 
 /**
@@ -214,7 +235,9 @@ async function runAttempts(
       );
       const lost = failure.evidence?.upstreamStatus === 404 || failure.evidence?.errorClass === 'policy_unavailable';
       if (lost) await deps.onPolicyLost?.().catch(() => undefined); // if it cannot, the next attempt says why
-      issued = await gateway.startAttempt(rolloutId);
+      const next = await nextAttempt(rollout, issued);
+      if ('outcome' in next) return next.outcome;
+      issued = next.issued;
       continue;
     }
     // Rein's machinery or the task's environment (the failure-class table's unscored rows): no verifier, no reward.

@@ -15,7 +15,7 @@ import type { JournalTables } from './journal-schema.js';
 import type { JournalStatements } from './journal-statements.js';
 import type { RolloutCache } from './rollout-cache.js';
 import type { QueryRunner, SqlDatabase } from './sql/database.js';
-import { StoreConflictError, StoreNotFoundError } from './trace-store.js';
+import { StoreAttemptScoredError, StoreConflictError, StoreNotFoundError } from './trace-store.js';
 
 /**
  * A rollout's life in the journal: created once per id, moved through its statuses, given new
@@ -118,6 +118,12 @@ export class RolloutLifecycle {
       const current = await this.requireRollout(trx, id, { lock: true });
       if (isFinished(current.status))
         throw new StoreConflictError(`rollout ${id} has finished (${current.status}); it takes no new attempt`);
+      // Serialised with the reward's write (both take the rollout first): a scored attempt is never superseded.
+      if (await this.statements.rewardOfAttempt(trx, id, current.attempts)) {
+        throw new StoreAttemptScoredError(
+          `attempt ${current.attempts} of rollout ${id} was scored by the verifier; it takes no new attempt (finish it with that reward)`,
+        );
+      }
       const updated = await trx
         .updateTable('rollouts')
         .set((eb) => ({ attempts: eb('attempts', '+', 1), updated_at: Date.now() }))

@@ -141,6 +141,10 @@ export class StoreConflictError extends Error {
 export class StoreAttemptSupersededError extends StoreConflictError {
   override readonly code = 'attempt_superseded';
 }
+/** A new attempt asked for a rollout whose current attempt the verifier scored: it is scored once. */
+export class StoreAttemptScoredError extends StoreConflictError {
+  override readonly code = 'attempt_scored';
+}
 export class StoreNotFoundError extends Error {
   readonly status = 404;
   readonly code = 'not_found';

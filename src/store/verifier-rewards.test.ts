@@ -12,7 +12,7 @@ import { applyMigrations } from './migrations.js';
 import { PostgresTraceStore } from './postgres-store.js';
 import { openPostgresDatabase, openSqliteDatabase, type SqlDatabase } from './sql/database.js';
 import { SqliteTraceStore } from './sqlite-store.js';
-import { StoreAttemptSupersededError, StoreNotFoundError } from './trace-store.js';
+import { StoreAttemptScoredError, StoreAttemptSupersededError, StoreNotFoundError } from './trace-store.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-rewards-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -106,6 +106,37 @@ describe.each(storeBackends)("the verifier's reward, once per rollout attempt (%
       expect(await adminRewardsOf(store!, 'retried')).toEqual([current]);
     } finally {
       await store!.close();
+    }
+  });
+
+  it('starts no new attempt once the current one is scored, so a rollout is scored once', async () => {
+    const stores = await journalOn(backend, 2);
+    try {
+      await stores[0]!.createRollout({ id: 'taken-over' });
+      // The runner that went quiet scores its attempt while another takes the rollout over.
+      const [scored, next] = await Promise.allSettled([
+        stores[0]!.appendEvent('taken-over', 1, reward(1), 'admin'),
+        stores[1]!.startAttempt('taken-over'),
+      ]);
+      const rewards = await adminRewardsOf(stores[0]!, 'taken-over');
+      if (next.status === 'fulfilled') {
+        // The new attempt came first: the late reward was refused and the rollout has none yet.
+        expect(scored).toMatchObject({ status: 'rejected', reason: { code: 'attempt_superseded' } });
+        expect(rewards).toEqual([]);
+      } else {
+        expect(scored.status).toBe('fulfilled');
+        expect(rewards).toHaveLength(1);
+      }
+      if (rewards.length === 0) await stores[0]!.appendEvent('taken-over', 2, reward(1), 'admin');
+      const refused = await stores[1]!.startAttempt('taken-over').catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(StoreAttemptScoredError);
+      expect(refused).toMatchObject({ status: 409, code: 'attempt_scored' });
+      expect((refused as Error).message).toMatch(
+        /^attempt \d of rollout taken-over was scored by the verifier; it takes no new attempt \(finish it with that reward\)$/,
+      );
+      expect(await adminRewardsOf(stores[0]!, 'taken-over')).toHaveLength(1);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
     }
   });
 

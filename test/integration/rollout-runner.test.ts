@@ -542,6 +542,32 @@ describe('the local rollout runner', () => {
     expect((await t.store.listEvents('scored-then-lost.s.0')).filter((e) => e.type === 'reward')).toHaveLength(1);
   });
 
+  it('finishes from the score a quiet runner recorded while this one took the rollout over: scored once', async () => {
+    const id = 'scored-during-takeover.s.0';
+    await t.store.createRollout({ id, taskId: 's', policyVersion: 'policy-v1', metadata: { sample: 0 } });
+    await t.store.setRolloutStatus(id, { status: 'running' }, 'admin');
+    // The runner presumed dead (its activity timed out under load) records its reward just before this one's new
+    // attempt reaches the store.
+    class Racing extends GatewayControlClient {
+      override async startAttempt(rolloutId: string) {
+        await t.store.appendEvent(rolloutId, 1, { type: 'reward', value: 1, components: { success: 1 } }, 'admin');
+        return super.startAttempt(rolloutId);
+      }
+    }
+    const never = { command: process.execPath, args: ['-e', 'process.exit(9)'], timeoutMs: 5000 };
+    const [outcome] = await runRollouts(
+      batch({ batchId: 'scored-during-takeover', tasks: [{ id: 's', question: '1', answer: 1 }] }),
+      {
+        gateway: new Racing(t.gateway.url, ADMIN_KEY),
+        harness: localExecutor(never),
+        verifier: never,
+      },
+    );
+    expect(outcome).toMatchObject({ status: 'succeeded', reward: 1, attempts: 1 });
+    expect(await t.store.getRollout(id)).toMatchObject({ status: 'succeeded', attempts: 1 });
+    expect((await t.store.listEvents(id)).filter((e) => e.type === 'reward')).toHaveLength(1);
+  });
+
   it('scores an attempt two runners follow at once one time: both report the reward that stands', async () => {
     const id = 'followed-twice.s.0';
     await t.store.createRollout({ id, taskId: 's', policyVersion: 'policy-v1', metadata: { sample: 0 } });
