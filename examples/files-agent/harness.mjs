@@ -19,11 +19,18 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import environment from './environment.mjs';
+import { groundedAgent } from './grounding.mjs';
 
 const MODEL = process.env.AGENT_MODEL ?? 'production';
-const MAX_TURNS = Number(process.env.AGENT_MAX_TURNS ?? 8);
 const TEMPERATURE = Number(process.env.AGENT_TEMPERATURE ?? 1);
 const SEED = process.env.AGENT_SEED;
+/** Calls limited to what the agent has seen (grounding.mjs): for models too small to spell a path. */
+const GROUNDED = process.env.AGENT_GROUNDED === '1';
+// A small model's context is short (the embedded policy's is 1024 tokens): fewer turns grounded.
+const MAX_TURNS = Number(process.env.AGENT_MAX_TURNS ?? (GROUNDED ? 6 : 8));
+const MAX_TOKENS = 160;
+/** Grounded, a tool's answer is cut to this many characters, as agents cut long outputs to fit their context. */
+const MAX_OBSERVATION = 240;
 const SYSTEM = 'You answer questions about a read-only file tree. Explore it with the tools, then reply.';
 
 /** The request seed of a turn: a non-negative 31-bit integer, fixed by AGENT_SEED, the rollout and the turn. */
@@ -67,6 +74,16 @@ export function remoteSession(url) {
   };
 }
 
+/** A call's arguments, or null when they are not a JSON object. */
+function parsedArguments(call) {
+  try {
+    const args = JSON.parse(call.function.arguments || '{}');
+    return args !== null && typeof args === 'object' ? args : null;
+  } catch {
+    return null;
+  }
+}
+
 /** A tool call's observation; arguments that are not JSON are the model's mistake, answered as such. */
 async function callTool(session, call) {
   let args;
@@ -78,9 +95,23 @@ async function callTool(session, call) {
   return session.step(call.function.name, args);
 }
 
+/** A completion, or null when the conversation no longer fits the model's context (the agent gives up). */
+async function complete(client, request) {
+  try {
+    return await client.chat.completions.create(request);
+  } catch (err) {
+    if (err?.status === 400 && /context length/i.test(String(err.message))) return null;
+    throw err;
+  }
+}
+
+const clipped = (text) =>
+  text.length <= MAX_OBSERVATION ? text : `${text.slice(0, MAX_OBSERVATION)}\n(cut: ${text.length} characters)`;
+
 /** The agent loop: the model calls tools until it replies in plain text, runs out of turns, or the episode ends. */
 export async function runAgent(task, session, client = new OpenAI()) {
   const { observation, tools } = await session.reset();
+  const grounded = GROUNDED ? groundedAgent(observation) : null;
   const messages = [
     { role: 'system', content: SYSTEM },
     { role: 'user', content: observation },
@@ -88,21 +119,30 @@ export async function runAgent(task, session, client = new OpenAI()) {
   let answer = null;
   let done = false;
   for (let turn = 0; turn < MAX_TURNS && answer === null && !done; turn++) {
-    const completion = await client.chat.completions.create({
+    const offered = grounded ? grounded.tools(tools) : tools;
+    if (offered.length === 0) break;
+    const completion = await complete(client, {
       model: MODEL,
       messages,
-      tools,
+      tools: offered,
+      ...(grounded && { tool_choice: 'required', parallel_tool_calls: false }),
       temperature: TEMPERATURE,
-      max_tokens: 160,
+      max_tokens: MAX_TOKENS,
       ...(SEED !== undefined && { seed: seedFor(SEED, process.env.REIN_ROLLOUT_ID ?? '', turn) }),
     });
+    if (completion === null) break;
     const message = completion.choices[0].message;
     const calls = message.tool_calls ?? [];
     messages.push({ role: 'assistant', content: message.content, ...(calls.length && { tool_calls: calls }) });
     if (calls.length === 0) answer = (message.content ?? '').trim();
     for (const call of calls) {
+      const args = parsedArguments(call);
+      answer = grounded?.answerOf(call.function.name, args) ?? null;
+      if (answer !== null) break;
       const result = await callTool(session, call);
-      messages.push({ role: 'tool', tool_call_id: call.id, content: result.observation });
+      grounded?.learn(call.function.name, args, result.observation);
+      const content = grounded ? clipped(result.observation) : result.observation;
+      messages.push({ role: 'tool', tool_call_id: call.id, content });
       done ||= result.done;
     }
   }

@@ -11,18 +11,23 @@ import { buildWorld, ENVIRONMENTS, questionFor, seededRandom, SERVICE_NAMES, SET
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 
-/** `count` tasks from `seed`: small worlds (3–6 services, at most one extra folder level, no decoys). */
-export function generate(seed, count, prefix) {
+/**
+ * The shapes of a tier's worlds. `standard`: 3–6 services, at most one extra folder level, no
+ * decoys, for models that can explore. `starter`: one or two services at depth 0, so the answer
+ * is a search or four listings away, for the embedded policy (embedded.yaml).
+ */
+const TIERS = {
+  standard: (random) => ({ services: 3 + Math.floor(random() * 4), depth: Math.floor(random() * 2) }),
+  starter: (random) => ({ services: 1 + Math.floor(random() * 2), depth: 0 }),
+};
+
+/** `count` tasks of a tier from `seed`. */
+export function generate(seed, count, prefix, tier = 'standard') {
   const random = seededRandom(seed);
   const pick = (list) => list[Math.floor(random() * list.length)];
   return Array.from({ length: count }, (_, i) => {
     const target = { service: pick(SERVICE_NAMES), env: pick(ENVIRONMENTS), key: pick(Object.keys(SETTINGS)) };
-    const shape = {
-      services: 3 + Math.floor(random() * 4),
-      depth: Math.floor(random() * 2),
-      distractors: 0,
-      longFiles: false,
-    };
+    const shape = { ...TIERS[tier](random), distractors: 0, longFiles: false };
     const { files, answer } = buildWorld(random, target, shape);
     return { id: `${prefix}-${i}`, question: questionFor(target), files, answer };
   });
@@ -35,11 +40,13 @@ export function hashOf(tasks) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  for (const [name, seed, count] of [
-    ['train', 1, 64],
-    ['heldout', 2, 32],
+  for (const [name, seed, count, tier] of [
+    ['train', 1, 64, 'standard'],
+    ['heldout', 2, 32, 'standard'],
+    ['starter-train', 3, 64, 'starter'],
+    ['starter-heldout', 4, 32, 'starter'],
   ]) {
-    const tasks = generate(seed, count, name);
+    const tasks = generate(seed, count, name, tier);
     writeFileSync(path.join(here, `${name}.jsonl`), `${tasks.map((t) => JSON.stringify(t)).join('\n')}\n`);
     process.stdout.write(`${name}.jsonl: ${count} tasks, sha256 ${hashOf(tasks)}\n`);
   }
