@@ -1,7 +1,8 @@
 /**
  * A training run on the embedded default, as `rein train` runs it (Temporal dev server, policy
  * server, gateway and worker in this process; the example agent from
- * examples/calculator-agent/rein.yaml), on free ports and a scratch data directory.
+ * examples/calculator-agent/rein.yaml, or another of its configs), on free ports and a scratch
+ * data directory.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -11,12 +12,17 @@ import { startRun, trainingRunInput, type RunReport } from '../src/client/runs.j
 import { followRun } from '../src/cli/follow-run.js';
 import { startServices } from '../src/cli/services.js';
 import { loadConfig } from '../src/config/load.js';
+import type { ReinConfig } from '../src/config/schema.js';
 import { createLogger } from '../src/log/logger.js';
 import { packageRoot } from '../src/package-root.js';
 import type { MergeMode } from '../src/samples/merge-modes.js';
 import { freePort } from '../test/helpers/ports.js';
 
 export interface EmbeddedRunOptions {
+  /** The example's config file in examples/calculator-agent (default rein.yaml). */
+  configFile?: string;
+  /** Replaces the config's `environment` keys given (its variants: an array replaces the file's). */
+  environment?: Record<string, unknown>;
   iterations: number;
   tasks: number;
   samples: number;
@@ -41,6 +47,8 @@ export interface EmbeddedRunOptions {
 
 export interface EmbeddedRun {
   runId: string;
+  /** The config the run was started with (its stores are in workDir). */
+  config: ReinConfig;
   report: RunReport;
   seconds: number;
   client: Client;
@@ -51,7 +59,7 @@ export interface EmbeddedRun {
 export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<EmbeddedRun> {
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'rein-bench-run-'));
   const { config } = loadConfig({
-    file: path.join(packageRoot(), 'examples', 'calculator-agent', 'rein.yaml'),
+    file: path.join(packageRoot(), 'examples', 'calculator-agent', options.configFile ?? 'rein.yaml'),
     env: {},
     overrides: {
       dataDir: workDir,
@@ -59,6 +67,7 @@ export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<
       temporal: { devServer: { ip: '127.0.0.1', port: await freePort(), uiPort: await freePort(), headless: true } },
       gateway: { port: await freePort() },
       policyServer: { port: await freePort() },
+      ...(options.environment && { environment: options.environment }),
       ...(options.concurrency && { rollouts: { concurrency: options.concurrency } }),
       ...(options.agentSeed && { harness: { local: { env: { AGENT_SEED: options.agentSeed } } } }),
       samples: {
@@ -95,6 +104,7 @@ export async function embeddedTrainingRun(options: EmbeddedRunOptions): Promise<
   const report = await followRun(client, runId, { out: process.stderr });
   return {
     runId,
+    config,
     report,
     seconds: (performance.now() - started) / 1000,
     client,
