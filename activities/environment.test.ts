@@ -40,6 +40,7 @@ describe('the environment variants of a run', () => {
           ],
           validation: { samples: 2, tasks: 2 },
           curriculum: { share: 0.5 },
+          rigger: { proposals: 0 },
         },
       },
       'test',
@@ -60,6 +61,7 @@ describe('the environment variants of a run', () => {
       samplesPerTask: 2,
       trainTaskIds: request.taskIds,
       kept: [],
+      proposed: [],
     });
     const rewards = { worded: [1, 0, null, 1], broken: [0, 0, 0, 0], easy: [1, 1, 1, 1] };
     for (const [variant, values] of Object.entries(rewards))
@@ -79,7 +81,7 @@ describe('the environment variants of a run', () => {
       ['easy', false, expect.stringMatching(/solved by every sample/)],
     ]);
     expect(kept.trainTaskIds).toEqual(curriculumTaskIds(request.taskIds, ['worded'], 0.5, 1));
-    const worded = { name: 'worded', id: kept.verdicts[0]?.id };
+    const worded = { name: 'worded', id: kept.verdicts[0]?.id, origin: 'declared', why: 'declared in config' };
     expect(kept.kept).toEqual([worded]);
     // Judged once per run: later iterations plan without checking again, and a retry keeps the verdicts.
     const later = await activities.planVariants({ ...request, iteration: 2 });
@@ -88,6 +90,7 @@ describe('the environment variants of a run', () => {
       samplesPerTask: 2,
       trainTaskIds: curriculumTaskIds(request.taskIds, ['worded'], 0.5, 2),
       kept: [worded],
+      proposed: [],
     });
     expect((await activities.keepVariants(input)).verdicts).toEqual(kept.verdicts);
     expect(
@@ -99,4 +102,78 @@ describe('the environment variants of a run', () => {
     ).toBeNull();
     await store.close();
   });
+
+  it('runs the rigger after the training rollouts: its proposals are checked by the next iteration', async () => {
+    const store = new SqliteTraceStore(path.join(dir, 'rigged.sqlite'));
+    const config = validateConfig(
+      {
+        environment: {
+          module,
+          rigger: { proposals: 2, thresholds: { minCount: 2 } },
+          validation: { samples: 2, tasks: 1 },
+        },
+      },
+      'test',
+    );
+    const activities = createEnvironmentActivities({
+      store,
+      artifacts: new LocalArtifactStore(path.join(dir, 'rigged-artifacts')),
+      runs: fixedRunDeps(config),
+    });
+    const taskIds = ['t1', 't2', 't3', 't4'];
+    // Iteration 1's training rollouts: the runs whose calc calls failed did not answer right.
+    for (const [i, task] of taskIds.entries())
+      for (const sample of [0, 1]) {
+        const errors = i < 2 ? 2 : 0;
+        await trained(store, `r.it1.${task}.${sample}`, task, errors === 0 ? 1 : 0, { calls: 3, errors });
+      }
+    const request = { runId: 'r', configHash: 'c', iteration: 1, taskIds, batchId: 'r.it1', samplesPerTask: 2 };
+    expect(await activities.planVariants(request)).toMatchObject({ validation: [], kept: [], proposed: [] });
+    const assessed = await activities.assessVariants(request);
+    expect(assessed.used).toEqual([
+      expect.objectContaining({ name: 'original', id: null, rollouts: 8, scored: 8, solved: 4, meanReward: 0.5 }),
+    ]);
+    expect(assessed.rigger?.weaknesses.map((w) => [w.kind, w.subject])).toContainEqual(['tool_errors', 'calc']);
+    const proposals = assessed.rigger?.proposals ?? [];
+    expect(proposals.map((p) => p.name)).toEqual(['flaky-calc-every-3', 'flaky-calc-every-2']);
+    expect(proposals[0]).toMatchObject({
+      aimedAt: { kind: 'tool_errors', subject: 'calc' },
+      why: expect.stringMatching(/retrying pays/),
+    });
+    // A retry reads the report back; the next iteration checks the proposals like declared variants.
+    expect(await activities.assessVariants(request)).toEqual(assessed);
+    const next = await activities.planVariants({ ...request, iteration: 2 });
+    expect(next?.validation).toEqual([
+      { variant: 'flaky-calc-every-3', taskIds: ['t1:flaky-calc-every-3'] },
+      { variant: 'flaky-calc-every-2', taskIds: ['t1:flaky-calc-every-2'] },
+    ]);
+    expect(next?.proposed.map((v) => [v.name, v.rules])).toEqual([
+      ['flaky-calc-every-3', { transientErrors: { every: 3, tools: ['calc'] } }],
+      ['flaky-calc-every-2', { transientErrors: { every: 2, tools: ['calc'] } }],
+    ]);
+    await store.close();
+  });
 });
+
+/** A training rollout with its verifier's reward and the `environment` event its attempt recorded. */
+async function trained(
+  store: SqliteTraceStore,
+  id: string,
+  taskId: string,
+  reward: number,
+  calc: { calls: number; errors: number },
+) {
+  await store.createRollout({ id, taskId, metadata: { sample: Number(id.split('.').at(-1)) } });
+  await store.setRolloutStatus(id, { status: 'running' }, 'admin');
+  const summary = {
+    environment: 'calculator',
+    variant: null,
+    steps: calc.calls,
+    errors: calc.errors,
+    byTool: { calc },
+    done: false,
+  };
+  await store.appendEvent(id, 1, { type: 'custom', name: 'environment', data: summary }, 'admin');
+  await store.appendEvent(id, 1, { type: 'reward', value: reward, components: { success: reward } }, 'admin');
+  await store.setRolloutStatus(id, { status: 'succeeded' }, 'admin');
+}

@@ -12,6 +12,7 @@ import { EnvironmentLoadError } from '../src/environments/load.js';
 import { rolloutEnvironment, type RolloutEnvironment } from '../src/environments/rollout-environment.js';
 import type { EnvironmentServer } from '../src/environments/server.js';
 import type { EnvironmentSettings } from '../src/environments/settings.js';
+import type { VariantSpec } from '../src/environments/variant-spec.js';
 import { harnessVersion, programSpec, type HarnessSettings } from '../src/rollouts/harness-spec.js';
 import {
   RolloutSetupError,
@@ -68,6 +69,11 @@ export interface RunRolloutsInput {
   mode: RolloutMode;
   /** Pins every rollout to this version; null runs them unpinned, as production traffic (a shadow run). */
   policyVersion: string | null;
+  /**
+   * The rigger's variants the set's variant tasks may run in, beside those the run's config
+   * declares (a training or validation set of a run whose environment varies; never held-out).
+   */
+  variants?: VariantSpec[];
   /** Extra harness variables for this set (e.g. greedy decoding for held-out replay). */
   harnessEnv?: Record<string, string>;
   /**
@@ -105,7 +111,7 @@ async function runRolloutSet(deps: RolloutActivityDeps, input: RunRolloutsInput)
   const gateway = gatewayOrFail(deps);
   const run = await runnableRunDeps(deps.runs, input.configHash);
   const { harness, verifier } = run;
-  const environment = run.environment && (await environmentOf(deps, run.environment, harness));
+  const environment = run.environment && (await environmentOf(deps, run.environment, harness, input.variants));
   const tasks = pinnedTasks(input, environment);
   const context = Context.current();
   const onPolicyLost = await servedAgain(deps, gateway, input.policyVersion);
@@ -148,6 +154,7 @@ async function environmentOf(
   deps: RolloutActivityDeps,
   settings: EnvironmentSettings,
   harness: HarnessSettings,
+  proposed: readonly VariantSpec[] = [],
 ): Promise<RolloutEnvironment> {
   const refuse = (problem: string) => new RolloutSetupFailure(problem, { problems: [problem] });
   if (!harness.local)
@@ -156,7 +163,7 @@ async function environmentOf(
     );
   if (!deps.environmentServer) throw refuse('this worker serves no environments (it was started without a server)');
   try {
-    return await rolloutEnvironment(settings, await deps.environmentServer());
+    return await rolloutEnvironment(settings, await deps.environmentServer(), proposed);
   } catch (err) {
     if (err instanceof EnvironmentLoadError) throw refuse(err.message);
     throw err;

@@ -1,11 +1,12 @@
 import { proxyActivities } from '@temporalio/workflow';
-import type { KeptVariant, VariantVerdict } from '../activities/environment.js';
+import type { KeptVariant, RiggerSummary, VariantVerdict } from '../activities/environment.js';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import { ENVIRONMENT_ACTIVITY } from './activity-options.js';
-import type { TaskSelection } from './task-selection.js';
+import type { VariantUse } from '../src/environments/run-variants.js';
+import type { TrainSelection } from './task-selection.js';
 
-const { planVariants, keepVariants } = proxyActivities<Activities>(ENVIRONMENT_ACTIVITY);
+const { planVariants, keepVariants, assessVariants } = proxyActivities<Activities>(ENVIRONMENT_ACTIVITY);
 
 /** What an iteration did with the run's environment variants (absent: the run has none). */
 export interface IterationVariants {
@@ -15,9 +16,11 @@ export interface IterationVariants {
   variantTasks: number;
   /** The variants kept in this run so far (the training tasks mix them in). */
   kept: KeptVariant[];
+  /** How the training rollouts did in the original environment and in each variant used. */
+  used?: VariantUse[];
+  /** What the rigger found after the training rollouts and proposed for the next iterations (absent: it is off). */
+  rigger?: RiggerSummary;
 }
-
-type TrainSelection = TaskSelection & { samplesPerTask: number };
 
 /**
  * The iteration's training tasks with the run's kept variants mixed in (environment.curriculum):
@@ -43,7 +46,12 @@ export async function withVariants(
   if (plan.validation.length > 0) {
     const validateBatch = `${batchId}-validate`;
     const taskIds = plan.validation.flatMap((v) => v.taskIds);
-    await runSet(validateBatch, { taskSet: input.train.taskSet, taskIds, samplesPerTask: plan.samplesPerTask });
+    await runSet(validateBatch, {
+      taskSet: input.train.taskSet,
+      taskIds,
+      samplesPerTask: plan.samplesPerTask,
+      ...(plan.proposed.length > 0 && { variants: plan.proposed }),
+    });
     ({ verdicts, trainTaskIds, kept } = await keepVariants({
       ...request,
       batchId: validateBatch,
@@ -53,7 +61,28 @@ export async function withVariants(
   }
   const original = new Set(input.train.taskIds);
   return {
-    train: { ...input.train, taskIds: trainTaskIds },
+    train: { ...input.train, taskIds: trainTaskIds, ...(plan.proposed.length > 0 && { variants: plan.proposed }) },
     variants: { verdicts, variantTasks: trainTaskIds.filter((id) => !original.has(id)).length, kept },
   };
+}
+
+/**
+ * After the training rollouts: how they did in each environment, and the rigger's turn (its
+ * proposals are checked by the next iteration, like declared variants).
+ */
+export async function assessedVariants(
+  input: { runId: string; configHash: string; iteration: number },
+  batchId: string,
+  train: TrainSelection,
+  variants: IterationVariants,
+): Promise<IterationVariants> {
+  const { used, rigger } = await assessVariants({
+    runId: input.runId,
+    configHash: input.configHash,
+    iteration: input.iteration,
+    taskIds: train.taskIds,
+    batchId,
+    samplesPerTask: train.samplesPerTask,
+  });
+  return { ...variants, used, ...(rigger && { rigger }) };
 }

@@ -4,7 +4,7 @@ import { DEFAULT_SHARD_SETTINGS, type ShardSettings } from '../src/rollouts/shar
 import { rolloutSetActivity, scoredRollouts } from './rollouts-activity.js';
 import { runsInShards, shardedRollouts } from './rollout-shards.js';
 import { ReinPolicyVersion, ReinStage } from './search-attributes.js';
-import type { TaskSelection } from './task-selection.js';
+import type { TrainSelection } from './task-selection.js';
 
 export interface RolloutSetInput extends RunRolloutsInput {
   /** How long a worker may go silent before its shard moves to another worker. */
@@ -24,11 +24,20 @@ export interface RolloutSetInput extends RunRolloutsInput {
 export function trainingSet(
   batchId: string,
   configHash: string,
-  train: TaskSelection & { samplesPerTask: number },
+  train: TrainSelection,
   policyVersion: string,
 ): RunRolloutsInput {
-  const { taskSet, taskIds, samplesPerTask } = train;
-  return { batchId, configHash, taskSet, taskIds, samplesPerTask, mode: 'train', policyVersion };
+  const { taskSet, taskIds, samplesPerTask, variants } = train;
+  return {
+    batchId,
+    configHash,
+    taskSet,
+    taskIds,
+    samplesPerTask,
+    mode: 'train',
+    policyVersion,
+    ...(variants && variants.length > 0 && { variants }),
+  };
 }
 
 /**

@@ -8,3 +8,9 @@ export interface TaskSelection {
 
 /** Held-out tasks: replayed with the candidate and with production for the gate, with the harness's eval settings. */
 export type HeldoutSelection = TaskSelection & { harnessEnv?: Record<string, string> };
+
+/**
+ * An iteration's training tasks × samples. Its ids may name variant tasks (`<task>:<variant>`);
+ * the rigger's variants they run in travel with them (the declared ones are in the run's config).
+ */
+export type TrainSelection = TaskSelection & { samplesPerTask: number; variants?: RunRolloutsInput['variants'] };

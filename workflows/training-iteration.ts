@@ -21,7 +21,7 @@ import {
   TRAINER_ACTIVITY,
 } from './activity-options.js';
 import { releaseCandidate, type ReleaseCandidateResult } from './release-candidate.js';
-import { withVariants, type IterationVariants } from './iteration-variants.js';
+import { assessedVariants, withVariants, type IterationVariants } from './iteration-variants.js';
 import { rolloutSet, trainingSet } from './rollout-set.js';
 import { runsInShards } from './rollout-shards.js';
 import { scoredRollouts } from './rollouts-activity.js';
@@ -34,7 +34,7 @@ import {
   ReinStage,
 } from './search-attributes.js';
 import { iterationSummary } from './summaries.js';
-import type { HeldoutSelection, TaskSelection } from './task-selection.js';
+import type { HeldoutSelection, TrainSelection } from './task-selection.js';
 
 const { buildBatch } = proxyActivities<Activities>(BATCH_ACTIVITY);
 const { updatePolicy } = proxyActivities<Activities>(TRAINER_ACTIVITY);
@@ -49,7 +49,7 @@ export interface TrainingIterationInput {
   configHash: string;
   /** The run's harness version, in its held-out replay and decision ids (see heldoutBatchId). */
   harnessVersion?: string;
-  train: TaskSelection & { samplesPerTask: number };
+  train: TrainSelection;
   /** Held-out tasks replayed with the candidate and with production, then the gate (the harness's eval settings). */
   heldout?: HeldoutSelection;
   /** How the candidate is released: k samples per held-out task, whether a pass moves production, the run's base. */
@@ -127,9 +127,10 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   upsertMemo({ configHash: input.configHash });
   stage('rollouts');
 
-  const { train, variants } = await trainingTasks(input, batchId, heartbeatTimeoutSeconds);
+  const { train, variants: planned } = await trainingTasks(input, batchId, heartbeatTimeoutSeconds);
   const rollouts =
     input.sampled?.rollouts ?? (await trainRollouts({ ...input, train }, batchId, heartbeatTimeoutSeconds));
+  const variants = planned && (await assessedVariants(input, batchId, train, planned));
   upsertMemo({ harnessVersion: rollouts.harnessVersion });
   if (rollouts.meanReward !== null) upsertSearchAttributes([{ key: ReinMeanReward, value: rollouts.meanReward }]);
 

@@ -5,6 +5,7 @@ import type { ReinConfig, RunSettings } from '../config/schema.js';
 import { importanceSamplingOf } from '../samples/importance-sampling.js';
 import { configHash } from '../config/config-hash.js';
 import { loadTaskSet } from '../rollouts/tasks.js';
+import { variesEnvironment } from '../environments/settings.js';
 import type { TrainingIterationInput, TrainingRunInput, trainingRun } from '../../workflows/index.js';
 import { promotionMemo, refuseConcurrentPromotion, type PromotionGuard } from './promotion-guard.js';
 import { RunExistsError } from './run-errors.js';
@@ -119,7 +120,7 @@ export function trainingRunInput(
     // Absent for sync, as in the input of runs started before schedules existed.
     ...(run.schedule === 'async' && { schedule: run.schedule }),
     shards: config.rollouts.shard,
-    ...((config.environment?.variants.length ?? 0) > 0 && { environmentVariants: true }),
+    ...(variesEnvironment(config.environment) && { environmentVariants: true }),
     onFailedIteration: run.onFailedIteration,
     maxIterationTries: run.maxIterationTries,
   };
@@ -202,8 +203,8 @@ function asyncScheduleProblems(config: ReinConfig): string[] {
   if (config.run.schedule !== 'async') return [];
   const { samples } = config;
   return [
-    (config.environment?.variants.length ?? 0) > 0 &&
-      'run.schedule async: environment variants are mixed into training with the sync schedule only; remove environment.variants or use run.schedule sync',
+    variesEnvironment(config.environment) &&
+      'run.schedule async: environment variants (declared, or proposed by the rigger) are mixed into training with the sync schedule only; remove environment.variants and set environment.rigger.proposals: 0, or use run.schedule sync',
     (samples.maxVersionsBehind ?? 0) < 1 &&
       `run.schedule async: samples.maxVersionsBehind is ${samples.maxVersionsBehind ?? 'unset'}, but each iteration trains on rollouts sampled one version behind; set samples.maxVersionsBehind: 1 (or more)`,
     importanceSamplingOf(samples) === undefined &&

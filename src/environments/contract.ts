@@ -28,6 +28,12 @@ export interface EnvironmentDefinition<State = unknown> {
    * verifier checks it as it checks the original. Deterministic for a `random`.
    */
   vary?(task: Task, params: Record<string, unknown>, random: () => number): Task;
+  /**
+   * Parameter sets for vary() the rigger may try as `state` variants when it finds tasks failing
+   * every sample or runs giving up (rigger-proposals.ts); without them it proposes only rules and
+   * observations. Each is checked with fresh rollouts before training uses it.
+   */
+  stateParams?: Record<string, unknown>[];
 }
 
 /** An OpenAI function tool, as harnesses send them. */
@@ -62,6 +68,7 @@ export function environmentProblems(value: unknown): string[] {
     if (typeof env[field] !== 'function') problems.push(`"${field}" must be a function`);
   }
   if (env.vary !== undefined && typeof env.vary !== 'function') problems.push('"vary", when given, must be a function');
+  if (env.stateParams !== undefined) problems.push(...stateParamsProblems(env.stateParams, env.vary !== undefined));
   if (!Array.isArray(env.tools) || env.tools.length === 0) {
     problems.push('"tools" must list the tools it answers (OpenAI function tools)');
   } else {
@@ -72,6 +79,13 @@ export function environmentProblems(value: unknown): string[] {
     });
   }
   return problems;
+}
+
+function stateParamsProblems(value: unknown, hasVary: boolean): string[] {
+  const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!Array.isArray(value) || !value.every(isObject))
+    return ['"stateParams", when given, must be a list of objects (parameter sets for vary)'];
+  return hasVary ? [] : ['"stateParams" are parameters for vary(): give vary too, or remove stateParams'];
 }
 
 /** The names of an environment's tools. */

@@ -6,7 +6,7 @@ import { rulesProblems } from './operators/rules.js';
 import type { OpenedSession, EnvironmentServer } from './server.js';
 import { EnvironmentSession } from './session.js';
 import type { EnvironmentSettings } from './settings.js';
-import { identifiedVariants, type IdentifiedVariant } from './variant-spec.js';
+import { identifiedVariants, type IdentifiedVariant, type VariantSpec } from './variant-spec.js';
 
 /**
  * The task field naming the variant a training task runs in (the curriculum sets it); hidden
@@ -28,21 +28,28 @@ export interface RolloutEnvironment {
   open(task: Task, rolloutId: string, attempt: number): OpenedSession;
 }
 
-/** Loads the run's environment and checks its variants against it; EnvironmentLoadError names each problem. */
+/**
+ * Loads the run's environment and checks its variants against it (the declared ones, then
+ * `proposed`: the rigger's, which the set's input carries); EnvironmentLoadError names each problem.
+ */
 export async function rolloutEnvironment(
   settings: EnvironmentSettings,
   server: EnvironmentServer,
+  proposed: readonly VariantSpec[] = [],
 ): Promise<RolloutEnvironment> {
   const loaded = await loadEnvironment(settings.module);
   const tools = toolNames(loaded.definition);
-  const problems = settings.variants.flatMap((v, i) => [
-    ...rulesProblems(v.rules, tools).map((p) => `environment.variants[${i}] (${v.name}): ${p}`),
+  const label = (i: number, v: VariantSpec) =>
+    i < settings.variants.length ? `environment.variants[${i}] (${v.name})` : `the rigger's variant ${v.name}`;
+  const specs = [...settings.variants, ...proposed];
+  const problems = specs.flatMap((v, i) => [
+    ...rulesProblems(v.rules, tools).map((p) => `${label(i, v)}: ${p}`),
     ...(v.state && !loaded.definition.vary
-      ? [`environment.variants[${i}] (${v.name}): the environment has no vary(), so it cannot take "state"`]
+      ? [`${label(i, v)}: the environment has no vary(), so it cannot take "state"`]
       : []),
   ]);
   if (problems.length > 0) throw new EnvironmentLoadError(problems.join('; '));
-  const variants = identifiedVariants(loaded.id, settings.variants);
+  const variants = identifiedVariants(loaded.id, specs);
   const byName = new Map(variants.map((v) => [v.spec.name, v]));
   return {
     id: loaded.id,
@@ -53,7 +60,7 @@ export async function rolloutEnvironment(
       const variant = name === undefined ? null : byName.get(String(name));
       if (variant === undefined)
         throw new EnvironmentLoadError(
-          `task ${task.id} runs in variant "${String(name)}", which environment.variants does not declare`,
+          `task ${task.id} runs in variant "${String(name)}", which neither environment.variants nor the rigger's proposals hold`,
         );
       return server.open(new EnvironmentSession(loaded, task, variant, seedOf(rolloutId, attempt)));
     },

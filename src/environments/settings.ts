@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { weaknessOptionsSchema } from './rigger-weaknesses.js';
 import { variantSchema } from './variant-spec.js';
 
 /** `environment` in the config: the module a harness's tools talk to, and the variants Rein may run it in. */
@@ -57,7 +58,28 @@ export const environmentSchema = z
       })
       .prefault({})
       .describe('How kept variants mix into training'),
+    rigger: z
+      .strictObject({
+        proposals: z
+          .number()
+          .int()
+          .min(0)
+          .max(16)
+          .default(2)
+          .describe(
+            'Variants the rigger may propose after each iteration, aimed at the weaknesses it finds in the ' +
+              "last iterations' training rollouts, each checked like a declared one before use (0: off)",
+          ),
+        window: z.number().int().min(1).max(50).default(2).describe('Iterations of training rollouts the rigger reads'),
+        thresholds: weaknessOptionsSchema.describe('How much support a weakness needs before the rigger names it'),
+      })
+      .prefault({})
+      .describe("The rigger: rule-based variants aimed at the policy's recurring weaknesses (docs/environments.md)"),
   })
   .describe("The environment the harness's tools talk to (REIN_ENV_URL), and its variants");
 
 export type EnvironmentSettings = z.output<typeof environmentSchema>;
+
+/** Whether a run's iterations plan variants at all: some declared, or a rigger that may propose them. */
+export const variesEnvironment = (settings: EnvironmentSettings | undefined): boolean =>
+  settings !== undefined && (settings.variants.length > 0 || settings.rigger.proposals > 0);

@@ -78,6 +78,22 @@ describe('an iteration in an environment with variants (real dev server, embedde
         curriculum: { share: 0.5 },
       });
       const artifacts = new LocalArtifactStore(path.join(dir, 'artifacts'));
+      // The rigger proposed a variant after iteration 1 (as its report keeps it): this iteration checks it too.
+      const proposed = { name: 'noise-3', observations: { noise: { lines: 3 } } };
+      await artifacts.put(
+        'runs/run-env/rigger/it1.json',
+        JSON.stringify({
+          iteration: 1,
+          window: [1],
+          rollouts: 8,
+          weaknesses: [],
+          table: '',
+          proposals: [
+            { id: 'v-x', spec: proposed, why: 'long runs', aimedAt: { kind: 'long_episodes', subject: 'runs' } },
+          ],
+          unaddressed: [],
+        }),
+      );
       const worker = await createReinWorker({
         connection,
         namespace: 'default',
@@ -106,7 +122,7 @@ describe('an iteration in an environment with variants (real dev server, embedde
       const heldout = loadTaskSet(path.join(example, 'heldout.jsonl'));
       const input: TrainingIterationInput = {
         runId: 'run-env',
-        iteration: 1,
+        iteration: 2,
         policyVersion: 'v0',
         configHash: 'c0nf1g',
         environmentVariants: true,
@@ -127,12 +143,12 @@ describe('an iteration in an environment with variants (real dev server, embedde
         result = await worker.runUntil(
           client.workflow.execute('trainingIteration', {
             taskQueue,
-            workflowId: `env-it1-${randomUUID()}`,
+            workflowId: `env-it2-${randomUUID()}`,
             args: [input],
           }),
         );
         // The iteration's ledger row names the environment module and the variants its training ran in.
-        const row = await ledger.get('run-env.it1');
+        const row = await ledger.get('run-env.it2');
         expect(row?.environment.module).toMatch(/^calculator@calculator-env-1:/);
         expect(row?.environment.variants).toEqual(
           result?.variants?.variantTasks ? result.variants.kept.map((k) => k.id).sort() : undefined,
@@ -145,14 +161,20 @@ describe('an iteration in an environment with variants (real dev server, embedde
       }
       // Each variant was checked on one task × 2 fresh samples, in a batch of its own, and its verdict recorded.
       const all = (await stack.store.listRollouts({ mode: 'train', limit: 500 })).items;
-      const validation = { items: all.filter((r) => r.id.startsWith('run-env.it1-validate.')) };
+      const validation = { items: all.filter((r) => r.id.startsWith('run-env.it2-validate.')) };
       expect(validation.items.map((r) => r.taskId).sort()).toEqual([
         'train-0:flaky',
         'train-0:flaky',
+        'train-0:noise-3',
+        'train-0:noise-3',
         'train-0:worded',
         'train-0:worded',
       ]);
-      expect(result?.variants?.verdicts.map((v) => v.name)).toEqual(['worded', 'flaky']);
+      expect(result?.variants?.verdicts.map((v) => [v.name, v.origin])).toEqual([
+        ['worded', 'declared'],
+        ['flaky', 'declared'],
+        ['noise-3', 'rigger'],
+      ]);
       for (const verdict of result?.variants?.verdicts ?? []) {
         expect(verdict.reason).toMatch(/sample/);
         expect(existsSync(fileURLToPath(verdict.uri))).toBe(true);
@@ -161,7 +183,7 @@ describe('an iteration in an environment with variants (real dev server, embedde
       const kept = (result?.variants?.verdicts ?? []).filter((v) => v.kept);
       expect(result?.rollouts.total).toBe(8);
       expect(result?.variants?.variantTasks).toBe(kept.length > 0 ? 1 : 0);
-      const trained = { items: all.filter((r) => r.id.startsWith('run-env.it1.')) };
+      const trained = { items: all.filter((r) => r.id.startsWith('run-env.it2.')) };
       expect(trained.items).toHaveLength(8);
       for (const rollout of trained.items) {
         const events = await stack.store.listEvents(rollout.id);
@@ -171,6 +193,13 @@ describe('an iteration in an environment with variants (real dev server, embedde
           kept.find((v) => v.name === variant)?.id ?? null,
         );
       }
+      // How training did in each environment, and the rigger's turn on this iteration's rollouts.
+      const used = result?.variants?.used ?? [];
+      expect(used[0]).toMatchObject({ name: 'original', id: null, origin: 'original' });
+      expect(used.reduce((sum, u) => sum + u.rollouts, 0)).toBe(8);
+      for (const u of used)
+        expect(u.scored === 0 ? u.meanReward : typeof u.meanReward).toBe(u.scored === 0 ? null : 'number');
+      expect(result?.variants?.rigger).toMatchObject({ window: [2], uri: expect.stringMatching(/rigger\/it2\.json$/) });
       // Held-out replay ran the original environment.
       const replayed = await stack.store.listRollouts({ mode: 'eval' });
       expect(replayed.items.length).toBe(4);
