@@ -13,7 +13,7 @@ import {
 } from '../src/environments/run-variants.js';
 import { variesEnvironment, type EnvironmentSettings } from '../src/environments/settings.js';
 import { validateVariant, validationRecord } from '../src/environments/validation.js';
-import type { VariantSpec } from '../src/environments/variant-spec.js';
+import { variantSummary, type VariantSpec } from '../src/environments/variant-spec.js';
 import { readRolloutFacts } from '../src/gate/rollout-facts.js';
 import { isUnscored } from '../src/rollouts/rollout.js';
 import { selectionRolloutIds, type RolloutSelection } from '../src/rollouts/rollout-id.js';
@@ -64,6 +64,15 @@ export interface VariantVerdict {
   kept: boolean;
   reason: string;
   uri: string;
+  /** What it changes, in words, and why it exists (declared, or the rigger's reason). */
+  changes: string;
+  why: string;
+  /** Its check: rollouts run, scored, and solved (validation.ts). */
+  samples: number;
+  scored: number;
+  solved: number;
+  /** Its validation tasks, whose rollouts the environment ledger's row reads. */
+  taskIds: string[];
 }
 
 /** What the rigger found after an iteration, as its result carries it (the full report: `uri`). */
@@ -151,7 +160,20 @@ async function keepVariants(
         return validationRecord(variant, state.environment.id, validateVariant(results), new Date());
       },
     );
-    verdicts.push({ name, id: variant.id, origin: variant.origin, kept: record.kept, reason: record.reason, uri });
+    verdicts.push({
+      name,
+      id: variant.id,
+      origin: variant.origin,
+      kept: record.kept,
+      reason: record.reason,
+      uri,
+      changes: record.changes ?? variantSummary(variant.spec),
+      why: variant.why,
+      samples: record.samples ?? 0,
+      scored: record.scored ?? 0,
+      solved: record.solved ?? 0,
+      taskIds,
+    });
   }
   const kept = state.verdicts
     .filter((v) => v.verdict?.kept || verdicts.some((n) => n.id === v.variant.id && n.kept))

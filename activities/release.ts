@@ -2,6 +2,7 @@ import { eventLoopTurns, whileHeartbeating } from './heartbeat.js';
 import { decideGate, type GateRequest } from '../src/gate/decision.js';
 import { GateInputError, type Verdict } from '../src/gate/gate.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
+import { decisionEnvironment } from '../src/ledger/environment.js';
 import type { LedgerStore } from '../src/ledger/ledger.js';
 import { recordFromRollouts, type LedgerEntryRequest } from '../src/ledger/record-entry.js';
 import type { PolicyRegistry, StoredDecision } from '../src/registry/policy-registry.js';
@@ -24,7 +25,12 @@ export interface ReleaseActivityDeps {
 export type RolloutSetRef = RolloutSelection;
 
 /** The replays to judge, and the run whose gate rules judge them. */
-export type GateCandidateInput = GateRequest & { configHash: string };
+export type GateCandidateInput = Omit<GateRequest, 'environment'> & {
+  configHash: string;
+  runId?: string;
+  /** The variants the candidate's own iteration trained in (its ledger row is written after the gate). */
+  trainedIn?: string[];
+};
 
 /** Small enough for workflow history; the whole record (evidence, rollout links) is in the registry. */
 export interface GateSummary {
@@ -63,8 +69,15 @@ export function createReleaseActivities(deps: ReleaseActivityDeps) {
         const registry = registryOrFail();
         const { gate, harness } = await runDepsFor(deps.runs, input.configHash);
         const sources = { store: deps.store, registry, gate, ...(harness && { harness }), ...gatewayLink(deps) };
+        // A run's decision links the environment ledger: the variants it checked and those its training used.
+        const environment =
+          input.runId && deps.ledger
+            ? decisionEnvironment(await deps.ledger.list({ runId: input.runId }), input.trainedIn)
+            : undefined;
         try {
-          return gateSummary(await decideGate(sources, input, eventLoopTurns()));
+          return gateSummary(
+            await decideGate(sources, { ...input, ...(environment && { environment }) }, eventLoopTurns()),
+          );
         } catch (err) {
           if (err instanceof GateInputError) throw new GateInputFailure(err.message);
           throw err;

@@ -2,11 +2,12 @@ import { proxyActivities } from '@temporalio/workflow';
 import type { KeptVariant, RiggerSummary, VariantVerdict } from '../activities/environment.js';
 import type { Activities } from '../activities/index.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
-import { ENVIRONMENT_ACTIVITY } from './activity-options.js';
+import { ENVIRONMENT_ACTIVITY, REGISTRY_ACTIVITY } from './activity-options.js';
 import type { VariantUse } from '../src/environments/run-variants.js';
 import type { TrainSelection } from './task-selection.js';
 
 const { planVariants, keepVariants, assessVariants } = proxyActivities<Activities>(ENVIRONMENT_ACTIVITY);
+const { recordLedgerEntry } = proxyActivities<Activities>(REGISTRY_ACTIVITY);
 
 /** What an iteration did with the run's environment variants (absent: the run has none). */
 export interface IterationVariants {
@@ -29,7 +30,7 @@ export interface IterationVariants {
  * and not all. Held-out replay never comes here: it runs the original environment.
  */
 export async function withVariants(
-  input: { runId: string; configHash: string; iteration: number; train: TrainSelection },
+  input: { runId: string; configHash: string; iteration: number; policyVersion: string; train: TrainSelection },
   batchId: string,
   runSet: (batchId: string, selection: TrainSelection) => Promise<RunRolloutsSummary>,
 ): Promise<{ train: TrainSelection; variants: IterationVariants | null }> {
@@ -45,6 +46,7 @@ export async function withVariants(
   let verdicts: VariantVerdict[] = [];
   if (plan.validation.length > 0) {
     const validateBatch = `${batchId}-validate`;
+    const startedAt = Date.now();
     const taskIds = plan.validation.flatMap((v) => v.taskIds);
     await runSet(validateBatch, {
       taskSet: input.train.taskSet,
@@ -58,6 +60,8 @@ export async function withVariants(
       samplesPerTask: plan.samplesPerTask,
       validation: plan.validation,
     }));
+    const selection = { batchId: validateBatch, samplesPerTask: plan.samplesPerTask };
+    for (const verdict of verdicts) await recordVariantRow(input, selection, verdict, startedAt);
   }
   const original = new Set(input.train.taskIds);
   return {
@@ -85,4 +89,33 @@ export async function assessedVariants(
     samplesPerTask: train.samplesPerTask,
   });
   return { ...variants, used, ...(rigger && { rigger }) };
+}
+
+/**
+ * A variant's check as a row of the environment ledger (`<run>.variant.<id>`): keyed by the
+ * environment and the variant, its metrics from the variant's validation rollouts, its verdict
+ * beside them. The run's gate decisions link these rows (DecisionEnvironment).
+ */
+function recordVariantRow(
+  input: { runId: string; configHash: string; iteration: number; policyVersion: string; train: TrainSelection },
+  selection: { batchId: string; samplesPerTask: number },
+  verdict: VariantVerdict,
+  startedAt: number,
+): Promise<void> {
+  const { name, id, origin, changes, why, kept, reason, samples, scored, solved, uri } = verdict;
+  return recordLedgerEntry({
+    id: `${input.runId}.variant.${id}`,
+    kind: 'variant',
+    runId: input.runId,
+    iteration: input.iteration,
+    policyVersion: input.policyVersion,
+    parent: null,
+    taskSet: { sha256: input.train.taskSet.sha256 },
+    environmentVariants: [id],
+    sets: [{ ...selection, taskIds: verdict.taskIds }],
+    elapsedSeconds: (Date.now() - startedAt) / 1000,
+    decisionId: null,
+    configHash: input.configHash,
+    variant: { name, id, origin, changes, why, kept, reason, samples, scored, solved, record: uri },
+  });
 }

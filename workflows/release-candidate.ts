@@ -45,6 +45,8 @@ export interface ReleaseCandidateInput {
   heartbeatTimeoutSeconds?: number;
   /** How its held-out replays split over workers (the run's rollouts.shard); default: DEFAULT_SHARD_SETTINGS. */
   shards?: ShardSettings;
+  /** The environment variants the candidate's own iteration trained in, which its decision records. */
+  trainedIn?: string[];
 }
 
 export interface ReleaseCandidateResult {
@@ -93,7 +95,16 @@ export async function releaseCandidate(input: ReleaseCandidateInput): Promise<Re
     input.harnessVersion,
   );
   const gate = await gateCandidate.executeWithOptions(quick, [
-    { decisionId, candidate, incumbent, candidateSet, incumbentSet, configHash: input.configHash },
+    {
+      decisionId,
+      candidate,
+      incumbent,
+      candidateSet,
+      incumbentSet,
+      configHash: input.configHash,
+      ...(input.runId && { runId: input.runId }),
+      ...(input.trainedIn && { trainedIn: input.trainedIn }),
+    },
   ]);
   upsertSearchAttributes([{ key: ReinVerdict, value: gate.verdict }]);
   if (gate.acceptedRate) upsertSearchAttributes([{ key: ReinHeldoutSuccess, value: gate.acceptedRate.candidate }]);

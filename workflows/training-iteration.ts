@@ -143,13 +143,13 @@ export async function trainingIteration(input: TrainingIterationInput): Promise<
   const candidate = `${runId}.v${iteration}`;
   const update = await trainCandidate(input, candidate, built, heartbeatTimeoutSeconds);
 
-  let heldout: RunRolloutsSummary | null = null;
-  let release: TrainingIterationResult['release'] = null;
-  if (input.heldout) {
-    stage('heldout');
-    upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
-    ({ heldout, release } = await releaseAsChild(input, input.heldout, candidate, heartbeatTimeoutSeconds));
-  }
+  if (input.heldout) stage('heldout');
+  const { heldout, release } = await releaseAsChild(
+    input,
+    candidate,
+    heartbeatTimeoutSeconds,
+    trainedInVariants(variants),
+  );
   setCurrentDetails(
     iterationSummary({
       iteration,
@@ -266,11 +266,13 @@ function trainCandidate(
  */
 async function releaseAsChild(
   input: TrainingIterationInput,
-  heldout: HeldoutSelection,
   candidate: string,
   heartbeatTimeoutSeconds: number,
+  trainedIn: string[],
 ): Promise<Pick<TrainingIterationResult, 'heldout' | 'release'>> {
-  const { runId, iteration, policyVersion: parent } = input;
+  const { runId, iteration, policyVersion: parent, heldout } = input;
+  if (!heldout) return { heldout: null, release: null };
+  upsertSearchAttributes([{ key: ReinPolicyVersion, value: candidate }]);
   const released = await executeChild(releaseCandidate, {
     workflowId: `${runId}-it${iteration}-release`,
     staticSummary: `it${iteration}: release ${candidate}, held-out replay against production and the gate`,
@@ -288,6 +290,7 @@ async function releaseAsChild(
         iteration,
         heartbeatTimeoutSeconds,
         ...(input.shards && { shards: input.shards }),
+        ...(trainedIn.length > 0 && { trainedIn }),
       },
     ],
   });
@@ -305,6 +308,10 @@ async function releaseAsChild(
 }
 
 /** The iteration's row in the ledgers: its candidate, measured on its training rollouts. */
+/** The ids of the variants the iteration's training rollouts ran in (none when no task ran in one). */
+const trainedInVariants = (variants: IterationVariants | null): string[] =>
+  variants && variants.variantTasks > 0 ? variants.kept.map((k) => k.id) : [];
+
 function iterationLedgerEntry(
   input: TrainingIterationInput,
   batchId: string,
@@ -326,6 +333,6 @@ function iterationLedgerEntry(
     decisionId,
     configHash: input.configHash,
     // The variants its training tasks ran in: part of the environment the row was measured in.
-    ...(variants && variants.variantTasks > 0 && { environmentVariants: variants.kept.map((k) => k.id) }),
+    ...(trainedInVariants(variants).length > 0 && { environmentVariants: trainedInVariants(variants) }),
   };
 }

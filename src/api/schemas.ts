@@ -294,6 +294,22 @@ const decisionRecord = z
         'Accepted rates, gain with its interval and test, failure classes, tokens, steps, latency, reward disagreement',
       ),
     rules: z.record(z.string(), z.unknown()).optional().describe("The gate's rules the decision applied"),
+    environment: z
+      .object({
+        module: z.string().describe("The environment's id (name@version:hash)"),
+        trainedIn: z.array(z.string()).describe("Ids of the variants the run's training used up to this decision"),
+        variants: z.array(
+          z.object({
+            id: z.string(),
+            name: z.string(),
+            origin: z.enum(['declared', 'rigger']),
+            kept: z.boolean(),
+            ledgerId: z.string().describe('Its row in the environment ledger (GET /api/ledger?runId=…)'),
+          }),
+        ),
+      })
+      .optional()
+      .describe("The run's environment: every variant checked so far, kept or not, by its ledger row"),
   })
   .describe('Rules, checks with the rollout ids behind them, evidence');
 export const decision = z.object({
@@ -307,7 +323,25 @@ export const decision = z.object({
 export const ledgerQuery = z.strictObject({ runId: z.string().min(1).optional() });
 export const ledgerEntry = z.object({
   id: z.string(),
-  kind: z.enum(['iteration', 'release']),
+  kind: z
+    .enum(['iteration', 'release', 'variant'])
+    .describe("An iteration's training, a release's held-out replay, or a variant's check before training used it"),
+  variant: z
+    .object({
+      name: z.string(),
+      id: z.string(),
+      origin: z.enum(['declared', 'rigger']),
+      changes: z.string().describe('What it changes, in words'),
+      why: z.string().describe('Declared in config, or the weakness the rigger aimed it at'),
+      kept: z.boolean(),
+      reason: z.string().describe('The verdict in words'),
+      samples: z.number().int(),
+      scored: z.number().int(),
+      solved: z.number().int(),
+      record: z.string().describe("The check's full record in the artifact store"),
+    })
+    .optional()
+    .describe('On variant rows: the variant of the environment and its check with fresh rollouts'),
   runId: z.string().nullable(),
   iteration: z.number().int().nullable(),
   decisionId: z.string().nullable(),

@@ -13,6 +13,15 @@ export interface GateRequest {
   incumbent: string;
   candidateSet: RolloutSelection;
   incumbentSet: RolloutSelection;
+  /** The run's environment and its variants' ledger rows, recorded with the decision (absent without one). */
+  environment?: DecisionEnvironment;
+}
+
+/** A decision's link to the environment ledger: the module, the variants checked so far and those training used. */
+export interface DecisionEnvironment {
+  module: string;
+  trainedIn: string[];
+  variants: Array<{ id: string; name: string; origin: 'declared' | 'rigger'; kept: boolean; ledgerId: string }>;
 }
 
 /** Where a decision's evidence is read and where it is kept, and what is recorded beside it. */
@@ -59,6 +68,7 @@ export async function decideGate(
         harnessVersion: sources.harness ? harnessVersion(sources.harness) : null,
         // Every rollout id resolves to its calls and events: GET /api/rollouts/{id}/calls on the gateway.
         traces: sources.gateway ? `${sources.gateway.url}/api/rollouts/{rolloutId}` : null,
+        ...(request.environment && { environment: request.environment }),
       },
     });
   }

@@ -33,9 +33,34 @@ export interface LedgerMetrics {
   irreversibleFailures: number;
 }
 
+/**
+ * What a `variant` row is about: one variant of the run's environment and its check with fresh
+ * rollouts (its metrics are those rollouts'); the full record is in the artifact store (`record`).
+ */
+export interface VariantLedgerFacts {
+  name: string;
+  /** variantId: what it changes, in the environment it changes (environment.module). */
+  id: string;
+  origin: 'declared' | 'rigger';
+  /** What it changes, in words (variantSummary). */
+  changes: string;
+  /** Why it exists: declared in config, or the weakness the rigger aimed it at. */
+  why: string;
+  kept: boolean;
+  /** The verdict in words (validation.ts). */
+  reason: string;
+  samples: number;
+  scored: number;
+  solved: number;
+  record: string;
+}
+
 export interface LedgerEntry extends LedgerKeys {
   id: string;
-  kind: 'iteration' | 'release';
+  /** An iteration's training, a release's held-out replay, or a variant's check before training used it. */
+  kind: 'iteration' | 'release' | 'variant';
+  /** Present on `variant` rows. */
+  variant?: VariantLedgerFacts;
   runId: string | null;
   iteration: number | null;
   /** The gate decision behind a release. */

@@ -6,7 +6,7 @@ import { harnessVersion, type HarnessSettings, type VerifierSettings } from '../
 import { selectionRolloutIds, type RolloutSelection } from '../rollouts/rollout-id.js';
 import type { TraceStore } from '../store/trace-store.js';
 import { environmentKeys } from './environment.js';
-import { ledgerMetrics, type LedgerEntry, type LedgerStore } from './ledger.js';
+import { ledgerMetrics, type LedgerEntry, type LedgerStore, type VariantLedgerFacts } from './ledger.js';
 
 /** A ledger row to record: what it is about, and the rollouts its metrics come from, by reference. */
 export interface LedgerEntryRequest {
@@ -23,6 +23,8 @@ export interface LedgerEntryRequest {
   sets: RolloutSelection[];
   elapsedSeconds: number;
   decisionId: string | null;
+  /** A `variant` row's subject. */
+  variant?: VariantLedgerFacts;
 }
 
 /** The ledgers, the rollouts' store, and the settings that key a row's harness and environment. */
@@ -71,5 +73,6 @@ export async function recordFromRollouts(
       request.environmentVariants,
     ),
     metrics: ledgerMetrics(facts, sources.acceptReward, request.elapsedSeconds),
+    ...(request.variant && { variant: request.variant }),
   });
 }

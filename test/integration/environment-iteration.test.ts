@@ -153,6 +153,29 @@ describe('an iteration in an environment with variants (real dev server, embedde
         expect(row?.environment.variants).toEqual(
           result?.variants?.variantTasks ? result.variants.kept.map((k) => k.id).sort() : undefined,
         );
+        // Each variant's check is a row of the environment ledger, and the iteration's decision links every one.
+        const checks = await ledger.list({ runId: 'run-env', kind: 'variant' });
+        expect(checks.map((c) => [c.variant?.name, c.variant?.origin, c.metrics.rollouts])).toEqual([
+          ['worded', 'declared', 2],
+          ['flaky', 'declared', 2],
+          ['noise-3', 'rigger', 2],
+        ]);
+        for (const check of checks) {
+          expect(check.environment.variants).toEqual([check.variant?.id]);
+          expect(check.variant?.kept).toBe(result?.variants?.verdicts.find((v) => v.id === check.variant?.id)?.kept);
+        }
+        const decision = await registry.decision(result!.release!.gate.decisionId);
+        expect(decision?.record.environment).toEqual({
+          module: row?.environment.module,
+          trainedIn: row?.environment.variants ?? [],
+          variants: checks.map((c) => ({
+            id: c.variant?.id,
+            name: c.variant?.name,
+            origin: c.variant?.origin,
+            kept: c.variant?.kept,
+            ledgerId: c.id,
+          })),
+        });
       } finally {
         await clientConnection.close();
         await connection.close();
