@@ -78,10 +78,16 @@ export interface StepsAndGiveUps {
   stepsSource: 'environment tool calls' | 'model calls';
   /** Failures: scored and not solved. */
   failures: number;
+  /** Mean tool calls per failed rollout (model calls without the event), beside stepsPerSolved. */
+  stepsPerFailure: number | null;
   giveUps: number;
   giveUpShare: number | null;
   /** Give-ups with no final answer (ran out of turns or stopped): the rest answered too early or refused. */
   giveUpsUnanswered: number;
+  /** Failures that made no tool call (answered from memory, or nothing). */
+  failuresWithoutToolCall: number;
+  /** Failures of tasks no held-out run of the bench solved: no typical steps for isGiveUp's rule 3. */
+  failuresWithoutYardstick: number;
 }
 
 /**
@@ -115,9 +121,12 @@ export function stepsAndGiveUps(rollouts: HeldoutRollout[], typical: Map<string,
     stepsPerSolved: mean(solved.map(stepsOf)),
     stepsSource: withEvents ? 'environment tool calls' : 'model calls',
     failures: failures.length,
+    stepsPerFailure: mean(failures.map(stepsOf)),
     giveUps: giveUps.length,
     giveUpShare: failures.length === 0 ? null : Math.round((100 * giveUps.length) / failures.length) / 100,
     giveUpsUnanswered: giveUps.filter((r) => !r.answered).length,
+    failuresWithoutToolCall: failures.filter((r) => r.toolCalls === 0).length,
+    failuresWithoutYardstick: failures.filter((r) => !typical.has(r.taskId)).length,
   };
 }
 

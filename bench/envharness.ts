@@ -12,7 +12,7 @@
  * calls per solved task, the share of failures that are give-ups, which variants each run kept,
  * and the share of training rollouts run in variants.
  *
- *   npm run bench:envharness [-- --seeds 3 --iterations 2 --tasks 16 --samples 8 --heldout 64]
+ *   npm run bench:envharness [-- --seeds 3 --iterations 2 --tasks 12 --samples 8 --heldout 64 --heldout-every 2]
  */
 import { rmSync } from 'node:fs';
 import os from 'node:os';
@@ -34,7 +34,7 @@ const { values } = parseArgs({
   options: {
     seeds: { type: 'string', default: '3' },
     iterations: { type: 'string', default: '2' },
-    tasks: { type: 'string', default: '16' },
+    tasks: { type: 'string', default: '12' },
     samples: { type: 'string', default: '8' },
     heldout: { type: 'string', default: '64' },
     'heldout-every': { type: 'string' },
@@ -52,7 +52,8 @@ const settings = {
   tasks: Number(values.tasks),
   samples: Number(values.samples),
   heldout: Number(values.heldout),
-  heldoutEvery: values['heldout-every'] === undefined ? undefined : Number(values['heldout-every']),
+  // By default the base and the last candidate only: the gate then decides once, at the end.
+  heldoutEvery: values['heldout-every'] === undefined ? Number(values.iterations) : Number(values['heldout-every']),
   concurrency: values.concurrency === undefined ? undefined : Number(values.concurrency),
 };
 for (const [name, value] of Object.entries(settings))
@@ -67,9 +68,16 @@ export interface ArmRun {
   wallSeconds: number;
   baseVersion: string;
   finalVersion: string;
+  /** The last candidate's held-out success (%), whether or not the gate promoted it. */
+  latest: { version: string; success: number } | null;
   gates: string[];
   evidence: RunEvidence;
 }
+
+const percentSolved = (byTask: Record<string, number>) => {
+  const rewards = Object.values(byTask);
+  return Math.round((1000 * rewards.filter((r) => r > 0).length) / Math.max(1, rewards.length)) / 10;
+};
 
 /** One arm's training run, then its journal read and its scratch directory removed. */
 async function armRun(arm: Arm, seed: number): Promise<ArmRun> {
@@ -88,7 +96,8 @@ async function armRun(arm: Arm, seed: number): Promise<ArmRun> {
     await run.close({ keep: true });
     const status = run.report.status as RunStatus | undefined;
     const base = status?.heldout?.base;
-    const final = status?.heldout?.production ?? status?.heldout?.latest;
+    const latest = status?.heldout?.latest ?? null;
+    const final = status?.heldout?.production ?? latest;
     if (!status || !base || !final)
       throw new Error(`the ${arm} run (seed ${seed}) replayed no held-out tasks: ${JSON.stringify(run.report)}`);
     return {
@@ -97,6 +106,7 @@ async function armRun(arm: Arm, seed: number): Promise<ArmRun> {
       wallSeconds: Math.round(run.seconds * 10) / 10,
       baseVersion: base.policyVersion,
       finalVersion: final.policyVersion,
+      latest: latest && { version: latest.policyVersion, success: percentSolved(latest.meanRewardByTask) },
       gates: status.iterations.map((i) => `${i.candidate ?? '-'}:${i.gate?.verdict ?? 'none'}`),
       evidence: await readRunEvidence(run.config, run.runId, base.policyVersion, final.policyVersion),
     };
@@ -126,6 +136,7 @@ function runSummary(run: ArmRun) {
     seed: run.seed,
     wallSeconds: run.wallSeconds,
     production: run.finalVersion,
+    latestCandidate: run.latest,
     gates: run.gates,
     heldoutSuccess: { base: successPercent(evidence.base), final: successPercent(evidence.final) },
     gain: armGain([evidence]),
