@@ -1,8 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
+import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelConfig } from './checkpoint.js';
+import { MICRO_BATCH_BYTES, planMicroBatches, trainingPeakBytes, WASM_HEAP_BYTES } from './micro-batches.js';
 import { Qwen3Model, readyBackend } from './model.js';
-import { ppoStep } from './train.js';
+import { ppoStep, type StepMetrics } from './train.js';
 
 const config = defaultModelConfig({
   vocabSize: 20,
@@ -106,3 +108,170 @@ describe('ppoStep', () => {
     model.dispose();
   });
 });
+
+describe('ppoStep in micro-batches', () => {
+  const row = fc.record({
+    length: fc.integer({ min: 2, max: config.maxPositions }),
+    tokens: fc.array(fc.integer({ min: 0, max: config.vocabSize - 1 }), {
+      minLength: config.maxPositions,
+      maxLength: config.maxPositions,
+    }),
+    trained: fc.array(fc.boolean(), { minLength: config.maxPositions, maxLength: config.maxPositions }),
+    advantage: fc.double({ min: -2, max: 2, noNaN: true }),
+    weight: fc.double({ min: 0.01, max: 1, noNaN: true }),
+    drift: fc.double({ min: -0.5, max: 0.5, noNaN: true }),
+  });
+
+  /** A batch row whose old log-probs sit `drift` off the model's, so ratios move and some clip. */
+  function batchRow(model: Qwen3Model, r: RowSpec, i: number) {
+    const ids = r.tokens.slice(0, r.length);
+    const lossMask = ids.map((_, t) => (t > 0 && (r.trained[t] || t === ids.length - 1) ? 1 : 0));
+    const current = tokenLogprobs(model, ids);
+    return {
+      rolloutId: `r${i}`,
+      ids,
+      lossMask,
+      advantages: ids.map((_, t) => r.advantage * (1 + t / 10)),
+      oldLogprobs: current.map((l, t) => (lossMask[t] ? l + r.drift : 0)),
+      lossWeights: lossMask.map((m) => m * r.weight),
+      policyVersions: lossMask.map((m) => (m ? 'v1' : null)),
+    };
+  }
+
+  /**
+   * Weights after one step from `seed`'s fresh model. Plain SGD: the weights move by the clipped gradient itself, where
+   * Adam's first step (g / |g|) would blow float rounding in near-zero gradients up to whole steps.
+   */
+  function oneStep(seed: number, rows: RowSpec[], maxGradNorm: number, microBatchBytes: number) {
+    const model = Qwen3Model.init(config, seed);
+    const optimizer = tf.train.sgd(0.5);
+    const batch = rows.map((r, i) => batchRow(model, r, i));
+    const metrics = ppoStep(model, optimizer, batch, { clipEpsilon: 0.2, maxGradNorm, microBatchBytes });
+    const weights = model.toTensors();
+    model.dispose();
+    optimizer.dispose();
+    return { metrics, weights };
+  }
+
+  it('gives the update and metrics of the whole minibatch in one pass', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 1000 }),
+        fc.array(row, { minLength: 2, maxLength: 6 }),
+        fc.integer({ min: 1, max: 5 }),
+        fc.constantFrom(0.05, 100),
+        (seed, rows, rowsPerPart, maxGradNorm) => {
+          const whole = oneStep(seed, rows, maxGradNorm, Infinity);
+          const budget = trainingPeakBytes(config, rowsPerPart, config.maxPositions - 1);
+          const split = oneStep(seed, rows, maxGradNorm, budget);
+          for (const key of ['loss', 'clipFraction', 'approxKl', 'entropy', 'gradNorm'] as Array<keyof StepMetrics>)
+            expect(split.metrics[key]).toBeCloseTo(whole.metrics[key], 4);
+          expect(split.metrics.tokens).toBe(whole.metrics.tokens);
+          for (const [name, tensor] of Object.entries(whole.weights)) {
+            const other = split.weights[name]!.data as Float32Array;
+            (tensor.data as Float32Array).forEach((w, i) =>
+              expect(Math.abs((other[i] as number) - w)).toBeLessThan(1e-5),
+            );
+          }
+        },
+      ),
+      { numRuns: 15 },
+    );
+  });
+
+  it('plans every row once, longest first, each micro-batch within the budget unless a row alone exceeds it', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 1023 }), { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 1, max: 12 }),
+        (widths, rowsAtFullWidth) => {
+          const peak = (n: number, width: number) => trainingPeakBytes(config, n, width);
+          const budget = peak(rowsAtFullWidth, 1023) / 2;
+          const groups = planMicroBatches(widths, peak, budget);
+          expect(groups.flat().sort((a, b) => a - b)).toEqual(widths.map((_, i) => i));
+          for (const group of groups) {
+            const width = Math.max(...group.map((i) => widths[i]!));
+            expect(widths[group[0]!]).toBe(width);
+            if (group.length > 1) expect(peak(group.length, width)).toBeLessThanOrEqual(budget);
+          }
+        },
+      ),
+    );
+  });
+});
+
+describe('ppoStep on the batch that ran the wasm heap out', () => {
+  // The files example's iteration-2 batch: 20 sequences, 14,581 tokens, all under the 1024-token context.
+  const lengths = [522, 576, 625, 632, 632, 648, 657, 674, 680, 739, 746, 757, 758, 770, 812, 848, 852, 854, 897, 902];
+  const filesPolicy = defaultModelConfig({
+    vocabSize: 264,
+    maxPositions: 1024,
+    hiddenSize: 64,
+    intermediateSize: 256,
+    numLayers: 2,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 16,
+  });
+
+  it("plans it for the files example's policy in micro-batches that fit, where one pass cannot", () => {
+    const peak = (n: number, width: number) => trainingPeakBytes(filesPolicy, n, width);
+    expect(peak(lengths.length, 901)).toBeGreaterThan(WASM_HEAP_BYTES);
+    const groups = planMicroBatches(
+      lengths.map((n) => n - 1),
+      peak,
+      MICRO_BATCH_BYTES,
+    );
+    for (const group of groups)
+      expect(peak(group.length, Math.max(...group.map((i) => lengths[i]! - 1)))).toBeLessThanOrEqual(MICRO_BATCH_BYTES);
+  });
+
+  it('trains its shape on a narrower model with the peak held under the micro-batch budget', async () => {
+    // Attention memory grows with heads × width² per row; two one-dimensional heads keep the test quick.
+    const narrow = defaultModelConfig({
+      vocabSize: 16,
+      maxPositions: 1024,
+      hiddenSize: 4,
+      intermediateSize: 4,
+      numLayers: 1,
+      numHeads: 2,
+      numKvHeads: 1,
+      headDim: 2,
+    });
+    const model = Qwen3Model.init(narrow, 3);
+    const optimizer = tf.train.adam(0.001);
+    const batch = lengths.map((n, i) => {
+      const ids = Array.from({ length: n }, (_, t) => (t * 7 + i) % 16);
+      const lossMask = ids.map((_, t) => (t > n / 3 ? 1 : 0));
+      const zeros = ids.map(() => 0);
+      return {
+        rolloutId: `r${i}`,
+        ids,
+        lossMask,
+        advantages: ids.map(() => (i % 2 ? 1 : -1)),
+        oldLogprobs: zeros.map(() => Math.log(1 / 16)),
+        lossWeights: lossMask.map((m) => m / 10_000),
+        policyVersions: ids.map(() => 'v1'),
+      };
+    });
+    expect(trainingPeakBytes(narrow, lengths.length, 901)).toBeGreaterThan(MICRO_BATCH_BYTES);
+    let metrics: StepMetrics | undefined;
+    const profile = await tf.profile(() => {
+      metrics = ppoStep(model, optimizer, batch, { clipEpsilon: 0.2, maxGradNorm: 1 });
+    });
+    expect(profile.peakBytes).toBeLessThanOrEqual(MICRO_BATCH_BYTES);
+    expect(metrics).toMatchObject({ tokens: 9_709 });
+    expect(metrics!.gradNorm).toBeGreaterThan(0);
+    model.dispose();
+    optimizer.dispose();
+  });
+});
+
+type RowSpec = {
+  length: number;
+  tokens: number[];
+  trained: boolean[];
+  advantage: number;
+  weight: number;
+  drift: number;
+};
