@@ -34,7 +34,7 @@ export const WASM_HEAP_BYTES = 4294901760;
  * Estimated peak of one micro-batch: a quarter of the wasm heap, leaving room for the weights,
  * Adam's moments, the summed gradients and the heap's fragmentation across micro-batches of
  * different shapes. (20 rows of ~900 positions on the files example's policy, which crashed in one
- * pass at ~8.7 GiB measured, run as ten micro-batches of one to three rows.)
+ * pass (~8.6 GiB at the measured ~440 MiB a row), run as ten micro-batches of one to three rows.)
  */
 export const MICRO_BATCH_BYTES = 2 ** 30;
 
