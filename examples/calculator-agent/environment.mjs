@@ -45,4 +45,6 @@ export default {
     }
   },
   vary,
+  // Other worlds the rigger may try when tasks fail every sample or runs give up.
+  stateParams: [{ scale: 3 }, { distractor: true }, { scale: 10, terms: 3 }],
 };
