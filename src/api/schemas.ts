@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { VERDICTS } from '../gate/gate.js';
 import { OVERLAP_POLICIES } from '../client/schedules.js';
 import { RUN_ID_PATTERN, RUN_ID_RULE } from '../client/runs.js';
+import { iterationVariants } from './variant-schemas.js';
 
 /** The HTTP API's request and response shapes: validation at the edge, and the OpenAPI document. */
 
@@ -84,6 +85,11 @@ const iteration = z.object({
     })
     .optional()
     .describe('Where the trained samples came from, their staleness and their correction'),
+  variants: iterationVariants
+    .optional()
+    .describe(
+      "The environment variants training used, those checked, and the rigger's findings; absent without an environment",
+    ),
 });
 const heldoutResult = z.object({
   policyVersion: z.string(),
