@@ -2,6 +2,7 @@ import type { RunReport } from '../client/runs.js';
 import { discordantPairs, mcnemarExactP } from '../gate/paired-tests.js';
 import type { RunStatus } from '../../workflows/index.js';
 import { formatTable } from '../text-table.js';
+import { variantsBlock, type IterationVariantsReport } from './variants-format.js';
 
 // How a run's progress lines and its final table read.
 
@@ -20,7 +21,18 @@ export const STAGE_NAMES: Record<string, string> = {
 export const formatReward = (value: number | null | undefined) =>
   value === null || value === undefined ? '-' : value.toFixed(3);
 
-export function iterationLine(it: RunStatus['iterations'][number]): string {
+/** An iteration as the run status reports it, with its environment variants when the run has an environment. */
+type ReportedIteration = RunStatus['iterations'][number] & { variants?: IterationVariantsReport };
+
+/**
+ * The iteration's line, then (when its run has an environment) its variants block: where training
+ * ran, the variants checked, and the rigger's weaknesses and proposals.
+ */
+export function iterationLine(it: ReportedIteration): string {
+  return [iterationHeadline(it), ...variantsBlock(it.variants)].join('\n');
+}
+
+function iterationHeadline(it: RunStatus['iterations'][number]): string {
   if (it.failed) return `iteration ${it.iteration}: failed (${it.failed})`;
   const failures =
     it.failures && Object.keys(it.failures).length > 0 ? `; failed rollouts: ${failuresByStage(it.failures)}` : '';
@@ -82,6 +94,7 @@ export function formatRunSummary(report: RunReport): string {
   const status = report.status;
   if (!status) return `${lines.join('\n')}\n`;
   if (status.iterations.length > 0) lines.push('', iterationTable(status.iterations));
+  lines.push(...environmentBlocks(status.iterations));
   lines.push(...heldoutComparison(status));
   return `${lines.join('\n')}\n`;
 }
@@ -121,6 +134,14 @@ function iterationTable(iterations: RunStatus['iterations']): string {
     failed(it),
   ]);
   return formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows);
+}
+
+/** Per iteration with variants: the environments its training ran in, the checks, the rigger's findings. */
+function environmentBlocks(iterations: readonly ReportedIteration[]): string[] {
+  return iterations.flatMap((it) => {
+    const block = variantsBlock(it.variants);
+    return block.length === 0 ? [] : ['', `iteration ${it.iteration}, environment:`, ...block];
+  });
 }
 
 /**

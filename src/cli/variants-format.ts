@@ -1,0 +1,120 @@
+import type { RiggerSummary, VariantVerdict } from '../../activities/environment.js';
+import type { VariantUse } from '../environments/run-variants.js';
+
+// How an iteration's environment variants read in a run report: the environments training ran in,
+// the variants checked, and the rigger's weaknesses and proposals, each a plain table.
+
+/** The terminal width the report keeps to. */
+export const REPORT_WIDTH = 100;
+
+/**
+ * What the run report shows of an iteration's variants (workflows/iteration-variants.ts:
+ * IterationVariants, or the run status's compact copy of it: the same fields, fewer of them).
+ */
+export interface IterationVariantsReport {
+  variantTasks?: number;
+  used?: ReadonlyArray<Pick<VariantUse, 'name' | 'origin' | 'why' | 'rollouts' | 'scored' | 'solved' | 'meanReward'>>;
+  verdicts: ReadonlyArray<Pick<VariantVerdict, 'name' | 'origin' | 'kept' | 'reason'>>;
+  rigger?: {
+    weaknesses: ReadonlyArray<RiggerSummary['weaknesses'][number]>;
+    proposals: ReadonlyArray<Pick<RiggerSummary['proposals'][number], 'name' | 'why' | 'aimedAt'>>;
+  };
+}
+
+const INDENT = '  ';
+const percent = (share: number) => `${Math.round(100 * share)}%`;
+const reward = (x: number | null) => (x === null ? '-' : x.toFixed(3));
+
+/**
+ * The iteration's variants block, each line indented and at most REPORT_WIDTH characters: where
+ * training ran (why, rollouts, solved, mean reward), the verdicts on the variants checked, and the
+ * rigger's weakness table and proposals. Empty when there is nothing to show.
+ */
+export function variantsBlock(variants: IterationVariantsReport | undefined): string[] {
+  if (!variants) return [];
+  const lines: string[] = [];
+  const used = variants.used ?? [];
+  if (used.length > 0)
+    lines.push(
+      ...wrappedTable(
+        ['trained in', 'origin', 'rollouts', 'solved', 'mean reward', 'why'],
+        used.map((u) => [u.name, u.origin, String(u.rollouts), `${u.solved}/${u.scored}`, reward(u.meanReward), u.why]),
+      ),
+    );
+  if (variants.verdicts.length > 0)
+    lines.push(
+      ...wrappedTable(
+        ['checked', 'origin', 'verdict', 'reason'],
+        variants.verdicts.map((v) => [v.name, v.origin, v.kept ? 'kept' : 'rejected', v.reason]),
+      ),
+    );
+  lines.push(...riggerLines(variants.rigger));
+  return lines;
+}
+
+/** The rigger's weakness table (kind | subject | evidence | share) and what it proposed against them. */
+function riggerLines(rigger: IterationVariantsReport['rigger']): string[] {
+  if (!rigger) return [];
+  const lines =
+    rigger.weaknesses.length === 0
+      ? [`${INDENT}rigger: no recurring weakness with enough support`]
+      : wrappedTable(
+          ['weakness', 'subject', 'evidence', 'share'],
+          rigger.weaknesses.map((w) => [w.kind, w.subject, w.detail, percent(w.share)]),
+          2,
+        );
+  if (rigger.proposals.length > 0)
+    lines.push(
+      ...wrappedTable(
+        ['proposed', 'aimed at', 'why'],
+        rigger.proposals.map((p) => [p.name, `${p.aimedAt.kind} ${p.aimedAt.subject}`, p.why]),
+      ),
+    );
+  return lines;
+}
+
+/**
+ * Columns padded to their widest cell, two spaces apart (as formatTable), indented, with the
+ * `wrap` column (default: the last) wrapped at word boundaries so that no line is wider than
+ * REPORT_WIDTH; its continuation lines leave the other columns blank.
+ */
+export function wrappedTable(
+  header: readonly string[],
+  rows: ReadonlyArray<readonly string[]>,
+  wrap = header.length - 1,
+): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const fixed = widths.reduce((sum, w, i) => (i === wrap ? sum : sum + w), 0);
+  const room = Math.max(20, REPORT_WIDTH - INDENT.length - fixed - 2 * (header.length - 1));
+  widths[wrap] = Math.min(widths[wrap] ?? 0, room);
+  const line = (cells: readonly string[]) =>
+    clip(
+      `${INDENT}${cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')}`.trimEnd(),
+    );
+  return [header, ...rows].flatMap((cells) => {
+    const parts = wrapText(cells[wrap] ?? '', room);
+    return parts.map((part, n) => line(cells.map((c, i) => (i === wrap ? part : n === 0 ? c : ''))));
+  });
+}
+
+/** Words into lines of at most `width` characters (a longer word is cut). */
+export function wrapText(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let current = '';
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    if (current && current.length + 1 + word.length > width) {
+      lines.push(current);
+      current = '';
+    }
+    let rest = current ? `${current} ${word}` : word;
+    while (rest.length > width) {
+      lines.push(rest.slice(0, width));
+      rest = rest.slice(width);
+    }
+    current = rest;
+  }
+  return [...lines, current];
+}
+
+/** A line cut to REPORT_WIDTH, its end marked (only a cell wider than the table's room gets here). */
+const clip = (line: string) => (line.length > REPORT_WIDTH ? `${line.slice(0, REPORT_WIDTH - 1)}…` : line);
