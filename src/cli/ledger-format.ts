@@ -7,8 +7,9 @@ const environmentId = (e: LedgerEntry['environment']) =>
   createHash('sha256').update(`${e.taskSet}|${e.verifier}|${e.config}`).digest('hex').slice(0, 8);
 
 /**
- * The three ledgers as one table (a row per iteration and release, refused releases included),
- * with what each environment id stands for. `verdicts`: the gate's verdict by decision id.
+ * The three ledgers as one table (a row per iteration, release and variant check, refused releases
+ * included), with what each environment id stands for and each variant check's verdict.
+ * `verdicts`: the gate's verdict by decision id.
  */
 export function formatLedger(
   entries: readonly LedgerEntry[],
@@ -49,19 +50,45 @@ export function formatLedger(
     ],
     rows,
   );
-  const environments = new Map(entries.map((e) => [environmentId(e.environment), e.environment]));
-  const legend = [...environments].map(
-    ([id, env]) =>
-      `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}` +
-      (env.module ? `, module ${env.module}` : '') +
-      (env.variants ? `, variants ${env.variants.join(' ')}` : ''),
-  );
+  const legend = environmentLegend(entries);
   const releases = entries.filter((e) => e.kind === 'release');
   const lastTwo =
     releases.length >= 2
       ? `\nBetween the last two releases:\n${formatLedgerChanges(releases.at(-2) as LedgerEntry, releases.at(-1) as LedgerEntry)}`
       : '';
-  return `${table}\n${legend.join('\n')}\n${lastTwo}`;
+  return `${table}\n${legend.join('\n')}\n${variantChecks(entries)}${lastTwo}`;
+}
+
+/**
+ * What each environment id stands for, with the variants training rows ran in (a variant row's own
+ * variant is only checked there, so it shows under "Variant checks").
+ */
+function environmentLegend(entries: readonly LedgerEntry[]): string[] {
+  const environments = new Map<string, { env: LedgerEntry['environment']; variants: Set<string> }>();
+  for (const e of entries) {
+    const id = environmentId(e.environment);
+    const known = environments.get(id) ?? { env: e.environment, variants: new Set<string>() };
+    if (e.kind !== 'variant') for (const v of e.environment.variants ?? []) known.variants.add(v);
+    environments.set(id, known);
+  }
+  return [...environments].map(
+    ([id, { env, variants }]) =>
+      `  environment ${id}: task set ${env.taskSet}, verifier ${env.verifier}, config ${env.config}` +
+      (env.module ? `, module ${env.module}` : '') +
+      (variants.size > 0 ? `, variants ${[...variants].join(' ')}` : ''),
+  );
+}
+
+/** Each variant row's variant and verdict: "r.variant.ab12: paged-1000 (rigger) kept: solved by 2 of 4 …". */
+function variantChecks(entries: readonly LedgerEntry[]): string {
+  const checks = entries.flatMap((e) =>
+    e.variant
+      ? [
+          `  ${e.id}: ${e.variant.name} (${e.variant.origin}) ${e.variant.kept ? 'kept' : 'rejected'}: ${e.variant.reason}`,
+        ]
+      : [],
+  );
+  return checks.length === 0 ? '' : `Variant checks:\n${checks.join('\n')}\n`;
 }
 
 /** Which of the three ledgers changed between two entries, and how the measurements moved. */
