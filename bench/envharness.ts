@@ -2,7 +2,8 @@
  * Environment variants against none, at equal training budget: the calculator example's variants
  * config (examples/calculator-agent/variants.yaml) trained on the embedded default, once as it is
  * and once with `environment.variants` emptied (same module, so both arms' harnesses talk to the
- * environment and their steps are counted alike), per seed (AGENT_SEED), same iterations × tasks ×
+ * environment and their steps are counted alike), the rigger off in both (`--rigger N` lets it
+ * propose in the variants arm), per seed (AGENT_SEED), same iterations × tasks ×
  * samples of training rollouts. The variants arm also spends the rollouts that check its variants
  * (`<batch>-validate`): reported beside the budget, not taken from it.
  *
@@ -12,7 +13,8 @@
  * calls per solved task, the share of failures that are give-ups, which variants each run kept,
  * and the share of training rollouts run in variants.
  *
- *   npm run bench:envharness [-- --seeds 3 --iterations 2 --tasks 12 --samples 8 --heldout 64 --heldout-every 2]
+ *   npm run bench:envharness [-- --seeds 3 --iterations 2 --tasks 12 --samples 8 --heldout 64
+ *                                --heldout-every 2 --rigger 0 --arms plain,variants]
  */
 import { rmSync } from 'node:fs';
 import os from 'node:os';
@@ -41,6 +43,8 @@ const { values } = parseArgs({
     concurrency: { type: 'string' },
     /** One arm alone (to time it), or both (the comparison). */
     arms: { type: 'string', default: 'plain,variants' },
+    /** Variants the rigger may propose per iteration in the variants arm (environment.rigger.proposals). */
+    rigger: { type: 'string', default: '0' },
   },
 });
 const arms = (values.arms ?? '').split(',').map((a) => a.trim());
@@ -55,10 +59,15 @@ const settings = {
   // By default the base and the last candidate only: the gate then decides once, at the end.
   heldoutEvery: values['heldout-every'] === undefined ? Number(values.iterations) : Number(values['heldout-every']),
   concurrency: values.concurrency === undefined ? undefined : Number(values.concurrency),
+  rigger: Number(values.rigger),
 };
-for (const [name, value] of Object.entries(settings))
-  if (value !== undefined && !(Number.isInteger(value) && value >= 1))
-    throw new Error(`--${name} must be a positive integer, got ${String(value)}`);
+for (const [name, value] of Object.entries(settings)) {
+  const least = name === 'rigger' ? 0 : 1;
+  if (value !== undefined && !(Number.isInteger(value) && value >= least))
+    throw new Error(
+      `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be an integer ≥ ${least}, got ${String(value)}`,
+    );
+}
 
 export type Arm = 'plain' | 'variants';
 
@@ -83,7 +92,9 @@ const percentSolved = (byTask: Record<string, number>) => {
 async function armRun(arm: Arm, seed: number): Promise<ArmRun> {
   const run = await embeddedTrainingRun({
     configFile: 'variants.yaml',
-    ...(arm === 'plain' && { environment: { variants: [] } }),
+    // The rigger off in the plain arm, and in the variants arm unless asked for: the declared variants are measured.
+    environment:
+      arm === 'plain' ? { variants: [], rigger: { proposals: 0 } } : { rigger: { proposals: settings.rigger } },
     iterations: settings.iterations,
     tasks: settings.tasks,
     samples: settings.samples,
