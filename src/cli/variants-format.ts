@@ -1,5 +1,4 @@
-import type { RiggerSummary, VariantVerdict } from '../../activities/environment.js';
-import type { VariantUse } from '../environments/run-variants.js';
+import type { IterationVariantsView } from '../api/variant-schemas.js';
 
 // How an iteration's environment variants read in a run report: the environments training ran in,
 // the variants checked, and the rigger's weaknesses and proposals, each a plain table.
@@ -8,18 +7,10 @@ import type { VariantUse } from '../environments/run-variants.js';
 export const REPORT_WIDTH = 100;
 
 /**
- * What the run report shows of an iteration's variants (workflows/iteration-variants.ts:
- * IterationVariants, or the run status's compact copy of it: the same fields, fewer of them).
+ * What the run report shows of an iteration's variants: the run status's (src/api/variant-schemas.ts);
+ * an iteration result's IterationVariants (workflows/iteration-variants.ts) has these fields and more.
  */
-export interface IterationVariantsReport {
-  variantTasks?: number;
-  used?: ReadonlyArray<Pick<VariantUse, 'name' | 'origin' | 'why' | 'rollouts' | 'scored' | 'solved' | 'meanReward'>>;
-  verdicts: ReadonlyArray<Pick<VariantVerdict, 'name' | 'origin' | 'kept' | 'reason'>>;
-  rigger?: {
-    weaknesses: ReadonlyArray<RiggerSummary['weaknesses'][number]>;
-    proposals: ReadonlyArray<Pick<RiggerSummary['proposals'][number], 'name' | 'why' | 'aimedAt'>>;
-  };
-}
+export type IterationVariantsReport = IterationVariantsView;
 
 const INDENT = '  ';
 const percent = (share: number) => `${Math.round(100 * share)}%`;
