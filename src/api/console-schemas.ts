@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { FAILURE_CLASSES, ROLLOUT_MODES, ROLLOUT_STATUSES } from '../rollouts/rollout.js';
 import { counts, iterationGate, timestamp } from './schemas.js';
+import { iterationVariants } from './variant-schemas.js';
 
 /** The console's reads: a run's iterations joined, a decision's pairs, a rollout with its journal. */
 
@@ -48,6 +49,7 @@ export const iterationView = z.object({
       url: z.string().nullable().describe('In the Temporal Web UI, when its address is known'),
     }),
   ),
+  variants: iterationVariants.nullable().describe("The iteration's environment variants; null without an environment"),
 });
 export const runView = z.object({
   runId: z.string(),

@@ -53,3 +53,4 @@ export const iterationVariants = z.object({
     .optional()
     .describe("The rigger's recurring weaknesses after the training rollouts, and the variants it proposed"),
 });
+export type IterationVariantsView = z.output<typeof iterationVariants>;

@@ -87,4 +87,69 @@ describe('the run view', () => {
       }),
     ]);
   });
+
+  it("shows an iteration's variants from its result without the records' addresses and task ids; null without", () => {
+    const used = { name: 'original', id: null, origin: 'original' as const, why: 'unchanged' };
+    const result = {
+      candidate: 'r.v1',
+      rollouts: { meanReward: 0.5 },
+      batch: {},
+      variants: {
+        variantTasks: 1,
+        kept: [{ name: 'paged', id: 'p1', origin: 'rigger', why: 'gives up' }],
+        used: [{ ...used, rollouts: 4, scored: 4, solved: 2, meanReward: 0.5 }],
+        verdicts: [
+          {
+            name: 'paged',
+            id: 'p1',
+            origin: 'rigger',
+            kept: true,
+            reason: 'solved by 2 of 4 samples: kept',
+            uri: 'file:///check',
+            changes: 'paging 1000',
+            why: 'gives up',
+            samples: 4,
+            scored: 4,
+            solved: 2,
+            taskIds: ['t1'],
+          },
+        ],
+        rigger: {
+          window: [1],
+          weaknesses: [{ kind: 'gives_up', subject: 'runs', detail: '3 of 4', share: 0.75 }],
+          proposals: [{ name: 'paged', id: 'p1', why: 'gives up', aimedAt: { kind: 'gives_up', subject: 'runs' } }],
+          unaddressed: [],
+          uri: 'file:///report',
+        },
+      },
+    } as unknown as IterationWorkflow['result'];
+    const sources = {
+      report,
+      workflows: [],
+      policies: [],
+      ledger: [],
+      decision: () => undefined,
+      workflowUrl: () => null,
+    };
+    const [withVariants] = runView({ ...sources, workflows: [{ ...workflow, result }] }).iterations;
+    expect(withVariants?.variants).toEqual({
+      variantTasks: 1,
+      used: [{ ...used, rollouts: 4, scored: 4, solved: 2, meanReward: 0.5 }],
+      verdicts: [
+        {
+          name: 'paged',
+          origin: 'rigger',
+          kept: true,
+          reason: 'solved by 2 of 4 samples: kept',
+          changes: 'paging 1000',
+          why: 'gives up',
+        },
+      ],
+      rigger: {
+        weaknesses: [{ kind: 'gives_up', subject: 'runs', detail: '3 of 4', share: 0.75 }],
+        proposals: [{ name: 'paged', why: 'gives up', aimedAt: { kind: 'gives_up', subject: 'runs' } }],
+      },
+    });
+    expect(runView({ ...sources, workflows: [workflow] }).iterations[0]?.variants).toBeNull();
+  });
 });

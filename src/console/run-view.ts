@@ -1,5 +1,7 @@
+import type { IterationVariantsView } from '../api/variant-schemas.js';
 import type { IterationWorkflow } from '../client/iterations.js';
 import type { RunReport } from '../client/runs.js';
+import type { TrainingIterationResult } from '../../workflows/index.js';
 import type { GateComparison } from '../gate/gate.js';
 import type { LedgerEntry } from '../ledger/ledger.js';
 import type { PolicyRecord, StoredDecision } from '../registry/policy-registry.js';
@@ -37,6 +39,8 @@ export interface IterationView {
   failures: { train: Record<string, number>; heldout: Record<string, number> };
   gate: IterationGate | null;
   workflows: Array<{ label: string; workflowId: string; executionRunId: string; url: string | null }>;
+  /** Where training ran, the variants checked, the rigger's findings; null without an environment. */
+  variants: IterationVariantsView | null;
 }
 
 export interface RunView {
@@ -122,12 +126,47 @@ export function runView(sources: RunViewSources): RunView {
               : []),
           ]
         : [],
+      variants: result?.variants ? variantsView(result.variants) : null,
     };
   });
   return {
     runId: report.runId,
     iterations,
     workflowUrl: sources.executionRunId ? sources.workflowUrl(report.runId, sources.executionRunId) : null,
+  };
+}
+
+/** What the run page shows of an iteration's variants: the result's, less its records' addresses and task ids. */
+function variantsView(variants: NonNullable<TrainingIterationResult['variants']>): IterationVariantsView {
+  const { variantTasks, used, verdicts, rigger } = variants;
+  return {
+    variantTasks,
+    ...(used && {
+      used: used.map(({ name, id, origin, why, rollouts, scored, solved, meanReward }) => ({
+        name,
+        id,
+        origin,
+        why,
+        rollouts,
+        scored,
+        solved,
+        meanReward,
+      })),
+    }),
+    verdicts: verdicts.map(({ name, origin, kept, reason, why, changes }) => ({
+      name,
+      origin,
+      kept,
+      reason,
+      why,
+      changes,
+    })),
+    ...(rigger && {
+      rigger: {
+        weaknesses: rigger.weaknesses.map(({ kind, subject, detail, share }) => ({ kind, subject, detail, share })),
+        proposals: rigger.proposals.map(({ name, why, aimedAt }) => ({ name, why, aimedAt })),
+      },
+    }),
   };
 }
 

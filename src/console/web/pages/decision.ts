@@ -28,6 +28,7 @@ export async function decisionPage({ root }: PageContext, decisionId: string): P
       : []),
     h('h2', {}, 'Checks'),
     checks(decision),
+    ...environment(decision),
     h('h2', {}, `Tasks gained and lost (${changed.length} of ${pairs.length} pairs)`),
     pairTable(decision, pairs),
     h('h2', {}, 'Evidence'),
@@ -82,6 +83,42 @@ function checks({ record }: Decision): HTMLElement {
     ]),
     { id: 'checks' },
   );
+}
+
+/**
+ * The run's environment the decision rests on: its module, and every variant checked so far, kept or rejected, whether
+ * training used it, and its row in the environment ledger. Nothing for a run without an environment.
+ */
+function environment({ record }: Decision): HTMLElement[] {
+  const env = record.environment;
+  if (!env) return [];
+  const trainedIn = new Set(env.trainedIn);
+  return [
+    h('h2', {}, 'Environment'),
+    facts([
+      ['Module', h('code', { 'data-module': env.module }, env.module)],
+      [
+        'Trained in',
+        env.trainedIn.length === 0
+          ? 'the original environment only'
+          : `the original and ${env.trainedIn.length} variant${env.trainedIn.length === 1 ? '' : 's'}`,
+      ],
+    ]),
+    env.variants.length === 0
+      ? h('p', { class: 'muted' }, 'No variant was checked before this decision.')
+      : table(
+          ['Variant', 'Origin', 'Check', 'Training used it', 'Ledger row', 'Id'],
+          env.variants.map((v) => [
+            v.name,
+            v.origin,
+            h('span', { class: v.kept ? 'pass' : 'fail', 'data-kept': String(v.kept) }, v.kept ? 'kept' : 'rejected'),
+            trainedIn.has(v.id) ? 'yes' : 'no',
+            link('#/releases', v.ledgerId, { 'data-ledger': v.ledgerId }),
+            h('code', {}, v.id),
+          ]),
+          { id: 'environment-variants' },
+        ),
+  ];
 }
 
 /** The held-out pairs task by task: whether the candidate gained or lost the task, and each side's rollout. */

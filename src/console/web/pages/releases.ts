@@ -87,7 +87,15 @@ function ledgerTable(rows: Array<{ entry: LedgerEntry; changes: string[] }>): HT
     ],
     rows.map(({ entry: e, changes }) => [
       when(e.at),
-      `${e.kind} ${e.id}`,
+      e.variant
+        ? h(
+            'span',
+            { 'data-variant': e.variant.id },
+            `variant ${e.id}: ${e.variant.name} (${e.variant.origin}) `,
+            h('span', { class: e.variant.kept ? 'pass' : 'fail' }, e.variant.kept ? 'kept' : 'rejected'),
+            ` — ${e.variant.reason}`,
+          )
+        : `${e.kind} ${e.id}`,
       `${e.model.policyVersion} ← ${e.model.parent ?? '–'}`,
       e.harness.version,
       `tasks ${e.environment.taskSet.slice(0, 8)}, verifier ${e.environment.verifier.slice(0, 40)}, config ${e.environment.config.slice(0, 8)}`,

@@ -3,6 +3,7 @@ import { iterationChart, type Series } from '../charts.js';
 import { facts, h, link, num, pct, table, verdict, when } from '../dom.js';
 import type { PageContext } from '../page.js';
 import type { IterationView, RunReport, RunView } from '../types.js';
+import { environmentSection } from './run-variants.js';
 
 /** How often a running run's page asks again. */
 const POLL_MS = 3000;
@@ -37,6 +38,7 @@ function render(report: RunReport, view: RunView): HTMLElement[] {
     h('div', { class: 'charts' }, charts),
     h('h2', {}, 'Gate verdicts'),
     gateVerdicts(view.iterations),
+    ...environmentSection(view.iterations),
   ];
 }
 
