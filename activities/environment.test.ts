@@ -135,7 +135,9 @@ describe('the environment variants of a run', () => {
     ]);
     expect(assessed.rigger?.weaknesses.map((w) => [w.kind, w.subject])).toContainEqual(['tool_errors', 'calc']);
     const proposals = assessed.rigger?.proposals ?? [];
-    expect(proposals.map((p) => p.name)).toEqual(['flaky-calc-every-3', 'flaky-calc-every-2']);
+    // One aimed at each weakness in turn: the flaky tool, and the tasks failing every sample
+    // (the module's stateParams).
+    expect(proposals.map((p) => p.name)).toEqual(['flaky-calc-every-3', 'state-scale-3']);
     expect(proposals[0]).toMatchObject({
       aimedAt: { kind: 'tool_errors', subject: 'calc' },
       why: expect.stringMatching(/retrying pays/),
@@ -145,11 +147,11 @@ describe('the environment variants of a run', () => {
     const next = await activities.planVariants({ ...request, iteration: 2 });
     expect(next?.validation).toEqual([
       { variant: 'flaky-calc-every-3', taskIds: ['t1:flaky-calc-every-3'] },
-      { variant: 'flaky-calc-every-2', taskIds: ['t1:flaky-calc-every-2'] },
+      { variant: 'state-scale-3', taskIds: ['t1:state-scale-3'] },
     ]);
-    expect(next?.proposed.map((v) => [v.name, v.rules])).toEqual([
+    expect(next?.proposed.map((v) => [v.name, v.rules ?? v.state])).toEqual([
       ['flaky-calc-every-3', { transientErrors: { every: 3, tools: ['calc'] } }],
-      ['flaky-calc-every-2', { transientErrors: { every: 2, tools: ['calc'] } }],
+      ['state-scale-3', { scale: 3 }],
     ]);
     await store.close();
   });

@@ -15,6 +15,7 @@ import { variesEnvironment, type EnvironmentSettings } from '../src/environments
 import { validateVariant, validationRecord } from '../src/environments/validation.js';
 import { variantSummary, type VariantSpec } from '../src/environments/variant-spec.js';
 import { readRolloutFacts } from '../src/gate/rollout-facts.js';
+import { DEFAULT_REFUSAL_PATTERNS } from '../src/rollouts/failure-class.js';
 import { isUnscored } from '../src/rollouts/rollout.js';
 import { selectionRolloutIds, type RolloutSelection } from '../src/rollouts/rollout-id.js';
 import type { TraceStore } from '../src/store/trace-store.js';
@@ -194,7 +195,12 @@ async function assessVariants(
     samplesPerTask: input.samplesPerTask,
   };
   const { record: evidence } = await recordOnce(deps.artifacts, variantRecords.evidence(runId, iteration), async () =>
-    rolloutEvidence(await journaled(deps.store, selectionRolloutIds(selection)), iteration, state.acceptReward),
+    rolloutEvidence(
+      await journaled(deps.store, selectionRolloutIds(selection)),
+      iteration,
+      state.acceptReward,
+      state.refusalPatterns,
+    ),
   );
   const used = variantUse(evidence, state.variants);
   const { rigger } = state.settings;
@@ -241,7 +247,8 @@ async function runVariantState(deps: EnvironmentActivityDeps, input: IterationTa
     })),
   );
   const mixed = (kept: string[]) => curriculumTaskIds(input.taskIds, kept, settings.curriculum.share, input.iteration);
-  return { settings, environment, variants, verdicts, mixed, acceptReward: run.gate.acceptReward };
+  const refusalPatterns = (run.rollouts.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i'));
+  return { settings, environment, variants, verdicts, mixed, acceptReward: run.gate.acceptReward, refusalPatterns };
 }
 
 /** The run's environment; a module that cannot be used fails for good. */
@@ -259,7 +266,9 @@ async function journaled(store: TraceStore, ids: readonly string[]) {
   const found = [];
   for (const id of ids) {
     const rollout = await store.getRollout(id);
-    if (rollout) found.push({ rollout, events: await store.listEvents(id) });
+    if (!rollout) continue;
+    const [events, calls] = await Promise.all([store.listEvents(id), store.listCalls(id, rollout.attempts)]);
+    found.push({ rollout, events, ...(calls.length > 0 && { lastCall: calls.at(-1) }) });
   }
   return found;
 }

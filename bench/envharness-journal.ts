@@ -5,13 +5,12 @@
  */
 import { artifactStoreFromConfig } from '../src/artifacts/from-config.js';
 import type { ReinConfig } from '../src/config/schema.js';
-import { ENVIRONMENT_EVENT } from '../src/environments/rollout-environment.js';
-import type { SessionSummary } from '../src/environments/session.js';
+import { endedAttempt, sessionSummaryOf } from '../src/environments/rollout-evidence.js';
 import { recordedRewards } from '../src/rollouts/rewards.js';
 import { DEFAULT_REFUSAL_PATTERNS } from '../src/rollouts/failure-class.js';
-import type { FailureClass, Rollout, RolloutEvent } from '../src/rollouts/rollout.js';
+import type { FailureClass, Rollout } from '../src/rollouts/rollout.js';
 import { traceStoreFromConfig } from '../src/store/open.js';
-import type { CallRecord, TraceStore } from '../src/store/trace-store.js';
+import type { TraceStore } from '../src/store/trace-store.js';
 
 /** One held-out rollout as the bench measures it (isGiveUp's inputs, and the steps). */
 export interface HeldoutRollout {
@@ -96,43 +95,21 @@ async function allRollouts(store: TraceStore): Promise<Rollout[]> {
   }
 }
 
-/** The attempt's SessionSummary, from its `environment` event; null when it ran without an environment. */
-function sessionOf(events: readonly RolloutEvent[], attempt: number): SessionSummary | null {
-  const event = events.findLast(
-    (e) => e.type === 'custom' && e.payload.name === ENVIRONMENT_EVENT && e.attempt === attempt,
-  );
-  return event ? (event.payload.data as SessionSummary) : null;
-}
-
 async function heldoutRollout(store: TraceStore, rollout: Rollout, refusals: RegExp[]): Promise<HeldoutRollout> {
   const [events, calls] = await Promise.all([store.listEvents(rollout.id), store.listCalls(rollout.id)]);
-  const session = sessionOf(events, rollout.attempts);
   const reward = recordedRewards(events).verified;
+  const success = reward === undefined ? null : reward > 0;
   const lastCalls = calls.filter((c) => c.attempt === rollout.attempts);
-  const reply = lastReply(lastCalls.at(-1));
-  const refusedByRunner = rollout.failureClass === 'model' && /refused/.test(rollout.statusReason ?? '');
+  const ended = endedAttempt({ rollout, events, lastCall: lastCalls.at(-1) }, success, refusals);
   return {
     taskId: rollout.taskId ?? rollout.id,
-    success: reward === undefined ? null : reward > 0,
+    success,
     failureClass: rollout.failureClass,
-    toolCalls: session?.steps ?? null,
-    toolErrors: session?.errors ?? 0,
+    toolCalls: ended.steps,
+    toolErrors: ended.toolErrors,
     modelCalls: lastCalls.length,
-    answered: reply !== null && reply.toolCalls === 0 && reply.text.trim() !== '',
-    refused: refusedByRunner || (reply !== null && (reply.refusal || refusals.some((p) => p.test(reply.text)))),
-  };
-}
-
-/** The first choice of a chat completion's reply (the example harness reads only that one). */
-function lastReply(call: CallRecord | undefined): { text: string; toolCalls: number; refusal: boolean } | null {
-  if (!call || call.status !== 'ok') return null;
-  const message = (call.response as { choices?: Array<{ message?: Record<string, unknown> }> } | null)?.choices?.[0]
-    ?.message;
-  if (!message) return null;
-  return {
-    text: typeof message.content === 'string' ? message.content : '',
-    toolCalls: Array.isArray(message.tool_calls) ? message.tool_calls.length : 0,
-    refusal: typeof message.refusal === 'string' && message.refusal !== '',
+    answered: ended.answered,
+    refused: ended.refused,
   };
 }
 
@@ -140,7 +117,7 @@ function lastReply(call: CallRecord | undefined): { text: string; toolCalls: num
 async function trainingVariants(store: TraceStore, training: Rollout[]): Promise<RunEvidence['training']> {
   const byVariant: Record<string, number> = {};
   for (const rollout of training) {
-    const session = sessionOf(await store.listEvents(rollout.id), rollout.attempts);
+    const session = sessionSummaryOf(await store.listEvents(rollout.id), rollout.attempts);
     const variant = session?.variant ?? null;
     if (variant !== null) byVariant[variant] = (byVariant[variant] ?? 0) + 1;
   }

@@ -4,7 +4,8 @@ import { packageRoot } from '../package-root.js';
 import { environmentProblems } from './contract.js';
 import { loadEnvironment } from './load.js';
 import type { RolloutEvidence } from './rigger-evidence.js';
-import { rolloutEvidence } from './rollout-evidence.js';
+import { endedAttempt, rolloutEvidence } from './rollout-evidence.js';
+import type { CallRecord } from '../store/trace-store.js';
 import { rig, runVariants, variantUse, DECLARED_WHY } from './run-variants.js';
 import { environmentSchema } from './settings.js';
 import { variantId } from './variant-spec.js';
@@ -102,7 +103,8 @@ describe("a run's variants and the rigger's turn", () => {
     expect(read.map((e) => [e.variant, e.reward, e.success, e.steps, e.gaveUp, e.iteration])).toEqual([
       [null, 1, true, 4, false, 3],
       [null, 0, false, 1, true, 3],
-      ['v-1', 0.5, false, 6, false, 3],
+      // No model call on record, no tool error: it stopped without an answer (a give-up).
+      ['v-1', 0.5, false, 6, true, 3],
       [null, null, null, null, false, 3],
     ]);
     const variants = runVariants('e', [{ name: 'worded', observations: { template: '{observation}' } }], []);
@@ -111,5 +113,17 @@ describe("a run's variants and the rigger's turn", () => {
       ['original', 3, 2, 1, 0.5],
       ['worded', 1, 1, 0, 0.5],
     ]);
+  });
+
+  it("reads the last reply: an answer, a tool call, or a refusal by the run's patterns", () => {
+    const call = (message: Record<string, unknown>) =>
+      ({ status: 'ok', response: { choices: [{ message }] } }) as unknown as CallRecord;
+    const rollout = { id: 'r', taskId: 't', attempts: 1, failureClass: null, statusReason: null };
+    const ended = (message: Record<string, unknown>) =>
+      endedAttempt({ rollout, events: [], lastCall: call(message) }, false, [/I cannot/i]);
+    expect(ended({ content: '42' })).toMatchObject({ answered: true, refused: false });
+    expect(ended({ content: '', tool_calls: [{ id: 'c' }] })).toMatchObject({ answered: false, refused: false });
+    expect(ended({ content: 'I cannot help with that' })).toMatchObject({ answered: true, refused: true });
+    expect(ended({ content: null, refusal: 'no' })).toMatchObject({ answered: false, refused: true });
   });
 });
