@@ -5,6 +5,7 @@ import type { SampledRollouts } from './sampled-rollouts.js';
 import { ReinHeldoutSuccess, ReinPolicyVersion } from './search-attributes.js';
 import { failuresByStage, iterationSummary } from './summaries.js';
 import type { TrainingIterationResult } from './training-iteration.js';
+import { variantsView, type IterationVariantsView } from '../src/environments/variants-view.js';
 
 /** A held-out replay's result, paired by task. */
 export interface HeldoutResult {
@@ -46,6 +47,8 @@ export interface RunProgress {
       keptByVersionsBehind?: Record<string, number>;
       importance?: { maskedFraction: number; cappedFraction: number; ratioMean: number; ratioMax: number };
     };
+    /** What the iteration did with the run's environment variants (variantsView); absent without them. */
+    variants?: IterationVariantsView;
   }>;
   /**
    * With held-out tasks: the starting policy's replay, the latest candidate's, and the replay of
@@ -142,6 +145,7 @@ function iterationEntry(result: TrainingIterationResult): RunProgress['iteration
     }),
     ...(Object.keys(failures).length > 0 && { failures }),
     samples: samplesEntry(result),
+    ...(result.variants && { variants: variantsView(result.variants) }),
   };
 }
 

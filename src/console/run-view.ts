@@ -1,7 +1,7 @@
 import type { IterationVariantsView } from '../api/variant-schemas.js';
 import type { IterationWorkflow } from '../client/iterations.js';
 import type { RunReport } from '../client/runs.js';
-import type { TrainingIterationResult } from '../../workflows/index.js';
+import { variantsView } from '../environments/variants-view.js';
 import type { GateComparison } from '../gate/gate.js';
 import type { LedgerEntry } from '../ledger/ledger.js';
 import type { PolicyRecord, StoredDecision } from '../registry/policy-registry.js';
@@ -133,40 +133,6 @@ export function runView(sources: RunViewSources): RunView {
     runId: report.runId,
     iterations,
     workflowUrl: sources.executionRunId ? sources.workflowUrl(report.runId, sources.executionRunId) : null,
-  };
-}
-
-/** What the run page shows of an iteration's variants: the result's, less its records' addresses and task ids. */
-function variantsView(variants: NonNullable<TrainingIterationResult['variants']>): IterationVariantsView {
-  const { variantTasks, used, verdicts, rigger } = variants;
-  return {
-    variantTasks,
-    ...(used && {
-      used: used.map(({ name, id, origin, why, rollouts, scored, solved, meanReward }) => ({
-        name,
-        id,
-        origin,
-        why,
-        rollouts,
-        scored,
-        solved,
-        meanReward,
-      })),
-    }),
-    verdicts: verdicts.map(({ name, origin, kept, reason, why, changes }) => ({
-      name,
-      origin,
-      kept,
-      reason,
-      why,
-      changes,
-    })),
-    ...(rigger && {
-      rigger: {
-        weaknesses: rigger.weaknesses.map(({ kind, subject, detail, share }) => ({ kind, subject, detail, share })),
-        proposals: rigger.proposals.map(({ name, why, aimedAt }) => ({ name, why, aimedAt })),
-      },
-    }),
   };
 }
 
