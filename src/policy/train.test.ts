@@ -156,7 +156,9 @@ describe('ppoStep in micro-batches', () => {
   it('gives the update and metrics of the whole minibatch in one pass', () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 0, max: 1000 }),
+        // Not 0: tfjs takes a seed of 0 as none, so Qwen3Model.init(config, 0) draws its first weight at random and the
+        // two models compared would start apart (the CI failure this shrank to had seed 0).
+        fc.integer({ min: 1, max: 1000 }),
         fc.array(row, { minLength: 2, maxLength: 6 }),
         fc.integer({ min: 1, max: 5 }),
         fc.constantFrom(0.05, 100),
