@@ -12,23 +12,16 @@ import {
   type VariantUse,
 } from '../src/environments/run-variants.js';
 import { variesEnvironment, type EnvironmentSettings } from '../src/environments/settings.js';
-import { validateVariant, validationRecord } from '../src/environments/validation.js';
-import { variantSummary, type VariantSpec } from '../src/environments/variant-spec.js';
+import { validateVariant, validationRecord, type ValidationRecord } from '../src/environments/validation.js';
+import type { VariantSpec } from '../src/environments/variant-spec.js';
 import { readRolloutFacts } from '../src/gate/rollout-facts.js';
-import { DEFAULT_REFUSAL_PATTERNS } from '../src/rollouts/failure-class.js';
+import { refusalRegExps } from '../src/rollouts/failure-class.js';
 import { isUnscored } from '../src/rollouts/rollout.js';
 import { selectionRolloutIds, type RolloutSelection } from '../src/rollouts/rollout-id.js';
 import type { TraceStore } from '../src/store/trace-store.js';
 import { RolloutSetupFailure } from '../workflows/failures.js';
 import { runDepsFor, type RunDepsSource } from './run-deps.js';
-import {
-  readRecord,
-  recordOnce,
-  riggerReports,
-  variantRecords,
-  windowEvidence,
-  type StoredVerdict,
-} from './variant-records.js';
+import { readRecord, recordOnce, riggerReports, variantRecords, windowEvidence } from './variant-records.js';
 
 export interface EnvironmentActivityDeps {
   runs: RunDepsSource;
@@ -101,7 +94,8 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
       const state = await judged(input);
       if (!state) return null;
       const candidates = state.verdicts.filter((v) => v.verdict === null).map((v) => v.variant);
-      const kept = state.verdicts.filter((v) => v.verdict?.kept).map(({ variant }) => keptVariant(variant));
+      const keptSoFar = state.verdicts.filter((v) => v.verdict?.kept).map((v) => v.variant);
+      const kept = keptSoFar.map(keptVariant);
       const { samples, tasks } = state.settings.validation;
       return {
         validation: validationTaskIds(
@@ -112,9 +106,7 @@ export function createEnvironmentActivities(deps: EnvironmentActivityDeps) {
         samplesPerTask: samples,
         trainTaskIds: state.mixed(kept.map((k) => k.name)),
         kept,
-        proposed: [...candidates, ...state.verdicts.filter((v) => v.verdict?.kept).map((v) => v.variant)]
-          .filter((v) => v.origin === 'rigger')
-          .map((v) => v.spec),
+        proposed: [...candidates, ...keptSoFar].filter((v) => v.origin === 'rigger').map((v) => v.spec),
       };
     },
 
@@ -168,11 +160,11 @@ async function keepVariants(
       kept: record.kept,
       reason: record.reason,
       uri,
-      changes: record.changes ?? variantSummary(variant.spec),
+      changes: record.changes,
       why: variant.why,
-      samples: record.samples ?? 0,
-      scored: record.scored ?? 0,
-      solved: record.solved ?? 0,
+      samples: record.samples,
+      scored: record.scored,
+      solved: record.solved,
       taskIds,
     });
   }
@@ -243,12 +235,19 @@ async function runVariantState(deps: EnvironmentActivityDeps, input: IterationTa
   const verdicts = await Promise.all(
     variants.map(async (variant) => ({
       variant,
-      verdict: await readRecord<StoredVerdict>(deps.artifacts, variantRecords.verdict(input.runId, variant.id)),
+      verdict: await readRecord<ValidationRecord>(deps.artifacts, variantRecords.verdict(input.runId, variant.id)),
     })),
   );
   const mixed = (kept: string[]) => curriculumTaskIds(input.taskIds, kept, settings.curriculum.share, input.iteration);
-  const refusalPatterns = (run.rollouts.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i'));
-  return { settings, environment, variants, verdicts, mixed, acceptReward: run.gate.acceptReward, refusalPatterns };
+  return {
+    settings,
+    environment,
+    variants,
+    verdicts,
+    mixed,
+    acceptReward: run.gate.acceptReward,
+    refusalPatterns: refusalRegExps(run.rollouts.refusalPatterns),
+  };
 }
 
 /** The run's environment; a module that cannot be used fails for good. */

@@ -1,7 +1,6 @@
 import { ArtifactNotFoundError, type ArtifactStore } from '../src/artifacts/artifact-store.js';
 import type { RolloutEvidence } from '../src/environments/rigger-evidence.js';
 import type { RiggerReport } from '../src/environments/run-variants.js';
-import type { ValidationRecord } from '../src/environments/validation.js';
 
 /**
  * Where a run keeps what it decided about its environment's variants, in the artifact store: one
@@ -14,8 +13,6 @@ export const variantRecords = {
   evidence: (runId: string, iteration: number) => `runs/${runId}/rigger/evidence-it${iteration}.json`,
   report: (runId: string, iteration: number) => `runs/${runId}/rigger/it${iteration}.json`,
 };
-
-export type StoredVerdict = Pick<ValidationRecord, 'kept' | 'reason'> & Partial<ValidationRecord>;
 
 /** The record under `name`, or null when none was written. */
 export async function readRecord<T>(artifacts: ArtifactStore, name: string): Promise<T | null> {

@@ -7,7 +7,7 @@ import { artifactStoreFromConfig } from '../src/artifacts/from-config.js';
 import type { ReinConfig } from '../src/config/schema.js';
 import { endedAttempt, sessionSummaryOf } from '../src/environments/rollout-evidence.js';
 import { recordedRewards } from '../src/rollouts/rewards.js';
-import { DEFAULT_REFUSAL_PATTERNS } from '../src/rollouts/failure-class.js';
+import { refusalRegExps } from '../src/rollouts/failure-class.js';
 import type { FailureClass, Rollout } from '../src/rollouts/rollout.js';
 import { traceStoreFromConfig } from '../src/store/open.js';
 import type { TraceStore } from '../src/store/trace-store.js';
@@ -62,7 +62,7 @@ export async function readRunEvidence(
   const store = await traceStoreFromConfig(config);
   try {
     const rollouts = await allRollouts(store);
-    const patterns = (config.rollouts.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i'));
+    const patterns = refusalRegExps(config.rollouts.refusalPatterns);
     const heldout = async (version: string) =>
       Promise.all(
         rollouts

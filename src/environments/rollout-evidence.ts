@@ -1,4 +1,4 @@
-import { DEFAULT_REFUSAL_PATTERNS } from '../rollouts/failure-class.js';
+import { refusalRegExps } from '../rollouts/failure-class.js';
 import { recordedRewards } from '../rollouts/rewards.js';
 import type { Rollout, RolloutEvent } from '../rollouts/rollout.js';
 import type { CallRecord } from '../store/trace-store.js';
@@ -24,7 +24,7 @@ export function rolloutEvidence(
   rollouts: readonly JournaledRollout[],
   iteration: number,
   acceptReward: number,
-  refusalPatterns: readonly RegExp[] = DEFAULT_REFUSALS,
+  refusalPatterns: readonly RegExp[] = refusalRegExps(),
 ): RolloutEvidence[] {
   const read = rollouts.map((journaled) => {
     const { rollout, events } = journaled;
@@ -51,7 +51,6 @@ export function rolloutEvidence(
   });
 }
 
-const DEFAULT_REFUSALS = DEFAULT_REFUSAL_PATTERNS.map((p) => new RegExp(p, 'i'));
 const taskOf = (rollout: JournaledRollout['rollout']): string => rollout.taskId ?? rollout.id;
 
 /**
@@ -64,7 +63,7 @@ const taskOf = (rollout: JournaledRollout['rollout']): string => rollout.taskId 
 export function endedAttempt(
   journaled: JournaledRollout,
   success: boolean | null,
-  refusalPatterns: readonly RegExp[] = DEFAULT_REFUSALS,
+  refusalPatterns: readonly RegExp[] = refusalRegExps(),
 ): EndedAttempt & { session: SessionSummary | null } {
   const { rollout, events, lastCall } = journaled;
   const session = sessionSummaryOf(events, rollout.attempts);

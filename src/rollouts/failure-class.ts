@@ -26,6 +26,11 @@ export const DEFAULT_REFUSAL_PATTERNS = [
   String.raw`^\s*I (?:can(?:'|no)t|won't) (?:help|assist) with`,
 ];
 
+/** The refusal patterns (rollouts.refusalPatterns; DEFAULT_REFUSAL_PATTERNS when unset) as the runner matches them. */
+export function refusalRegExps(patterns: readonly string[] = DEFAULT_REFUSAL_PATTERNS): RegExp[] {
+  return patterns.map((p) => new RegExp(p, 'i'));
+}
+
 /**
  * Why a harness run failed, read from how it ended, its journaled calls and the spans it
  * reported. Returns null for a run that ended well. When the harness exits non-zero, the last
@@ -39,7 +44,7 @@ export function classifyFailure(
   run: HarnessRun,
   calls: readonly CallRecord[],
   events: readonly RolloutEvent[],
-  refusalPatterns: readonly RegExp[] = DEFAULT_REFUSAL_PATTERNS.map((p) => new RegExp(p, 'i')),
+  refusalPatterns: readonly RegExp[] = refusalRegExps(),
 ): ClassifiedFailure | null {
   const exit = {
     exitCode: run.exitCode,

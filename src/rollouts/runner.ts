@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { GatewayRequestError, type GatewayControlClient } from '../gateway/control-client.js';
-import { DEFAULT_REFUSAL_PATTERNS } from './failure-class.js';
+import { refusalRegExps } from './failure-class.js';
 import { programProblems } from './program.js';
 import { launchSlots, type ReleaseSlot } from './launch-slots.js';
 import { launchPacer } from './pacer.js';
@@ -53,7 +53,7 @@ export async function runRollouts(spec: RolloutBatchSpec, deps: RunnerDeps): Pro
       onWaiting: deps.onWaiting,
       signal: deps.signal,
     }),
-    refusalPatterns: (spec.refusalPatterns ?? DEFAULT_REFUSAL_PATTERNS).map((p) => new RegExp(p, 'i')),
+    refusalPatterns: refusalRegExps(spec.refusalPatterns),
   };
   const slot = launchSlotsOf(spec, deps);
   const jobs = taskSamples(spec.tasks, spec.samplesPerTask);
