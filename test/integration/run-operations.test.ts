@@ -247,10 +247,16 @@ describe('training runs from the command line, against `rein worker` processes',
         expect(created.code, created.stderr).toBe(0);
         // The namespace is shared with other tests: look at this test's schedule only.
         const list = async () => (await listSchedules(client)).filter((s) => s.scheduleId === 'nightly');
-        const listing = await here('list', '--json');
+        // `list` reads Temporal's visibility store, which is eventually consistent: under load a
+        // schedule created a moment ago shows up a little later.
+        let listed: ScheduleListing | undefined;
+        while (!listed) {
+          const listing = await here('list', '--json');
+          listed = (JSON.parse(listing.stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
+          if (!listed) await new Promise((r) => setTimeout(r, 250));
+        }
         const again = await here('create', 'nightly', '--every', '1d');
         const bad = await here('create', 'bad', '--every', 'soon');
-        const listed = (JSON.parse(listing.stdout) as ScheduleListing[]).find((s) => s.scheduleId === 'nightly');
         expect(listed).toMatchObject({ scheduleId: 'nightly', paused: false, spec: 'every 1d', recentRuns: [] });
         expect(new Date(listed?.nextRuns[0] ?? 0).getTime() - Date.now()).toBeLessThanOrEqual(86_400_000);
         expect(again.stderr).toContain('a schedule named nightly already exists');

@@ -82,6 +82,10 @@ function addListCommand(schedule: Command): void {
   schedule
     .command('list')
     .description('the training schedules, their next and recent runs')
+    .addHelpText(
+      'after',
+      "\nRead from Temporal's visibility store, which is eventually consistent: a schedule created a moment ago can take a few seconds to show.",
+    )
     .option('--json', 'print JSON')
     .action(async (options: { json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
