@@ -5,7 +5,6 @@ import type { TrainResult } from '../policy/local-trainer.js';
 import type { PolicyRecord, PolicyRegistry } from '../registry/policy-registry.js';
 import { ensureServed, type Serving } from '../registry/serving.js';
 import { PolicyLineageError } from './errors.js';
-import { kubernetesPolicyTrainer } from './kubernetes-trainer.js';
 import { localPolicyTrainer } from './local-policy-trainer.js';
 import type { PolicyTrainer } from './policy-trainer.js';
 
@@ -37,9 +36,15 @@ export function policyTrainer(
   logDir: string,
   artifacts?: ReinConfig['artifacts'],
 ): PolicyTrainer {
-  return settings.kubernetes
-    ? kubernetesPolicyTrainer(settings.kubernetes, settings, logDir, artifacts ? { artifacts } : {})
-    : localPolicyTrainer(settings, logDir);
+  const { kubernetes } = settings;
+  if (!kubernetes) return localPolicyTrainer(settings, logDir);
+  // The Kubernetes client is a large module tree: it loads with the first update that needs it.
+  let trainer: Promise<PolicyTrainer> | undefined;
+  const loaded = () =>
+    (trainer ??= import('./kubernetes-trainer.js').then((m) =>
+      m.kubernetesPolicyTrainer(kubernetes, settings, logDir, artifacts ? { artifacts } : {}),
+    ));
+  return { readsArtifactStore: artifacts?.url !== undefined, train: async (job) => (await loaded()).train(job) };
 }
 
 export interface PolicyUpdateDeps {

@@ -12,7 +12,7 @@ import { PRODUCTION_ALIAS, promote, rollback, type AliasMove } from '../../regis
 import { cliContext, type GlobalOptions } from '../context.js';
 import { formatDecision, formatDecisionList, listDecisions } from '../decision-format.js';
 import { formatLedger, formatLedgerChanges } from '../ledger-format.js';
-import { connectOrStartServices } from '../services.js';
+import { connectOrStartServices } from '../connect-services.js';
 import { positiveInteger } from './train.js';
 
 const actor = () => `cli:${os.userInfo().username}`;

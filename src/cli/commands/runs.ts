@@ -16,7 +16,7 @@ import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { cliContext, temporalUiUrl, withClient, workflowUrl, type GlobalOptions } from '../context.js';
 import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.js';
 import { pipelineLine } from '../run-format.js';
-import { connectOrStartServices } from '../services.js';
+import { connectOrStartServices } from '../connect-services.js';
 import { formatTable } from '../../text-table.js';
 import { addFollowOptions, positiveInteger } from './train.js';
 

@@ -9,7 +9,7 @@ import { PRODUCTION_ALIAS } from '../../registry/promotion.js';
 import { formatShadowReport, shadowReport, type ShadowReport } from '../../shadow/report.js';
 import { traceStoreFromConfig } from '../../store/open.js';
 import { cliContext, type GlobalOptions } from '../context.js';
-import { connectOrStartServices } from '../services.js';
+import { connectOrStartServices } from '../connect-services.js';
 import { positiveInteger } from './train.js';
 
 const say = (line: string) => process.stdout.write(`${line}\n`);

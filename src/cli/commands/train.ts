@@ -12,7 +12,7 @@ import { cliContext, temporalUiUrl, workflowUrl, type GlobalOptions } from '../c
 import { checkPaths, TASK_SET_KEYS } from '../../config/paths.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { abortOnInterrupt, followToEnd } from '../follow-run.js';
-import { connectOrStartServices } from '../services.js';
+import { connectOrStartServices } from '../connect-services.js';
 
 export const positiveInteger = (value: string) => {
   const n = Number(value);
