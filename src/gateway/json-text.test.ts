@@ -11,8 +11,13 @@ import {
   type Span,
 } from './json-text.js';
 
-/** A JSON object's text as some writer might lay it out (any whitespace, escapes, number spellings). */
-const objectText = fc
+/**
+ * A JSON object's text as some writer might lay it out (any whitespace, escapes, number spellings),
+ * with its keys and each value's text as written. The properties compare with these, not with
+ * JSON.parse: V8's JSON.parse (Node.js 24 and 26) can decode an escaped key as another key parsed
+ * before it (nodejs/node#63785), which made these properties fail now and then on Node.js 24.
+ */
+const objectWithParts = fc
   .tuple(
     fc.uniqueArray(fc.string({ unit: fc.constantFrom('a', 'b', '"', '\\', 'é', '🌍', ' ') }), { maxLength: 6 }),
     fc.array(
@@ -24,20 +29,19 @@ const objectText = fc
     ),
     fc.constantFrom('', ' ', '\n  ', '\t'),
   )
-  .map(
-    ([keys, values, space]) =>
-      `{${space}${keys.map((k, i) => `${JSON.stringify(k)}${space}:${space}${values[i]}`).join(`${space},${space}`)}${space}}`,
-  );
-
+  .map(([keys, values, space]) => ({
+    keys,
+    values: values.slice(0, keys.length),
+    text: `{${space}${keys.map((k, i) => `${JSON.stringify(k)}${space}:${space}${values[i]}`).join(`${space},${space}`)}${space}}`,
+  }));
 describe('json-text', () => {
   it('finds every member of an object, keys decoded and values exactly as written', () => {
     fc.assert(
-      fc.property(objectText, (text) => {
+      fc.property(objectWithParts, ({ keys, values, text }) => {
         const { members, end } = membersOf(text, 0);
         expect(end).toBe(text.length);
-        const parsed = JSON.parse(text) as Record<string, unknown>;
-        expect(members.map((m) => m.key)).toEqual(Object.keys(parsed));
-        for (const m of members) expect(JSON.parse(text.slice(m.valueStart, m.valueEnd))).toEqual(parsed[m.key]);
+        expect(members.map((m) => m.key)).toEqual(keys);
+        expect(members.map((m) => text.slice(m.valueStart, m.valueEnd))).toEqual(values);
       }),
       { numRuns: 300 },
     );
@@ -45,20 +49,28 @@ describe('json-text', () => {
 
   it('removes any set of members, or adds one, leaving every other byte as it was', () => {
     fc.assert(
-      fc.property(objectText, fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }), (text, pick) => {
-        const object = membersOf(text, 0);
-        const gone = new Set(object.members.filter((_, i) => pick[i]).map((m) => m.key));
+      fc.property(objectWithParts, fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }), (object, pick) => {
+        const { text } = object;
+        const found = membersOf(text, 0);
+        const gone = new Set(object.keys.filter((_, i) => pick[i]));
         const out = applyEdits(
           text,
-          removals(object.members, (m) => gone.has(m.key)),
+          removals(found.members, (m) => gone.has(m.key)),
         );
-        const expected = Object.fromEntries(Object.entries(JSON.parse(text) as object).filter(([k]) => !gone.has(k)));
-        expect(JSON.parse(out)).toEqual(expected);
-        for (const m of object.members.filter((m) => !gone.has(m.key)))
-          expect(out).toContain(text.slice(m.valueStart, m.valueEnd));
-        const added = applyEdits(text, [addition(object, 'added', '1.0')]);
-        expect(JSON.parse(added)).toEqual({ ...(JSON.parse(text) as object), added: 1 });
-        expect(added.startsWith(text.slice(0, object.members.at(-1)?.valueEnd ?? 1))).toBe(true);
+        const kept = object.keys.flatMap((key, i) => (gone.has(key) ? [] : [[key, object.values[i]]]));
+        // Still JSON (JSON.parse only checks it here: its keys are not to be trusted).
+        expect(() => JSON.parse(out)).not.toThrow();
+        const left = membersOf(out, 0);
+        expect(left.end).toBe(out.length);
+        expect(left.members.map((m) => [m.key, out.slice(m.valueStart, m.valueEnd)])).toEqual(kept);
+        const added = applyEdits(text, [addition(found, 'added', '1.0')]);
+        expect(() => JSON.parse(added)).not.toThrow();
+        const grown = membersOf(added, 0);
+        expect(grown.members.map((m) => [m.key, added.slice(m.valueStart, m.valueEnd)])).toEqual([
+          ...object.keys.map((key, i) => [key, object.values[i]]),
+          ['added', '1.0'],
+        ]);
+        expect(added.startsWith(text.slice(0, found.members.at(-1)?.valueEnd ?? 1))).toBe(true);
         expect(added).toMatch(/"added":1\.0\s*}$/);
       }),
       { numRuns: 300 },
