@@ -1,11 +1,14 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalArtifactStore } from '../src/artifacts/local-store.js';
 import { validateConfig } from '../src/config/load.js';
 import { curriculumTaskIds } from '../src/environments/curriculum.js';
+import { GatewayControlClient } from '../src/gateway/control-client.js';
 import { SqliteTraceStore } from '../src/store/sqlite-store.js';
+import type { TraceStore } from '../src/store/trace-store.js';
+import { ADMIN_KEY, startTestGateway } from '../test/helpers/gateway.js';
 import { createEnvironmentActivities } from './environment.js';
 import { fixedRunDeps } from './run-deps.js';
 
@@ -157,9 +160,85 @@ describe('the environment variants of a run', () => {
   });
 });
 
+describe("the rigger's LLM", () => {
+  it('is asked through the gateway: its call is journaled under the rigger rollout, its valid proposals come first', async () => {
+    const t = await startTestGateway();
+    try {
+      const answer = [
+        {
+          name: 'flaky-calc-llm',
+          weakness: { kind: 'tool_errors', subject: 'calc' },
+          why: 'a retry after a failed calc call pays',
+          rules: { transientErrors: { every: 4, tools: ['calc'] } },
+        },
+        {
+          name: 'gone',
+          weakness: { kind: 'tool_errors', subject: 'calc' },
+          why: '-',
+          rules: { removeTool: { tool: 'calc', alternative: 'abacus' } },
+        },
+      ];
+      t.backend.scripts.set('rigger-llm', (res, body) => {
+        const content = `Proposals:\n${JSON.stringify(answer)}`;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            id: 'chatcmpl-rigger',
+            object: 'chat.completion',
+            created: 1,
+            model: body.model,
+            choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: 10, completion_tokens: 20, total_tokens: 30 },
+          }),
+        );
+      });
+      t.gateway.router.registerPolicy('rigger-llm', { backend: 'toy', model: 'rigger-llm' });
+      const config = validateConfig(
+        {
+          environment: {
+            module,
+            rigger: { proposals: 2, thresholds: { minCount: 2 }, llm: { model: 'rigger-llm' } },
+          },
+        },
+        'test',
+      );
+      const activities = createEnvironmentActivities({
+        store: t.store,
+        artifacts: new LocalArtifactStore(path.join(dir, 'llm-artifacts')),
+        runs: fixedRunDeps(config),
+        gateway: new GatewayControlClient(t.gateway.url, ADMIN_KEY),
+      });
+      const taskIds = ['t1', 't2', 't3', 't4'];
+      for (const [i, task] of taskIds.entries())
+        for (const sample of [0, 1])
+          await trained(t.store, `l.it1.${task}.${sample}`, task, i < 2 ? 0 : 1, { calls: 3, errors: i < 2 ? 2 : 0 });
+      const request = { runId: 'l', configHash: 'c', iteration: 1, taskIds, batchId: 'l.it1', samplesPerTask: 2 };
+      const assessed = await activities.assessVariants(request);
+      expect(assessed.rigger?.proposals.map((p) => [p.name, p.by])).toEqual([
+        ['flaky-calc-llm', 'llm'],
+        ['flaky-calc-every-3', 'rules'],
+      ]);
+      expect(assessed.rigger?.llm).toEqual({ model: 'rigger-llm', rolloutId: 'l.rigger.it1', proposed: 1, refused: 1 });
+      // The call is in the journal like a harness's, under a finished rollout of mode rigger.
+      expect(await t.store.getRollout('l.rigger.it1')).toMatchObject({ mode: 'rigger', status: 'succeeded' });
+      const [call] = await t.store.listCalls('l.rigger.it1');
+      expect(JSON.stringify(call?.requestReceived)).toContain('tool_errors | calc');
+      // The report keeps why the rest was refused; a retried activity reads it back and asks nothing.
+      const report = JSON.parse(readFileSync(path.join(dir, 'llm-artifacts', 'runs/l/rigger/it1.json'), 'utf8'));
+      expect(report.llm.refused).toEqual([
+        { item: expect.stringContaining('"gone"'), why: `"abacus" is not one of the environment's tools (calc)` },
+      ]);
+      expect(await activities.assessVariants(request)).toEqual(assessed);
+      expect(await t.store.listCalls('l.rigger.it1')).toHaveLength(1);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 /** A training rollout with its verifier's reward and the `environment` event its attempt recorded. */
 async function trained(
-  store: SqliteTraceStore,
+  store: TraceStore,
   id: string,
   taskId: string,
   reward: number,

@@ -7,6 +7,7 @@ import {
   rig,
   runVariants,
   variantUse,
+  type RiggerLlmSummary,
   type RunVariant,
   type VariantOrigin,
   type VariantUse,
@@ -19,14 +20,18 @@ import { refusalRegExps } from '../src/rollouts/failure-class.js';
 import { isUnscored } from '../src/rollouts/rollout.js';
 import { selectionRolloutIds, type RolloutSelection } from '../src/rollouts/rollout-id.js';
 import type { TraceStore } from '../src/store/trace-store.js';
+import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { RolloutSetupFailure } from '../workflows/failures.js';
 import { runDepsFor, type RunDepsSource } from './run-deps.js';
+import { riggerLlm } from './rigger-llm.js';
 import { readRecord, recordOnce, riggerReports, variantRecords, windowEvidence } from './variant-records.js';
 
 export interface EnvironmentActivityDeps {
   runs: RunDepsSource;
   store: TraceStore;
   artifacts: ArtifactStore;
+  /** What the rigger's LLM is asked through (environment.rigger.llm). */
+  gateway?: GatewayControlClient;
 }
 
 /** An iteration's plan for the run's variants: the candidates' validation sets, and its training tasks. */
@@ -73,8 +78,16 @@ export interface VariantVerdict {
 export interface RiggerSummary {
   window: number[];
   weaknesses: Array<{ kind: WeaknessKind; subject: string; detail: string; share: number }>;
-  proposals: Array<{ name: string; id: string; why: string; aimedAt: { kind: WeaknessKind; subject: string } }>;
+  proposals: Array<{
+    name: string;
+    id: string;
+    why: string;
+    aimedAt: { kind: WeaknessKind; subject: string };
+    by: 'rules' | 'llm';
+  }>;
   unaddressed: Array<{ kind: WeaknessKind; subject: string; why: string }>;
+  /** When the LLM was asked: its model, the rollout its call is journaled under, and how its answer fared. */
+  llm?: RiggerLlmSummary;
   uri: string;
 }
 
@@ -198,16 +211,33 @@ async function assessVariants(
   const { rigger } = state.settings;
   if (rigger.proposals === 0) return { used, rigger: null };
   const window = await windowEvidence(deps.artifacts, runId, Math.max(1, iteration - rigger.window + 1), iteration - 1);
+  const llm = rigger.llm && riggerLlm(deps.gateway, rigger.llm, runId, iteration);
   const { record: report, uri } = await recordOnce(deps.artifacts, variantRecords.report(runId, iteration), () =>
-    rig(state.environment, rigger, iteration, [...window, ...evidence], state.variants),
+    rig(state.environment, rigger, iteration, [...window, ...evidence], state.variants, llm),
   );
+  await llm?.finish();
   return {
     used,
     rigger: {
       window: report.window,
       weaknesses: report.weaknesses.map(({ kind, subject, detail, share }) => ({ kind, subject, detail, share })),
-      proposals: report.proposals.map((p) => ({ name: p.spec.name, id: p.id, why: p.why, aimedAt: p.aimedAt })),
+      proposals: report.proposals.map((p) => ({
+        name: p.spec.name,
+        id: p.id,
+        why: p.why,
+        aimedAt: p.aimedAt,
+        by: p.by,
+      })),
       unaddressed: report.unaddressed,
+      ...(report.llm && {
+        llm: {
+          model: report.llm.model,
+          rolloutId: report.llm.rolloutId,
+          proposed: report.llm.proposed,
+          refused: report.llm.refused.length,
+          ...(report.llm.error !== undefined && { error: report.llm.error }),
+        },
+      }),
       uri,
     },
   };

@@ -49,6 +49,19 @@ export const iterationVariants = z.object({
           aimedAt: z.object({ kind: weaknessKind, subject: z.string() }),
         }),
       ),
+      llm: z
+        .object({
+          model: z.string(),
+          rolloutId: z.string().describe('The rollout (mode rigger) its call is journaled under'),
+          proposed: z.number().int(),
+          refused: z
+            .number()
+            .int()
+            .describe("Items of its answer refused; each with its reason in the rigger's report"),
+          error: z.string().optional().describe('Why there is no answer (the call failed)'),
+        })
+        .optional()
+        .describe('When environment.rigger.llm is set: how the LLM fared'),
     })
     .optional()
     .describe("The rigger's recurring weaknesses after the training rollouts, and the variants it proposed"),

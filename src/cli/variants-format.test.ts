@@ -37,6 +37,25 @@ describe("how the run report shows an iteration's environment variants", () => {
     expect(iterationLine(iteration)).toBe('iteration 2: r.v2  train mean reward 0.500, held-out 0.750');
   });
 
+  it("says how the rigger's LLM fared, and where its call is journaled", () => {
+    const rigger = { weaknesses: [], proposals: [] };
+    const llm = { model: 'production', rolloutId: 'r.rigger.it1', proposed: 1, refused: 2 };
+    expect(
+      variantsBlock({ verdicts: [], rigger: { ...rigger, llm } })
+        .slice(1)
+        .join('\n'),
+    ).toBe(
+      '  rigger LLM: production, its call journaled under rollout r.rigger.it1: 1 proposed, 2 refused\n' +
+        "    (the reasons are in the rigger's report)",
+    );
+    const failed = variantsBlock({
+      verdicts: [],
+      rigger: { ...rigger, llm: { ...llm, error: 'backend answered 503' } },
+    });
+    expect(failed.join(' ').replace(/\s+/g, ' ')).toContain('no answer (backend answered 503)');
+    for (const line of failed) expect(line.length).toBeLessThanOrEqual(REPORT_WIDTH);
+  });
+
   it('follows the iteration’s line in the follow output, and its own section in the final report', () => {
     const lines = iterationLine({ ...iteration, variants }).split('\n');
     expect(lines[0]).toBe('iteration 2: r.v2  train mean reward 0.500, held-out 0.750');

@@ -54,6 +54,12 @@ function riggerLines(rigger: IterationVariantsReport['rigger']): string[] {
           rigger.weaknesses.map((w) => [w.kind, w.subject, w.detail, percent(w.share)]),
           2,
         );
+  if (rigger.llm)
+    lines.push(
+      ...wrapText(`rigger LLM: ${llmLine(rigger.llm)}`, REPORT_WIDTH - 2 * INDENT.length).map(
+        (l, i) => `${INDENT}${i > 0 ? INDENT : ''}${l}`,
+      ),
+    );
   if (rigger.proposals.length > 0)
     lines.push(
       ...wrappedTable(
@@ -62,6 +68,14 @@ function riggerLines(rigger: IterationVariantsReport['rigger']): string[] {
       ),
     );
   return lines;
+}
+
+function llmLine(llm: NonNullable<NonNullable<IterationVariantsReport['rigger']>['llm']>): string {
+  const outcome =
+    llm.error !== undefined
+      ? `no answer (${llm.error})`
+      : `${llm.proposed} proposed, ${llm.refused} refused (the reasons are in the rigger's report)`;
+  return `${llm.model}, its call journaled under rollout ${llm.rolloutId}: ${outcome}`;
 }
 
 /**

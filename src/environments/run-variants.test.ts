@@ -45,7 +45,7 @@ describe("a run's variants and the rigger's turn", () => {
     const solved = ['d', 'e'].flatMap((taskId) => [0, 1].map(() => evidence({ taskId, reward: 1, success: true })));
     const declared = [{ name: 'bigger', state: { scale: 3 } }];
     const existing = runVariants(environment.id, declared, []);
-    const report = rig(environment, settings.rigger, 1, [...failing, ...solved], existing);
+    const report = await rig(environment, settings.rigger, 1, [...failing, ...solved], existing);
     expect(report.weaknesses.map((w) => w.kind)).toContain('task_failures');
     // { scale: 3 } is declared already (under another name): the next two of stateParams instead.
     expect(report.proposals.map((p) => p.spec.state)).toEqual([{ distractor: true }, { scale: 10, terms: 3 }]);
@@ -60,6 +60,49 @@ describe("a run's variants and the rigger's turn", () => {
     ]);
     expect(variants[0]?.why).toBe(DECLARED_WHY);
     expect(variants[1]?.why).toMatch(/fail every sample/);
+  });
+
+  it("puts the LLM's valid proposals first, the rule table's after, and records what it refused", async () => {
+    const environment = await loadEnvironment(calculator);
+    const failing = ['a', 'b', 'c'].flatMap((taskId) => [0, 1].map(() => evidence({ taskId })));
+    const solved = ['d', 'e'].flatMap((taskId) => [0, 1].map(() => evidence({ taskId, reward: 1, success: true })));
+    const asked: string[] = [];
+    const answer = [
+      { name: 'bigger', state: { scale: 3 }, weakness: { kind: 'task_failures', subject: '3 tasks' }, why: 'harder' },
+      { name: 'odd', rules: { paging: { pageSize: 50 } }, weakness: { kind: 'gives_up', subject: 'x' }, why: 'no' },
+    ];
+    const subject = (await rig(environment, settings.rigger, 1, [...failing, ...solved], [])).weaknesses[0]?.subject;
+    answer[0]!.weakness.subject = subject ?? '';
+    const llm = {
+      model: 'production',
+      rolloutId: 'r.rigger.it1',
+      ask: async (messages: Array<{ content: string }>) => {
+        asked.push(messages.map((m) => m.content).join('\n'));
+        return { text: `Here you are:\n\`\`\`json\n${JSON.stringify(answer)}\n\`\`\`` };
+      },
+    };
+    const report = await rig(environment, settings.rigger, 1, [...failing, ...solved], [], llm);
+    expect(asked[0]).toContain(`task_failures | ${subject}`);
+    expect(report.proposals.map((p) => [p.spec.name, p.by])).toEqual([
+      ['bigger', 'llm'],
+      [expect.stringMatching(/^state-/), 'rules'],
+    ]);
+    expect(report.proposals[0]?.why).toBe('LLM: harder');
+    expect(report.llm).toEqual({
+      model: 'production',
+      rolloutId: 'r.rigger.it1',
+      proposed: 1,
+      refused: [
+        { item: expect.stringContaining('"odd"'), why: 'aimed at gives_up "x", which is not a weakness found' },
+      ],
+    });
+    // A failed call leaves the rule table's proposals, and says why.
+    const failed = await rig(environment, settings.rigger, 1, [...failing, ...solved], [], {
+      ...llm,
+      ask: async () => ({ error: 'backend answered 503' }),
+    });
+    expect(failed.proposals.map((p) => p.by)).toEqual(['rules', 'rules']);
+    expect(failed.llm).toMatchObject({ proposed: 0, error: 'backend answered 503' });
   });
 
   it('reads evidence from the journal and sums how training did in each environment', () => {

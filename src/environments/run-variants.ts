@@ -1,7 +1,13 @@
 import { toolNames } from './contract.js';
 import type { LoadedEnvironment } from './load.js';
 import type { RolloutEvidence, Weakness, WeaknessKind } from './rigger-evidence.js';
-import { proposeVariants, weaknessesWithoutProposal } from './rigger-proposals.js';
+import { readLlmProposals, riggerMessages, type ChatMessage, type LlmProposals, type LlmReply } from './rigger-llm.js';
+import {
+  proposeVariants,
+  weaknessesWithoutProposal,
+  type Proposal,
+  type RiggedEnvironment,
+} from './rigger-proposals.js';
 import { weaknessTable, weaknesses } from './rigger-weaknesses.js';
 import type { EnvironmentSettings } from './settings.js';
 import { identifiedVariants, variantId, type IdentifiedVariant, type VariantSpec } from './variant-spec.js';
@@ -31,9 +37,41 @@ export interface RiggerReport {
   weaknesses: Weakness[];
   /** weaknessTable(weaknesses): the run report's table. */
   table: string;
-  proposals: Array<{ id: string; spec: VariantSpec; why: string; aimedAt: { kind: WeaknessKind; subject: string } }>;
+  proposals: Array<{
+    id: string;
+    spec: VariantSpec;
+    why: string;
+    aimedAt: { kind: WeaknessKind; subject: string };
+    /** Who proposed it: the rule table, or the LLM (environment.rigger.llm). */
+    by: 'rules' | 'llm';
+  }>;
   /** Weaknesses no proposal is aimed at, with the reason (no rule fits, or every variant for it exists). */
   unaddressed: Array<{ kind: WeaknessKind; subject: string; why: string }>;
+  /** When the LLM was asked: which model, the rollout its call is journaled under, and what it answered. */
+  llm?: {
+    model: string;
+    rolloutId: string;
+    proposed: number;
+    refused: LlmProposals['refused'];
+    /** Why there is no answer (the call failed); the rule-based proposals stand alone. */
+    error?: string;
+  };
+}
+
+/** How the LLM's answer fared, as an iteration's result and the run report show it (the refused items: the report). */
+export interface RiggerLlmSummary {
+  model: string;
+  rolloutId: string;
+  proposed: number;
+  refused: number;
+  error?: string;
+}
+
+/** The rigger's LLM for one turn: the model asked, the rollout its call is journaled under, and the call. */
+export interface RiggerLlm {
+  model: string;
+  rolloutId: string;
+  ask(messages: ChatMessage[]): Promise<LlmReply>;
 }
 
 export const DECLARED_WHY = 'declared in config';
@@ -63,44 +101,62 @@ export function runVariants(
 
 /**
  * The rigger's turn after `iteration`: the weaknesses in the window's evidence, and up to
- * `settings.rigger.proposals` variants aimed at them that no variant of the run already makes.
+ * `settings.rigger.proposals` variants aimed at them that no variant of the run already makes:
+ * the LLM's first when one is given (and there is a weakness to ask about), then the rule table's.
  */
-export function rig(
+export async function rig(
   environment: LoadedEnvironment,
   settings: EnvironmentSettings['rigger'],
   iteration: number,
   evidence: readonly RolloutEvidence[],
   existing: readonly RunVariant[],
-): RiggerReport {
+  llm?: RiggerLlm,
+): Promise<RiggerReport> {
   const found = weaknesses(evidence, settings.thresholds);
-  const rigged = {
+  const rigged: RiggedEnvironment = {
     tools: toolNames(environment.definition),
     ...(environment.definition.stateParams && { stateParams: environment.definition.stateParams }),
   };
-  const proposals = proposeVariants(
-    found,
-    rigged,
-    existing.map((v) => v.spec),
-    { max: settings.proposals },
-  );
+  const specs = existing.map((v) => v.spec);
+  const asked = llm && found.length > 0 ? await askLlm(llm, found, rigged, specs, settings.proposals) : undefined;
+  const fromLlm = asked?.proposals ?? [];
+  const fromRules = proposeVariants(found, rigged, [...specs, ...fromLlm.map((p) => p.variant)], {
+    max: settings.proposals - fromLlm.length,
+  });
+  const proposals = [...fromLlm, ...fromRules];
   return {
     iteration,
     window: [...new Set(evidence.map((e) => e.iteration))].sort((a, b) => a - b),
     rollouts: evidence.filter((e) => e.success !== null).length,
     weaknesses: found,
     table: weaknessTable(found),
-    proposals: proposals.map((p) => ({
+    proposals: proposals.map((p, i) => ({
       id: variantId(environment.id, p.variant),
       spec: p.variant,
       why: p.why,
       aimedAt: { kind: p.aimedAt.kind, subject: p.aimedAt.subject },
+      by: i < fromLlm.length ? 'llm' : 'rules',
     })),
     unaddressed: weaknessesWithoutProposal(found, rigged, proposals).map(({ weakness, why }) => ({
       kind: weakness.kind,
       subject: weakness.subject,
       why,
     })),
+    ...(llm && asked && { llm: { model: llm.model, rolloutId: llm.rolloutId, ...asked.record } }),
   };
+}
+
+async function askLlm(
+  llm: RiggerLlm,
+  found: readonly Weakness[],
+  rigged: RiggedEnvironment,
+  existing: readonly VariantSpec[],
+  max: number,
+): Promise<{ proposals: Proposal[]; record: Omit<NonNullable<RiggerReport['llm']>, 'model' | 'rolloutId'> }> {
+  const reply = await llm.ask(riggerMessages(found, rigged, existing, max));
+  if ('error' in reply) return { proposals: [], record: { proposed: 0, refused: [], error: reply.error } };
+  const read = readLlmProposals(reply.text, found, rigged, existing, max);
+  return { proposals: read.proposals, record: { proposed: read.proposals.length, refused: read.refused } };
 }
 
 /** How an iteration's training rollouts did in one environment: the original, or a variant the curriculum used. */

@@ -72,9 +72,31 @@ export const environmentSchema = z
           ),
         window: z.number().int().min(1).max(50).default(2).describe('Iterations of training rollouts the rigger reads'),
         thresholds: weaknessOptionsSchema.describe('How much support a weakness needs before the rigger names it'),
+        llm: z
+          .strictObject({
+            model: z
+              .string()
+              .min(1)
+              .max(256)
+              .describe('A model name the gateway serves: an alias (production), a policy version or a backend model'),
+            maxTokens: z.number().int().min(64).max(8192).default(1024).describe('The longest answer asked for'),
+          })
+          .optional()
+          .describe(
+            'Proposals from an LLM too, asked through the gateway with the weaknesses found; its call is journaled ' +
+              'under the rollout <run>.rigger.it<n> (mode rigger). Its valid proposals come first, the rule ' +
+              "table's fill the rest; what it proposed that breaks the rules is in the rigger's report",
+          ),
+      })
+      .refine((r) => r.llm === undefined || r.proposals > 0, {
+        message: 'rigger.llm asks for proposals: set rigger.proposals ≥ 1 too, or remove rigger.llm',
+        path: ['llm'],
       })
       .prefault({})
-      .describe("The rigger: rule-based variants aimed at the policy's recurring weaknesses (docs/environments.md)"),
+      .describe(
+        "The rigger: variants aimed at the policy's recurring weaknesses, rule-based, optionally an LLM's too " +
+          '(docs/environments.md)',
+      ),
   })
   .describe("The environment the harness's tools talk to (REIN_ENV_URL), and its variants");
 

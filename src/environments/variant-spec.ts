@@ -69,11 +69,14 @@ export const observationsSchema = z
   })
   .describe('How tool output reads');
 
+/** What a variant's label may be. */
+export const VARIANT_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
 export const variantSchema = z
   .strictObject({
     name: z
       .string()
-      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'letters, digits and . _ - (at most 64)')
+      .regex(VARIANT_NAME_PATTERN, 'letters, digits and . _ - (at most 64)')
       .describe('A label; the variant is identified by what it changes'),
     state: z
       .record(z.string(), z.unknown())

@@ -1,5 +1,5 @@
 import type { IterationVariants } from '../../workflows/iteration-variants.js';
-import type { VariantOrigin, VariantUse } from './run-variants.js';
+import type { RiggerLlmSummary, VariantOrigin, VariantUse } from './run-variants.js';
 
 /** An iteration's variants as a report shows them (the API's `iterationVariants` schema describes it). */
 export interface IterationVariantsView {
@@ -9,6 +9,7 @@ export interface IterationVariantsView {
   rigger?: {
     weaknesses: Array<{ kind: string; subject: string; detail: string; share: number }>;
     proposals: Array<{ name: string; why: string; aimedAt: { kind: string; subject: string } }>;
+    llm?: RiggerLlmSummary;
   };
 }
 
@@ -44,6 +45,7 @@ export function variantsView(variants: IterationVariants): IterationVariantsView
       rigger: {
         weaknesses: rigger.weaknesses.map(({ kind, subject, detail, share }) => ({ kind, subject, detail, share })),
         proposals: rigger.proposals.map(({ name, why, aimedAt }) => ({ name, why, aimedAt })),
+        ...(rigger.llm && { llm: rigger.llm }),
       },
     }),
   };

@@ -5,7 +5,8 @@ import { ROLLOUT_ID_PATTERN, ROLLOUT_ID_RULE } from './rollout-id.js';
 export const ROLLOUT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
 
-export const ROLLOUT_MODES = ['train', 'eval', 'shadow'] as const;
+// rigger: the rigger's own LLM calls (environment.rigger.llm), journaled like a harness's.
+export const ROLLOUT_MODES = ['train', 'eval', 'shadow', 'rigger'] as const;
 export type RolloutMode = (typeof ROLLOUT_MODES)[number];
 
 // Why a rollout failed, whether it is scored and retried: one table (failure-classes.ts), read by all.
