@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import { ForbiddenKeyError } from '../http/json-body-refusal.js';
 import { ZodError } from 'zod';
 import { PromotionConflictError, RunExistsError, RunNotFoundError, RunNotResumableError } from '../client/runs.js';
 import { ScheduleError } from '../client/schedule-error.js';
@@ -48,6 +49,7 @@ export function describeError(err: unknown): { status: number; code: string; mes
       message: err.message,
     };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
+  if (err instanceof ForbiddenKeyError) return { status: 400, code: 'forbidden_key', message: err.message };
   // The console's rollouts come from the gateway: its refusals of the caller's input are the caller's (404 an unknown
   // rollout), a gateway down or failing is a 502.
   if (err instanceof GatewayRequestError) {

@@ -1,4 +1,5 @@
 import swagger from '@fastify/swagger';
+import { jsonParserNamingForbiddenKeys } from '../http/json-body-refusal.js';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { serializerCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { registerConsole } from '../console/serve.js';
@@ -82,7 +83,7 @@ async function apiRoutes(
 
 /** JSON bodies nested deeper than any request of the API are refused before they are parsed. */
 function refuseDeepJson(app: FastifyInstance): void {
-  const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
+  const jsonParser = jsonParserNamingForbiddenKeys(app);
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
     if (nestedDeeperThan(text as string, MAX_BODY_DEPTH))
@@ -93,6 +94,6 @@ function refuseDeepJson(app: FastifyInstance): void {
           `the JSON body is nested deeper than ${MAX_BODY_DEPTH} levels; the API's requests nest a few levels at most`,
         ),
       );
-    void defaultJsonParser(req, text as string, done);
+    jsonParser(req, text as string, done);
   });
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { port } from '../port-setting.js';
 import { tracingSettings } from '../telemetry/settings.js';
 import { redactionRegexProblem } from './redact.js';
-import { routingNameProblem } from './routing.js';
+import { aliasesNamedLikeVersions, routingNameProblem } from './routing.js';
 
 /** Redaction rules run on RE2 (linear time), whose syntax differs from JavaScript's: checked as RE2 reads them. */
 const redactionRegex = z
@@ -155,7 +155,7 @@ export const gatewaySettings = z
         routingName,
         z.strictObject({
           backend: z.string().describe('A backend of gateway.backends'),
-          model: z.string().min(1).describe('The model name that backend serves it under'),
+          model: routingName.describe('The model name that backend serves it under'),
         }),
       )
       .default({})
@@ -172,6 +172,12 @@ export const gatewaySettings = z
         });
       }
     }
+    for (const name of aliasesNamedLikeVersions(g.policies, g.aliases))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['aliases', name],
+        message: `${name} is also a policy version in gateway.policies: a model name means one thing, rename the alias or the version`,
+      });
     for (const [alias, version] of Object.entries(g.aliases)) {
       if (!Object.hasOwn(g.policies, version)) {
         ctx.addIssue({

@@ -9,6 +9,7 @@ import {
   type RolloutEvent,
 } from '../rollouts/rollout.js';
 import type { CallRecord, Page, ShadowCallRecord } from '../store/trace-store.js';
+import { routingName } from './config.js';
 import type { Mirror } from './routing.js';
 
 /**
@@ -83,7 +84,7 @@ export type PolicyStatus = z.output<typeof policyStatus>;
 
 export const policySpecSchema = z.strictObject({
   backend: z.string().min(1).describe('a backend of gateway.backends'),
-  model: z.string().min(1).describe('the name the backend serves the version under'),
+  model: routingName.describe('the name the backend serves the version under'),
 });
 
 const pageSize = z.coerce.number().int().min(1).max(500);

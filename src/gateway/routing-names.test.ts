@@ -117,4 +117,25 @@ describe('gateway routing in the config', () => {
       'gateway.aliases."__proto__": the key is "__proto__", which no setting or name may be',
     ]);
   });
+
+  it('keeps aliases and policy versions in one namespace: in the admin API and at config load', () => {
+    const router = new Router(table());
+    expect(refusal(() => router.setAlias('v1', 'v1'))).toMatchObject({ status: 400 });
+    expect(refusal(() => router.registerPolicy('production', { backend: 'vllm', model: 'base' })).message).toContain(
+      'production is both an alias and a policy version',
+    );
+    expect(router.status().map((p) => p.policyVersion)).toEqual(['v1']);
+    expect(() =>
+      validateConfig(
+        {
+          gateway: {
+            backends: { vllm: { endpoints: ['http://a/v1'] } },
+            policies: { v1: { backend: 'vllm', model: 'base' }, production: { backend: 'vllm', model: 'base' } },
+            aliases: { production: 'v1' },
+          },
+        },
+        'test',
+      ),
+    ).toThrow(/gateway\.aliases\.production.*also a policy version/);
+  });
 });

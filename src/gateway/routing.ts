@@ -1,5 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { CallEndpoint } from '../store/trace-store.js';
+import { aliasesNamedLikeVersions, routingNameProblem } from './routing-names.js';
+
+export {
+  aliasesNamedLikeVersions,
+  ROUTING_NAME_MAX_LENGTH,
+  ROUTING_NAME_PATTERN,
+  routingNameProblem,
+} from './routing-names.js';
 
 export interface BackendSpec {
   /** Base URLs of the OpenAI-compatible server(s), each ending in /v1. */
@@ -76,21 +84,6 @@ export class RoutingError extends Error {
   ) {
     super(message);
   }
-}
-
-/**
- * Names of policy versions, aliases and backends: what model names look like (`Qwen/Qwen3-0.6B`,
- * `llama3.1:8b`, `run-…-it2`). A version name goes out in the x-rein-policy-version header, so
- * control characters and non-ASCII cannot be allowed; the leading letter or digit keeps
- * `__proto__` out of every table.
- */
-export const ROUTING_NAME_MAX_LENGTH = 200;
-export const ROUTING_NAME_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,${ROUTING_NAME_MAX_LENGTH - 1}}$`);
-
-/** Why a policy version, alias or backend name cannot be used; undefined when it can. */
-export function routingNameProblem(name: string): string | undefined {
-  if (ROUTING_NAME_PATTERN.test(name)) return undefined;
-  return `${JSON.stringify(name)} is not a usable name: use 1 to ${ROUTING_NAME_MAX_LENGTH} ASCII letters, digits and . _ : / @ + -, starting with a letter or digit`;
 }
 
 /** A table entry the table itself holds: a name like "constructor" must not find Object's. */
@@ -384,6 +377,8 @@ function validateTable(table: RoutingTable): void {
   for (const [alias, version] of Object.entries(table.aliases)) {
     if (!own(table.policies, version)) problems.push(`alias ${alias} points at unknown policy ${version}`);
   }
+  for (const name of aliasesNamedLikeVersions(table.policies, table.aliases))
+    problems.push(`${name} is both an alias and a policy version: a model name means one thing, rename one`);
   for (const [alias, { candidate }] of Object.entries(table.mirrors ?? {})) {
     if (!Object.hasOwn(table.aliases, alias))
       problems.push(`mirror of alias ${alias}, which does not exist (clear it first: DELETE /api/mirrors/${alias})`);

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { routingName } from '../gateway/config.js';
 import { matchesHash, sha256Hex } from '../gateway/keys.js';
 import type { PolicyServerMetrics } from '../metrics/policy-server-metrics.js';
 import { exposition } from '../metrics/registry.js';
@@ -53,7 +54,8 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptio
     })),
   }));
 
-  const loadBody = z.object({ lora_name: z.string().min(1), lora_path: z.string().min(1) });
+  // A served model's name is a routing name like any other (the gateway routes to it by that name).
+  const loadBody = z.object({ lora_name: routingName, lora_path: z.string().min(1) });
   app.post('/v1/load_lora_adapter', async (req) => {
     requireAdmin(req.headers);
     const { lora_name, lora_path } = loadBody.parse(req.body);
@@ -67,7 +69,7 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRouteOptio
   });
   app.post('/v1/unload_lora_adapter', async (req) => {
     requireAdmin(req.headers);
-    const { lora_name } = z.object({ lora_name: z.string().min(1) }).parse(req.body);
+    const { lora_name } = z.object({ lora_name: routingName }).parse(req.body);
     models.unload(lora_name);
     return `Success: model ${lora_name} unloaded`;
   });

@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { jsonParserNamingForbiddenKeys } from '../http/json-body-refusal.js';
 import { ZodError } from 'zod';
 import { clientErrorAnswer } from '../http/client-error.js';
 import { PolicyServerMetrics } from '../metrics/policy-server-metrics.js';
@@ -95,6 +96,12 @@ function buildApp(metrics: PolicyServerMetrics) {
     }),
   });
 
+  // A key named __proto__ is refused, and said so (Fastify's own words read as a syntax error).
+  const jsonParser = jsonParserNamingForbiddenKeys(app);
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) =>
+    jsonParser(req, text as string, done),
+  );
   app.setErrorHandler((err, _req, reply) => {
     const { code, type, message } = describeError(err);
     void reply.code(code).send(errorBody(code, type, message));

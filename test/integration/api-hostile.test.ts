@@ -98,6 +98,13 @@ describe('the API under hostile input', () => {
       status: 400,
       body: { error: { code: 'invalid_request', message: expect.stringMatching(/JSON/) } },
     });
+    // JSON with a key named __proto__ is refused on purpose, and said so (not as if it were not JSON).
+    expect(await call('POST', '/api/runs', '{"runId": "x", "__proto__": {"iterations": 1}}')).toEqual({
+      status: 400,
+      body: {
+        error: { code: 'forbidden_key', message: expect.stringMatching(/^the JSON body has a key named __proto__/) },
+      },
+    });
     const res = await fetch(`${api.url}/api/runs`, {
       method: 'POST',
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/xml' },

@@ -44,4 +44,21 @@ describe('gateway admin API names', () => {
     expect((await t.admin('PUT', '/api/aliases/staging', { policyVersion: 'constructor' })).status).toBe(404);
     expect((await chat('production')).choices[0]?.message).toBeDefined();
   });
+
+  it('holds a backend model name and an alias to the same rule: no NUL, one namespace for aliases and versions', async () => {
+    const nul = await t.admin('PUT', '/api/policies/v9', { backend: 'toy', model: 'toy\u0000model' });
+    expect(nul).toMatchObject({ status: 400, body: { error: { message: expect.stringMatching(/letters, digits/) } } });
+    // An alias named like a version (and the reverse) would win routing over it and be listed twice.
+    const alias = await t.admin('PUT', '/api/aliases/policy-v1', { policyVersion: 'policy-v1' });
+    expect(alias).toMatchObject({
+      status: 400,
+      body: { error: { message: expect.stringContaining('policy-v1 is both an alias and a policy version') } },
+    });
+    expect((await t.admin('PUT', '/api/policies/production', { backend: 'toy', model: MODEL })).status).toBe(400);
+    const listed = (await t.admin('GET', '/api/policies')).body.items.map(
+      (p: { policyVersion: string }) => p.policyVersion,
+    );
+    expect(listed).not.toContain('production');
+    expect((await chat('production')).choices[0]?.message).toBeDefined();
+  });
 });

@@ -202,6 +202,17 @@ describe('the embedded policy server, through the openai client', () => {
       body: JSON.stringify({ lora_name: 'x', lora_path: path.join(dir, 'nowhere') }),
     });
     expect(bad.status).toBe(400);
+    // A served name is a routing name like any other: the gateway routes to it by that name.
+    for (const name of ['../x y', '__proto__', 'v'.repeat(300)]) {
+      const refused = await fetch(`${server.url}/load_lora_adapter`, {
+        method: 'POST',
+        headers: asAdmin,
+        body: JSON.stringify({ lora_name: name, lora_path: path.join(dir, 'v2') }),
+      });
+      expect(refused.status, name).toBe(400);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/letters, digits/);
+    }
+    expect((await client.models.list()).data.map((m) => m.id)).toEqual(['policy-v1']);
   });
 
   it('loads and unloads only for its admin key, and refuses both when it has none', async () => {
@@ -339,6 +350,16 @@ describe('the embedded policy server, through the openai client', () => {
     expect(await huge.json()).toMatchObject({
       error: { code: 413, message: expect.stringContaining('over the limit') },
     });
+    // A key named __proto__ is JSON the server refuses on purpose: it says so, not "invalid JSON".
+    const proto = await fetch(`${server.url}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"model": "policy-v1", "messages": [], "__proto__": {"x": 1}}',
+    });
+    expect(proto.status).toBe(400);
+    expect(((await proto.json()) as { error: { message: string } }).error.message).toMatch(
+      /^the JSON body has a key named __proto__/,
+    );
     const longUrl = await fetch(`${server.url}/models?${'a'.repeat(40_000)}`);
     expect(longUrl.status).toBe(431);
     expect(await longUrl.json()).toMatchObject({
