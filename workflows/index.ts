@@ -14,6 +14,7 @@ export {
   statusQuery,
   stopSignal,
   trainingRun,
+  type ClosedRunState,
   type RunStatus,
   type TrainingRunInput,
 } from './training-run.js';

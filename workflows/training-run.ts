@@ -35,9 +35,15 @@ const { registerBasePolicy, productionPolicy } = proxyActivities<Activities>(REG
 
 export type { FailedIterationPolicy, TrainingRunInput } from './run-input.js';
 
+/**
+ * How a run ended without finishing, from Temporal's status of its execution: the client reads
+ * these (describeRun); the workflow never reports them, since a cancel or a terminate ends it.
+ */
+export type ClosedRunState = 'cancelled' | 'failed' | 'terminated' | 'timed_out';
+
 export interface RunStatus extends RunProgress {
   runId: string;
-  state: 'running' | 'paused' | 'stopping' | 'finished' | 'stopped';
+  state: 'running' | 'paused' | 'stopping' | 'finished' | 'stopped' | ClosedRunState;
   stage: string;
   /** The workflow doing the current stage's work (this run, or its current iteration). */
   currentWorkflowId?: string;

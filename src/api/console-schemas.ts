@@ -144,6 +144,16 @@ export const rolloutView = z.object({
   rewards: z
     .object({ verified: numberOrNull, reported: numberOrNull, disagrees: z.boolean() })
     .describe("The verifier's reward and the one the harness reported"),
+  outcome: z
+    .object({
+      accepted: z.boolean().nullable().describe("The verifier's reward reached acceptReward; null: not scored"),
+      acceptReward: z.number().describe("The gate's acceptReward in this API's config"),
+    })
+    .describe('Whether the rollout solved its task, as the gate counts it'),
+  trainedIn: z
+    .object({ runId: z.string(), iteration: z.number().int() })
+    .nullable()
+    .describe('The run and iteration a training rollout belongs to (its batch <run>.it<n>); null for others'),
   logs: z
     .array(
       z.object({

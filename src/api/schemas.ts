@@ -113,7 +113,9 @@ const rolloutSetSummary = z.object({
 
 export const runStatus = z.object({
   runId: z.string(),
-  state: z.enum(['running', 'paused', 'stopping', 'finished', 'stopped']),
+  state: z
+    .enum(['running', 'paused', 'stopping', 'finished', 'stopped', 'cancelled', 'failed', 'terminated', 'timed_out'])
+    .describe("The run's own state; for a run that ended without finishing, how it ended (Temporal's status)"),
   stage: z.string(),
   currentWorkflowId: z
     .string()

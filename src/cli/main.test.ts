@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Command } from 'commander';
@@ -73,6 +73,23 @@ describe('rein --version', () => {
     expect(version).toMatch(/^\d+\.\d+\.\d+/);
     expect(await rein('--version')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
     expect(await rein('-V')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  });
+});
+
+describe('usage errors', () => {
+  it('exit 2 with what to give, before any store is opened: a decision with no id, a ledger diff of one entry', async () => {
+    const store = path.join(dir, 'never-opened');
+    writeFileSync(path.join(dir, 'usage.yaml'), `dataDir: ${store}\n`);
+    const config = path.join(dir, 'usage.yaml');
+    const decision = await rein('--config', config, 'decision');
+    expect(decision.code).toBe(2);
+    expect(decision.stderr).toContain(
+      'rein decision: name a decision id, or --candidate VERSION for its newest decision',
+    );
+    const diff = await rein('--config', config, 'ledger', '--diff', 'release.r.v1');
+    expect(diff.code).toBe(2);
+    expect(diff.stderr).toContain('--diff takes two entries');
+    expect(existsSync(store)).toBe(false);
   });
 });
 

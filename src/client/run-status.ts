@@ -7,6 +7,7 @@ import {
   type ShardedProgress,
   statusQuery,
   type RunProgress,
+  type ClosedRunState,
   type RunStatus,
   type trainingRun,
 } from '../../workflows/index.js';
@@ -147,6 +148,13 @@ export function recordedProgress(described: Pick<WorkflowExecutionDescription, '
  * A run's status from what Temporal keeps with the execution, for when no worker can answer its
  * query: the progress from its memo, the stage from its ReinStage search attribute.
  */
+const CLOSED_STATES: Partial<Record<string, ClosedRunState>> = {
+  CANCELLED: 'cancelled',
+  FAILED: 'failed',
+  TERMINATED: 'terminated',
+  TIMED_OUT: 'timed_out',
+};
+
 export function recordedStatus(runId: string, described: WorkflowExecutionDescription): RunStatus | undefined {
   const progress = recordedProgress(described);
   if (!progress) return undefined;
@@ -154,7 +162,10 @@ export function recordedStatus(runId: string, described: WorkflowExecutionDescri
   const stage = (stageAttribute(described) ?? 'starting').replace(/^iteration-(\d+)$/, 'iteration $1');
   return {
     runId,
-    state: stage === 'paused' ? 'paused' : stage === 'stopped' ? 'stopped' : 'running',
+    // A closed execution's memo still says what it was doing when it ended: its state is how it ended.
+    state:
+      CLOSED_STATES[described.status.name] ??
+      (stage === 'paused' ? 'paused' : stage === 'stopped' ? 'stopped' : 'running'),
     stage,
     ...progress,
   };

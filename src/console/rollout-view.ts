@@ -30,6 +30,10 @@ export interface RolloutView {
   calls: CallView[];
   events: RolloutEvent[];
   rewards: { verified: number | null; reported: number | null; disagrees: boolean };
+  /** Whether the verifier's reward reached the gate's acceptReward (null: not scored), and that threshold. */
+  outcome: { accepted: boolean | null; acceptReward: number };
+  /** The run and iteration a training rollout belongs to (its batch `<run>.it<n>`); null for others. */
+  trainedIn: { runId: string; iteration: number } | null;
   /** The ends of the harness's and verifier's logs, and where each was read (or why it could not be). */
   logs: LogView[];
   /** Why uploaded logs could not be read (the artifact store down or refusing); null when they could. */
@@ -66,6 +70,7 @@ export async function rolloutView(
   gateway: GatewayControlClient,
   sources: LogSources,
   rolloutId: string,
+  acceptReward: number,
 ): Promise<RolloutView> {
   const [rollout, calls, events] = await Promise.all([
     gateway.getRollout(rolloutId),
@@ -82,8 +87,16 @@ export async function rolloutView(
     })),
     events,
     rewards: { verified: rewards.verified ?? null, reported: rewards.reported ?? null, disagrees: rewards.disagrees },
+    outcome: { accepted: rewards.verified === undefined ? null : rewards.verified >= acceptReward, acceptReward },
+    trainedIn: rollout.mode === 'train' ? iterationOfBatch(rollout.metadata.batchId) : null,
     ...(await rolloutLogs(sources, rolloutId, events)),
   };
+}
+
+/** A training batch's run and iteration, from its id (`<run>.it<n>`, as training iterations name them). */
+export function iterationOfBatch(batchId: unknown): { runId: string; iteration: number } | null {
+  const match = typeof batchId === 'string' ? /^(.+)\.it(\d+)$/.exec(batchId) : null;
+  return match ? { runId: match[1] as string, iteration: Number(match[2]) } : null;
 }
 
 /**

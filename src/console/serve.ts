@@ -7,6 +7,11 @@ import { consoleAssets } from './assets.js';
  */
 export function registerConsole(app: FastifyInstance): void {
   app.get('/', (_req, reply) => reply.redirect('/console/'));
+  // The page links its icon; browsers and tools that ask for /favicon.ico by habit get the same.
+  const icon = (_req: unknown, reply: FastifyReply) =>
+    reply.header('content-type', 'image/svg+xml').header('cache-control', 'max-age=86400').send(ICON);
+  app.get('/favicon.ico', icon);
+  app.get('/console/favicon.svg', icon);
   app.get('/console', (_req, reply) => reply.redirect('/console/'));
   const serve = async (file: string, reply: FastifyReply) => {
     const asset = (await consoleAssets()).get(file);
@@ -24,3 +29,8 @@ export function registerConsole(app: FastifyInstance): void {
   app.get('/console/', (_req, reply) => serve('index.html', reply));
   app.get<{ Params: { file: string } }>('/console/:file', (req, reply) => serve(req.params.file, reply));
 }
+
+/** The console's icon: an R on the header's colour. */
+const ICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#1f3a5f"/>' +
+  '<text x="16" y="23" font-family="sans-serif" font-size="20" font-weight="700" fill="#fff" text-anchor="middle">R</text></svg>';

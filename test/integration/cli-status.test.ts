@@ -203,6 +203,8 @@ describe('honest status of failed and cancelled runs', () => {
         const listed = await here('runs', '--limit', '200');
         expect(after.code).toBe(1);
         expect(after.stdout).toMatch(/^run cancel-1: cancelled/);
+        // The API's and the console's state say so too, not what the run was doing when cancelled.
+        expect((await describeRun(client, 'cancel-1')).status?.state).toBe('cancelled');
         // It stopped in the middle of the iteration: that iteration's candidate, if its update had
         // registered one before the cancel (progress is read from heartbeats, which lag), was never gated.
         const candidate = policies.stdout.split('\n').find((l) => l.startsWith(`cancel-1.v${iteration} `));

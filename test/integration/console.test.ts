@@ -21,11 +21,12 @@ const ARTIFACTS = process.env.REIN_TEST_ARTIFACTS
   : path.join(packageRoot(), 'test-artifacts', 'console');
 /** Where a headless dev server's Web UI would be; the console builds its workflow links from it. */
 const TEMPORAL_UI = 'http://127.0.0.1:1/temporal-ui';
-const RUN = 'console-1';
+// Long enough that a version name cut short (as "What changed" once was, at 16 characters) shows.
+const RUN = 'console-run-of-two-1';
 
 // What the page's own code touches, as the browser runs it (this file is compiled without the DOM library).
 declare const document: { querySelector(selector: string): { textContent: string | null } | null };
-declare const sessionStorage: { getItem(key: string): string | null };
+declare const sessionStorage: { getItem(key: string): string | null; setItem(key: string, value: string): void };
 type Uplotted = { uplot?: { data: Array<ArrayLike<number | null>> } };
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-console-'));
@@ -93,7 +94,7 @@ async function logIn(page: Page): Promise<void> {
   await page.type('form#login input[name=key]', 'not-the-key');
   await page.click('form#login button');
   await page.waitForFunction(() =>
-    document.querySelector('form#login .error')?.textContent?.includes('may not use the API'),
+    document.querySelector('form#login .error')?.textContent?.startsWith('That key was refused'),
   );
   await page.$eval('form#login input[name=key]', (input) => ((input as unknown as { value: string }).value = ''));
   await page.type('form#login input[name=key]', key);
@@ -121,6 +122,11 @@ describe('the Rein console', () => {
     }
     expect(await (await fetch(`${api.url}/console/app.css`)).text()).toContain('.uplot');
     expect((await fetch(`${api.url}/console/nothing.js`)).status).toBe(404);
+    // Its icon, linked by the page and at the address browsers ask by habit.
+    for (const icon of ['/favicon.ico', '/console/favicon.svg']) {
+      const res = await fetch(`${api.url}${icon}`);
+      expect([res.status, res.headers.get('content-type')]).toEqual([200, 'image/svg+xml']);
+    }
     const { paths } = (await (await fetch(`${api.url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
     expect(Object.keys(paths)).toEqual(
       expect.arrayContaining([
@@ -134,6 +140,33 @@ describe('the Rein console', () => {
       body: { error: { code: 'rollout_not_found' } },
     });
     expect(await call('GET', `/api/rollouts/${'x'.repeat(200)}`)).toMatchObject({ status: 414 });
+  });
+
+  it('shows a page whose data could not be fetched once it can be, saying why meanwhile', async () => {
+    const page = await browser.newPage();
+    try {
+      await logIn(page);
+      // (logIn tried a wrong key first.)
+      // The runs list fails once (a server restarting): the page says why, then shows the list by itself.
+      let failures = 0;
+      await page.setRequestInterception(true);
+      page.on('request', (request) => {
+        if (request.url().includes('/api/runs') && failures++ === 0)
+          void request.respond({
+            status: 503,
+            contentType: 'application/json',
+            body: JSON.stringify({ error: { code: 'unavailable', message: 'the API is restarting' } }),
+          });
+        else void request.continue();
+      });
+      await page.evaluate((k) => sessionStorage.setItem('rein.adminKey', k), key);
+      await page.reload();
+      await page.waitForSelector('[data-retrying]');
+      expect(await page.$eval('[data-error]', (e) => e.textContent)).toBe('the API is restarting');
+      await page.waitForFunction(() => document.querySelector('h1')?.textContent === 'Runs', { timeout: 20_000 });
+    } finally {
+      await page.close();
+    }
   });
 
   it(
@@ -153,8 +186,18 @@ describe('the Rein console', () => {
       // The run page, opened while the run goes on, follows it to the end by itself.
       await page.goto(`${api.url}/console/#/runs/${RUN}`);
       await page.waitForSelector('[data-state]');
+      // Before the first iteration ends, a chart says it has nothing to show rather than drawing empty axes.
+      expect(await page.$eval('[data-chart="reward"] [data-empty]', (e) => e.textContent)).toBe(
+        'No data yet: no iteration has finished.',
+      );
       await page.waitForSelector('[data-state="finished"]', { timeout: 200_000 });
       expect(page.url()).not.toContain(key);
+      // What serves production, apart from the version the run trains from (a candidate its gate may have refused).
+      const serving = (await call('GET', '/api/aliases')).body.aliases.production ?? '';
+      expect(await page.$eval('[data-production]', (e) => e.getAttribute('data-production'))).toBe(serving);
+      expect(await page.$eval('[data-trains-from]', (e) => e.textContent)).toMatch(
+        new RegExp(`^${RUN}\\.v2 \\((promoted|gate \\w+, not promoted)\\)$`),
+      );
 
       const report = (await call('GET', `/api/runs/${RUN}`)).body;
       expect(report).toMatchObject({
@@ -207,6 +250,13 @@ describe('the Rein console', () => {
       expect(await seriesLabels(page, 'stages')).toEqual(
         expect.arrayContaining(['rollouts', 'batch', 'update', 'heldout']),
       );
+      // Each chart's y axis says what it counts.
+      expect(
+        await page.$eval(
+          '[data-chart="stages"]',
+          (e) => (e as unknown as { uplot: { axes: Array<{ label?: string }> } }).uplot.axes[1]?.label,
+        ),
+      ).toBe('seconds');
       const stages = await plotted(page, 'stages');
       for (const series of stages!.slice(1)) for (const seconds of series) expect(seconds).toBeGreaterThanOrEqual(0);
       // The gate's verdict per iteration, and each iteration's workflows linked into the Temporal Web UI.
@@ -256,6 +306,14 @@ describe('the Rein console', () => {
       expect(await page.$eval('[data-reward]', (e) => e.getAttribute('data-reward'))).toBe(
         String(pair.candidate.reward ?? ''),
       );
+      // Whether it solved its task is the outcome (the reward against acceptReward), not its status.
+      expect(rollout.outcome.accepted).toBe(
+        pair.candidate.reward === null ? null : pair.candidate.reward >= rollout.outcome.acceptReward,
+      );
+      expect(await page.$eval('[data-accepted]', (e) => e.getAttribute('data-accepted'))).toBe(
+        String(rollout.outcome.accepted),
+      );
+      expect(rollout.trainedIn).toBeNull(); // a held-out rollout
       // The conversation as the harness saw it, each model call with its latency and policy version, and the logs.
       const roles = await page.$$eval('#conversation [data-role]', (messages) =>
         messages.map((m) => m.getAttribute('data-role')),
@@ -294,6 +352,9 @@ describe('the Rein console', () => {
         (await call('GET', '/api/ledger')).body.items.length,
       );
       expect(await page.$$eval('#history tbody tr', (rows) => rows.length).catch(() => 0)).toBe(aliases.history.length);
+      // What changed from one iteration's row to the next names both versions whole.
+      const changes = await page.$$eval('#ledger li', (items) => items.map((i) => i.textContent ?? ''));
+      expect(changes).toContain(`model: ${RUN}.v1 → ${RUN}.v2`);
       await shoot(page, 'releases');
 
       // The runs list links to the run.

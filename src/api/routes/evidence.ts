@@ -56,6 +56,7 @@ export const evidenceRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = as
         context.gateway(),
         { artifacts: context.artifacts(), dataDir: context.config.dataDir },
         req.params.rolloutId,
+        context.config.gate.acceptReward,
       ),
   );
   app.get(

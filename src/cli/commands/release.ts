@@ -176,11 +176,21 @@ function addDecisionCommand(program: Command): void {
     .option('--candidate <version>', 'the newest decision about this version')
     .option('--json', 'print JSON')
     .action(async (id: string | undefined, options: { candidate?: string; json?: boolean }, command: Command) => {
+      if (!id && !options.candidate)
+        command.error('rein decision: name a decision id, or --candidate VERSION for its newest decision', {
+          exitCode: 2,
+          code: 'rein.usage',
+        });
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const decision = await withRegistry(storeLocation(config), async (r) =>
         id ? r.decision(id) : options.candidate ? (await r.decisionsFor(options.candidate))[0] : undefined,
       );
-      if (!decision) throw new Error(id ? `no gate decision ${id}` : 'name a decision id or --candidate VERSION');
+      if (!decision)
+        throw new Error(
+          id
+            ? `no gate decision ${id}; \`rein decisions\` lists them`
+            : `no gate decision about ${options.candidate}; \`rein decisions\` lists them`,
+        );
       process.stdout.write(
         options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }),
       );
@@ -201,6 +211,10 @@ function addDecisionsCommand(program: Command): void {
       const decisions = await withRegistry(storeLocation(config), (r) =>
         listDecisions(r, options.run === undefined ? {} : { runId: options.run }),
       );
+      if (options.run !== undefined && decisions.length === 0)
+        throw new Error(
+          `no gate decision about run ${options.run} (its gate records one after each held-out replay); \`rein runs\` lists the runs`,
+        );
       if (options.json) return void say(JSON.stringify(decisions, null, 2));
       process.stdout.write(
         decisions.length === 0
@@ -225,7 +239,10 @@ function addLedgerCommand(program: Command): void {
       if (options.diff) {
         const ids = options.diff;
         if (ids.length !== 2)
-          throw new Error('--diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3');
+          command.error('rein ledger: --diff takes two entries, e.g. --diff release.run-1.v1 release.run-1.v3', {
+            exitCode: 2,
+            code: 'rein.usage',
+          });
         const [a, b] = await withLedger(storeLocation(config), (ledger) =>
           Promise.all(
             ids.map(async (id) => {
@@ -245,6 +262,10 @@ function addLedgerCommand(program: Command): void {
       const entries = await withLedger(storeLocation(config), (ledger) =>
         ledger.list(options.run === undefined ? {} : { runId: options.run }),
       );
+      if (options.run !== undefined && entries.length === 0)
+        throw new Error(
+          `no ledger row from run ${options.run} (a run adds one per finished iteration); \`rein runs\` lists the runs`,
+        );
       if (options.json) return void say(JSON.stringify(entries, null, 2));
       const verdicts = await withRegistry(storeLocation(config), async (r) => {
         const ids = [...new Set(entries.flatMap((e) => (e.decisionId ? [e.decisionId] : [])))];

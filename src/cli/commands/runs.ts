@@ -241,6 +241,10 @@ function addPoliciesCommand(program: Command): void {
       const policies = await withRegistry(storeLocation(config), (registry) =>
         describePolicies(registry, options.run === undefined ? {} : { runId: options.run }),
       );
+      if (options.run !== undefined && policies.length === 0)
+        throw new Error(
+          `run ${options.run} registered no policy version (a run registers one per finished iteration); \`rein runs\` lists the runs`,
+        );
       if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
       const rows = policies.map((p) => [
         p.version,

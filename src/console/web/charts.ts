@@ -13,17 +13,31 @@ const COLOURS = ['#2f6fdf', '#137333', '#b3261e', '#a15c00', '#7b3fbf', '#0f7d8a
 export type ChartElement = HTMLElement & { uplot?: uPlot };
 
 /**
- * A line chart over iterations. `band`: two series' indexes (upper, lower) whose gap is shaded,
- * e.g. the gate's interval. Points are drawn, since a run has few iterations.
+ * A line chart over iterations, its y axis labelled with `unit`. `band`: two series' indexes
+ * (upper, lower) whose gap is shaded, e.g. the gate's interval. Points are drawn, since a run has
+ * few iterations. Without a single value to plot it says so (`none`: what that means for this
+ * chart) instead of drawing empty axes.
  */
 export function iterationChart(
   id: string,
   title: string,
   iterations: number[],
   series: Series[],
-  options: { band?: [number, number]; percent?: boolean } = {},
+  options: { unit: string; band?: [number, number]; percent?: boolean; none?: string },
 ): ChartElement {
   const element: ChartElement = h('div', { class: 'chart', 'data-chart': id }, h('h3', {}, title));
+  if (!series.some((s) => s.values.some((v) => v !== null))) {
+    element.append(
+      h(
+        'p',
+        { class: 'muted', 'data-empty': '' },
+        iterations.length === 0
+          ? 'No data yet: no iteration has finished.'
+          : (options.none ?? 'No data: no iteration recorded it.'),
+      ),
+    );
+    return element;
+  }
   const format = (v: number | null) =>
     v === null
       ? '–'
@@ -46,6 +60,7 @@ export function iterationChart(
     axes: [
       { label: 'iteration', values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) },
       {
+        label: options.unit,
         values: (_u, ticks) =>
           ticks.map((t) => (options.percent ? `${Math.round(t * 100)}%` : String(Number(t.toPrecision(3))))),
         size: 64,

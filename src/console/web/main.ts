@@ -18,7 +18,10 @@ const ROUTES: Array<[RegExp, Page]> = [
 
 let visit = 0;
 
-async function render(): Promise<void> {
+/** Seconds before a page whose data could not be fetched tries again, by try (the last one repeats). */
+const RETRY_SECONDS = [2, 5, 10, 30];
+
+async function render(failedTries = 0): Promise<void> {
   const root = document.getElementById('page') as HTMLElement;
   const mine = ++visit;
   const context: PageContext = { root, left: () => mine !== visit };
@@ -43,8 +46,26 @@ async function render(): Promise<void> {
       forgetKey();
       return login(root, err.message);
     }
-    root.replaceChildren(h('p', { class: 'error', 'data-error': '' }, (err as Error).message));
+    if (!found) root.replaceChildren(h('p', { class: 'error', 'data-error': '' }, (err as Error).message));
+    else showFailure(root, context, (err as Error).message, failedTries);
   }
+}
+
+/**
+ * Why the page could not be shown, and that it tries again by itself (a server restarting, a
+ * network blip) or at once on demand; a try that succeeds shows the page as if nothing happened.
+ */
+function showFailure(root: HTMLElement, context: PageContext, message: string, failedTries: number): void {
+  const seconds = RETRY_SECONDS[Math.min(failedTries, RETRY_SECONDS.length - 1)] as number;
+  const retry = h('button', { type: 'button', 'data-retry': '' }, 'Retry now');
+  retry.addEventListener('click', () => void render(failedTries + 1));
+  root.replaceChildren(
+    h('p', { class: 'error', 'data-error': '' }, message),
+    h('p', { class: 'muted', 'data-retrying': String(seconds) }, `Trying again in ${seconds} s. `, retry),
+  );
+  setTimeout(() => {
+    if (!context.left()) void render(failedTries + 1);
+  }, seconds * 1000);
 }
 
 /** The admin key, asked once per tab and kept in sessionStorage. */
@@ -75,11 +96,19 @@ function login(root: HTMLElement, problem?: string): void {
         void render();
       },
       (err: Error) => {
-        message.textContent = err.message;
+        message.textContent = loginProblem(err);
       },
     );
   });
   root.replaceChildren(form);
+}
+
+/** Why a key could not open the console, and what to do. */
+function loginProblem(err: Error): string {
+  if (err instanceof ApiError && (err.status === 401 || err.status === 403))
+    return `That key was refused (${err.status}: ${err.message}): it is not this server's admin key. Use the key in the file \`rein dev\` names, or the value of REIN_GATEWAY_ADMIN_KEY where Rein runs.`;
+  if (err instanceof ApiError) return `The server answered ${err.status}: ${err.message}`;
+  return `Could not reach Rein's API at ${location.origin} (${err.message}): is \`rein dev\` or \`rein api\` running?`;
 }
 
 document.getElementById('logout')?.addEventListener('click', () => {

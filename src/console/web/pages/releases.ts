@@ -126,5 +126,8 @@ function changesFrom(previous: LedgerEntry | undefined, entry: LedgerEntry): str
     ['environment: verifier', previous.environment.verifier, entry.environment.verifier],
     ['environment: config', previous.environment.config, entry.environment.config],
   ];
-  return fields.filter(([, a, b]) => a !== b).map(([name, a, b]) => `${name}: ${a.slice(0, 16)} → ${b.slice(0, 16)}`);
+  return fields.filter(([, a, b]) => a !== b).map(([name, a, b]) => `${name}: ${shown(a)} → ${shown(b)}`);
 }
+
+/** A name whole; a bare content hash by its first 12 digits, as everywhere else. */
+const shown = (value: string) => (/^[0-9a-f]{13,}$/.test(value) ? value.slice(0, 12) : value);

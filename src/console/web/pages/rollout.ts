@@ -1,7 +1,7 @@
 import { FAILURE_CLASS_TABLE } from '../../../rollouts/failure-classes.js';
 import { verifiedRewardEvent } from '../../../rollouts/rewards.js';
 import { enc, get } from '../api.js';
-import { facts, h, json, ms, num, table, when } from '../dom.js';
+import { facts, h, json, link, ms, num, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
 import type { Call, RolloutEvent, RolloutView } from '../types.js';
 
@@ -45,19 +45,40 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
  * The rollout's task, mode, status, policy, attempts, both rewards (the verifier's and the harness's) and failure
  * class.
  */
-function rolloutFacts({ rollout, rewards }: RolloutView): HTMLElement {
+function rolloutFacts({ rollout, rewards, outcome, trainedIn }: RolloutView): HTMLElement {
   return facts([
     ['Task', rollout.taskId ?? '–'],
     ['Mode', rollout.mode],
+    ...(trainedIn
+      ? [
+          [
+            'Trained in',
+            link(`#/runs/${enc(trainedIn.runId)}`, `run ${trainedIn.runId}, iteration ${trainedIn.iteration}`, {
+              'data-run': trainedIn.runId,
+            }),
+          ] as [string, HTMLElement],
+        ]
+      : []),
+    // How the rollout ended (the harness ran to its end, or failed) is not whether it solved its task: see Outcome.
     [
       'Status',
       h(
         'span',
-        {
-          class: rollout.status === 'succeeded' ? 'pass' : rollout.status === 'failed' ? 'fail' : '',
-          'data-status': rollout.status,
-        },
+        { 'data-status': rollout.status },
         `${rollout.status}${rollout.statusReason ? `: ${rollout.statusReason}` : ''}`,
+      ),
+    ],
+    [
+      'Outcome',
+      h(
+        'span',
+        {
+          class: outcome.accepted === null ? '' : outcome.accepted ? 'pass' : 'fail',
+          'data-accepted': String(outcome.accepted),
+        },
+        outcome.accepted === null
+          ? 'not scored'
+          : `${outcome.accepted ? 'accepted' : 'not accepted'}: the verifier's reward ${num(rewards.verified)} is ${outcome.accepted ? 'at least' : 'below'} acceptReward ${num(outcome.acceptReward)}`,
       ),
     ],
     ['Policy version', rollout.policyVersion ?? '–'],

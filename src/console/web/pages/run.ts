@@ -2,7 +2,7 @@ import { enc, get } from '../api.js';
 import { iterationChart, type Series } from '../charts.js';
 import { facts, h, link, num, pct, table, verdict, when } from '../dom.js';
 import type { PageContext } from '../page.js';
-import type { IterationView, RunReport, RunView } from '../types.js';
+import type { Aliases, IterationView, RunReport, RunView } from '../types.js';
 import { environmentSection } from './run-variants.js';
 
 /** How often a running run's page asks again. */
@@ -12,16 +12,18 @@ const POLL_MS = 3000;
 export async function runPage(context: PageContext, runId: string): Promise<void> {
   let shown = '';
   for (;;) {
-    const [report, view] = await Promise.all([
+    const [report, view, aliases] = await Promise.all([
       get<RunReport>(`/api/runs/${enc(runId)}`),
       get<RunView>(`/api/runs/${enc(runId)}/iterations`),
+      get<Aliases>('/api/aliases'),
     ]);
     if (context.left()) return;
     // Charts are drawn again only when a number changed, so a page being read does not jump.
-    const snapshot = JSON.stringify([report.status, report.execution, report.activity, view]);
+    const production = aliases.aliases.production;
+    const snapshot = JSON.stringify([report.status, report.execution, report.activity, view, production]);
     if (snapshot !== shown) {
       shown = snapshot;
-      context.root.replaceChildren(...render(report, view));
+      context.root.replaceChildren(...render(report, view, production));
     }
     if (report.execution !== 'RUNNING') return;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -29,11 +31,11 @@ export async function runPage(context: PageContext, runId: string): Promise<void
   }
 }
 
-function render(report: RunReport, view: RunView): HTMLElement[] {
+function render(report: RunReport, view: RunView, production: string | undefined): HTMLElement[] {
   const charts = iterationCharts(view.iterations);
   return [
     h('h1', {}, `Run ${report.runId}`),
-    runFacts(report, view),
+    runFacts(report, view, production),
     h('h2', {}, 'Per iteration'),
     h('div', { class: 'charts' }, charts),
     h('h2', {}, 'Gate verdicts'),
@@ -41,6 +43,15 @@ function render(report: RunReport, view: RunView): HTMLElement[] {
     ...environmentSection(view.iterations),
   ];
 }
+
+/** The trainer's numbers, one chart each: the field, its label and its unit. */
+const TRAINER_CHARTS: Array<[keyof IterationView['trainer'], string, string]> = [
+  ['loss', 'loss', 'loss per token'],
+  ['approxKl', 'approx KL', 'nats per token'],
+  ['clipFraction', 'clip fraction', 'share of tokens'],
+  ['entropy', 'entropy', 'nats per token'],
+  ['gradNorm', 'grad norm', 'L2 norm'],
+];
 
 /**
  * One chart per measure over the iterations: rewards, held-out success, the trainer's numbers, tokens, stage times,
@@ -54,9 +65,15 @@ function iterationCharts(its: IterationView[]): HTMLElement[] {
     return keys.map((k) => ({ label: `${prefix}${k}`, values: its.map((i) => records(i)[k] ?? 0) }));
   };
   return [
-    iterationChart('reward', 'Training mean reward', xs, [
-      { label: 'mean reward', values: values((i) => i.meanReward) },
-    ]),
+    iterationChart(
+      'reward',
+      'Training mean reward',
+      xs,
+      [{ label: 'mean reward', values: values((i) => i.meanReward) }],
+      {
+        unit: 'reward',
+      },
+    ),
     iterationChart(
       'heldout',
       "Held-out success: candidate and production (band: the gate's interval)",
@@ -67,33 +84,35 @@ function iterationCharts(its: IterationView[]): HTMLElement[] {
         { label: 'interval high', values: values((i) => i.heldout.upper) },
         { label: 'interval low', values: values((i) => i.heldout.lower) },
       ],
-      { band: [3, 4], percent: true },
+      { unit: 'tasks accepted', band: [3, 4], percent: true },
     ),
-    iterationChart('loss', 'Trainer: loss', xs, [{ label: 'loss', values: values((i) => i.trainer.loss) }]),
-    iterationChart('approxKl', 'Trainer: approx KL', xs, [
-      { label: 'approx KL', values: values((i) => i.trainer.approxKl) },
-    ]),
-    iterationChart('clipFraction', 'Trainer: clip fraction', xs, [
-      { label: 'clip fraction', values: values((i) => i.trainer.clipFraction) },
-    ]),
-    iterationChart('entropy', 'Trainer: entropy', xs, [{ label: 'entropy', values: values((i) => i.trainer.entropy) }]),
-    iterationChart('gradNorm', 'Trainer: grad norm', xs, [
-      { label: 'grad norm', values: values((i) => i.trainer.gradNorm) },
-    ]),
-    iterationChart('tokens', 'Tokens', xs, [
-      { label: 'rollouts', values: values((i) => i.tokens.rollouts) },
-      { label: 'trained', values: values((i) => i.tokens.trained) },
-    ]),
+    ...TRAINER_CHARTS.map(([key, label, unit]) =>
+      iterationChart(key, `Trainer: ${label}`, xs, [{ label, values: values((i) => i.trainer[key]) }], { unit }),
+    ),
+    iterationChart(
+      'tokens',
+      'Tokens',
+      xs,
+      [
+        { label: 'rollouts', values: values((i) => i.tokens.rollouts) },
+        { label: 'trained', values: values((i) => i.tokens.trained) },
+      ],
+      { unit: 'tokens' },
+    ),
     iterationChart(
       'stages',
       'Elapsed seconds per stage',
       xs,
       keyed((i) => i.stageSeconds),
+      { unit: 'seconds' },
     ),
-    iterationChart('failures', 'Failures by class (train, held-out candidate)', xs, [
-      ...keyed((i) => i.failures.train, 'train: '),
-      ...keyed((i) => i.failures.heldout, 'held-out: '),
-    ]),
+    iterationChart(
+      'failures',
+      'Failures by class (train, held-out candidate)',
+      xs,
+      [...keyed((i) => i.failures.train, 'train: '), ...keyed((i) => i.failures.heldout, 'held-out: ')],
+      { unit: 'rollouts', none: 'No failed rollouts.' },
+    ),
   ];
 }
 
@@ -101,7 +120,7 @@ function iterationCharts(its: IterationView[]): HTMLElement[] {
  * The run at a glance: state, stage and activity, policy, held-out reward, problems, and its workflow in Temporal's Web
  * UI.
  */
-function runFacts(report: RunReport, view: RunView): HTMLElement {
+function runFacts(report: RunReport, view: RunView, production: string | undefined): HTMLElement {
   const status = report.status;
   const activity = report.activity;
   return facts([
@@ -125,7 +144,11 @@ function runFacts(report: RunReport, view: RunView): HTMLElement {
           ] as [string, HTMLElement],
         ]
       : []),
-    ['Policy', status?.policyVersion ?? '–'],
+    [
+      'Production',
+      h('span', { 'data-production': production ?? '' }, production ?? 'the base policy (never promoted)'),
+    ],
+    ['Trains from', h('span', { 'data-trains-from': status?.policyVersion ?? '' }, trainsFrom(status, view))],
     [
       'Held-out mean reward',
       status?.heldout
@@ -144,6 +167,15 @@ function runFacts(report: RunReport, view: RunView): HTMLElement {
         : h('span', { class: 'muted' }, 'Web UI address not known (headless dev server or a remote Temporal)'),
     ],
   ]);
+}
+
+/** The version the run trains from next, and whether its gate let it serve (a refused candidate still trains on). */
+function trainsFrom(status: RunReport['status'], view: RunView): string {
+  const version = status?.policyVersion;
+  if (!version) return '–';
+  const gate = view.iterations.find((i) => i.candidate === version)?.gate;
+  if (!gate) return `${version}${view.iterations.some((i) => i.candidate === version) ? ' (not gated)' : ''}`;
+  return `${version} (${gate.promoted ? 'promoted' : `gate ${gate.verdict}, not promoted`})`;
 }
 
 /** "v0 (1 behind: 8)": the version an iteration's samples came from, with their staleness when any was stale. */
