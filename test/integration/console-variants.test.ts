@@ -39,6 +39,7 @@ const answers: Record<string, unknown> = {
     startTime: new Date(0),
     resumes: [],
   }),
+  '/api/aliases': s.aliases.parse({ aliases: { production: 'r.v2' }, history: [] }),
   '/api/runs/r/iterations': cs.runView.parse({
     runId: 'r',
     workflowUrl: null,
