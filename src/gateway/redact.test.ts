@@ -52,6 +52,19 @@ describe('redact', () => {
     expect(Object.getOwnPropertyDescriptor(cleaned, '__proto__')?.value).toBe('[REDACTED:bearer-token]');
   });
 
+  it('redacts keys too, keeping every entry when two secrets become the same mark', () => {
+    const secret = 'sk-abcdefghijklmnopqrstuvwx';
+    const other = 'sk-zyxwvutsrqponmlkjihgfedc';
+    const value = { components: { [secret]: 1, [other]: 0.5, success: 1 }, input: { ok: true } };
+    const cleaned = redact(value, DEFAULT_REDACTION_RULES);
+    expect(cleaned).toEqual({
+      components: { '[REDACTED:openai-key]': 1, '[REDACTED:openai-key] (2)': 0.5, success: 1 },
+      input: { ok: true },
+    });
+    expect(JSON.stringify(cleaned)).not.toContain('sk-');
+    expect(cleaned.input).toBe(value.input);
+  });
+
   it('applies custom rules and names a broken one', () => {
     const rules = redactionRules([{ name: 'ticket', regex: 'TICKET-\\d+' }], false);
     expect(redact('see TICKET-4711 and TICKET-1', rules)).toBe('see [REDACTED:ticket] and [REDACTED:ticket]');

@@ -84,23 +84,30 @@ function redacted(v: unknown, rules: readonly RedactionRule[]): unknown {
     return out ?? v;
   }
   if (v !== null && typeof v === 'object') {
-    let out: JsonObject | undefined;
-    for (const k in v) {
-      if (!Object.hasOwn(v, k)) continue;
+    // Keys too: a secret used as a key (a reward component, a span's input) is as secret as a value.
+    let changed = false;
+    const entries = Object.keys(v).map((k) => {
       const inner = (v as JsonObject)[k];
-      const replaced = redacted(inner, rules);
-      // As a data property, so that even a key named __proto__ stays a plain key.
-      if (replaced !== inner)
-        Object.defineProperty((out ??= { ...v }), k, {
-          value: replaced,
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        });
-    }
-    return out ?? v;
+      const value = redacted(inner, rules);
+      const key = redactText(k, rules);
+      if (key !== k || value !== inner) changed = true;
+      return [key, value] as const;
+    });
+    return changed ? objectOf(entries) : v;
   }
   return v;
+}
+
+/** The entries as an object, in order; a key two redacted keys share gets ` (2)`, ` (3)`... so none is lost. */
+function objectOf(entries: ReadonlyArray<readonly [string, unknown]>): JsonObject {
+  const out: JsonObject = {};
+  for (const [k, value] of entries) {
+    let key = k;
+    for (let n = 2; Object.hasOwn(out, key); n++) key = `${k} (${n})`;
+    // As a data property, so that even a key named __proto__ stays a plain key.
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
 }
 
 /** What every redacted span becomes, followed by its rule's name and `]`. */
