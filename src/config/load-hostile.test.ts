@@ -42,6 +42,21 @@ describe('loadConfig refuses hostile files with the file named', () => {
     }
   });
 
+  it('a YAML tag it cannot resolve, which would otherwise be read as a plain string', () => {
+    const file = write(
+      'tagged.yaml',
+      "log: { level: !!js/function 'function () { return 1 }' }\ndataDir: !custom ./data\n",
+    );
+    const err = refusal(() => load(file));
+    expect(err.source).toBe(file);
+    expect(err.problems).toEqual([
+      expect.stringMatching(
+        /^Unresolved tag: tag:yaml\.org,2002:js\/function at line 1, column 15: a config holds plain YAML data/,
+      ),
+      expect.stringMatching(/^Unresolved tag: !custom at line 2, column 10: .*remove the tag$/),
+    ]);
+  });
+
   it('a top level that is a list or a scalar', () => {
     for (const [name, text] of [
       ['list.yaml', '- a\n- b\n'],

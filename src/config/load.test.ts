@@ -114,6 +114,25 @@ describe('validateConfig', () => {
     ]);
   });
 
+  it('says what a URL and an environment variable name look like', () => {
+    expect(
+      problems(() =>
+        validateConfig(
+          {
+            gateway: {
+              backends: { x: { endpoints: ['localhost:8000/v1'], apiKeyEnv: 'my key' } },
+              policies: { p: { backend: 'x', model: 'm' } },
+            },
+          },
+          'test',
+        ),
+      ),
+    ).toEqual([
+      'gateway.backends.x.endpoints.0: got "localhost:8000/v1"; expected an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1',
+      'gateway.backends.x.apiKeyEnv: got "my key"; expected an environment variable name: letters, digits and _, not starting with a digit',
+    ]);
+  });
+
   it('rejects unknown keys and lists the known ones, at any depth', () => {
     expect(problems(() => validateConfig({ temporl: {}, temporal: { devServer: { prot: 1 } } }, 'test'))).toEqual([
       'temporal.devServer: unknown key "prot"; expected one of: ip, port, uiPort, headless, dbFile, logLevel',

@@ -121,6 +121,17 @@ function parseYaml(file: string, text: string): unknown {
       }),
     );
   }
+  // A tag the YAML library cannot resolve (!!js/function, !custom) would be read as a plain string:
+  // a config is data, so say so rather than run with the tag silently dropped.
+  const unresolved = doc.warnings.filter((w) => w.code === 'TAG_RESOLVE_FAILED');
+  if (unresolved.length > 0)
+    throw new ConfigError(
+      file,
+      unresolved.map(
+        (w) =>
+          `${(w.message.split('\n')[0] ?? '').replace(/:$/, '')}: a config holds plain YAML data (strings, numbers, lists, maps); remove the tag`,
+      ),
+    );
   try {
     return doc.toJS({ maxAliasCount: MAX_ALIAS_USES });
   } catch (err) {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { environmentName, httpUrl } from '../config/setting-types.js';
 import { port } from '../port-setting.js';
 import { tracingSettings } from '../telemetry/settings.js';
 import { redactionRegexProblem } from './redact.js';
@@ -25,11 +26,10 @@ export const routingName = z.string().superRefine((name, ctx) => {
 
 const backend = z.strictObject({
   endpoints: z
-    .array(z.url({ protocol: /^https?$/ }))
+    .array(httpUrl)
     .min(1)
     .describe('Base URLs of the OpenAI-compatible server(s), ending in /v1; a rollout sticks to one'),
-  apiKeyEnv: z
-    .string()
+  apiKeyEnv: environmentName
     .optional()
     .describe('Name of the environment variable holding the backend API key (keys stay out of config files)'),
   tokenIds: z.boolean().default(true).describe('Ask for token ids (vLLM >= 0.10.2 return_token_ids)'),
@@ -90,7 +90,7 @@ export const gatewaySettings = z
   .strictObject({
     host: z.string().default('127.0.0.1').describe('Address the gateway listens on'),
     port: port.default(8400).describe('Port of the gateway (OpenAI-compatible proxy and rollout API)'),
-    publicUrl: z.url().optional().describe('How harnesses reach the gateway, if not http://host:port'),
+    publicUrl: httpUrl.optional().describe('How harnesses reach the gateway, if not http://host:port'),
     adminKeyHash: z
       .string()
       .regex(/^[0-9a-f]{64}$/)

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { environmentName, httpUrl } from '../config/setting-types.js';
 
 /** What Rein tells a webhook about: a candidate promoted, refused by the gate, production rolled back, a run failed. */
 export const NOTIFICATION_EVENTS = ['promotion', 'refusal', 'rollback', 'run_failed'] as const;
@@ -38,21 +39,19 @@ export interface NotificationEvent {
 }
 
 export const webhookSettingsSchema = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }).describe('Where each notification is POSTed as JSON'),
+  url: httpUrl.describe('Where each notification is POSTed as JSON'),
   events: z
     .array(z.enum(NOTIFICATION_EVENTS))
     .min(1)
     .default([...NOTIFICATION_EVENTS])
     .describe('Which events are sent: promotion, refusal (the gate said no), rollback, run_failed'),
-  secretEnv: z
-    .string()
-    .min(1)
+  secretEnv: environmentName
     .optional()
     .describe(
       'Environment variable holding a secret: each body is signed with it, X-Rein-Signature: sha256=<HMAC-SHA256 of the body, hex>',
     ),
   headersFromEnv: z
-    .record(z.string().regex(/^[A-Za-z0-9-]+$/, 'an HTTP header name'), z.string().min(1))
+    .record(z.string().regex(/^[A-Za-z0-9-]+$/, 'an HTTP header name'), environmentName)
     .default({})
     .describe('Extra headers, each read from an environment variable: {"Authorization": "MY_WEBHOOK_AUTH"}'),
   timeoutMs: z

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { environmentName } from '../config/setting-types.js';
 import { kubernetesHarnessSchema } from './kubernetes/job-template.js';
 import type { ProgramSpec } from './program.js';
 
@@ -8,7 +9,6 @@ import type { ProgramSpec } from './program.js';
  * The harness and verifier as configured: what the runner starts, and the harness version that
  * every rollout records (the harness ledger's key).
  */
-const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name');
 
 export const programSchema = z.strictObject({
   command: z.string().min(1).describe('The program; a bare name is looked up on PATH'),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { environmentName } from '../config/setting-types.js';
 
 /** `gateway.tracing`: OpenTelemetry traces of rollouts, model calls and tool spans, sent over OTLP/HTTP. */
 export const tracingSettings = z
@@ -19,7 +20,7 @@ export const tracingSettings = z
       .default({})
       .describe('Headers sent with every export (not secret ones: see headersEnv)'),
     headersEnv: z
-      .record(z.string().min(1), z.string().min(1))
+      .record(z.string().min(1), environmentName)
       .default({})
       .describe(
         'Header name -> environment variable holding its value (API keys, Basic auth), so secrets stay out of config files',
