@@ -25,18 +25,19 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
     'trains the example agent from the command line and beats the base policy on paired held-out tasks',
     { timeout: 900_000 },
     async () => {
-      // Three short iterations; held-out replay (the first 64 pinned tasks, greedy) of the base and of the final
-      // candidate.
+      // Two short iterations; held-out replay (the first 64 pinned tasks, greedy) of the base and of the final
+      // candidate. (Two learn as much as three did here, in two thirds of the time: 42.2% -> 79.7%.)
       // Sampling is seeded: the harness sends each request an OpenAI `seed` fixed by AGENT_SEED, the
       // rollout and the turn (the policy server honours it per request, as vLLM does), so this run
       // samples the same rollouts, trains the same versions and reaches the same verdict every time.
       // (Batched decoding is not bit-for-bit invariant to the rows beside a row — padding moves
       // logits in the last bits — so a run could in rare cases differ by a sampled token; the
-      // margin below, measured +34 points at p 3e-5 with this seed, is far beyond what that moves.)
+      // margin below, measured +37.5 points (26 tasks gained, 2 lost) at p 1.5e-6 with this seed,
+      // is far beyond what that moves.)
       const seed = '1';
       const { file } = await writeExampleConfig(
         path.join(dir, 'learn'),
-        { iterations: 3, tasksPerIteration: 12, samplesPerTask: 8, heldoutEvery: 3, heldoutLimit: 64 },
+        { iterations: 2, tasksPerIteration: 12, samplesPerTask: 8, heldoutEvery: 2, heldoutLimit: 64 },
         // 48 harnesses at a time: the embedded policy decodes their rows in one batch, and the tiny
         // model's step costs about the same for 48 rows as for 16 (iterations 80 s -> 36 s on 2 shared
         // cores, the same rollouts sampled, the same verdict).
@@ -50,8 +51,8 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
       expect(train.code, log).toBe(0);
       expect(train.stdout).toContain('No Rein worker polls task queue');
       expect(train.stdout).toMatch(/held-out v0: mean reward \d\.\d{3}/);
-      expect(train.stdout).toMatch(/iteration 3: learn-1\.v3 {2}train mean reward/);
-      expect(train.stdout).toMatch(/final +learn-1\.v3 +\d+\.\d%/);
+      expect(train.stdout).toMatch(/iteration 2: learn-1\.v2 {2}train mean reward/);
+      expect(train.stdout).toMatch(/final +learn-1\.v2 +\d+\.\d%/);
 
       // `rein status` reads the same numbers back from the workflow.
       const status = await runRein(['--config', file, 'status', runId, '--json'], { env });
@@ -59,7 +60,7 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
       const report = JSON.parse(status.stdout) as RunReport;
       expect(report).toMatchObject({
         execution: 'COMPLETED',
-        status: { state: 'finished', policyVersion: 'learn-1.v3' },
+        status: { state: 'finished', policyVersion: 'learn-1.v2' },
       });
       const { base, latest } = report.status?.heldout ?? {};
       expect(Object.keys(base?.meanRewardByTask ?? {})).toHaveLength(64);
@@ -108,12 +109,11 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
       expect(registered.map((r) => [r.version, r.parent, r.iteration])).toEqual([
         ['learn-1.v1', 'v0', 1],
         ['learn-1.v2', 'learn-1.v1', 2],
-        ['learn-1.v3', 'learn-1.v2', 3],
       ]);
       const policies = await runRein(['--config', file, 'policies', '--run', runId], { env });
-      // The gate compared v3 with production (the base) on the same held-out replays and promoted it.
-      expect(train.stdout).toMatch(/iteration 3: learn-1\.v3 .*; gate pass, promoted over v0/);
-      expect(policies.stdout).toMatch(/learn-1\.v3 +production +learn-1\.v2 +promoted +full +learn-1 +3 /);
+      // The gate compared v2 with production (the base) on the same held-out replays and promoted it.
+      expect(train.stdout).toMatch(/iteration 2: learn-1\.v2 .*; gate pass, promoted over v0/);
+      expect(policies.stdout).toMatch(/learn-1\.v2 +production +learn-1\.v1 +promoted +full +learn-1 +2 /);
 
       // The three ledgers: a row per iteration and one for the release, each naming its model, harness and environment.
       const ledger = await runRein(['--config', file, 'ledger', '--run', runId], { env });
@@ -122,8 +122,7 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
       for (const [entry, kind, model] of <Array<[string, string, string]>>[
         ['learn-1.it1', 'iteration', 'learn-1.v1'],
         ['learn-1.it2', 'iteration', 'learn-1.v2'],
-        ['learn-1.it3', 'iteration', 'learn-1.v3'],
-        ['release.learn-1.v3', 'release', 'learn-1.v3'],
+        ['release.learn-1.v2', 'release', 'learn-1.v2'],
       ]) {
         expect(ledger.stdout).toMatch(
           new RegExp(
@@ -132,7 +131,7 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
         );
       }
       expect(ledger.stdout).toMatch(/environment \w+: task set \w+, verifier calculator-verifier-1@\w+/);
-      expect(ledger.stdout).toContain('production: learn-1.v3');
+      expect(ledger.stdout).toContain('production: learn-1.v2');
 
       // The iterations, filtered by the run's search attribute as the Web UI does.
       const { client, connection } = await testClient();
@@ -142,12 +141,12 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
           query: `ReinRunId = '${runId}' AND WorkflowType = 'trainingIteration'`,
         }))
           iterations.push(wf.workflowId);
-        expect(iterations.sort()).toEqual(['learn-1-it1', 'learn-1-it2', 'learn-1-it3']);
+        expect(iterations.sort()).toEqual(['learn-1-it1', 'learn-1-it2']);
       } finally {
         await connection.close();
       }
       const runs = await runRein(['--config', file, 'runs'], { env });
-      expect(runs.stdout).toMatch(/learn-1 +completed +done +learn-1\.v3/);
+      expect(runs.stdout).toMatch(/learn-1 +completed +done +learn-1\.v2/);
     },
   );
 
