@@ -6,7 +6,10 @@ import type { GateDecision } from '../gate/gate.js';
 const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
 
 /** A gate decision for a terminal: verdict, the paired numbers, each check with the rollouts behind it. */
-export function formatDecision(stored: StoredDecision, options: { rolloutsPerCheck?: number } = {}): string {
+export function formatDecision(
+  stored: StoredDecision,
+  options: { rolloutsPerCheck?: number; gatewayUrl?: string } = {},
+): string {
   const record = stored.record as unknown as GateDecision & { traces?: string | null };
   const { evidence } = record;
   const shown = options.rolloutsPerCheck ?? 5;
@@ -27,8 +30,9 @@ export function formatDecision(stored: StoredDecision, options: { rolloutsPerChe
       return `  ${check.passed ? 'ok  ' : 'FAIL'} ${check.name}: ${check.detail}${ids.length > 0 ? `\n         rollouts: ${ids.join(', ')}${more}` : ''}`;
     }),
   ];
-  if (record.traces)
-    lines.push(`  traces: ${record.traces.replace('{rolloutId}', '<rollout>')}/calls (gateway admin key)`);
+  // The gateway as configured now: the one recorded with the decision may have moved since (another port, a restart).
+  const traces = options.gatewayUrl ? `${options.gatewayUrl}/api/rollouts/{rolloutId}` : record.traces;
+  if (traces) lines.push(`  traces: ${traces.replace('{rolloutId}', '<rollout>')}/calls (gateway admin key)`);
   return `${lines.join('\n')}\n`;
 }
 

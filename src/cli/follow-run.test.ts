@@ -305,6 +305,8 @@ describe('formatRunSummary of held-out results', () => {
     expect(text).toMatch(/^final +v0 +25\.0% +0\.250 +- +production$/m);
     expect(text).toMatch(/^last candidate +r\.v2 +75\.0% +0\.750 +- +not promoted \(gate fail\)$/m);
     expect(text).toMatch(/^2 +r\.v2 +0\.600 +0\.750 +fail +training rollouts harness 1$/m);
+    // Production is the base: what is compared with the base is the last candidate, not the base itself.
+    expect(text).toContain('last candidate r.v2 against the base v0: 2 tasks gained, 0 lost (paired by task)');
   });
 
   it('is one final row when the last candidate is what production serves', () => {
@@ -317,6 +319,6 @@ describe('formatRunSummary of held-out results', () => {
     });
     expect(text).toMatch(/^final +r\.v2 +75\.0% +0\.750 +- +production$/m);
     expect(text).not.toContain('last candidate');
-    expect(text).toContain('2 tasks gained, 0 lost (paired by task)');
+    expect(text).toContain('production r.v2 against the base v0: 2 tasks gained, 0 lost (paired by task)');
   });
 });

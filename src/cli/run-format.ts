@@ -160,7 +160,9 @@ function heldoutComparison(status: RunStatus): string[] {
     (lastGate?.promoted && lastGate && status.iterations.at(-1)?.candidate === latest.policyVersion
       ? latest
       : undefined);
-  const final = production ?? latest;
+  // What the run changed: production when it moved off the base, else the last candidate (never the base
+  // against itself).
+  const final = production && production.policyVersion !== base.policyVersion ? production : latest;
   // Only tasks scored in both replays are compared; a task a fault cost one side is set aside.
   const tasks = Object.keys(base.meanRewardByTask).filter((t) => t in final.meanRewardByTask);
   const setAside =
@@ -188,7 +190,7 @@ function heldoutComparison(status: RunStatus): string[] {
   const lines = [
     '',
     formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows),
-    `${final.policyVersion} against ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`,
+    `${final === production ? 'production' : 'last candidate'} ${final.policyVersion} against the base ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`,
   ];
   if (setAside > 0)
     lines.push(

@@ -94,6 +94,11 @@ export function adminKeyFile(settings: GatewaySettings): string {
   return path.join(path.dirname(settings.secretFile), 'admin-key');
 }
 
+/** Where the gateway is reached, as configured: its publicUrl, else http://host:port. */
+export function gatewayUrl(settings: Pick<GatewaySettings, 'publicUrl' | 'host' | 'port'>): string {
+  return (settings.publicUrl ?? `http://${settings.host}:${settings.port}`).replace(/\/$/, '');
+}
+
 /**
  * The control API client for workers: the gateway's URL and the admin key from
  * REIN_GATEWAY_ADMIN_KEY or the generated key file. The file is read when a request needs it, so
@@ -104,7 +109,7 @@ export function gatewayControlFromConfig(
   settings: GatewaySettings,
   env: NodeJS.ProcessEnv = process.env,
 ): GatewayControlClient | undefined {
-  const url = (settings.publicUrl ?? `http://${settings.host}:${settings.port}`).replace(/\/$/, '');
+  const url = gatewayUrl(settings);
   if (env.REIN_GATEWAY_ADMIN_KEY) return new GatewayControlClient(url, env.REIN_GATEWAY_ADMIN_KEY);
   if (settings.adminKeyHash) return undefined;
   const file = adminKeyFile(settings);

@@ -75,6 +75,8 @@ describe('honest status of a run whose candidates the gate refuses', () => {
       const train = await rein('train', '--run-id', runId, '--iterations', '2', '--follow');
       expect(train.code, `${train.stdout}\n${train.stderr}`).toBe(0);
       expect(train.stdout).toMatch(/iteration 2: refused-1\.v2 .*gate FAIL against v0/);
+      // The header names what production serves as the run starts (the registry's alias, the base here).
+      expect(train.stdout).toContain('samples from production (v0 now);');
 
       const status = await here('status', runId);
       const ledger = await here('ledger', '--run', runId);
@@ -85,7 +87,8 @@ describe('honest status of a run whose candidates the gate refuses', () => {
       expect(status.stdout).toMatch(
         /^last candidate +refused-1\.v2 +\d+\.\d% +\d\.\d{3} +\S+ +not promoted \(gate fail\)$/m,
       );
-      expect(status.stdout).toContain('v0 against v0: 0 tasks gained, 0 lost');
+      // Production is still the base: the comparison is the last candidate's, never the base against itself.
+      expect(status.stdout).toMatch(/^last candidate refused-1\.v2 against the base v0: \d+ tasks gained, \d+ lost/m);
 
       expect(ledger.stdout).toMatch(/^release\.refused-1\.v1 +release +refused-1\.v1 .* fail$/m);
       expect(ledger.stdout).toMatch(/^release\.refused-1\.v2 +release +refused-1\.v2 .* fail$/m);

@@ -73,6 +73,20 @@ describe('the embedded Temporal dev server', () => {
       }),
     );
 
+    // A second `rein dev` with its own ports and data but the same dev server address joins that
+    // server rather than starting one, and says so.
+    const second = path.join(scratch, 'second.yaml');
+    writeFileSync(
+      second,
+      `dataDir: ./state-2\nlog:\n  level: warn\ntemporal:\n  taskQueue: second\n  devServer:\n    ip: 127.0.0.1\n    port: ${port}\n    uiPort: ${uiPort}\n` +
+        `gateway:\n  port: ${await freePort()}\npolicyServer:\n  port: ${await freePort()}\napi:\n  port: ${await freePort()}\n`,
+    );
+    const joined = startRein(['--config', second, 'dev'], { cwd: scratch, env });
+    await joined.waitFor(/Rein is ready/);
+    expect(joined.output().stdout).toContain('joined the Temporal dev server already running there');
+    expect(dev.output().stdout).not.toContain('joined the Temporal dev server');
+    expect(await joined.stop('SIGINT')).toBe(0);
+
     // A second dev server on the same ports is refused with the reason and the fix.
     const clash = startRein(['--config', config, 'server'], { cwd: scratch, env });
     expect(await clash.exited).toBe(1);

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { usesEmbeddedServer } from '../../config/temporal-connection.js';
 import { runPreflight } from '../../client/preflight.js';
 import { adminKeyHash } from '../../gateway/from-config.js';
 import type { ReinConfig } from '../../config/schema.js';
@@ -31,6 +32,12 @@ export function registerDevCommand(program: Command, settings: ReinConfig): void
             `  Config        ${file ?? `none found (no --config, REIN_CONFIG or rein.yaml in ${process.cwd()}): the defaults`}`,
             `  Admin key     ${adminKeyHash(config.gateway, process.env).source} (the gateway's, the API's and the console's)`,
             `  Temporal      ${temporal.connection.options.address}${uiUrl ? ` (Web UI ${uiUrl})` : ''}, worker on task queue "${config.temporal.taskQueue}"`,
+            // A dev server already listening there (another `rein dev`, `rein train`) is joined, not started: say so.
+            ...(usesEmbeddedServer(config.temporal) && !services.temporal.devServer
+              ? [
+                  `                joined the Temporal dev server already running there (started by another rein command, with its own database, not ${config.temporal.devServer.dbFile}); it stops when that command does`,
+                ]
+              : []),
             `  Gateway       ${services.gateway.url} (OpenAI base URL ${services.gateway.url}/v1)`,
             ...(services.api
               ? [

@@ -2,7 +2,7 @@ import os from 'node:os';
 import type { Command } from 'commander';
 import { adapterBaseOf } from '../../policy/checkpoint.js';
 import { releaseInput, runRelease } from '../../client/release.js';
-import { gatewayControlFromConfig } from '../../gateway/from-config.js';
+import { gatewayControlFromConfig, gatewayUrl } from '../../gateway/from-config.js';
 import type { LedgerEntry } from '../../ledger/ledger.js';
 import { withLedger } from '../../ledger/open.js';
 import { withRegistry } from '../../registry/open.js';
@@ -104,7 +104,7 @@ function addGateCommand(program: Command): void {
           const result = await runRelease(client, config.temporal.taskQueue, input, config);
           const decision = await withRegistry(storeLocation(config), (r) => r.decision(result.gate.decisionId));
           if (options.json) say(JSON.stringify(decision, null, 2));
-          else if (decision) process.stdout.write(formatDecision(decision));
+          else if (decision) process.stdout.write(formatDecision(decision, { gatewayUrl: gatewayUrl(config.gateway) }));
           if (result.promoted) say(`Promoted: production is ${version} now.`);
           else if (result.gate.verdict === 'pass') say(`Passed. Promote with \`rein promote ${version}\`.`);
           // Exit 3 tells a script "no decision, try again" apart from a refused candidate (1).
@@ -192,7 +192,9 @@ function addDecisionCommand(program: Command): void {
             : `no gate decision about ${options.candidate}; \`rein decisions\` lists them`,
         );
       process.stdout.write(
-        options.json ? `${JSON.stringify(decision, null, 2)}\n` : formatDecision(decision, { rolloutsPerCheck: 20 }),
+        options.json
+          ? `${JSON.stringify(decision, null, 2)}\n`
+          : formatDecision(decision, { rolloutsPerCheck: 20, gatewayUrl: gatewayUrl(config.gateway) }),
       );
     });
 }

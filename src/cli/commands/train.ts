@@ -13,6 +13,9 @@ import { checkPaths, TASK_SET_KEYS } from '../../config/paths.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
 import { abortOnInterrupt, followToEnd } from '../follow-run.js';
 import { connectOrStartServices } from '../connect-services.js';
+import { PRODUCTION_ALIAS } from '../../registry/promotion.js';
+import { withRegistry } from '../../registry/open.js';
+import { storeLocation } from '../../store/location.js';
 
 export const positiveInteger = (value: string) => {
   const n = Number(value);
@@ -95,8 +98,13 @@ export function registerTrainCommand(program: Command): void {
     try {
       const started = await startRun(client, taskQueue, input, config, promotionGuard(config));
       const ui = services?.temporal.uiUrl ?? temporalUiUrl(config);
+      // What production serves now: the base until some run's candidate was promoted.
+      const production =
+        input.startFrom === 'production'
+          ? ((await withRegistry(storeLocation(config), (r) => r.alias(PRODUCTION_ALIAS))) ?? input.base.version)
+          : undefined;
       say(
-        `Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${input.startFrom === 'production' ? `production (${input.base.version} until a promotion)` : input.base.version}` +
+        `Run ${input.runId}: ${input.iterations === null ? 'iterations until stopped' : input.iterations === 1 ? '1 iteration' : `${input.iterations} iterations`} of ${input.train.tasksPerIteration} tasks × ${input.train.samplesPerTask} samples from ${production ? `production (${production} now)` : input.base.version}` +
           (input.heldout
             ? `; held-out replay of ${input.heldout.taskIds.length} tasks with the starting policy and ${input.heldoutEvery && input.heldoutEvery > 1 ? `after every ${input.heldoutEvery} iterations and the last` : 'each candidate'}`
             : ''),
