@@ -33,7 +33,7 @@ export function iterationChart(
         { class: 'muted', 'data-empty': '' },
         iterations.length === 0
           ? 'No data yet: no iteration has finished.'
-          : (options.none ?? 'No data: no iteration recorded it.'),
+          : (options.none ?? 'No data yet: no iteration has recorded it.'),
       ),
     );
     return element;

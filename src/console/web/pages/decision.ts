@@ -31,11 +31,23 @@ export async function decisionPage({ root }: PageContext, decisionId: string): P
     ...environment(decision),
     h('h2', {}, `Tasks gained and lost (${changed.length} of ${pairs.length} pairs)`),
     pairTable(decision, pairs),
-    h('h2', {}, 'Evidence'),
-    json(record.evidence ?? {}),
     h('h2', {}, 'Rules'),
-    json(record.rules ?? {}),
+    table(['Rule', 'Value'], settingRows(record.rules ?? {}), { id: 'rules' }),
+    // The whole record is there for whoever needs it, folded: the facts, checks and pairs above say what it holds.
+    h('details', { id: 'raw-evidence' }, h('summary', {}, 'Evidence as recorded (JSON)'), json(record.evidence ?? {})),
   );
+}
+
+/** A nested settings object as rows of dotted path and value (lists of plain values on one line). */
+function settingRows(value: unknown, prefix = ''): string[][] {
+  if (value === null || typeof value !== 'object') return [[prefix || '(value)', String(value)]];
+  if (Array.isArray(value))
+    return value.every((v) => v === null || typeof v !== 'object')
+      ? [[prefix, value.join(', ') || '–']]
+      : value.flatMap((v, i) => settingRows(v, `${prefix}[${i}]`));
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (entries.length === 0) return [[prefix || '(none)', '–']];
+  return entries.flatMap(([k, v]) => settingRows(v, prefix ? `${prefix}.${k}` : k));
 }
 
 /** The candidate against production: held-out success of each, the gain with its interval and test, when and its id. */
