@@ -101,7 +101,11 @@ export function loggerFor(
       );
 }
 
-/** Resolves on the first SIGINT or SIGTERM, so a command can shut down in order. */
+/**
+ * Resolves on the first SIGINT or SIGTERM, so a command can shut down in order (a second one kills the process).
+ * Call it before the command says it is ready: whoever reads "ready" may signal at once, and a signal with no
+ * listener yet kills the process without its shutdown.
+ */
 export function untilInterrupted(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     const handler = (signal: NodeJS.Signals) => {

@@ -45,7 +45,8 @@ export async function runRein(
 export interface RunningRein {
   /** The `rein` process itself (it runs as node, not under a shell). */
   pid: number | undefined;
-  output(): { stdout: string; stderr: string };
+  /** What it printed, and the signal that ended it, if one did. */
+  output(): { stdout: string; stderr: string; signal: NodeJS.Signals | null };
   /** Resolves once stdout matches, rejects if the process exits first or the wait times out. */
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
   /** Sends the signal and resolves with the exit code. */
@@ -64,10 +65,16 @@ export function startRein(args: string[], options: CliOptions = {}): RunningRein
     listeners.forEach((l) => l());
   });
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  let signal: NodeJS.Signals | null = null;
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('close', (code, by) => {
+      signal = by;
+      resolve(code);
+    }),
+  );
   return {
     pid: child.pid,
-    output: () => ({ stdout, stderr }),
+    output: () => ({ stdout, stderr, signal }),
     exited,
     waitFor(pattern, timeoutMs = 90_000) {
       return new Promise((resolve, reject) => {

@@ -83,16 +83,17 @@ describe('the embedded Temporal dev server', () => {
     );
     const joined = startRein(['--config', second, 'dev'], { cwd: scratch, env });
     await joined.waitFor(/Rein is ready/);
+    // Signalled the moment it says so, it still shuts down in order (it listens before it speaks).
     expect(joined.output().stdout).toContain('joined the Temporal dev server already running there');
     expect(dev.output().stdout).not.toContain('joined the Temporal dev server');
-    expect(await joined.stop('SIGINT')).toBe(0);
+    expect(await joined.stop('SIGINT'), JSON.stringify(joined.output())).toBe(0);
 
     // A second dev server on the same ports is refused with the reason and the fix.
     const clash = startRein(['--config', config, 'server'], { cwd: scratch, env });
     expect(await clash.exited).toBe(1);
     expect(clash.output().stderr).toContain(`port ${port} on 127.0.0.1 (the dev server's gRPC) is already in use`);
 
-    expect(await dev.stop('SIGINT')).toBe(0);
+    expect(await dev.stop('SIGINT'), JSON.stringify(dev.output())).toBe(0);
 
     const server = startRein(['--config', config, 'server'], { cwd: scratch, env });
     await server.waitFor(/Press Ctrl-C to stop/);
@@ -105,6 +106,6 @@ describe('the embedded Temporal dev server', () => {
     } finally {
       await connection.close();
     }
-    expect(await server.stop('SIGTERM')).toBe(0);
+    expect(await server.stop('SIGTERM'), JSON.stringify(server.output())).toBe(0);
   }, 240_000);
 });

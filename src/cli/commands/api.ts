@@ -20,6 +20,7 @@ export function registerApiCommand(program: Command, settings: ReinConfig): void
     )
     .action(async () => {
       const { config } = cliContext(program.opts<GlobalOptions>());
+      const interrupted = untilInterrupted();
       const temporal = await connectTemporal(config.temporal);
       try {
         const key = adminKeyHash(config.gateway, process.env);
@@ -31,7 +32,7 @@ export function registerApiCommand(program: Command, settings: ReinConfig): void
         process.stdout.write(
           `HTTP API ready at ${api.url} (OpenAPI at ${api.url}/openapi.json; console at ${api.url}/console/)\nKey: the gateway admin key (${key.source})\nPress Ctrl-C to stop.\n`,
         );
-        await untilInterrupted();
+        await interrupted;
         await api.close();
       } finally {
         await temporal.close();

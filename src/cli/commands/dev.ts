@@ -20,6 +20,7 @@ export function registerDevCommand(program: Command, settings: ReinConfig): void
     )
     .action(async () => {
       const { config, file, logger } = cliContext(program.opts<GlobalOptions>());
+      const interrupted = untilInterrupted();
       const services = await startServices(config, logger, { api: true });
       try {
         const { temporal, uiUrl } = services.temporal;
@@ -54,7 +55,7 @@ export function registerDevCommand(program: Command, settings: ReinConfig): void
             '',
           ].join('\n'),
         );
-        const stopped = await Promise.race([untilInterrupted(), services.failed]);
+        const stopped = await Promise.race([interrupted, services.failed]);
         if (stopped !== 'SIGINT' && stopped !== 'SIGTERM') throw new Error(`${stopped} unexpectedly`);
       } finally {
         await services.shutdown();

@@ -19,6 +19,7 @@ export function registerGatewayCommand(program: Command, settings: ReinConfig): 
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
       const settings = config.gateway;
+      const interrupted = untilInterrupted();
       // On PostgreSQL, gateways share the journal: this one is known by its host and port.
       const store = await traceStoreFromConfig(config, { gateway: gatewayInstanceName(settings) });
       try {
@@ -60,7 +61,7 @@ export function registerGatewayCommand(program: Command, settings: ReinConfig): 
               : '') +
             'Press Ctrl-C to stop.\n',
         );
-        await untilInterrupted();
+        await interrupted;
         await follower.close();
         await gateway.close();
       } finally {

@@ -55,6 +55,7 @@ function addServeCommand(policy: Command, settings: ReinConfig): void {
         const configured = (name: 'host' | 'port') => command.getOptionValueSource(name) === 'default';
         const host = configured('host') ? config.policyServer.host : options.host;
         const port = configured('port') ? config.policyServer.port : Number(options.port);
+        const interrupted = untilInterrupted();
         const server = await listenAs(
           'policy server',
           configured('port') ? 'policyServer.port' : '--port',
@@ -64,7 +65,7 @@ function addServeCommand(policy: Command, settings: ReinConfig): void {
         process.stdout.write(
           `Policy server ready at ${server.url} serving ${server.models().join(', ') || 'nothing yet'}\nLoading and unloading versions needs the admin key (${adminKey.source}).\nPress Ctrl-C to stop.\n`,
         );
-        await untilInterrupted();
+        await interrupted;
         await server.close();
       },
     );

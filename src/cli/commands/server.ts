@@ -12,6 +12,7 @@ export function registerServerCommand(program: Command, settings: ReinConfig): v
     )
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
+      const interrupted = untilInterrupted();
       const up = await bringUpTemporal(config, logger);
       if (!up.devServer) {
         process.stdout.write(
@@ -26,7 +27,7 @@ export function registerServerCommand(program: Command, settings: ReinConfig): v
           (server.uiUrl ? `Web UI: ${server.uiUrl}\n` : '') +
           `State: ${config.temporal.devServer.dbFile}\nLog: ${server.logFile}\nPress Ctrl-C to stop.\n`,
       );
-      const outcome = await Promise.race([untilInterrupted(), server.exited.then((code) => ({ code }))]);
+      const outcome = await Promise.race([interrupted, server.exited.then((code) => ({ code }))]);
       if (typeof outcome === 'object') {
         throw new Error(
           `the Temporal dev server exited unexpectedly (code ${String(outcome.code)}); see ${server.logFile}`,

@@ -14,11 +14,12 @@ export function registerWorkerCommand(program: Command, settings: ReinConfig): v
     )
     .action(async () => {
       const { config, logger } = cliContext(program.opts<GlobalOptions>());
+      const interrupted = untilInterrupted();
       const running = await startLocalWorker(config, logger);
       process.stdout.write(
         `Worker polling task queue ${config.temporal.taskQueue} on ${temporalAddress(config)} (namespace ${config.temporal.namespace}).${running.metricsUrl ? ` Metrics at ${running.metricsUrl}.` : ''} Press Ctrl-C to stop.\n`,
       );
-      await Promise.race([untilInterrupted(), running.done]);
+      await Promise.race([interrupted, running.done]);
       await running.stop();
     });
 }
