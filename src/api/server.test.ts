@@ -1,9 +1,10 @@
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { validateConfig } from '../config/load.js';
 import { sha256Hex } from '../gateway/keys.js';
-import { buildApi } from './server.js';
+import { buildApi, startApi } from './server.js';
 
 /**
  * The API's request handling without Temporal: the schedule routes reach only this stand-in for
@@ -103,5 +104,22 @@ describe('the HTTP API without Temporal', () => {
   it('answers unknown routes and /healthz outside the document', async () => {
     expect(await inject('GET', '/api/nothing')).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
     expect(await inject('GET', '/healthz', { key: null })).toEqual({ status: 200, body: { ok: true } });
+  });
+});
+
+describe('the HTTP API shutting down', () => {
+  it('does not wait on a client that stalls mid-request', { timeout: 20_000 }, async () => {
+    const api = await startApi(
+      { config: validateConfig({}, 'test'), client, keyHash: sha256Hex(KEY) },
+      { host: '127.0.0.1', port: 0 },
+    );
+    const { port } = new URL(api.url);
+    const stalled = net.connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => stalled.once('connect', resolve));
+    // Headers never finished: Node counts the connection busy, and its own timeout is a minute away.
+    stalled.write('GET /healthz HTTP/1.1\r\nHost: rein\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await api.close();
+    await new Promise((resolve) => (stalled.destroyed ? resolve(null) : stalled.once('close', resolve)));
   });
 });

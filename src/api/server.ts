@@ -60,7 +60,24 @@ export function buildApi(options: ApiOptions): FastifyInstance {
 export async function startApi(options: ApiOptions, listen: { host: string; port: number }): Promise<ApiServer> {
   const app = buildApi(options);
   const address = await app.listen(listen);
-  return { app, url: address.replace('[::1]', 'localhost'), close: () => app.close() };
+  return { app, url: address.replace('[::1]', 'localhost'), close: () => closeWithin(app, CLOSE_GRACE_MS) };
+}
+
+/** How long requests in flight get to finish when the API stops. */
+const CLOSE_GRACE_MS = 2_000;
+
+/**
+ * Stops the API: idle connections close at once, requests in flight get `graceMs`, then every connection still open
+ * is closed. A client that stalls (a half-sent request, a response it does not read) must not hold a Ctrl-C for the
+ * minute Node's own timeouts take.
+ */
+async function closeWithin(app: FastifyInstance, graceMs: number): Promise<void> {
+  const force = setTimeout(() => app.server.closeAllConnections(), graceMs);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(force);
+  }
 }
 
 /** The `/api/` routes, each group in its own plugin, behind the admin key. */

@@ -51,16 +51,17 @@ describe('the embedded Temporal dev server', () => {
     ).toEqual(['v0']);
     // And the HTTP API, with the same admin key.
     expect(dev.output().stdout).toContain(`HTTP API      http://127.0.0.1:${apiPort}`);
-    expect(
-      (await fetch(`http://127.0.0.1:${apiPort}/api/runs`, { headers: { authorization: `Bearer ${adminKey}` } }))
-        .status,
-    ).toBe(200);
+    const runs = await fetch(`http://127.0.0.1:${apiPort}/api/runs`, {
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
+    expect(runs.status).toBe(200);
+    await runs.arrayBuffer();
     // The console on the API's port, its page and script from the package.
     expect(dev.output().stdout).toContain(`Console       http://127.0.0.1:${apiPort}/console/`);
     expect(await (await fetch(`http://127.0.0.1:${apiPort}/console/`)).text()).toContain('<script src="app.js">');
-    expect((await fetch(`http://127.0.0.1:${apiPort}/console/app.js`)).headers.get('content-type')).toContain(
-      'text/javascript',
-    );
+    const script = await fetch(`http://127.0.0.1:${apiPort}/console/app.js`);
+    expect(script.headers.get('content-type')).toContain('text/javascript');
+    await script.arrayBuffer();
 
     // What the Web UI shows is served by its own HTTP API.
     const listed = (await (await fetch(`http://127.0.0.1:${uiPort}/api/v1/namespaces/default/workflows`)).json()) as {
