@@ -161,6 +161,13 @@ export const gatewaySettings = z
       .default({})
       .describe('Policy version -> the backend and model name serving it'),
     aliases: z.record(routingName, z.string()).default({}).describe('Model alias a harness asks for -> policy version'),
+    defaultModel: routingName
+      .optional()
+      .describe(
+        'An alias (such as production) or version that serves unpinned calls naming a model the gateway does not ' +
+          'know (a harness that hard-codes a vendor name); unset, they get a 404 listing the names served. Pinned ' +
+          'rollouts (training, held-out replay) reach their version whatever name they send',
+      ),
   })
   .superRefine((g, ctx) => {
     for (const [version, policy] of Object.entries(g.policies)) {

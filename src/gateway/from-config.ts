@@ -73,7 +73,12 @@ export function routingTable(settings: GatewaySettings, env: NodeJS.ProcessEnv =
       }),
     };
   }
-  return { backends, policies: settings.policies, aliases: settings.aliases };
+  return {
+    backends,
+    policies: settings.policies,
+    aliases: settings.aliases,
+    ...(settings.defaultModel !== undefined && { defaultModel: settings.defaultModel }),
+  };
 }
 
 /** The admin key: REIN_GATEWAY_ADMIN_KEY, else gateway.adminKeyHash, else a key generated beside the secret. */

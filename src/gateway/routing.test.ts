@@ -25,6 +25,26 @@ describe('Router', () => {
     expect(() => router.admit(7, 'r1')).toThrow(/names no model/);
   });
 
+  it('serves a pinned rollout its version whatever name it sends; unknown names of others go to defaultModel', () => {
+    const router = new Router(table);
+    expect(router.admit('gpt-4o-mini', 'r1', 'v2').route).toMatchObject({ policyVersion: 'v2', model: 'lora-2' });
+    expect(() => router.admit('gpt-4o-mini', 'r1')).toThrow(
+      'The model `gpt-4o-mini` does not exist. Names served here: production, candidate, v1, v2; gateway.defaultModel',
+    );
+    const withDefault = new Router({ ...table, defaultModel: 'candidate' });
+    expect(withDefault.admit('gpt-4o-mini', 'r1').route.policyVersion).toBe('v2');
+    expect(withDefault.admit('v1', 'r1').route.policyVersion).toBe('v1');
+    expect(() => new Router({ ...table, defaultModel: 'gone' }).admit('gpt-4o-mini', 'r1')).toThrow(
+      /gateway.defaultModel gone is not served either/,
+    );
+    const many = Object.fromEntries(
+      Array.from({ length: 30 }, (_, i) => [`v${i + 10}`, { backend: 'vllm', model: 'm' }]),
+    );
+    expect(() => new Router({ ...table, policies: { ...table.policies, ...many } }).admit('x', 'r1')).toThrow(
+      /and 14 more \(GET \/v1\/models lists them\)/,
+    );
+  });
+
   it('keeps a rollout on one endpoint and spreads rollouts over all of them', () => {
     fc.assert(
       fc.property(fc.string({ minLength: 1 }), (rolloutId) => {

@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
-import type { CallEndpoint } from '../store/trace-store.js';
-import { aliasesNamedLikeVersions, routingNameProblem } from './routing-names.js';
+import {
+  own,
+  RoutingError,
+  servedNames,
+  validateTable,
+  type BackendSpec,
+  type PolicySpec,
+  type RoutingTable,
+} from './routing-table.js';
 
 export {
   aliasesNamedLikeVersions,
@@ -8,47 +15,8 @@ export {
   ROUTING_NAME_PATTERN,
   routingNameProblem,
 } from './routing-names.js';
-
-export interface BackendSpec {
-  /** Base URLs of the OpenAI-compatible server(s), each ending in /v1. */
-  endpoints: string[];
-  apiKey?: string | undefined;
-  /** Ask for token ids (vLLM ≥ 0.10.2 `return_token_ids`). */
-  tokenIds: boolean;
-  /** Ask for the sampled tokens' log-probs. */
-  logprobs: boolean;
-  /** APIs sent to this backend as the harness sent them, not translated to chat completions. */
-  nativeApis?: CallEndpoint[] | undefined;
-  /** The backend takes chat prompts as token ids (see gateway.backends.*.tokenIn). */
-  tokenIn?: TokenInSpec | undefined;
-  /** Calls in flight at most across all gateways, and the longest a call queues for one (see BackendLimits). */
-  limit?: { maxInFlight: number; maxQueueWaitMs: number } | undefined;
-}
-
-export interface TokenInSpec {
-  tokenizerDir: string;
-  field: 'prompt_token_ids' | 'kv_transfer_params';
-}
-
-export interface PolicySpec {
-  backend: string;
-  /** The model name the backend serves this policy version under. */
-  model: string;
-}
-
-export interface RoutingTable {
-  backends: Record<string, BackendSpec>;
-  /** Policy version → where it is served. */
-  policies: Record<string, PolicySpec>;
-  /** Model alias a harness asks for (e.g. "production") → policy version. */
-  aliases: Record<string, string>;
-  /**
-   * Alias → candidate policy version whose answers to the alias's calls are recorded as shadow
-   * calls (never returned). The candidate may be the alias's own version: the shadow then
-   * measures how often the policy disagrees with itself, the noise floor for other candidates.
-   */
-  mirrors?: Record<string, { candidate: string; sampleRate: number }>;
-}
+export { RoutingError } from './routing-table.js';
+export type { BackendSpec, PolicySpec, RoutingTable, TokenInSpec } from './routing-table.js';
 
 export interface Route {
   policyVersion: string;
@@ -75,20 +43,10 @@ export interface Mirror {
   sampleRate: number;
 }
 
-export class RoutingError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly code: string,
-    readonly retryAfterSeconds?: number,
-  ) {
-    super(message);
-  }
-}
-
-/** A table entry the table itself holds: a name like "constructor" must not find Object's. */
-function own<T>(record: Record<string, T> | undefined, name: string): T | undefined {
-  return record !== undefined && Object.hasOwn(record, name) ? record[name] : undefined;
+/** The version a call is served by, and the alias it reached it through (mirrors follow aliases). */
+interface ServedName {
+  policyVersion: string;
+  alias?: string;
 }
 
 interface PolicyState {
@@ -203,19 +161,11 @@ export class Router {
         'model_missing',
       );
     }
-    // Own properties only: a model named "constructor" is unknown, not Object's.
-    const viaAlias = Object.hasOwn(this.table.aliases, model);
-    const requested = viaAlias
-      ? own(this.table.aliases, model)
-      : Object.hasOwn(this.table.policies, model)
-        ? model
-        : undefined;
-    if (!requested) {
-      // The backend's words: what else is served is for those who may list the models to ask.
-      throw new RoutingError(`The model \`${model}\` does not exist.`, 404, 'model_not_found');
-    }
-    // A rollout Rein pinned to a version (training, held-out replay) gets it whatever name its harness uses.
-    const policyVersion = pinnedVersion ?? requested;
+    // A rollout Rein pinned to a version (training, held-out replay) gets it whatever name its harness uses: many
+    // harnesses hard-code a vendor's model name.
+    const served: ServedName =
+      pinnedVersion === undefined ? this.resolveServed(model) : { policyVersion: pinnedVersion };
+    const { policyVersion } = served;
     if (!Object.hasOwn(this.table.policies, policyVersion)) {
       throw new RoutingError(
         `the rollout is pinned to policy ${policyVersion}, which is not in the routing table; register it first (PUT /api/policies/${policyVersion})`,
@@ -232,11 +182,33 @@ export class Router {
       );
     }
     const { route, release } = this.enter(policyVersion, rolloutId);
-    const mirror = viaAlias && pinnedVersion === undefined ? this.mirrorOf(model) : undefined;
+    const mirror = served.alias === undefined ? undefined : this.mirrorOf(served.alias);
     const candidate = mirror && sampled(rolloutId, mirror.sampleRate) ? mirror.candidate : undefined;
     if (candidate === undefined || this.stateOf(candidate).paused) return { route, release };
     const shadow = this.enter(candidate, rolloutId);
     return { route, release, mirror: { ...shadow.route, release: shadow.release } };
+  }
+
+  /**
+   * The version an unpinned call's model name reaches, and the alias it went through: the name itself, else
+   * gateway.defaultModel; neither known is a 404 that lists the names served.
+   */
+  private resolveServed(model: string): ServedName {
+    for (const name of [model, this.table.defaultModel]) {
+      if (name === undefined) continue;
+      // Own properties only: a model named "constructor" is unknown, not Object's.
+      const aliased = own(this.table.aliases, name);
+      if (aliased !== undefined) return { policyVersion: aliased, alias: name };
+      if (Object.hasOwn(this.table.policies, name)) return { policyVersion: name };
+    }
+    throw new RoutingError(
+      `The model \`${model}\` does not exist. ${servedNames(this.table)}` +
+        (this.table.defaultModel === undefined
+          ? '; gateway.defaultModel (an alias such as production) would serve any other name'
+          : `; gateway.defaultModel ${this.table.defaultModel} is not served either`),
+      404,
+      'model_not_found',
+    );
   }
 
   pause(policyVersion: string): void {
@@ -353,37 +325,4 @@ export function stickyEndpoint(endpoints: readonly string[], rolloutId: string):
   if (endpoints.length === 1) return endpoints[0] as string;
   const bucket = createHash('sha256').update(rolloutId).digest().readUInt32BE(0) % endpoints.length;
   return endpoints[bucket] as string;
-}
-
-function validateTable(table: RoutingTable): void {
-  // Names first, and on their own: a name that cannot be used is the caller's one mistake.
-  const badNames = [
-    ...Object.keys(table.backends).map((name) => ['backend', name]),
-    ...Object.keys(table.policies).map((name) => ['policy version', name]),
-    ...Object.keys(table.aliases).map((name) => ['alias', name]),
-  ].flatMap(([kind, name]) => {
-    const problem = routingNameProblem(name as string);
-    return problem ? [`${kind} ${problem}`] : [];
-  });
-  if (badNames.length) throw new RoutingError(badNames.join('; '), 400, 'invalid_name');
-  const problems: string[] = [];
-  for (const [name, backend] of Object.entries(table.backends)) {
-    if (backend.endpoints.length === 0) problems.push(`backend ${name} has no endpoints`);
-  }
-  for (const [version, policy] of Object.entries(table.policies)) {
-    if (!own(table.backends, policy.backend))
-      problems.push(`policy ${version} names unknown backend ${policy.backend}`);
-  }
-  for (const [alias, version] of Object.entries(table.aliases)) {
-    if (!own(table.policies, version)) problems.push(`alias ${alias} points at unknown policy ${version}`);
-  }
-  for (const name of aliasesNamedLikeVersions(table.policies, table.aliases))
-    problems.push(`${name} is both an alias and a policy version: a model name means one thing, rename one`);
-  for (const [alias, { candidate }] of Object.entries(table.mirrors ?? {})) {
-    if (!Object.hasOwn(table.aliases, alias))
-      problems.push(`mirror of alias ${alias}, which does not exist (clear it first: DELETE /api/mirrors/${alias})`);
-    if (!own(table.policies, candidate)) problems.push(`alias ${alias} is mirrored to unknown policy ${candidate}`);
-  }
-  if (problems.length)
-    throw new RoutingError(`invalid gateway routing: ${problems.join('; ')}`, 400, 'invalid_routing');
 }
