@@ -70,6 +70,29 @@ export function parseJson(text: string): JsonObject | undefined {
   }
 }
 
+/** The message of a backend's error body (OpenAI's / vLLM's shape), if it has one. */
+export function backendMessage(text: string): string | undefined {
+  const body = parseJson(text);
+  const error = body?.error;
+  if (error !== null && typeof error === 'object' && typeof (error as JsonObject).message === 'string')
+    return (error as JsonObject).message as string;
+  return typeof body?.message === 'string' ? body.message : undefined;
+}
+
+/** The longest backend reason a journaled error message keeps (the response itself is journaled whole). */
+const BACKEND_REASON_MAX = 400;
+
+/**
+ * A journaled error message for a backend's error answer: its status and its own words (its error message, else the
+ * start of its text), cut to a sane length, so the cause shows without opening the raw response.
+ */
+export function backendRefusal(status: number, text: string, who = 'the backend'): string {
+  const words = (backendMessage(text) ?? text).replace(/\s+/g, ' ').trim();
+  if (!words) return `${who} answered ${status}`;
+  const cut = words.length > BACKEND_REASON_MAX ? `${words.slice(0, BACKEND_REASON_MAX)}…` : words;
+  return `${who} answered ${status}: ${cut}`;
+}
+
 /** A backend's whole (non-streamed) answer to `endpoint` as the gateway reads it, or why it cannot. */
 export function readReply(
   endpoint: CallEndpoint,

@@ -1,7 +1,7 @@
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { ApiTranslation } from '../apis/translation.js';
 import type { CallEndpoint } from '../store/trace-store.js';
-import { parseJson } from './backend-reply.js';
+import { backendMessage } from './backend-reply.js';
 import { apiErrorType } from './errors.js';
 import { anythingInjected, stripInjected, stripInjectedText, withoutTokenIds, type Injected } from './openai-shapes.js';
 import type { BackendResponse, JsonObject, RequestBody } from './openai-types.js';
@@ -93,15 +93,6 @@ function withoutLogprobs<T extends JsonObject>(chat: T): T {
     choice !== null && typeof choice === 'object' && !Array.isArray(choice) ? { ...choice, logprobs: null } : choice,
   );
   return { ...chat, choices };
-}
-
-/** The message of a backend's error body (OpenAI's / vLLM's shape), if it has one. */
-function backendMessage(text: string): string | undefined {
-  const body = parseJson(text);
-  const error = body?.error;
-  if (error !== null && typeof error === 'object' && typeof (error as JsonObject).message === 'string')
-    return (error as JsonObject).message as string;
-  return typeof body?.message === 'string' ? body.message : undefined;
 }
 
 /** An SSE event with its data replaced, every other line as it was. */

@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { CallEndpoint, ShadowCallRecord, TraceStore } from '../store/trace-store.js';
-import { classify, journalShare, parseJson, readReply } from './backend-reply.js';
+import { backendRefusal, classify, journalShare, parseJson, readReply } from './backend-reply.js';
 import { extractTokens, stripInjected, upstreamRequest, withoutTokenIds, type Injected } from './openai-shapes.js';
 import type { JsonObject } from './openai-types.js';
 import type { ProxiedCall } from './proxied-call.js';
@@ -174,7 +174,7 @@ export class ShadowCalls {
         upstreamStatus: upstream.statusCode,
         response: parseJson(text) ?? text,
         errorClass: 'upstream_http_error',
-        errorMessage: `candidate backend answered ${upstream.statusCode}`,
+        errorMessage: backendRefusal(upstream.statusCode, text, "the candidate's backend"),
       });
       return;
     }

@@ -1,6 +1,14 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { badResponse, classify, parseJson, readReply, relayedHeaders, type Finish } from './backend-reply.js';
+import {
+  backendRefusal,
+  badResponse,
+  classify,
+  parseJson,
+  readReply,
+  relayedHeaders,
+  type Finish,
+} from './backend-reply.js';
 import type { HarnessReply } from './harness-reply.js';
 import { extractTokens, usageFromTokens } from './openai-shapes.js';
 import type { ProxiedCall } from './proxied-call.js';
@@ -40,7 +48,7 @@ export async function relayWhole(
       upstreamStatus: upstream.statusCode,
       response: parseJson(text) ?? text,
       errorClass: 'upstream_http_error',
-      errorMessage: `backend answered ${upstream.statusCode}`,
+      errorMessage: backendRefusal(upstream.statusCode, text),
       ttftMs: ttft,
     });
     const body = reply.error(upstream.statusCode, text);

@@ -132,6 +132,23 @@ describe('classifyFailure', () => {
     });
   });
 
+  it("names the backend's own reason when the harness crashed after the backend refused its last call", () => {
+    const said =
+      "the backend answered 400: This model's maximum context length is 1024 tokens. However, you requested 2658";
+    const refused = call('c2', 1000, null, {
+      status: 'error',
+      upstreamStatus: 400,
+      errorClass: 'upstream_http_error',
+      errorMessage: said,
+    });
+    const failure = classifyFailure(crashed, [call('c1', 500, chat({ content: 'hi' })), refused], []);
+    expect(failure).toMatchObject({
+      failureClass: 'harness',
+      evidence: { callId: 'c2', upstreamStatus: 400, errorMessage: said },
+    });
+    expect(failure?.reason).toBe(`the harness exited with 1 after model call c2 failed: ${said}; log: Error: boom`);
+  });
+
   it('calls a failed irreversible action irreversible, even when the harness exited 0 or timed out', () => {
     const deleted = span(1500, { name: 'drop_table', failure: 'deleted the wrong table', irreversible: true });
     expect(

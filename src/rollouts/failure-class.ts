@@ -107,7 +107,37 @@ export function classifyFailure(
       evidence: { ...exit, ...failure.evidence },
     };
   }
-  return { failureClass: 'harness', reason: `the harness ${how}: ${log || '(no output)'}`, evidence: exit };
+  return (
+    refusedCallFailure(calls.at(-1), how, log, exit) ?? {
+      failureClass: 'harness',
+      reason: `the harness ${how}: ${log || '(no output)'}`,
+      evidence: exit,
+    }
+  );
+}
+
+/**
+ * A crash after the backend refused the last call (a prompt over the context length, a bad parameter): the harness's
+ * failure, in the backend's own words (the journal keeps them).
+ */
+function refusedCallFailure(
+  refused: CallRecord | undefined,
+  how: string,
+  log: string,
+  exit: Record<string, unknown>,
+): ClassifiedFailure | null {
+  if (refused?.errorClass !== 'upstream_http_error') return null;
+  const said = refused.errorMessage ?? `the backend answered ${refused.upstreamStatus}`;
+  return {
+    failureClass: 'harness',
+    reason: `the harness ${how} after model call ${refused.id} failed: ${said}; log: ${log || '(no output)'}`,
+    evidence: {
+      ...exit,
+      callId: refused.id,
+      upstreamStatus: refused.upstreamStatus,
+      errorMessage: refused.errorMessage,
+    },
+  };
 }
 
 /** The last span the harness reported, when it failed or was denied. */
