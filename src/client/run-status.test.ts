@@ -1,7 +1,7 @@
 import type { WorkflowExecutionDescription } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { PROGRESS_MEMO } from '../../workflows/index.js';
-import { recordedStatus } from './run-status.js';
+import { recordedStatus, unansweredQuery } from './run-status.js';
 
 /** What Temporal describes of a run's execution: its status, the progress memo it recorded, its stage attribute. */
 const described = (status: string, stage: string) =>
@@ -26,5 +26,22 @@ describe("a run's status from what Temporal keeps", () => {
     expect(recordedStatus('r', described('RUNNING', 'iteration-2'))?.state).toBe('running');
     expect(recordedStatus('r', described('RUNNING', 'paused'))?.state).toBe('paused');
     expect(recordedStatus('r', described('CONTINUED_AS_NEW', 'stopped'))?.state).toBe('stopped');
+  });
+});
+
+describe('why a status query has no answer', () => {
+  const noPoller = Object.assign(new Error('9 FAILED_PRECONDITION: no poller seen for task queue recently'), {
+    code: 9,
+  });
+  it('says in words that no worker polls, and how to start one, whether Temporal or Rein found it', () => {
+    const words =
+      'no Rein worker is polling task queue "rein": start one with `rein worker` (or `rein dev`) and the run\'s config';
+    expect(unansweredQuery('rein')).toBe(words);
+    expect(unansweredQuery('rein', new Error('query failed', { cause: noPoller }))).toBe(words);
+  });
+  it("keeps any other failure's own words", () => {
+    expect(unansweredQuery('rein', new Error('deadline exceeded'))).toBe(
+      'the status query went unanswered: deadline exceeded',
+    );
   });
 });

@@ -125,7 +125,7 @@ async function queryStatus(
   runId: string,
   taskQueue: string,
 ): Promise<{ status: RunStatus } | { problem: string }> {
-  if (!(await workerIsPolling(client, taskQueue))) return { problem: `no worker polls task queue "${taskQueue}"` };
+  if (!(await workerIsPolling(client, taskQueue))) return { problem: unansweredQuery(taskQueue) };
   try {
     const status = await client.withDeadline(Date.now() + STATUS_QUERY_TIMEOUT_MS, () =>
       client.workflow.getHandle<typeof trainingRun>(runId).query(statusQuery),
@@ -134,9 +134,21 @@ async function queryStatus(
   } catch (err) {
     // A query that runs out of time may only mean that no worker answers; a refused connection is Temporal's.
     if (grpcCode(err) === UNAVAILABLE) throw err;
-    return { problem: `the status query went unanswered: ${failureMessage(err)}` };
+    return { problem: unansweredQuery(taskQueue, err) };
   }
 }
+
+/**
+ * Why a run's status query has no answer, in words: no worker polls its task queue (Rein's own check found none, or
+ * Temporal refused the query for it: a worker that stopped moments ago still looks recent), or the query's own failure.
+ */
+export function unansweredQuery(taskQueue: string, err?: unknown): string {
+  const noPoller = grpcCode(err) === FAILED_PRECONDITION && /no poller/i.test(failureMessage(err));
+  if (err === undefined || noPoller)
+    return `no Rein worker is polling task queue "${taskQueue}": start one with \`rein worker\` (or \`rein dev\`) and the run's config`;
+  return `the status query went unanswered: ${failureMessage(err)}`;
+}
+const FAILED_PRECONDITION = 9;
 
 /** The progress a run recorded in its memo (workflows/run-progress.ts: recordProgress), if it did. */
 export function recordedProgress(described: Pick<WorkflowExecutionDescription, 'memo'>): RunProgress | undefined {

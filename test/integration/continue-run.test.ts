@@ -354,8 +354,9 @@ describe('continuing a run that did not complete', () => {
         },
       });
       expect(waiting.problem).toMatch(
-        /^(no worker polls task queue|the status query went unanswered).*; showing the progress the run last recorded$/,
+        /^(no Rein worker is polling task queue .*: start one with `rein worker`|the status query went unanswered).*; showing the progress the run last recorded$/,
       );
+      expect(waiting.problem).not.toContain('FAILED_PRECONDITION');
       const final = (await (
         await createWorker(queue)
       ).runUntil(client.workflow.getHandle(runId).result())) as RunStatus;
