@@ -29,6 +29,12 @@ export function isFinished(status: RolloutStatus): boolean {
   return NEXT[status].length === 0;
 }
 
+/**
+ * The custom event that says why an attempt ended without a result and another started (its data: attempt,
+ * failureClass, reason).
+ */
+export const ATTEMPT_FAILED = 'attempt_failed';
+
 /** Finished without a score: cancelled, or failed for a reason that is not the policy's. */
 export function isUnscored(rollout: Pick<Rollout, 'status' | 'failureClass'>): boolean {
   return (

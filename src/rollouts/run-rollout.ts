@@ -8,7 +8,7 @@ import { recordedRewards, rewardsDisagree, verifiedRewardEvent } from './rewards
 import { RolloutsHandedBack, type RolloutBatchSpec, type RolloutOutcome, type RunnerDeps } from './rollout-batch.js';
 import { LOG_NOT_UPLOADED_EVENT, uploadRolloutLog } from './rollout-logs.js';
 import { finishScored, outcomeOf, unscoredFields, type OutcomeBase } from './rollout-outcome.js';
-import { isFinished, isUnscored, UNSCORED_FAILURE_CLASSES, type RolloutEvent } from './rollout.js';
+import { ATTEMPT_FAILED, isFinished, isUnscored, UNSCORED_FAILURE_CLASSES, type RolloutEvent } from './rollout.js';
 import { rolloutIdFor } from './rollout-id.js';
 import { harnessView, type Task } from './tasks.js';
 import { ENVIRONMENT_EVENT, VARIANT_FIELD } from '../environments/rollout-environment.js';
@@ -162,7 +162,7 @@ async function takeOverRunning(
   const reason = `the runner of attempt ${issued.attempt} stopped before it finished (its worker was lost); starting another`;
   await gateway.appendEvent(
     rolloutId,
-    { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, failureClass: 'orchestrator', reason } },
+    { type: 'custom', name: ATTEMPT_FAILED, data: { attempt: issued.attempt, failureClass: 'orchestrator', reason } },
     issued.attempt,
   );
   const next = await nextAttempt(rollout, issued);
@@ -230,7 +230,7 @@ async function runAttempts(
     if (failure?.failureClass === 'infrastructure' && issued.attempt < spec.maxAttempts) {
       await gateway.appendEvent(
         rolloutId,
-        { type: 'custom', name: 'attempt_failed', data: { attempt: issued.attempt, ...failure } },
+        { type: 'custom', name: ATTEMPT_FAILED, data: { attempt: issued.attempt, ...failure } },
         issued.attempt,
       );
       const lost = failure.evidence?.upstreamStatus === 404 || failure.evidence?.errorClass === 'policy_unavailable';

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import {
+  ATTEMPT_FAILED,
   canTransition,
   isFinished,
   isUnscored,
@@ -124,6 +125,10 @@ export class RolloutLifecycle {
           `attempt ${current.attempts} of rollout ${id} was scored by the verifier; it takes no new attempt (finish it with that reward)`,
         );
       }
+      await this.recordSuperseded(trx, id, current.attempts, {
+        failureClass: 'orchestrator',
+        reason: `attempt ${current.attempts} ended without a result or a recorded failure (its runner was lost); attempt ${current.attempts + 1} started`,
+      });
       const updated = await trx
         .updateTable('rollouts')
         .set((eb) => ({ attempts: eb('attempts', '+', 1), updated_at: Date.now() }))
@@ -146,6 +151,10 @@ export class RolloutLifecycle {
           `rollout ${id} cannot be reopened: ${why}; only a rollout lost to a fault before it was scored runs again`,
         );
       }
+      await this.recordSuperseded(trx, id, current.attempts, {
+        failureClass: current.failureClass,
+        reason: current.statusReason ?? `attempt ${current.attempts} was ${current.status}`,
+      });
       const now = Date.now();
       const updated = await trx
         .updateTable('rollouts')
@@ -182,6 +191,35 @@ export class RolloutLifecycle {
    * `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys
    * only share the row's key).
    */
+  /**
+   * An attempt superseded by the next one says why in the history (an `attempt_failed` event), whichever component
+   * died: the runner usually recorded it; when nobody did, this does, in the transaction that starts the next attempt.
+   */
+  private async recordSuperseded(
+    trx: Kysely<JournalTables>,
+    id: string,
+    attempt: number,
+    failure: { failureClass: string | null; reason: string },
+  ): Promise<void> {
+    const custom = await trx
+      .selectFrom('events')
+      .select('payload')
+      .where('rollout_id', '=', id)
+      .where('attempt', '=', attempt)
+      .where('type', '=', 'custom')
+      .execute();
+    if (custom.some((e) => (JSON.parse(e.payload) as { name?: unknown }).name === ATTEMPT_FAILED)) return;
+    await this.statements.insertEvent(trx, {
+      rollout_id: id,
+      attempt,
+      type: 'custom',
+      source: 'admin',
+      action_id: null,
+      payload: JSON.stringify({ name: ATTEMPT_FAILED, data: { attempt, ...failure } }),
+      at: Date.now(),
+    });
+  }
+
   private async requireRollout(db: QueryRunner, id: string, options: { lock?: boolean } = {}): Promise<Rollout> {
     const row = await (options.lock && this.database.rowLocks
       ? this.statements.rolloutLocked(db, id)

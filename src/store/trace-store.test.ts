@@ -531,6 +531,46 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       await store.close();
     });
 
+    it('records why each superseded attempt ended, once, whoever started the next one', async () => {
+      const store = await openStore();
+      for (const id of ['lost-runner', 'said-why', 'lost-fault']) {
+        await store.createRollout({ id });
+        await store.setRolloutStatus(id, { status: 'running', attempt: 1 }, 'admin');
+      }
+      const failedOf = async (id: string) =>
+        (await store.listEvents(id))
+          .filter((e) => e.type === 'custom' && e.payload.name === 'attempt_failed')
+          .map((e) => [e.attempt, e.payload.data]);
+      // Nobody said why: the attempt's runner was lost.
+      await store.startAttempt('lost-runner');
+      expect(await failedOf('lost-runner')).toEqual([
+        [
+          1,
+          {
+            attempt: 1,
+            failureClass: 'orchestrator',
+            reason: 'attempt 1 ended without a result or a recorded failure (its runner was lost); attempt 2 started',
+          },
+        ],
+      ]);
+      // The runner said why: kept, not doubled.
+      const said = { attempt: 1, failureClass: 'infrastructure', reason: 'the backend was unreachable' };
+      await store.appendEvent('said-why', 1, { type: 'custom', name: 'attempt_failed', data: said }, 'admin');
+      await store.startAttempt('said-why');
+      expect(await failedOf('said-why')).toEqual([[1, said]]);
+      // An attempt that ended unscored, run again: its own failure.
+      await store.setRolloutStatus(
+        'lost-fault',
+        { status: 'failed', reason: 'model call c1 failed upstream', failureClass: 'infrastructure', attempt: 1 },
+        'admin',
+      );
+      await store.reopenRollout('lost-fault', 'run again');
+      expect(await failedOf('lost-fault')).toEqual([
+        [1, { attempt: 1, failureClass: 'infrastructure', reason: 'model call c1 failed upstream' }],
+      ]);
+      await store.close();
+    });
+
     it('allows only legal status transitions and records each with its reason', async () => {
       const store = await openStore();
       await store.createRollout({ id: 'a' });

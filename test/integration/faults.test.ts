@@ -285,6 +285,14 @@ describe('faults never change a verdict', () => {
         "SELECT rollout_id, COUNT(*) AS n FROM events WHERE type = 'reward' AND source = 'admin' GROUP BY rollout_id HAVING n > 1",
       ),
     ).toEqual([]);
+    // Every attempt that a later one superseded says why in the rollout's history, whichever component died.
+    const explained = new Set(
+      query<{ rollout_id: string; attempt: number }>(
+        `SELECT rollout_id, attempt FROM events WHERE type = 'custom' AND payload LIKE '%"name":"attempt_failed"%'`,
+      ).map((e) => `${e.rollout_id}#${e.attempt}`),
+    );
+    const superseded = rollouts.flatMap((r) => Array.from({ length: r.attempts - 1 }, (_, i) => `${r.id}#${i + 1}`));
+    expect(superseded.filter((attempt) => !explained.has(attempt))).toEqual([]);
     // A fault of Rein's making is never blamed on the policy: no scored rollout's last attempt saw one.
     const blamed = query(
       `SELECT r.id FROM rollouts r JOIN calls c ON c.rollout_id = r.id AND c.attempt = r.attempts
