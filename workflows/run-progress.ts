@@ -3,7 +3,7 @@ import type { GateSummary } from '../activities/release.js';
 import type { RunRolloutsSummary } from '../activities/run-rollouts.js';
 import type { SampledRollouts } from './sampled-rollouts.js';
 import { ReinHeldoutSuccess, ReinPolicyVersion } from './search-attributes.js';
-import { failuresByStage, iterationSummary } from './summaries.js';
+import { failureReasonsByStage, failuresByStage, iterationSummary } from './summaries.js';
 import type { TrainingIterationResult } from './training-iteration.js';
 import { variantsView, type IterationVariantsView } from '../src/environments/variants-view.js';
 
@@ -36,6 +36,8 @@ export interface RunProgress {
     };
     /** Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed. */
     failures?: Record<string, Record<string, number>>;
+    /** Per stage of failures, one failed rollout's reason for each failure class (cut short). */
+    failureReasons?: Record<string, Record<string, string>>;
     failed?: string;
     /**
      * Where the trained samples came from: the version the rollouts sampled, the rollouts kept by
@@ -128,6 +130,7 @@ export function heldoutResult(policyVersion: string, summary: RunRolloutsSummary
 function iterationEntry(result: TrainingIterationResult): RunProgress['iterations'][number] {
   const { release } = result;
   const failures = failuresByStage(result);
+  const failureReasons = failureReasonsByStage(result);
   return {
     iteration: result.iteration,
     candidate: result.candidate,
@@ -144,6 +147,7 @@ function iterationEntry(result: TrainingIterationResult): RunProgress['iteration
       },
     }),
     ...(Object.keys(failures).length > 0 && { failures }),
+    ...(Object.keys(failureReasons).length > 0 && { failureReasons }),
     samples: samplesEntry(result),
     ...(result.variants && { variants: variantsView(result.variants) }),
   };

@@ -42,23 +42,41 @@ export function iterationSummary(it: {
 }
 
 type ByClass = Record<string, number>;
+type SetFailures = { byFailureClass: ByClass; failureReasons?: Record<string, string> };
 
 /**
  * Failed rollouts by failure class for each stage of an iteration that ran rollouts: training
  * rollouts, the candidate's held-out replay, production's held-out replay. Stages without a
  * failure are left out, so an empty object means nothing failed.
  */
-export function failuresByStage(result: {
-  rollouts: { byFailureClass: ByClass };
-  heldout: { byFailureClass: ByClass } | null;
-  release: { incumbentHeldout?: { byFailureClass: ByClass } } | null;
-}): Record<string, ByClass> {
-  const stages: Array<[string, ByClass | undefined]> = [
-    ['rollouts', result.rollouts.byFailureClass],
-    ['heldout', result.heldout?.byFailureClass],
-    ['heldout-production', result.release?.incumbentHeldout?.byFailureClass],
+export function failuresByStage(result: IterationSets): Record<string, ByClass> {
+  return byStage(result, (set) => set.byFailureClass);
+}
+
+/** For each stage of failuresByStage, one failed rollout's reason per failure class (where the summary has them). */
+export function failureReasonsByStage(result: IterationSets): Record<string, Record<string, string>> {
+  return byStage(result, (set) => set.failureReasons ?? {});
+}
+
+interface IterationSets {
+  rollouts: SetFailures;
+  heldout: SetFailures | null;
+  release: { incumbentHeldout?: SetFailures } | null;
+}
+
+function byStage<T>(
+  result: IterationSets,
+  pick: (set: SetFailures) => Record<string, T>,
+): Record<string, Record<string, T>> {
+  const stages: Array<[string, SetFailures | undefined]> = [
+    ['rollouts', result.rollouts],
+    ['heldout', result.heldout ?? undefined],
+    ['heldout-production', result.release?.incumbentHeldout],
   ];
   return Object.fromEntries(
-    stages.filter((s): s is [string, ByClass] => s[1] !== undefined && Object.keys(s[1]).length > 0),
+    stages.flatMap(([stage, set]) => {
+      const picked = set === undefined ? {} : pick(set);
+      return Object.keys(picked).length > 0 ? [[stage, picked]] : [];
+    }),
   );
 }

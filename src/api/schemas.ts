@@ -67,6 +67,10 @@ const iteration = z.object({
     .describe(
       'Failed rollouts by failure class per stage (rollouts, heldout, heldout-production); absent when none failed',
     ),
+  failureReasons: z
+    .record(z.string(), z.record(z.string(), z.string()))
+    .optional()
+    .describe("Per stage, one failed rollout's reason for each failure class in failures (cut short)"),
   failed: z.string().optional(),
   samples: z
     .object({
@@ -105,6 +109,10 @@ const rolloutSetSummary = z.object({
   total: z.number().int(),
   byStatus: counts,
   byFailureClass: counts,
+  failureReasons: z
+    .record(z.string(), z.string())
+    .optional()
+    .describe("One failed rollout's reason per failure class (the first met, cut short); absent when none failed"),
   meanReward: z.number().nullable().describe('Over the scored rollouts; null when none was scored'),
   unscored: z.number().int().describe('Rollouts lost to a fault before the verifier scored them'),
   rewardDisagreements: z.number().int(),

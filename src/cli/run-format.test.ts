@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RunStatus } from '../../workflows/index.js';
-import { iterationLine, pipelineLine } from './run-format.js';
+import { formatRunSummary, iterationLine, pipelineLine } from './run-format.js';
 
 const status = (more: Partial<RunStatus>): RunStatus => ({
   runId: 'r',
@@ -38,6 +38,42 @@ describe('how rein status words the asynchronous schedule', () => {
       }),
     ).toBe(
       'iteration 2: r.v2  train mean reward 0.500, held-out -; sampled from v0 (rollouts by versions behind: 1 x 14), importance ratio max 1.31, masked 2.0%',
+    );
+  });
+});
+
+describe('how rein status says why rollouts failed', () => {
+  it("prints one rollout's reason per stage and class, of the latest iteration with failures", () => {
+    const report = {
+      runId: 'r',
+      execution: 'RUNNING',
+      startTime: new Date(0),
+      closeTime: undefined,
+      problem: undefined,
+      activity: undefined,
+      resumes: [],
+      status: status({
+        iterations: [
+          {
+            iteration: 1,
+            candidate: 'r.v1',
+            meanReward: 0.5,
+            heldoutMeanReward: null,
+            failures: { rollouts: { harness: 2 } },
+            failureReasons: {
+              rollouts: {
+                harness:
+                  "the harness exited with 1 after model call c7 failed: the backend answered 400: This model's maximum context length is 1024 tokens",
+              },
+            },
+          },
+          { iteration: 2, candidate: 'r.v2', meanReward: 0.6, heldoutMeanReward: null },
+        ],
+      }),
+    };
+    expect(formatRunSummary(report)).toContain(
+      "Why rollouts failed in iteration 1 (one rollout's reason per class):\n" +
+        "  training rollouts, harness: the harness exited with 1 after model call c7 failed: the backend answered 400: This model's maximum context length is 1024 tokens\n",
     );
   });
 });

@@ -94,6 +94,7 @@ export function formatRunSummary(report: RunReport): string {
   const status = report.status;
   if (!status) return `${lines.join('\n')}\n`;
   if (status.iterations.length > 0) lines.push('', iterationTable(status.iterations));
+  lines.push(...failureReasonLines(status.iterations));
   lines.push(...environmentBlocks(status.iterations));
   lines.push(...heldoutComparison(status));
   return `${lines.join('\n')}\n`;
@@ -134,6 +135,21 @@ function iterationTable(iterations: RunStatus['iterations']): string {
     failed(it),
   ]);
   return formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows);
+}
+
+/** Why rollouts failed: one reason per stage and class, of the latest iteration that has any. */
+function failureReasonLines(iterations: RunStatus['iterations']): string[] {
+  const latest = iterations.findLast((it) => Object.keys(it.failureReasons ?? {}).length > 0);
+  if (!latest?.failureReasons) return [];
+  return [
+    '',
+    `Why rollouts failed in iteration ${latest.iteration} (one rollout's reason per class):`,
+    ...Object.entries(latest.failureReasons).flatMap(([stage, byClass]) =>
+      Object.entries(byClass).map(
+        ([failureClass, reason]) => `  ${STAGE_NAMES[stage] ?? stage}, ${failureClass}: ${reason}`,
+      ),
+    ),
+  ];
 }
 
 /** Per iteration with variants: the environments its training ran in, the checks, the rigger's findings. */

@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { selectionRolloutIds } from './rollout-id.js';
-import { mergeShardSummaries, planShards, summarizeOutcomes, type SummarizedOutcome } from './shards.js';
+import {
+  FAILURE_REASON_MAX,
+  mergeShardSummaries,
+  planShards,
+  summarizeOutcomes,
+  type SummarizedOutcome,
+} from './shards.js';
 
 const taskIdsArb = fc.uniqueArray(fc.stringMatching(/^[a-z0-9]{1,6}$/), { maxLength: 60 });
 
@@ -10,6 +16,8 @@ const outcomeArb = (taskId: string): fc.Arbitrary<SummarizedOutcome> =>
     taskId: fc.constant(taskId),
     status: fc.constantFrom('succeeded', 'failed', 'cancelled'),
     failureClass: fc.constantFrom(null, 'model', 'infrastructure', 'verifier'),
+    // Long ones too: a summary cuts them.
+    reason: fc.option(fc.string({ maxLength: 300 }), { nil: null }),
     reward: fc.option(fc.double({ min: -5, max: 5, noNaN: true }), { nil: null }),
     rewardDisagrees: fc.boolean(),
   });
@@ -71,5 +79,28 @@ describe('mergeShardSummaries', () => {
         else expect(meanReward).toBeCloseTo(wholeMean, 9);
       }),
     );
+  });
+});
+
+describe('a summary of failed rollouts', () => {
+  it('keeps the first reason met for each failure class, cut short', () => {
+    const failed = (failureClass: string, reason: string): SummarizedOutcome => ({
+      taskId: 't',
+      status: 'failed',
+      failureClass,
+      reason,
+      reward: 0,
+      rewardDisagrees: false,
+    });
+    const summary = summarizeOutcomes('b', 'h', [
+      failed('harness', 'the backend answered 400: too long'),
+      failed('harness', 'exited with 2'),
+      failed('infrastructure', 'x'.repeat(500)),
+    ]);
+    expect(summary.failureReasons).toEqual({
+      harness: 'the backend answered 400: too long',
+      infrastructure: `${'x'.repeat(FAILURE_REASON_MAX)}…`,
+    });
+    expect(summarizeOutcomes('b', 'h', []).failureReasons).toBeUndefined();
   });
 });

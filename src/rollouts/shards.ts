@@ -30,6 +30,8 @@ export interface SummarizedOutcome {
   taskId: string;
   status: string;
   failureClass: string | null;
+  /** Why it failed, in words (the failure's reason); absent or null when it did not. */
+  reason?: string | null;
   /** The verifier's reward; null when unscored. */
   reward: number | null;
   rewardDisagrees: boolean;
@@ -42,6 +44,11 @@ export interface RolloutSetSummary {
   total: number;
   byStatus: Record<string, number>;
   byFailureClass: Record<string, number>;
+  /**
+   * One failed rollout's reason per failure class (the first met, cut to FAILURE_REASON_MAX characters), so a report
+   * says why without opening a rollout; absent when none failed (and in summaries written before it existed).
+   */
+  failureReasons?: Record<string, string>;
   /** Over the scored rollouts; null when none was scored. */
   meanReward: number | null;
   /**
@@ -74,12 +81,28 @@ export function summarizeOutcomes(
     total: outcomes.length,
     byStatus: count((o) => o.status),
     byFailureClass: count((o) => o.failureClass),
+    ...withReasons(firstReasons(outcomes)),
     meanReward: rewards.length === 0 ? null : rewards.reduce((a, b) => a + b, 0) / rewards.length,
     unscored: outcomes.length - rewards.length,
     rewardDisagreements: outcomes.filter((o) => o.rewardDisagrees).length,
     meanRewardByTask: meanRewardByTask(outcomes),
   };
 }
+
+/** The longest failure reason a summary keeps: it travels in workflow results and the run's memo. */
+export const FAILURE_REASON_MAX = 240;
+
+function firstReasons(outcomes: readonly SummarizedOutcome[]): Record<string, string> {
+  const reasons: Record<string, string> = {};
+  for (const { failureClass, reason } of outcomes) {
+    if (failureClass === null || !reason || Object.hasOwn(reasons, failureClass)) continue;
+    reasons[failureClass] = reason.length > FAILURE_REASON_MAX ? `${reason.slice(0, FAILURE_REASON_MAX)}…` : reason;
+  }
+  return reasons;
+}
+
+const withReasons = (reasons: Record<string, string>) =>
+  Object.keys(reasons).length > 0 ? { failureReasons: reasons } : {};
 
 function meanRewardByTask(outcomes: readonly SummarizedOutcome[]): Record<string, number> {
   const sums = new Map<string, { sum: number; n: number }>();
@@ -117,6 +140,10 @@ export function mergeShardSummaries(batchId: string, shards: readonly RolloutSet
     total: shards.reduce((n, s) => n + s.total, 0),
     byStatus: shards.reduce((acc, s) => add(acc, s.byStatus), {}),
     byFailureClass: shards.reduce((acc, s) => add(acc, s.byFailureClass), {}),
+    // The first shard's reason for a class stands, as the first rollout's does within a shard.
+    ...withReasons(
+      Object.assign({}, ...[...shards].reverse().map((s) => s.failureReasons ?? {})) as Record<string, string>,
+    ),
     meanReward: scored === 0 ? null : rewardSum / scored,
     unscored: shards.reduce((n, s) => n + s.unscored, 0),
     rewardDisagreements: shards.reduce((n, s) => n + s.rewardDisagreements, 0),
