@@ -1,6 +1,7 @@
 import type { GateDecision } from '../gate/gate.js';
 import type { PolicyRecord, PolicyRegistry, StoredDecision } from '../registry/policy-registry.js';
 import { PRODUCTION_ALIAS } from '../registry/promotion.js';
+import { formatTable } from '../text-table.js';
 
 export interface PolicyView extends PolicyRecord {
   aliases: string[];
@@ -61,4 +62,37 @@ function trainerSummary(metrics: Record<string, unknown>): string | undefined {
     .filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1]))
     .sort(([a], [b]) => rank(a) - rank(b));
   return numbers.length === 0 ? undefined : numbers.map(([k, v]) => `${k} ${number(v)}`).join(', ');
+}
+
+/**
+ * The registry as a table: what fits a terminal by default (version, aliases, status, held-out success, when), every
+ * column with `--wide` (a line of ~300 characters).
+ */
+export function policiesTable(policies: readonly PolicyView[], wide: boolean): string {
+  const registered = (p: PolicyView) => p.createdAt.slice(0, wide ? 19 : 16).replace('T', ' ');
+  if (!wide) {
+    const rows = policies.map((p) => [
+      p.version,
+      p.aliases.join(', ') || '-',
+      p.state,
+      p.heldout ?? '-',
+      registered(p),
+    ]);
+    return formatTable(['version', 'aliases', 'status', 'held-out success', 'registered'], rows);
+  }
+  const rows = policies.map((p) => [
+    p.version,
+    p.aliases.join(', ') || '-',
+    p.parent ?? '-',
+    p.state,
+    p.format === 'lora' ? `lora on ${p.baseCheckpointUri ?? '?'}` : 'full',
+    p.runId ?? '-',
+    p.iteration === null ? '-' : String(p.iteration),
+    p.batchContentHash?.slice(0, 12) ?? '-',
+    p.heldout ?? '-',
+    p.trainer ?? '-',
+    registered(p),
+  ]);
+  const header = ['version', 'aliases', 'parent', 'status', 'weights', 'run', 'iteration', 'batch'];
+  return formatTable([...header, 'held-out success', 'trainer', 'registered'], rows);
 }

@@ -81,7 +81,7 @@ describe('honest status of a run whose candidates the gate refuses', () => {
       const status = await here('status', runId);
       const ledger = await here('ledger', '--run', runId);
       const decisions = await here('decisions', '--run', runId);
-      const policies = await here('policies', '--run', runId);
+      const policies = await here('policies', '--run', runId, '--wide');
       expect(status.code, status.stderr).toBe(0);
       expect(status.stdout).toMatch(/^final +v0 +\d+\.\d% +\d\.\d{3} +\S+ +production$/m);
       expect(status.stdout).toMatch(

@@ -9,7 +9,7 @@ import {
   signalRun,
   type RunContinuation,
 } from '../../client/runs.js';
-import { describePolicies } from '../policy-status.js';
+import { describePolicies, policiesTable } from '../policy-status.js';
 import { withRegistry } from '../../registry/open.js';
 import { storeLocation } from '../../store/location.js';
 import { temporalConnectionOptions } from '../../config/temporal-connection.js';
@@ -235,8 +235,9 @@ function addPoliciesCommand(program: Command): void {
       'policy versions in the registry: lineage, real status (production, refused by the gate, ...), held-out success at their gate, trainer metrics',
     )
     .option('--run <id>', 'only versions a run trained')
+    .option('--wide', 'every column: parent, weights, run, iteration, batch, trainer metrics')
     .option('--json', 'print JSON')
-    .action(async (options: { run?: string; json?: boolean }, command: Command) => {
+    .action(async (options: { run?: string; wide?: boolean; json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
       const policies = await withRegistry(storeLocation(config), (registry) =>
         describePolicies(registry, options.run === undefined ? {} : { runId: options.run }),
@@ -246,21 +247,8 @@ function addPoliciesCommand(program: Command): void {
           `run ${options.run} registered no policy version (a run registers one per finished iteration); \`rein runs\` lists the runs`,
         );
       if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
-      const rows = policies.map((p) => [
-        p.version,
-        p.aliases.join(', ') || '-',
-        p.parent ?? '-',
-        p.state,
-        p.format === 'lora' ? `lora on ${p.baseCheckpointUri ?? '?'}` : 'full',
-        p.runId ?? '-',
-        p.iteration === null ? '-' : String(p.iteration),
-        p.batchContentHash?.slice(0, 12) ?? '-',
-        p.heldout ?? '-',
-        p.trainer ?? '-',
-        p.createdAt.slice(0, 19).replace('T', ' '),
-      ]);
       process.stdout.write(
-        `${formatTable(['version', 'aliases', 'parent', 'status', 'weights', 'run', 'iteration', 'batch', 'held-out success', 'trainer', 'registered'], rows)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`,
+        `${policiesTable(policies, options.wide === true)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`,
       );
     });
 }
