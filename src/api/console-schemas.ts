@@ -40,6 +40,10 @@ export const iterationView = z.object({
     .object({ sampledFrom: z.string().nullable(), keptByVersionsBehind: counts })
     .describe('The version the training rollouts sampled from, and the rollouts trained on by versions behind'),
   failures: z.object({ train: counts, heldout: counts }).describe('Rollouts by failure class'),
+  failureReasons: z
+    .object({ train: z.record(z.string(), z.string()), heldout: z.record(z.string(), z.string()) })
+    .optional()
+    .describe("One failed rollout's reason per failure class (cut short); absent when none was recorded"),
   gate: iterationGate.nullable(),
   workflows: z.array(
     z.object({

@@ -37,6 +37,8 @@ export interface IterationView {
   /** The version the training rollouts sampled from, and the rollouts trained on by versions behind. */
   samples: { sampledFrom: string | null; keptByVersionsBehind: Record<string, number> };
   failures: { train: Record<string, number>; heldout: Record<string, number> };
+  /** One failed rollout's reason per failure class, as the sets' summaries keep them. */
+  failureReasons?: { train: Record<string, string>; heldout: Record<string, string> };
   gate: IterationGate | null;
   workflows: Array<{ label: string; workflowId: string; executionRunId: string; url: string | null }>;
   /** Where training ran, the variants checked, the rigger's findings; null without an environment. */
@@ -117,6 +119,10 @@ export function runView(sources: RunViewSources): RunView {
         keptByVersionsBehind: summary?.samples?.keptByVersionsBehind ?? result?.batch.keptByVersionsBehind ?? {},
       },
       failures: { train: result?.rollouts.byFailureClass ?? {}, heldout: result?.heldout?.byFailureClass ?? {} },
+      failureReasons: {
+        train: result?.rollouts.failureReasons ?? {},
+        heldout: result?.heldout?.failureReasons ?? {},
+      },
       gate,
       workflows: workflow
         ? [

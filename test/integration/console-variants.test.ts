@@ -32,6 +32,8 @@ const iterationView = cs.iterationView.parse({
   workflows: [],
   variants,
 });
+const REFUSED =
+  "the harness exited with 1 after model call c7 failed: the backend answered 400: This model's maximum context length is 1024 tokens";
 const answers: Record<string, unknown> = {
   '/api/runs/r': s.runReport.parse({
     runId: 'r',
@@ -43,7 +45,16 @@ const answers: Record<string, unknown> = {
   '/api/runs/r/iterations': cs.runView.parse({
     runId: 'r',
     workflowUrl: null,
-    iterations: [iterationView, { ...iterationView, iteration: 2, variants: null }],
+    iterations: [
+      iterationView,
+      {
+        ...iterationView,
+        iteration: 2,
+        variants: null,
+        failures: { train: { harness: 1 }, heldout: {} },
+        failureReasons: { train: { harness: REFUSED }, heldout: {} },
+      },
+    ],
   }),
   '/api/decisions/d1': s.decision.parse({
     id: 'd1',
@@ -109,6 +120,8 @@ describe('the console for a run with an environment', () => {
   it("shows per iteration where training ran, the variants checked and the rigger's weaknesses", async () => {
     await page.goto(`${ORIGIN}/console/#/runs/r`);
     await page.waitForSelector('#variants-used');
+    // Why rollouts failed, in the words their failures kept (the latest iteration that recorded any).
+    expect(await cells('#failure-reasons')).toEqual([['training rollouts', 'harness', REFUSED]]);
     const used = variants.used!;
     expect(await cells('#variants-used')).toEqual(
       used.map((u) => [

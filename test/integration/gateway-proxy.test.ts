@@ -324,12 +324,12 @@ describe('gateway: faults reach the harness as the error it would have seen, and
     });
   });
 
-  it('names an unknown model as the backend would, and nothing else it serves', async () => {
+  it('names an unknown model as the backend would, then the names it serves', async () => {
     const { client } = await t.rollout();
     const error = await client.chat.completions
       .create({ model: 'gpt-9', messages: [{ role: 'user', content: 'x' }] })
       .catch((err: unknown) => err);
     expect(error).toMatchObject({ status: 404, message: expect.stringContaining('The model `gpt-9` does not exist.') });
-    expect((error as Error).message).not.toContain('production');
+    expect((error as Error).message).toContain('Names served here: production, policy-v1');
   });
 });

@@ -208,7 +208,7 @@ describe('gateway transparency: headers (4)', () => {
 });
 
 describe('gateway transparency: models (5)', () => {
-  it('answers an unknown model as the backend does, naming nothing else it serves', async () => {
+  it("answers an unknown model in the backend's shape and words, then the names it serves", async () => {
     const { key, baseUrl } = await t.rollout();
     const viaGateway = await post(`${baseUrl}/chat/completions`, key, JSON.stringify({ model: 'gpt-9', messages: [] }));
     const direct = await post(
@@ -217,7 +217,10 @@ describe('gateway transparency: models (5)', () => {
       JSON.stringify({ model: 'gpt-9', messages: [] }),
     );
     expect(viaGateway.status).toBe(404);
-    expect(JSON.parse(viaGateway.text)).toEqual(JSON.parse(direct.text));
+    const { error } = JSON.parse(viaGateway.text) as { error: { message: string } };
+    const backend = (JSON.parse(direct.text) as { error: { message: string } }).error;
+    expect(error.message.startsWith(`${backend.message} Names served here: production, `)).toBe(true);
+    expect({ ...error, message: backend.message }).toEqual(backend);
   });
 
   it("serves a request without a model as vLLM does: with the rollout's pinned version, else production", async () => {

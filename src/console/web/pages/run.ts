@@ -38,9 +38,24 @@ function render(report: RunReport, view: RunView, production: string | undefined
     runFacts(report, view, production),
     h('h2', {}, 'Per iteration'),
     h('div', { class: 'charts' }, charts),
+    ...failureReasons(view.iterations),
     h('h2', {}, 'Gate verdicts'),
     gateVerdicts(view.iterations),
     ...environmentSection(view.iterations),
+  ];
+}
+
+/** Why rollouts failed: one rollout's reason per class, of the latest iteration that recorded any. */
+function failureReasons(its: IterationView[]): HTMLElement[] {
+  const reasons = (i: IterationView) => [
+    ...Object.entries(i.failureReasons?.train ?? {}).map(([kind, why]) => ['training rollouts', kind, why]),
+    ...Object.entries(i.failureReasons?.heldout ?? {}).map(([kind, why]) => ['held-out replay', kind, why]),
+  ];
+  const latest = its.findLast((i) => reasons(i).length > 0);
+  if (!latest) return [];
+  return [
+    h('h2', {}, `Why rollouts failed in iteration ${latest.iteration}`),
+    table(['stage', 'failure class', "one rollout's reason"], reasons(latest), { id: 'failure-reasons' }),
   ];
 }
 
