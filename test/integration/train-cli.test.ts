@@ -110,7 +110,7 @@ describe.concurrent('rein train (a training run on Temporal, the embedded defaul
         ['learn-1.v1', 'v0', 1],
         ['learn-1.v2', 'learn-1.v1', 2],
       ]);
-      const policies = await runRein(['--config', file, 'policies', '--run', runId], { env });
+      const policies = await runRein(['--config', file, 'policies', '--run', runId, '--wide'], { env });
       // The gate compared v2 with production (the base) on the same held-out replays and promoted it.
       expect(train.stdout).toMatch(/iteration 2: learn-1\.v2 .*; gate pass, promoted over v0/);
       expect(policies.stdout).toMatch(/learn-1\.v2 +production +learn-1\.v1 +promoted +full +learn-1 +2 /);
