@@ -215,7 +215,7 @@ async function assessVariants(
   const { record: report, uri } = await recordOnce(deps.artifacts, variantRecords.report(runId, iteration), () =>
     rig(state.environment, rigger, iteration, [...window, ...evidence], state.variants, llm),
   );
-  await llm?.finish();
+  await llm?.finish(report.llm && (report.llm.error === undefined ? {} : { error: report.llm.error }));
   return {
     used,
     rigger: {

@@ -16,14 +16,15 @@ const CALL_TRIES = 2;
  * The rigger's LLM, asked through the gateway as a harness asks its model: a rollout (mode
  * `rigger`) whose key the call carries, so the call is journaled, routed and redacted like any
  * other. `finish` ends the rollout once the rigger's report is recorded (a retried activity that
- * finds the rollout still open asks again, as a new attempt).
+ * finds the rollout still open asks again, as a new attempt; one that finds the report recorded ends
+ * the rollout from it).
  */
 export function riggerLlm(
   gateway: GatewayControlClient | undefined,
   settings: LlmSettings,
   runId: string,
   iteration: number,
-): RiggerLlm & { finish(): Promise<void> } {
+): RiggerLlm & { finish(recorded?: { error?: string }): Promise<void> } {
   const rolloutId = riggerRolloutId(runId, iteration);
   let outcome: { error?: string } | undefined;
   return {
@@ -52,13 +53,18 @@ export function riggerLlm(
         return { error: `the LLM call failed: ${(err as Error).message}` };
       }
     },
-    async finish() {
-      if (!gateway || !outcome) return;
-      const change = outcome.error
-        ? { status: 'failed' as const, failureClass: 'infrastructure' as const, reason: outcome.error.slice(0, 4000) }
+    async finish(recorded) {
+      // This try's call, else (a retry after the try that asked died) what the recorded report says it came to.
+      const ended = outcome ?? recorded;
+      if (!gateway || !ended) return;
+      const change = ended.error
+        ? { status: 'failed' as const, failureClass: 'infrastructure' as const, reason: ended.error.slice(0, 4000) }
         : { status: 'succeeded' as const, reason: "the rigger's report is recorded" };
-      const rollout = await gateway.getRollout(rolloutId);
-      if (rollout.status === 'queued' && change.status === 'succeeded') return; // never called: nothing to end
+      const rollout = await gateway.getRollout(rolloutId).catch((err: unknown) => {
+        if (err instanceof GatewayRequestError && err.status === 404) return undefined; // never made: no gateway
+        throw err;
+      });
+      if (!rollout || (rollout.status === 'queued' && change.status === 'succeeded')) return; // nothing to end
       if (rollout.status === 'queued' || rollout.status === 'running') await gateway.setStatus(rolloutId, change);
     },
   };
