@@ -10,6 +10,7 @@ export class PromotionConflictError extends Error {}
 export class RunNotResumableError extends Error {}
 
 const DEADLINE_EXCEEDED = 4;
+export const FAILED_PRECONDITION = 9;
 export const UNAVAILABLE = 14;
 
 /**

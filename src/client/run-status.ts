@@ -11,7 +11,14 @@ import {
   type RunStatus,
   type trainingRun,
 } from '../../workflows/index.js';
-import { failureMessage, grpcCode, isTemporalUnreachable, RunNotFoundError, UNAVAILABLE } from './run-errors.js';
+import {
+  FAILED_PRECONDITION,
+  failureMessage,
+  grpcCode,
+  isTemporalUnreachable,
+  RunNotFoundError,
+  UNAVAILABLE,
+} from './run-errors.js';
 
 export interface RunReport {
   runId: string;
@@ -148,7 +155,6 @@ export function unansweredQuery(taskQueue: string, err?: unknown): string {
     return `no Rein worker is polling task queue "${taskQueue}": start one with \`rein worker\` (or \`rein dev\`) and the run's config`;
   return `the status query went unanswered: ${failureMessage(err)}`;
 }
-const FAILED_PRECONDITION = 9;
 
 /** The progress a run recorded in its memo (workflows/run-progress.ts: recordProgress), if it did. */
 export function recordedProgress(described: Pick<WorkflowExecutionDescription, 'memo'>): RunProgress | undefined {

@@ -9,7 +9,6 @@ import type { ProgramSpec } from './program.js';
  * The harness and verifier as configured: what the runner starts, and the harness version that
  * every rollout records (the harness ledger's key).
  */
-
 export const programSchema = z.strictObject({
   command: z.string().min(1).describe('The program; a bare name is looked up on PATH'),
   args: z.array(z.string()).default([]).describe('Arguments; {task}, {output} and {rollout} are replaced per rollout'),

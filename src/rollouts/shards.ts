@@ -101,6 +101,15 @@ function firstReasons(outcomes: readonly SummarizedOutcome[]): Record<string, st
   return reasons;
 }
 
+/** The first shard's reason for each class, as the first rollout's stands within a shard. */
+function firstShardReasons(shards: readonly RolloutSetSummary[]): Record<string, string> {
+  const reasons: Record<string, string> = {};
+  for (const shard of shards)
+    for (const [failureClass, reason] of Object.entries(shard.failureReasons ?? {}))
+      if (!Object.hasOwn(reasons, failureClass)) reasons[failureClass] = reason;
+  return reasons;
+}
+
 const withReasons = (reasons: Record<string, string>) =>
   Object.keys(reasons).length > 0 ? { failureReasons: reasons } : {};
 
@@ -140,10 +149,7 @@ export function mergeShardSummaries(batchId: string, shards: readonly RolloutSet
     total: shards.reduce((n, s) => n + s.total, 0),
     byStatus: shards.reduce((acc, s) => add(acc, s.byStatus), {}),
     byFailureClass: shards.reduce((acc, s) => add(acc, s.byFailureClass), {}),
-    // The first shard's reason for a class stands, as the first rollout's does within a shard.
-    ...withReasons(
-      Object.assign({}, ...[...shards].reverse().map((s) => s.failureReasons ?? {})) as Record<string, string>,
-    ),
+    ...withReasons(firstShardReasons(shards)),
     meanReward: scored === 0 ? null : rewardSum / scored,
     unscored: shards.reduce((n, s) => n + s.unscored, 0),
     rewardDisagreements: shards.reduce((n, s) => n + s.rewardDisagreements, 0),

@@ -188,10 +188,6 @@ export class RolloutLifecycle {
   }
 
   /**
-   * `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys
-   * only share the row's key).
-   */
-  /**
    * An attempt superseded by the next one says why in the history (an `attempt_failed` event), whichever component
    * died: the runner usually recorded it; when nobody did, this does, in the transaction that starts the next attempt.
    */
@@ -220,6 +216,10 @@ export class RolloutLifecycle {
     });
   }
 
+  /**
+   * `lock`: PostgreSQL's FOR NO KEY UPDATE, so a status change waits for no call being journaled (their foreign keys
+   * only share the row's key).
+   */
   private async requireRollout(db: QueryRunner, id: string, options: { lock?: boolean } = {}): Promise<Rollout> {
     const row = await (options.lock && this.database.rowLocks
       ? this.statements.rolloutLocked(db, id)
