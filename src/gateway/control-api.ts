@@ -1,5 +1,6 @@
 import { z, type ZodType } from 'zod';
 import {
+  FAILURE_CLASSES,
   newEventSchema,
   newRolloutSchema,
   ROLLOUT_MODES,
@@ -8,7 +9,7 @@ import {
   type Rollout,
   type RolloutEvent,
 } from '../rollouts/rollout.js';
-import type { CallRecord, Page, ShadowCallRecord } from '../store/trace-store.js';
+import type { CallRecord, ListedRollout, Page, ShadowCallRecord } from '../store/trace-store.js';
 import { routingName } from './config.js';
 import type { Mirror } from './routing.js';
 
@@ -108,10 +109,15 @@ export const controlRoutes = {
       status: z.enum(ROLLOUT_STATUSES).optional(),
       mode: z.enum(ROLLOUT_MODES).optional(),
       taskId: z.string().optional(),
+      batchId: z.string().optional(),
+      failureClass: z.enum(FAILURE_CLASSES).optional(),
+      policyVersion: z.string().optional(),
+      minReward: z.coerce.number().optional(),
+      maxReward: z.coerce.number().optional(),
       limit: pageSize.optional(),
       after: z.string().optional(),
     }),
-    response: z.custom<Page<Rollout>>(),
+    response: z.custom<Page<ListedRollout>>(),
   }),
   getRollout: controlRoute({ method: 'GET', path: '/api/rollouts/:id', response: z.custom<Rollout>() }),
   setRolloutStatus: controlRoute({

@@ -1,5 +1,12 @@
 import { request as undiciRequest, type Dispatcher } from 'undici';
-import type { CallRecord, Page, ShadowCallFilter, ShadowCallRecord } from '../store/trace-store.js';
+import type {
+  CallRecord,
+  ListedRollout,
+  Page,
+  RolloutFilter,
+  ShadowCallFilter,
+  ShadowCallRecord,
+} from '../store/trace-store.js';
 import type { NewEventInput, NewRollout, Rollout, RolloutEvent, StatusChange } from '../rollouts/rollout.js';
 import {
   controlRoutes as api,
@@ -46,6 +53,11 @@ export class GatewayControlClient {
 
   getRollout(id: string): Promise<Rollout> {
     return this.call(api.getRollout, { params: { id } });
+  }
+
+  /** Rollouts newest first, filtered, with their verifier rewards (see TraceStore.listRollouts). */
+  listRollouts(filter: RolloutFilter = {}): Promise<Page<ListedRollout>> {
+    return this.call(api.listRollouts, { query: filter });
   }
 
   startAttempt(id: string): Promise<IssuedRollout> {

@@ -23,6 +23,8 @@ export interface JournalDialect {
   byteLength(column: string): string;
   /** The batch id (metadata.batchId) of a rollout row, as text, or NULL. */
   batchIdOfMetadata: RawBuilder<string | number | null>;
+  /** The numeric `value` of the reward event joined as `reward` (see listRollouts), or NULL. */
+  rewardValue: RawBuilder<number | null>;
   /**
    * A counter that changes whenever another connection commits (SQLite's data_version), which
    * lets the store keep rollouts it read; null where there is none (PostgreSQL reads them each time:
@@ -59,6 +61,9 @@ function beginValues() {
  */
 const JSONB_REFUSED_ESCAPE = String.raw`\\u(0000|d[89a-f][0-9a-f]{2})`;
 
+/** The reward event's payload as jsonb (see JSONB_REFUSED_ESCAPE). */
+const rewardJson = sql`(regexp_replace(reward.payload, ${JSONB_REFUSED_ESCAPE}, '\\\\ufffd', 'gi')::jsonb)`;
+
 const DIALECTS: Record<SqlKind, JournalDialect> = {
   sqlite: {
     // One gateway per file: the next number is one past the attempt's last.
@@ -73,6 +78,7 @@ const DIALECTS: Record<SqlKind, JournalDialect> = {
     footprintLength: (column) => `LENGTH(${column})`,
     byteLength: (column) => `LENGTH(CAST(${column} AS BLOB))`,
     batchIdOfMetadata: sql`json_extract(metadata, '$.batchId')`,
+    rewardValue: sql`(CASE WHEN json_type(reward.payload, '$.value') IN ('integer', 'real') THEN json_extract(reward.payload, '$.value') END)`,
     changeCounter: sql`PRAGMA data_version`,
   },
   postgres: {
@@ -92,6 +98,7 @@ const DIALECTS: Record<SqlKind, JournalDialect> = {
     footprintLength: (column) => `octet_length(${column})`,
     byteLength: (column) => `octet_length(${column})`,
     batchIdOfMetadata: sql`regexp_replace(metadata, ${JSONB_REFUSED_ESCAPE}, '\\\\ufffd', 'gi')::jsonb->>'batchId'`,
+    rewardValue: sql`(CASE WHEN jsonb_typeof(${rewardJson}->'value') = 'number' THEN (${rewardJson}->>'value')::float8 END)`,
     changeCounter: null,
   },
 };

@@ -13,6 +13,7 @@ import { RolloutLifecycle } from './journal-rollouts.js';
 import { JournalRetentionQueries } from './journal-retention.js';
 import { VerifierRewards } from './journal-rewards.js';
 import { journalDialect, type JournalDialect } from './journal-dialect.js';
+import { listRollouts } from './journal-listing.js';
 import {
   beginCallRow,
   decodeCursor,
@@ -39,6 +40,7 @@ import {
   type CallRecord,
   type CallStart,
   type JournalRetention,
+  type ListedRollout,
   type Page,
   type RolloutFilter,
   type ShadowCallFilter,
@@ -102,22 +104,8 @@ export class SqlTraceStore implements TraceStore, JournalRetention {
     });
   }
 
-  async listRollouts(filter: RolloutFilter = {}): Promise<Page<Rollout>> {
-    const limit = Math.min(Math.max(filter.limit ?? 50, 1), 500);
-    const before = filter.after === undefined ? undefined : decodeCursor(filter.after);
-    const rows = await this.db
-      .selectFrom('rollouts')
-      .selectAll()
-      .$if(filter.status !== undefined, (q) => q.where('status', '=', filter.status!))
-      .$if(filter.mode !== undefined, (q) => q.where('mode', '=', filter.mode!))
-      .$if(filter.taskId !== undefined, (q) => q.where('task_id', '=', filter.taskId!))
-      .$if(before !== undefined, (q) => q.where('seq', '<', before!))
-      .orderBy('seq', 'desc')
-      .limit(limit + 1)
-      .execute();
-    const items = rows.slice(0, limit);
-    const last = items[items.length - 1];
-    return { items: items.map(toRollout), next: rows.length > limit && last ? encodeCursor(last.seq) : null };
+  listRollouts(filter: RolloutFilter = {}): Promise<Page<ListedRollout>> {
+    return listRollouts(this.db, this.dialect, filter);
   }
 
   async setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout> {

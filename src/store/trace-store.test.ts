@@ -951,6 +951,54 @@ describe.each(storeBackends)('trace store contract (%s)', (backend) => {
       await store.close();
     });
 
+    it("lists a batch's rollouts with the reward of their current attempt, filtered by class, version and reward", async () => {
+      const store = await openStore();
+      const issue = async (id: string, batchId: string, extra: { policyVersion?: string } = {}) => {
+        await store.createRollout({ id, taskId: 't', metadata: { batchId }, ...extra });
+        await store.setRolloutStatus(id, { status: 'running' }, 'admin');
+      };
+      const reward = (id: string, attempt: number, value: number) =>
+        store.appendEvent(id, attempt, { type: 'reward', value, components: {} }, 'admin');
+      await issue('won', 'run.it1', { policyVersion: 'v1' });
+      await reward('won', 1, 1);
+      await store.setRolloutStatus('won', { status: 'succeeded' }, 'admin');
+      await issue('lost', 'run.it1');
+      await reward('lost', 1, 0);
+      await store.setRolloutStatus('lost', { status: 'failed', reason: 'exit 1', failureClass: 'tool' }, 'admin');
+      // The harness reports a reward too: only the verifier's counts.
+      await issue('half', 'run.it1');
+      await store.appendEvent('half', 1, { type: 'reward', value: 1, components: {} }, 'rollout');
+      await reward('half', 1, 0.5);
+      // The reward of the attempt that holds the rollout now: its second.
+      await issue('retried', 'run.it2');
+      await store.startAttempt('retried');
+      await reward('retried', 2, 0.25);
+      await issue('unscored', 'run.it1');
+
+      const listed = async (filter: RolloutFilter) =>
+        (await store.listRollouts(filter)).items.map((r) => [r.id, r.reward]);
+      expect(await listed({ batchId: 'run.it1' })).toEqual([
+        ['unscored', null],
+        ['half', 0.5],
+        ['lost', 0],
+        ['won', 1],
+      ]);
+      expect(await listed({ batchId: 'run.it2' })).toEqual([['retried', 0.25]]);
+      expect(await listed({ batchId: 'run.it1', minReward: 0.5 })).toEqual([
+        ['half', 0.5],
+        ['won', 1],
+      ]);
+      expect(await listed({ maxReward: 0.5, limit: 2 })).toEqual([
+        ['retried', 0.25],
+        ['half', 0.5],
+      ]);
+      expect(await listed({ minReward: 0, maxReward: 0 })).toEqual([['lost', 0]]);
+      expect(await listed({ failureClass: 'tool' })).toEqual([['lost', 0]]);
+      expect(await listed({ policyVersion: 'v1', batchId: 'run.it1' })).toEqual([['won', 1]]);
+      expect(await listed({ batchId: 'run.it3' })).toEqual([]);
+      await store.close();
+    });
+
     it('lets two processes race on one rollout: one create, one finish, every attempt counted, a span once', async () => {
       const name = randomUUID();
       // Two connections, as the gateway and a runner (or two gateways) have.

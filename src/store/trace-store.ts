@@ -1,4 +1,5 @@
 import type {
+  FailureClass,
   NewEvent,
   NewRollout,
   Rollout,
@@ -121,10 +122,21 @@ export interface RolloutFilter {
   status?: RolloutStatus;
   mode?: RolloutMode;
   taskId?: string;
+  /** The batch the runner issued it in (its metadata's batchId: `<run>.it<n>` for training, `heldout.…` replays). */
+  batchId?: string;
+  failureClass?: FailureClass;
+  /** The version it is pinned to. */
+  policyVersion?: string;
+  /** Only rollouts whose verifier reward (of the current attempt) is at least / at most this; unscored ones never. */
+  minReward?: number;
+  maxReward?: number;
   limit?: number;
   /** Opaque cursor from the previous page. */
   after?: string;
 }
+
+/** A rollout as a listing shows it: with the verifier's reward of its current attempt, null before one is recorded. */
+export type ListedRollout = Rollout & { reward: number | null };
 
 export interface Page<T> {
   items: T[];
@@ -165,7 +177,7 @@ export interface TraceStore {
   /** Idempotent by id: a second create with the same id returns the existing rollout and created=false. */
   createRollout(input: NewRollout & { id: string }): Promise<{ rollout: Rollout; created: boolean }>;
   getRollout(id: string): Promise<Rollout | undefined>;
-  listRollouts(filter?: RolloutFilter): Promise<Page<Rollout>>;
+  listRollouts(filter?: RolloutFilter): Promise<Page<ListedRollout>>;
   /** Moves a rollout to a new status; an illegal transition throws StoreConflictError. */
   setRolloutStatus(id: string, change: StatusChange, source: RolloutEvent['source']): Promise<Rollout>;
   /** Starts the next attempt of a rollout that has not finished. */
