@@ -35,6 +35,8 @@ export type PairSide = DecisionPair['candidate'];
 export type RolloutView = Answer<typeof cs.rolloutView>;
 export type Call = Answer<typeof cs.callView>;
 export type RolloutEvent = Answer<typeof cs.rolloutEvent>;
+export type RunRolloutRow = Answer<typeof cs.runRolloutRow>;
+export type RunRolloutsPage = Answer<typeof cs.runRolloutsPage>;
 /** The lists' envelope: `{ items: [...] }`. */
 export interface Items<T> {
   items: T[];

@@ -178,3 +178,43 @@ export const rolloutView = z.object({
     .nullable()
     .describe('Why the uploaded logs could not be read (the artifact store down or refusing)'),
 });
+
+/** The rollout browser's filters: `GET /api/runs/:runId/rollouts`. */
+export const runRolloutsQuery = z.strictObject({
+  iteration: z.coerce.number().int().min(1).optional(),
+  kind: z.enum(['train', 'heldout']).optional().describe('Training rollouts, or the gates’ held-out replays'),
+  taskId: z.string().min(1).optional(),
+  status: z.enum(ROLLOUT_STATUSES).optional(),
+  failureClass: z.enum(FAILURE_CLASSES).optional(),
+  policyVersion: z.string().min(1).optional().describe('The version the rollout was pinned to (served by)'),
+  minReward: z.coerce
+    .number()
+    .optional()
+    .describe("The verifier's reward at least this (unscored rollouts never match)"),
+  maxReward: z.coerce.number().optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  after: z.string().optional().describe('The previous page’s `next`'),
+});
+
+export const runRolloutRow = z.object({
+  rolloutId: z.string(),
+  iteration: z.number().int(),
+  kind: z.enum(['train', 'heldout']),
+  side: z
+    .enum(['candidate', 'incumbent'])
+    .nullable()
+    .describe("A replay's side of its iteration's gate; null for training rollouts"),
+  taskId: z.string().nullable(),
+  sample: z.number().int().nullable(),
+  status: z.enum(ROLLOUT_STATUSES),
+  failureClass: z.enum(FAILURE_CLASSES).nullable(),
+  reward: numberOrNull.describe("The verifier's reward of the current attempt; null: not scored"),
+  policyVersion: z.string().nullable(),
+  attempts: z.number().int(),
+  updatedAt: timestamp,
+});
+
+export const runRolloutsPage = z.object({
+  items: z.array(runRolloutRow),
+  next: z.string().nullable().describe('Pass as `after` for the next page; null on the last'),
+});

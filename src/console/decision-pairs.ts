@@ -23,11 +23,19 @@ export interface PairSide {
   failureClass: string | null;
 }
 
-interface SetRef {
+/** One side's held-out replay, by reference: the decision keeps no rollout ids. */
+export interface SetRef {
   version: string;
   batchId: string;
   taskIds: string[];
   samplesPerTask: number;
+}
+
+/** The decision's two replays (absent from decisions made without held-out tasks). */
+export function decisionReplays(decision: StoredDecision): { candidate: SetRef; incumbent: SetRef } | null {
+  const record = decision.record as { candidate?: SetRef; incumbent?: SetRef };
+  if (!record.candidate?.batchId || !record.incumbent?.batchId) return null;
+  return { candidate: record.candidate, incumbent: record.incumbent };
 }
 
 /**
@@ -36,10 +44,10 @@ interface SetRef {
  * from the gateway's journal.
  */
 export async function decisionPairs(gateway: GatewayControlClient, decision: StoredDecision): Promise<DecisionPair[]> {
-  const record = decision.record as { candidate?: SetRef; incumbent?: SetRef; rules?: { acceptReward?: number } };
-  if (!record.candidate?.batchId || !record.incumbent?.batchId) return [];
-  const acceptReward = record.rules?.acceptReward ?? 1;
-  const { candidate, incumbent } = record;
+  const replays = decisionReplays(decision);
+  if (!replays) return [];
+  const acceptReward = (decision.record as { rules?: { acceptReward?: number } }).rules?.acceptReward ?? 1;
+  const { candidate, incumbent } = replays;
   const pairs: DecisionPair[] = [];
   for (const taskId of incumbent.taskIds) {
     for (let sample = 0; sample < incumbent.samplesPerTask; sample++) {

@@ -2,12 +2,9 @@ import { z } from 'zod';
 import { FAILURE_CLASSES, UNSCORED_FAILURE_CLASSES, type FailureClass } from './failure-classes.js';
 import { ROLLOUT_ID_PATTERN, ROLLOUT_ID_RULE } from './rollout-id.js';
 
-export const ROLLOUT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
-export type RolloutStatus = (typeof ROLLOUT_STATUSES)[number];
+import { ROLLOUT_MODES, ROLLOUT_STATUSES, type RolloutMode, type RolloutStatus } from './rollout-states.js';
 
-// rigger: the rigger's own LLM calls (environment.rigger.llm), journaled like a harness's.
-export const ROLLOUT_MODES = ['train', 'eval', 'shadow', 'rigger'] as const;
-export type RolloutMode = (typeof ROLLOUT_MODES)[number];
+export { ROLLOUT_MODES, ROLLOUT_STATUSES, type RolloutMode, type RolloutStatus } from './rollout-states.js';
 
 // Why a rollout failed, whether it is scored and retried: one table (failure-classes.ts), read by all.
 export { FAILURE_CLASSES, UNSCORED_FAILURE_CLASSES, type FailureClass } from './failure-classes.js';

@@ -16,8 +16,6 @@ import { journalDialect, type JournalDialect } from './journal-dialect.js';
 import { listRollouts } from './journal-listing.js';
 import {
   beginCallRow,
-  decodeCursor,
-  encodeCursor,
   finishCallRow,
   remember,
   shadowCallRow,

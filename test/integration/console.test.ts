@@ -27,6 +27,7 @@ const RUN = 'console-run-of-two-1';
 // What the page's own code touches, as the browser runs it (this file is compiled without the DOM library).
 declare const document: { querySelector(selector: string): { textContent: string | null } | null };
 declare const sessionStorage: { getItem(key: string): string | null; setItem(key: string, value: string): void };
+declare const location: { href: string; hash: string };
 type Uplotted = { uplot?: { data: Array<ArrayLike<number | null>> } };
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-console-'));
@@ -374,4 +375,92 @@ describe('the Rein console', () => {
       await page.close();
     },
   );
+
+  it('browses all of the run’s rollouts, training and held-out: filtered, paged, exported, each reachable', async () => {
+    type Row = { rolloutId: string; iteration: number; kind: string; reward: number | null; taskId: string };
+    const everything = (await call('GET', `/api/runs/${RUN}/rollouts?limit=500`)).body as { items: Row[]; next: null };
+    expect(everything.next).toBeNull();
+    // Two iterations of 2 tasks × 2 samples, and their gates' replays.
+    expect(everything.items.filter((r) => r.kind === 'train').map((r) => r.iteration)).toEqual([
+      2, 2, 2, 2, 1, 1, 1, 1,
+    ]);
+    expect(everything.items.some((r) => r.kind === 'heldout')).toBe(true);
+    expect(await call('GET', `/api/runs/${RUN}/rollouts?after=nonsense`)).toMatchObject({
+      status: 400,
+      body: { error: { code: 'invalid_cursor' } },
+    });
+    expect(await call('GET', '/api/runs/no-such-run/rollouts')).toMatchObject({ status: 404 });
+
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1400, height: 900 });
+    const problems: string[] = [];
+    page.on('pageerror', (err) => problems.push(String(err)));
+    await logIn(page);
+    const shown = () =>
+      page.$$eval('#rollouts [data-rollout]', (links) => links.map((a) => a.getAttribute('data-rollout')));
+    // From the run page, every rollout on one page.
+    await page.goto(`${api.url}/console/#/runs/${RUN}`);
+    await page.waitForSelector('[data-rollouts]');
+    await page.click('[data-rollouts]');
+    await page.waitForSelector('#rollouts');
+    expect(await shown()).toEqual(everything.items.map((r) => r.rolloutId));
+    await shoot(page, 'rollouts');
+
+    // Three at a time, page after page: each rollout once, in the same order.
+    await page.goto(`${api.url}/console/#/runs/${RUN}/rollouts?limit=3`);
+    const paged: string[] = [];
+    for (;;) {
+      await page.waitForSelector('#rollouts');
+      paged.push(...((await shown()) as string[]));
+      const next = await page.$('[data-next]');
+      if (!next) break;
+      const before = page.url();
+      await next.click();
+      await page.waitForFunction((url) => location.href !== url, {}, before);
+      await page.waitForFunction(() => document.querySelector('[data-first]') !== null);
+    }
+    expect(paged).toEqual(everything.items.map((r) => r.rolloutId));
+
+    // The filter form: iteration 2's training rollouts that the verifier accepted.
+    await page.goto(`${api.url}/console/#/runs/${RUN}/rollouts`);
+    await page.waitForSelector('form#rollout-filters');
+    await page.type('form#rollout-filters input[name=iteration]', '2');
+    await page.select('form#rollout-filters select[name=kind]', 'train');
+    await page.type('form#rollout-filters input[name=minReward]', '1');
+    await page.click('form#rollout-filters button[type=submit]');
+    await page.waitForFunction(() => location.hash.includes('minReward=1'));
+    await page.waitForSelector('#rollouts, [data-empty]');
+    const accepted = everything.items.filter((r) => r.kind === 'train' && r.iteration === 2 && (r.reward ?? -1) >= 1);
+    expect(await page.$$eval('#rollouts [data-rollout]', (links) => links.length).catch(() => 0)).toBe(accepted.length);
+
+    // What the page shows, downloaded as CSV: a heading row and a row per rollout.
+    await page.goto(`${api.url}/console/#/runs/${RUN}/rollouts?kind=heldout`);
+    await page.waitForSelector('#rollouts');
+    await page.click('[data-export=csv]');
+    const csv = await page.$eval('[data-export=csv]', async (a) => {
+      const res = await fetch((a as unknown as { href: string }).href);
+      return res.text();
+    });
+    const lines = csv.trimEnd().split('\r\n');
+    expect(lines[0]).toMatch(/^rolloutId,iteration,kind,side,taskId,sample,status,failureClass,reward,/);
+    expect(lines.slice(1).map((l) => l.split(',')[0])).toEqual(
+      everything.items.filter((r) => r.kind === 'heldout').map((r) => r.rolloutId),
+    );
+
+    // A training rollout (which only this browser reaches) opens, and links back to its iteration's rollouts.
+    const trained = everything.items.find((r) => r.kind === 'train')!;
+    await page.goto(`${api.url}/console/#/runs/${RUN}/rollouts?kind=train`);
+    await page.waitForSelector('#rollouts');
+    await page.click(`#rollouts a[data-rollout="${trained.rolloutId}"]`);
+    await page.waitForSelector('#conversation');
+    await page.click(`a[href="#/runs/${RUN}/rollouts?iteration=${trained.iteration}"]`);
+    await page.waitForFunction(
+      (iteration) => location.hash.endsWith(`/rollouts?iteration=${iteration}`),
+      {},
+      trained.iteration,
+    );
+    await page.waitForSelector('#rollouts');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
 });

@@ -14,7 +14,9 @@ import {
   type RunReport,
 } from '../../client/runs.js';
 import { workflowUrl } from '../../cli/context.js';
+import { runBatches, runRollouts, type RunBatch } from '../../console/run-rollouts.js';
 import { runView, type RunView } from '../../console/run-view.js';
+import type { PolicyRegistry, StoredDecision } from '../../registry/policy-registry.js';
 import * as cs from '../console-schemas.js';
 import { runOverrides, type ApiContext } from '../context.js';
 import { declaring } from '../declared.js';
@@ -93,7 +95,38 @@ const runInspectionRoutes: RunPlugin = async (app, { context }) => {
     },
     async (req) => joinedIterations(context, req.params.runId),
   );
+  app.get(
+    '/api/runs/:runId/rollouts',
+    {
+      schema: {
+        summary:
+          "A run's rollouts, training and held-out, newest iteration first: filtered by iteration, kind, task, status, failure class, policy version and reward, a page at a time",
+        params: s.runIdParams,
+        querystring: cs.runRolloutsQuery,
+        response: { 200: declaring<Awaited<ReturnType<typeof runRollouts>>>()(cs.runRolloutsPage) },
+      },
+    },
+    async (req) => runRollouts(context.gateway(), await batchesOf(context, req.params.runId), req.query),
+  );
 };
+
+/** The run's batches: its iterations' training rollouts and the held-out replays its gates' decisions name. */
+async function batchesOf(context: ApiContext, runId: string): Promise<RunBatch[]> {
+  const report = await describeRun(context.client, runId);
+  const iterations = report.status?.iterations ?? [];
+  const decisions = await context.registry((r) => gateDecisions(r, iterations));
+  return runBatches(runId, iterations, report.status?.nextIteration ?? 1, (id) => decisions.get(id));
+}
+
+/** The decisions the iterations' gates cite, by id (one the registry no longer has is left out). */
+async function gateDecisions(
+  registry: PolicyRegistry,
+  iterations: ReadonlyArray<{ gate?: { decisionId: string } }>,
+): Promise<Map<string, StoredDecision>> {
+  const ids = [...new Set(iterations.flatMap((i) => (i.gate ? [i.gate.decisionId] : [])))];
+  const found = await Promise.all(ids.map((id) => registry.decision(id)));
+  return new Map(found.flatMap((d) => (d ? [[d.id, d] as const] : [])));
+}
 
 /** Pausing, stopping and resuming a run (resume continues one that ended, too). */
 const runControlRoutes: RunPlugin = async (app, { context }) => {
@@ -151,14 +184,10 @@ async function joinedIterations(context: ApiContext, runId: string): Promise<Run
       .then((d) => d.runId),
   ]);
   const ledger = await (await context.ledger()).list({ runId });
-  const { policies, decisions } = await context.registry(async (r) => {
-    const ids = [...new Set((report.status?.iterations ?? []).flatMap((i) => (i.gate ? [i.gate.decisionId] : [])))];
-    const found = await Promise.all(ids.map((id) => r.decision(id)));
-    return {
-      policies: await r.list({ runId }),
-      decisions: new Map(found.flatMap((d) => (d ? [[d.id, d] as const] : []))),
-    };
-  });
+  const { policies, decisions } = await context.registry(async (r) => ({
+    policies: await r.list({ runId }),
+    decisions: await gateDecisions(r, report.status?.iterations ?? []),
+  }));
   return runView({
     report,
     executionRunId,

@@ -5,11 +5,14 @@ import { decisionPage } from './pages/decision.js';
 import { releasesPage } from './pages/releases.js';
 import { rolloutPage } from './pages/rollout.js';
 import { runPage } from './pages/run.js';
+import { runRolloutsPage } from './pages/run-rollouts.js';
 import { runsPage } from './pages/runs.js';
 
 /** Hash routes: the key never travels in a URL, and the server serves one page. */
 const ROUTES: Array<[RegExp, Page]> = [
-  [/^#\/runs\/([^/]+)$/, runPage],
+  [/^#\/runs\/([^/?]+)$/, runPage],
+  // The filters ride after `?` in the hash; the page reads them itself.
+  [/^#\/runs\/([^/?]+)\/rollouts(?:\?.*)?$/, runRolloutsPage],
   [/^#\/decisions\/([^/]+)$/, decisionPage],
   [/^#\/rollouts\/([^/]+)$/, rolloutPage],
   [/^#\/releases$/, releasesPage],

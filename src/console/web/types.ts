@@ -18,5 +18,7 @@ export type {
   RolloutView,
   RunListing,
   RunReport,
+  RunRolloutRow,
+  RunRolloutsPage,
   RunView,
 } from '../../api/answers.js';

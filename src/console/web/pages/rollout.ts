@@ -4,6 +4,7 @@ import { enc, get } from '../api.js';
 import { facts, h, json, link, ms, num, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
 import type { Call, RolloutEvent, RolloutView } from '../types.js';
+import { rolloutsHref } from './run-rollouts.js';
 
 interface Message {
   role?: string;
@@ -53,9 +54,16 @@ function rolloutFacts({ rollout, rewards, outcome, trainedIn }: RolloutView): HT
       ? [
           [
             'Trained in',
-            link(`#/runs/${enc(trainedIn.runId)}`, `run ${trainedIn.runId}, iteration ${trainedIn.iteration}`, {
-              'data-run': trainedIn.runId,
-            }),
+            h(
+              'span',
+              {},
+              link(`#/runs/${enc(trainedIn.runId)}`, `run ${trainedIn.runId}, iteration ${trainedIn.iteration}`, {
+                'data-run': trainedIn.runId,
+              }),
+              ' (',
+              link(rolloutsHref(trainedIn.runId, { iteration: String(trainedIn.iteration) }), 'its rollouts'),
+              ')',
+            ),
           ] as [string, HTMLElement],
         ]
       : []),

@@ -3,6 +3,7 @@ import { iterationChart, type Series } from '../charts.js';
 import { facts, h, link, num, pct, table, verdict, when } from '../dom.js';
 import type { PageContext } from '../page.js';
 import type { Aliases, IterationView, RunReport, RunView } from '../types.js';
+import { rolloutsHref } from './run-rollouts.js';
 import { environmentSection } from './run-variants.js';
 
 /** How often a running run's page asks again. */
@@ -36,11 +37,17 @@ function render(report: RunReport, view: RunView, production: string | undefined
   return [
     h('h1', {}, `Run ${report.runId}`),
     runFacts(report, view, production),
+    h(
+      'p',
+      {},
+      link(rolloutsHref(report.runId), 'All rollouts of this run', { 'data-rollouts': '' }),
+      ' (training and held-out, by iteration, task, reward, failure class)',
+    ),
     h('h2', {}, 'Per iteration'),
     h('div', { class: 'charts' }, charts),
     ...failureReasons(view.iterations),
     h('h2', {}, 'Gate verdicts'),
-    gateVerdicts(view.iterations),
+    gateVerdicts(report.runId, view.iterations),
     ...environmentSection(view.iterations),
   ];
 }
@@ -204,7 +211,7 @@ function samplesFrom(i: IterationView): string {
  * Each iteration's candidate, held-out success, the gate's verdict (a link to its decision) and reasons, and its
  * workflows.
  */
-function gateVerdicts(its: IterationView[]): HTMLElement {
+function gateVerdicts(runId: string, its: IterationView[]): HTMLElement {
   return table(
     [
       'It',
@@ -217,7 +224,9 @@ function gateVerdicts(its: IterationView[]): HTMLElement {
       'Workflows',
     ],
     its.map((i) => [
-      String(i.iteration),
+      link(rolloutsHref(runId, { iteration: String(i.iteration) }), String(i.iteration), {
+        'data-iteration-rollouts': i.iteration,
+      }),
       i.candidate ?? '–',
       samplesFrom(i),
       `${pct(i.heldout.candidate)} / ${pct(i.heldout.production)}`,
