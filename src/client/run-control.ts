@@ -18,9 +18,14 @@ export async function signalRun(client: Client, runId: string, signal: 'pause' |
 /**
  * Cancels a run: Temporal cancels its current iteration and that iteration's running activity
  * (rollouts, the update), and the run ends CANCELLED. Waits for that when a worker polls the
- * task queue ('cancelled'); otherwise the request waits for one ('requested').
+ * task queue ('cancelled'); otherwise, or with `wait: false`, the request waits for one ('requested').
  */
-export async function cancelRun(client: Client, runId: string, taskQueue: string): Promise<'cancelled' | 'requested'> {
+export async function cancelRun(
+  client: Client,
+  runId: string,
+  taskQueue: string,
+  { wait = true }: { wait?: boolean } = {},
+): Promise<'cancelled' | 'requested'> {
   const handle = client.workflow.getHandle(runId);
   try {
     const { status } = await handle.describe();
@@ -34,7 +39,7 @@ export async function cancelRun(client: Client, runId: string, taskQueue: string
       throw new RunNotFoundError(`no running run named ${runId}; \`rein runs\` lists the runs`);
     throw err;
   }
-  if (!(await workerIsPolling(client, taskQueue))) return 'requested';
+  if (!wait || !(await workerIsPolling(client, taskQueue))) return 'requested';
   try {
     await handle.result();
   } catch (err) {

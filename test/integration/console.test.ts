@@ -463,4 +463,75 @@ describe('the Rein console', () => {
     expect(problems).toEqual([]);
     await page.close();
   });
+
+  it('acts from the page through the API: pause, resume and cancel a run; promote and roll back', async () => {
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1400, height: 900 });
+    const problems: string[] = [];
+    page.on('pageerror', (err) => problems.push(String(err)));
+    const asked: string[] = [];
+    page.on('dialog', (dialog) => {
+      asked.push(dialog.message());
+      void (dialog.type() === 'prompt' ? dialog.accept('console test: by hand') : dialog.accept());
+    });
+    await logIn(page);
+    const state = (runId: string, expected: string) =>
+      page.waitForSelector(`[data-state="${expected}"]`, { timeout: 60_000 }).then(async () => {
+        expect((await call('GET', `/api/runs/${runId}`)).body.status.state).toBe(expected);
+      });
+
+    // A second run, paused once its first iteration ends, resumed, then cancelled, each from its page.
+    const run = 'console-actions-1';
+    expect(await call('POST', '/api/runs', { runId: run, iterations: 3 })).toMatchObject({ status: 201 });
+    await page.goto(`${api.url}/console/#/runs/${run}`);
+    await page.waitForSelector('[data-actions="running"] [data-action=pause]');
+    await page.click('[data-action=pause]');
+    await page.waitForSelector('#flash[data-outcome=done]');
+    await state(run, 'paused');
+    await page.click('[data-actions="paused"] [data-action=resume]');
+    await state(run, 'running');
+    await page.click('[data-actions="running"] [data-action=cancel]');
+    await state(run, 'cancelled');
+    expect(asked).toEqual([expect.stringMatching(/^Cancel run console-actions-1 now\?/)]);
+    // An ended run offers to continue it, nothing else.
+    expect(await page.$$eval('[data-actions] button', (b) => b.map((e) => e.getAttribute('data-action')))).toEqual([
+      'resume',
+    ]);
+
+    // Promote a candidate of the first run that production does not serve (an override when its gate refuses it).
+    const before = (await call('GET', '/api/aliases')).body.aliases.production as string | undefined;
+    const version = [`${RUN}.v1`, `${RUN}.v2`].find((v) => v !== before)!;
+    await page.goto(`${api.url}/console/#/runs/${RUN}`);
+    await page.waitForSelector(`[data-promote="${version}"]`);
+    await page.click(`[data-promote="${version}"]`);
+    await page.waitForFunction(
+      (v) => document.querySelector('#flash')?.textContent?.startsWith(`Production now serves ${v}`),
+      {},
+      version,
+    );
+    const promoted = (await call('GET', '/api/aliases')).body;
+    expect(promoted.aliases.production).toBe(version);
+    const move = promoted.history.at(-1);
+    expect(move).toMatchObject({ to: version, actor: 'api' });
+    // Refused by the gate, the override says so and keeps the reason given.
+    if (move.override) expect(move.reason).toBe('console test: by hand');
+
+    // And back, from the releases page, with the reason recorded.
+    await page.goto(`${api.url}/console/#/releases`);
+    await page.waitForSelector(`[data-rollback="${version}"]`);
+    await page.click(`[data-rollback="${version}"]`);
+    await page.waitForFunction(() =>
+      document.querySelector('#flash')?.textContent?.startsWith('Production rolled back'),
+    );
+    const back = (await call('GET', '/api/aliases')).body;
+    expect(back.aliases.production).toBe(before ?? 'v0');
+    expect(await page.$eval('#flash', (e) => e.textContent)).toBe(
+      `Production rolled back from ${version} to ${back.aliases.production}.`,
+    );
+    expect(back.history.at(-1)).toMatchObject({ operation: 'rollback', actor: 'api', reason: 'console test: by hand' });
+    await page.waitForSelector('#history');
+    await shoot(page, 'releases-after-rollback');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
 });

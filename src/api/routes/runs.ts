@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { iterationWorkflows } from '../../client/iterations.js';
 import {
+  cancelRun,
   describeRun,
   listRuns,
   newRunId,
@@ -142,6 +143,21 @@ const runControlRoutes: RunPlugin = async (app, { context }) => {
       },
     );
   }
+  app.post(
+    '/api/runs/:runId/cancel',
+    {
+      schema: {
+        summary:
+          "Cancel a running run now: its current iteration's activity is cancelled and the run ends CANCELLED (answers once Temporal has the request; the run's status shows when it ended)",
+        params: s.runIdParams,
+        response: { 202: s.accepted },
+      },
+    },
+    async (req, reply) => {
+      await cancelRun(client, req.params.runId, context.taskQueue, { wait: false });
+      return reply.code(202).send({ ok: true });
+    },
+  );
   app.post(
     '/api/runs/:runId/resume',
     {

@@ -10,15 +10,34 @@ export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Rein's error code (`promotion_refused`, `run_not_found`…), when the API gave one. */
+    readonly code?: string,
   ) {
     super(message);
   }
 }
 
 export async function get<T>(path: string, key = storedKey()): Promise<T> {
-  const res = await fetch(path, { headers: key ? { authorization: `Bearer ${key}` } : {} });
-  const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
-  if (!res.ok) throw new ApiError(res.status, body.error?.message ?? `${path}: HTTP ${res.status}`);
+  return answer<T>(path, await fetch(path, { headers: key ? { authorization: `Bearer ${key}` } : {} }));
+}
+
+/** An action: the same route (and so the same rules and audit) as the CLI's and any other client's. */
+export async function post<T>(path: string, body?: unknown): Promise<T> {
+  const key = storedKey();
+  const res = await fetch(path, {
+    method: 'POST',
+    headers: {
+      ...(key && { authorization: `Bearer ${key}` }),
+      ...(body !== undefined && { 'content-type': 'application/json' }),
+    },
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+  });
+  return answer<T>(path, res);
+}
+
+async function answer<T>(path: string, res: Response): Promise<T> {
+  const body = (await res.json().catch(() => ({}))) as { error?: { message?: string; code?: string } };
+  if (!res.ok) throw new ApiError(res.status, body.error?.message ?? `${path}: HTTP ${res.status}`, body.error?.code);
   return body as T;
 }
 

@@ -20,6 +20,8 @@ const ROUTES: Array<[RegExp, Page]> = [
 ];
 
 let visit = 0;
+/** The address last drawn: the flash line (an action's outcome) stays while the page is drawn again, not after. */
+let drawn = '';
 
 /** Seconds before a page whose data could not be fetched tries again, by try (the last one repeats). */
 const RETRY_SECONDS = [2, 5, 10, 30];
@@ -31,6 +33,8 @@ async function render(failedTries = 0): Promise<void> {
   (document.getElementById('logout') as HTMLElement).hidden = !storedKey();
   if (!storedKey()) return login(root);
   const hash = location.hash || '#/runs';
+  if (hash !== drawn) (document.getElementById('flash') as HTMLElement).hidden = true;
+  drawn = hash;
   const found = ROUTES.map(([pattern, page]) => [pattern.exec(hash), page] as const).find(([match]) => match);
   root.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   try {

@@ -1,3 +1,4 @@
+import { rollbackButton } from '../actions.js';
 import { get } from '../api.js';
 import { h, link, pct, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
@@ -23,7 +24,8 @@ export async function releasesPage({ root }: PageContext): Promise<void> {
         { 'data-production': aliases.aliases.production ?? '' },
         aliases.aliases.production ?? 'the base policy (never promoted)',
       ),
-      '.',
+      '. ',
+      aliases.aliases.production ? rollbackButton(aliases.aliases.production) : null,
     ),
     h('h2', {}, 'Production history'),
     productionHistory([...aliases.history].reverse()),

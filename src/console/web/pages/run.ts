@@ -1,3 +1,4 @@
+import { promoteButton, runActions } from '../actions.js';
 import { enc, get } from '../api.js';
 import { iterationChart, type Series } from '../charts.js';
 import { facts, h, link, num, pct, table, verdict, when } from '../dom.js';
@@ -37,6 +38,7 @@ function render(report: RunReport, view: RunView, production: string | undefined
   return [
     h('h1', {}, `Run ${report.runId}`),
     runFacts(report, view, production),
+    runActions(report.runId, report.status?.state ?? report.execution.toLowerCase()),
     h(
       'p',
       {},
@@ -47,7 +49,7 @@ function render(report: RunReport, view: RunView, production: string | undefined
     h('div', { class: 'charts' }, charts),
     ...failureReasons(view.iterations),
     h('h2', {}, 'Gate verdicts'),
-    gateVerdicts(report.runId, view.iterations),
+    gateVerdicts(report.runId, view.iterations, production),
     ...environmentSection(view.iterations),
   ];
 }
@@ -208,10 +210,10 @@ function samplesFrom(i: IterationView): string {
 }
 
 /**
- * Each iteration's candidate, held-out success, the gate's verdict (a link to its decision) and reasons, and its
- * workflows.
+ * Each iteration's candidate, held-out success, the gate's verdict (a link to its decision) and reasons, its
+ * workflows, and a way to promote the candidate.
  */
-function gateVerdicts(runId: string, its: IterationView[]): HTMLElement {
+function gateVerdicts(runId: string, its: IterationView[], production: string | undefined): HTMLElement {
   return table(
     [
       'It',
@@ -222,6 +224,7 @@ function gateVerdicts(runId: string, its: IterationView[]): HTMLElement {
       'Promoted',
       'Reasons',
       'Workflows',
+      'Production',
     ],
     its.map((i) => [
       link(rolloutsHref(runId, { iteration: String(i.iteration) }), String(i.iteration), {
@@ -256,6 +259,7 @@ function gateVerdicts(runId: string, its: IterationView[]): HTMLElement {
             : h('span', { 'data-workflow': w.workflowId }, w.workflowId),
         ),
       ),
+      !i.candidate ? '–' : i.candidate === production ? 'serves it' : promoteButton(i.candidate),
     ]),
     { id: 'iterations' },
   );
