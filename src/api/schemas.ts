@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { VERDICTS } from '../gate/gate.js';
 import { OVERLAP_POLICIES } from '../client/schedules.js';
-import { RUN_ID_PATTERN, RUN_ID_RULE } from '../client/runs.js';
+import { RUN_EXECUTIONS, RUN_ID_PATTERN, RUN_ID_RULE } from '../client/runs.js';
 import { iterationVariants } from './variant-schemas.js';
 
 /** The HTTP API's request and response shapes: validation at the edge, and the OpenAPI document. */
@@ -20,7 +20,12 @@ export const startRunBody = runSizes.extend({
 });
 
 export const runIdParams = z.strictObject({ runId: z.string().min(1) });
-export const listRunsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
+export const listRunsQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(1000).default(20),
+  offset: z.coerce.number().int().min(0).default(0).describe('Runs to skip (newest first): the page starts after them'),
+  execution: z.enum(RUN_EXECUTIONS).optional().describe('Only runs in this Temporal execution status'),
+  search: z.string().min(1).max(200).optional().describe('Only runs whose id holds this text (any case)'),
+});
 export const listPoliciesQuery = z.strictObject({ runId: z.string().min(1).optional() });
 
 export const createScheduleBody = runSizes.extend({

@@ -10,6 +10,7 @@ import type { TrainingIterationInput, TrainingRunInput, trainingRun } from '../.
 import { promotionMemo, refuseConcurrentPromotion, type PromotionGuard } from './promotion-guard.js';
 import { RunExistsError } from './run-errors.js';
 import { harnessVersionOf, storeConfigOfStart } from './run-config.js';
+import type { RunExecution } from './run-executions.js';
 
 // Starting, listing and following runs: the modules beside this one, exported here as one API.
 export { completedRunMessage, continueRun, resumeRun, type RunContinuation } from './continue-run.js';
@@ -173,18 +174,36 @@ export interface RunListing {
   policyVersion: string | undefined;
 }
 
+export { RUN_EXECUTIONS } from './run-executions.js';
+
+/** Which runs to list: a page (`limit` from `offset`), by execution status and by text in the run id. */
+export interface RunListFilter {
+  limit?: number;
+  offset?: number;
+  execution?: RunExecution;
+  /** Part of the run id, any case. */
+  search?: string;
+}
+
 /**
- * The newest training runs first (by start), from Temporal's visibility store. The store lists
- * open executions first and closed ones by close time, and its SQL flavours take no ORDER BY:
- * all runs are read and sorted here.
+ * The newest training runs first (by start), from Temporal's visibility store, a page at a time, with how many
+ * match. The store lists open executions first and closed ones by close time, and its SQL flavours take no ORDER
+ * BY: all runs are read, filtered and sorted here.
  */
-export async function listRuns(client: Client, limit = 20): Promise<RunListing[]> {
+export async function listRuns(
+  client: Client,
+  { limit = 20, offset = 0, execution, search }: RunListFilter = {},
+): Promise<{ items: RunListing[]; total: number }> {
   const runs: RunListing[] = [];
   const query = `WorkflowType = 'trainingRun' AND ExecutionStatus != 'ContinuedAsNew'`;
+  const needle = search?.toLowerCase();
   for await (const wf of client.workflow.list({ query, pageSize: 100 })) {
     const attribute = (name: string) => (wf.searchAttributes[name] as string[] | undefined)?.[0];
+    const runId = attribute('ReinRunId') ?? wf.workflowId;
+    if (execution && wf.status.name !== execution) continue;
+    if (needle && !runId.toLowerCase().includes(needle)) continue;
     runs.push({
-      runId: attribute('ReinRunId') ?? wf.workflowId,
+      runId,
       execution: wf.status.name,
       startTime: wf.startTime,
       closeTime: wf.closeTime,
@@ -192,7 +211,8 @@ export async function listRuns(client: Client, limit = 20): Promise<RunListing[]
       policyVersion: attribute('ReinPolicyVersion'),
     });
   }
-  return runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime()).slice(0, limit);
+  runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime());
+  return { items: runs.slice(offset, offset + limit), total: runs.length };
 }
 
 /**

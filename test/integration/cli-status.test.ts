@@ -204,6 +204,7 @@ describe('honest status of failed and cancelled runs', () => {
         const after = await here('status', 'cancel-1');
         const policies = await here('policies', '--run', 'cancel-1');
         const listed = await here('runs', '--limit', '200');
+        const cancelledRuns = await here('runs', '--execution', 'CANCELLED', '--search', 'CANCEL-');
         expect(after.code).toBe(1);
         expect(after.stdout).toMatch(/^run cancel-1: cancelled/);
         // The API's and the console's state say so too, not what the run was doing when cancelled.
@@ -219,6 +220,9 @@ describe('honest status of failed and cancelled runs', () => {
         expect(runs[at('fail-1')]).toMatch(/^fail-1 +failed /);
         expect(runs[at('cancel-1')]).toMatch(/^cancel-1 +cancelled /);
         expect(at('fail-1')).toBeLessThan(at('cancel-1'));
+        // Filtered by execution status and by text in the id (any case).
+        expect(cancelledRuns.stdout).toMatch(/^cancel-1 +cancelled /m);
+        expect(cancelledRuns.stdout).not.toMatch(/^fail-1 /m);
       } finally {
         await follower?.stop('SIGTERM');
         await connection.close();

@@ -534,4 +534,39 @@ describe('the Rein console', () => {
     expect(problems).toEqual([]);
     await page.close();
   });
+
+  it('lists runs a page at a time, filtered by state and by text in the id', async () => {
+    const listed = async (query: string) => {
+      const { body } = await call('GET', `/api/runs?${query}`);
+      return [body.items.map((r: { runId: string }) => r.runId), body.total];
+    };
+    // The actions test's run started last.
+    expect(await listed('limit=1')).toEqual([['console-actions-1'], 2]);
+    expect(await listed('limit=1&offset=1')).toEqual([[RUN], 2]);
+    expect(await listed('execution=CANCELLED')).toEqual([['console-actions-1'], 1]);
+    expect(await listed('search=OF-TWO')).toEqual([[RUN], 1]);
+    expect(await call('GET', '/api/runs?execution=SLEEPING')).toMatchObject({ status: 400 });
+
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    page.on('pageerror', (err) => problems.push(String(err)));
+    await logIn(page);
+    const shown = () => page.$$eval('#runs [data-run]', (links) => links.map((a) => a.getAttribute('data-run')));
+    await page.goto(`${api.url}/console/#/runs?limit=1`);
+    await page.waitForSelector('[data-older]');
+    expect(await shown()).toEqual(['console-actions-1']);
+    await page.click('[data-older]');
+    await page.waitForSelector('[data-newer]');
+    expect(await shown()).toEqual([RUN]);
+    expect(await page.$eval('[data-total]', (e) => e.textContent)).toBe('Runs 2–2 of 2. ');
+    await page.goto(`${api.url}/console/#/runs`);
+    await page.waitForSelector('form#run-filters');
+    await page.select('form#run-filters select[name=execution]', 'CANCELLED');
+    await page.click('form#run-filters button[type=submit]');
+    await page.waitForFunction(() => location.hash === '#/runs?execution=CANCELLED&limit=20');
+    await page.waitForSelector('#runs');
+    expect(await shown()).toEqual(['console-actions-1']);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
 });

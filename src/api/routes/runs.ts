@@ -41,12 +41,15 @@ const runCollectionRoutes: RunPlugin = async (app, { context }) => {
       schema: {
         summary: 'Training runs, newest first',
         querystring: s.listRunsQuery,
-        response: { 200: z.object({ items: z.array(declaring<RunListing>()(s.runListing)) }) },
+        response: {
+          200: z.object({
+            items: z.array(declaring<RunListing>()(s.runListing)),
+            total: z.number().int().describe('Runs matching the filters, all pages together'),
+          }),
+        },
       },
     },
-    async (req) => ({
-      items: await listRuns(client, req.query.limit),
-    }),
+    async (req) => listRuns(client, req.query),
   );
   app.post(
     '/api/runs',

@@ -1,13 +1,15 @@
 import type { Client } from '@temporalio/client';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import {
   cancelRun,
   continueRun,
   describeRun,
   listRuns,
+  RUN_EXECUTIONS,
   runExecutionStatus,
   signalRun,
   type RunContinuation,
+  type RunListFilter,
 } from '../../client/runs.js';
 import { describePolicies, policiesTable } from '../policy-status.js';
 import { withRegistry } from '../../registry/open.js';
@@ -18,7 +20,7 @@ import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.j
 import { pipelineLine } from '../run-format.js';
 import { connectOrStartServices } from '../connect-services.js';
 import { formatTable } from '../../text-table.js';
-import { addFollowOptions, positiveInteger } from './train.js';
+import { addFollowOptions, nonNegativeInteger, positiveInteger } from './train.js';
 
 /** What `rein resume` says when it continues a closed run. */
 export function continuationLine(c: RunContinuation): string {
@@ -59,10 +61,15 @@ function addRunsCommand(program: Command): void {
     .command('runs')
     .description('list training runs, newest first')
     .option('--limit <n>', 'how many', positiveInteger, 20)
+    .option('--offset <n>', 'skip this many of the newest first (the next page)', nonNegativeInteger, 0)
+    .addOption(
+      new Option('--execution <status>', 'only runs in this Temporal execution status').choices(RUN_EXECUTIONS),
+    )
+    .option('--search <text>', 'only runs whose id holds this text (any case)')
     .option('--json', 'print JSON')
-    .action(async (options: { limit: number; json?: boolean }, command: Command) => {
+    .action(async (options: RunListFilter & { json?: boolean }, command: Command) => {
       const { config } = cliContext(command.optsWithGlobals<GlobalOptions>());
-      const runs = await withClient(config, (client) => listRuns(client, options.limit));
+      const { items: runs } = await withClient(config, (client) => listRuns(client, options));
       if (options.json) return void process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
       const rows = runs.map((r) => [
         r.runId,

@@ -23,6 +23,13 @@ export const positiveInteger = (value: string) => {
   return n;
 };
 
+export const nonNegativeInteger = (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0)
+    throw new InvalidArgumentError(`expected 0 or a positive integer, got "${value}".`);
+  return n;
+};
+
 interface RunSizeOptions {
   iterations?: number;
   tasks?: number;

@@ -16,7 +16,7 @@ const ROUTES: Array<[RegExp, Page]> = [
   [/^#\/decisions\/([^/]+)$/, decisionPage],
   [/^#\/rollouts\/([^/]+)$/, rolloutPage],
   [/^#\/releases$/, releasesPage],
-  [/^#?\/?(runs)?$/, runsPage],
+  [/^#?\/?(runs)?(?:\?.*)?$/, runsPage],
 ];
 
 let visit = 0;

@@ -1,32 +1,38 @@
+import { RUN_EXECUTIONS } from '../../../client/run-executions.js';
 import { enc, get } from '../api.js';
 import { h, link, num, table, when } from '../dom.js';
+import { exportLinks } from '../export.js';
 import type { PageContext } from '../page.js';
-import type { Aliases, Items, RunListing, RunReport } from '../types.js';
+import type { Aliases, RunListing, RunReport } from '../types.js';
 
-/** Runs, newest first: state, progress, the version production serves, the last held-out result. */
+const PAGE_SIZES = ['10', '20', '50', '100'];
+
+/** The runs list's address, with its filters and page: `#/runs?execution=RUNNING&offset=20`. */
+const runsHref = (params: Record<string, string>) => {
+  const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== '')).toString();
+  return `#/runs${query ? `?${query}` : ''}`;
+};
+
+/** Runs, newest first, filtered and paged: state, progress, the version production serves, the last held-out result. */
 export async function runsPage({ root }: PageContext): Promise<void> {
-  const [{ items }, aliases] = await Promise.all([
-    get<Items<RunListing>>('/api/runs?limit=50'),
+  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
+  const filters = {
+    execution: params.get('execution') ?? '',
+    search: params.get('search') ?? '',
+    limit: params.get('limit') ?? '20',
+  };
+  const offset = Math.max(0, Number(params.get('offset') ?? 0) || 0);
+  const query = new URLSearchParams(Object.entries({ ...filters, offset: String(offset) }).filter(([, v]) => v !== ''));
+  const [{ items, total }, aliases] = await Promise.all([
+    get<{ items: RunListing[]; total: number }>(`/api/runs?${query.toString()}`),
     get<Aliases>('/api/aliases'),
   ]);
   const reports = await Promise.all(
     items.map((r) => get<RunReport>(`/api/runs/${enc(r.runId)}`).catch(() => undefined)),
   );
-  const rows = items.map((run, i) => {
-    const report = reports[i];
-    const status = report?.status;
-    const done = status?.iterations.filter((it) => !it.failed).length ?? 0;
-    const latest = status?.heldout?.latest ?? null;
-    const activity = report?.activity;
-    return [
-      link(`#/runs/${enc(run.runId)}`, run.runId, { 'data-run': run.runId }),
-      status?.state ?? run.execution.toLowerCase(),
-      `${done} iteration${done === 1 ? '' : 's'} done${status ? `, ${status.stage}` : ''}${activity?.total ? ` (${activity.done ?? 0}/${activity.total})` : ''}`,
-      status?.policyVersion ?? run.policyVersion ?? '–',
-      latest ? `${num(latest.meanReward)} (${latest.policyVersion})` : '–',
-      when(run.startTime),
-    ];
-  });
+  const limit = Number(filters.limit);
+  const rows = items.map((run, i) => runRow(run, reports[i]));
+  const filtered = filters.execution !== '' || filters.search !== '';
   root.replaceChildren(
     h('h1', {}, 'Runs'),
     h(
@@ -40,8 +46,97 @@ export async function runsPage({ root }: PageContext): Promise<void> {
       ),
       '.',
     ),
+    runFilters(filters),
     items.length === 0
-      ? h('p', { class: 'muted' }, 'No runs yet: start one with `rein train --config FILE`.')
+      ? h(
+          'p',
+          { class: 'muted', 'data-empty': '' },
+          filtered ? 'No run matches these filters.' : 'No runs yet: start one with `rein train --config FILE`.',
+        )
       : table(['Run', 'State', 'Progress', 'Policy', 'Last held-out mean reward', 'Started'], rows, { id: 'runs' }),
+    h(
+      'p',
+      { class: 'pager' },
+      h(
+        'span',
+        { 'data-total': total },
+        `Runs ${items.length ? offset + 1 : 0}–${offset + items.length} of ${total}. `,
+      ),
+      offset > 0
+        ? link(runsHref({ ...filters, offset: String(Math.max(0, offset - limit)) }), 'Newer', { 'data-newer': '' })
+        : null,
+      offset > 0 && offset + items.length < total ? ' · ' : null,
+      offset + items.length < total
+        ? link(runsHref({ ...filters, offset: String(offset + limit) }), 'Older', { 'data-older': '' })
+        : null,
+      ' ',
+      exportLinks('runs', () => ({
+        headings: ['runId', 'execution', 'stage', 'policyVersion', 'startTime', 'closeTime'],
+        rows: items.map((r) => [
+          r.runId,
+          r.execution,
+          r.stage ?? null,
+          r.policyVersion ?? null,
+          r.startTime,
+          r.closeTime ?? null,
+        ]),
+      })),
+    ),
   );
+}
+
+function runRow(run: RunListing, report: RunReport | undefined): Array<HTMLElement | string> {
+  const status = report?.status;
+  const done = status?.iterations.filter((it) => !it.failed).length ?? 0;
+  const latest = status?.heldout?.latest ?? null;
+  const activity = report?.activity;
+  return [
+    link(`#/runs/${enc(run.runId)}`, run.runId, { 'data-run': run.runId }),
+    status?.state ?? run.execution.toLowerCase(),
+    `${done} iteration${done === 1 ? '' : 's'} done${status ? `, ${status.stage}` : ''}${activity?.total ? ` (${activity.done ?? 0}/${activity.total})` : ''}`,
+    status?.policyVersion ?? run.policyVersion ?? '–',
+    latest ? `${num(latest.meanReward)} (${latest.policyVersion})` : '–',
+    when(run.startTime),
+  ];
+}
+
+/** State, text in the id, page size; applying them goes to the first page. */
+function runFilters(filters: { execution: string; search: string; limit: string }): HTMLElement {
+  const form = h(
+    'form',
+    { class: 'filters', id: 'run-filters' },
+    h(
+      'label',
+      {},
+      'State ',
+      h(
+        'select',
+        { name: 'execution' },
+        h('option', { value: '' }, 'any'),
+        RUN_EXECUTIONS.map((e) => h('option', { value: e, selected: filters.execution === e }, e.toLowerCase())),
+      ),
+    ),
+    h('label', {}, 'Run id has ', h('input', { name: 'search', value: filters.search })),
+    h(
+      'label',
+      {},
+      'Per page ',
+      h(
+        'select',
+        { name: 'limit' },
+        PAGE_SIZES.map((n) => h('option', { value: n, selected: filters.limit === n }, n)),
+      ),
+    ),
+    h('button', { type: 'submit' }, 'Apply'),
+    ' ',
+    link('#/runs', 'Clear'),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const chosen = Object.fromEntries(
+      [...new FormData(form as HTMLFormElement)].map(([k, v]) => [k, typeof v === 'string' ? v.trim() : '']),
+    );
+    location.hash = runsHref(chosen);
+  });
+  return form;
 }
