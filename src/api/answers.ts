@@ -37,6 +37,7 @@ export type Call = Answer<typeof cs.callView>;
 export type RolloutEvent = Answer<typeof cs.rolloutEvent>;
 export type RunRolloutRow = Answer<typeof cs.runRolloutRow>;
 export type RunRolloutsPage = Answer<typeof cs.runRolloutsPage>;
+export type RunConfigView = Answer<typeof cs.runConfigView>;
 /** The lists' envelope: `{ items: [...] }`. */
 export interface Items<T> {
   items: T[];

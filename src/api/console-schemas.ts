@@ -218,3 +218,11 @@ export const runRolloutsPage = z.object({
   items: z.array(runRolloutRow),
   next: z.string().nullable().describe('Pass as `after` for the next page; null on the last'),
 });
+
+export const runConfigView = z.object({
+  runId: z.string(),
+  configHash: z.string().describe('The hash workflows, replays and decisions name it by'),
+  config: z
+    .record(z.string(), z.unknown())
+    .describe('harness, verifier, environment, rollouts, samples, gate, base, evalHarnessEnv, gateway (redacted)'),
+});

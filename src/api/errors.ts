@@ -4,6 +4,7 @@ import { ZodError } from 'zod';
 import { PromotionConflictError, RunExistsError, RunNotFoundError, RunNotResumableError } from '../client/runs.js';
 import { ScheduleError } from '../client/schedule-error.js';
 import { ConfigError } from '../config/load.js';
+import { RunConfigError, RunConfigNotStoredError } from '../config/run-config.js';
 import { RunCursorError } from '../console/run-rollouts.js';
 import { GatewayRequestError } from '../gateway/control-client.js';
 import { PromotionError } from '../registry/promotion.js';
@@ -50,6 +51,8 @@ export function describeError(err: unknown): { status: number; code: string; mes
       message: err.message,
     };
   if (err instanceof ConfigError) return { status: 400, code: 'config', message: err.message };
+  if (err instanceof RunConfigNotStoredError) return { status: 404, code: 'config_not_stored', message: err.message };
+  if (err instanceof RunConfigError) return { status: 409, code: 'config_unusable', message: err.message };
   if (err instanceof RunCursorError) return { status: 400, code: 'invalid_cursor', message: err.message };
   if (err instanceof ForbiddenKeyError) return { status: 400, code: 'forbidden_key', message: err.message };
   // The console's rollouts come from the gateway: its refusals of the caller's input are the caller's (404 an unknown

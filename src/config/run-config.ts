@@ -91,6 +91,12 @@ export async function storeRunConfig(
 
 /** A run's config by its hash, checked against the hash; RunConfigError says what is wrong and what to do. */
 export async function loadRunConfig(store: ArtifactStore, hash: string): Promise<RunConfig> {
+  const { text, uri } = await readRunConfigText(store, hash);
+  return parseRunConfig(hash, text, uri);
+}
+
+/** The stored text of a run's config (canonical JSON), checked against its hash. */
+export async function readRunConfigText(store: ArtifactStore, hash: string): Promise<{ text: string; uri: string }> {
   if (!CONFIG_HASH.test(hash)) {
     throw new RunConfigError(
       `"${hash}" is not a run's config hash (16 hex digits); start the run with \`rein train\`, the API or a client of this version`,
@@ -109,7 +115,7 @@ export async function loadRunConfig(store: ArtifactStore, hash: string): Promise
       `the run config at ${uri} hashes to ${textHash(text)}, not ${hash}: it changed after it was stored; delete it and start the run again`,
     );
   }
-  return parseRunConfig(hash, text, uri);
+  return { text, uri };
 }
 
 /** A config's own RunConfig, read the way a stored one is (so a worker's own config and a stored copy agree). */

@@ -4,7 +4,10 @@ import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiServer } from '../../src/api/server.js';
+import type { Client } from '@temporalio/client';
+import { promotionGuard, startRun, trainingRunInput } from '../../src/client/runs.js';
 import { loadConfig } from '../../src/config/load.js';
+import type { ReinConfig } from '../../src/config/schema.js';
 import { packageRoot } from '../../src/package-root.js';
 import { startApiStack } from '../helpers/api-stack.js';
 import { writeExampleConfig } from '../helpers/example-config.js';
@@ -33,6 +36,9 @@ type Uplotted = { uplot?: { data: Array<ArrayLike<number | null>> } };
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-console-'));
 let api: ApiServer;
 let key: string;
+let config: ReinConfig;
+let client: Client;
+const SECRET = 'sk-consoletest0123456789abcdef';
 let browser: Browser;
 const closers: Array<() => Promise<unknown> | unknown> = [];
 // Its own namespace: the runs page lists (and asks the status of) this file's runs only, not every
@@ -50,12 +56,13 @@ beforeAll(async () => {
     dir,
     { iterations: 2, tasksPerIteration: 2, samplesPerTask: 2, heldoutLimit: 2 },
     { samples: { zeroVarianceGroups: 'keep' } },
-    { namespace },
+    // A secret in the harness's environment, which the config view must not show.
+    { namespace, harnessEnv: { CALC_SERVICE_TOKEN: SECRET } },
   );
-  const { config } = loadConfig({ file, env: {} });
+  ({ config } = loadConfig({ file, env: {} }));
   const stack = await startApiStack(config, { temporalUiUrl: TEMPORAL_UI });
   closers.push(() => stack.close());
-  ({ api, key } = stack);
+  ({ api, key, client } = stack);
   browser = await puppeteer.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -469,20 +476,25 @@ describe('the Rein console', () => {
     await page.setViewport({ width: 1400, height: 900 });
     const problems: string[] = [];
     page.on('pageerror', (err) => problems.push(String(err)));
-    const asked: string[] = [];
-    page.on('dialog', (dialog) => {
-      asked.push(dialog.message());
-      void (dialog.type() === 'prompt' ? dialog.accept('console test: by hand') : dialog.accept());
-    });
     await logIn(page);
     const state = (runId: string, expected: string) =>
       page.waitForSelector(`[data-state="${expected}"]`, { timeout: 60_000 }).then(async () => {
-        expect((await call('GET', `/api/runs/${runId}`)).body.status.state).toBe(expected);
+        // A run cancelled before it recorded any progress has no status yet: its execution says how it ended.
+        const { body } = await call('GET', `/api/runs/${runId}`);
+        expect(body.status?.state ?? body.execution.toLowerCase()).toBe(expected);
       });
 
-    // A second run, paused once its first iteration ends, resumed, then cancelled, each from its page.
+    // A second run, paused once its first iteration ends, resumed, then cancelled, each from its page. It is
+    // started from a config with another loss aggregation, for the comparison below to tell apart.
     const run = 'console-actions-1';
-    expect(await call('POST', '/api/runs', { runId: run, iterations: 3 })).toMatchObject({ status: 201 });
+    const other: ReinConfig = { ...config, samples: { ...config.samples, lossAggregation: 'seq-mean-token-mean' } };
+    await startRun(
+      client,
+      config.temporal.taskQueue,
+      { ...trainingRunInput(other, { iterations: 3 }), runId: run },
+      other,
+      promotionGuard(other),
+    );
     await page.goto(`${api.url}/console/#/runs/${run}`);
     await page.waitForSelector('[data-actions="running"] [data-action=pause]');
     await page.click('[data-action=pause]');
@@ -490,9 +502,13 @@ describe('the Rein console', () => {
     await state(run, 'paused');
     await page.click('[data-actions="paused"] [data-action=resume]');
     await state(run, 'running');
+    // Cancelling asks first, in the page; No leaves the run as it was.
     await page.click('[data-actions="running"] [data-action=cancel]');
+    expect(await page.$eval('[data-confirm]', (e) => e.textContent)).toMatch(/^Cancel run console-actions-1 now\?/);
+    await page.click('[data-confirm-no]');
+    await page.click('[data-actions="running"] [data-action=cancel]');
+    await page.click('[data-confirm-yes]');
     await state(run, 'cancelled');
-    expect(asked).toEqual([expect.stringMatching(/^Cancel run console-actions-1 now\?/)]);
     // An ended run offers to continue it, nothing else.
     expect(await page.$$eval('[data-actions] button', (b) => b.map((e) => e.getAttribute('data-action')))).toEqual([
       'resume',
@@ -504,6 +520,18 @@ describe('the Rein console', () => {
     await page.goto(`${api.url}/console/#/runs/${RUN}`);
     await page.waitForSelector(`[data-promote="${version}"]`);
     await page.click(`[data-promote="${version}"]`);
+    // Refused by the gate (no passing decision against production), the page offers an override with a reason.
+    await page.waitForFunction(
+      (v) =>
+        document.querySelector('#flash')?.textContent?.startsWith(`Production now serves ${v}`) ||
+        document.querySelector(`[data-override="${v}"]`) !== null,
+      {},
+      version,
+    );
+    if (await page.$(`[data-override="${version}"]`)) {
+      await page.type(`[data-override="${version}"] input[name=reason]`, 'console test: by hand');
+      await page.click(`[data-override="${version}"] button`);
+    }
     await page.waitForFunction(
       (v) => document.querySelector('#flash')?.textContent?.startsWith(`Production now serves ${v}`),
       {},
@@ -520,6 +548,8 @@ describe('the Rein console', () => {
     await page.goto(`${api.url}/console/#/releases`);
     await page.waitForSelector(`[data-rollback="${version}"]`);
     await page.click(`[data-rollback="${version}"]`);
+    await page.type('[data-reason-form] input[name=reason]', 'console test: by hand');
+    await page.click('[data-reason-form] button');
     await page.waitForFunction(() =>
       document.querySelector('#flash')?.textContent?.startsWith('Production rolled back'),
     );
@@ -566,6 +596,72 @@ describe('the Rein console', () => {
     await page.waitForFunction(() => location.hash === '#/runs?execution=CANCELLED&limit=20');
     await page.waitForSelector('#runs');
     expect(await shown()).toEqual(['console-actions-1']);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('shows a run’s config, secrets redacted, and compares two runs: curves, config, held-out tasks', async () => {
+    const { status, body } = await call('GET', `/api/runs/${RUN}/config`);
+    expect(status).toBe(200);
+    expect(body.configHash).toMatch(/^[0-9a-f]{16}$/);
+    expect(body.config.samples.lossAggregation).toBe(config.samples.lossAggregation);
+    expect(JSON.stringify(body)).not.toContain(SECRET);
+    expect(body.config.harness.local.env.CALC_SERVICE_TOKEN).toMatch(/redacted/i);
+    expect(await call('GET', '/api/runs/no-such-run/config')).toMatchObject({ status: 404 });
+
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1400, height: 900 });
+    const problems: string[] = [];
+    page.on('pageerror', (err) => problems.push(String(err)));
+    await logIn(page);
+    await page.goto(`${api.url}/console/#/runs/${RUN}`);
+    await page.waitForSelector('#config details');
+    expect(await page.$eval('#config', (e) => e.textContent)).toContain(body.configHash);
+    expect(await page.$eval('#config', (e) => e.textContent)).not.toContain(SECRET);
+
+    // Picked on the runs page.
+    await page.goto(`${api.url}/console/#/runs`);
+    await page.waitForSelector('#runs');
+    for (const id of [RUN, 'console-actions-1']) await page.click(`#runs input[name=compare][value="${id}"]`);
+    await page.click('[data-compare]');
+    await page.waitForSelector('[data-heldout-counts]');
+    // In the runs list's order, newest first.
+    expect(page.url()).toContain(`#/compare?runs=console-actions-1,${RUN}`);
+    // Each run's curve, from its own iterations.
+    const [one, two] = await Promise.all(
+      ['console-actions-1', RUN].map(async (id) => (await call('GET', `/api/runs/${id}/iterations`)).body),
+    );
+    const rewards = await plotted(page, 'compare-reward');
+    const xs = rewards![0]!;
+    const byIteration = (view: { iterations: Array<{ iteration: number; meanReward: number | null }> }) =>
+      xs.map((x) => view.iterations.find((i) => i.iteration === x)?.meanReward ?? null);
+    expect(rewards!.slice(1)).toEqual([byIteration(one), byIteration(two)]);
+    // The one setting the second run changed.
+    const differs = await page.$$eval('#config-diff tbody tr', (rows) =>
+      rows.map((r) =>
+        Array.from(r.querySelectorAll('td') as ArrayLike<{ textContent: string | null }>, (td) => td.textContent),
+      ),
+    );
+    expect(differs).toEqual([
+      // The first run's config leaves it to its default.
+      [
+        '.samples.lossAggregation',
+        '"seq-mean-token-mean"',
+        JSON.stringify(config.samples.lossAggregation) ?? '(not set)',
+      ],
+    ]);
+    // Held-out task samples, each run's latest candidate's result from its decision's pairs.
+    // (The actions test's run was cancelled in its first iteration, before any gate: it has nothing to pair.)
+    const solved = async (view: { iterations: Array<{ gate: { decisionId: string } | null }> }) => {
+      const decisionId = view.iterations.findLast((i) => i.gate)?.gate?.decisionId;
+      if (!decisionId) return '–';
+      const pairs = (await call('GET', `/api/decisions/${decisionId}/pairs`)).body.items as Array<{ outcome: string }>;
+      return String(pairs.filter((p) => p.outcome === 'both' || p.outcome === 'gained').length);
+    };
+    expect(await page.$eval('[data-heldout-counts]', (e) => e.getAttribute('data-heldout-counts'))).toBe(
+      `${await solved(one)},${await solved(two)}`,
+    );
+    await shoot(page, 'compare');
     expect(problems).toEqual([]);
     await page.close();
   });

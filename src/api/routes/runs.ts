@@ -14,16 +14,27 @@ import {
   type RunListing,
   type RunReport,
 } from '../../client/runs.js';
+import { runConfigHash } from '../../client/run-config.js';
 import { workflowUrl } from '../../cli/context.js';
 import { runBatches, runRollouts, type RunBatch } from '../../console/run-rollouts.js';
 import { runView, type RunView } from '../../console/run-view.js';
 import type { PolicyRegistry, StoredDecision } from '../../registry/policy-registry.js';
+import { readRunConfigText } from '../../config/run-config.js';
+import { redact, redactionRules } from '../../gateway/redact.js';
 import * as cs from '../console-schemas.js';
+import { ApiError } from '../errors.js';
 import { runOverrides, type ApiContext } from '../context.js';
 import { declaring } from '../declared.js';
 import * as s from '../schemas.js';
 
 type RunPlugin = FastifyPluginAsyncZod<{ context: ApiContext }>;
+
+/** A run's stored config, as the console shows it. */
+export interface RunConfigView {
+  runId: string;
+  configHash: string;
+  config: Record<string, unknown>;
+}
 
 /** Training runs: list, start, inspect, pause, stop and resume them, and the run page's joined iterations. */
 export const runRoutes: RunPlugin = async (app, { context }) => {
@@ -100,6 +111,18 @@ const runInspectionRoutes: RunPlugin = async (app, { context }) => {
     async (req) => joinedIterations(context, req.params.runId),
   );
   app.get(
+    '/api/runs/:runId/config',
+    {
+      schema: {
+        summary:
+          "The config a run was started with (its result-shaping part, stored under its hash), redacted: what the console's config view and run comparison show",
+        params: s.runIdParams,
+        response: { 200: declaring<RunConfigView>()(cs.runConfigView) },
+      },
+    },
+    async (req) => runConfigView(context, req.params.runId),
+  );
+  app.get(
     '/api/runs/:runId/rollouts',
     {
       schema: {
@@ -113,6 +136,22 @@ const runInspectionRoutes: RunPlugin = async (app, { context }) => {
     async (req) => runRollouts(context.gateway(), await batchesOf(context, req.params.runId), req.query),
   );
 };
+
+/**
+ * The config a run was started with, as stored under its hash (the part that shapes results: harness, verifier,
+ * environment, rollouts, samples, gate, base, what the journal records), redacted by the API's rules and the
+ * run's own, so a secret in a harness's environment never leaves.
+ */
+async function runConfigView(context: ApiContext, runId: string): Promise<RunConfigView> {
+  const hash = await runConfigHash(context.client, runId);
+  if (hash === undefined)
+    throw new ApiError(404, 'config_unknown', `run ${runId} names no config hash: it was started by an older Rein`);
+  const { text } = await readRunConfigText(context.artifacts(), hash);
+  const config = JSON.parse(text) as Record<string, unknown>;
+  const own = (config.gateway as { redact?: { rules?: Array<{ name: string; regex: string }> } } | undefined)?.redact;
+  const rules = redactionRules([...context.config.gateway.redact.rules, ...(own?.rules ?? [])], true);
+  return { runId, configHash: hash, config: redact(config, rules) };
+}
 
 /** The run's batches: its iterations' training rollouts and the held-out replays its gates' decisions name. */
 async function batchesOf(context: ApiContext, runId: string): Promise<RunBatch[]> {

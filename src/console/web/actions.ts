@@ -4,15 +4,20 @@ import { h } from './dom.js';
 /**
  * Actions from the page, through the API's own routes (so with the rules and the audit trail every client gets):
  * a button runs one, the outcome is said in the flash line above the page (kept across the page's refresh), and
- * the page is drawn again.
+ * the page is drawn again. Questions (are you sure, why) are asked in the page, never in a blocking dialog.
  */
-export function actionButton(label: string, attributes: Record<string, string>, act: () => Promise<string | null>) {
+export function actionButton(
+  label: string,
+  attributes: Record<string, string>,
+  act: () => Promise<string>,
+  confirmation?: string,
+): HTMLElement {
   const button = h('button', { type: 'button', class: 'action', ...attributes }, label) as HTMLButtonElement;
-  button.addEventListener('click', () => {
+  const run = () => {
     button.disabled = true;
     act().then(
       (done) => {
-        if (done !== null) say(done);
+        say(done);
         redraw();
       },
       (err: Error) => {
@@ -20,9 +25,50 @@ export function actionButton(label: string, attributes: Record<string, string>, 
         button.disabled = false;
       },
     );
-  });
+  };
+  button.addEventListener('click', () => (confirmation ? ask(button, confirmation, run) : run()));
   return button;
 }
+
+/** Replaces the button with the question and Yes / No until answered. */
+function ask(button: HTMLElement, question: string, yes: () => void): void {
+  const asking = h(
+    'span',
+    { class: 'confirm', 'data-confirm': '' },
+    `${question} `,
+    h('button', { type: 'button', 'data-confirm-yes': '', onclick: () => (asking.replaceWith(button), yes()) }, 'Yes'),
+    ' ',
+    h('button', { type: 'button', 'data-confirm-no': '', onclick: () => asking.replaceWith(button) }, 'No'),
+  );
+  button.replaceWith(asking);
+}
+
+/** An inline form asking for a reason (recorded with the move), then running the action with it. */
+function reasonForm(prompt: string, submit: string, act: (reason: string) => Promise<string>, required: boolean) {
+  const input = h('input', { name: 'reason', size: 40, required }) as HTMLInputElement;
+  const form = h(
+    'form',
+    { class: 'reason', 'data-reason-form': '' },
+    `${prompt} `,
+    input,
+    ' ',
+    h('button', {}, submit),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    act(input.value.trim()).then(
+      (done) => {
+        say(done);
+        redraw();
+      },
+      (err: Error) => say(err.message, true),
+    );
+  });
+  return form;
+}
+
+/** Whether the page has a question of an action open (a confirmation, a reason asked for). */
+export const asking = (root: HTMLElement): boolean => root.querySelector('[data-confirm], [data-reason-form]') !== null;
 
 /** The flash line: what the last action did, or why it was refused. */
 export function say(message: string, failed = false): void {
@@ -40,11 +86,15 @@ const redraw = () => window.dispatchEvent(new Event('hashchange'));
 export function runActions(runId: string, state: string): HTMLElement {
   const run = `/api/runs/${enc(runId)}`;
   const signal = (name: string, label: string, question?: string) =>
-    actionButton(label, { 'data-action': name }, async () => {
-      if (question && !confirm(question)) return null;
-      await post(`${run}/${name}`);
-      return `${label}: asked of run ${runId}.`;
-    });
+    actionButton(
+      label,
+      { 'data-action': name },
+      async () => {
+        await post(`${run}/${name}`);
+        return `${label}: asked of run ${runId}.`;
+      },
+      question,
+    );
   const cancel = signal('cancel', 'Cancel', `Cancel run ${runId} now? Its current iteration's work is cancelled.`);
   const buttons: Record<string, HTMLElement[]> = {
     running: [
@@ -62,33 +112,55 @@ export function runActions(runId: string, state: string): HTMLElement {
 
 /**
  * Promotes a version to production: behind a passing gate decision against what production serves now, as the
- * CLI's `rein promote`; refused, the page says why and asks whether to override, with a reason that is recorded.
+ * CLI's `rein promote`. Refused, the page says why and offers an override, with a reason that is recorded.
  */
 export function promoteButton(version: string): HTMLElement {
-  return actionButton('Promote', { 'data-promote': version }, async () => {
-    const path = `/api/policies/${enc(version)}/promote`;
-    try {
-      await post(path, {});
-    } catch (err) {
-      if (!(err instanceof ApiError) || err.code !== 'promotion_refused') throw err;
-      const reason = prompt(`${err.message}\n\nPromote anyway? The override and its reason are recorded. Reason:`);
-      if (!reason?.trim()) return `Not promoted: ${err.message}`;
-      await post(path, { override: { reason: reason.trim() } });
-      return `Production now serves ${version} (override: ${reason.trim()}).`;
-    }
-    return `Production now serves ${version}.`;
+  const path = `/api/policies/${enc(version)}/promote`;
+  const button = h('button', { type: 'button', class: 'action', 'data-promote': version }, 'Promote');
+  button.addEventListener('click', () => {
+    post(path, {}).then(
+      () => {
+        say(`Production now serves ${version}.`);
+        redraw();
+      },
+      (err: Error) => {
+        say(err.message, true);
+        if (!(err instanceof ApiError) || err.code !== 'promotion_refused') return;
+        const form = reasonForm(
+          'Promote anyway, as an override (recorded) — reason:',
+          'Promote with override',
+          async (reason) => {
+            await post(path, { override: { reason } });
+            return `Production now serves ${version} (override: ${reason}).`;
+          },
+          true,
+        );
+        form.dataset.override = version;
+        button.replaceWith(form);
+      },
+    );
   });
+  return button;
 }
 
 /** Moves production back to the version it served before, with a reason for the record. */
 export function rollbackButton(current: string): HTMLElement {
-  return actionButton('Roll back production', { 'data-rollback': current }, async () => {
-    const reason = prompt(`Roll production back from ${current}? Why (recorded; leave empty for none):`);
-    if (reason === null) return null;
-    const move = await post<{ change: { to: string } }>(
-      '/api/production/rollback',
-      reason.trim() ? { reason: reason.trim() } : undefined,
-    );
-    return `Production rolled back from ${current} to ${move.change.to}.`;
-  });
+  const button = h('button', { type: 'button', class: 'action', 'data-rollback': current }, 'Roll back production');
+  button.addEventListener('click', () =>
+    button.replaceWith(
+      reasonForm(
+        `Roll production back from ${current}? Why (recorded; may be empty):`,
+        'Roll back',
+        async (reason) => {
+          const move = await post<{ change: { to: string } }>(
+            '/api/production/rollback',
+            reason ? { reason } : undefined,
+          );
+          return `Production rolled back from ${current} to ${move.change.to}.`;
+        },
+        false,
+      ),
+    ),
+  );
+  return button;
 }

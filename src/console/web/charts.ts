@@ -1,5 +1,6 @@
 import uPlot from 'uplot';
 import { h } from './dom.js';
+import { exportLinks } from './export.js';
 
 export interface Series {
   label: string;
@@ -87,5 +88,11 @@ export function iterationChart(
   };
   const data: uPlot.AlignedData = [iterations, ...series.map((s) => s.values)];
   element.uplot = new uPlot(opts, data, element);
+  element.append(
+    exportLinks(id, () => ({
+      headings: ['iteration', ...series.map((s) => s.label)],
+      rows: iterations.map((x, i) => [x, ...series.map((s) => s.values[i] ?? null)]),
+    })),
+  );
   return element;
 }

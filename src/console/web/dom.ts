@@ -1,5 +1,7 @@
 /** Small DOM helpers: elements from a tag, attributes and children; the pages are built from these. */
 
+import { exportLinks, tableTexts } from './export.js';
+
 type Child = Node | string | number | null | undefined | false;
 type Attributes = Record<string, string | number | boolean | undefined | ((event: Event) => void)>;
 
@@ -17,12 +19,27 @@ export function h(tag: string, attributes: Attributes = {}, ...children: Array<C
   return element;
 }
 
-/** A table from column headings and rows of cells. */
+/**
+ * A table from column headings and rows of cells. A named table (one with an `id`) can be downloaded as CSV or JSON
+ * of what it shows, unless `exported` is false (a page exporting the values behind it instead).
+ */
 export function table(
   headings: string[],
   rows: Array<Array<Child | Child[]>>,
   attributes: Attributes = {},
+  { exported = true }: { exported?: boolean } = {},
 ): HTMLElement {
+  const element = tableOf(headings, rows, attributes);
+  if (!exported || typeof attributes.id !== 'string') return element;
+  return h(
+    'div',
+    { class: 'table-block' },
+    element,
+    exportLinks(attributes.id, () => tableTexts(element as HTMLTableElement)),
+  );
+}
+
+function tableOf(headings: string[], rows: Array<Array<Child | Child[]>>, attributes: Attributes): HTMLElement {
   return h(
     'table',
     attributes,

@@ -1,4 +1,3 @@
-import { h } from './dom.js';
 import { csvText, jsonText, type ExportValue } from './export-text.js';
 
 export type { ExportValue } from './export-text.js';
@@ -13,7 +12,11 @@ export function exportLinks(
 ): HTMLElement {
   const file = name.replace(/[^A-Za-z0-9._-]+/g, '-');
   const download = (kind: 'csv' | 'json') => {
-    const anchor = h('a', { href: '#', download: `${file}.${kind}`, 'data-export': kind }, kind.toUpperCase());
+    const anchor = document.createElement('a');
+    anchor.href = '#';
+    anchor.download = `${file}.${kind}`;
+    anchor.dataset.export = kind;
+    anchor.textContent = kind.toUpperCase();
     anchor.addEventListener('click', () => {
       const { headings, rows } = data();
       const text = kind === 'csv' ? csvText(headings, rows) : jsonText(headings, rows);
@@ -24,5 +27,17 @@ export function exportLinks(
     });
     return anchor;
   };
-  return h('span', { class: 'export muted' }, 'Export: ', download('csv'), ' · ', download('json'));
+  const links = document.createElement('span');
+  links.className = 'export muted';
+  links.append('Export: ', download('csv'), ' · ', download('json'));
+  return links;
+}
+
+/** What a table shows, as text: its headings and each row's cells. */
+export function tableTexts(table: HTMLTableElement): { headings: string[]; rows: string[][] } {
+  const texts = (cells: Iterable<Element>) => Array.from(cells, (c) => (c.textContent ?? '').trim());
+  return {
+    headings: texts(table.querySelectorAll('thead th')),
+    rows: Array.from(table.querySelectorAll('tbody tr'), (tr) => texts(tr.querySelectorAll(':scope > td'))),
+  };
 }

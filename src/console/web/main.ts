@@ -1,6 +1,7 @@
 import { ApiError, forgetKey, get, saveKey, storedKey } from './api.js';
 import { h } from './dom.js';
 import type { Page, PageContext } from './page.js';
+import { comparePage } from './pages/compare.js';
 import { decisionPage } from './pages/decision.js';
 import { releasesPage } from './pages/releases.js';
 import { rolloutPage } from './pages/rollout.js';
@@ -16,6 +17,7 @@ const ROUTES: Array<[RegExp, Page]> = [
   [/^#\/decisions\/([^/]+)$/, decisionPage],
   [/^#\/rollouts\/([^/]+)$/, rolloutPage],
   [/^#\/releases$/, releasesPage],
+  [/^#\/compare(?:\?.*)?$/, comparePage],
   [/^#?\/?(runs)?(?:\?.*)?$/, runsPage],
 ];
 

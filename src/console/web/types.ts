@@ -17,6 +17,7 @@ export type {
   RolloutEvent,
   RolloutView,
   RunListing,
+  RunConfigView,
   RunReport,
   RunRolloutRow,
   RunRolloutsPage,

@@ -75,6 +75,7 @@ function rolloutsTable(items: RunRolloutRow[]): HTMLElement {
       when(r.updatedAt),
     ]),
     { id: 'rollouts' },
+    { exported: false },
   );
 }
 

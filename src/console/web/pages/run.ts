@@ -1,9 +1,9 @@
-import { promoteButton, runActions } from '../actions.js';
+import { asking, promoteButton, runActions } from '../actions.js';
 import { enc, get } from '../api.js';
 import { iterationChart, type Series } from '../charts.js';
-import { facts, h, link, num, pct, table, verdict, when } from '../dom.js';
+import { facts, h, json, link, num, pct, table, verdict, when } from '../dom.js';
 import type { PageContext } from '../page.js';
-import type { Aliases, IterationView, RunReport, RunView } from '../types.js';
+import type { Aliases, IterationView, RunConfigView, RunReport, RunView } from '../types.js';
 import { rolloutsHref } from './run-rollouts.js';
 import { environmentSection } from './run-variants.js';
 
@@ -13,6 +13,8 @@ const POLL_MS = 3000;
 /** A run: its curves per iteration, the gate's verdicts and links to its workflows; refreshed while it runs. */
 export async function runPage(context: PageContext, runId: string): Promise<void> {
   let shown = '';
+  // A run's config never changes: read once.
+  const config = await get<RunConfigView>(`/api/runs/${enc(runId)}/config`).catch((err: Error) => err.message);
   for (;;) {
     const [report, view, aliases] = await Promise.all([
       get<RunReport>(`/api/runs/${enc(runId)}`),
@@ -23,11 +25,12 @@ export async function runPage(context: PageContext, runId: string): Promise<void
     // Charts are drawn again only when a number changed, so a page being read does not jump.
     const production = aliases.aliases.production;
     const snapshot = JSON.stringify([report.status, report.execution, report.activity, view, production]);
-    if (snapshot !== shown) {
+    // Not while a question of an action is open (are you sure, why): drawing again would take it away mid-answer.
+    if (snapshot !== shown && !asking(context.root)) {
       shown = snapshot;
-      context.root.replaceChildren(...render(report, view, production));
+      context.root.replaceChildren(...render(report, view, production), configSection(config));
     }
-    if (report.execution !== 'RUNNING') return;
+    if (report.execution !== 'RUNNING' && snapshot === shown) return;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     if (context.left()) return;
   }
@@ -38,7 +41,7 @@ function render(report: RunReport, view: RunView, production: string | undefined
   return [
     h('h1', {}, `Run ${report.runId}`),
     runFacts(report, view, production),
-    runActions(report.runId, report.status?.state ?? report.execution.toLowerCase()),
+    runActions(report.runId, runState(report)),
     h(
       'p',
       {},
@@ -148,10 +151,7 @@ function runFacts(report: RunReport, view: RunView, production: string | undefin
   const status = report.status;
   const activity = report.activity;
   return facts([
-    [
-      'State',
-      h('span', { 'data-state': status?.state ?? report.execution }, status?.state ?? report.execution.toLowerCase()),
-    ],
+    ['State', h('span', { 'data-state': runState(report) }, runState(report))],
     [
       'Stage',
       `${status?.stage ?? '–'}${activity ? ` — ${activity.type}${activity.total ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.waiting ? `, waiting: ${activity.waiting}` : ''}` : ''}`,
@@ -264,3 +264,26 @@ function gateVerdicts(runId: string, its: IterationView[], production: string | 
     { id: 'iterations' },
   );
 }
+
+/** The config the run was started with (redacted), folded: what a comparison diffs. */
+function configSection(config: RunConfigView | string): HTMLElement {
+  return h(
+    'section',
+    { id: 'config' },
+    h('h2', {}, 'Config'),
+    typeof config === 'string'
+      ? h('p', { class: 'error' }, config)
+      : h(
+          'details',
+          {},
+          h('summary', {}, `The config it was started with (hash ${config.configHash}; secrets redacted)`),
+          json(config.config),
+        ),
+  );
+}
+
+/**
+ * The run's state in the status's words (running, paused, finished, cancelled…); a run that ended before it recorded
+ * any progress has no status, and its execution says the same in Temporal's capitals (CANCELLED → cancelled).
+ */
+const runState = (report: RunReport): string => report.status?.state ?? report.execution.toLowerCase();

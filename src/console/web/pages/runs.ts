@@ -2,6 +2,7 @@ import { RUN_EXECUTIONS } from '../../../client/run-executions.js';
 import { enc, get } from '../api.js';
 import { h, link, num, table, when } from '../dom.js';
 import { exportLinks } from '../export.js';
+import { compareHref } from './compare.js';
 import type { PageContext } from '../page.js';
 import type { Aliases, RunListing, RunReport } from '../types.js';
 
@@ -53,7 +54,17 @@ export async function runsPage({ root }: PageContext): Promise<void> {
           { class: 'muted', 'data-empty': '' },
           filtered ? 'No run matches these filters.' : 'No runs yet: start one with `rein train --config FILE`.',
         )
-      : table(['Run', 'State', 'Progress', 'Policy', 'Last held-out mean reward', 'Started'], rows, { id: 'runs' }),
+      : h(
+          'div',
+          {},
+          table(
+            ['', 'Run', 'State', 'Progress', 'Policy', 'Last held-out mean reward', 'Started'],
+            rows,
+            { id: 'runs' },
+            { exported: false },
+          ),
+          compareButton(),
+        ),
     h(
       'p',
       { class: 'pager' },
@@ -91,6 +102,7 @@ function runRow(run: RunListing, report: RunReport | undefined): Array<HTMLEleme
   const latest = status?.heldout?.latest ?? null;
   const activity = report?.activity;
   return [
+    h('input', { type: 'checkbox', name: 'compare', value: run.runId, 'aria-label': `compare ${run.runId}` }),
     link(`#/runs/${enc(run.runId)}`, run.runId, { 'data-run': run.runId }),
     status?.state ?? run.execution.toLowerCase(),
     `${done} iteration${done === 1 ? '' : 's'} done${status ? `, ${status.stage}` : ''}${activity?.total ? ` (${activity.done ?? 0}/${activity.total})` : ''}`,
@@ -139,4 +151,17 @@ function runFilters(filters: { execution: string; search: string; limit: string 
     location.hash = runsHref(chosen);
   });
   return form;
+}
+
+/** Compares the runs whose boxes are ticked. */
+function compareButton(): HTMLElement {
+  const button = h('button', { type: 'button', 'data-compare': '' }, 'Compare selected runs');
+  button.addEventListener('click', () => {
+    const ticked = [...document.querySelectorAll<HTMLInputElement>('#runs input[name=compare]:checked')].map(
+      (box) => box.value,
+    );
+    if (ticked.length < 2) return alert('Tick two or more runs to compare.');
+    location.hash = compareHref(ticked);
+  });
+  return button;
 }
