@@ -158,6 +158,9 @@ export const rolloutView = z.object({
     .object({ runId: z.string(), iteration: z.number().int() })
     .nullable()
     .describe('The run and iteration a training rollout belongs to (its batch <run>.it<n>); null for others'),
+  decidedIn: z
+    .array(z.object({ decisionId: z.string(), side: z.enum(['candidate', 'incumbent']), verdict: z.string() }))
+    .describe("For a held-out replay's rollout: the gate decisions it is evidence in, and on which side"),
   logs: z
     .array(
       z.object({

@@ -2,6 +2,7 @@ import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync } fro
 import path from 'node:path';
 import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { GatewayControlClient } from '../gateway/control-client.js';
+import type { StoredDecision } from '../registry/policy-registry.js';
 import { recordedRewards } from '../rollouts/rewards.js';
 import {
   LOG_NOT_UPLOADED_EVENT,
@@ -13,6 +14,7 @@ import {
 import { ROLLOUT_ID_PATTERN } from '../rollouts/rollout-id.js';
 import type { Rollout, RolloutEvent } from '../rollouts/rollout.js';
 import type { CallRecord } from '../store/trace-store.js';
+import { decisionReplays } from './decision-pairs.js';
 
 /** The end of a log is where a failure shows; more is on disk. */
 const LOG_TAIL_BYTES = 64 * 1024;
@@ -34,6 +36,8 @@ export interface RolloutView {
   outcome: { accepted: boolean | null; acceptReward: number };
   /** The run and iteration a training rollout belongs to (its batch `<run>.it<n>`); null for others. */
   trainedIn: { runId: string; iteration: number } | null;
+  /** For a held-out replay's rollout: the gate decisions it is evidence in, and on which side. */
+  decidedIn: Array<{ decisionId: string; side: 'candidate' | 'incumbent'; verdict: string }>;
   /** The ends of the harness's and verifier's logs, and where each was read (or why it could not be). */
   logs: LogView[];
   /** Why uploaded logs could not be read (the artifact store down or refusing); null when they could. */
@@ -71,12 +75,14 @@ export async function rolloutView(
   sources: LogSources,
   rolloutId: string,
   acceptReward: number,
+  decisionsFor: DecisionsFor = async () => [],
 ): Promise<RolloutView> {
   const [rollout, calls, events] = await Promise.all([
     gateway.getRollout(rolloutId),
     gateway.listCalls(rolloutId),
     gateway.listEvents(rolloutId),
   ]);
+  const decidedIn = await decisionsOfReplay(rollout, decisionsFor);
   const rewards = recordedRewards(events);
   return {
     rollout,
@@ -89,8 +95,25 @@ export async function rolloutView(
     rewards: { verified: rewards.verified ?? null, reported: rewards.reported ?? null, disagrees: rewards.disagrees },
     outcome: { accepted: rewards.verified === undefined ? null : rewards.verified >= acceptReward, acceptReward },
     trainedIn: rollout.mode === 'train' ? iterationOfBatch(rollout.metadata.batchId) : null,
+    decidedIn,
     ...(await rolloutLogs(sources, rolloutId, events)),
   };
+}
+
+/** The registry's decisions about a version, as candidate or as the incumbent it was compared with. */
+export type DecisionsFor = (version: string, side: 'candidate' | 'incumbent') => Promise<StoredDecision[]>;
+
+/** The gate decisions a held-out replay's rollout is evidence in, on either side (later gates reuse a replay). */
+async function decisionsOfReplay(rollout: Rollout, decisionsFor: DecisionsFor): Promise<RolloutView['decidedIn']> {
+  const { batchId } = rollout.metadata;
+  if (rollout.mode !== 'eval' || !rollout.policyVersion || typeof batchId !== 'string') return [];
+  const found: RolloutView['decidedIn'] = [];
+  for (const side of ['candidate', 'incumbent'] as const) {
+    for (const decision of await decisionsFor(rollout.policyVersion, side))
+      if (decisionReplays(decision)?.[side].batchId === batchId)
+        found.push({ decisionId: decision.id, side, verdict: decision.verdict });
+  }
+  return found;
 }
 
 /** A training batch's run and iteration, from its id (`<run>.it<n>`, as training iterations name them). */

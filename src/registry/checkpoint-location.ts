@@ -61,7 +61,7 @@ export function withRelativeCheckpoints(registry: PolicyRegistry, dataDir: strin
     aliasHistory: (alias) => registry.aliasHistory(alias),
     saveDecision: (decision) => registry.saveDecision(decision),
     decision: (id) => registry.decision(id),
-    decisionsFor: (candidate) => registry.decisionsFor(candidate),
+    decisionsFor: (version, side) => registry.decisionsFor(version, side),
     close: () => registry.close(),
   };
 }

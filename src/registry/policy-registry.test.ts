@@ -127,6 +127,10 @@ describe.each(storeBackends)('the policy registry (%s)', (backend) => {
     await registry.saveDecision({ id: 'd2', candidate: 'v1', incumbent: 'v9', verdict: 'fail', record: {} });
     expect((await registry.decisionsFor('v1')).map((d) => d.id)).toEqual(['d2', 'd1']);
     expect(await registry.decisionsFor('v2')).toEqual([]);
+    // And by the incumbent they compared with.
+    expect((await registry.decisionsFor('v0', 'incumbent')).map((d) => d.id)).toEqual(['d1']);
+    expect((await registry.decisionsFor('v9', 'incumbent')).map((d) => d.id)).toEqual(['d2']);
+    expect(await registry.decisionsFor('v1', 'incumbent')).toEqual([]);
     expect(await registry.decision('nope')).toBeUndefined();
     await registry.close();
   });

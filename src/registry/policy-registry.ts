@@ -136,8 +136,8 @@ export interface PolicyRegistry {
    */
   saveDecision(decision: Omit<StoredDecision, 'createdAt'>): Promise<StoredDecision>;
   decision(id: string): Promise<StoredDecision | undefined>;
-  /** Decisions about a candidate, newest first. */
-  decisionsFor(candidate: string): Promise<StoredDecision[]>;
+  /** Decisions about a candidate (or, with `incumbent`, those that compared a candidate with it), newest first. */
+  decisionsFor(version: string, side?: 'candidate' | 'incumbent'): Promise<StoredDecision[]>;
   close(): Promise<void>;
 }
 

@@ -201,11 +201,11 @@ export class SqlPolicyRegistry implements PolicyRegistry {
     return row && toDecision(row);
   }
 
-  async decisionsFor(candidate: string): Promise<StoredDecision[]> {
+  async decisionsFor(version: string, side: 'candidate' | 'incumbent' = 'candidate'): Promise<StoredDecision[]> {
     const rows = await this.db
       .selectFrom('decisions')
       .selectAll()
-      .where('candidate', '=', candidate)
+      .where(side, '=', version)
       .orderBy('created_at', 'desc')
       .orderBy(sql`${this.writtenOrder} DESC`)
       .execute();

@@ -331,6 +331,13 @@ describe('the Rein console', () => {
         String(rollout.outcome.accepted),
       );
       expect(rollout.trainedIn).toBeNull(); // a held-out rollout
+      // It links back to the decision it is evidence in, as the candidate's replay.
+      expect(rollout.decidedIn).toEqual(
+        expect.arrayContaining([{ decisionId: decision.id, side: 'candidate', verdict: decision.verdict }]),
+      );
+      expect(
+        await page.$$eval('[data-decided-in]', (links) => links.map((a) => a.getAttribute('data-decided-in'))),
+      ).toContain(decision.id);
       // The conversation as the harness saw it, each model call with its latency and policy version, and the logs.
       const roles = await page.$$eval('#conversation [data-role]', (messages) =>
         messages.map((m) => m.getAttribute('data-role')),

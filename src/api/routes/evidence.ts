@@ -57,6 +57,7 @@ export const evidenceRoutes: FastifyPluginAsyncZod<{ context: ApiContext }> = as
         { artifacts: context.artifacts(), dataDir: context.config.dataDir },
         req.params.rolloutId,
         context.config.gate.acceptReward,
+        (version, side) => context.registry((r) => r.decisionsFor(version, side)),
       ),
   );
   app.get(

@@ -46,7 +46,7 @@ export async function rolloutPage({ root }: PageContext, rolloutId: string): Pro
  * The rollout's task, mode, status, policy, attempts, both rewards (the verifier's and the harness's) and failure
  * class.
  */
-function rolloutFacts({ rollout, rewards, outcome, trainedIn }: RolloutView): HTMLElement {
+function rolloutFacts({ rollout, rewards, outcome, trainedIn, decidedIn }: RolloutView): HTMLElement {
   return facts([
     ['Task', rollout.taskId ?? '–'],
     ['Mode', rollout.mode],
@@ -63,6 +63,25 @@ function rolloutFacts({ rollout, rewards, outcome, trainedIn }: RolloutView): HT
               ' (',
               link(rolloutsHref(trainedIn.runId, { iteration: String(trainedIn.iteration) }), 'its rollouts'),
               ')',
+            ),
+          ] as [string, HTMLElement],
+        ]
+      : []),
+    ...(decidedIn.length > 0
+      ? [
+          [
+            'Evidence in',
+            h(
+              'ul',
+              {},
+              decidedIn.map((d) =>
+                h(
+                  'li',
+                  {},
+                  link(`#/decisions/${enc(d.decisionId)}`, d.decisionId, { 'data-decided-in': d.decisionId }),
+                  ` (${d.side}, ${d.verdict})`,
+                ),
+              ),
             ),
           ] as [string, HTMLElement],
         ]
