@@ -49,20 +49,11 @@ export function runBatches(
 
 const NO_DECISION = { record: {} } as StoredDecision;
 
-/** The rollout browser's filters, as the API takes them. */
-export interface RunRolloutQuery {
+/** The rollout browser's filters, as the API takes them: the journal's, and the run's iteration and kind. */
+export type RunRolloutQuery = Omit<RolloutFilter, 'batchId' | 'mode'> & {
   iteration?: number;
   kind?: 'train' | 'heldout';
-  taskId?: string;
-  status?: RolloutStatus;
-  failureClass?: FailureClass;
-  policyVersion?: string;
-  minReward?: number;
-  maxReward?: number;
-  limit?: number;
-  /** The cursor of the previous page. */
-  after?: string;
-}
+};
 
 /** A row of the rollout browser. */
 export interface RunRolloutRow {
@@ -110,14 +101,7 @@ export async function runRollouts(
     if (kept) seen.add(b.batchId);
     return kept;
   });
-  const filter: RolloutFilter = {
-    ...(query.taskId !== undefined && { taskId: query.taskId }),
-    ...(query.status !== undefined && { status: query.status }),
-    ...(query.failureClass !== undefined && { failureClass: query.failureClass }),
-    ...(query.policyVersion !== undefined && { policyVersion: query.policyVersion }),
-    ...(query.minReward !== undefined && { minReward: query.minReward }),
-    ...(query.maxReward !== undefined && { maxReward: query.maxReward }),
-  };
+  const { iteration: _iteration, kind: _kind, limit: _limit, after: _after, ...filter } = query;
   const items: RunRolloutRow[] = [];
   let index = 0;
   let after: string | undefined;
