@@ -173,9 +173,9 @@ describe('the OpenAPI document against the API that serves it', () => {
     expect((await call('POST', '/api/runs/{runId}/resume', { params: { runId: 'contract-2' } })).body).toMatchObject({
       action: 'continued',
     });
-    await stack.client.workflow.getHandle('contract-2').terminate('contract test: done with it');
+    expect((await call('POST', '/api/runs/{runId}/cancel', { params: { runId: 'contract-2' } })).status).toBe(202);
     expect(await finished('contract-2')).toMatchObject({
-      execution: 'TERMINATED',
+      execution: 'CANCELLED',
       resumes: [expect.objectContaining({ previousStatus: 'TERMINATED' })],
     });
     expect((await call('GET', '/api/runs', { query: 'limit=50' })).body.items).toContainEqual(
@@ -183,6 +183,14 @@ describe('the OpenAPI document against the API that serves it', () => {
     );
     const view = (await call('GET', '/api/runs/{runId}/iterations', { params: { runId: 'contract-1' } })).body;
     expect(view.iterations).toHaveLength(1);
+    expect((await call('GET', '/api/runs', { query: 'execution=COMPLETED&search=contract' })).body).toMatchObject({
+      items: [{ runId: 'contract-1' }],
+      total: 1,
+    });
+    const config = (await call('GET', '/api/runs/{runId}/config', { params: { runId: 'contract-1' } })).body;
+    expect(config.configHash).toMatch(/^[0-9a-f]{16}$/);
+    const rollouts = (await call('GET', '/api/runs/{runId}/rollouts', { params: { runId: 'contract-1' } })).body;
+    expect(rollouts.items.some((r: { kind: string }) => r.kind === 'train')).toBe(true);
   });
 
   it("the policies', decisions', rollouts' and ledger's answers are valid", { timeout: 120_000 }, async () => {

@@ -153,6 +153,8 @@ describe('two gateways and two workers on one PostgreSQL database', () => {
 
       // 2. The worker running iteration 2's harnesses is SIGKILLed; the other takes its rollouts over.
       await until('iteration 2 rollouts to run', async () => Number(await running(`${runId}.it2.`)) >= 4);
+      // A rollout is marked running before its harness is spawned: wait for a harness process too.
+      await until('a harness of iteration 2 to be spawned', async () => workerRunning(`${runId}.it2.`).length > 0);
       const busy = workerRunning(`${runId}.it2.`);
       const doomed = workers.find((w) => w.process.pid !== undefined && busy.includes(w.process.pid));
       expect(doomed, 'the worker running iteration 2').toBeDefined();
