@@ -15,16 +15,7 @@ export function actionButton(
   const button = h('button', { type: 'button', class: 'action', ...attributes }, label) as HTMLButtonElement;
   const run = () => {
     button.disabled = true;
-    act().then(
-      (done) => {
-        say(done);
-        redraw();
-      },
-      (err: Error) => {
-        say(err.message, true);
-        button.disabled = false;
-      },
-    );
+    void settle(act(), () => (button.disabled = false));
   };
   button.addEventListener('click', () => (confirmation ? ask(button, confirmation, run) : run()));
   return button;
@@ -56,15 +47,23 @@ function reasonForm(prompt: string, submit: string, act: (reason: string) => Pro
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    act(input.value.trim()).then(
-      (done) => {
-        say(done);
-        redraw();
-      },
-      (err: Error) => say(err.message, true),
-    );
+    void settle(act(input.value.trim()));
   });
   return form;
+}
+
+/**
+ * Says how an action ended in the flash line: what it did (and the page is drawn again), or why it was refused
+ * (then `refused` runs, to offer what may be done instead).
+ */
+async function settle(action: Promise<string>, refused?: (err: Error) => void): Promise<void> {
+  try {
+    say(await action);
+    redraw();
+  } catch (err) {
+    say((err as Error).message, true);
+    refused?.(err as Error);
+  }
 }
 
 /** Whether the page has a question of an action open (a confirmation, a reason asked for). */
@@ -118,27 +117,21 @@ export function promoteButton(version: string): HTMLElement {
   const path = `/api/policies/${enc(version)}/promote`;
   const button = h('button', { type: 'button', class: 'action', 'data-promote': version }, 'Promote');
   button.addEventListener('click', () => {
-    post(path, {}).then(
-      () => {
-        say(`Production now serves ${version}.`);
-        redraw();
-      },
-      (err: Error) => {
-        say(err.message, true);
-        if (!(err instanceof ApiError) || err.code !== 'promotion_refused') return;
-        const form = reasonForm(
-          'Promote anyway, as an override (recorded) — reason:',
-          'Promote with override',
-          async (reason) => {
-            await post(path, { override: { reason } });
-            return `Production now serves ${version} (override: ${reason}).`;
-          },
-          true,
-        );
-        form.dataset.override = version;
-        button.replaceWith(form);
-      },
-    );
+    const promoted = post(path, {}).then(() => `Production now serves ${version}.`);
+    void settle(promoted, (err) => {
+      if (!(err instanceof ApiError) || err.code !== 'promotion_refused') return;
+      const form = reasonForm(
+        'Promote anyway, as an override (recorded) — reason:',
+        'Promote with override',
+        async (reason) => {
+          await post(path, { override: { reason } });
+          return `Production now serves ${version} (override: ${reason}).`;
+        },
+        true,
+      );
+      form.dataset.override = version;
+      button.replaceWith(form);
+    });
   });
   return button;
 }

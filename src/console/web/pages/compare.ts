@@ -1,3 +1,4 @@
+import { addressParams } from '../address.js';
 import { enc, get } from '../api.js';
 import { iterationChart, type Series } from '../charts.js';
 import { configDiff } from '../config-diff.js';
@@ -19,8 +20,7 @@ interface Compared {
 
 /** Two or more runs side by side: their curves overlaid, their configs diffed, their held-out results by task. */
 export async function comparePage({ root }: PageContext): Promise<void> {
-  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
-  const runIds = (params.get('runs') ?? '')
+  const runIds = (addressParams().get('runs') ?? '')
     .split(',')
     .map((id) => id.trim())
     .filter(Boolean);

@@ -1,5 +1,6 @@
 import { FAILURE_CLASSES } from '../../../rollouts/failure-classes.js';
 import { ROLLOUT_STATUSES } from '../../../rollouts/rollout-states.js';
+import { addressHref, addressParams, applyGoesTo } from '../address.js';
 import { enc, get } from '../api.js';
 import { h, link, num, table, when } from '../dom.js';
 import { exportLinks, type ExportValue } from '../export.js';
@@ -11,14 +12,12 @@ const FILTERS = ['iteration', 'kind', 'taskId', 'status', 'failureClass', 'polic
 const PAGE_SIZES = ['25', '50', '100', '250'];
 
 /** The filters and page in the address: `#/runs/<id>/rollouts?kind=train&after=…`. */
-export const rolloutsHref = (runId: string, params: Record<string, string> = {}) => {
-  const query = new URLSearchParams(params).toString();
-  return `#/runs/${enc(runId)}/rollouts${query ? `?${query}` : ''}`;
-};
+export const rolloutsHref = (runId: string, params: Record<string, string> = {}) =>
+  addressHref(`#/runs/${enc(runId)}/rollouts`, params);
 
 /** All of a run's rollouts, training and held-out, filtered and paged, each linked to its journal. */
 export async function runRolloutsPage({ root }: PageContext, runId: string): Promise<void> {
-  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
+  const params = addressParams();
   const query = new URLSearchParams();
   for (const name of [...FILTERS, 'limit', 'after']) {
     const value = params.get(name);
@@ -50,12 +49,24 @@ export async function runRolloutsPage({ root }: PageContext, runId: string): Pro
   );
 }
 
-const COLUMNS = ['rolloutId', 'iteration', 'kind', 'side', 'taskId', 'sample', 'status', 'failureClass', 'reward'];
-const MORE_COLUMNS = ['policyVersion', 'attempts', 'updatedAt'];
+/** What an export of the page holds: each row's values, as the API gave them. */
+const EXPORTED: Array<keyof RunRolloutRow> = [
+  'rolloutId',
+  'iteration',
+  'kind',
+  'side',
+  'taskId',
+  'sample',
+  'status',
+  'failureClass',
+  'reward',
+  'policyVersion',
+  'attempts',
+  'updatedAt',
+];
 
 function exported(items: RunRolloutRow[]): { headings: string[]; rows: ExportValue[][] } {
-  const headings = [...COLUMNS, ...MORE_COLUMNS];
-  return { headings, rows: items.map((r) => headings.map((k) => r[k as keyof RunRolloutRow] as ExportValue)) };
+  return { headings: EXPORTED, rows: items.map((r) => EXPORTED.map((k) => r[k])) };
 }
 
 function rolloutsTable(items: RunRolloutRow[]): HTMLElement {
@@ -112,12 +123,6 @@ function filterForm(runId: string, params: URLSearchParams): HTMLElement {
     ' ',
     link(rolloutsHref(runId), 'Clear'),
   );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const chosen = new FormData(form as HTMLFormElement);
-    const next: Record<string, string> = {};
-    for (const [name, v] of chosen) if (typeof v === 'string' && v.trim()) next[name] = v.trim();
-    location.hash = rolloutsHref(runId, next);
-  });
+  applyGoesTo(form, rolloutsHref(runId));
   return form;
 }

@@ -1,4 +1,5 @@
 import { RUN_EXECUTIONS } from '../../../client/run-executions.js';
+import { addressHref, addressParams, applyGoesTo } from '../address.js';
 import { enc, get } from '../api.js';
 import { h, link, num, table, when } from '../dom.js';
 import { exportLinks } from '../export.js';
@@ -9,23 +10,19 @@ import type { Aliases, RunListing, RunReport } from '../types.js';
 const PAGE_SIZES = ['10', '20', '50', '100'];
 
 /** The runs list's address, with its filters and page: `#/runs?execution=RUNNING&offset=20`. */
-const runsHref = (params: Record<string, string>) => {
-  const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== '')).toString();
-  return `#/runs${query ? `?${query}` : ''}`;
-};
+const runsHref = (params: Record<string, string>) => addressHref('#/runs', params);
 
 /** Runs, newest first, filtered and paged: state, progress, the version production serves, the last held-out result. */
 export async function runsPage({ root }: PageContext): Promise<void> {
-  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
+  const params = addressParams();
   const filters = {
     execution: params.get('execution') ?? '',
     search: params.get('search') ?? '',
     limit: params.get('limit') ?? '20',
   };
   const offset = Math.max(0, Number(params.get('offset') ?? 0) || 0);
-  const query = new URLSearchParams(Object.entries({ ...filters, offset: String(offset) }).filter(([, v]) => v !== ''));
   const [{ items, total }, aliases] = await Promise.all([
-    get<{ items: RunListing[]; total: number }>(`/api/runs?${query.toString()}`),
+    get<{ items: RunListing[]; total: number }>(addressHref('/api/runs', { ...filters, offset: String(offset) })),
     get<Aliases>('/api/aliases'),
   ]);
   const reports = await Promise.all(
@@ -143,13 +140,7 @@ function runFilters(filters: { execution: string; search: string; limit: string 
     ' ',
     link('#/runs', 'Clear'),
   );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const chosen = Object.fromEntries(
-      [...new FormData(form as HTMLFormElement)].map(([k, v]) => [k, typeof v === 'string' ? v.trim() : '']),
-    );
-    location.hash = runsHref(chosen);
-  });
+  applyGoesTo(form, '#/runs');
   return form;
 }
 
