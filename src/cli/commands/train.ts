@@ -17,18 +17,15 @@ import { PRODUCTION_ALIAS } from '../../registry/promotion.js';
 import { withRegistry } from '../../registry/open.js';
 import { storeLocation } from '../../store/location.js';
 
-export const positiveInteger = (value: string) => {
+/** An option's value as an integer of at least `min`, else commander's usage error naming what was expected. */
+const integerFrom = (min: number, expected: string) => (value: string) => {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a positive integer, got "${value}".`);
+  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`expected ${expected}, got "${value}".`);
   return n;
 };
 
-export const nonNegativeInteger = (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0)
-    throw new InvalidArgumentError(`expected 0 or a positive integer, got "${value}".`);
-  return n;
-};
+export const positiveInteger = integerFrom(1, 'a positive integer');
+export const nonNegativeInteger = integerFrom(0, '0 or a positive integer');
 
 interface RunSizeOptions {
   iterations?: number;
