@@ -38,6 +38,8 @@ export type RolloutEvent = Answer<typeof cs.rolloutEvent>;
 export type RunRolloutRow = Answer<typeof cs.runRolloutRow>;
 export type RunRolloutsPage = Answer<typeof cs.runRolloutsPage>;
 export type RunConfigView = Answer<typeof cs.runConfigView>;
+export type RolloutTokens = Answer<typeof cs.rolloutTokens>;
+export type TokenRow = RolloutTokens['sequences'][number]['tokens'][number];
 /** The lists' envelope: `{ items: [...] }`. */
 export interface Items<T> {
   items: T[];

@@ -32,6 +32,25 @@ export const iterationView = z.object({
     entropy: numberOrNull,
     gradNorm: numberOrNull,
   }),
+  trainerSteps: z
+    .array(
+      z.object({
+        epoch: z.number().int(),
+        loss: z.number(),
+        approxKl: z.number(),
+        clipFraction: z.number(),
+        entropy: z.number(),
+        gradNorm: z.number(),
+        tokens: z.number(),
+      }),
+    )
+    .describe("Each optimizer step's trainer metrics, in the order taken; empty where the trainer did not record them"),
+  trainerLogprobs: z
+    .object({ tokens: z.number().int(), meanAbsDiff: z.number(), maxAbsDiff: z.number() })
+    .nullable()
+    .describe(
+      "|trainer − behaviour| log-prob over the batch's trained tokens: the parent's log-probs as the trainer computes them against those the gateway journaled",
+    ),
   tokens: z.object({ rollouts: numberOrNull, trained: numberOrNull }),
   stageSeconds: counts.describe(
     'Seconds per stage (rollouts, batch, update, heldout, ledger) from the workflow history',
@@ -228,4 +247,42 @@ export const runConfigView = z.object({
   config: z
     .record(z.string(), z.unknown())
     .describe('harness, verifier, environment, rollouts, samples, gate, base, evalHarnessEnv, gateway (redacted)'),
+});
+
+export const iterationTokensParams = z.strictObject({
+  runId: z.string().min(1),
+  iteration: z.coerce.number().int().min(1),
+});
+export const iterationTokensQuery = z.strictObject({
+  rollout: z.string().min(1).describe('The training rollout whose sequences to lay out'),
+});
+
+const tokenRow = z.object({
+  id: z.number().int(),
+  text: z.string().nullable().describe("The token decoded alone with the trained version's tokenizer"),
+  trained: z.boolean().describe('In the loss (a completion the policy sampled), not prompt or inserted text'),
+  weight: z.number().describe('The loss weight w_t the batch gives it (0 when untrained)'),
+  advantage: z.number(),
+  behaviourLogprob: numberOrNull.describe('The sampling policy’s log-prob as the gateway journaled it'),
+  trainerLogprob: numberOrNull.describe('The parent’s log-prob as the trainer computed it before its update'),
+  policyVersion: z.string().nullable().describe('The version that sampled it'),
+});
+export const rolloutTokens = z.object({
+  runId: z.string(),
+  iteration: z.number().int(),
+  rolloutId: z.string(),
+  batchUri: z.string(),
+  trainedVersion: z.string().nullable(),
+  trainerLogprobsMissing: z
+    .string()
+    .nullable()
+    .describe("Why the trainer's log-probs are not shown; null when they are"),
+  sequences: z.array(
+    z.object({
+      index: z.number().int().describe("The sequence's place in the batch"),
+      tokensTotal: z.number().int(),
+      trainedTokens: z.number().int(),
+      tokens: z.array(tokenRow).describe('Its first 20,000 tokens at most'),
+    }),
+  ),
 });

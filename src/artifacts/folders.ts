@@ -57,6 +57,21 @@ export async function getFolderFile(store: ArtifactStore, uri: string, rel: stri
   return store.get(`${base}/${rel}`, { sha256 });
 }
 
+/**
+ * One file of a checkpoint wherever the registry says it is: a local folder (read in place) or a folder in the
+ * artifact store (checked against its manifest). ArtifactNotFoundError when the folder has no such file.
+ */
+export async function readCheckpointFile(store: ArtifactStore, ref: string, rel: string): Promise<Buffer> {
+  if (!isLocalReference(ref)) return getFolderFile(store, ref, rel);
+  const file = path.join(localPath(ref), ...rel.split('/'));
+  try {
+    return await readFile(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ArtifactNotFoundError(file);
+    throw err;
+  }
+}
+
 async function readManifest(store: ArtifactStore, base: string): Promise<FolderManifest> {
   try {
     return JSON.parse((await store.get(`${base}/${FOLDER_MANIFEST}`)).toString('utf8')) as FolderManifest;

@@ -5,6 +5,7 @@ import { variantsView } from '../environments/variants-view.js';
 import type { GateComparison } from '../gate/gate.js';
 import type { LedgerEntry } from '../ledger/ledger.js';
 import type { PolicyRecord, StoredDecision } from '../registry/policy-registry.js';
+import type { LogprobAgreement } from '../samples/token-logprobs.js';
 
 /** Trainer metrics the run page plots, as the trainers report them. */
 export const TRAINER_METRICS = ['loss', 'approxKl', 'clipFraction', 'entropy', 'gradNorm'] as const;
@@ -32,6 +33,10 @@ export interface IterationView {
     meanReward: number | null;
   };
   trainer: Record<(typeof TRAINER_METRICS)[number], number | null>;
+  /** Each optimizer step's metrics, in order (the trainers' stepMetrics); empty where not recorded. */
+  trainerSteps: TrainerStep[];
+  /** How far the trainer's log-probs of the parent were from the behaviour ones; null where not recorded. */
+  trainerLogprobs: LogprobAgreement | null;
   tokens: { rollouts: number | null; trained: number | null };
   stageSeconds: Record<string, number>;
   /** The version the training rollouts sampled from, and the rollouts trained on by versions behind. */
@@ -44,6 +49,8 @@ export interface IterationView {
   /** Where training ran, the variants checked, the rigger's findings; null without an environment. */
   variants: IterationVariantsView | null;
 }
+
+export type TrainerStep = Record<(typeof TRAINER_METRICS)[number] | 'tokens' | 'epoch', number>;
 
 export interface RunView {
   runId: string;
@@ -112,6 +119,8 @@ export function runView(sources: RunViewSources): RunView {
         meanReward: summary?.heldoutMeanReward ?? null,
       },
       trainer: Object.fromEntries(TRAINER_METRICS.map((m) => [m, metric(m)])) as IterationView['trainer'],
+      trainerSteps: trainerStepsOf(policy?.trainerMetrics.stepMetrics),
+      trainerLogprobs: logprobAgreementOf(policy?.trainerMetrics.trainerLogprobs),
       tokens: { rollouts: ledger?.metrics.tokens ?? null, trained: result?.batch.trainedTokens ?? null },
       stageSeconds: workflow?.stageSeconds ?? {},
       samples: {
@@ -140,6 +149,29 @@ export function runView(sources: RunViewSources): RunView {
     iterations,
     workflowUrl: sources.executionRunId ? sources.workflowUrl(report.runId, sources.executionRunId) : null,
   };
+}
+
+const STEP_FIELDS = [...TRAINER_METRICS, 'tokens', 'epoch'] as const;
+
+/** The registry's stepMetrics as recorded (JSON of either trainer); entries missing a number are left out. */
+function trainerStepsOf(recorded: unknown): TrainerStep[] {
+  if (!Array.isArray(recorded)) return [];
+  return recorded
+    .filter(
+      (s): s is TrainerStep =>
+        typeof s === 'object' &&
+        s !== null &&
+        STEP_FIELDS.every((f) => typeof (s as Record<string, unknown>)[f] === 'number'),
+    )
+    .map((s) => Object.fromEntries(STEP_FIELDS.map((f) => [f, s[f]])) as TrainerStep);
+}
+
+function logprobAgreementOf(recorded: unknown): LogprobAgreement | null {
+  if (typeof recorded !== 'object' || recorded === null) return null;
+  const { tokens, meanAbsDiff, maxAbsDiff } = recorded as Record<string, unknown>;
+  return typeof tokens === 'number' && typeof meanAbsDiff === 'number' && typeof maxAbsDiff === 'number'
+    ? { tokens, meanAbsDiff, maxAbsDiff }
+    : null;
 }
 
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));

@@ -5,6 +5,12 @@ import * as tf from '@tensorflow/tfjs';
 import { type decodeBatch } from '../samples/batch-artifact.js';
 import type { ImportanceSampling } from '../samples/importance-sampling.js';
 import { importanceWeights, type ImportanceReport } from '../samples/importance-weights.js';
+import {
+  encodeTokenLogprobs,
+  logprobAgreement,
+  TOKEN_LOGPROBS_FILE,
+  type LogprobAgreement,
+} from '../samples/token-logprobs.js';
 import { checkBatchFits, loadTrainable, readBatch } from './trainer-input.js';
 import { saveCheckpoint, type Checkpoint } from './checkpoint.js';
 import { readyBackend, type Qwen3Model } from './model.js';
@@ -43,6 +49,13 @@ export interface TrainResult {
   seconds: number;
   /** Means over the steps taken. */
   metrics: StepMetrics;
+  /** Each step's own metrics, in the order taken (absent from results of trainers that predate it). */
+  stepMetrics?: Array<StepMetrics & { epoch: number }>;
+  /**
+   * The parent's log-probs as the trainer computes them against the behaviour ones the batch carries (the values are
+   * in the output folder's TOKEN_LOGPROBS_FILE); absent from results of trainers that predate it.
+   */
+  trainerLogprobs?: LogprobAgreement;
   reused: boolean;
   /** With a correction in the batch: how far the sampler was from the parent, what was capped and masked. */
   importanceWeights?: ImportanceReport;
@@ -105,9 +118,10 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
   checkBatchFits(batch, checkpoint);
   // Adam as docs/training-objective.md and PyTorch have it (tfjs's default epsilon is 1e-7).
   const optimizer = tf.train.adam(job.learningRate, 0.9, 0.999, 1e-8);
+  const parentLogprobs = parentTokenLogprobs(checkpoint.model, batch.sequences);
   const correction =
-    batch.importanceSampling && importanceCorrected(checkpoint.model, batch.sequences, batch.importanceSampling);
-  const { totals, steps, skipped } = runEpochs(
+    batch.importanceSampling && importanceCorrected(batch.sequences, parentLogprobs, batch.importanceSampling);
+  const { totals, steps, skipped, stepMetrics } = runEpochs(
     job,
     checkpoint.model,
     optimizer,
@@ -131,10 +145,17 @@ async function trainOnce(job: TrainJob): Promise<TrainResult> {
       gradNorm: mean(totals.gradNorm),
       tokens: totals.tokens,
     },
+    stepMetrics,
+    trainerLogprobs: logprobAgreement(batch.sequences.map((s, i) => ({ ...s, trainer: parentLogprobs[i] ?? [] }))),
     reused: false,
     ...(correction && { importanceWeights: correction.report }),
   };
   saveTrained(job, checkpoint, result, Number(batch.metadata.iteration));
+  mkdirSync(path.dirname(path.join(job.outputDir, TOKEN_LOGPROBS_FILE)), { recursive: true });
+  writeFileSync(
+    path.join(job.outputDir, TOKEN_LOGPROBS_FILE),
+    encodeTokenLogprobs(tokenLogprobsTensor(batch.sequences, parentLogprobs), batchContentHash),
+  );
   writeFileSync(metricsFile, `${JSON.stringify(result, null, 2)}\n`);
   checkpoint.model.dispose();
   optimizer.dispose();
@@ -161,11 +182,11 @@ function runEpochs(
   model: Qwen3Model,
   optimizer: tf.Optimizer,
   sequences: BatchSequence[],
-): { totals: StepMetrics; steps: number; skipped: number } {
+): { totals: StepMetrics; steps: number; skipped: number; stepMetrics: Array<StepMetrics & { epoch: number }> } {
   const random = seededRandom(job.seed);
   const minibatches = Math.max(1, Math.ceil(sequences.length / job.minibatchSize));
   const totals: StepMetrics = { loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0 };
-  let steps = 0;
+  const stepMetrics: Array<StepMetrics & { epoch: number }> = [];
   let skipped = 0;
   for (let epoch = 0; epoch < job.epochs; epoch++) {
     const indices = sequences.map((_, i) => i);
@@ -183,10 +204,10 @@ function runEpochs(
       }
       const step = ppoStep(model, optimizer, part, { clipEpsilon: job.clipEpsilon, maxGradNorm: job.maxGradNorm });
       for (const key of Object.keys(totals) as Array<keyof StepMetrics>) totals[key] += step[key];
-      steps++;
+      stepMetrics.push({ epoch, ...step });
     }
   }
-  return { totals, steps, skipped };
+  return { totals, steps: stepMetrics.length, skipped, stepMetrics };
 }
 
 /** Writes the trained checkpoint with what it was trained from and how, as the PyTorch trainer does. */
@@ -217,20 +238,39 @@ function saveTrained(job: TrainJob, checkpoint: Checkpoint, result: TrainResult,
 
 type BatchSequence = ReturnType<typeof decodeBatch>['sequences'][number];
 
-/**
- * Importance sampling for a sampler that is not exactly the parent (another engine, other kernels,
- * an older policy version): each trained token's weight times min(π_parent / π_sampler, cap), or 0
- * where the mask drops the token or its sequence (importance-weights.ts), computed once with the
- * parent weights; the PPO ratio is then taken against the parent's own log-probs, so clipping
- * measures only what the update changes.
- */
-function importanceCorrected(model: Qwen3Model, sequences: readonly BatchSequence[], sampling: ImportanceSampling) {
-  const parent = sequences.map((s) =>
+/** The parent's log-prob of each token of each sequence (0 on the first: nothing predicts it), before any step. */
+function parentTokenLogprobs(model: Qwen3Model, sequences: readonly BatchSequence[]): number[][] {
+  return sequences.map((s) =>
     tf.tidy(() => {
       const logProbs = tf.logSoftmax(model.logits([s.ids.slice(0, -1)])).arraySync()[0] as number[][];
       return s.ids.map((id, t) => (t === 0 ? 0 : (logProbs[t - 1]?.[id] as number)));
     }),
   );
+}
+
+/** The batch-aligned tensor of TOKEN_LOGPROBS_FILE: the parent's log-probs on trained tokens, 0 elsewhere. */
+function tokenLogprobsTensor(sequences: readonly BatchSequence[], parent: readonly number[][]): Float32Array {
+  const values = new Float32Array(sequences.reduce((n, s) => n + s.ids.length, 0));
+  let at = 0;
+  sequences.forEach((s, i) => {
+    for (let t = 0; t < s.ids.length; t++, at++)
+      if (t > 0 && s.lossMask[t] === 1) values[at] = (parent[i] as number[])[t] as number;
+  });
+  return values;
+}
+
+/**
+ * Importance sampling for a sampler that is not exactly the parent (another engine, other kernels,
+ * an older policy version): each trained token's weight times min(π_parent / π_sampler, cap), or 0
+ * where the mask drops the token or its sequence (importance-weights.ts), from the parent's log-probs;
+ * the PPO ratio is then taken against the parent's own log-probs, so clipping measures only what the
+ * update changes.
+ */
+function importanceCorrected(
+  sequences: readonly BatchSequence[],
+  parent: readonly number[][],
+  sampling: ImportanceSampling,
+) {
   const { lossWeights, report } = importanceWeights(
     sequences.map((s, i) => ({ ...s, parentLogprobs: parent[i] as number[] })),
     sampling,

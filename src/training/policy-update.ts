@@ -97,6 +97,8 @@ export async function updatePolicy(
       skippedMinibatches: train.skippedMinibatches,
       seconds: train.seconds,
       ...train.metrics,
+      ...(train.stepMetrics && { stepMetrics: train.stepMetrics }),
+      ...(train.trainerLogprobs && { trainerLogprobs: train.trainerLogprobs }),
       ...(train.importanceWeights && { importanceWeights: train.importanceWeights }),
     },
   });

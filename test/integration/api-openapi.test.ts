@@ -191,6 +191,18 @@ describe('the OpenAPI document against the API that serves it', () => {
     expect(config.configHash).toMatch(/^[0-9a-f]{16}$/);
     const rollouts = (await call('GET', '/api/runs/{runId}/rollouts', { params: { runId: 'contract-1' } })).body;
     expect(rollouts.items.some((r: { kind: string }) => r.kind === 'train')).toBe(true);
+    const trained = rollouts.items.find((r: { kind: string }) => r.kind === 'train');
+    const tokens = await call('GET', '/api/runs/{runId}/iterations/{iteration}/tokens', {
+      params: { runId: 'contract-1', iteration: '1' },
+      query: `rollout=${encodeURIComponent(trained.rolloutId)}`,
+    });
+    expect(tokens.status).toBe(200);
+    expect(tokens.body.sequences.length).toBeGreaterThan(0);
+    const missing = await call('GET', '/api/runs/{runId}/iterations/{iteration}/tokens', {
+      params: { runId: 'contract-1', iteration: '9' },
+      query: `rollout=${encodeURIComponent(trained.rolloutId)}`,
+    });
+    expect(missing.status).toBe(404);
   });
 
   it("the policies', decisions', rollouts' and ledger's answers are valid", { timeout: 120_000 }, async () => {

@@ -11,6 +11,7 @@ import { demonstration } from '../../src/policy/warm-start.js';
 import { encodeBatch } from '../../src/samples/batch-artifact.js';
 import type { Batch } from '../../src/samples/batch.js';
 import { decodeSafetensors, type Tensor } from '../../src/samples/safetensors.js';
+import { decodeTokenLogprobs, TOKEN_LOGPROBS_FILE } from '../../src/samples/token-logprobs.js';
 import { runRein } from '../helpers/cli.js';
 import { setupPython, trainerEnv } from '../helpers/python.js';
 
@@ -203,6 +204,25 @@ describe('one checkpoint, two engines', { timeout: 300_000 }, () => {
         expect(ib.ratio[key], `ratio.${key}`).toBeCloseTo(ia.ratio[key], 4);
         expect(ib.sequences.ratio[key], `sequences.ratio.${key}`).toBeCloseTo(ia.sequences.ratio[key], 4);
       }
+      // Each step's own metrics, the same in both, and means of them that are the reported ones.
+      expect(a.stepMetrics.map((s: { epoch: number }) => s.epoch)).toEqual([0, 0, 0, 1, 1, 1]);
+      expect(b.stepMetrics.map((s: { epoch: number }) => s.epoch)).toEqual([0, 0, 0, 1, 1, 1]);
+      a.stepMetrics.forEach((step: Record<string, number>, i: number) => {
+        for (const key of ['loss', 'approxKl', 'gradNorm', 'tokens'] as const)
+          expect(b.stepMetrics[i][key], `step ${i} ${key}`).toBeCloseTo(step[key]!, 3);
+      });
+      const meanLoss = a.stepMetrics.reduce((n: number, s: { loss: number }) => n + s.loss, 0) / a.steps;
+      expect(meanLoss).toBeCloseTo(a.metrics.loss, 6);
+      // The parent's log-probs per token, as each trainer computed them: the same values, the same gap to the sampler.
+      const trainerValues = (folder: string) =>
+        decodeTokenLogprobs(readFileSync(path.join(folder, TOKEN_LOGPROBS_FILE))).values;
+      const [la, lb] = [trainerValues(path.join(dir, 'tfjs')), trainerValues(path.join(dir, 'torch'))];
+      expect(lb.length).toBe(la.length);
+      expect(Math.max(...la.map((v, i) => Math.abs(v - lb[i]!)))).toBeLessThan(1e-4);
+      expect(la.some((v) => v < 0)).toBe(true);
+      expect(b.trainerLogprobs.tokens).toBe(a.trainerLogprobs.tokens);
+      expect(b.trainerLogprobs.meanAbsDiff).toBeCloseTo(a.trainerLogprobs.meanAbsDiff, 4);
+      expect(a.trainerLogprobs.meanAbsDiff).toBeGreaterThan(0.1); // the batch's sampler was shifted on purpose
 
       const weights = (folder: string) =>
         decodeSafetensors(readFileSync(path.join(folder, 'model.safetensors'))).tensors;

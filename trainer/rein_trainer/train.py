@@ -34,7 +34,9 @@ from .checkpoint import (
 )
 from .errors import BadInput, TrainerError
 from .lora import DEFAULT_TARGET_MODULES, LoraOptions, adapter_options
+from .metrics import summarize_steps
 from .rng import seeded_random, shuffled
+from .token_logprobs import logprob_agreement, parent_logprobs, write_token_logprobs
 
 
 @dataclass
@@ -235,19 +237,14 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
 
     weights = batch.loss_weights.astype(np.float64)
     old = batch.old_logprobs.astype(np.float32)
+    # The parent's log-probs, before any step: written beside the checkpoint, set against the behaviour
+    # log-probs, and what an off-policy correction is computed from.
+    plans, count = micro_batches(with_tokens)
+    values = parent_logprobs(model, batch, plans, count, device, precision.compute_dtype, ranks.sum)
+    agreement = logprob_agreement(values, old, batch.trained)
     importance = None
     sampling = batch.importance_sampling
     if sampling is not None:
-        model.eval()
-        lp0 = torch.zeros(batch.num_tokens, dtype=torch.float32, device=device)
-        plans, count = micro_batches(with_tokens)
-        with torch.no_grad():
-            for i in range(count):
-                mb = build_micro_batch(batch.input_ids, batch.cu_seqlens, plans[i], batch.trained) if i < len(plans) else dummy_micro_batch()
-                lp, _ = forward_logprobs(model, mb, device, precision.compute_dtype, with_entropy=False)
-                if i < len(plans):
-                    lp0[torch.from_numpy(mb.token_index).to(device)] = lp
-        values = ranks.sum(lp0).cpu().numpy()
         correction = importance_correction(batch.trained, weights, old, values, batch.cu_seqlens, sampling)
         weights, old, importance = correction.weights, correction.old_logprobs, correction.report
 
@@ -258,9 +255,10 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
     has_signal = batch.trained & (batch.advantages != 0)
     random = seeded_random(job.seed)
     step_metrics: list[torch.Tensor] = []
+    step_epochs: list[int] = []
     skipped = 0
     model.train()
-    for _epoch in range(job.epochs):
+    for epoch in range(job.epochs):
         order = shuffled(batch.num_sequences, random) if job.shuffle else list(range(batch.num_sequences))
         for m in range(minibatches):
             part = order[m * job.minibatch_size : (m + 1) * job.minibatch_size]
@@ -316,21 +314,11 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
                 )
             tokens = totals[4].clamp(min=1)
             step_metrics.append(torch.stack([totals[0], totals[1] / tokens, totals[2] / tokens, totals[3] / tokens, norm, totals[4]]))
+            step_epochs.append(epoch)
 
     steps = len(step_metrics)
-    if steps:
-        table = torch.stack(step_metrics).double().cpu().numpy()
-        means = table.mean(axis=0)
-        metrics = {
-            "loss": float(means[0]),
-            "clipFraction": float(means[1]),
-            "approxKl": float(means[2]),
-            "entropy": float(means[3]),
-            "gradNorm": float(means[4]),
-            "tokens": int(round(table[:, 5].sum())),
-        }
-    else:
-        metrics = {"loss": 0.0, "clipFraction": 0.0, "approxKl": 0.0, "entropy": 0.0, "gradNorm": 0.0, "tokens": 0}
+    table = torch.stack(step_metrics).double().cpu().numpy() if steps else np.zeros((0, 6))
+    metrics, per_step = summarize_steps(table, step_epochs)
     # base: the full model an adapter applies to; for a full output the lineage's root (as the tfjs trainer says).
     if fmt == "lora" or parent.kind == "lora":
         base = parent.base
@@ -345,6 +333,8 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
         "skippedMinibatches": skipped,
         "seconds": time.perf_counter() - started,
         "metrics": metrics,
+        "stepMetrics": per_step,
+        "trainerLogprobs": agreement,
         "reused": False,
     }
     if importance is not None:
@@ -385,6 +375,7 @@ def _train(job: TrainJob, batch: Batch, parent: Parent, out: Path, accelerator: 
             },
         }
         write_json(stage / "rein.json", lineage)
+        write_token_logprobs(stage, values, batch.content_hash)
         write_json(stage / "metrics.json", result)
         publish(stage, out, marker)
     return result

@@ -105,8 +105,9 @@ def reference_update(model: torch.nn.Module, batch: Batch, *, seed: int, lr: flo
     M = max(1, math.ceil(S / minibatch))
     random = seeded_random(seed)
     rows = []
+    epochs_of_rows: list[int] = []
     skipped = 0
-    for _ in range(epochs):
+    for epoch in range(epochs):
         order = shuffled(S, random) if shuffle else list(range(S))
         for m in range(M):
             part = order[m * minibatch : (m + 1) * minibatch]
@@ -141,6 +142,7 @@ def reference_update(model: torch.nn.Module, batch: Batch, *, seed: int, lr: flo
                     p.grad.mul_(scale)
             optimizer.step()
             rows.append([float(loss.item()), clipped / tokens, kl / tokens, entropy / tokens, norm, tokens])
+            epochs_of_rows.append(epoch)
     table = np.array(rows) if rows else np.zeros((0, 6))
     metrics = {
         "loss": float(table[:, 0].mean()) if rows else 0.0,
@@ -150,4 +152,17 @@ def reference_update(model: torch.nn.Module, batch: Batch, *, seed: int, lr: flo
         "gradNorm": float(table[:, 4].mean()) if rows else 0.0,
         "tokens": int(table[:, 5].sum()) if rows else 0,
     }
-    return {"steps": len(rows), "skippedMinibatches": skipped, "metrics": metrics, "importanceWeights": report}
+    names = ("loss", "clipFraction", "approxKl", "entropy", "gradNorm", "tokens")
+    steps = [{"epoch": e, **dict(zip(names, row, strict=True))} for e, row in zip(epochs_of_rows, rows, strict=True)]
+    return {"steps": len(rows), "skippedMinibatches": skipped, "metrics": metrics, "stepMetrics": steps, "importanceWeights": report}
+
+
+def parent_token_logprobs(model: torch.nn.Module, batch: Batch) -> np.ndarray:
+    """float64 [N]: the model's log-prob of every token past its sequence's first, one sequence at a time."""
+    values = np.zeros(batch.num_tokens)
+    with torch.no_grad():
+        for s in range(batch.num_sequences):
+            a, b = batch.span(s)
+            if b - a >= 2:
+                values[a + 1 : b] = sequence_logprobs(model, batch.input_ids[a:b])[0].double().numpy()
+    return values

@@ -12,14 +12,17 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import cli_env, main_in_process, run_cli
 from reference import assert_reports_close
+from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file
 
 from rein_trainer.batch import encode_batch
 from rein_trainer.checkpoint import architecture, sha256_file
+from rein_trainer.token_logprobs import TOKEN_LOGPROBS_FILE
 from tiny import make_batch, random_sequences
 
 
@@ -216,6 +219,13 @@ def test_two_processes_over_gloo_match_one(workdir: Path, base: Path, capsys: py
     for key in ("loss", "clipFraction", "approxKl", "entropy", "gradNorm"):
         assert double["metrics"][key] == pytest.approx(single["metrics"][key], rel=1e-4, abs=1e-6), key
     assert_reports_close(double["importanceWeights"], single["importanceWeights"], rel=1e-6)
+    assert [s["epoch"] for s in double["stepMetrics"]] == [s["epoch"] for s in single["stepMetrics"]]
+    for got, want in zip(double["stepMetrics"], single["stepMetrics"], strict=True):
+        assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
+    # Each rank computes its share of the parent's log-probs; rank 0 writes them all.
+    assert double["trainerLogprobs"] == pytest.approx(single["trainerLogprobs"], rel=1e-5)
+    one_lp, two_lp = (load_numpy(str(workdir / name / TOKEN_LOGPROBS_FILE))["trainer_logprobs"] for name in ("one", "two"))
+    assert np.array_equal(one_lp == 0, two_lp == 0) and np.abs(one_lp - two_lp).max() < 1e-5
     lineage = json.loads((workdir / "two" / "rein.json").read_text())
     assert (lineage["trainer"]["settings"]["worldSize"], lineage["trainer"]["settings"]["distributed"]) == (2, "MULTI_CPU")
     one = load_file(str(workdir / "one" / "model.safetensors"))

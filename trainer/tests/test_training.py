@@ -14,6 +14,7 @@ from conftest import main_in_process
 from safetensors.torch import load_file
 
 from rein_trainer.batch import ImportanceSampling, read_batch
+from rein_trainer.token_logprobs import TOKEN_LOGPROBS_FILE
 from tiny import make_batch, random_sequences
 
 TRAIN = ["--seed", "7", "--lr", "0.01", "--epochs", "2", "--minibatch", "4", "--clip", "0.2", "--max-grad-norm", "0.5"]
@@ -80,6 +81,12 @@ def test_update_matches_the_objective_restated_plainly(full_run: dict[str, Any],
     for key in ("loss", "clipFraction", "approxKl", "entropy", "gradNorm"):
         assert result["metrics"][key] == pytest.approx(expected["metrics"][key], rel=1e-4, abs=1e-6), key
     assert result["metrics"]["tokens"] == expected["metrics"]["tokens"]
+    # Each step's own values, in the order taken.
+    assert [s["epoch"] for s in result["stepMetrics"]] == [s["epoch"] for s in expected["stepMetrics"]] == [0, 0, 0, 1, 1, 1]
+    for got, want in zip(result["stepMetrics"], expected["stepMetrics"], strict=True):
+        assert list(got) == ["epoch", "loss", "clipFraction", "approxKl", "entropy", "gradNorm", "tokens"]
+        assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
+        assert isinstance(got["tokens"], int) and got["tokens"] == want["tokens"]
     assert_reports_close(result["importanceWeights"], expected["importanceWeights"], rel=1e-6)
     assert result["importanceWeights"]["sequences"]["maskedFraction"] == 0.4
     assert 0 < result["importanceWeights"]["cappedFraction"] < 1
@@ -93,6 +100,58 @@ def test_update_matches_the_objective_restated_plainly(full_run: dict[str, Any],
     # Two float32 implementations of the same update differ by ~1e-4 here (Adam at lr 0.01 turns
     # rounding in near-zero gradients into whole steps; eager vs sdpa in the reference alone: 9e-5).
     assert worst < 0.01 * moved, (worst, moved)
+
+
+def test_step_metrics_average_to_the_metrics(full_run: dict[str, Any]) -> None:
+    from rein_trainer.metrics import summarize_steps
+
+    result = full_run["result"]
+    steps = result["stepMetrics"]
+    assert len(steps) == result["steps"]
+    for key in ("loss", "clipFraction", "approxKl", "entropy", "gradNorm"):
+        assert sum(s[key] for s in steps) / len(steps) == pytest.approx(result["metrics"][key], rel=1e-12), key
+    assert sum(s["tokens"] for s in steps) == result["metrics"]["tokens"]
+    assert summarize_steps(np.zeros((0, 6)), []) == ({"loss": 0.0, "clipFraction": 0.0, "approxKl": 0.0, "entropy": 0.0, "gradNorm": 0.0, "tokens": 0}, [])
+
+
+def read_token_logprobs(folder: Path) -> tuple[np.ndarray, dict[str, str]]:
+    from safetensors import safe_open
+
+    with safe_open(str(folder / TOKEN_LOGPROBS_FILE), "np") as f:
+        assert list(f.keys()) == ["trainer_logprobs"]
+        return f.get_tensor("trainer_logprobs"), f.metadata()
+
+
+def check_token_logprobs(folder: Path, result: dict[str, Any], batch_path: Path, parent: torch.nn.Module) -> np.ndarray:
+    """The file and the result's trainerLogprobs against the parent's log-probs computed one sequence at a time."""
+    from reference import parent_token_logprobs
+
+    batch = read_batch(batch_path)
+    values, metadata = read_token_logprobs(folder)
+    assert metadata == {"format": "rein-token-logprobs/1", "batch_content_hash": batch.content_hash}
+    assert values.dtype == np.float32 and values.shape == (batch.num_tokens,)
+    trained = batch.trained
+    assert not values[~trained].any()  # untrained tokens and each sequence's first: 0
+    assert values[trained] == pytest.approx(parent_token_logprobs(parent, batch)[trained], abs=2e-5)
+    diff = np.abs(values[trained].astype(np.float64) - batch.old_logprobs[trained].astype(np.float64))
+    assert result["trainerLogprobs"] == {"tokens": int(trained.sum()), "meanAbsDiff": pytest.approx(diff.mean(), rel=1e-9), "maxAbsDiff": pytest.approx(diff.max(), rel=1e-9)}
+    return values
+
+
+def test_token_logprobs_are_the_parents_before_any_step(full_run: dict[str, Any], base: Path, capped_batch: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from rein_trainer.checkpoint import copy_side_files
+
+    parent = AutoModelForCausalLM.from_pretrained(str(base), attn_implementation="eager", dtype=torch.float32).eval()
+    values = check_token_logprobs(full_run["out"], full_run["result"], capped_batch, parent)
+    # The corrected importance weights came from these same values.
+    trained = read_batch(capped_batch).trained
+    ratio = np.exp(values[trained].astype(np.float64) - read_batch(capped_batch).old_logprobs[trained])
+    assert full_run["result"]["importanceWeights"]["ratio"]["max"] == pytest.approx(ratio.max(), rel=1e-6)
+    # A child trained from this output does not take its parent's values along.
+    copy_side_files([full_run["out"]], tmp_path)
+    assert (tmp_path / "tokenizer.json").is_file() and not (tmp_path / TOKEN_LOGPROBS_FILE).exists() and not (tmp_path / "rein").exists()
 
 
 def test_full_output_folder(full_run: dict[str, Any], base: Path, capped_batch: Path) -> None:
@@ -111,7 +170,8 @@ def test_full_output_folder(full_run: dict[str, Any], base: Path, capped_batch: 
     assert lineage["trainer"]["engine"] == "pytorch" and lineage["trainer"]["versions"]["torch"] == torch.__version__
     assert lineage["trainer"]["settings"]["minibatchSize"] == 4
     assert json.loads((out / "metrics.json").read_text()) == full_run["result"]
-    assert list(full_run["result"]) == ["parent", "format", "base", "batchContentHash", "steps", "skippedMinibatches", "seconds", "metrics", "reused", "importanceWeights"]
+    keys = ["parent", "format", "base", "batchContentHash", "steps", "skippedMinibatches", "seconds", "metrics", "stepMetrics", "trainerLogprobs", "reused"]
+    assert list(full_run["result"]) == [*keys, "importanceWeights"]
     assert (full_run["result"]["format"], full_run["result"]["base"]) == ("full", str(base))
     assert full_run["result"]["reused"] is False
     leftovers = [p.name for p in out.parent.iterdir() if p.name.startswith((".full", "full.lock"))]
@@ -123,6 +183,7 @@ def test_same_batch_and_parent_is_reused_another_is_refused(full_run: dict[str, 
     before = (full_run["out"] / "model.safetensors").stat().st_mtime_ns
     code, result, _ = main_in_process(capsys, "train", "--checkpoint", str(base), "--batch", str(capped_batch), "--out", out)
     assert code == 0 and result == {**full_run["result"], "reused": True}
+    assert result["stepMetrics"] and result["trainerLogprobs"]["tokens"] > 0  # reused with the new fields
     code, _, err = main_in_process(capsys, "train", "--checkpoint", str(base), "--batch", str(batch_file), "--out", out)
     assert code == 2 and "already holds a checkpoint trained from another batch or parent" in err
     assert (full_run["out"] / "model.safetensors").stat().st_mtime_ns == before
@@ -138,6 +199,11 @@ def test_zero_advantage_minibatches_are_skipped(workdir: Path, base: Path, capsy
     assert code == 0 and result is not None
     assert (result["steps"], result["skippedMinibatches"]) == (2, 1)
     assert "importanceWeights" not in result
+    assert [s["epoch"] for s in result["stepMetrics"]] == [0, 0]
+    # Without a correction the parent's log-probs are still computed (the same pass) and written.
+    values, _ = read_token_logprobs(workdir / "sparse")
+    trained = read_batch(path).trained
+    assert result["trainerLogprobs"]["tokens"] == int(trained.sum()) and (values[trained] < 0).all() and not values[~trained].any()
 
 
 def test_lora_adapter_new_continued_and_merged(workdir: Path, base: Path, batch_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -162,6 +228,8 @@ def test_lora_adapter_new_continued_and_merged(workdir: Path, base: Path, batch_
     assert (lineage["format"], lineage["base"], lineage["parent"]) == ("lora", str(base), str(base))
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(base)), str(first))
     assert loaded.peft_config["default"].r == 4
+    # A new adapter starts with B = 0: the parent's log-probs are the base's.
+    check_token_logprobs(first, result, batch_file, AutoModelForCausalLM.from_pretrained(str(base), attn_implementation="eager").eval())
 
     second = workdir / "lora2"
     code, result, err = main_in_process(capsys, "train", "--checkpoint", str(first), "--batch", str(batch_file), "--out", str(second), "--lora-rank", "4", "--lr", "0.01", "--minibatch", "4")
@@ -172,6 +240,7 @@ def test_lora_adapter_new_continued_and_merged(workdir: Path, base: Path, batch_
     continued = load_file(str(second / "adapter_model.safetensors"))
     assert set(continued) == set(weights)
     assert 0 < max((continued[k] - weights[k]).abs().max().item() for k in weights) < 1  # moved on from the parent's
+    check_token_logprobs(second, result, batch_file, loaded.eval())  # the adapter parent's, as trained
 
     merged = workdir / "merged"
     code, result, err = main_in_process(capsys, "train", "--checkpoint", str(first), "--batch", str(batch_file), "--out", str(merged), "--lr", "0.0", "--max-grad-norm", "1")

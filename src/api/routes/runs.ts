@@ -18,6 +18,7 @@ import { runConfigHash } from '../../client/run-config.js';
 import { workflowUrl } from '../../cli/context.js';
 import { runBatches, runRollouts, type RunBatch } from '../../console/run-rollouts.js';
 import { runView, type RunView } from '../../console/run-view.js';
+import { rolloutTokens, type RolloutTokens } from '../../console/token-view.js';
 import type { PolicyRegistry, StoredDecision } from '../../registry/policy-registry.js';
 import { readRunConfigText } from '../../config/run-config.js';
 import { redact, redactionRules } from '../../gateway/redact.js';
@@ -134,6 +135,28 @@ const runInspectionRoutes: RunPlugin = async (app, { context }) => {
       },
     },
     async (req) => runRollouts(context.gateway(), await batchesOf(context, req.params.runId), req.query),
+  );
+  app.get(
+    '/api/runs/:runId/iterations/:iteration/tokens',
+    {
+      schema: {
+        summary:
+          "A training rollout's sequences in an iteration's batch, token by token: trained or not, weight, advantage, behaviour and trainer log-probs",
+        params: cs.iterationTokensParams,
+        querystring: cs.iterationTokensQuery,
+        response: { 200: declaring<RolloutTokens>()(cs.rolloutTokens) },
+      },
+    },
+    async (req) => {
+      const { runId, iteration } = req.params;
+      const trained = await context.registry(async (r) =>
+        (await r.list({ runId })).find((p) => p.iteration === iteration),
+      );
+      return rolloutTokens(
+        { runId, iteration, rolloutId: req.query.rollout },
+        { artifacts: context.artifacts(), trained },
+      );
+    },
   );
 };
 

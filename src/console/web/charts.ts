@@ -14,9 +14,9 @@ const COLOURS = ['#2f6fdf', '#137333', '#b3261e', '#a15c00', '#7b3fbf', '#0f7d8a
 export type ChartElement = HTMLElement & { uplot?: uPlot };
 
 /**
- * A line chart over iterations, its y axis labelled with `unit`. `band`: two series' indexes
+ * A line chart over iterations (or `x`: optimizer steps), its y axis labelled with `unit`. `band`: two series' indexes
  * (upper, lower) whose gap is shaded, e.g. the gate's interval. Points are drawn, since a run has
- * few iterations. Without a single value to plot it says so (`none`: what that means for this
+ * few iterations (up to 60 points). Without a single value to plot it says so (`none`: what that means for this
  * chart) instead of drawing empty axes.
  */
 export function iterationChart(
@@ -24,8 +24,9 @@ export function iterationChart(
   title: string,
   iterations: number[],
   series: Series[],
-  options: { unit: string; band?: [number, number]; percent?: boolean; none?: string },
+  options: { unit: string; band?: [number, number]; percent?: boolean; none?: string; x?: string },
 ): ChartElement {
+  const x = options.x ?? 'iteration';
   const element: ChartElement = h('div', { class: 'chart', 'data-chart': id }, h('h3', {}, title));
   if (!series.some((s) => s.values.some((v) => v !== null))) {
     element.append(
@@ -59,7 +60,7 @@ export function iterationChart(
     },
     // Ticks short enough for the axis (three significant digits); the legend shows the values whole.
     axes: [
-      { label: 'iteration', values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) },
+      { label: x, values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) },
       {
         label: options.unit,
         values: (_u, ticks) =>
@@ -68,7 +69,7 @@ export function iterationChart(
       },
     ],
     series: [
-      { label: 'iteration' },
+      { label: x },
       ...series.map((s, i) => {
         const inBand = options.band?.includes(i + 1);
         const colour = inBand ? '#9aa4b2' : (COLOURS[i % COLOURS.length] as string);
@@ -77,7 +78,7 @@ export function iterationChart(
           stroke: colour,
           width: inBand ? 1 : 2,
           dash: inBand ? [4, 4] : undefined,
-          points: { show: true, size: inBand ? 3 : 7 },
+          points: { show: iterations.length <= 60, size: inBand ? 3 : 7 },
           spanGaps: true,
           value: (_u: uPlot, v: number | null) => format(v),
         };
@@ -90,7 +91,7 @@ export function iterationChart(
   element.uplot = new uPlot(opts, data, element);
   element.append(
     exportLinks(id, () => ({
-      headings: ['iteration', ...series.map((s) => s.label)],
+      headings: [x, ...series.map((s) => s.label)],
       rows: iterations.map((x, i) => [x, ...series.map((s) => s.values[i] ?? null)]),
     })),
   );

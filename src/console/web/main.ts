@@ -8,12 +8,14 @@ import { rolloutPage } from './pages/rollout.js';
 import { runPage } from './pages/run.js';
 import { runRolloutsPage } from './pages/run-rollouts.js';
 import { runsPage } from './pages/runs.js';
+import { tokensPage } from './pages/tokens.js';
 
 /** Hash routes: the key never travels in a URL, and the server serves one page. */
 const ROUTES: Array<[RegExp, Page]> = [
   [/^#\/runs\/([^/?]+)$/, runPage],
   // The filters ride after `?` in the hash; the page reads them itself.
   [/^#\/runs\/([^/?]+)\/rollouts(?:\?.*)?$/, runRolloutsPage],
+  [/^#\/runs\/([^/?]+)\/iterations\/(\d+)\/tokens\?.*$/, tokensPage],
   [/^#\/decisions\/([^/]+)$/, decisionPage],
   [/^#\/rollouts\/([^/]+)$/, rolloutPage],
   [/^#\/releases$/, releasesPage],

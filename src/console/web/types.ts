@@ -15,6 +15,7 @@ export type {
   LedgerEntry,
   PairSide,
   RolloutEvent,
+  RolloutTokens,
   RolloutView,
   RunListing,
   RunConfigView,
@@ -22,4 +23,5 @@ export type {
   RunRolloutRow,
   RunRolloutsPage,
   RunView,
+  TokenRow,
 } from '../../api/answers.js';

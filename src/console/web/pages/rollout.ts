@@ -4,6 +4,7 @@ import { enc, get } from '../api.js';
 import { facts, h, json, link, ms, num, table, when } from '../dom.js';
 import type { PageContext } from '../page.js';
 import type { Call, RolloutEvent, RolloutView } from '../types.js';
+import { tokensHref } from './tokens.js';
 import { rolloutsHref } from './run-rollouts.js';
 
 interface Message {
@@ -62,6 +63,10 @@ function rolloutFacts({ rollout, rewards, outcome, trainedIn, decidedIn }: Rollo
               }),
               ' (',
               link(rolloutsHref(trainedIn.runId, { iteration: String(trainedIn.iteration) }), 'its rollouts'),
+              '; ',
+              link(tokensHref(trainedIn.runId, trainedIn.iteration, rollout.id), 'its tokens as trained', {
+                'data-tokens': '',
+              }),
               ')',
             ),
           ] as [string, HTMLElement],

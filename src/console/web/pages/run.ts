@@ -50,6 +50,8 @@ function render(report: RunReport, view: RunView, production: string | undefined
     ),
     h('h2', {}, 'Per iteration'),
     h('div', { class: 'charts' }, charts),
+    h('h2', {}, 'Per optimizer step'),
+    h('div', { class: 'charts' }, stepCharts(view.iterations)),
     ...failureReasons(view.iterations),
     h('h2', {}, 'Gate verdicts'),
     gateVerdicts(report.runId, view.iterations, production),
@@ -79,6 +81,35 @@ const TRAINER_CHARTS: Array<[keyof IterationView['trainer'], string, string]> = 
   ['entropy', 'entropy', 'nats per token'],
   ['gradNorm', 'grad norm', 'L2 norm'],
 ];
+
+/**
+ * The trainer's numbers at every optimizer step of every iteration, steps counted across the run (drag to zoom into
+ * one iteration; the export says which iteration and epoch each step was).
+ */
+function stepCharts(its: IterationView[]): HTMLElement[] {
+  const steps = its.flatMap((i) => i.trainerSteps.map((s) => ({ ...s, iteration: i.iteration })));
+  const xs = steps.map((_, n) => n + 1);
+  const none = 'No step recorded yet: the trainer records each step once an update finishes.';
+  return [
+    ...TRAINER_CHARTS.map(([key, label, unit]) =>
+      iterationChart(`step-${key}`, `Each step: ${label}`, xs, [{ label, values: steps.map((s) => s[key]) }], {
+        unit,
+        x: 'step',
+        none,
+      }),
+    ),
+    iterationChart(
+      'step-place',
+      'Each step: iteration and epoch',
+      xs,
+      [
+        { label: 'iteration', values: steps.map((s) => s.iteration) },
+        { label: 'epoch', values: steps.map((s) => s.epoch + 1) },
+      ],
+      { unit: 'number', x: 'step', none },
+    ),
+  ];
+}
 
 /**
  * One chart per measure over the iterations: rewards, held-out success, the trainer's numbers, tokens, stage times,
@@ -115,6 +146,16 @@ function iterationCharts(its: IterationView[]): HTMLElement[] {
     ),
     ...TRAINER_CHARTS.map(([key, label, unit]) =>
       iterationChart(key, `Trainer: ${label}`, xs, [{ label, values: values((i) => i.trainer[key]) }], { unit }),
+    ),
+    iterationChart(
+      'logprob-gap',
+      "Behaviour vs trainer log-probs: |Δ| over trained tokens (the parent's, before its update)",
+      xs,
+      [
+        { label: 'mean |Δ|', values: values((i) => i.trainerLogprobs?.meanAbsDiff) },
+        { label: 'max |Δ|', values: values((i) => i.trainerLogprobs?.maxAbsDiff) },
+      ],
+      { unit: 'nats', none: 'Not recorded: the trainer of these iterations predates it.' },
     ),
     iterationChart(
       'tokens',
