@@ -93,6 +93,45 @@ const plotted = (page: Page, chart: string) =>
   });
 const seriesLabels = (page: Page, chart: string) =>
   page.$$eval(`[data-chart="${chart}"] .u-legend .u-series .u-label`, (labels) => labels.map((l) => l.textContent));
+
+type Recorded = { trainerMetrics: Record<string, any> };
+
+/**
+ * Each optimizer step of every iteration, in order, as the trainer recorded it, zoomed by dragging and read at the
+ * cursor; and the trainer's log-prob gap per iteration.
+ */
+async function expectStepCurves(page: Page, trained: Recorded[]): Promise<void> {
+  const steps = trained.flatMap((p) => p.trainerMetrics.stepMetrics as Array<Record<string, number>>);
+  expect(steps.length).toBeGreaterThan(1);
+  const xs = steps.map((_, n) => n + 1);
+  expect(await plotted(page, 'step-loss')).toEqual([xs, steps.map((s) => s.loss)]);
+  expect(await plotted(page, 'step-gradNorm')).toEqual([xs, steps.map((s) => s.gradNorm)]);
+  expect((await plotted(page, 'logprob-gap'))?.[1]).toEqual(
+    trained.map((p) => p.trainerMetrics.trainerLogprobs.meanAbsDiff),
+  );
+  const chart = await page.$('[data-chart="step-loss"] .u-over');
+  await chart!.scrollIntoView();
+  const box = (await chart!.boundingBox())!;
+  // Hover: the legend shows the value under the cursor.
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  const legend = await page.$eval(
+    '[data-chart="step-loss"] .u-legend .u-series:nth-child(2) .u-value',
+    (e) => e.textContent,
+  );
+  expect(legend).toMatch(/^-?\d/);
+  // Drag across the middle: the x axis narrows to it.
+  await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.7, box.y + box.height / 2, { steps: 5 });
+  await page.mouse.up();
+  const scale = await page.$eval('[data-chart="step-loss"]', (e) => {
+    const x = (e as unknown as { uplot: { scales: { x: { min: number; max: number } } } }).uplot.scales.x;
+    return [x.min, x.max];
+  });
+  expect(scale[0]).toBeGreaterThan(1);
+  expect(scale[1]).toBeLessThan(steps.length);
+}
+
 const shoot = (page: Page, name: string) =>
   page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 
@@ -251,6 +290,10 @@ describe('the Rein console', () => {
       ] as const) {
         expect(await plotted(page, chart)).toEqual([[1, 2], metric(name)]);
       }
+      await expectStepCurves(
+        page,
+        iterations.map((i) => policies.find((p) => p.version === i.candidate)!),
+      );
       expect((await plotted(page, 'tokens'))?.[1]).toEqual(
         iterations.map(
           (i) => ledger.find((e) => e.kind === 'iteration' && e.iteration === i.iteration)!.metrics.tokens,
@@ -474,6 +517,31 @@ describe('the Rein console', () => {
       trained.iteration,
     );
     await page.waitForSelector('#rollouts');
+
+    // Its tokens as trained: the trained ones highlighted, behaviour beside trainer log-probs.
+    await page.click(`#rollouts a[data-rollout="${trained.rolloutId}"]`);
+    await page.waitForSelector('[data-tokens]');
+    await page.click('[data-tokens]');
+    await page.waitForSelector('[data-sequence]');
+    const tokens = (
+      await call('GET', `/api/runs/${RUN}/iterations/${trained.iteration}/tokens?rollout=${trained.rolloutId}`)
+    ).body as {
+      trainerLogprobsMissing: string | null;
+      sequences: Array<{ index: number; trainedTokens: number; tokens: unknown[] }>;
+    };
+    expect(tokens.trainerLogprobsMissing).toBeNull();
+    const first = tokens.sequences[0]!;
+    expect(await page.$$eval(`[data-sequence="${first.index}"] .token`, (t) => t.length)).toBe(first.tokens.length);
+    expect(await page.$$eval(`[data-sequence="${first.index}"] .token.trained`, (t) => t.length)).toBe(
+      first.trainedTokens,
+    );
+    const cells = await page.$$eval(`#trained-tokens-${first.index} tbody tr`, (rows) =>
+      rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)),
+    );
+    expect(cells).toHaveLength(first.trainedTokens);
+    // Behaviour and trainer log-probs are both numbers on every trained token (columns 6 and 7).
+    for (const row of cells) for (const value of [row[5], row[6]]) expect(Number(value)).toBeLessThanOrEqual(0);
+    await shoot(page, 'tokens');
     expect(problems).toEqual([]);
     await page.close();
   });
