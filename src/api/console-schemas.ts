@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { FAILURE_CLASSES, ROLLOUT_MODES, ROLLOUT_STATUSES } from '../rollouts/rollout.js';
+import { MISMATCH_CAUSES } from '../samples/mismatch-causes.js';
 import { counts, iterationGate, timestamp } from './schemas.js';
 import { iterationVariants } from './variant-schemas.js';
 
@@ -214,6 +215,10 @@ export const runRolloutsQuery = z.strictObject({
     .optional()
     .describe("The verifier's reward at least this (unscored rollouts never match)"),
   maxReward: z.coerce.number().optional(),
+  mergeCause: z
+    .enum(MISMATCH_CAUSES)
+    .optional()
+    .describe("Training rollouts with a call that did not extend its sequence for this cause (the batch report's)"),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   after: z.string().optional().describe('The previous page’s `next`'),
 });

@@ -2,7 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoredDecision } from '../registry/policy-registry.js';
 import { rolloutIdFor } from '../rollouts/rollout-id.js';
 import { SqliteTraceStore } from '../store/sqlite-store.js';
-import { runBatches, runRollouts, RunCursorError, type RunBatch, type RunRolloutQuery } from './run-rollouts.js';
+import type { MismatchCause } from '../samples/merge.js';
+import {
+  runBatches,
+  runRollouts,
+  RunCursorError,
+  type MismatchRollouts,
+  type RunBatch,
+  type RunRolloutQuery,
+} from './run-rollouts.js';
 
 const decisionOf = (candidate: string, incumbent: string) =>
   ({
@@ -56,11 +64,11 @@ describe("a run's rollouts, page by page", () => {
   });
   afterAll(() => store.close());
 
-  const all = async (query: RunRolloutQuery) => {
+  const all = async (query: RunRolloutQuery, mismatches?: MismatchRollouts) => {
     const seen: string[] = [];
     let after: string | undefined;
     for (let page = 0; page < 50; page++) {
-      const { items, next } = await runRollouts(store, batches, { ...query, ...(after && { after }) });
+      const { items, next } = await runRollouts(store, batches, { ...query, ...(after && { after }) }, mismatches);
       seen.push(...items.map((r) => r.rolloutId));
       if (next === null) return seen;
       after = next;
@@ -108,6 +116,22 @@ describe("a run's rollouts, page by page", () => {
       [replay[0], 1, 'candidate'],
       [replay[1], 1, 'candidate'],
     ]);
+  });
+
+  it('filters by merge cause, as each iteration’s batch report names the rollouts, whatever the page size', async () => {
+    const reports: Record<number, Partial<Record<MismatchCause, string[]>>> = {
+      2: { harness_rewrote_history: ['r.it2.a.1', 'r.it2.c.0'], new_conversation: ['r.it2.b.0'] },
+      1: { harness_rewrote_history: ['r.it1.b.1'] },
+    };
+    const asked: number[] = [];
+    const mismatches: MismatchRollouts = async (iteration) => (asked.push(iteration), reports[iteration] ?? {});
+    const rewrote = ['r.it2.c.0', 'r.it2.a.1', 'r.it1.b.1'];
+    for (const limit of [1, 2, 3, 50])
+      expect(await all({ mergeCause: 'harness_rewrote_history', limit }, mismatches)).toEqual(rewrote);
+    // Held-out replays have no merge causes: never read for this filter.
+    expect(asked.every((i) => i === 1 || i === 2)).toBe(true);
+    expect(await all({ mergeCause: 'new_conversation', minReward: 1 }, mismatches)).toEqual(['r.it2.b.0']);
+    expect(await all({ mergeCause: 'lossy_decode' }, mismatches)).toEqual([]);
   });
 
   it('refuses a cursor it did not give, naming what to send instead', async () => {

@@ -3,6 +3,8 @@ import type { StoredDecision } from '../registry/policy-registry.js';
 import type { FailureClass, RolloutStatus } from '../rollouts/rollout.js';
 import { iterationBatchId } from '../rollouts/rollout-id.js';
 import type { ListedRollout, RolloutFilter } from '../store/trace-store.js';
+import type { MismatchCause } from '../samples/merge.js';
+import { ROLLOUT_PAGE_MAX } from '../store/journal-listing.js';
 import { decisionReplays } from './decision-pairs.js';
 
 /** A batch of rollouts that belongs to a run: an iteration's training rollouts, or one side of its gate's replay. */
@@ -49,11 +51,18 @@ export function runBatches(
 
 const NO_DECISION = { record: {} } as StoredDecision;
 
-/** The rollout browser's filters, as the API takes them: the journal's, and the run's iteration and kind. */
+/**
+ * The rollout browser's filters, as the API takes them: the journal's, the run's iteration and kind, and a merge
+ * cause (training rollouts with a call that did not extend its sequence for that cause, as the batch report says).
+ */
 export type RunRolloutQuery = Omit<RolloutFilter, 'batchId' | 'mode'> & {
   iteration?: number;
   kind?: 'train' | 'heldout';
+  mergeCause?: MismatchCause;
 };
+
+/** The rollouts of an iteration's batch with a call of each merge cause (BatchReport.mismatchRolloutIds). */
+export type MismatchRollouts = (iteration: number) => Promise<Partial<Record<MismatchCause, string[]>>>;
 
 /** A row of the rollout browser. */
 export interface RunRolloutRow {
@@ -79,6 +88,8 @@ export interface RunRolloutRow {
 interface Cursor {
   batchId: string;
   after?: string;
+  /** Rollouts of the journal page at `after` already looked at (a filtered page can end inside it). */
+  skip?: number;
 }
 
 /**
@@ -89,46 +100,67 @@ export async function runRollouts(
   gateway: Pick<GatewayControlClient, 'listRollouts'>,
   batches: readonly RunBatch[],
   query: RunRolloutQuery,
+  mismatchRollouts?: MismatchRollouts,
 ): Promise<{ items: RunRolloutRow[]; next: string | null }> {
   const limit = query.limit ?? 50;
-  // A replay two gates share is read once, under the newest iteration the filters keep.
-  const seen = new Set<string>();
-  const chosen = batches.filter((b) => {
-    const kept =
-      (query.iteration === undefined || b.iteration === query.iteration) &&
-      (!query.kind || b.kind === query.kind) &&
-      !seen.has(b.batchId);
-    if (kept) seen.add(b.batchId);
-    return kept;
-  });
-  const { iteration: _iteration, kind: _kind, limit: _limit, after: _after, ...filter } = query;
+  const { iteration: _iteration, kind: _kind, limit: _limit, after: _after, mergeCause, ...filter } = query;
+  const chosen = chosenBatches(batches, query);
   const items: RunRolloutRow[] = [];
   let index = 0;
-  let after: string | undefined;
+  let { after, skip = 0 }: Omit<Cursor, 'batchId'> = {};
   if (query.after !== undefined) {
     const cursor = decodeRunCursor(query.after);
     index = chosen.findIndex((b) => b.batchId === cursor.batchId);
     if (index < 0)
       throw new RunCursorError(`the cursor names batch ${cursor.batchId}, which these filters do not list`);
-    after = cursor.after;
+    ({ after, skip = 0 } = cursor);
   }
   while (index < chosen.length && items.length < limit) {
     const batch = chosen[index] as RunBatch;
+    const keep = mergeCause && new Set((await mismatchRollouts?.(batch.iteration))?.[mergeCause] ?? []);
+    // Unfiltered, a journal page is exactly what is left to fill; filtered here, a whole page is looked through.
     const page = await gateway.listRollouts({
       ...filter,
       batchId: batch.batchId,
-      limit: limit - items.length,
+      limit: keep ? ROLLOUT_PAGE_MAX : limit - items.length,
       ...(after !== undefined && { after }),
     });
-    items.push(...page.items.map((r) => rowOf(r, batch)));
+    let looked = skip;
+    for (const rollout of page.items.slice(skip)) {
+      if (items.length === limit) break;
+      looked++;
+      if (!keep || keep.has(rollout.id)) items.push(rowOf(rollout, batch));
+    }
+    if (looked < page.items.length) {
+      skip = looked;
+      break;
+    }
+    skip = 0;
     after = page.next ?? undefined;
     if (page.next === null) index++;
   }
   const next = chosen[index];
-  return {
-    items,
-    next: next ? encodeRunCursor({ batchId: next.batchId, ...(after !== undefined && { after }) }) : null,
-  };
+  const cursor: Cursor | null = next
+    ? { batchId: next.batchId, ...(after !== undefined && { after }), ...(skip > 0 && { skip }) }
+    : null;
+  return { items, next: cursor && encodeRunCursor(cursor) };
+}
+
+/**
+ * The batches the filters keep, in order; a replay two gates share is read once, under the newest iteration kept.
+ * Only training batches have merge causes.
+ */
+function chosenBatches(batches: readonly RunBatch[], query: RunRolloutQuery): RunBatch[] {
+  const seen = new Set<string>();
+  return batches.filter((b) => {
+    const kept =
+      (query.iteration === undefined || b.iteration === query.iteration) &&
+      (!query.kind || b.kind === query.kind) &&
+      (!query.mergeCause || b.kind === 'train') &&
+      !seen.has(b.batchId);
+    if (kept) seen.add(b.batchId);
+    return kept;
+  });
 }
 
 function rowOf(rollout: ListedRollout, batch: RunBatch): RunRolloutRow {
@@ -159,7 +191,11 @@ function encodeRunCursor(cursor: Cursor): string {
 function decodeRunCursor(text: string): Cursor {
   try {
     const cursor = JSON.parse(Buffer.from(text, 'base64url').toString()) as Cursor;
-    if (typeof cursor.batchId === 'string' && (cursor.after === undefined || typeof cursor.after === 'string'))
+    if (
+      typeof cursor.batchId === 'string' &&
+      (cursor.after === undefined || typeof cursor.after === 'string') &&
+      (cursor.skip === undefined || (Number.isInteger(cursor.skip) && cursor.skip > 0))
+    )
       return cursor;
   } catch {
     // Said below.

@@ -4,6 +4,7 @@ import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact
 import { readCheckpointFile } from '../artifacts/folders.js';
 import type { PolicyRecord } from '../registry/policy-registry.js';
 import { decodeBatch, type DecodedBatch } from '../samples/batch-artifact.js';
+import { iterationArtifacts } from '../samples/stage.js';
 import { decodeTokenLogprobs, TOKEN_LOGPROBS_FILE } from '../samples/token-logprobs.js';
 
 /**
@@ -98,7 +99,7 @@ export async function rolloutTokens(
  * wrote under the iteration (a retried stage may have written more than one).
  */
 async function batchOf(store: ArtifactStore, runId: string, iteration: number, contentHash: string | undefined) {
-  const entries = (await store.listEntries(`runs/${runId}/iterations/${iteration}/`)).filter((e) =>
+  const entries = (await store.listEntries(`${iterationArtifacts(runId, iteration)}/`)).filter((e) =>
     /\/batch-[0-9a-f]+\.safetensors$/.test(e.uri),
   );
   const named =

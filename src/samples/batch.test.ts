@@ -68,6 +68,7 @@ describe('buildBatch on hand-built rollouts', () => {
     });
     expect(batch.report.truncatedRollouts).toBe(1);
     expect(batch.report.mismatchCauses).toEqual({ harness_rewrote_history: 1 });
+    expect(batch.report.mismatchRolloutIds).toEqual({ harness_rewrote_history: ['rewritten'] });
     expect(batch.report.mergeRate).toBe(0.5);
   });
 

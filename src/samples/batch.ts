@@ -70,6 +70,8 @@ export interface BatchReport {
   /** Calls that extended an earlier sequence, over calls that could have (all but each rollout's first). */
   mergeRate: number;
   mismatchCauses: Partial<Record<MismatchCause, number>>;
+  /** The rollouts with at least one call of each cause (the rollout browser's merge-cause filter). */
+  mismatchRolloutIds: Partial<Record<MismatchCause, string[]>>;
   truncatedRollouts: number;
   zeroVarianceGroups: number;
   sequences: number;
@@ -162,10 +164,13 @@ export function assembleBatch(prepared: readonly PreparedRollout[], options: Bat
   const excluded = new Map<string, ExclusionReason>();
   const exclude = (id: string, reason: ExclusionReason) => excluded.has(id) || excluded.set(id, reason);
   const mismatchCauses: Partial<Record<MismatchCause, number>> = {};
+  const mismatchRolloutIds: Partial<Record<MismatchCause, string[]>> = {};
   for (const p of prepared) {
     if (p.excluded) exclude(p.rolloutId, p.excluded);
-    for (const [cause, n] of Object.entries(p.mismatchCauses) as Array<[MismatchCause, number]>)
+    for (const [cause, n] of Object.entries(p.mismatchCauses) as Array<[MismatchCause, number]>) {
       mismatchCauses[cause] = (mismatchCauses[cause] ?? 0) + n;
+      (mismatchRolloutIds[cause] ??= []).push(p.rolloutId);
+    }
   }
   const candidates = prepared.filter((p) => !p.excluded);
 
@@ -220,6 +225,7 @@ export function assembleBatch(prepared: readonly PreparedRollout[], options: Bat
       },
       mergeRate: mergeable === 0 ? 1 : merged / mergeable,
       mismatchCauses,
+      mismatchRolloutIds,
       truncatedRollouts: prepared.filter((p) => p.truncated).length,
       zeroVarianceGroups: advantages.zeroVarianceGroupIds.length,
       sequences: sequences.length,

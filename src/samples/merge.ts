@@ -1,4 +1,5 @@
 import { commonPrefixLength } from '../store/token-codec.js';
+import type { MISMATCH_CAUSES } from './mismatch-causes.js';
 
 /**
  * Turns the journaled calls of one rollout into training sequences. Consecutive calls merge into
@@ -21,22 +22,8 @@ export interface MergeCall {
   }>;
 }
 
-export type MismatchCause =
-  /** The chat template changed earlier turns when re-rendering them (e.g. stripped thinking). */
-  | 'chat_template_rewrote_history'
-  /** Same text, different token ids. */
-  | 'retokenization_drift'
-  /**
-   * An earlier completion's ids were not valid UTF-8 on their own; the backend decoded them to U+FFFD, and the text
-   * the harness sent back cannot encode to the same ids. Neither the harness's doing nor trainable as one sequence.
-   */
-  | 'lossy_decode'
-  /** The harness edited, summarized or truncated its history. */
-  | 'harness_rewrote_history'
-  | 'policy_version_changed'
-  /** Nothing in common: another conversation (a sub-agent, a fresh context). */
-  | 'new_conversation'
-  | 'other';
+/** Why a call did not extend the sequence before it; each cause is described where it is listed. */
+export type MismatchCause = (typeof MISMATCH_CAUSES)[number];
 
 export interface TrainedSpan {
   callId: string;

@@ -92,8 +92,11 @@ export async function runBatchStage(input: BatchStageInput, deps: BatchStageDeps
       rolloutIds: disagreeing,
     },
   };
-  const name = `${input.runId === undefined ? '' : `runs/${input.runId}/`}iterations/${input.iteration}`;
-  const reportArtifact = await artifacts.put(`${name}/batch-report.json`, `${JSON.stringify(report, null, 2)}\n`);
+  const name = iterationArtifacts(input.runId, input.iteration);
+  const reportArtifact = await artifacts.put(
+    batchReportName(input.runId, input.iteration),
+    `${JSON.stringify(report, null, 2)}\n`,
+  );
 
   const problems = dataQualityProblems(report, settings.thresholds, input.rolloutIds.length, journal.unscored);
   if (problems.length > 0) throw new DataQualityError(problems, report, reportArtifact.uri);
@@ -117,6 +120,14 @@ export async function runBatchStage(input: BatchStageInput, deps: BatchStageDeps
     summary: summaryOf(report),
   };
 }
+
+/** Where an iteration's batch and report are kept in the artifact store. */
+export const iterationArtifacts = (runId: string | undefined, iteration: number) =>
+  `${runId === undefined ? '' : `runs/${runId}/`}iterations/${iteration}`;
+
+/** The name of an iteration's data-quality report (what the rollout browser's merge-cause filter reads). */
+export const batchReportName = (runId: string | undefined, iteration: number) =>
+  `${iterationArtifacts(runId, iteration)}/batch-report.json`;
 
 function batchOptionsOf(settings: SampleSettings, lineage: string[] | undefined): BatchOptions {
   return {

@@ -490,6 +490,19 @@ describe('the Rein console', () => {
     const accepted = everything.items.filter((r) => r.kind === 'train' && r.iteration === 2 && (r.reward ?? -1) >= 1);
     expect(await page.$$eval('#rollouts [data-rollout]', (links) => links.length).catch(() => 0)).toBe(accepted.length);
 
+    // By merge cause, as the batch reports name the rollouts: the API's answer, drawn.
+    await page.goto(`${api.url}/console/#/runs/${RUN}/rollouts`);
+    await page.waitForSelector('form#rollout-filters');
+    await page.select('form#rollout-filters select[name=mergeCause]', 'new_conversation');
+    await page.click('form#rollout-filters button[type=submit]');
+    await page.waitForFunction(() => location.hash.includes('mergeCause=new_conversation'));
+    await page.waitForSelector('#rollouts, [data-empty]');
+    const byCause = (await call('GET', `/api/runs/${RUN}/rollouts?mergeCause=new_conversation&limit=500`)).body;
+    expect(byCause.items.every((r: Row) => r.kind === 'train')).toBe(true);
+    expect(await page.$$eval('#rollouts [data-rollout]', (links) => links.length).catch(() => 0)).toBe(
+      byCause.items.length,
+    );
+
     // What the page shows, downloaded as CSV: a heading row and a row per rollout.
     await page.goto(`${api.url}/console/#/runs/${RUN}/rollouts?kind=heldout`);
     await page.waitForSelector('#rollouts');

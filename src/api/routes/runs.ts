@@ -14,6 +14,9 @@ import {
   type RunListing,
   type RunReport,
 } from '../../client/runs.js';
+import { ArtifactNotFoundError, type ArtifactStore } from '../../artifacts/artifact-store.js';
+import type { BatchReport } from '../../samples/batch.js';
+import { batchReportName } from '../../samples/stage.js';
 import { runConfigHash } from '../../client/run-config.js';
 import { workflowUrl } from '../../cli/context.js';
 import { runBatches, runRollouts, type RunBatch } from '../../console/run-rollouts.js';
@@ -128,13 +131,16 @@ const runInspectionRoutes: RunPlugin = async (app, { context }) => {
     {
       schema: {
         summary:
-          "A run's rollouts, training and held-out, newest iteration first: filtered by iteration, kind, task, status, failure class, policy version and reward, a page at a time",
+          "A run's rollouts, training and held-out, newest iteration first: filtered by iteration, kind, task, status, failure class, merge cause, policy version and reward, a page at a time",
         params: s.runIdParams,
         querystring: cs.runRolloutsQuery,
         response: { 200: declaring<Awaited<ReturnType<typeof runRollouts>>>()(cs.runRolloutsPage) },
       },
     },
-    async (req) => runRollouts(context.gateway(), await batchesOf(context, req.params.runId), req.query),
+    async (req) =>
+      runRollouts(context.gateway(), await batchesOf(context, req.params.runId), req.query, (iteration) =>
+        mismatchRollouts(context.artifacts(), req.params.runId, iteration),
+      ),
   );
   app.get(
     '/api/runs/:runId/iterations/:iteration/tokens',
@@ -182,6 +188,17 @@ async function batchesOf(context: ApiContext, runId: string): Promise<RunBatch[]
   const iterations = report.status?.iterations ?? [];
   const decisions = await context.registry((r) => gateDecisions(r, iterations));
   return runBatches(runId, iterations, report.status?.nextIteration ?? 1, (id) => decisions.get(id));
+}
+
+/** What an iteration's batch report says of its rollouts' merges; nothing before the batch stage wrote it. */
+async function mismatchRollouts(artifacts: ArtifactStore, runId: string, iteration: number) {
+  try {
+    const text = await artifacts.get(artifacts.uriOf(batchReportName(runId, iteration)));
+    return (JSON.parse(text.toString('utf8')) as Partial<BatchReport>).mismatchRolloutIds ?? {};
+  } catch (err) {
+    if (err instanceof ArtifactNotFoundError) return {};
+    throw err;
+  }
 }
 
 /** The decisions the iterations' gates cite, by id (one the registry no longer has is left out). */

@@ -1,5 +1,6 @@
 import { FAILURE_CLASSES } from '../../../rollouts/failure-classes.js';
 import { ROLLOUT_STATUSES } from '../../../rollouts/rollout-states.js';
+import { MISMATCH_CAUSES } from '../../../samples/mismatch-causes.js';
 import { addressHref, addressParams, applyGoesTo } from '../address.js';
 import { enc, get } from '../api.js';
 import { h, link, num, table, when } from '../dom.js';
@@ -8,7 +9,17 @@ import type { PageContext } from '../page.js';
 import type { RunRolloutRow, RunRolloutsPage } from '../types.js';
 
 /** The filters the page offers, as the API names them; the page's address carries them (a view can be shared). */
-const FILTERS = ['iteration', 'kind', 'taskId', 'status', 'failureClass', 'policyVersion', 'minReward', 'maxReward'];
+const FILTERS = [
+  'iteration',
+  'kind',
+  'taskId',
+  'status',
+  'failureClass',
+  'mergeCause',
+  'policyVersion',
+  'minReward',
+  'maxReward',
+];
 const PAGE_SIZES = ['25', '50', '100', '250'];
 
 /** The filters and page in the address: `#/runs/<id>/rollouts?kind=train&after=…`. */
@@ -115,6 +126,7 @@ function filterForm(runId: string, params: URLSearchParams): HTMLElement {
     field('taskId', 'Task'),
     choice('status', 'Status', [...ROLLOUT_STATUSES]),
     choice('failureClass', 'Failure class', [...FAILURE_CLASSES]),
+    choice('mergeCause', 'Merge cause', [...MISMATCH_CAUSES]),
     field('policyVersion', 'Policy'),
     field('minReward', 'Reward ≥', { type: 'number', step: 'any' }),
     field('maxReward', 'Reward ≤', { type: 'number', step: 'any' }),

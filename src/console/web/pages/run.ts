@@ -46,7 +46,7 @@ function render(report: RunReport, view: RunView, production: string | undefined
       'p',
       {},
       link(rolloutsHref(report.runId), 'All rollouts of this run', { 'data-rollouts': '' }),
-      ' (training and held-out, by iteration, task, reward, failure class)',
+      ' (training and held-out, by iteration, task, reward, failure class, merge cause)',
     ),
     h('h2', {}, 'Per iteration'),
     h('div', { class: 'charts' }, charts),
