@@ -13,6 +13,8 @@ import type { JsonObject } from './openai-types.js';
  */
 export interface RedactionRule {
   name: string;
+  /** The rule's source (what config gave), for a process that compiles the rules again. */
+  regex: string;
   pattern: RE2JS;
 }
 
@@ -21,7 +23,7 @@ const RE2_SYNTAX =
 
 function rule(name: string, regex: string): RedactionRule {
   try {
-    return { name, pattern: RE2JS.compile(regex) };
+    return { name, regex, pattern: RE2JS.compile(regex) };
   } catch (err) {
     throw new Error(
       `gateway.redact: rule "${name}" has an invalid regex ${JSON.stringify(regex)}: ${(err as Error).message} (${RE2_SYNTAX})`,
@@ -50,6 +52,9 @@ export const DEFAULT_REDACTION_RULES: RedactionRule[] = [
   rule('github-token', String.raw`\bgh[pousr]_[A-Za-z0-9]{30,}\b`),
   rule('private-key', String.raw`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
 ];
+
+/** Rules as their sources, for another process to compile (see redactionRules). */
+export const ruleSources = (rules: readonly RedactionRule[]) => rules.map(({ name, regex }) => ({ name, regex }));
 
 /**
  * Builds rules from config: `{ name, regex }` pairs in RE2 syntax (flags inline, as `(?i)`). A

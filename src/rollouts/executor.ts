@@ -31,6 +31,8 @@ export interface HarnessLaunch {
   /** Extra variables for this run (e.g. greedy decoding for held-out replay). */
   env: Record<string, string>;
   signal?: AbortSignal | undefined;
+  /** The rules the harness's log is redacted by as it is written (the gateway's); default: the built-in rules. */
+  redaction?: ReadonlyArray<{ name: string; regex: string }>;
   /**
    * Asked when the signal aborts: true when the work is being handed back (its worker is going
    * away) rather than ended for good. An executor whose runs outlive their runner (a Kubernetes

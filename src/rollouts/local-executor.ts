@@ -38,6 +38,7 @@ export function localExecutor(spec: ProgramSpec, commands: CommandRunner = runCo
         timeoutMs: spec.timeoutMs,
         ...(spec.taskOnStdin && { stdin: `${JSON.stringify(launch.task)}\n` }),
         logFile: path.join(launch.dir, `harness-${issued.attempt}.log`),
+        ...(launch.redaction && { redaction: launch.redaction }),
         signal: launch.signal,
       });
       return {

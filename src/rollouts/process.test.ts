@@ -125,6 +125,18 @@ describe('runCommand', () => {
     expect(run).toMatchObject({ exitCode: 0, logBytes: 8, logTruncatedBytes: 0 });
   });
 
+  it('redacts secrets before they reach the log on disk, by the built-in rules or the ones it is given', async () => {
+    const secret = 'sk-abcdefghijklmnopqrstuvwxyz012345';
+    await bash(
+      `printf 'using ${secret.slice(0, 10)}'; sleep 0.05; printf '${secret.slice(10)} now\\ncode ZX-123\\n' >&2`,
+    );
+    const log = readFileSync(path.join(dir, 'run.log'), 'utf8');
+    expect(log).not.toContain(secret.slice(3));
+    expect(log).toBe('using [REDACTED:openai-key] now\ncode ZX-123\n');
+    await bash('echo code ZX-123', { redaction: [{ name: 'ticket', regex: String.raw`ZX-\d+` }] });
+    expect(readFileSync(path.join(dir, 'run.log'), 'utf8')).toBe('code [REDACTED:ticket]\n');
+  });
+
   it('caps the log of a flooding command, keeping its head and its tail', async () => {
     const lines = 1_500_000; // "line N\n": about 20 MB
     const expected = Buffer.from(Array.from({ length: lines }, (_, i) => `line ${i}\n`).join(''));

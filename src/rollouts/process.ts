@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { DEFAULT_REDACTION_RULES, redactionRules, type RedactionRule } from '../gateway/redact.js';
 import { CappedLog } from './capped-log.js';
+import { RedactingLog } from './redacting-log.js';
 import { killMarked, killProcessGroup, RUN_TOKEN_VAR } from './marked-processes.js';
 
 export interface CommandSpec {
@@ -21,6 +23,11 @@ export interface CommandSpec {
    * arrives, the last half when the run ends, and one line between them saying how much was cut.
    */
   logLimitBytes?: number;
+  /**
+   * The rules the log is redacted by as it is written (the gateway's, as `{name, regex}` so a launcher process can
+   * take them); default: the built-in rules.
+   */
+  redaction?: ReadonlyArray<{ name: string; regex: string }>;
   signal?: AbortSignal | undefined;
 }
 
@@ -71,7 +78,8 @@ export function runCommand(spec: CommandSpec): Promise<CommandResult> {
   const started = performance.now();
   const token = randomUUID();
   return new Promise((resolve) => {
-    const output = new CommandOutput(new CappedLog(spec.logFile, spec.logLimitBytes ?? LOG_LIMIT));
+    const log = new CappedLog(spec.logFile, spec.logLimitBytes ?? LOG_LIMIT);
+    const output = new CommandOutput(new RedactingLog(log, compiledRules(spec.redaction)), log);
     const ending: RunEnding = { timedOut: false, cancelled: false, spawnError: null, exited: null };
     let finished = false;
     const timers: NodeJS.Timeout[] = [];
@@ -150,20 +158,38 @@ class CommandOutput {
   stdout = '';
   stderrTail = '';
 
-  constructor(readonly log: CappedLog) {}
+  constructor(
+    /** What the output is written through (redaction) to `log`. */
+    private readonly writer: RedactingLog,
+    readonly log: CappedLog,
+  ) {}
 
   follow(child: ChildProcess): void {
     child.stdout?.on('data', (chunk: Buffer) => {
-      this.log.write(chunk);
+      this.writer.write(chunk);
       if (this.stdout.length < STDOUT_LIMIT) this.stdout += chunk.toString('utf8');
     });
     child.stderr?.on('data', (chunk: Buffer) => {
-      this.log.write(chunk);
+      this.writer.write(chunk);
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-TAIL);
     });
   }
 
   close(done: () => void): void {
-    this.log.close(done);
+    this.writer.close(done);
   }
+}
+
+/** The rules a spec names, compiled once per distinct list (a worker runs thousands of commands with one). */
+const compiled = new Map<string, RedactionRule[]>();
+function compiledRules(rules: CommandSpec['redaction']): readonly RedactionRule[] {
+  if (!rules) return DEFAULT_REDACTION_RULES;
+  const key = JSON.stringify(rules);
+  let found = compiled.get(key);
+  if (!found) {
+    if (compiled.size > 16) compiled.clear();
+    found = redactionRules([...rules], false);
+    compiled.set(key, found);
+  }
+  return found;
 }

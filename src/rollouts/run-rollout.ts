@@ -2,6 +2,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { GatewayRequestError, type IssuedRollout } from '../gateway/control-client.js';
+import { ruleSources } from '../gateway/redact.js';
 import type { HarnessLaunch, HarnessRun } from './executor.js';
 import { classifyFailure, type ClassifiedFailure } from './failure-class.js';
 import { recordedRewards, rewardsDisagree, verifiedRewardEvent } from './rewards.js';
@@ -105,6 +106,7 @@ function rolloutFolder(batch: BatchContext, task: Task, base: OutcomeBase): Roll
     dir,
     env: { ...spec.harnessEnv, ...extraEnv },
     signal: deps.signal,
+    ...(deps.logUpload && { redaction: ruleSources(deps.logUpload.redaction) }),
     handedBack: () => deps.cancelIsFinal !== undefined && !deps.cancelIsFinal(),
   });
   return { batch, task, base, dir, outputOf, launch, uploadLog: logUploader(deps, base.rolloutId, dir) };

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { GatewayControlClient } from '../gateway/control-client.js';
+import { ruleSources, type RedactionRule } from '../gateway/redact.js';
 import { allowedEnv, withPlaceholders } from './local-executor.js';
 import { runCommand, type CommandRunner } from './process.js';
 import type { ProgramSpec } from './program.js';
@@ -15,6 +16,8 @@ export interface VerifierDeps {
   signal?: AbortSignal;
   /** What spawns the verifier: a worker's process launcher; default, this process. */
   commands?: CommandRunner;
+  /** Where its log goes afterwards, redacted by these rules; its local log is redacted by them as it is written. */
+  logUpload?: { redaction: readonly RedactionRule[] };
 }
 
 /**
@@ -53,6 +56,7 @@ export async function runVerifier(
     timeoutMs: verifier.timeoutMs,
     ...(verifier.taskOnStdin && { stdin: taskJson }),
     logFile: path.join(dir, 'verifier.log'),
+    ...(deps.logUpload && { redaction: ruleSources(deps.logUpload.redaction) }),
     signal: deps.signal,
   }).finally(() => taskFile && rmSync(taskFile, { force: true }));
   // A verifier stopped by a cancel or a shutdown did not judge anything.
