@@ -4,6 +4,8 @@ import { isFinalCancel, keepHeartbeating } from './heartbeat.js';
 import type { GatewayControlClient } from '../src/gateway/control-client.js';
 import { PolicyConflictError, type PolicyRegistry } from '../src/registry/policy-registry.js';
 import type { ImportanceReport } from '../src/samples/importance-weights.js';
+import type { ArtifactStore } from '../src/artifacts/artifact-store.js';
+import { DEFAULT_REDACTION_RULES, type RedactionRule } from '../src/gateway/redact.js';
 import { PolicySetupError } from '../src/training/errors.js';
 import { updatePolicy, type PolicyTrainer, type PolicyUpdateJob } from '../src/training/policy-update.js';
 import { PolicyUpdateFailure, PolicyUpdateRetryFailure } from '../workflows/failures.js';
@@ -14,6 +16,9 @@ export interface PolicyActivityDeps {
   gateway?: GatewayControlClient;
   serving?: { backend: string; endpoints: string[] };
   policiesDir: string;
+  /** Where the trainer's log goes while it runs, redacted by these rules (the gateway's): the console's live log. */
+  artifacts?: ArtifactStore;
+  redaction?: readonly RedactionRule[];
 }
 
 export interface UpdatePolicyInput extends Omit<PolicyUpdateJob, 'batchPath'> {
@@ -76,6 +81,9 @@ export function createPolicyActivities(deps: PolicyActivityDeps) {
             policiesDir: deps.policiesDir,
             signal: context.cancellationSignal,
             handedBack: () => !isFinalCancel(context),
+            ...(deps.artifacts && {
+              logUpload: { artifacts: deps.artifacts, redaction: deps.redaction ?? DEFAULT_REDACTION_RULES },
+            }),
           },
         );
         return {

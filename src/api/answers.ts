@@ -39,6 +39,7 @@ export type RunRolloutRow = Answer<typeof cs.runRolloutRow>;
 export type RunRolloutsPage = Answer<typeof cs.runRolloutsPage>;
 export type RunConfigView = Answer<typeof cs.runConfigView>;
 export type RolloutTokens = Answer<typeof cs.rolloutTokens>;
+export type UpdateLog = Answer<typeof cs.updateLog>;
 export type TokenRow = RolloutTokens['sequences'][number]['tokens'][number];
 /** The lists' envelope: `{ items: [...] }`. */
 export interface Items<T> {

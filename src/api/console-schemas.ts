@@ -254,7 +254,7 @@ export const runConfigView = z.object({
     .describe('harness, verifier, environment, rollouts, samples, gate, base, evalHarnessEnv, gateway (redacted)'),
 });
 
-export const iterationTokensParams = z.strictObject({
+export const iterationParams = z.strictObject({
   runId: z.string().min(1),
   iteration: z.coerce.number().int().min(1),
 });
@@ -290,4 +290,12 @@ export const rolloutTokens = z.object({
       tokens: z.array(tokenRow).describe('Its first 20,000 tokens at most'),
     }),
   ),
+});
+
+export const updateLog = z.object({
+  runId: z.string(),
+  iteration: z.number().int(),
+  uri: z.string(),
+  text: z.string().describe('Redacted as the journal is; uploaded every few seconds while the update runs'),
+  cutBytes: z.number().int().describe("Bytes of the log's start left out (it keeps its last 4 MiB)"),
 });

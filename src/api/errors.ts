@@ -7,6 +7,7 @@ import { ConfigError } from '../config/load.js';
 import { RunConfigError, RunConfigNotStoredError } from '../config/run-config.js';
 import { RunCursorError } from '../console/run-rollouts.js';
 import { TokenViewNotFoundError } from '../console/token-view.js';
+import { UpdateLogNotFoundError } from '../console/update-log.js';
 import { GatewayRequestError } from '../gateway/control-client.js';
 import { PromotionError } from '../registry/promotion.js';
 
@@ -56,6 +57,7 @@ export function describeError(err: unknown): { status: number; code: string; mes
   if (err instanceof RunConfigError) return { status: 409, code: 'config_unusable', message: err.message };
   if (err instanceof RunCursorError) return { status: 400, code: 'invalid_cursor', message: err.message };
   if (err instanceof TokenViewNotFoundError) return { status: 404, code: 'tokens_not_found', message: err.message };
+  if (err instanceof UpdateLogNotFoundError) return { status: 404, code: 'log_not_found', message: err.message };
   if (err instanceof ForbiddenKeyError) return { status: 400, code: 'forbidden_key', message: err.message };
   // The console's rollouts come from the gateway: its refusals of the caller's input are the caller's (404 an unknown
   // rollout), a gateway down or failing is a 502.

@@ -87,7 +87,7 @@ describe('the HTTP API without Temporal', () => {
     const operations = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
       Object.entries(ops).map(([method, op]) => ({ path, method, op })),
     );
-    expect(operations.length).toBe(26);
+    expect(operations.length).toBe(27);
     for (const { path, op } of operations) {
       expect(path).toMatch(/^\/api\//);
       expect(op.security).toEqual([{ bearer: [] }]);

@@ -4,7 +4,7 @@ import { ArtifactNotFoundError, type ArtifactStore } from '../artifacts/artifact
 import { readCheckpointFile } from '../artifacts/folders.js';
 import type { PolicyRecord } from '../registry/policy-registry.js';
 import { decodeBatch, type DecodedBatch } from '../samples/batch-artifact.js';
-import { iterationArtifacts } from '../samples/stage.js';
+import { iterationArtifacts } from '../artifacts/iteration-artifacts.js';
 import { decodeTokenLogprobs, TOKEN_LOGPROBS_FILE } from '../samples/token-logprobs.js';
 
 /**

@@ -1,12 +1,12 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import { LocalArtifactStore } from '../artifacts/local-store.js';
 import { DEFAULT_REDACTION_RULES, redactionRules } from '../gateway/redact.js';
-import { uploadedLogText, uploadRolloutLog } from './rollout-logs.js';
+import { followLog, uploadedLogText, uploadRolloutLog } from './rollout-logs.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'rein-rollout-logs-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -77,5 +77,25 @@ describe('uploading a rollout log', () => {
     expect(
       await uploadRolloutLog({ artifacts: freshStore(), redaction: [] }, 'b.t.0', path.join(dir, 'no-such.log')),
     ).toBeNull();
+  });
+});
+
+describe('following a log while it is written', () => {
+  it('uploads it, redacted, each time it grew; the final upload on stop holds the whole log', async () => {
+    const store = freshStore();
+    const file = logFile('update.log', 'step 1\n');
+    const read = () => readFileSync(fileURLToPath(store.uriOf('runs/r/iterations/1/update.log')), 'utf8');
+    const follower = followLog(
+      { artifacts: store, redaction: DEFAULT_REDACTION_RULES },
+      'runs/r/iterations/1/update.log',
+      file,
+      20,
+    );
+    await vi.waitFor(() => expect(read()).toBe('step 1\n'));
+    appendFileSync(file, `step 2 with ${OPENAI_KEY}\n`);
+    await vi.waitFor(() => expect(read()).toBe('step 1\nstep 2 with [REDACTED:openai-key]\n'));
+    appendFileSync(file, 'done\n');
+    await follower.stop(true);
+    expect(read()).toBe('step 1\nstep 2 with [REDACTED:openai-key]\ndone\n');
   });
 });

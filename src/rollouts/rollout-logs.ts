@@ -1,4 +1,4 @@
-import { open } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ArtifactNameError, type ArtifactStore } from '../artifacts/artifact-store.js';
@@ -63,6 +63,15 @@ export async function uploadRolloutLog(
   rolloutId: string,
   file: string,
 ): Promise<{ uri: string } | { error: string } | null> {
+  return uploadLog(settings, `${rolloutLogsPrefix(rolloutId)}${path.basename(file)}`, file);
+}
+
+/** Uploads a local log under `name`, as uploadRolloutLog does (redacted, cut, retried; never throws). */
+export async function uploadLog(
+  settings: LogUploadSettings,
+  name: string,
+  file: string,
+): Promise<{ uri: string } | { error: string } | null> {
   let text: string | null;
   try {
     text = await redactedTail(file, settings.redaction, settings.limitBytes ?? UPLOADED_LOG_LIMIT_BYTES);
@@ -70,7 +79,6 @@ export async function uploadRolloutLog(
     return { error: `could not read ${file}: ${(err as Error).message}` };
   }
   if (text === null) return null;
-  const name = `${rolloutLogsPrefix(rolloutId)}${path.basename(file)}`;
   const delays = settings.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS;
   for (let attempt = 0; ; attempt++) {
     try {
@@ -81,6 +89,40 @@ export async function uploadRolloutLog(
       await sleep(delays[attempt]);
     }
   }
+}
+
+export interface LogFollower {
+  stop(final?: boolean): Promise<void>;
+}
+
+/**
+ * Uploads a log that is still being written every `everyMs` while it grows, so the console shows a running stage's
+ * log from any host; `stop` ends the following, uploading the finished log when asked (`final`). A failed upload is
+ * tried again at the next tick.
+ */
+export function followLog(settings: LogUploadSettings, name: string, file: string, everyMs = 3000): LogFollower {
+  let uploadedSize = -1;
+  let running: Promise<unknown> = Promise.resolve();
+  const tick = async () => {
+    const size = await stat(file).then(
+      (s) => s.size,
+      () => -1,
+    );
+    if (size < 0 || size === uploadedSize) return;
+    const result = await uploadLog({ ...settings, retryDelaysMs: [] }, name, file);
+    if (result && 'uri' in result) uploadedSize = size;
+  };
+  const timer = setInterval(() => {
+    running = running.then(tick, tick);
+  }, everyMs);
+  timer.unref();
+  return {
+    async stop(final = false) {
+      clearInterval(timer);
+      await running.catch(() => undefined);
+      if (final) await uploadLog(settings, name, file);
+    },
+  };
 }
 
 /** A refusal (a bad name; S3's 4xx: no such bucket, access denied) is the same on every try. */

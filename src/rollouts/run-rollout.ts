@@ -7,7 +7,7 @@ import type { HarnessLaunch, HarnessRun } from './executor.js';
 import { classifyFailure, type ClassifiedFailure } from './failure-class.js';
 import { recordedRewards, rewardsDisagree, verifiedRewardEvent } from './rewards.js';
 import { RolloutsHandedBack, type RolloutBatchSpec, type RolloutOutcome, type RunnerDeps } from './rollout-batch.js';
-import { LOG_NOT_UPLOADED_EVENT, uploadRolloutLog } from './rollout-logs.js';
+import { followLog, LOG_NOT_UPLOADED_EVENT, rolloutLogsPrefix, uploadRolloutLog } from './rollout-logs.js';
 import { finishScored, outcomeOf, unscoredFields, type OutcomeBase } from './rollout-outcome.js';
 import { ATTEMPT_FAILED, isFinished, isUnscored, UNSCORED_FAILURE_CLASSES, type RolloutEvent } from './rollout.js';
 import { rolloutIdFor } from './rollout-id.js';
@@ -110,6 +110,28 @@ function rolloutFolder(batch: BatchContext, task: Task, base: OutcomeBase): Roll
     handedBack: () => deps.cancelIsFinal !== undefined && !deps.cancelIsFinal(),
   });
   return { batch, task, base, dir, outputOf, launch, uploadLog: logUploader(deps, base.rolloutId, dir) };
+}
+
+/** How often a running harness's log reaches the artifact store while it grows (the console's live log). */
+const LIVE_LOG_MS = 5000;
+
+/** Runs the attempt's harness, its log uploaded while it grows; the finished log is uploaded after. */
+async function runFollowed(rollout: RolloutContext, issued: IssuedRollout): Promise<HarnessRun> {
+  const { logUpload } = rollout.batch.deps;
+  const file = `harness-${issued.attempt}.log`;
+  const following =
+    logUpload &&
+    followLog(
+      logUpload,
+      `${rolloutLogsPrefix(rollout.base.rolloutId)}${file}`,
+      path.join(rollout.dir, file),
+      LIVE_LOG_MS,
+    );
+  try {
+    return await runInEnvironment(rollout, issued);
+  } finally {
+    await following?.stop();
+  }
 }
 
 /**
@@ -218,7 +240,7 @@ async function runAttempts(
           reason: `harness started (attempt ${issued.attempt})`,
           attempt: issued.attempt,
         });
-      run = await runInEnvironment(rollout, issued);
+      run = await runFollowed(rollout, issued);
     }
     await rollout.uploadLog(`harness-${issued.attempt}.log`, issued.attempt);
     if (run.cancelled) return cancelled(deps, base, issued.attempt);

@@ -4,6 +4,7 @@ import { recordedRewards } from '../rollouts/rewards.js';
 import type { Rollout } from '../rollouts/rollout.js';
 import type { TraceStore } from '../store/trace-store.js';
 import type { ChatTokenizer } from '../tokenizer/chat-tokenizer.js';
+import { batchReportName, iterationArtifacts } from '../artifacts/iteration-artifacts.js';
 import { encodeBatch } from './batch-artifact.js';
 import { importanceSamplingOf } from './importance-sampling.js';
 import { lossAggregationOf, type MergeMode } from './merge-modes.js';
@@ -120,14 +121,6 @@ export async function runBatchStage(input: BatchStageInput, deps: BatchStageDeps
     summary: summaryOf(report),
   };
 }
-
-/** Where an iteration's batch and report are kept in the artifact store. */
-export const iterationArtifacts = (runId: string | undefined, iteration: number) =>
-  `${runId === undefined ? '' : `runs/${runId}/`}iterations/${iteration}`;
-
-/** The name of an iteration's data-quality report (what the rollout browser's merge-cause filter reads). */
-export const batchReportName = (runId: string | undefined, iteration: number) =>
-  `${iterationArtifacts(runId, iteration)}/batch-report.json`;
 
 function batchOptionsOf(settings: SampleSettings, lineage: string[] | undefined): BatchOptions {
   return {

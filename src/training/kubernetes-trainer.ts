@@ -168,7 +168,7 @@ class TrainingJobs {
       const pod = newestPodOf(pods);
       startedAt ??= firstStartOf(pod);
       if (conditionOf(current, 'Complete') || conditionOf(current, 'Failed'))
-        return this.finished(name, current, pod, job.outputDir);
+        return this.finished(name, current, pod, job);
       if (startedAt === undefined && Date.now() - created > settings.pendingTimeoutSeconds * 1000) {
         const waiting = statusesOf(pod).find((s) => s.name === trainerContainerOf(pod))?.state?.waiting?.reason;
         const why = pod
@@ -188,15 +188,10 @@ class TrainingJobs {
   }
 
   /** A finished Job: the trainer's log is kept, then its result, or the failure of the container that failed. */
-  private async finished(
-    name: string,
-    current: V1Job,
-    pod: V1Pod | undefined,
-    outputDir: string,
-  ): Promise<TrainResult> {
+  private async finished(name: string, current: V1Job, pod: V1Pod | undefined, job: TrainInput): Promise<TrainResult> {
     const trainerName = trainerContainerOf(pod);
     const container = statusesOf(pod).find((s) => s.name === trainerName);
-    const log = pod?.metadata?.name ? await this.keepLog(pod.metadata.name, trainerName, outputDir) : '';
+    const log = pod?.metadata?.name ? await this.keepLog(pod.metadata.name, trainerName, job) : '';
     if (!conditionOf(current, 'Failed')) return resultOf(name, container?.state?.terminated?.message, log);
     // The container that failed: the trainer, or a pull before it or the push after it.
     const failed = statusesOf(pod).find((s) => (s.state?.terminated?.exitCode ?? 0) !== 0) ?? container;
@@ -215,10 +210,12 @@ class TrainingJobs {
     );
   }
 
-  /** The trainer's log, kept beside the local trainer's logs. */
-  private async keepLog(podName: string, container: string | undefined, outputDir: string): Promise<string> {
+  /** The trainer's log, kept beside the local trainer's logs (and uploaded where the job follows its log). */
+  private async keepLog(podName: string, container: string | undefined, job: TrainInput): Promise<string> {
     const log = await this.readLog(podName, container);
-    writeFileSync(trainerLogFile(this.logDir, outputDir), log);
+    const file = trainerLogFile(this.logDir, job.outputDir);
+    writeFileSync(file, log);
+    await job.followLog?.(file).stop(true);
     return log;
   }
 

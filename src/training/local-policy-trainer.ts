@@ -80,17 +80,14 @@ export function trainerCommand(
  */
 export function localPolicyTrainer(settings: TrainerSettings, logDir: string): PolicyTrainer {
   return {
-    async train({ parentCheckpoint, batchPath, outputDir, signal }) {
+    async train({ parentCheckpoint, batchPath, outputDir, signal, followLog }) {
       const configFile = writeTrainerConfig(logDir, outputDir, trainerConfigOf(settings));
       const { command, args, env } = trainerCommand(settings, { parentCheckpoint, batchPath, outputDir, configFile });
-      const run = await runCommand({
-        command,
-        args,
-        env,
-        timeoutMs: 24 * 3600_000,
-        logFile: trainerLogFile(logDir, outputDir),
-        signal,
-      });
+      const logFile = trainerLogFile(logDir, outputDir);
+      const following = followLog?.(logFile);
+      const run = await runCommand({ command, args, env, timeoutMs: 24 * 3600_000, logFile, signal }).finally(() =>
+        following?.stop(true),
+      );
       if (run.cancelled) throw new PolicyUpdateError('the policy update was cancelled');
       const said =
         run.stderrTail

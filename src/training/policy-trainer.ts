@@ -1,4 +1,5 @@
 import type { TrainResult } from '../policy/local-trainer.js';
+import type { LogFollower } from '../rollouts/rollout-logs.js';
 
 /** Where a policy update runs: the local trainer as a child process, or a Kubernetes Job. */
 export interface PolicyTrainer {
@@ -24,4 +25,9 @@ export interface TrainInput {
    * the next try to follow.
    */
   handedBack?: (() => boolean) | undefined;
+  /**
+   * Given the file the trainer's log is written to: follows it into the artifact store while it grows (the console's
+   * live log of the update); the trainer stops it, final, when the log is complete.
+   */
+  followLog?: ((file: string) => LogFollower) | undefined;
 }

@@ -1,9 +1,11 @@
 import path from 'node:path';
+import { updateLogName } from '../artifacts/iteration-artifacts.js';
 import type { ReinConfig, TrainerSettings } from '../config/schema.js';
 import type { GatewayControlClient } from '../gateway/control-client.js';
 import type { TrainResult } from '../policy/local-trainer.js';
 import type { PolicyRecord, PolicyRegistry } from '../registry/policy-registry.js';
 import { ensureServed, type Serving } from '../registry/serving.js';
+import { followLog, type LogUploadSettings } from '../rollouts/rollout-logs.js';
 import { PolicyLineageError } from './errors.js';
 import { localPolicyTrainer } from './local-policy-trainer.js';
 import type { PolicyTrainer } from './policy-trainer.js';
@@ -59,6 +61,8 @@ export interface PolicyUpdateDeps {
   policiesDir: string;
   signal?: AbortSignal;
   handedBack?: () => boolean;
+  /** Where the trainer's log is uploaded while it runs (redacted), under the iteration's update.log. */
+  logUpload?: LogUploadSettings;
 }
 
 export async function updatePolicy(
@@ -77,6 +81,10 @@ export async function updatePolicy(
     outputDir,
     signal: deps.signal,
     handedBack: deps.handedBack,
+    ...(deps.logUpload && {
+      followLog: (file: string) =>
+        followLog(deps.logUpload as LogUploadSettings, updateLogName(job.runId, job.iteration), file),
+    }),
   });
   if (train.batchContentHash !== job.batchContentHash) {
     throw new PolicyLineageError(

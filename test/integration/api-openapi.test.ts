@@ -203,6 +203,17 @@ describe('the OpenAPI document against the API that serves it', () => {
       query: `rollout=${encodeURIComponent(trained.rolloutId)}`,
     });
     expect(missing.status).toBe(404);
+    const log = await call('GET', '/api/runs/{runId}/iterations/{iteration}/log', {
+      params: { runId: 'contract-1', iteration: '1' },
+    });
+    expect(log.status).toBe(200);
+    expect(
+      (
+        await call('GET', '/api/runs/{runId}/iterations/{iteration}/log', {
+          params: { runId: 'contract-1', iteration: '9' },
+        })
+      ).status,
+    ).toBe(404);
   });
 
   it("the policies', decisions', rollouts' and ledger's answers are valid", { timeout: 120_000 }, async () => {

@@ -65,6 +65,7 @@ describe('the HTTP API', () => {
       '/api/runs/{runId}/cancel',
       '/api/runs/{runId}/config',
       '/api/runs/{runId}/iterations',
+      '/api/runs/{runId}/iterations/{iteration}/log',
       '/api/runs/{runId}/iterations/{iteration}/tokens',
       '/api/runs/{runId}/pause',
       '/api/runs/{runId}/resume',

@@ -97,39 +97,48 @@ const seriesLabels = (page: Page, chart: string) =>
 type Recorded = { trainerMetrics: Record<string, any> };
 
 /**
- * Each optimizer step of every iteration, in order, as the trainer recorded it, zoomed by dragging and read at the
- * cursor; and the trainer's log-prob gap per iteration.
+ * Each optimizer step of every iteration, in order, as the trainer recorded it (none when every minibatch lacked an
+ * advantage signal: then the charts say so), and the trainer's log-prob gap per iteration.
  */
 async function expectStepCurves(page: Page, trained: Recorded[]): Promise<void> {
   const steps = trained.flatMap((p) => p.trainerMetrics.stepMetrics as Array<Record<string, number>>);
-  expect(steps.length).toBeGreaterThan(1);
-  const xs = steps.map((_, n) => n + 1);
-  expect(await plotted(page, 'step-loss')).toEqual([xs, steps.map((s) => s.loss)]);
-  expect(await plotted(page, 'step-gradNorm')).toEqual([xs, steps.map((s) => s.gradNorm)]);
+  expect(steps.length).toBe(trained.reduce((n, p) => n + (p.trainerMetrics.steps as number), 0));
+  if (steps.length === 0) {
+    expect(await page.$eval('[data-chart="step-loss"] [data-empty]', (e) => e.textContent)).toMatch(/No step/);
+  } else {
+    const xs = steps.map((_, n) => n + 1);
+    expect(await plotted(page, 'step-loss')).toEqual([xs, steps.map((s) => s.loss)]);
+    expect(await plotted(page, 'step-gradNorm')).toEqual([xs, steps.map((s) => s.gradNorm)]);
+  }
   expect((await plotted(page, 'logprob-gap'))?.[1]).toEqual(
     trained.map((p) => p.trainerMetrics.trainerLogprobs.meanAbsDiff),
   );
-  const chart = await page.$('[data-chart="step-loss"] .u-over');
-  await chart!.scrollIntoView();
-  const box = (await chart!.boundingBox())!;
-  // Hover: the legend shows the value under the cursor.
+}
+
+/** Every chart zooms by dragging across it and reads the value under the cursor in its legend. */
+async function expectZoomAndHover(page: Page, chart: string): Promise<void> {
+  const over = await page.$(`[data-chart="${chart}"] .u-over`);
+  await over!.scrollIntoView();
+  const box = (await over!.boundingBox())!;
   await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
   const legend = await page.$eval(
-    '[data-chart="step-loss"] .u-legend .u-series:nth-child(2) .u-value',
+    `[data-chart="${chart}"] .u-legend .u-series:nth-child(2) .u-value`,
     (e) => e.textContent,
   );
   expect(legend).toMatch(/^-?\d/);
-  // Drag across the middle: the x axis narrows to it.
+  const scale = () =>
+    page.$eval(`[data-chart="${chart}"]`, (e) => {
+      const x = (e as unknown as { uplot: { scales: { x: { min: number; max: number } } } }).uplot.scales.x;
+      return [x.min, x.max];
+    });
+  const [min, max] = await scale();
   await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
   await page.mouse.down();
   await page.mouse.move(box.x + box.width * 0.7, box.y + box.height / 2, { steps: 5 });
   await page.mouse.up();
-  const scale = await page.$eval('[data-chart="step-loss"]', (e) => {
-    const x = (e as unknown as { uplot: { scales: { x: { min: number; max: number } } } }).uplot.scales.x;
-    return [x.min, x.max];
-  });
-  expect(scale[0]).toBeGreaterThan(1);
-  expect(scale[1]).toBeLessThan(steps.length);
+  const [zoomedMin, zoomedMax] = await scale();
+  expect(zoomedMin).toBeGreaterThan(min!);
+  expect(zoomedMax).toBeLessThan(max!);
 }
 
 const shoot = (page: Page, name: string) =>
@@ -238,8 +247,16 @@ describe('the Rein console', () => {
       expect(await page.$eval('[data-chart="reward"] [data-empty]', (e) => e.textContent)).toMatch(
         /^No data yet: no iteration has (finished|recorded it)\.$/,
       );
+      // While it runs, what it does now: its stage, and the trainer's log of the last update once one began.
+      await page.waitForSelector('[data-now]');
+      await page.waitForSelector('[data-update-log]', { timeout: 200_000 });
       await page.waitForSelector('[data-state="finished"]', { timeout: 200_000 });
       expect(page.url()).not.toContain(key);
+      // Once it ended, the last update's log, as the artifact store has it (the trainer's result line ends it).
+      await page.waitForSelector('[data-update-log="2"]');
+      const trainerLog = (await call('GET', `/api/runs/${RUN}/iterations/2/log`)).body;
+      expect(trainerLog.text).toContain('"batchContentHash"');
+      expect(await page.$eval('[data-update-log="2"] pre', (e) => e.textContent)).toBe(trainerLog.text);
       // What serves production, apart from the version the run trains from (a candidate its gate may have refused).
       const serving = (await call('GET', '/api/aliases')).body.aliases.production ?? '';
       expect(await page.$eval('[data-production]', (e) => e.getAttribute('data-production'))).toBe(serving);
@@ -294,6 +311,7 @@ describe('the Rein console', () => {
         page,
         iterations.map((i) => policies.find((p) => p.version === i.candidate)!),
       );
+      await expectZoomAndHover(page, 'reward');
       expect((await plotted(page, 'tokens'))?.[1]).toEqual(
         iterations.map(
           (i) => ledger.find((e) => e.kind === 'iteration' && e.iteration === i.iteration)!.metrics.tokens,
@@ -531,14 +549,21 @@ describe('the Rein console', () => {
     );
     await page.waitForSelector('#rollouts');
 
-    // Its tokens as trained: the trained ones highlighted, behaviour beside trainer log-probs.
-    await page.click(`#rollouts a[data-rollout="${trained.rolloutId}"]`);
+    // Its tokens as trained: the trained ones highlighted, behaviour beside trainer log-probs. (A rollout the batch
+    // left out, one that failed for the infrastructure, has none: the first one the batch kept is opened.)
+    const tokensOf = async (r: Row) =>
+      call('GET', `/api/runs/${RUN}/iterations/${r.iteration}/tokens?rollout=${r.rolloutId}`);
+    let inBatch: Row | undefined;
+    for (const r of everything.items.filter((r) => r.kind === 'train'))
+      if ((await tokensOf(r)).status === 200) {
+        inBatch = r;
+        break;
+      }
+    await page.goto(`${api.url}/console/#/rollouts/${inBatch!.rolloutId}`);
     await page.waitForSelector('[data-tokens]');
     await page.click('[data-tokens]');
     await page.waitForSelector('[data-sequence]');
-    const tokens = (
-      await call('GET', `/api/runs/${RUN}/iterations/${trained.iteration}/tokens?rollout=${trained.rolloutId}`)
-    ).body as {
+    const tokens = (await tokensOf(inBatch!)).body as {
       trainerLogprobsMissing: string | null;
       sequences: Array<{ index: number; trainedTokens: number; tokens: unknown[] }>;
     };

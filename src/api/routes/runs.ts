@@ -16,12 +16,13 @@ import {
 } from '../../client/runs.js';
 import { ArtifactNotFoundError, type ArtifactStore } from '../../artifacts/artifact-store.js';
 import type { BatchReport } from '../../samples/batch.js';
-import { batchReportName } from '../../samples/stage.js';
+import { batchReportName } from '../../artifacts/iteration-artifacts.js';
 import { runConfigHash } from '../../client/run-config.js';
 import { workflowUrl } from '../../cli/context.js';
 import { runBatches, runRollouts, type RunBatch } from '../../console/run-rollouts.js';
 import { runView, type RunView } from '../../console/run-view.js';
 import { rolloutTokens, type RolloutTokens } from '../../console/token-view.js';
+import { updateLog, type UpdateLog } from '../../console/update-log.js';
 import type { PolicyRegistry, StoredDecision } from '../../registry/policy-registry.js';
 import { readRunConfigText } from '../../config/run-config.js';
 import { redact, redactionRules } from '../../gateway/redact.js';
@@ -44,6 +45,7 @@ export interface RunConfigView {
 export const runRoutes: RunPlugin = async (app, { context }) => {
   await app.register(runCollectionRoutes, { context });
   await app.register(runInspectionRoutes, { context });
+  await app.register(runIterationRoutes, { context });
   await app.register(runControlRoutes, { context });
 };
 
@@ -142,13 +144,17 @@ const runInspectionRoutes: RunPlugin = async (app, { context }) => {
         mismatchRollouts(context.artifacts(), req.params.runId, iteration),
       ),
   );
+};
+
+/** One iteration's batch token by token, and its trainer log (live while its update runs). */
+const runIterationRoutes: RunPlugin = async (app, { context }) => {
   app.get(
     '/api/runs/:runId/iterations/:iteration/tokens',
     {
       schema: {
         summary:
           "A training rollout's sequences in an iteration's batch, token by token: trained or not, weight, advantage, behaviour and trainer log-probs",
-        params: cs.iterationTokensParams,
+        params: cs.iterationParams,
         querystring: cs.iterationTokensQuery,
         response: { 200: declaring<RolloutTokens>()(cs.rolloutTokens) },
       },
@@ -163,6 +169,17 @@ const runInspectionRoutes: RunPlugin = async (app, { context }) => {
         { artifacts: context.artifacts(), trained },
       );
     },
+  );
+  app.get(
+    '/api/runs/:runId/iterations/:iteration/log',
+    {
+      schema: {
+        summary: "An iteration's trainer log as uploaded so far (redacted): live while its policy update runs",
+        params: cs.iterationParams,
+        response: { 200: declaring<UpdateLog>()(cs.updateLog) },
+      },
+    },
+    async (req) => updateLog(context.artifacts(), req.params.runId, req.params.iteration),
   );
 };
 

@@ -24,4 +24,5 @@ export type {
   RunRolloutsPage,
   RunView,
   TokenRow,
+  UpdateLog,
 } from '../../api/answers.js';

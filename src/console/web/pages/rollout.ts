@@ -18,8 +18,27 @@ interface Message {
 /**
  * A rollout as the harness saw it: the conversation, tool spans, rewards, failure evidence, logs and each model call.
  */
-export async function rolloutPage({ root }: PageContext, rolloutId: string): Promise<void> {
-  const view = await get<RolloutView>(`/api/rollouts/${enc(rolloutId)}`);
+export async function rolloutPage(context: PageContext, rolloutId: string): Promise<void> {
+  let shown = '';
+  for (;;) {
+    const view = await get<RolloutView>(`/api/rollouts/${enc(rolloutId)}`);
+    if (context.left()) return;
+    // Drawn again only when something changed: a running rollout's calls, events and log as they come.
+    const snapshot = JSON.stringify(view);
+    if (snapshot !== shown) {
+      shown = snapshot;
+      draw(context.root, view);
+    }
+    if (view.rollout.status !== 'running' && view.rollout.status !== 'queued') return;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    if (context.left()) return;
+  }
+}
+
+/** How often the page of a rollout that is still running asks again. */
+const POLL_MS = 3000;
+
+function draw(root: HTMLElement, view: RolloutView): void {
   const { rollout, calls, events } = view;
   root.replaceChildren(
     h('h1', {}, `Rollout ${rollout.id}`),

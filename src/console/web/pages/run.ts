@@ -4,6 +4,7 @@ import { iterationChart, type Series } from '../charts.js';
 import { facts, h, json, link, num, pct, table, verdict, when } from '../dom.js';
 import type { PageContext } from '../page.js';
 import type { Aliases, IterationView, RunConfigView, RunReport, RunView } from '../types.js';
+import { refreshLive } from './run-live.js';
 import { rolloutsHref } from './run-rollouts.js';
 import { environmentSection } from './run-variants.js';
 
@@ -30,6 +31,9 @@ export async function runPage(context: PageContext, runId: string): Promise<void
       shown = snapshot;
       context.root.replaceChildren(...render(report, view, production), configSection(config));
     }
+    const live = context.root.querySelector<HTMLElement>('#live');
+    if (live && !asking(context.root)) await refreshLive(live, report);
+    if (context.left()) return;
     if (report.execution !== 'RUNNING' && snapshot === shown) return;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     if (context.left()) return;
@@ -42,6 +46,7 @@ function render(report: RunReport, view: RunView, production: string | undefined
     h('h1', {}, `Run ${report.runId}`),
     runFacts(report, view, production),
     runActions(report.runId, runState(report)),
+    h('section', { id: 'live' }),
     h(
       'p',
       {},
