@@ -15,6 +15,8 @@ describe('devServerArgs', () => {
     expect(args.slice(0, 2)).toEqual(['server', 'start-dev']);
     expect(args.join(' ')).toContain('--db-filename /data/dev.sqlite');
     expect(args.join(' ')).toContain('--ui-port 8233');
+    // Nothing left for the CLI to pick at random that a user could set: HTTP API and metrics beside the gRPC port.
+    expect(args.join(' ')).toContain('--port 7233 --http-port 7243 --metrics-port 7244');
     expect(args.join(' ')).toContain('--namespace rein');
     expect(args).not.toContain('default');
     expect(args).not.toContain('--headless');

@@ -43,6 +43,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const address = `${options.ip}:${options.port}`;
   await assertPortFree(options.ip, options.port, 'gRPC', 'temporal.devServer.port');
   if (!options.headless) await assertPortFree(options.ip, options.uiPort, 'Web UI', 'temporal.devServer.uiPort');
+  const { httpPort, metricsPort } = pinnedPorts(options);
+  await assertPortFree(options.ip, httpPort, 'HTTP API', 'temporal.devServer.httpPort');
+  await assertPortFree(options.ip, metricsPort, 'metrics', 'temporal.devServer.metricsPort');
 
   mkdirSync(path.dirname(options.dbFile), { recursive: true });
   const logFile = options.logFile ?? path.join(path.dirname(options.dbFile), 'server.log');
@@ -78,7 +81,16 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   return server;
 }
 
+/**
+ * The ports the CLI would otherwise pick at random, pinned so a firewall rule or a scrape config can name them. Its
+ * history, matching and worker services still listen on three free loopback ports it picks itself (no flag sets them).
+ */
+export function pinnedPorts(options: Pick<DevServerOptions, 'port' | 'httpPort' | 'metricsPort'>) {
+  return { httpPort: options.httpPort ?? options.port + 10, metricsPort: options.metricsPort ?? options.port + 11 };
+}
+
 export function devServerArgs(options: DevServerOptions): string[] {
+  const { httpPort, metricsPort } = pinnedPorts(options);
   const args = [
     'server',
     'start-dev',
@@ -86,6 +98,10 @@ export function devServerArgs(options: DevServerOptions): string[] {
     options.ip,
     '--port',
     String(options.port),
+    '--http-port',
+    String(httpPort),
+    '--metrics-port',
+    String(metricsPort),
     '--db-filename',
     options.dbFile,
     '--log-level',

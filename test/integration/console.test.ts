@@ -311,7 +311,6 @@ describe('the Rein console', () => {
         page,
         iterations.map((i) => policies.find((p) => p.version === i.candidate)!),
       );
-      await expectZoomAndHover(page, 'reward');
       expect((await plotted(page, 'tokens'))?.[1]).toEqual(
         iterations.map(
           (i) => ledger.find((e) => e.kind === 'iteration' && e.iteration === i.iteration)!.metrics.tokens,
@@ -346,6 +345,7 @@ describe('the Rein console', () => {
         ]),
       );
       await shoot(page, 'run');
+      await expectZoomAndHover(page, 'reward');
 
       // The last iteration's decision: every check, and each held-out pair linked to its rollouts.
       const decision = decisions[1];

@@ -20,6 +20,7 @@ describe('the embedded Temporal dev server', () => {
   it('`rein dev` runs a workflow the Web UI shows, and the state survives a restart with `rein server`', async () => {
     const port = await freePort();
     const uiPort = await freePort();
+    const [httpPort, metricsPort] = [await freePort(), await freePort()];
     const gatewayPort = await freePort();
     const policyPort = await freePort();
     const apiPort = await freePort();
@@ -27,6 +28,7 @@ describe('the embedded Temporal dev server', () => {
     writeFileSync(
       config,
       `dataDir: ./state\nlog:\n  level: warn\ntemporal:\n  devServer:\n    ip: 127.0.0.1\n    port: ${port}\n    uiPort: ${uiPort}\n` +
+        `    httpPort: ${httpPort}\n    metricsPort: ${metricsPort}\n` +
         `gateway:\n  port: ${gatewayPort}\npolicyServer:\n  port: ${policyPort}\napi:\n  port: ${apiPort}\n`,
     );
 
@@ -73,6 +75,12 @@ describe('the embedded Temporal dev server', () => {
         status: 'WORKFLOW_EXECUTION_STATUS_COMPLETED',
       }),
     );
+
+    // The ports the CLI would pick at random are the configured ones: its HTTP API and its metrics.
+    const namespaces = await fetch(`http://127.0.0.1:${httpPort}/api/v1/namespaces`);
+    expect(namespaces.status).toBe(200);
+    await namespaces.arrayBuffer();
+    expect(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()).toMatch(/^# (HELP|TYPE) /m);
 
     // A second `rein dev` with its own ports and data but the same dev server address joins that
     // server rather than starting one, and says so.
