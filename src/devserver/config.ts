@@ -8,7 +8,9 @@ export const devServerSettings = z.strictObject({
   uiPort: port.default(8233).describe('Port of the Temporal Web UI'),
   httpPort: port
     .optional()
-    .describe("Port of the dev server's HTTP API (default: port + 10, Temporal's 7243); the CLI would pick a random one"),
+    .describe(
+      "Port of the dev server's HTTP API (default: port + 10, Temporal's 7243); the CLI would pick a random one",
+    ),
   metricsPort: port
     .optional()
     .describe("Port of the dev server's Prometheus /metrics (default: port + 11); the CLI would pick a random one"),
