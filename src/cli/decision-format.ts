@@ -75,7 +75,11 @@ export async function listDecisions(registry: PolicyRegistry, filter: { runId?: 
     });
 }
 
-export function formatDecisionList(decisions: readonly DecisionListing[]): string {
+/**
+ * The decisions as a table; on a narrow terminal (`width`) their ids (about 90 characters) and then the production
+ * version and whether production moved are left out, and `rein decision --candidate` finds one by its candidate.
+ */
+export function formatDecisionList(decisions: readonly DecisionListing[], width?: number): string {
   const rows = decisions.map((d) => [
     d.id,
     d.candidate,
@@ -84,7 +88,13 @@ export function formatDecisionList(decisions: readonly DecisionListing[]): strin
     d.acceptedRate ? `${percent(d.acceptedRate.incumbent)} → ${percent(d.acceptedRate.candidate)}` : '-',
     d.gained === undefined ? '-' : `+${d.gained} −${d.lost ?? 0}`,
     d.promoted ? 'promoted' : 'not promoted',
-    d.createdAt.slice(0, 19).replace('T', ' '),
+    d.createdAt.slice(0, 16).replace('T', ' '),
   ]);
-  return `${formatTable(['decision', 'candidate', 'production', 'verdict', 'held-out success', 'tasks', 'production moved', 'decided'], rows)}\n\`rein decision ID\` shows one with its checks and rollouts.\n`;
+  const header = ['decision', 'candidate', 'production', 'verdict', 'held-out success', 'tasks', 'production moved'];
+  const table = formatTable([...header, 'decided'], rows, {
+    width,
+    dropFirst: [0, 2, 6],
+    more: 'see --json',
+  });
+  return `${table}\n\`rein decision --candidate VERSION\` (or ID) shows one with its checks.\n`;
 }

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { describeRun, isTemporalUnreachable, type RunReport } from '../client/runs.js';
 import { formatRunSummary } from './run-format.js';
+import { terminalWidth } from './terminal-width.js';
 import { RunProgress } from './run-progress.js';
 
 export { formatRunSummary };
@@ -186,7 +187,7 @@ export async function followToEnd(client: Client, runId: string, options: Follow
       address: options.address,
       ...(options.reconnectForMs !== undefined && { reconnectForMs: options.reconnectForMs }),
     });
-    process.stdout.write(`\n${formatRunSummary(report)}`);
+    process.stdout.write(`\n${formatRunSummary(report, terminalWidth())}`);
     return report.execution === 'COMPLETED' ? 0 : 1;
   } catch (err) {
     if (err instanceof StoppedFollowing && abandonedFor !== undefined) {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { formatTable } from '../text-table.js';
+import { formatTable, wrapLine } from '../text-table.js';
 import { ledgerChanges, type LedgerEntry, type LedgerName } from '../ledger/ledger.js';
 
 const short = (text: string, n = 12) => (text.length > n ? text.slice(0, n) : text);
@@ -14,6 +14,7 @@ const environmentId = (e: LedgerEntry['environment']) =>
 export function formatLedger(
   entries: readonly LedgerEntry[],
   verdicts: ReadonlyMap<string, string> = new Map(),
+  width?: number,
 ): string {
   const rows = entries.map((e) => [
     e.id,
@@ -49,6 +50,8 @@ export function formatLedger(
       'gate',
     ],
     rows,
+    // On a narrow terminal: the counts people read least, then what the legend below and --json say.
+    { width, dropFirst: [11, 12, 10, 9, 8, 7, 3, 1], more: 'see --json' },
   );
   const legend = environmentLegend(entries);
   const releases = entries.filter((e) => e.kind === 'release');
@@ -56,7 +59,11 @@ export function formatLedger(
     releases.length >= 2
       ? `\nBetween the last two releases:\n${formatLedgerChanges(releases.at(-2) as LedgerEntry, releases.at(-1) as LedgerEntry)}`
       : '';
-  return `${table}\n${legend.join('\n')}\n${variantChecks(entries)}${lastTwo}`;
+  const prose = `${legend.join('\n')}\n${variantChecks(entries)}${lastTwo}`;
+  return `${table}\n${prose
+    .split('\n')
+    .flatMap((line) => wrapLine(line, width))
+    .join('\n')}`;
 }
 
 /**

@@ -68,7 +68,7 @@ function trainerSummary(metrics: Record<string, unknown>): string | undefined {
  * The registry as a table: what fits a terminal by default (version, aliases, status, held-out success, when), every
  * column with `--wide` (a line of ~300 characters).
  */
-export function policiesTable(policies: readonly PolicyView[], wide: boolean): string {
+export function policiesTable(policies: readonly PolicyView[], wide: boolean, width?: number): string {
   const registered = (p: PolicyView) => p.createdAt.slice(0, wide ? 19 : 16).replace('T', ' ');
   if (!wide) {
     const rows = policies.map((p) => [
@@ -78,7 +78,11 @@ export function policiesTable(policies: readonly PolicyView[], wide: boolean): s
       p.heldout ?? '-',
       registered(p),
     ]);
-    return formatTable(['version', 'aliases', 'status', 'held-out success', 'registered'], rows);
+    return formatTable(['version', 'aliases', 'status', 'held-out success', 'registered'], rows, {
+      width,
+      dropFirst: [4, 1],
+      more: 'see --wide',
+    });
   }
   const rows = policies.map((p) => [
     p.version,

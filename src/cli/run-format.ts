@@ -1,7 +1,7 @@
 import type { RunReport } from '../client/runs.js';
 import { discordantPairs, mcnemarExactP } from '../gate/paired-tests.js';
 import type { RunStatus } from '../../workflows/index.js';
-import { formatTable } from '../text-table.js';
+import { formatTable, wrapLine } from '../text-table.js';
 import { variantsBlock, type IterationVariantsReport } from './variants-format.js';
 
 // How a run's progress lines and its final table read.
@@ -88,17 +88,25 @@ function gateLabel(gate: NonNullable<RunStatus['iterations'][number]['gate']>): 
     : `pass against ${gate.incumbent} (not promoted: gate.autoPromote is off)`;
 }
 
-/** The final table: each iteration, then the base and the final candidate on the same held-out tasks. */
-export function formatRunSummary(report: RunReport): string {
+/**
+ * The final table: each iteration, then the base and the final candidate on the same held-out tasks. With a terminal
+ * `width`, the tables leave out what does not fit (saying so) and the prose wraps.
+ */
+export function formatRunSummary(report: RunReport, width?: number): string {
   const lines = runStateLines(report);
   const status = report.status;
-  if (!status) return `${lines.join('\n')}\n`;
-  if (status.iterations.length > 0) lines.push('', iterationTable(status.iterations));
-  lines.push(...failureReasonLines(status.iterations));
-  lines.push(...environmentBlocks(status.iterations));
-  lines.push(...heldoutComparison(status));
-  return `${lines.join('\n')}\n`;
+  if (status) {
+    if (status.iterations.length > 0) lines.push('', iterationTable(status.iterations, width));
+    lines.push(...failureReasonLines(status.iterations));
+    lines.push(...environmentBlocks(status.iterations));
+    lines.push(...heldoutComparison(status, width));
+  }
+  const fitted = lines.flatMap((line) => line.split('\n').flatMap((l) => (isTableLine(l) ? [l] : wrapLine(l, width))));
+  return `${fitted.join('\n')}\n`;
 }
+
+/** A line of a table (columns two spaces apart): fitted by leaving columns out, never wrapped. */
+const isTableLine = (line: string) => /\S {2,}\S/.test(line.trimStart());
 
 /** Where the run stands, its last continuation, and how to continue it if it ended. */
 function runStateLines(report: RunReport): string[] {
@@ -121,7 +129,7 @@ function runStateLines(report: RunReport): string[] {
 }
 
 /** One row per iteration: its policy, rewards, gate verdict and failed rollouts. */
-function iterationTable(iterations: RunStatus['iterations']): string {
+function iterationTable(iterations: RunStatus['iterations'], width: number | undefined): string {
   const verdict = (it: RunStatus['iterations'][number]) =>
     it.gate ? `${it.gate.verdict}${it.gate.promoted ? ', promoted' : ''}` : '-';
   const failed = (it: RunStatus['iterations'][number]) =>
@@ -134,7 +142,11 @@ function iterationTable(iterations: RunStatus['iterations']): string {
     verdict(it),
     failed(it),
   ]);
-  return formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows);
+  return formatTable(['iteration', 'policy', 'train reward', 'held-out reward', 'gate', 'failed rollouts'], rows, {
+    width,
+    dropFirst: [5, 3],
+    more: 'see --json',
+  });
 }
 
 /** Why rollouts failed: one reason per stage and class, of the latest iteration that has any. */
@@ -164,7 +176,7 @@ function environmentBlocks(iterations: readonly ReportedIteration[]): string[] {
  * The base, production and the last candidate on the held-out tasks both replays scored, with the
  * paired test of the final policy against the base; nothing before the first held-out replay.
  */
-function heldoutComparison(status: RunStatus): string[] {
+function heldoutComparison(status: RunStatus, width: number | undefined): string[] {
   const heldout = status.heldout;
   if (!heldout?.latest) return [];
   const { base, latest } = heldout;
@@ -205,7 +217,11 @@ function heldoutComparison(status: RunStatus): string[] {
     );
   const lines = [
     '',
-    formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows),
+    formatTable([`held-out, ${tasks.length} tasks`, 'policy', 'success', 'mean reward', 'failed rollouts', ''], rows, {
+      width,
+      dropFirst: [4, 3],
+      more: 'see --json',
+    }),
     `${final === production ? 'production' : 'last candidate'} ${final.policyVersion} against the base ${base.policyVersion}: ${gained.length} tasks gained, ${lost.length} lost (paired by task); exact McNemar p = ${mcnemarExactP(gained.length, lost.length).toExponential(1)}`,
   ];
   if (setAside > 0)

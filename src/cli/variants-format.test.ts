@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { RunReport } from '../client/runs.js';
 import { formatRunSummary, iterationLine } from './run-format.js';
 import { variants } from '../../test/fixtures/iteration-variants.js';
-import { REPORT_WIDTH, variantsBlock, wrapText } from './variants-format.js';
+import { wrapText } from '../text-table.js';
+import { REPORT_WIDTH, variantsBlock } from './variants-format.js';
 
 const iteration = { iteration: 2, candidate: 'r.v2', meanReward: 0.5, heldoutMeanReward: 0.75 };
 

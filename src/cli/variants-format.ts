@@ -1,4 +1,5 @@
 import type { IterationVariantsView } from '../api/variant-schemas.js';
+import { wrapText } from '../text-table.js';
 
 // How an iteration's environment variants read in a run report: the environments training ran in,
 // the variants checked, and the rigger's weaknesses and proposals, each a plain table.
@@ -100,25 +101,6 @@ export function wrappedTable(
     const parts = wrapText(cells[wrap] ?? '', room);
     return parts.map((part, n) => line(cells.map((c, i) => (i === wrap ? part : n === 0 ? c : ''))));
   });
-}
-
-/** Words into lines of at most `width` characters (a longer word is cut). */
-export function wrapText(text: string, width: number): string[] {
-  const lines: string[] = [];
-  let current = '';
-  for (const word of text.split(/\s+/).filter(Boolean)) {
-    if (current && current.length + 1 + word.length > width) {
-      lines.push(current);
-      current = '';
-    }
-    let rest = current ? `${current} ${word}` : word;
-    while (rest.length > width) {
-      lines.push(rest.slice(0, width));
-      rest = rest.slice(width);
-    }
-    current = rest;
-  }
-  return [...lines, current];
 }
 
 /** A line cut to REPORT_WIDTH, its end marked (only a cell wider than the table's room gets here). */

@@ -102,6 +102,20 @@ describe('honest status of a run whose candidates the gate refuses', () => {
         /^refused-1\.v1 +- +v0 +refused \(gate fail\) +full +refused-1 +1 +\w+ +\d+\.\d% \(production v0 \d+\.\d%\) +loss [-\d.e]+, approxKl [-\d.e]+, clipFraction [-\d.e]+/m,
       );
 
+      // On an 80-column terminal every listing fits it, saying what it left out.
+      for (const args of [
+        ['runs'],
+        ['status', runId],
+        ['decisions', '--run', runId],
+        ['policies', '--run', runId],
+        ['ledger', '--run', runId],
+      ]) {
+        const narrow = await reinInProcessWith({ ...env, COLUMNS: '80' }, '--config', configFile, ...args);
+        expect(narrow.code, narrow.stderr).toBe(0);
+        for (const line of narrow.stdout.split('\n'))
+          expect(line.length, `rein ${args.join(' ')}: ${line}\n${narrow.stdout}`).toBeLessThanOrEqual(80);
+      }
+
       const { client, connection } = await testClient();
       try {
         const run = client.workflow.getHandle(runId);

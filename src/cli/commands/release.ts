@@ -10,6 +10,8 @@ import { storeLocation } from '../../store/location.js';
 import { notifyAliasMove } from '../../notify/alias-move.js';
 import { PRODUCTION_ALIAS, promote, rollback, type AliasMove } from '../../registry/promotion.js';
 import { cliContext, type GlobalOptions } from '../context.js';
+import { terminalWidth } from '../terminal-width.js';
+import { wrapLine } from '../../text-table.js';
 import { formatDecision, formatDecisionList, listDecisions } from '../decision-format.js';
 import { formatLedger, formatLedgerChanges } from '../ledger-format.js';
 import { connectOrStartServices } from '../connect-services.js';
@@ -221,7 +223,7 @@ function addDecisionsCommand(program: Command): void {
       process.stdout.write(
         decisions.length === 0
           ? '(no gate decisions yet: each held-out gate records one)\n'
-          : formatDecisionList(decisions),
+          : formatDecisionList(decisions, terminalWidth()),
       );
     });
 }
@@ -257,7 +259,10 @@ function addLedgerCommand(program: Command): void {
         process.stdout.write(
           options.json
             ? `${JSON.stringify({ a, b }, null, 2)}\n`
-            : formatLedgerChanges(a as LedgerEntry, b as LedgerEntry),
+            : formatLedgerChanges(a as LedgerEntry, b as LedgerEntry)
+                .split('\n')
+                .flatMap((line) => wrapLine(line, terminalWidth()))
+                .join('\n'),
         );
         return;
       }
@@ -276,7 +281,7 @@ function addLedgerCommand(program: Command): void {
       process.stdout.write(
         entries.length === 0
           ? '(the ledgers are empty: each training iteration and release adds a row)\n'
-          : formatLedger(entries, verdicts),
+          : formatLedger(entries, verdicts, terminalWidth()),
       );
       const production = await withRegistry(storeLocation(config), (r) => r.alias(PRODUCTION_ALIAS));
       if (production) say(`production: ${production}`);

@@ -20,6 +20,7 @@ import { abortOnInterrupt, followToEnd, formatRunSummary } from '../follow-run.j
 import { pipelineLine } from '../run-format.js';
 import { connectOrStartServices } from '../connect-services.js';
 import { formatTable } from '../../text-table.js';
+import { terminalWidth } from '../terminal-width.js';
 import { addFollowOptions, nonNegativeInteger, positiveInteger } from './train.js';
 
 /** What `rein resume` says when it continues a closed run. */
@@ -43,7 +44,7 @@ export function continuationLine(c: RunContinuation): string {
   return `run ${c.runId} ${verb}${where} (${c.reason}); ${what}.`;
 }
 
-const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 19).replace('T', ' ') : '-');
+const time = (d: Date | undefined) => (d ? d.toISOString().slice(0, 16).replace('T', ' ') : '-');
 
 /** `rein runs`, `rein status RUN`, `rein pause|stop|cancel|resume RUN`, `rein policies`. */
 export function registerRunCommands(program: Command): void {
@@ -80,7 +81,7 @@ function addRunsCommand(program: Command): void {
         time(r.closeTime),
       ]);
       process.stdout.write(
-        `${formatTable(['run', 'execution', 'stage', 'policy', 'started', 'closed'], rows)}\n${runs.length === 0 ? '(no runs yet: `rein train --config FILE` starts one)\n' : ''}`,
+        `${formatTable(['run', 'execution', 'stage', 'policy', 'started', 'closed'], rows, { width: terminalWidth(), dropFirst: [5, 3, 2], more: 'see --json' })}\n${runs.length === 0 ? '(no runs yet: `rein train --config FILE` starts one)\n' : ''}`,
       );
     });
 }
@@ -122,7 +123,7 @@ function addStatusCommand(program: Command): void {
       if (options.json) return void process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       const activity = report.activity;
       process.stdout.write(
-        formatRunSummary(report) +
+        formatRunSummary(report, terminalWidth()) +
           (report.status && report.execution === 'RUNNING'
             ? `stage: ${report.status.stage}${activity ? ` (${activity.stage ?? activity.type}${activity.total !== undefined ? ` ${activity.done ?? 0}/${activity.total}` : ''}${activity.attempt > 1 ? `, attempt ${activity.attempt}` : ''})` : ''}\n`
             : '') +
@@ -255,7 +256,7 @@ function addPoliciesCommand(program: Command): void {
         );
       if (options.json) return void process.stdout.write(`${JSON.stringify(policies, null, 2)}\n`);
       process.stdout.write(
-        `${policiesTable(policies, options.wide === true)}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`,
+        `${policiesTable(policies, options.wide === true, terminalWidth())}\n${policies.length === 0 ? '(no policies registered yet)\n' : ''}`,
       );
     });
 }
