@@ -135,7 +135,7 @@ describe('validateConfig', () => {
 
   it('rejects unknown keys and lists the known ones, at any depth', () => {
     expect(problems(() => validateConfig({ temporl: {}, temporal: { devServer: { prot: 1 } } }, 'test'))).toEqual([
-      'temporal.devServer: unknown key "prot"; expected one of: ip, port, uiPort, headless, dbFile, logLevel',
+      'temporal.devServer: unknown key "prot"; expected one of: ip, port, uiPort, httpPort, metricsPort, headless, dbFile, logLevel',
       '(top level): unknown key "temporl"; expected one of: $schema, dataDir, storage, artifacts, store, log, temporal, gateway, samples, harness, verifier, environment, rollouts, trainer, policyServer, run, api, worker, notifications, gate, retention',
     ]);
   });

@@ -24,6 +24,8 @@ const iterationView = cs.iterationView.parse({
   meanReward: 0.5,
   heldout: { candidate: null, production: null, lower: null, upper: null, incumbent: null, meanReward: null },
   trainer: { loss: null, approxKl: null, clipFraction: null, entropy: null, gradNorm: null },
+  trainerSteps: [],
+  trainerLogprobs: null,
   tokens: { rollouts: null, trained: null },
   stageSeconds: {},
   samples: { sampledFrom: 'v0', keptByVersionsBehind: {} },

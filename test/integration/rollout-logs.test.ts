@@ -88,27 +88,30 @@ describe("the harness's and verifier's logs in the artifact store", () => {
   it.each([
     ['a local folder', () => new LocalArtifactStore(path.join(scratch, 'artifacts'))],
     ['S3', () => s3Store()],
-  ])('are uploaded to %s when each ends, redacted by the gateway rules; the local files stay', async (kind, open) => {
-    const store = open();
-    const { outcome, warnings, rolloutId } = await run(kind === 'S3' ? 's3' : 'local', store);
-    expect(outcome).toMatchObject({ status: 'succeeded', reward: 1 });
-    expect(warnings).toEqual([]);
-    expect(await store.list(`rollouts/${rolloutId}/`)).toEqual([
-      store.uriOf(`rollouts/${rolloutId}/harness-1.log`),
-      store.uriOf(`rollouts/${rolloutId}/verifier.log`),
-    ]);
-    const harnessLog = await text(store, `rollouts/${rolloutId}/harness-1.log`);
-    expect(harnessLog).toContain('debug: OPENAI_API_KEY=[REDACTED:rollout-key] PROVIDER_KEY=[REDACTED:openai-key]');
-    expect(harnessLog).toContain('model said:');
-    expect(harnessLog).not.toContain(PROVIDER_KEY);
-    expect(await text(store, `rollouts/${rolloutId}/verifier.log`)).toMatch(
-      /^debug: REIN_VERIFIER_KEY=\[REDACTED:verifier-key\]\n\{"components":\{"success":1\}\}\n$/,
-    );
-    // The worker's own copy is untouched (its disk is its own).
-    expect(readFileSync(path.join(workerDataDir, 'rollouts', rolloutId, 'harness-1.log'), 'utf8')).toContain(
-      PROVIDER_KEY,
-    );
-  });
+  ])(
+    'are uploaded to %s when each ends, redacted by the gateway rules, as the local files already are',
+    async (kind, open) => {
+      const store = open();
+      const { outcome, warnings, rolloutId } = await run(kind === 'S3' ? 's3' : 'local', store);
+      expect(outcome).toMatchObject({ status: 'succeeded', reward: 1 });
+      expect(warnings).toEqual([]);
+      expect(await store.list(`rollouts/${rolloutId}/`)).toEqual([
+        store.uriOf(`rollouts/${rolloutId}/harness-1.log`),
+        store.uriOf(`rollouts/${rolloutId}/verifier.log`),
+      ]);
+      const harnessLog = await text(store, `rollouts/${rolloutId}/harness-1.log`);
+      expect(harnessLog).toContain('debug: OPENAI_API_KEY=[REDACTED:rollout-key] PROVIDER_KEY=[REDACTED:openai-key]');
+      expect(harnessLog).toContain('model said:');
+      expect(harnessLog).not.toContain(PROVIDER_KEY);
+      expect(await text(store, `rollouts/${rolloutId}/verifier.log`)).toMatch(
+        /^debug: REIN_VERIFIER_KEY=\[REDACTED:verifier-key\]\n\{"components":\{"success":1\}\}\n$/,
+      );
+      // The worker's own copy was redacted as the harness wrote it: no secret ever reached its disk.
+      const local = readFileSync(path.join(workerDataDir, 'rollouts', rolloutId, 'harness-1.log'), 'utf8');
+      expect(local).not.toContain(PROVIDER_KEY);
+      expect(local).toContain('PROVIDER_KEY=[REDACTED:openai-key]');
+    },
+  );
 
   it('a store that refuses (no such bucket) or is gone costs the rollout nothing: it succeeds, the worker is warned, the local logs stay, and its events say so', async () => {
     const gone = await startTestS3();
