@@ -10,6 +10,7 @@ import { openLedger } from '../src/ledger/open.js';
 import { policyServerKey } from '../src/policy/admin-key.js';
 import { megabytes } from '../src/preflight/disk-space.js';
 import { openRegistry } from '../src/registry/open.js';
+import type { WeightSyncKind } from '../src/registry/weight-sync.js';
 import { EnvironmentServer } from '../src/environments/server.js';
 import { ProcessLauncher } from '../src/rollouts/launcher.js';
 import { storeLocation } from '../src/store/location.js';
@@ -50,6 +51,12 @@ export async function activityDepsFromConfig(
   const worker = await workerDepsFromConfig(config);
   const runs = storedRunDeps({ artifacts: worker.deps.artifacts, pacing: config.rollouts, own: runConfigOf(config) });
   return { deps: { ...worker.deps, runs }, close: worker.close };
+}
+
+/** How the serving backend takes new versions: as configured, else rein for the embedded backend, vllm for others. */
+function weightSyncOf(config: ReinConfig): WeightSyncKind {
+  const { servingBackend } = config.trainer;
+  return config.gateway.backends[servingBackend]?.weightSync ?? (servingBackend === EMBEDDED_BACKEND ? 'rein' : 'vllm');
 }
 
 /** The worker-level dependencies: the trace store, registry, ledger, artifacts, gateway, trainer, serving. */
@@ -96,6 +103,7 @@ export async function workerDepsFromConfig(config: ReinConfig): Promise<{ deps: 
       serving: {
         backend: config.trainer.servingBackend,
         endpoints: servingEndpoints,
+        weightSync: weightSyncOf(config),
         apiKey: () => servingKey(config),
       },
     }),

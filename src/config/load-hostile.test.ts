@@ -123,7 +123,7 @@ describe('loadConfig refuses hostile files with the file named', () => {
         validateConfig({ gateway: { backends: { constructor: { endpoints: ['http://a/v1'], bogus: 1 } } } }, 'test'),
       ).problems,
     ).toEqual([
-      'gateway.backends.constructor: unknown key "bogus"; expected one of: endpoints, apiKeyEnv, tokenIds, logprobs, nativeApis, tokenIn, maxInFlight, maxQueueWaitSeconds',
+      'gateway.backends.constructor: unknown key "bogus"; expected one of: endpoints, apiKeyEnv, tokenIds, weightSync, logprobs, nativeApis, tokenIn, maxInFlight, maxQueueWaitSeconds',
     ]);
     expect(refusal(() => validateConfig({ toString: 1 }, 'test')).problems).toEqual([
       expect.stringMatching(/^\(top level\): unknown key "toString"; expected one of: \$schema, dataDir/),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { WEIGHT_SYNC_KINDS } from '../registry/weight-sync.js';
 import { environmentName, httpUrl } from '../config/setting-types.js';
 import { port } from '../port-setting.js';
 import { tracingSettings } from '../telemetry/settings.js';
@@ -33,6 +34,15 @@ const backend = z.strictObject({
     .optional()
     .describe('Name of the environment variable holding the backend API key (keys stay out of config files)'),
   tokenIds: z.boolean().default(true).describe('Ask for token ids (vLLM >= 0.10.2 return_token_ids)'),
+  weightSync: z
+    .enum(WEIGHT_SYNC_KINDS)
+    .optional()
+    .describe(
+      'How the backend takes the versions Rein trains (when it is trainer.servingBackend): rein, the embedded policy ' +
+        "server (full weights and LoRA); vllm, vLLM's run-time LoRA routes (--enable-lora, --max-lora-rank, " +
+        'VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; a full-weight version is refused, never posted as an adapter). ' +
+        'Default: rein for the embedded backend, vllm for any other',
+    ),
   logprobs: z.boolean().default(true).describe("Ask for the sampled tokens' log-probs"),
   nativeApis: z
     .array(z.enum(['responses', 'messages']))

@@ -43,7 +43,8 @@ beforeAll(async () => {
         }
       }
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ data: [] }));
+      // Listed as the embedded policy server lists them (a version is routed to once its backend lists it).
+      res.end(JSON.stringify({ data: loaded.map((l) => ({ id: l.lora_name, root: l.lora_name })) }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -143,6 +144,7 @@ describe('checkpoint locations in the registry', () => {
       path.join(after, 'policies', 'run', 'run.v1'),
     ]);
 
+    loaded.length = 0; // the policy server started again from the moved directory, with nothing loaded
     await ensureServed(version!, gateway, serving());
     expect(loaded.at(-1)).toEqual({ lora_name: 'run.v1', lora_path: path.join(after, 'policies', 'run', 'run.v1') });
     await updatePolicy(

@@ -2,11 +2,14 @@ import type { GatewayControlClient } from '../gateway/control-client.js';
 import type { PolicySpec } from '../gateway/routing.js';
 import type { PolicyRecord, PolicyRegistry } from './policy-registry.js';
 import { restoreAliases } from './promotion.js';
+import { loadVersion, ServingError, servesVersion, type ServedVersion, type WeightSyncKind } from './weight-sync.js';
 
-/** Where Rein serves the versions it trains: a gateway backend and its endpoints (vLLM's adapter API). */
+/** Where Rein serves the versions it trains: a gateway backend, its endpoints and how they take new weights. */
 export interface Serving {
   backend: string;
   endpoints: string[];
+  /** How the endpoints load a version (weight-sync.ts); default: rein, the embedded policy server. */
+  weightSync?: WeightSyncKind;
   /**
    * The key the endpoints want for loading versions (vLLM's --api-key, the embedded policy
    * server's admin key); read when needed, so a key written after this worker started is found.
@@ -14,10 +17,7 @@ export interface Serving {
   apiKey?: () => string | undefined;
 }
 
-/** A serving endpoint refused to load a version, or could not be asked. */
-export class ServingError extends Error {
-  override name = 'ServingError';
-}
+export { ServingError };
 
 /** Versions Rein trained (they have a parent): the backend loads them at run time, not from its config. */
 export const trainedVersions = async (registry: PolicyRegistry): Promise<PolicyRecord[]> =>
@@ -59,7 +59,7 @@ export async function restoreRoutes(
  * Idempotent; cheap when both already have it.
  */
 export async function ensureServed(
-  policy: Pick<PolicyRecord, 'version' | 'checkpointUri'>,
+  policy: ServedVersion,
   gateway: GatewayControlClient,
   serving: Serving,
 ): Promise<{ loadedOn: string[] }> {
@@ -82,17 +82,9 @@ export async function ensureServed(
         );
       }
     };
-    const models = (await (await ask('/v1/models')).json()) as { data?: Array<{ id: string }> };
-    if (models.data?.some((m) => m.id === policy.version)) continue;
-    const res = await ask('/v1/load_lora_adapter', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ lora_name: policy.version, lora_path: policy.checkpointUri }),
-    });
-    if (!res.ok)
-      throw new ServingError(
-        `loading ${policy.version} into ${base} failed (${res.status}): ${(await res.text()).slice(0, 300)}`,
-      );
+    const kind = serving.weightSync ?? 'rein';
+    if (await servesVersion(kind, ask, base, policy)) continue;
+    await loadVersion(kind, ask, base, policy);
     loadedOn.push(base);
   }
   await gateway.registerPolicy(policy.version, { backend: serving.backend, model: policy.version });

@@ -45,7 +45,7 @@ export interface VllmLikeServer {
    * LoRA adapters loaded through vLLM's /v1/load_lora_adapter; each answers as the toy model. Clear it to play a
    * restarted server.
    */
-  adapters: Set<string>;
+  adapters: Map<string, string>;
   close(): Promise<void>;
 }
 
@@ -53,7 +53,7 @@ export interface VllmLikeServer {
 interface ServerState {
   requests: VllmLikeServer['requests'];
   scripts: VllmLikeServer['scripts'];
-  adapters: Set<string>;
+  adapters: Map<string, string>;
   /** The `fault:hold` calls waiting for `release()`. */
   holding: Array<() => void>;
   streaming: Streaming;
@@ -65,7 +65,7 @@ export async function startVllmLikeServer(
   const state: ServerState = {
     requests: [],
     scripts: new Map(),
-    adapters: new Set<string>(),
+    adapters: new Map<string, string>(),
     holding: [],
     streaming: { chunkSize: options.chunkSize ?? 4, chunkDelayMs: options.chunkDelayMs },
   };

@@ -13,7 +13,7 @@ import { FAULT_MODELS, routingFor, startTestGateway, type TestGateway } from '..
 let t: TestGateway;
 beforeAll(async () => {
   t = await startTestGateway();
-  t.backend.adapters.add('lora-v2');
+  t.backend.adapters.set('lora-v2', '/adapters/lora-v2');
   t.gateway.router.registerPolicy('policy-v2', { backend: 'toy', model: 'lora-v2' });
 });
 afterAll(() => t?.close());

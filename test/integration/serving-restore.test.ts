@@ -72,7 +72,7 @@ describe('serving trained versions again after a restart', () => {
   it('loads a version a restarted backend forgot and routes it again before rollouts pin it', async () => {
     const v2 = (await registry.get('r.v2'))!;
     await ensureServed(v2, gateway, { backend: 'toy', endpoints: [t.backend.url] });
-    expect([...t.backend.adapters]).toEqual(['r.v2']);
+    expect([...t.backend.adapters.keys()]).toEqual(['r.v2']);
     t.backend.adapters.clear(); // the inference server restarted
 
     const spec = {
