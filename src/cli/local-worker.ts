@@ -5,6 +5,8 @@ import { startMetricsServer, type MetricsServer } from '../metrics/metrics-serve
 import { WorkerMetrics } from '../metrics/worker-metrics.js';
 import { installTemporalRuntime } from '../../workers/runtime.js';
 import { activityDepsFromConfig } from '../../workers/activity-deps.js';
+import type { ActivityDeps } from '../../activities/index.js';
+import { keepServing, reconcileServing } from '../registry/serving-reconciler.js';
 import { connectWorker, createReinWorker } from '../../workers/worker.js';
 
 export interface RunningWorker {
@@ -14,6 +16,24 @@ export interface RunningWorker {
   /** Resolves when the worker has stopped; rejects if it crashed. */
   done: Promise<void>;
   stop(): Promise<void>;
+}
+
+/**
+ * The serving reconciler, where this worker serves trained versions: what the aliases point at is loaded again on a
+ * backend that restarted, within seconds (registry/serving-reconciler.ts).
+ */
+function keepServingFor(deps: ActivityDeps, logger: Logger, metrics: WorkerMetrics | undefined) {
+  const { registry, gateway, serving } = deps;
+  if (!registry || !gateway || !serving) return undefined;
+  return keepServing(
+    () => reconcileServing(registry, gateway, serving),
+    (state) => {
+      metrics?.servingReconciled(state);
+      for (const l of state.loaded) logger.info({ version: l.version, endpoints: l.endpoints }, 'served again');
+      for (const f of state.failed) logger.warn({ version: f.version }, `not served: ${f.reason}`);
+    },
+    (err) => logger.warn(`serving reconciler: ${err.message}`),
+  );
 }
 
 /** Starts a Rein worker inside this process (what `rein dev` and `rein doctor` use). */
@@ -56,7 +76,10 @@ export async function startLocalWorker(
     await activities.close();
     throw err;
   }
+  // A short-lived worker (`rein doctor`'s) leaves serving to the long-running ones too.
+  const serving = options.serveMetrics === false ? undefined : keepServingFor(activities.deps, logger, metrics);
   const done = worker.run().finally(async () => {
+    await serving?.stop();
     await metricsServer?.close();
     await connection.close();
     await activities.close();

@@ -25,3 +25,16 @@ describe('the trainer metrics a worker exposes', () => {
     expect(valueOf(samples, 'rein_trainer_grad_norm')).toBe(0.9);
   });
 });
+
+describe('the serving reconciler on /metrics', () => {
+  it('shows what must be served and failed in the last pass, and counts the loads it made again', async () => {
+    const metrics = new WorkerMetrics();
+    const loaded = [{ version: 'r.v1', endpoints: ['http://a', 'http://b'] }];
+    metrics.servingReconciled({ needed: ['r.v1', 'r.v2'], loaded, failed: [{ version: 'r.v2', reason: 'down' }] });
+    metrics.servingReconciled({ needed: ['r.v1', 'r.v2'], loaded: [], failed: [] });
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/^rein_serving_versions\{state="needed"\} 2$/m);
+    expect(text).toMatch(/^rein_serving_versions\{state="failed"\} 0$/m);
+    expect(text).toMatch(/^rein_serving_loads_total 2$/m);
+  });
+});

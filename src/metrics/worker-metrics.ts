@@ -71,6 +71,25 @@ export class WorkerMetrics {
     ]),
   ) as Record<keyof typeof TRAINER_GAUGES, Gauge>;
 
+  private readonly servingVersions = new Gauge({
+    name: 'rein_serving_versions',
+    help: 'Trained versions the aliases point at (state needed), and those the last reconciler pass could not serve (failed)',
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
+  private readonly servingLoads = new Counter({
+    name: 'rein_serving_loads_total',
+    help: 'Versions the serving reconciler loaded again on an endpoint that had forgotten them (a backend restart)',
+    registers: [this.registry],
+  });
+
+  /** One pass of the serving reconciler (registry/serving-reconciler.ts). */
+  servingReconciled(state: { needed: string[]; failed: unknown[]; loaded: Array<{ endpoints: string[] }> }): void {
+    this.servingVersions.labels('needed').set(state.needed.length);
+    this.servingVersions.labels('failed').set(state.failed.length);
+    for (const l of state.loaded) this.servingLoads.inc(l.endpoints.length);
+  }
+
   activityStarted(activity: string): void {
     this.activitiesRunning.labels(activity).inc();
   }

@@ -62,6 +62,8 @@ export async function ensureServed(
   policy: ServedVersion,
   gateway: GatewayControlClient,
   serving: Serving,
+  /** false: route only a version this call loaded somewhere (a gateway that restarted restores its routes itself). */
+  routeAlways = true,
 ): Promise<{ loadedOn: string[] }> {
   const loadedOn: string[] = [];
   for (const endpoint of serving.endpoints) {
@@ -87,6 +89,7 @@ export async function ensureServed(
     await loadVersion(kind, ask, base, policy);
     loadedOn.push(base);
   }
-  await gateway.registerPolicy(policy.version, { backend: serving.backend, model: policy.version });
+  if (routeAlways || loadedOn.length > 0)
+    await gateway.registerPolicy(policy.version, { backend: serving.backend, model: policy.version });
   return { loadedOn };
 }
