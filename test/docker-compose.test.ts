@@ -349,3 +349,18 @@ describe('docker-compose.yml, its Rein services as local processes', () => {
     },
   );
 });
+
+describe("the PyTorch trainer's image", () => {
+  it('carries everything the trainer reads: its package with the config schema, the lock, the FSDP config', () => {
+    const text = readFileSync(path.join(root, 'trainer', 'Dockerfile'), 'utf8');
+    const copied = [...text.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) => (m[1] as string).split(/\s+/));
+    expect(copied).toEqual(
+      expect.arrayContaining(['requirements.lock', 'pyproject.toml', 'fsdp.yaml', 'rein_trainer']),
+    );
+    for (const file of copied) expect(existsSync(path.join(root, 'trainer', file)), file).toBe(true);
+    // The package installs with the JSON Schema its config is checked against.
+    expect(readFileSync(path.join(root, 'trainer', 'pyproject.toml'), 'utf8')).toMatch(
+      /\[tool\.setuptools\.package-data\]\n(?:#.*\n)*rein_trainer = \["trainer_config\.schema\.json"\]/,
+    );
+  });
+});
