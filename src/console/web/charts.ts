@@ -33,7 +33,7 @@ export function iterationChart(
       h(
         'p',
         { class: 'muted', 'data-empty': '' },
-        iterations.length === 0
+        iterations.length === 0 && options.x === undefined
           ? 'No data yet: no iteration has finished.'
           : (options.none ?? 'No data yet: no iteration has recorded it.'),
       ),
